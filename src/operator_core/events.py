@@ -1,0 +1,70 @@
+"""Kubernetes Events, posted with a fixed vocabulary of reasons.
+
+Each operator declares its reasons as a ``StrEnum`` in its ``api`` room and
+passes members of it here, so that the set of reasons a user may see is
+written down in one place. Notes are scrubbed of secret values. Callers post an
+Event only for a real change (a transition, a step taken), never on every
+reconcile.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+from collections.abc import Mapping
+from enum import StrEnum
+from typing import Any, Literal
+
+from operator_core.conditions import utcnow
+from operator_core.kube import Kube
+from operator_core.secrets import scrub
+
+__all__ = ["EventRecorder", "EventType"]
+
+EventType = Literal["Normal", "Warning"]
+# The API server refuses longer notes.
+_MAX_NOTE = 1024
+
+
+class EventRecorder:
+    """Posts events.k8s.io/v1 Events about objects, as one reporting controller."""
+
+    def __init__(self, kube: Kube, controller: str, instance: str | None = None) -> None:
+        self._kube = kube
+        self.controller = controller
+        self.instance = instance or os.environ.get("POD_NAME") or socket.gethostname()
+
+    async def emit(
+        self,
+        regarding: Mapping[str, Any],
+        event_type: EventType,
+        reason: StrEnum,
+        note: str,
+        *,
+        action: str | None = None,
+    ) -> dict[str, Any]:
+        """Post one Event about ``regarding`` (any object dict with apiVersion, kind and metadata)."""
+        metadata = regarding["metadata"]
+        namespace = metadata.get("namespace") or "default"
+        event = {
+            "apiVersion": "events.k8s.io/v1",
+            "kind": "Event",
+            "metadata": {"name": f"{metadata['name']}.{uuid.uuid4().hex[:16]}", "namespace": namespace},
+            "eventTime": utcnow().strftime("%Y-%m-%dT%H:%M:%S.000000Z"),
+            "reportingController": self.controller,
+            "reportingInstance": self.instance,
+            "action": action or str(reason),
+            "reason": str(reason),
+            "type": event_type,
+            "note": scrub(note)[:_MAX_NOTE],
+            "regarding": {
+                "apiVersion": regarding["apiVersion"],
+                "kind": regarding["kind"],
+                "name": metadata["name"],
+                "namespace": metadata.get("namespace"),
+                "uid": metadata.get("uid"),
+                "resourceVersion": metadata.get("resourceVersion"),
+            },
+        }
+        return await self._kube.create(event)

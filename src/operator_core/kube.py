@@ -1,0 +1,323 @@
+"""The only module that talks to the Kubernetes API.
+
+:class:`Kube` wraps lightkube's async client and works on plain manifest
+dicts of any kind, built-in or custom (custom kinds are found through their
+CRDs). Writes go through server-side apply with one field manager.
+
+Quiet writes: :meth:`Kube.apply` skips the call when the live object already
+holds everything the desired manifest says *and* carries the hash of that same
+manifest. The containment check catches drift; the hash catches fields that
+were dropped from the desired manifest (which server-side apply would remove).
+A reconcile where nothing changed therefore makes zero write calls;
+``Kube.write_calls`` counts them so tests can prove it.
+
+Client errors are wrapped once, into :mod:`operator_core.errors`, with server
+text scrubbed of registered secret values.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import httpx2
+from lightkube import ApiError, AsyncClient, KubeConfig
+from lightkube.codecs import resource_registry
+from lightkube.core.exceptions import LoadResourceError
+from lightkube.generic_resource import create_resources_from_crd
+from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
+from lightkube.types import CascadeType, PatchType
+
+from operator_core import errors
+from operator_core.secrets import scrub
+
+__all__ = ["APPLIED_HASH_ANNOTATION", "ApplyResult", "Kube", "applied_hash", "is_contained", "needs_apply"]
+
+APPLIED_HASH_ANNOTATION = "operator-suite.dev/applied-hash"
+DEFAULT_FIELD_MANAGER = "operator-suite"
+
+Manifest = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ApplyResult:
+    """What :meth:`Kube.apply` did: the object as it now is, and whether a write was sent."""
+
+    object: Manifest
+    written: bool
+
+
+# ---------------------------------------------------------------- pure helpers
+
+
+def _secret_data_as_base64(manifest: Mapping[str, Any]) -> Manifest:
+    """A Secret's stringData folded into data, as the API server stores it."""
+    folded = copy.deepcopy(dict(manifest))
+    string_data = folded.pop("stringData", None) or {}
+    if string_data:
+        data = dict(folded.get("data") or {})
+        for key, value in string_data.items():
+            data[key] = base64.b64encode(str(value).encode()).decode()
+        folded["data"] = data
+    return folded
+
+
+def applied_hash(desired: Mapping[str, Any]) -> str:
+    """A stable hash of the desired manifest, without its own hash annotation and without Secret values.
+
+    Secret values stay out so that the annotation never becomes a way to guess them;
+    a changed Secret value is still caught by :func:`is_contained`.
+    """
+    subject = copy.deepcopy(dict(desired))
+    annotations = subject.get("metadata", {}).get("annotations") or {}
+    annotations.pop(APPLIED_HASH_ANNOTATION, None)
+    if subject.get("kind") == "Secret":
+        subject.pop("data", None)
+        subject.pop("stringData", None)
+    canonical = json.dumps(subject, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest()[:32]
+
+
+def is_contained(desired: Any, live: Any) -> bool:
+    """True when every value in ``desired`` is present and equal in ``live``.
+
+    Maps may have extra keys in ``live`` (defaults, other managers' fields);
+    lists must have the same length and contain item by item.
+    """
+    if isinstance(desired, Mapping):
+        return isinstance(live, Mapping) and all(
+            key in live and is_contained(value, live[key]) for key, value in desired.items()
+        )
+    if isinstance(desired, list):
+        return (
+            isinstance(live, list)
+            and len(desired) == len(live)
+            and all(is_contained(d, v) for d, v in zip(desired, live, strict=True))
+        )
+    if isinstance(desired, bool) or isinstance(live, bool):
+        return desired is live
+    if isinstance(desired, int | float) and isinstance(live, int | float):
+        return desired == live
+    return bool(desired == live)
+
+
+def with_applied_hash(desired: Mapping[str, Any]) -> Manifest:
+    """The manifest with its hash annotation set."""
+    stamped = copy.deepcopy(dict(desired))
+    metadata = stamped.setdefault("metadata", {})
+    annotations = dict(metadata.get("annotations") or {})
+    annotations[APPLIED_HASH_ANNOTATION] = applied_hash(desired)
+    metadata["annotations"] = annotations
+    return stamped
+
+
+def needs_apply(desired: Mapping[str, Any], live: Mapping[str, Any] | None) -> bool:
+    """Whether server-side applying ``desired`` could change ``live``."""
+    if live is None:
+        return True
+    stamped = with_applied_hash(desired)
+    comparable = _secret_data_as_base64(stamped) if stamped.get("kind") == "Secret" else stamped
+    return not is_contained(comparable, live)
+
+
+# ---------------------------------------------------------------- the adapter
+
+
+def _wrap(error: ApiError, what: str) -> errors.KubeError:
+    status = error.status
+    code = int(status.code or 0)
+    reason = status.reason or ""
+    message = scrub(f"{what}: {status.message or reason or 'API error'}")
+    kind: type[errors.KubeError] = {
+        404: errors.NotFound,
+        409: errors.Conflict,
+        422: errors.Invalid,
+        403: errors.Forbidden,
+    }.get(code, errors.KubeError)
+    return kind(message, status=code, reason=reason)
+
+
+def _describe(manifest: Mapping[str, Any]) -> str:
+    metadata = manifest.get("metadata", {})
+    where = f"{metadata.get('namespace')}/" if metadata.get("namespace") else ""
+    return f"{manifest.get('kind')} {where}{metadata.get('name')}"
+
+
+class Kube:
+    """Async access to one API server, on plain manifest dicts, with one field manager."""
+
+    def __init__(self, client: AsyncClient, *, field_manager: str = DEFAULT_FIELD_MANAGER) -> None:
+        self._client = client
+        self.field_manager = field_manager
+        self.write_calls = 0
+        self._crds_loaded = False
+
+    @classmethod
+    def connect(
+        cls,
+        kubeconfig: Path | str | None = None,
+        *,
+        field_manager: str = DEFAULT_FIELD_MANAGER,
+        context: str | None = None,
+        timeout: float = 10.0,
+    ) -> Kube:
+        """Connect with a kubeconfig file, or else in-cluster config, $KUBECONFIG, or ~/.kube/config."""
+        config = KubeConfig.from_file(kubeconfig) if kubeconfig else KubeConfig.from_env()
+        client = AsyncClient(
+            config.get(context) if context else config,
+            field_manager=field_manager,
+            timeout=httpx2.Timeout(timeout),
+            trust_env=False,
+        )
+        return cls(client, field_manager=field_manager)
+
+    async def close(self) -> None:
+        await self._client.close()
+
+    async def __aenter__(self) -> Kube:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # -- kinds
+
+    async def resource_type(self, api_version: str, kind: str) -> Any:
+        """The lightkube class for a kind: built-in, or custom (looked up in the cluster's CRDs)."""
+        try:
+            return resource_registry.load(api_version, kind)
+        except LoadResourceError:
+            if self._crds_loaded and resource_registry.get(api_version, kind) is None:
+                self._crds_loaded = False  # a CRD may have been installed since
+        await self._load_crds()
+        found = resource_registry.get(api_version, kind)
+        if found is None:
+            raise errors.NotFound(
+                f"kind {kind} of {api_version} is not served", status=404, reason="NotFound"
+            )
+        return found
+
+    async def _load_crds(self) -> None:
+        if self._crds_loaded:
+            return
+        try:
+            async for crd in self._client.list(CustomResourceDefinition):
+                create_resources_from_crd(crd)
+        except ApiError as error:
+            raise _wrap(error, "listing CustomResourceDefinitions") from error
+        self._crds_loaded = True
+
+    # -- reads
+
+    async def get(
+        self, api_version: str, kind: str, name: str, namespace: str | None = None
+    ) -> Manifest | None:
+        """The object as a dict, or None when it does not exist."""
+        resource = await self.resource_type(api_version, kind)
+        try:
+            found = await self._client.get(resource, name, namespace=namespace)
+        except ApiError as error:
+            if error.status.code == 404:
+                return None
+            raise _wrap(error, f"reading {kind} {name}") from error
+        return dict(found.to_dict())
+
+    async def list(
+        self,
+        api_version: str,
+        kind: str,
+        namespace: str | None = None,
+        *,
+        labels: Mapping[str, str] | None = None,
+    ) -> list[Manifest]:
+        resource = await self.resource_type(api_version, kind)
+        selector: dict[str, Any] | None = dict(labels) if labels else None
+        try:
+            return [
+                dict(item.to_dict())
+                async for item in self._client.list(resource, namespace=namespace, labels=selector)
+            ]
+        except ApiError as error:
+            raise _wrap(error, f"listing {kind}") from error
+
+    # -- writes
+
+    async def apply(self, desired: Mapping[str, Any], *, force: bool = True) -> ApplyResult:
+        """Server-side apply ``desired`` unless the live object already matches it."""
+        metadata = desired.get("metadata", {})
+        live = await self.get(
+            desired["apiVersion"], desired["kind"], metadata["name"], metadata.get("namespace")
+        )
+        if not needs_apply(desired, live):
+            assert live is not None
+            return ApplyResult(live, written=False)
+        resource = await self.resource_type(desired["apiVersion"], desired["kind"])
+        body = resource.from_dict(with_applied_hash(desired))
+        self.write_calls += 1
+        try:
+            applied = await self._client.apply(body, field_manager=self.field_manager, force=force)
+        except ApiError as error:
+            raise _wrap(error, f"applying {_describe(desired)}") from error
+        return ApplyResult(dict(applied.to_dict()), written=True)
+
+    async def create(self, manifest: Mapping[str, Any]) -> Manifest:
+        resource = await self.resource_type(manifest["apiVersion"], manifest["kind"])
+        self.write_calls += 1
+        try:
+            created = await self._client.create(
+                resource.from_dict(dict(manifest)), field_manager=self.field_manager
+            )
+        except ApiError as error:
+            raise _wrap(error, f"creating {_describe(manifest)}") from error
+        return dict(created.to_dict())
+
+    async def delete(
+        self,
+        api_version: str,
+        kind: str,
+        name: str,
+        namespace: str | None = None,
+        *,
+        propagation: Literal["Background", "Foreground", "Orphan"] = "Background",
+    ) -> bool:
+        """Delete an object; False when it was already gone."""
+        resource = await self.resource_type(api_version, kind)
+        self.write_calls += 1
+        try:
+            await self._client.delete(
+                resource, name, namespace=namespace, cascade=CascadeType[propagation.upper()]
+            )
+        except ApiError as error:
+            if error.status.code == 404:
+                return False
+            raise _wrap(error, f"deleting {kind} {name}") from error
+        return True
+
+    async def patch_status(
+        self,
+        api_version: str,
+        kind: str,
+        name: str,
+        namespace: str | None,
+        status: Mapping[str, Any],
+    ) -> Manifest:
+        """Merge-patch the status subresource (callers send only what changed)."""
+        resource = await self.resource_type(api_version, kind)
+        self.write_calls += 1
+        try:
+            patched = await self._client.patch(
+                resource.Status,
+                name,
+                {"status": dict(status)},
+                namespace=namespace,
+                patch_type=PatchType.MERGE,
+            )
+        except ApiError as error:
+            raise _wrap(error, f"updating status of {kind} {name}") from error
+        return dict(patched.to_dict())

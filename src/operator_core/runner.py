@@ -1,0 +1,74 @@
+"""Start one operator process: kopf, pointed at a kubeconfig or the in-cluster config.
+
+Each operator's console script calls :func:`run_operator` with its name and
+the module that registers its kopf handlers. The options are the same for all
+three, so that operating them feels the same.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import logging
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import kopf
+
+from operator_core.secrets import install_log_scrubbing
+
+__all__ = ["configure_kopf", "parse_operator_arguments", "run_operator"]
+
+
+def parse_operator_arguments(name: str, argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog=name, description=f"Run the {name} against a Kubernetes cluster.")
+    parser.add_argument(
+        "--kubeconfig",
+        type=Path,
+        help="kubeconfig file; default: in-cluster config, $KUBECONFIG, ~/.kube/config",
+    )
+    parser.add_argument(
+        "--namespace", "-n", action="append", default=[], help="watch only this namespace (repeatable)"
+    )
+    parser.add_argument("--liveness", default="http://0.0.0.0:8080/healthz", help="liveness endpoint URL")
+    parser.add_argument("--verbose", action="store_true", help="debug logging")
+    return parser.parse_args(argv)
+
+
+def run_operator(name: str, handlers_module: str, argv: Sequence[str] | None = None) -> None:
+    """Import the handlers, then run kopf until SIGTERM or SIGINT."""
+    arguments = parse_operator_arguments(name, argv)
+    if arguments.kubeconfig:
+        os.environ["KUBECONFIG"] = str(arguments.kubeconfig.resolve())
+    logging.basicConfig(
+        level=logging.DEBUG if arguments.verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    install_log_scrubbing()
+    importlib.import_module(handlers_module)
+    namespaces = arguments.namespace
+    asyncio.run(
+        kopf.operator(
+            clusterwide=not namespaces,
+            namespaces=namespaces,
+            standalone=True,
+            liveness_endpoint=arguments.liveness,
+        )
+    )
+
+
+def configure_kopf(settings: kopf.OperatorSettings, api_group: str) -> None:
+    """Settings every operator of the suite shares; called from each operator's startup handler."""
+    # Progress and diff-base live in annotations under the operator's own API group,
+    # so that they never clash between operators watching the same objects.
+    settings.persistence.finalizer = f"{api_group}/finalizer"
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=api_group)
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+        prefix=api_group, key="last-handled-configuration"
+    )
+    # Our own Events carry a fixed vocabulary; kopf's per-handler chatter would drown them.
+    settings.posting.level = logging.WARNING
+    settings.watching.server_timeout = 270
+    settings.networking.request_timeout = 30

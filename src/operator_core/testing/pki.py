@@ -1,0 +1,148 @@
+"""Certificates and keys for one local control plane.
+
+One CA signs the API server's serving certificate and the admin client
+certificate (group ``system:masters``); a separate RSA key signs
+service-account tokens. Everything is written under the control plane's own
+directory and lives only as long as it does.
+"""
+
+from __future__ import annotations
+
+import datetime
+import ipaddress
+from dataclasses import dataclass
+from pathlib import Path
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+__all__ = ["Pki", "create_pki"]
+
+_VALIDITY = datetime.timedelta(days=30)
+
+
+@dataclass(frozen=True)
+class Pki:
+    """Paths of the files one control plane needs."""
+
+    ca_cert: Path
+    ca_key: Path
+    serving_cert: Path
+    serving_key: Path
+    admin_cert: Path
+    admin_key: Path
+    service_account_key: Path
+    service_account_public_key: Path
+
+
+def _pem_key(key: ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey) -> bytes:
+    return key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+
+
+def _certificate(
+    subject: x509.Name,
+    public_key: ec.EllipticCurvePublicKey,
+    issuer: x509.Name,
+    signing_key: ec.EllipticCurvePrivateKey,
+    *,
+    is_ca: bool = False,
+    usages: list[x509.ObjectIdentifier] | None = None,
+    alt_names: list[x509.GeneralName] | None = None,
+) -> x509.Certificate:
+    now = datetime.datetime.now(datetime.UTC)
+    builder = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(issuer)
+        .public_key(public_key)
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + _VALIDITY)
+        .add_extension(x509.BasicConstraints(ca=is_ca, path_length=None), critical=True)
+    )
+    if is_ca:
+        builder = builder.add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                key_cert_sign=True,
+                crl_sign=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+    if usages:
+        builder = builder.add_extension(x509.ExtendedKeyUsage(usages), critical=False)
+    if alt_names:
+        builder = builder.add_extension(x509.SubjectAlternativeName(alt_names), critical=False)
+    return builder.sign(signing_key, hashes.SHA256())
+
+
+def _write(path: Path, data: bytes) -> Path:
+    path.write_bytes(data)
+    path.chmod(0o600)
+    return path
+
+
+def create_pki(directory: Path, *, service_ip: str) -> Pki:
+    """Create a CA, serving and admin certificates, and the service-account key pair in ``directory``."""
+    directory.mkdir(parents=True, exist_ok=True)
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "operator-suite-local-ca")])
+    ca = _certificate(ca_name, ca_key.public_key(), ca_name, ca_key, is_ca=True)
+
+    serving_key = ec.generate_private_key(ec.SECP256R1())
+    serving = _certificate(
+        x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kube-apiserver")]),
+        serving_key.public_key(),
+        ca_name,
+        ca_key,
+        usages=[ExtendedKeyUsageOID.SERVER_AUTH],
+        alt_names=[
+            x509.DNSName("localhost"),
+            x509.DNSName("kubernetes"),
+            x509.DNSName("kubernetes.default"),
+            x509.DNSName("kubernetes.default.svc"),
+            x509.DNSName("kubernetes.default.svc.cluster.local"),
+            x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
+            x509.IPAddress(ipaddress.ip_address(service_ip)),
+        ],
+    )
+
+    admin_key = ec.generate_private_key(ec.SECP256R1())
+    admin = _certificate(
+        x509.Name(
+            [
+                x509.NameAttribute(NameOID.ORGANIZATION_NAME, "system:masters"),
+                x509.NameAttribute(NameOID.COMMON_NAME, "operator-suite-admin"),
+            ]
+        ),
+        admin_key.public_key(),
+        ca_name,
+        ca_key,
+        usages=[ExtendedKeyUsageOID.CLIENT_AUTH],
+    )
+
+    sa_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    pem = serialization.Encoding.PEM
+    return Pki(
+        ca_cert=_write(directory / "ca.crt", ca.public_bytes(pem)),
+        ca_key=_write(directory / "ca.key", _pem_key(ca_key)),
+        serving_cert=_write(directory / "apiserver.crt", serving.public_bytes(pem) + ca.public_bytes(pem)),
+        serving_key=_write(directory / "apiserver.key", _pem_key(serving_key)),
+        admin_cert=_write(directory / "admin.crt", admin.public_bytes(pem)),
+        admin_key=_write(directory / "admin.key", _pem_key(admin_key)),
+        service_account_key=_write(directory / "sa.key", _pem_key(sa_key)),
+        service_account_public_key=_write(
+            directory / "sa.pub",
+            sa_key.public_key().public_bytes(pem, serialization.PublicFormat.SubjectPublicKeyInfo),
+        ),
+    )

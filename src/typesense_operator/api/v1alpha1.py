@@ -1,0 +1,220 @@
+"""TypesenseCluster, version v1alpha1, wire-compatible with the Go operator's resource.
+
+Field names and defaults follow the specification's spec table, so a manifest
+written for the Go operator is accepted here. CEL rules refuse, at admission,
+what the Go operator only warns about in its documentation (an even cluster
+size, a raft endpoint longer than 64 characters, a storage class changed
+after the volumes exist).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import ConfigDict, Field
+
+from operator_core.apimodel import ApiModel, cel, immutable, preserve_unknown
+from operator_core.conditions import Condition
+from operator_core.crdgen import CustomResource, PrinterColumn, ScaleSubresource
+
+__all__ = ["CUSTOM_RESOURCES", "TYPESENSE_CLUSTER", "TypesenseClusterSpec", "TypesenseClusterStatus"]
+
+GROUP = "ts.opentelekomcloud.com"
+VERSION = "v1alpha1"
+DEFAULT_METRICS_IMAGE = "akyriako78/typesense-prometheus-exporter:0.1.7"
+_CRON_FIELD = r"[0-9*/,\-A-Za-z]+"
+
+
+class SecretReference(ApiModel):
+    """A Secret in the cluster's namespace."""
+
+    name: str = Field(min_length=1, max_length=253)
+    """Name of the Secret. It must hold the admin API key under the key typesense-api-key."""
+
+
+class ConfigMapReference(ApiModel):
+    """A ConfigMap in the cluster's namespace."""
+
+    name: str = Field(min_length=1, max_length=253)
+    """Name of the ConfigMap."""
+
+
+class StorageSpec(ApiModel):
+    """The persistent volume behind each Typesense node."""
+
+    size: str = "100Mi"
+    """Size of each node's PersistentVolume, as a Kubernetes quantity."""
+    storage_class_name: str = Field(
+        default="standard", min_length=1, json_schema_extra=immutable("storage.storageClassName")
+    )
+    """StorageClass of the volumes. Fixed once the volumes exist."""
+
+
+class IngressSpec(ApiModel):
+    """Expose the cluster through an Ingress, behind an nginx reverse proxy that can check the referer."""
+
+    host: str = Field(min_length=1)
+    """Host name served by the Ingress."""
+    ingress_class_name: str = Field(min_length=1)
+    """IngressClass that serves the Ingress."""
+    cluster_issuer: str | None = None
+    """cert-manager ClusterIssuer that issues the TLS certificate. Without it, the Ingress has no TLS."""
+    referer: str | None = None
+    """Only requests whose Referer matches this host name reach Typesense."""
+    http_directives: str | None = Field(default=None, alias="HttpDirectives")
+    """Extra nginx directives for the http block of the proxy."""
+    server_directives: str | None = None
+    """Extra nginx directives for the server block of the proxy."""
+    location_directives: str | None = None
+    """Extra nginx directives for the location block of the proxy."""
+    annotations: dict[str, str] | None = None
+    """Annotations added to the Ingress."""
+
+
+class DocSearchScraperSpec(ApiModel):
+    """A DocSearch scraper, run on a schedule as a CronJob."""
+
+    name: str = Field(min_length=1, max_length=52, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+    """Name of the scraper; part of the CronJob's name."""
+    image: str = Field(min_length=1)
+    """Container image of the scraper."""
+    config: str = Field(min_length=1)
+    """The scraper's JSON configuration."""
+    schedule: str = Field(
+        pattern=rf"^{_CRON_FIELD}( {_CRON_FIELD}){{4}}$",
+    )
+    """Cron expression with five fields: no time zone, no seconds."""
+
+
+class MetricsSpec(ApiModel):
+    """The Prometheus exporter sidecar and its PodMonitor."""
+
+    release: str = Field(min_length=1)
+    """The Prometheus release (its `release` label) that should scrape the cluster."""
+    image: str = DEFAULT_METRICS_IMAGE
+    """Container image of the metrics exporter."""
+    interval: int = Field(default=15, ge=1)
+    """Seconds between two scrapes."""
+
+
+class TypesenseClusterSpec(ApiModel):
+    """The desired Typesense cluster."""
+
+    image: str = Field(min_length=1)
+    """Typesense container image, for example typesense/typesense:27.1."""
+    admin_api_key: SecretReference | None = None
+    """Secret holding the admin API key. Without it, the operator generates one."""
+    replicas: int = Field(
+        default=3,
+        json_schema_extra=cel(
+            ("self in [1, 3, 5, 7]", "replicas must be 1, 3, 5 or 7: raft needs an odd size")
+        ),
+    )
+    """Number of Typesense nodes: 1, 3, 5 or 7."""
+    api_port: int = Field(default=8108, ge=1, le=65535)
+    """Port of the REST API."""
+    peering_port: int = Field(default=8107, ge=1, le=65535)
+    """Port of raft peering between nodes."""
+    reset_peers_on_error: bool = True
+    """Let Typesense reset its peers when it hits an error at start."""
+    enable_cors: bool = False
+    """Enable CORS on the API."""
+    cors_domains: str | None = None
+    """Comma-separated list of domains allowed by CORS; needs enableCors."""
+    resources: dict[str, Any] | None = Field(default=None, json_schema_extra=preserve_unknown())
+    """Compute resources of each Typesense container (a core/v1 ResourceRequirements)."""
+    node_selector: dict[str, str] | None = None
+    """Node labels a node must have to run a Typesense pod."""
+    tolerations: list[dict[str, Any]] | None = Field(default=None, json_schema_extra={"maxItems": 64})
+    """Tolerations of the Typesense pods (core/v1 Toleration objects)."""
+    additional_server_configuration: ConfigMapReference | None = None
+    """ConfigMap of extra TYPESENSE_* settings. Settings in this spec win over it."""
+    storage: StorageSpec = StorageSpec()
+    """Persistent storage of each node."""
+    ingress: IngressSpec | None = None
+    """Optional Ingress with a referer-checking nginx proxy."""
+    scrapers: list[DocSearchScraperSpec] | None = Field(
+        default=None,
+        max_length=32,
+        json_schema_extra=cel(
+            ("self.all(a, self.exists_one(b, b.name == a.name))", "scraper names must be unique")
+        ),
+    )
+    """DocSearch scrapers run as CronJobs."""
+    metrics: MetricsSpec | None = None
+    """Optional metrics exporter sidecar and PodMonitor."""
+    topology_spread_constraints: list[dict[str, Any]] | None = Field(
+        default=None, json_schema_extra={"maxItems": 16}
+    )
+    """How Typesense pods spread across topology domains (core/v1 TopologySpreadConstraint objects)."""
+    incremental_quorum_recovery: bool = False
+    """When recovering quorum, add nodes back one at a time instead of all at once."""
+
+    model_config = ConfigDict(
+        json_schema_extra=cel(
+            ("self.apiPort != self.peeringPort", "apiPort and peeringPort must differ"),
+            ("!has(self.corsDomains) || self.enableCors", "corsDomains needs enableCors: true"),
+        )
+    )
+
+
+Phase = Literal[
+    "Bootstrapping",
+    "QuorumReady",
+    "QuorumNotReady",
+    "QuorumDegraded",
+    "QuorumUpgraded",
+    "QuorumNeedsIntervention",
+]
+
+
+class TypesenseClusterStatus(ApiModel):
+    """The observed state of the cluster, written only by the operator."""
+
+    conditions: list[Condition] | None = Field(
+        default=None,
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
+    )
+    """Conditions of the cluster; Ready summarises them."""
+    observed_generation: int | None = None
+    """The .metadata.generation the status was last computed from."""
+    replicas: int | None = None
+    """Number of Typesense pods that exist (the scale subresource reads it)."""
+    ready_replicas: int | None = None
+    """Number of Typesense pods that are ready."""
+    phase: Phase | None = None
+    """One word for the cluster's state, for printer columns."""
+
+
+# raft rejects a peer address ({name}-sts-{i}.{name}-sts-svc:{peering}:{api}) longer than 64 characters.
+_RAFT_ENDPOINT_RULE = {
+    "rule": "2 * size(self.metadata.name) + 17 + size(string(self.spec.peeringPort))"
+    " + size(string(self.spec.apiPort)) <= 64",
+    "message": "metadata.name is too long: the raft endpoint "
+    "{name}-sts-N.{name}-sts-svc:{peeringPort}:{apiPort} must fit in 64 characters",
+}
+
+TYPESENSE_CLUSTER = CustomResource(
+    group=GROUP,
+    version=VERSION,
+    kind="TypesenseCluster",
+    plural="typesenseclusters",
+    spec_model=TypesenseClusterSpec,
+    status_model=TypesenseClusterStatus,
+    description="A Typesense raft cluster managed by the Typesense operator.",
+    short_names=("tsc",),
+    categories=("typesense",),
+    printer_columns=(
+        PrinterColumn("Image", ".spec.image", description="Typesense image"),
+        PrinterColumn("Replicas", ".spec.replicas", "integer", "Desired number of nodes"),
+        PrinterColumn(
+            "Ready", '.status.conditions[?(@.type=="Ready")].status', description="Ready condition"
+        ),
+        PrinterColumn("Status", ".status.phase", description="Quorum state"),
+        PrinterColumn("Age", ".metadata.creationTimestamp", "date"),
+    ),
+    scale=ScaleSubresource(".spec.replicas", ".status.replicas"),
+    validations=(_RAFT_ENDPOINT_RULE,),
+)
+
+CUSTOM_RESOURCES = [TYPESENSE_CLUSTER]
