@@ -75,8 +75,11 @@ def applied_hash(desired: Mapping[str, Any]) -> str:
     a changed Secret value is still caught by :func:`is_contained`.
     """
     subject = copy.deepcopy(dict(desired))
-    annotations = subject.get("metadata", {}).get("annotations") or {}
+    metadata = subject.get("metadata", {})
+    annotations = metadata.get("annotations") or {}
     annotations.pop(APPLIED_HASH_ANNOTATION, None)
+    if not annotations:
+        metadata.pop("annotations", None)
     if subject.get("kind") == "Secret":
         subject.pop("data", None)
         subject.pop("stringData", None)

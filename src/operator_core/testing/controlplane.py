@@ -67,6 +67,10 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
+def _base64(path: Path) -> str:
+    return base64.b64encode(path.read_bytes()).decode()
+
+
 def _die_with_parent() -> None:
     """Run in the child before exec: SIGKILL this process when the parent goes away."""
     libc = ctypes.CDLL("libc.so.6", use_errno=True)
@@ -338,36 +342,40 @@ class ControlPlane:
 
         self._wait("kube-apiserver", process, ready, deadline)
 
-    def _write_kubeconfig(self) -> None:
+    def kubeconfig_text(self, user: dict[str, str]) -> str:
+        """A kubeconfig for this control plane with the given user entry (certificate or token)."""
         assert self.pki is not None
-
-        def b64(path: Path) -> str:
-            return base64.b64encode(path.read_bytes()).decode()
-
         config: dict[str, Any] = {
             "apiVersion": "v1",
             "kind": "Config",
             "clusters": [
                 {
                     "name": "operator-suite",
-                    "cluster": {"server": self.api_url, "certificate-authority-data": b64(self.pki.ca_cert)},
-                }
-            ],
-            "users": [
-                {
-                    "name": "admin",
-                    "user": {
-                        "client-certificate-data": b64(self.pki.admin_cert),
-                        "client-key-data": b64(self.pki.admin_key),
+                    "cluster": {
+                        "server": self.api_url,
+                        "certificate-authority-data": _base64(self.pki.ca_cert),
                     },
                 }
             ],
+            "users": [{"name": "user", "user": user}],
             "contexts": [
-                {"name": "operator-suite", "context": {"cluster": "operator-suite", "user": "admin"}}
+                {"name": "operator-suite", "context": {"cluster": "operator-suite", "user": "user"}}
             ],
             "current-context": "operator-suite",
         }
-        self.kubeconfig.write_text(yaml.safe_dump(config, sort_keys=False))
+        return yaml.safe_dump(config, sort_keys=False)
+
+    def kubeconfig_for_token(self, token: str) -> str:
+        """A kubeconfig that authenticates with a bearer token, e.g. a ServiceAccount's."""
+        return self.kubeconfig_text({"token": token})
+
+    def _write_kubeconfig(self) -> None:
+        assert self.pki is not None
+        admin = {
+            "client-certificate-data": _base64(self.pki.admin_cert),
+            "client-key-data": _base64(self.pki.admin_key),
+        }
+        self.kubeconfig.write_text(self.kubeconfig_text(admin))
         self.kubeconfig.chmod(0o600)
 
     def _component_health(self, port: int) -> Callable[[], bool]:

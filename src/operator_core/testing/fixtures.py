@@ -1,0 +1,157 @@
+"""pytest fixtures over the local control plane. Load with ``pytest_plugins = ["operator_core.testing.fixtures"]``.
+
+- ``control_plane`` (session): one real control plane for the whole run;
+- ``kube``: an admin :class:`~operator_core.kube.Kube` client for one test;
+- ``namespace``: a fresh namespace per test, deleted afterwards;
+- ``kubectl``: run the pinned kubectl against the control plane;
+- ``installed_crds`` (session): every CRD of the suite, applied and Established;
+- ``start_control_plane``: start more control planes (e.g. a "workload cluster"), stopped at the end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import subprocess
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+import yaml
+
+from operator_core.kube import Kube
+from operator_core.testing.controlplane import ControlPlane
+
+__all__ = [
+    "Kubectl",
+    "control_plane",
+    "installed_crds",
+    "kube",
+    "kubectl",
+    "namespace",
+    "start_control_plane",
+    "wait_until",
+]
+
+Kubectl = Callable[..., subprocess.CompletedProcess[str]]
+
+
+async def wait_until(
+    probe: Callable[[], object], *, timeout: float = 30.0, interval: float = 0.2, what: str = "condition"
+) -> object:
+    """Await ``probe()`` (sync or async) until it returns something truthy; fail the test after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    last: object = None
+    while time.monotonic() < deadline:
+        last = probe()
+        if asyncio.iscoroutine(last):
+            last = await last
+        if last:
+            return last
+        await asyncio.sleep(interval)
+    pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}; last value: {last!r}")
+
+
+@pytest.fixture(scope="session")
+def start_control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., ControlPlane]]:
+    """A factory for control planes; every one it starts is stopped when the session ends."""
+    started: list[ControlPlane] = []
+
+    def start(name: str = "controlplane", **options: object) -> ControlPlane:
+        plane = ControlPlane(tmp_path_factory.mktemp(name), **options)  # type: ignore[arg-type]
+        plane.start()
+        started.append(plane)
+        return plane
+
+    try:
+        yield start
+    finally:
+        for plane in reversed(started):
+            plane.stop()
+
+
+@pytest.fixture(scope="session")
+def control_plane(start_control_plane: Callable[..., ControlPlane]) -> ControlPlane:
+    """The session's shared control plane."""
+    return start_control_plane("controlplane")
+
+
+@pytest_asyncio.fixture
+async def kube(control_plane: ControlPlane) -> AsyncIterator[Kube]:
+    client = Kube.connect(control_plane.kubeconfig)
+    try:
+        yield client
+    finally:
+        await client.close()
+
+
+@pytest.fixture
+def kubectl(control_plane: ControlPlane) -> Kubectl:
+    """Run kubectl with the control plane's admin kubeconfig; raises on a non-zero exit unless check=False."""
+
+    def run(
+        *arguments: str, check: bool = True, input_text: str | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(control_plane.binaries.kubectl), f"--kubeconfig={control_plane.kubeconfig}", *arguments],
+            capture_output=True,
+            text=True,
+            check=check,
+            input=input_text,
+            timeout=60,
+        )
+
+    return run
+
+
+def _namespace_name(test_name: str) -> str:
+    slug = re.sub(r"[^a-z0-9-]+", "-", test_name.lower()).strip("-")[:40].strip("-")
+    return f"{slug}-{uuid.uuid4().hex[:6]}"
+
+
+@pytest_asyncio.fixture
+async def namespace(kube: Kube, request: pytest.FixtureRequest) -> AsyncIterator[str]:
+    """A fresh namespace named after the test."""
+    name = _namespace_name(request.node.name)
+    await kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    try:
+        yield name
+    finally:
+        await kube.delete("v1", "Namespace", name)
+
+
+def _crd_documents(directory: Path) -> list[dict[str, object]]:
+    documents: list[dict[str, object]] = []
+    for path in sorted(directory.glob("*.yaml")):
+        documents.extend(d for d in yaml.safe_load_all(path.read_text()) if d)
+    return documents
+
+
+@pytest.fixture(scope="session")
+def installed_crds(control_plane: ControlPlane, pytestconfig: pytest.Config) -> list[str]:
+    """Apply the committed CRDs in deploy/crds/ and wait until each is Established; returns their names."""
+    directory = Path(pytestconfig.rootpath) / "deploy" / "crds"
+    documents = _crd_documents(directory)
+
+    async def install() -> list[str]:
+        async with Kube.connect(control_plane.kubeconfig) as client:
+            names = []
+            for document in documents:
+                applied = await client.apply(document)
+                names.append(applied.object["metadata"]["name"])
+
+            async def all_established() -> bool:
+                for name in names:
+                    crd = await client.get("apiextensions.k8s.io/v1", "CustomResourceDefinition", name)
+                    conditions = (crd or {}).get("status", {}).get("conditions", [])
+                    if not any(c["type"] == "Established" and c["status"] == "True" for c in conditions):
+                        return False
+                return True
+
+            await wait_until(all_established, what="CRDs to be Established")
+            return names
+
+    return asyncio.run(install())

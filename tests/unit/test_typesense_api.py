@@ -1,0 +1,80 @@
+"""The TypesenseCluster model accepts the Go operator's manifests and its CEL rules say what they promise."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import celpy
+import pytest
+import yaml
+
+from typesense_operator.api import TYPESENSE_CLUSTER, TypesenseClusterSpec
+from operator_core.crdgen import crd_manifest
+
+GO_OPERATOR_SAMPLE = """
+image: typesense/typesense:27.1
+replicas: 3
+storage:
+  size: 100Mi
+  storageClassName: csi-disk
+ingress:
+  host: ts.example.de
+  ingressClassName: nginx
+  clusterIssuer: opentelekomcloud-letsencrypt
+adminApiKey:
+  name: typesense-common-bootstrap-key
+scrapers:
+  - name: docusaurus-example-com
+    image: typesense/docsearch-scraper:0.11.0
+    config: "{}"
+    schedule: '*/2 * * * *'
+"""
+
+
+def test_go_operator_sample_is_accepted_with_defaults() -> None:
+    spec = TypesenseClusterSpec.model_validate(yaml.safe_load(GO_OPERATOR_SAMPLE))
+    wire = spec.to_wire()
+    assert wire["apiPort"] == 8108 and wire["peeringPort"] == 8107
+    assert wire["storage"] == {"size": "100Mi", "storageClassName": "csi-disk"}
+    assert wire["resetPeersOnError"] is True
+
+
+def _rules(schema: dict[str, Any]) -> list[str]:
+    return [v["rule"] for v in schema.get("x-kubernetes-validations", [])]
+
+
+def _evaluate(rule: str, activation: dict[str, Any]) -> bool:
+    environment = celpy.Environment()
+    program = environment.program(environment.compile(rule))
+    return bool(program.evaluate({k: celpy.json_to_cel(v) for k, v in activation.items()}))
+
+
+@pytest.fixture(scope="module")
+def root_schema() -> dict[str, Any]:
+    return crd_manifest(TYPESENSE_CLUSTER)["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+
+
+@pytest.mark.parametrize(
+    ("replicas", "allowed"), [(1, True), (2, False), (3, True), (5, True), (7, True), (9, False)]
+)
+def test_replicas_rule(root_schema: dict[str, Any], replicas: int, allowed: bool) -> None:
+    (rule,) = _rules(root_schema["properties"]["spec"]["properties"]["replicas"])
+    assert _evaluate(rule, {"self": replicas}) is allowed
+
+
+@pytest.mark.parametrize(("name", "allowed"), [("a" * 19, True), ("a" * 20, False)])
+def test_raft_endpoint_length_rule(root_schema: dict[str, Any], name: str, allowed: bool) -> None:
+    (rule,) = _rules(root_schema)
+    obj = {"metadata": {"name": name}, "spec": {"apiPort": 8108, "peeringPort": 8107}}
+    endpoint = f"{name}-sts-0.{name}-sts-svc:8107:8108"
+    assert (len(endpoint) <= 64) is allowed
+    assert _evaluate(rule, {"self": obj}) is allowed
+
+
+def test_spec_level_rules(root_schema: dict[str, Any]) -> None:
+    rules = _rules(root_schema["properties"]["spec"])
+    same_ports = {"apiPort": 8108, "peeringPort": 8108, "enableCors": False}
+    cors_without_enable = {"apiPort": 8108, "peeringPort": 8107, "enableCors": False, "corsDomains": "a.b"}
+    assert not _evaluate(rules[0], {"self": same_ports})
+    assert not _evaluate(rules[1], {"self": cors_without_enable})
+    assert _evaluate(rules[1], {"self": {**cors_without_enable, "enableCors": True}})
