@@ -72,7 +72,8 @@ def test_cli_up_and_down_leave_no_process(tmp_path: Path, control_plane: Control
         again = subprocess.run(
             [*command, "up", "--dir", str(directory)], capture_output=True, text=True, timeout=60
         )
-        assert again.returncode == 1 and "already running" in again.stdout
+        assert again.returncode == 1
+        assert "already running" in again.stdout
     finally:
         down = subprocess.run(
             [*command, "down", "--dir", str(directory)], capture_output=True, text=True, timeout=60
@@ -100,7 +101,11 @@ def test_components_die_with_a_killed_parent(tmp_path: Path) -> None:
         "sys.stdin.read()\n"
     )
     with subprocess.Popen(
-        [sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=os.environ.copy()
+        [sys.executable, "-c", script],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=os.environ.copy(),
     ) as parent:
         assert parent.stdout is not None
         assert parent.stdout.readline().strip() == "started"

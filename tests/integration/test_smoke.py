@@ -33,7 +33,7 @@ async def test_cel_rule_rejects_invalid_object_with_readable_message(kube: Kube,
 
 @pytest.mark.usefixtures("installed_crds")
 async def test_cel_rule_on_object_name_length(kube: Kube, namespace: str) -> None:
-    with pytest.raises(Invalid, match="raft endpoint .* must fit in 64 characters"):
+    with pytest.raises(Invalid, match=r"raft endpoint .* must fit in 64 characters"):
         await kube.create(typesense_cluster("a" * 20, namespace))
 
 
@@ -45,7 +45,7 @@ async def test_transition_rule_keeps_storage_class_immutable_and_defaults_apply(
     assert created["spec"]["replicas"] == 3, "the schema default was not applied by the API server"
     assert created["spec"]["storage"]["size"] == "100Mi"
     changed = typesense_cluster("ts", namespace, storage={"storageClassName": "slow"})
-    with pytest.raises(Invalid, match="storage.storageClassName is immutable"):
+    with pytest.raises(Invalid, match=r"storage\.storageClassName is immutable"):
         await kube.apply(changed)
 
 
@@ -155,7 +155,8 @@ async def test_server_side_apply_reports_field_conflicts(control_plane: ControlP
         with pytest.raises(Conflict) as conflict:
             await second.apply(configmap("second"), force=False)
         assert conflict.value.status == 409
-        assert "conflict" in str(conflict.value).lower() and ".data.owner" in str(conflict.value)
+        assert "conflict" in str(conflict.value).lower()
+        assert ".data.owner" in str(conflict.value)
         forced = await second.apply(configmap("second"), force=True)
         assert forced.object["data"]["owner"] == "second"
 

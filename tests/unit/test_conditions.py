@@ -46,7 +46,8 @@ def test_find_and_is_true() -> None:
     conditions = set_condition([], "Ready", "True", "Ok", now=T0)
     assert find(conditions, "Ready") is conditions[0]
     assert find(conditions, "Other") is None
-    assert is_true(conditions, "Ready") and not is_true(conditions, "Other")
+    assert is_true(conditions, "Ready")
+    assert not is_true(conditions, "Other")
 
 
 @pytest.mark.parametrize(

@@ -58,7 +58,8 @@ def test_field_names_are_camel_case_and_documented() -> None:
 
 def test_exclusive_minimum_becomes_openapi_v3_form() -> None:
     schema = structural_schema(Sample)["properties"]["replicaCount"]
-    assert schema["minimum"] == 0 and schema["exclusiveMinimum"] is True
+    assert schema["minimum"] == 0
+    assert schema["exclusiveMinimum"] is True
     assert schema["default"] == 3
 
 
@@ -72,7 +73,8 @@ def test_cel_rules_and_transition_rules_are_carried() -> None:
 
 def test_int_or_string_union() -> None:
     schema = structural_schema(Sample)["properties"]["port"]
-    assert schema["x-kubernetes-int-or-string"] is True and "type" not in schema
+    assert schema["x-kubernetes-int-or-string"] is True
+    assert "type" not in schema
 
 
 def test_references_are_inlined_with_defaults() -> None:
@@ -91,7 +93,9 @@ def test_maps_and_any() -> None:
 
 def test_no_references_or_titles_remain() -> None:
     text = repr(structural_schema(Sample))
-    assert "$ref" not in text and "'title'" not in text and "anyOf" not in text
+    assert "$ref" not in text
+    assert "'title'" not in text
+    assert "anyOf" not in text
 
 
 def test_undocumented_field_is_refused() -> None:
@@ -131,7 +135,8 @@ def test_manifest_carries_names_columns_and_subresources() -> None:
     crd = crd_manifest(resource)
     assert crd["metadata"]["name"] == "samples.example.dev"
     names = crd["spec"]["names"]
-    assert names["shortNames"] == ["smp"] and names["categories"] == ["examples"]
+    assert names["shortNames"] == ["smp"]
+    assert names["categories"] == ["examples"]
     version = crd["spec"]["versions"][0]
     assert version["subresources"] == {
         "status": {},

@@ -8,8 +8,8 @@ import celpy
 import pytest
 import yaml
 
-from typesense_operator.api import TYPESENSE_CLUSTER, TypesenseClusterSpec
 from operator_core.crdgen import crd_manifest
+from typesense_operator.api import TYPESENSE_CLUSTER, TypesenseClusterSpec
 
 GO_OPERATOR_SAMPLE = """
 image: typesense/typesense:27.1
@@ -34,7 +34,8 @@ scrapers:
 def test_go_operator_sample_is_accepted_with_defaults() -> None:
     spec = TypesenseClusterSpec.model_validate(yaml.safe_load(GO_OPERATOR_SAMPLE))
     wire = spec.to_wire()
-    assert wire["apiPort"] == 8108 and wire["peeringPort"] == 8107
+    assert wire["apiPort"] == 8108
+    assert wire["peeringPort"] == 8107
     assert wire["storage"] == {"size": "100Mi", "storageClassName": "csi-disk"}
     assert wire["resetPeersOnError"] is True
 

@@ -1,4 +1,6 @@
-"""pytest fixtures over the local control plane. Load with ``pytest_plugins = ["operator_core.testing.fixtures"]``.
+"""pytest fixtures over the local control plane.
+
+Load them with ``pytest_plugins = ["operator_core.testing.fixtures"]``:
 
 - ``control_plane`` (session): one real control plane for the whole run;
 - ``kube``: an admin :class:`~operator_core.kube.Kube` client for one test;
@@ -40,9 +42,13 @@ Kubectl = Callable[..., subprocess.CompletedProcess[str]]
 
 
 async def wait_until(
-    probe: Callable[[], object], *, timeout: float = 30.0, interval: float = 0.2, what: str = "condition"
+    probe: Callable[[], object],
+    *,
+    timeout: float = 30.0,  # noqa: ASYNC109 - a polling deadline, reported as a test failure
+    interval: float = 0.2,
+    what: str = "condition",
 ) -> object:
-    """Await ``probe()`` (sync or async) until it returns something truthy; fail the test after ``timeout``."""
+    """Await ``probe()`` (sync or async) until it returns something truthy; fail the test after timeout."""
     deadline = time.monotonic() + timeout
     last: object = None
     while time.monotonic() < deadline:
