@@ -12,11 +12,11 @@ from __future__ import annotations
 import os
 import socket
 import uuid
+from datetime import UTC, datetime
 from collections.abc import Mapping
 from enum import StrEnum
 from typing import Any, Literal
 
-from operator_core.conditions import utcnow
 from operator_core.kube import Kube
 from operator_core.secrets import scrub
 
@@ -25,6 +25,16 @@ __all__ = ["EventRecorder", "EventType"]
 EventType = Literal["Normal", "Warning"]
 # The API server refuses longer notes.
 _MAX_NOTE = 1024
+
+
+def _micro_time() -> datetime:
+    """Now, for eventTime (a MicroTime).
+
+    The client re-encodes datetimes and drops a zero fraction, which the API
+    server then refuses as a MicroTime, so the fraction is never zero.
+    """
+    now = datetime.now(UTC)
+    return now.replace(microsecond=max(now.microsecond, 1))
 
 
 class EventRecorder:
@@ -51,7 +61,7 @@ class EventRecorder:
             "apiVersion": "events.k8s.io/v1",
             "kind": "Event",
             "metadata": {"name": f"{metadata['name']}.{uuid.uuid4().hex[:16]}", "namespace": namespace},
-            "eventTime": utcnow().strftime("%Y-%m-%dT%H:%M:%S.000000Z"),
+            "eventTime": _micro_time(),
             "reportingController": self.controller,
             "reportingInstance": self.instance,
             "action": action or str(reason),

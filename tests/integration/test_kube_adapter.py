@@ -1,0 +1,91 @@
+"""The Kubernetes adapter against the real API server: quiet applies, custom kinds, status, Events, errors."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+import pytest
+
+from operator_core.errors import NotFound
+from operator_core.events import EventRecorder
+from operator_core.kube import APPLIED_HASH_ANNOTATION, Kube
+from operator_core.secrets import register_secret
+
+
+def configmap(namespace: str, labels: dict[str, str], **data: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "settings", "namespace": namespace, "labels": labels},
+        "data": dict(data),
+    }
+
+
+async def test_unchanged_apply_makes_no_write_call(kube: Kube, namespace: str) -> None:
+    desired = configmap(namespace, {"app": "a"}, key="value")
+    first = await kube.apply(desired)
+    assert first.written
+    writes = kube.write_calls
+    second = await kube.apply(desired)
+    assert not second.written
+    assert kube.write_calls == writes
+    assert second.object["metadata"]["resourceVersion"] == first.object["metadata"]["resourceVersion"]
+    assert APPLIED_HASH_ANNOTATION in second.object["metadata"]["annotations"]
+
+
+async def test_dropped_label_is_removed_by_the_next_apply(kube: Kube, namespace: str) -> None:
+    await kube.apply(configmap(namespace, {"app": "a", "tier": "x"}, key="value"))
+    result = await kube.apply(configmap(namespace, {"app": "a"}, key="value"))
+    assert result.written
+    assert result.object["metadata"]["labels"] == {"app": "a"}
+
+
+async def test_drift_by_another_writer_is_corrected(kube: Kube, namespace: str, control_plane: Any) -> None:
+    desired = configmap(namespace, {"app": "a"}, key="value")
+    await kube.apply(desired)
+    async with Kube.connect(control_plane.kubeconfig, field_manager="someone-else") as other:
+        await other.apply(configmap(namespace, {}, key="edited"), force=True)
+    corrected = await kube.apply(desired)
+    assert corrected.written
+    assert corrected.object["data"]["key"] == "value"
+
+
+@pytest.mark.usefixtures("installed_crds")
+async def test_custom_kind_apply_and_status_patch(kube: Kube, namespace: str) -> None:
+    cluster = {
+        "apiVersion": "ts.opentelekomcloud.com/v1alpha1",
+        "kind": "TypesenseCluster",
+        "metadata": {"name": "c1", "namespace": namespace},
+        "spec": {"image": "typesense/typesense:27.1"},
+    }
+    applied = await kube.apply(cluster)
+    assert applied.object["spec"]["replicas"] == 3
+    assert not (await kube.apply(cluster)).written
+    patched = await kube.patch_status(
+        "ts.opentelekomcloud.com/v1alpha1", "TypesenseCluster", "c1", namespace, {"phase": "Bootstrapping"}
+    )
+    assert patched["status"]["phase"] == "Bootstrapping"
+
+
+async def test_missing_objects(kube: Kube, namespace: str) -> None:
+    assert await kube.get("v1", "ConfigMap", "absent", namespace) is None
+    assert await kube.delete("v1", "ConfigMap", "absent", namespace) is False
+    with pytest.raises(NotFound, match="not served"):
+        await kube.resource_type("example.dev/v1", "NoSuchKind")
+
+
+class SmokeReason(StrEnum):
+    Configured = "Configured"
+
+
+async def test_events_are_posted_with_scrubbed_notes(kube: Kube, namespace: str) -> None:
+    target = await kube.apply(configmap(namespace, {}, key="value"))
+    register_secret("hunter2-very-secret")
+    recorder = EventRecorder(kube, controller="operator-suite.dev/smoke")
+    await recorder.emit(target.object, "Normal", SmokeReason.Configured, "used key hunter2-very-secret")
+    (event,) = await kube.list("events.k8s.io/v1", "Event", namespace)
+    assert event["reason"] == "Configured"
+    assert event["regarding"]["name"] == "settings"
+    assert "hunter2-very-secret" not in event["note"]
+    assert "[REDACTED]" in event["note"]
