@@ -111,6 +111,17 @@ def _controlplane_down(arguments: argparse.Namespace) -> int:
     return 0
 
 
+def _kubectl(arguments: argparse.Namespace) -> int:
+    import os
+
+    from operator_core.testing.binaries import ensure_binaries
+
+    kubectl = ensure_binaries().kubectl
+    kubeconfig = arguments.dir.resolve() / "kubeconfig"
+    # Replace this process, so kubectl owns the terminal and its exit code is ours.
+    os.execv(kubectl, [str(kubectl), f"--kubeconfig={kubeconfig}", *arguments.kubectl_arguments])  # noqa: S606
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="operator-suite", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -132,6 +143,13 @@ def _parser() -> argparse.ArgumentParser:
             help="state directory; DIR/kubeconfig is written here (default: %(default)s)",
         )
         sub.set_defaults(run=run)
+
+    kubectl = commands.add_parser(
+        "kubectl", help="run the pinned kubectl against the control plane in DIR: kubectl [--dir DIR] ARGS..."
+    )
+    kubectl.add_argument("--dir", type=Path, default=DEFAULT_CONTROLPLANE_DIR, help="(%(default)s)")
+    kubectl.add_argument("kubectl_arguments", nargs=argparse.REMAINDER)
+    kubectl.set_defaults(run=_kubectl)
 
     crds = commands.add_parser("crds", help="write the CRD YAML generated from the models")
     crds.add_argument("--out", type=Path, default=Path("deploy/crds"), help="output directory (%(default)s)")

@@ -12,8 +12,8 @@ from __future__ import annotations
 import os
 import socket
 import uuid
-from datetime import UTC, datetime
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, Literal
 

@@ -1,0 +1,64 @@
+# The README's commands. Each works alone on a fresh clone: it installs what is missing first.
+#   make test   install everything, then lint, type-check and run the whole test suite
+#   make run    the suite's main job: a local control plane you can use with kubectl
+#   make down   stop what `make run` started
+
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= $(HOME)/.cache/operator-suite/venv
+RUN_DIR ?= $(HOME)/.local/state/operator-suite/controlplane
+BIN := $(VENV)/bin
+export PATH := $(BIN):$(PATH)
+# Keep bytecode and tool caches out of the work tree.
+export PYTHONPYCACHEPREFIX := $(HOME)/.cache/operator-suite/pycache
+
+.PHONY: install binaries lint test unit integration e2e run down crds
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $@
+
+install: $(VENV)/.installed
+
+binaries: install
+	$(BIN)/operator-suite binaries
+
+lint: install
+	$(BIN)/ruff check src tests
+	$(BIN)/ruff format --check src tests
+	$(BIN)/mypy
+	$(BIN)/lint-imports
+	$(BIN)/operator-suite crds --check
+
+# pytest exits 5 when it collected no test; that is a failure here, never a pass.
+define pytest
+	$(BIN)/pytest $(1); status=$$?; \
+	if [ $$status -eq 5 ]; then echo "pytest collected no tests: failing the run"; exit 1; fi; \
+	exit $$status
+endef
+
+test: binaries lint
+	$(call pytest,tests)
+
+unit: install
+	$(call pytest,-m unit tests)
+
+integration: binaries
+	$(call pytest,-m integration tests)
+
+e2e: binaries
+	$(call pytest,-m e2e tests)
+
+crds: install
+	$(BIN)/operator-suite crds
+
+run: binaries
+	$(BIN)/operator-suite controlplane up --dir $(RUN_DIR)
+	$(BIN)/operator-suite kubectl --dir $(RUN_DIR) get --raw /readyz; echo
+
+down: install
+	$(BIN)/operator-suite controlplane down --dir $(RUN_DIR)
