@@ -31,7 +31,7 @@ lint: install
 	$(BIN)/ruff check src tests
 	$(BIN)/ruff format --check src tests
 	$(BIN)/mypy
-	$(BIN)/lint-imports
+	$(BIN)/lint-imports --no-cache
 	$(BIN)/operator-suite crds --check
 
 # pytest exits 5 when it collected no test; that is a failure here, never a pass.

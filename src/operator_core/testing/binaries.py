@@ -203,7 +203,7 @@ def ensure_binaries(settings: ControlPlaneSettings | None = None) -> Binaries:
     binaries = Binaries(root / "bin")
     if binaries.complete():
         return binaries
-    with _exclusive(root.with_suffix(".lock")):
+    with _exclusive(root.parent / f"{root.name}.lock"):
         if not binaries.complete():
             root.mkdir(parents=True, exist_ok=True)
             _build(settings, hack, binaries.directory)
