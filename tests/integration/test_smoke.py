@@ -208,7 +208,7 @@ async def test_kubectl_explain_documents_fields(kubectl: Kubectl) -> None:
 
     replicas = await wait_until(lambda: explain("typesenseclusters.spec.replicas"), what="kubectl explain")
     assert "Number of Typesense nodes: 1, 3, 5 or 7." in str(replicas)
-    assert "StorageClass of the volumes" in explain("tsc.spec.storage.storageClassName")
+    assert "StorageClass of the volumes" in explain("ts.spec.storage.storageClassName")
 
 
 @pytest.mark.usefixtures("installed_crds")
@@ -216,13 +216,13 @@ async def test_printer_columns_short_name_and_scale_subresource(
     kube: Kube, namespace: str, kubectl: Kubectl
 ) -> None:
     await kube.create(typesense_cluster("scaled", namespace))
-    kubectl("scale", "tsc/scaled", "-n", namespace, "--replicas=5")
+    kubectl("scale", "ts/scaled", "-n", namespace, "--replicas=5")
     scaled = await kube.get(TS_API, "TypesenseCluster", "scaled", namespace)
     assert scaled is not None
     assert scaled["spec"]["replicas"] == 5
     table = kubectl("get", "typesense", "-n", namespace).stdout.splitlines()
     assert table[0].split() == ["NAME", "IMAGE", "REPLICAS", "READY", "STATUS", "AGE"]
     assert table[1].split()[:3] == ["scaled", "typesense/typesense:27.1", "5"]
-    refused = kubectl("scale", "tsc/scaled", "-n", namespace, "--replicas=4", check=False)
+    refused = kubectl("scale", "ts/scaled", "-n", namespace, "--replicas=4", check=False)
     assert refused.returncode != 0
     assert "replicas must be 1, 3, 5 or 7" in refused.stderr

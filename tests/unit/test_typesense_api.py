@@ -79,3 +79,37 @@ def test_spec_level_rules(root_schema: dict[str, Any]) -> None:
     assert not _evaluate(rules[0], {"self": same_ports})
     assert not _evaluate(rules[1], {"self": cors_without_enable})
     assert _evaluate(rules[1], {"self": {**cors_without_enable, "enableCors": True}})
+
+
+def _scraper_rules(root_schema: dict[str, Any], field: str) -> list[str]:
+    scraper = root_schema["properties"]["spec"]["properties"]["scrapers"]["items"]
+    return _rules(scraper["properties"][field])
+
+
+@pytest.mark.parametrize(
+    ("schedule", "allowed"),
+    [
+        ("*/2 * * * *", True),
+        ("0 3 * * MON-FRI", True),
+        ("* * * *", False),
+        ("0 0 * * * *", False),
+        ("@daily", False),
+    ],
+)
+def test_scraper_schedule_rule(root_schema: dict[str, Any], schedule: str, allowed: bool) -> None:
+    (rule,) = _scraper_rules(root_schema, "schedule")
+    assert _evaluate(rule, {"self": schedule}) is allowed
+
+
+@pytest.mark.parametrize(
+    ("name", "allowed"), [("docs-1", True), ("Docs", False), ("-docs", False), ("a_b", False)]
+)
+def test_scraper_name_rule(root_schema: dict[str, Any], name: str, allowed: bool) -> None:
+    (rule,) = _scraper_rules(root_schema, "name")
+    assert _evaluate(rule, {"self": name}) is allowed
+
+
+def test_scraper_names_unique_rule(root_schema: dict[str, Any]) -> None:
+    (rule,) = _rules(root_schema["properties"]["spec"]["properties"]["scrapers"])
+    assert _evaluate(rule, {"self": [{"name": "a"}, {"name": "b"}]})
+    assert not _evaluate(rule, {"self": [{"name": "a"}, {"name": "a"}]})

@@ -22,7 +22,8 @@ __all__ = ["CUSTOM_RESOURCES", "TYPESENSE_CLUSTER", "TypesenseClusterSpec", "Typ
 GROUP = "ts.opentelekomcloud.com"
 VERSION = "v1alpha1"
 DEFAULT_METRICS_IMAGE = "akyriako78/typesense-prometheus-exporter:0.1.7"
-_CRON_FIELD = r"[0-9*/,\-A-Za-z]+"
+# One cron field: numbers, ranges, steps, lists, names (JAN, MON) or *; CEL's RE2 syntax.
+_CRON_FIELD = r"[0-9*/,A-Za-z-]+"
 
 
 class SecretReference(ApiModel):
@@ -42,7 +43,12 @@ class ConfigMapReference(ApiModel):
 class StorageSpec(ApiModel):
     """The persistent volume behind each Typesense node."""
 
-    size: str = "100Mi"
+    size: str = Field(
+        default="100Mi",
+        json_schema_extra=cel(
+            ("isQuantity(self)", "storage.size must be a Kubernetes quantity, such as 100Mi or 10Gi")
+        ),
+    )
     """Size of each node's PersistentVolume, as a Kubernetes quantity."""
     storage_class_name: str = Field(
         default="standard", min_length=1, json_schema_extra=immutable("storage.storageClassName")
@@ -61,7 +67,7 @@ class IngressSpec(ApiModel):
     """cert-manager ClusterIssuer that issues the TLS certificate. Without it, the Ingress has no TLS."""
     referer: str | None = None
     """Only requests whose Referer matches this host name reach Typesense."""
-    http_directives: str | None = Field(default=None, alias="HttpDirectives")
+    http_directives: str | None = None
     """Extra nginx directives for the http block of the proxy."""
     server_directives: str | None = None
     """Extra nginx directives for the server block of the proxy."""
@@ -74,14 +80,30 @@ class IngressSpec(ApiModel):
 class DocSearchScraperSpec(ApiModel):
     """A DocSearch scraper, run on a schedule as a CronJob."""
 
-    name: str = Field(min_length=1, max_length=52, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+    name: str = Field(
+        max_length=52,
+        json_schema_extra=cel(
+            (
+                "self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')",
+                "scraper name must be a DNS label: lower-case letters, digits and '-', "
+                "starting and ending with a letter or digit",
+            )
+        ),
+    )
     """Name of the scraper; part of the CronJob's name."""
     image: str = Field(min_length=1)
     """Container image of the scraper."""
     config: str = Field(min_length=1)
     """The scraper's JSON configuration."""
     schedule: str = Field(
-        pattern=rf"^{_CRON_FIELD}( {_CRON_FIELD}){{4}}$",
+        max_length=128,
+        json_schema_extra=cel(
+            (
+                f"self.matches('^{_CRON_FIELD}( {_CRON_FIELD}){{4}}$')",
+                "schedule must be a cron expression of 5 fields (minute hour day-of-month month day-of-week), "
+                "without seconds or a time zone, for example '*/30 * * * *'",
+            )
+        ),
     )
     """Cron expression with five fields: no time zone, no seconds."""
 
@@ -127,6 +149,8 @@ class TypesenseClusterSpec(ApiModel):
     """Node labels a node must have to run a Typesense pod."""
     tolerations: list[dict[str, Any]] | None = Field(default=None, json_schema_extra={"maxItems": 64})
     """Tolerations of the Typesense pods (core/v1 Toleration objects)."""
+    affinity: dict[str, Any] | None = Field(default=None, json_schema_extra=preserve_unknown())
+    """Affinity rules of the Typesense pods (a core/v1 Affinity)."""
     additional_server_configuration: ConfigMapReference | None = None
     """ConfigMap of extra TYPESENSE_* settings. Settings in this spec win over it."""
     storage: StorageSpec = StorageSpec()
@@ -187,11 +211,13 @@ class TypesenseClusterStatus(ApiModel):
 
 
 # raft rejects a peer address ({name}-sts-{i}.{name}-sts-svc:{peering}:{api}) longer than 64 characters.
+# The largest index is 6 (replicas <= 7), so the index is always one character.
 _RAFT_ENDPOINT_RULE = {
     "rule": "2 * size(self.metadata.name) + 17 + size(string(self.spec.peeringPort))"
     " + size(string(self.spec.apiPort)) <= 64",
     "message": "metadata.name is too long: the raft endpoint "
-    "{name}-sts-N.{name}-sts-svc:{peeringPort}:{apiPort} must fit in 64 characters",
+    "{name}-sts-N.{name}-sts-svc:{peeringPort}:{apiPort} must fit in 64 characters; "
+    "choose a name of at most 19 characters with the default ports",
 }
 
 TYPESENSE_CLUSTER = CustomResource(
@@ -202,7 +228,7 @@ TYPESENSE_CLUSTER = CustomResource(
     spec_model=TypesenseClusterSpec,
     status_model=TypesenseClusterStatus,
     description="A Typesense raft cluster managed by the Typesense operator.",
-    short_names=("tsc",),
+    short_names=("ts",),
     categories=("typesense",),
     printer_columns=(
         PrinterColumn("Image", ".spec.image", description="Typesense image"),
