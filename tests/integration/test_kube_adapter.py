@@ -11,6 +11,7 @@ from operator_core.errors import NotFound
 from operator_core.events import EventRecorder
 from operator_core.kube import APPLIED_HASH_ANNOTATION, Kube
 from operator_core.secrets import register_secret
+from operator_core.testing.controlplane import ControlPlane
 
 
 def configmap(namespace: str, labels: dict[str, str], **data: str) -> dict[str, Any]:
@@ -22,14 +23,26 @@ def configmap(namespace: str, labels: dict[str, str], **data: str) -> dict[str, 
     }
 
 
-async def test_unchanged_apply_makes_no_write_call(kube: Kube, namespace: str) -> None:
+WRITE_VERBS = {"create", "update", "patch", "delete", "deletecollection"}
+
+
+async def test_unchanged_apply_makes_no_write_call(
+    kube: Kube, namespace: str, control_plane: ControlPlane
+) -> None:
     desired = configmap(namespace, {"app": "a"}, key="value")
     first = await kube.apply(desired)
     assert first.written
     writes = kube.write_calls
+    seen = len(control_plane.audit_events())
     second = await kube.apply(desired)
     assert not second.written
     assert kube.write_calls == writes
+    # The API server's own audit log agrees: one read, no write.
+    requests = [
+        e for e in control_plane.audit_events()[seen:] if e.get("objectRef", {}).get("namespace") == namespace
+    ]
+    assert [e["verb"] for e in requests] == ["get"]
+    assert not [e for e in requests if e["verb"] in WRITE_VERBS]
     assert second.object["metadata"]["resourceVersion"] == first.object["metadata"]["resourceVersion"]
     assert APPLIED_HASH_ANNOTATION in second.object["metadata"]["annotations"]
 
@@ -41,7 +54,9 @@ async def test_dropped_label_is_removed_by_the_next_apply(kube: Kube, namespace:
     assert result.object["metadata"]["labels"] == {"app": "a"}
 
 
-async def test_drift_by_another_writer_is_corrected(kube: Kube, namespace: str, control_plane: Any) -> None:
+async def test_drift_by_another_writer_is_corrected(
+    kube: Kube, namespace: str, control_plane: ControlPlane
+) -> None:
     desired = configmap(namespace, {"app": "a"}, key="value")
     await kube.apply(desired)
     async with Kube.connect(control_plane.kubeconfig, field_manager="someone-else") as other:

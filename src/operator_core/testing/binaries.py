@@ -82,8 +82,9 @@ def find_hack_dir() -> Path:
     )
 
 
-def _pin_digest(hack: Path) -> str:
-    digest = hashlib.sha256()
+def _pin_digest(hack: Path, settings: ControlPlaneSettings) -> str:
+    """A digest of everything that decides the binaries: the pinned modules and the build flags."""
+    digest = hashlib.sha256(_kubernetes_ldflags(settings.kubernetes_version).encode())
     for name in _PINNED_FILES:
         digest.update(name.encode())
         digest.update((hack / name).read_bytes())
@@ -91,7 +92,7 @@ def _pin_digest(hack: Path) -> str:
 
 
 def cache_directory(settings: ControlPlaneSettings, hack: Path) -> Path:
-    label = f"k8s-{settings.kubernetes_version}-etcd-{settings.etcd_version}-{_pin_digest(hack)}"
+    label = f"k8s-{settings.kubernetes_version}-etcd-{settings.etcd_version}-{_pin_digest(hack, settings)}"
     return settings.cache_dir / label
 
 
@@ -114,8 +115,8 @@ def _go_environment() -> dict[str, str]:
 
 
 def _kubernetes_ldflags(version: str) -> str:
+    """The version stamps upstream's build sets, for servers and for client-go's User-Agent alike."""
     major, minor = version.lstrip("v").split(".")[:2]
-    package = "k8s.io/component-base/version"
     values = {
         "gitVersion": version,
         "gitMajor": major,
@@ -123,7 +124,12 @@ def _kubernetes_ldflags(version: str) -> str:
         "gitTreeState": "clean",
         "buildDate": "1970-01-01T00:00:00Z",
     }
-    return " ".join(["-s", "-w", *(f"-X {package}.{key}={value}" for key, value in values.items())])
+    stamps = [
+        f"-X {package}.{key}={value}"
+        for package in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version")
+        for key, value in values.items()
+    ]
+    return " ".join(["-s", "-w", *stamps])
 
 
 def _run_go(arguments: list[str], workdir: Path, log: Path) -> None:

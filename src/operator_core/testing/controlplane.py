@@ -184,6 +184,33 @@ class ControlPlane:
     def log_dir(self) -> Path:
         return self.directory / "logs"
 
+    @property
+    def audit_log(self) -> Path:
+        """Every request the API server handled, one JSON audit event per line (level Metadata)."""
+        return self.log_dir / "audit.log"
+
+    def audit_events(self) -> list[dict[str, Any]]:
+        """The audit log's events so far: who did what to which object, with the response code.
+
+        Tests use it to count the requests that really reached the API server, for
+        example to prove that a steady-state reconcile writes nothing.
+        """
+        if not self.audit_log.exists():
+            return []
+        lines = self.audit_log.read_text(errors="replace").splitlines()
+        return [json.loads(line) for line in lines if line.strip()]
+
+    def _write_audit_policy(self) -> Path:
+        policy = {
+            "apiVersion": "audit.k8s.io/v1",
+            "kind": "Policy",
+            "omitStages": ["RequestReceived"],
+            "rules": [{"level": "Metadata"}],
+        }
+        path = self.directory / "audit-policy.yaml"
+        path.write_text(yaml.safe_dump(policy))
+        return path
+
     # -- lifecycle
 
     def __enter__(self) -> Self:
@@ -333,6 +360,9 @@ class ControlPlane:
                 f"--service-account-signing-key-file={self.pki.service_account_key}",
                 "--allow-privileged=true",
                 "--profiling=false",
+                f"--audit-policy-file={self._write_audit_policy()}",
+                f"--audit-log-path={self.audit_log}",
+                "--audit-log-maxsize=0",
             ],
         )
         context = self._admin_ssl()

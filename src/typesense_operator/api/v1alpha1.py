@@ -100,8 +100,9 @@ class DocSearchScraperSpec(ApiModel):
         json_schema_extra=cel(
             (
                 f"self.matches('^{_CRON_FIELD}( {_CRON_FIELD}){{4}}$')",
-                "schedule must be a cron expression of 5 fields (minute hour day-of-month month day-of-week), "
-                "without seconds or a time zone, for example '*/30 * * * *'",
+                "schedule must be a cron expression of 5 fields "
+                "(minute hour day-of-month month day-of-week), without seconds or a time zone, "
+                "for example '*/30 * * * *'",
             )
         ),
     )
