@@ -1,1 +1,91 @@
-"""Pure builders from a spec to the manifests of its children: no API calls, no kopf."""
+"""Pure builders from a TypesenseCluster spec to the manifests of its children.
+
+No API calls and no kopf here (import-linter checks it). A builder that
+returns None means "this object should not exist"; :func:`stale_children`
+tells the controller which existing children to delete for that reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from typesense_operator.resources.core import (
+    build_client_service,
+    build_generated_key_secret,
+    build_headless_service,
+    build_nodes_configmap,
+    build_pod_disruption_budget,
+    build_statefulset,
+    nodes_list,
+)
+from typesense_operator.resources.ingress import (
+    build_ingress,
+    build_proxy_configmap,
+    build_proxy_deployment,
+    build_proxy_service,
+    nginx_config,
+)
+from typesense_operator.resources.metrics import PODMONITOR_API_VERSION, build_pod_monitor
+from typesense_operator.resources.model import API_KEY_DATA_KEY, Cluster, Manifest
+from typesense_operator.resources.scrapers import build_scraper_cronjobs, invalid_scraper_configs
+
+__all__ = [
+    "API_KEY_DATA_KEY",
+    "PODMONITOR_API_VERSION",
+    "PRUNABLE_KINDS",
+    "Cluster",
+    "Manifest",
+    "build_generated_key_secret",
+    "build_pod_monitor",
+    "desired_children",
+    "invalid_scraper_configs",
+    "nginx_config",
+    "nodes_list",
+    "stale_children",
+]
+
+# Kinds whose objects may stop being wanted (a removed scraper, a dropped ingress or
+# metrics spec). The StatefulSet, its PVCs and the key Secret are never pruned.
+PRUNABLE_KINDS: tuple[tuple[str, str], ...] = (
+    ("v1", "ConfigMap"),
+    ("v1", "Service"),
+    ("apps/v1", "Deployment"),
+    ("networking.k8s.io/v1", "Ingress"),
+    ("batch/v1", "CronJob"),
+    (PODMONITOR_API_VERSION, "PodMonitor"),
+)
+
+
+def desired_children(cluster: Cluster, replicas: int) -> list[Manifest]:
+    """Every child applied on each reconcile, in apply order (config before its consumers).
+
+    The generated key Secret (created once, never overwritten) and the PodMonitor
+    (only where its CRD exists) are decided by the controller.
+    """
+    optional = [
+        build_proxy_configmap(cluster),
+        build_proxy_deployment(cluster),
+        build_proxy_service(cluster),
+        build_ingress(cluster),
+    ]
+    return [
+        build_nodes_configmap(cluster, replicas),
+        build_headless_service(cluster),
+        build_client_service(cluster),
+        build_statefulset(cluster, replicas),
+        build_pod_disruption_budget(cluster),
+        *(m for m in optional if m is not None),
+        *build_scraper_cronjobs(cluster),
+    ]
+
+
+def stale_children(desired: Iterable[Manifest], live: Iterable[Manifest]) -> list[Manifest]:
+    """Live children of a prunable kind that no desired manifest names."""
+    wanted = {(m["apiVersion"], m["kind"], m["metadata"]["name"]) for m in desired}
+    prunable = set(PRUNABLE_KINDS)
+    return [
+        m
+        for m in live
+        if (m["apiVersion"], m["kind"]) in prunable
+        and (m["apiVersion"], m["kind"], m["metadata"]["name"]) not in wanted
+    ]

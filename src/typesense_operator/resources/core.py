@@ -1,0 +1,254 @@
+"""Builders for the children every cluster has: key Secret, nodes list, Services, StatefulSet, PDB."""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+from typesense_operator.resources.model import (
+    API_KEY_DATA_KEY,
+    DATA_DIR,
+    NODELIST_DIR,
+    NODELIST_KEY,
+    Cluster,
+    Manifest,
+)
+
+__all__ = [
+    "build_client_service",
+    "build_generated_key_secret",
+    "build_headless_service",
+    "build_nodes_configmap",
+    "build_pod_disruption_budget",
+    "build_statefulset",
+    "nodes_list",
+]
+
+NODE = "node"
+METRICS_PORT = 8908
+# Used when spec.resources is not set: enough for a small index, bounded so one
+# cluster cannot starve a node.
+DEFAULT_RESOURCES: dict[str, Any] = {
+    "requests": {"cpu": "100m", "memory": "256Mi"},
+    "limits": {"cpu": "1", "memory": "1Gi"},
+}
+
+
+def build_generated_key_secret(cluster: Cluster, api_key: str) -> Manifest | None:
+    """The generated admin key Secret, or None when the user brings their own."""
+    if cluster.spec.admin_api_key is not None:
+        return None
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": cluster.metadata(cluster.generated_secret_name, "admin-key"),
+        "type": "Opaque",
+        "data": {API_KEY_DATA_KEY: base64.b64encode(api_key.encode()).decode()},
+    }
+
+
+def nodes_list(cluster: Cluster, replicas: int) -> str:
+    """Typesense's nodes file: the first ``replicas`` pod endpoints, comma-separated."""
+    return ",".join(cluster.pod_endpoint(index) for index in range(replicas))
+
+
+def build_nodes_configmap(cluster: Cluster, replicas: int) -> Manifest:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": cluster.metadata(cluster.nodes_configmap_name, NODE),
+        "data": {NODELIST_KEY: nodes_list(cluster, replicas)},
+    }
+
+
+def _ports(cluster: Cluster) -> list[dict[str, Any]]:
+    spec = cluster.spec
+    return [
+        {"name": "http", "port": spec.api_port, "targetPort": spec.api_port, "protocol": "TCP"},
+        {"name": "peering", "port": spec.peering_port, "targetPort": spec.peering_port, "protocol": "TCP"},
+    ]
+
+
+def build_headless_service(cluster: Cluster) -> Manifest:
+    """Stable DNS names for raft peers, published for not-ready pods too: a starting node must be found."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": cluster.metadata(cluster.headless_service_name, NODE),
+        "spec": {
+            "clusterIP": "None",
+            "publishNotReadyAddresses": True,
+            "selector": cluster.selector(NODE),
+            "ports": _ports(cluster),
+        },
+    }
+
+
+def build_client_service(cluster: Cluster) -> Manifest:
+    """The REST API for clients, served by ready nodes only."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": cluster.metadata(cluster.client_service_name, NODE),
+        "spec": {"type": "ClusterIP", "selector": cluster.selector(NODE), "ports": _ports(cluster)[:1]},
+    }
+
+
+def _typesense_env(cluster: Cluster) -> list[dict[str, Any]]:
+    """Settings from the spec; env wins over envFrom, so they override additionalServerConfiguration."""
+    spec = cluster.spec
+    env: list[dict[str, Any]] = [
+        {
+            "name": "TYPESENSE_API_KEY",
+            "valueFrom": {"secretKeyRef": {"name": cluster.admin_key_secret_name, "key": API_KEY_DATA_KEY}},
+        },
+        {"name": "TYPESENSE_NODES", "value": f"{NODELIST_DIR}/{NODELIST_KEY}"},
+        {"name": "TYPESENSE_DATA_DIR", "value": DATA_DIR},
+        {"name": "TYPESENSE_API_PORT", "value": str(spec.api_port)},
+        {"name": "TYPESENSE_PEERING_PORT", "value": str(spec.peering_port)},
+        {"name": "TYPESENSE_PEERING_ADDRESS", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+        {"name": "TYPESENSE_RESET_PEERS_ON_ERROR", "value": str(spec.reset_peers_on_error).lower()},
+        {"name": "TYPESENSE_ENABLE_CORS", "value": str(spec.enable_cors).lower()},
+    ]
+    if spec.cors_domains:
+        env.append({"name": "TYPESENSE_CORS_DOMAINS", "value": spec.cors_domains})
+    return env
+
+
+def _typesense_container(cluster: Cluster) -> dict[str, Any]:
+    spec = cluster.spec
+    container: dict[str, Any] = {
+        "name": "typesense",
+        "image": spec.image,
+        "env": _typesense_env(cluster),
+        "ports": [
+            {"name": "http", "containerPort": spec.api_port, "protocol": "TCP"},
+            {"name": "peering", "containerPort": spec.peering_port, "protocol": "TCP"},
+        ],
+        "volumeMounts": [
+            {"name": "data", "mountPath": DATA_DIR},
+            {"name": "nodeslist", "mountPath": NODELIST_DIR},
+        ],
+        "resources": spec.resources or DEFAULT_RESOURCES,
+        # /health is 503 while a node loads or lags: not ready, but alive.
+        "readinessProbe": {
+            "httpGet": {"path": "/health", "port": spec.api_port},
+            "periodSeconds": 5,
+            "timeoutSeconds": 3,
+            "failureThreshold": 3,
+        },
+        # Liveness only asks whether the server answers at all, so a node loading a large
+        # data set is never killed (that would restart the load, forever).
+        "livenessProbe": {
+            "tcpSocket": {"port": spec.api_port},
+            "initialDelaySeconds": 10,
+            "periodSeconds": 10,
+            "timeoutSeconds": 5,
+            "failureThreshold": 6,
+        },
+        "securityContext": _restricted_container_security(),
+    }
+    if spec.additional_server_configuration is not None:
+        container["envFrom"] = [{"configMapRef": {"name": spec.additional_server_configuration.name}}]
+    return container
+
+
+def _restricted_container_security() -> dict[str, Any]:
+    return {
+        "allowPrivilegeEscalation": False,
+        "runAsNonRoot": True,
+        "capabilities": {"drop": ["ALL"]},
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+
+
+def _metrics_container(cluster: Cluster) -> dict[str, Any] | None:
+    metrics = cluster.spec.metrics
+    if metrics is None:
+        return None
+    return {
+        "name": "metrics-exporter",
+        "image": metrics.image,
+        "env": [
+            {
+                "name": "TYPESENSE_API_KEY",
+                "valueFrom": {
+                    "secretKeyRef": {"name": cluster.admin_key_secret_name, "key": API_KEY_DATA_KEY}
+                },
+            },
+            {"name": "TYPESENSE_HOST", "value": "localhost"},
+            {"name": "TYPESENSE_PORT", "value": str(cluster.spec.api_port)},
+            {"name": "TYPESENSE_PROTOCOL", "value": "http"},
+            {"name": "TYPESENSE_CLUSTER", "value": cluster.name},
+        ],
+        "ports": [{"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"}],
+        "resources": {
+            "requests": {"cpu": "10m", "memory": "32Mi"},
+            "limits": {"cpu": "100m", "memory": "64Mi"},
+        },
+        "securityContext": _restricted_container_security(),
+    }
+
+
+def build_statefulset(cluster: Cluster, replicas: int) -> Manifest:
+    """The Typesense nodes; ``replicas`` is what quorum management wants now (spec.replicas normally)."""
+    spec = cluster.spec
+    containers = [_typesense_container(cluster)]
+    sidecar = _metrics_container(cluster)
+    if sidecar is not None:
+        containers.append(sidecar)
+    pod_spec: dict[str, Any] = {
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": 10000,
+            "runAsGroup": 3000,
+            "fsGroup": 2000,
+            "fsGroupChangePolicy": "OnRootMismatch",
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "terminationGracePeriodSeconds": 60,
+        "containers": containers,
+        "volumes": [{"name": "nodeslist", "configMap": {"name": cluster.nodes_configmap_name}}],
+    }
+    for field, value in (
+        ("nodeSelector", spec.node_selector),
+        ("tolerations", spec.tolerations),
+        ("affinity", spec.affinity),
+        ("topologySpreadConstraints", spec.topology_spread_constraints),
+    ):
+        if value:
+            pod_spec[field] = value
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": cluster.metadata(cluster.statefulset_name, NODE),
+        "spec": {
+            "replicas": replicas,
+            "serviceName": cluster.headless_service_name,
+            # Raft needs its peers up together to elect a leader; ordered start would deadlock.
+            "podManagementPolicy": "Parallel",
+            "selector": {"matchLabels": cluster.selector(NODE)},
+            "persistentVolumeClaimRetentionPolicy": {"whenDeleted": "Retain", "whenScaled": "Retain"},
+            "template": {"metadata": {"labels": cluster.labels(NODE)}, "spec": pod_spec},
+            "volumeClaimTemplates": [
+                {
+                    "metadata": {"name": "data", "labels": cluster.labels(NODE)},
+                    "spec": {
+                        "accessModes": ["ReadWriteOnce"],
+                        "storageClassName": spec.storage.storage_class_name,
+                        "resources": {"requests": {"storage": spec.storage.size}},
+                    },
+                }
+            ],
+        },
+    }
+
+
+def build_pod_disruption_budget(cluster: Cluster) -> Manifest:
+    """One node at a time may be evicted: a 3-node cluster keeps its majority through a drain."""
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": cluster.metadata(cluster.pdb_name, NODE),
+        "spec": {"maxUnavailable": 1, "selector": {"matchLabels": cluster.selector(NODE)}},
+    }

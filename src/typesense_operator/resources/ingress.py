@@ -1,0 +1,189 @@
+"""Builders for the optional Ingress and the nginx reverse proxy in front of Typesense.
+
+Only requests whose Referer matches ``ingress.referer`` reach Typesense when a
+referer is set; the user's http, server and location directives are placed in
+the matching nginx blocks. Every builder returns None when ``spec.ingress`` is
+unset, meaning "this object should not exist".
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from typesense_operator.resources.model import Cluster, Manifest
+
+__all__ = [
+    "build_ingress",
+    "build_proxy_configmap",
+    "build_proxy_deployment",
+    "build_proxy_service",
+    "nginx_config",
+]
+
+PROXY = "reverse-proxy"
+PROXY_IMAGE = "nginx:alpine"
+PROXY_PORT = 80
+
+
+def _indent(text: str | None, spaces: int) -> str:
+    if not text:
+        return ""
+    pad = " " * spaces
+    return "\n".join(pad + line.strip() for line in text.strip().splitlines()) + "\n"
+
+
+def nginx_config(cluster: Cluster) -> str | None:
+    """nginx.conf of the proxy, or None without an ingress."""
+    ingress = cluster.spec.ingress
+    if ingress is None:
+        return None
+    upstream = f"http://{cluster.client_service_name}.{cluster.namespace}.svc:{cluster.spec.api_port}"
+    referer_check = ""
+    if ingress.referer:
+        # valid_referers without "none": a request with no Referer is refused as well.
+        referer_check = (
+            f"        valid_referers server_names {ingress.referer};\n"
+            "        if ($invalid_referer) {\n"
+            "            return 403;\n"
+            "        }\n"
+        )
+    return (
+        "worker_processes auto;\n"
+        "pid /tmp/nginx.pid;\n"
+        "events {\n    worker_connections 1024;\n}\n"
+        "http {\n"
+        "    client_body_temp_path /tmp/client_temp;\n"
+        "    proxy_temp_path /tmp/proxy_temp;\n"
+        "    fastcgi_temp_path /tmp/fastcgi_temp;\n"
+        "    uwsgi_temp_path /tmp/uwsgi_temp;\n"
+        "    scgi_temp_path /tmp/scgi_temp;\n"
+        f"{_indent(ingress.http_directives, 4)}"
+        "    server {\n"
+        f"        listen {PROXY_PORT};\n"
+        f"        server_name {ingress.host};\n"
+        f"{_indent(ingress.server_directives, 8)}"
+        "        location / {\n"
+        f"{_indent(referer_check, 12) if referer_check else ''}"
+        f"            proxy_pass {upstream};\n"
+        "            proxy_set_header Host $host;\n"
+        "            proxy_set_header X-Real-IP $remote_addr;\n"
+        "            proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;\n"
+        f"{_indent(ingress.location_directives, 12)}"
+        "        }\n"
+        "    }\n"
+        "}\n"
+    )
+
+
+def build_proxy_configmap(cluster: Cluster) -> Manifest | None:
+    config = nginx_config(cluster)
+    if config is None:
+        return None
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": cluster.metadata(f"{cluster.proxy_name}-config", PROXY),
+        "data": {"nginx.conf": config},
+    }
+
+
+def build_proxy_deployment(cluster: Cluster) -> Manifest | None:
+    config = nginx_config(cluster)
+    if config is None:
+        return None
+    # nginx reads its config only at start: a changed config rolls the pods through this hash.
+    config_hash = hashlib.sha256(config.encode()).hexdigest()[:16]
+    template_labels = cluster.labels(PROXY)
+    container: dict[str, Any] = {
+        "name": "nginx",
+        "image": PROXY_IMAGE,
+        "ports": [{"name": "http", "containerPort": PROXY_PORT, "protocol": "TCP"}],
+        "volumeMounts": [
+            {
+                "name": "config",
+                "mountPath": "/etc/nginx/nginx.conf",
+                "subPath": "nginx.conf",
+                "readOnly": True,
+            }
+        ],
+        "readinessProbe": {"tcpSocket": {"port": PROXY_PORT}, "periodSeconds": 5},
+        "livenessProbe": {"tcpSocket": {"port": PROXY_PORT}, "periodSeconds": 10, "failureThreshold": 6},
+        "resources": {
+            "requests": {"cpu": "10m", "memory": "16Mi"},
+            "limits": {"cpu": "200m", "memory": "64Mi"},
+        },
+        "securityContext": {"allowPrivilegeEscalation": False, "seccompProfile": {"type": "RuntimeDefault"}},
+    }
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": cluster.metadata(cluster.proxy_name, PROXY),
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": cluster.selector(PROXY)},
+            "template": {
+                "metadata": {
+                    "labels": template_labels,
+                    "annotations": {"ts.opentelekomcloud.com/nginx-config-hash": config_hash},
+                },
+                "spec": {
+                    "containers": [container],
+                    "volumes": [{"name": "config", "configMap": {"name": f"{cluster.proxy_name}-config"}}],
+                },
+            },
+        },
+    }
+
+
+def build_proxy_service(cluster: Cluster) -> Manifest | None:
+    if cluster.spec.ingress is None:
+        return None
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": cluster.metadata(f"{cluster.proxy_name}-svc", PROXY),
+        "spec": {
+            "type": "ClusterIP",
+            "selector": cluster.selector(PROXY),
+            "ports": [{"name": "http", "port": PROXY_PORT, "targetPort": PROXY_PORT, "protocol": "TCP"}],
+        },
+    }
+
+
+def build_ingress(cluster: Cluster) -> Manifest | None:
+    ingress = cluster.spec.ingress
+    if ingress is None:
+        return None
+    annotations = dict(ingress.annotations or {})
+    if ingress.cluster_issuer:
+        annotations["cert-manager.io/cluster-issuer"] = ingress.cluster_issuer
+    metadata = cluster.metadata(f"{cluster.proxy_name}-ingress", PROXY)
+    if annotations:
+        metadata["annotations"] = annotations
+    spec: dict[str, Any] = {
+        "ingressClassName": ingress.ingress_class_name,
+        "rules": [
+            {
+                "host": ingress.host,
+                "http": {
+                    "paths": [
+                        {
+                            "path": "/",
+                            "pathType": "Prefix",
+                            "backend": {
+                                "service": {
+                                    "name": f"{cluster.proxy_name}-svc",
+                                    "port": {"number": PROXY_PORT},
+                                }
+                            },
+                        }
+                    ]
+                },
+            }
+        ],
+    }
+    if ingress.cluster_issuer:
+        # cert-manager fills this Secret; without an issuer there is no certificate to serve.
+        spec["tls"] = [{"hosts": [ingress.host], "secretName": f"{cluster.proxy_name}-tls"}]
+    return {"apiVersion": "networking.k8s.io/v1", "kind": "Ingress", "metadata": metadata, "spec": spec}

@@ -1,0 +1,75 @@
+"""Builders for DocSearch scraper CronJobs, one per entry of ``spec.scrapers``.
+
+The docsearch-scraper image reads its target from TYPESENSE_HOST, _PORT,
+_PROTOCOL and _API_KEY, and its configuration (JSON) from CONFIG.
+"""
+
+from __future__ import annotations
+
+import json
+
+from typesense_operator.api.v1alpha1 import DocSearchScraperSpec
+from typesense_operator.resources.model import API_KEY_DATA_KEY, Cluster, Manifest
+
+__all__ = ["SCRAPER", "build_scraper_cronjobs", "invalid_scraper_configs"]
+
+SCRAPER = "docsearch-scraper"
+
+
+def invalid_scraper_configs(cluster: Cluster) -> dict[str, str]:
+    """Scraper name to the JSON error of its config, for each scraper whose config is not a JSON object."""
+    errors: dict[str, str] = {}
+    for scraper in cluster.spec.scrapers or []:
+        try:
+            parsed = json.loads(scraper.config)
+        except json.JSONDecodeError as error:
+            errors[scraper.name] = (
+                f"config is not valid JSON: {error.msg} at line {error.lineno} column {error.colno}"
+            )
+            continue
+        if not isinstance(parsed, dict):
+            errors[scraper.name] = "config must be a JSON object"
+    return errors
+
+
+def _cronjob(cluster: Cluster, scraper: DocSearchScraperSpec) -> Manifest:
+    env = [
+        {"name": "TYPESENSE_HOST", "value": f"{cluster.client_service_name}.{cluster.namespace}.svc"},
+        {"name": "TYPESENSE_PORT", "value": str(cluster.spec.api_port)},
+        {"name": "TYPESENSE_PROTOCOL", "value": "http"},
+        {
+            "name": "TYPESENSE_API_KEY",
+            "valueFrom": {"secretKeyRef": {"name": cluster.admin_key_secret_name, "key": API_KEY_DATA_KEY}},
+        },
+        {"name": "CONFIG", "value": scraper.config},
+    ]
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "CronJob",
+        "metadata": cluster.metadata(cluster.scraper_name(scraper.name), SCRAPER),
+        "spec": {
+            "schedule": scraper.schedule,
+            # Two scrapes of one site at once would write the same collection twice.
+            "concurrencyPolicy": "Forbid",
+            "successfulJobsHistoryLimit": 1,
+            "failedJobsHistoryLimit": 1,
+            "jobTemplate": {
+                "spec": {
+                    "backoffLimit": 1,
+                    "template": {
+                        "metadata": {"labels": cluster.labels(SCRAPER)},
+                        "spec": {
+                            "restartPolicy": "Never",
+                            "containers": [{"name": "scraper", "image": scraper.image, "env": env}],
+                        },
+                    },
+                }
+            },
+        },
+    }
+
+
+def build_scraper_cronjobs(cluster: Cluster) -> list[Manifest]:
+    """One CronJob per scraper whose config is valid; an invalid one is reported, not deployed."""
+    invalid = invalid_scraper_configs(cluster)
+    return [_cronjob(cluster, s) for s in cluster.spec.scrapers or [] if s.name not in invalid]

@@ -1,0 +1,264 @@
+"""Builders from a TypesenseCluster spec to its children, checked field by field and against golden files.
+
+Regenerate the golden files after an intended change with
+``UPDATE_GOLDEN=1 pytest tests/unit/test_typesense_resources.py`` and review the diff.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from typesense_operator.resources import (
+    Cluster,
+    build_generated_key_secret,
+    build_pod_monitor,
+    desired_children,
+    invalid_scraper_configs,
+    nginx_config,
+    nodes_list,
+    stale_children,
+)
+
+GOLDEN = Path(__file__).parent / "golden" / "typesense"
+
+SAMPLES: dict[str, dict[str, Any]] = {
+    # The newer seed's sample, unchanged.
+    "seed-opentelekomcloud": {
+        "image": "typesense/typesense:27.1",
+        "replicas": 3,
+        "storage": {"size": "100Mi", "storageClassName": "csi-disk"},
+        "ingress": {
+            "host": "ts.example.de",
+            "ingressClassName": "nginx",
+            "clusterIssuer": "opentelekomcloud-letsencrypt",
+        },
+        "adminApiKey": {"name": "typesense-common-bootstrap-key"},
+        "scrapers": [
+            {
+                "name": "docusaurus-example-com",
+                "image": "typesense/docsearch-scraper:0.11.0",
+                "config": '{"index_name":"docusaurus-example","start_urls":["https://docusaurus.example.com/"]}',
+                "schedule": "*/2 * * * *",
+            }
+        ],
+    },
+    # The older seed's sample, unchanged.
+    "seed-aws": {
+        "image": "typesense/typesense:27.1",
+        "replicas": 3,
+        "storage": {"size": "100Mi", "storageClassName": "gp2"},
+    },
+    # Everything else the spec can say.
+    "full": {
+        "image": "typesense/typesense:28.0",
+        "replicas": 5,
+        "apiPort": 9108,
+        "peeringPort": 9107,
+        "enableCors": True,
+        "corsDomains": "https://a.example,https://b.example",
+        "resetPeersOnError": False,
+        "resources": {"requests": {"cpu": "1", "memory": "2Gi"}},
+        "nodeSelector": {"disk": "ssd"},
+        "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "search", "effect": "NoSchedule"}],
+        "affinity": {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": []}},
+        "topologySpreadConstraints": [
+            {"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "DoNotSchedule"}
+        ],
+        "additionalServerConfiguration": {"name": "extra-settings"},
+        "ingress": {
+            "host": "search.example.com",
+            "ingressClassName": "nginx",
+            "referer": "docs.example.com",
+            "httpDirectives": "server_tokens off;",
+            "serverDirectives": "client_max_body_size 10m;",
+            "locationDirectives": "proxy_read_timeout 30s;",
+            "annotations": {"nginx.ingress.kubernetes.io/proxy-body-size": "10m"},
+        },
+        "metrics": {"release": "promstack", "interval": 30},
+        "incrementalQuorumRecovery": True,
+    },
+}
+
+
+def cluster(sample: str) -> Cluster:
+    return Cluster.from_object(
+        {"metadata": {"name": "cluster-1", "namespace": "search", "uid": "uid-1"}, "spec": SAMPLES[sample]}
+    )
+
+
+def by_kind_and_name(manifests: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {f"{m['kind']}/{m['metadata']['name']}": m for m in manifests}
+
+
+@pytest.mark.parametrize("sample", sorted(SAMPLES))
+def test_children_match_golden_files(sample: str) -> None:
+    c = cluster(sample)
+    manifests = desired_children(c, c.spec.replicas)
+    extra = [build_generated_key_secret(c, "generated-key-value"), build_pod_monitor(c)]
+    manifests += [m for m in extra if m is not None]
+    text = yaml.safe_dump_all(manifests, sort_keys=True)
+    path = GOLDEN / f"{sample}.yaml"
+    if os.environ.get("UPDATE_GOLDEN"):
+        path.write_text(text)
+    assert path.exists(), f"no golden file {path}; run with UPDATE_GOLDEN=1 and review it"
+    assert text == path.read_text(), f"{path.name} differs; if intended, regenerate with UPDATE_GOLDEN=1"
+
+
+def test_seed_sample_children() -> None:
+    children = by_kind_and_name(desired_children(cluster("seed-opentelekomcloud"), 3))
+    assert sorted(children) == [
+        "ConfigMap/cluster-1-nodeslist",
+        "ConfigMap/cluster-1-reverse-proxy-config",
+        "CronJob/cluster-1-scraper-docusaurus-example-com",
+        "Deployment/cluster-1-reverse-proxy",
+        "Ingress/cluster-1-reverse-proxy-ingress",
+        "PodDisruptionBudget/cluster-1-pdb",
+        "Service/cluster-1-reverse-proxy-svc",
+        "Service/cluster-1-sts-svc",
+        "Service/cluster-1-svc",
+        "StatefulSet/cluster-1-sts",
+    ]
+    for child in children.values():
+        assert child["metadata"]["ownerReferences"][0]["uid"] == "uid-1"
+        assert child["metadata"]["namespace"] == "search"
+
+
+def test_nodes_list_uses_headless_dns_names_and_ports() -> None:
+    assert nodes_list(cluster("seed-aws"), 3) == (
+        "cluster-1-sts-0.cluster-1-sts-svc:8107:8108,"
+        "cluster-1-sts-1.cluster-1-sts-svc:8107:8108,"
+        "cluster-1-sts-2.cluster-1-sts-svc:8107:8108"
+    )
+    assert nodes_list(cluster("full"), 1) == "cluster-1-sts-0.cluster-1-sts-svc:9107:9108"
+
+
+def test_statefulset_reads_the_users_key_and_lets_spec_override_extra_settings() -> None:
+    sts = by_kind_and_name(desired_children(cluster("seed-opentelekomcloud"), 3))["StatefulSet/cluster-1-sts"]
+    (container,) = sts["spec"]["template"]["spec"]["containers"]
+    env = {e["name"]: e for e in container["env"]}
+    assert env["TYPESENSE_API_KEY"]["valueFrom"]["secretKeyRef"] == {
+        "name": "typesense-common-bootstrap-key",
+        "key": "typesense-api-key",
+    }
+    assert env["TYPESENSE_NODES"]["value"] == "/usr/share/typesense/nodelist/nodes"
+    assert {"name": "nodeslist", "mountPath": "/usr/share/typesense/nodelist"} in container["volumeMounts"]
+    assert "envFrom" not in container
+    full = by_kind_and_name(desired_children(cluster("full"), 5))["StatefulSet/cluster-1-sts"]
+    typesense = full["spec"]["template"]["spec"]["containers"][0]
+    assert typesense["envFrom"] == [{"configMapRef": {"name": "extra-settings"}}]
+    assert {e["name"] for e in typesense["env"]} >= {"TYPESENSE_API_PORT", "TYPESENSE_ENABLE_CORS"}
+
+
+def test_statefulset_is_restricted_and_keeps_loading_nodes_alive() -> None:
+    sts = by_kind_and_name(desired_children(cluster("seed-aws"), 3))["StatefulSet/cluster-1-sts"]
+    pod = sts["spec"]["template"]["spec"]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    container = pod["containers"][0]
+    assert container["securityContext"]["allowPrivilegeEscalation"] is False
+    assert container["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+    assert "tcpSocket" in container["livenessProbe"], (
+        "a loading node answers 503 on /health; liveness must not use it"
+    )
+    assert container["readinessProbe"]["httpGet"]["path"] == "/health"
+    assert sts["spec"]["persistentVolumeClaimRetentionPolicy"] == {
+        "whenDeleted": "Retain",
+        "whenScaled": "Retain",
+    }
+    (claim,) = sts["spec"]["volumeClaimTemplates"]
+    assert claim["spec"]["storageClassName"] == "gp2"
+    assert claim["spec"]["resources"]["requests"]["storage"] == "100Mi"
+
+
+def test_metrics_sidecar_and_pod_monitor() -> None:
+    c = cluster("full")
+    sts = by_kind_and_name(desired_children(c, 5))["StatefulSet/cluster-1-sts"]
+    sidecar = sts["spec"]["template"]["spec"]["containers"][1]
+    assert sidecar["image"] == "akyriako78/typesense-prometheus-exporter:0.1.7"
+    monitor = build_pod_monitor(c)
+    assert monitor is not None
+    assert monitor["metadata"]["labels"]["release"] == "promstack"
+    assert monitor["spec"]["podMetricsEndpoints"][0]["interval"] == "30s"
+    assert build_pod_monitor(cluster("seed-aws")) is None
+
+
+def test_generated_secret_only_without_a_user_secret() -> None:
+    assert build_generated_key_secret(cluster("seed-opentelekomcloud"), "k" * 32) is None
+    secret = build_generated_key_secret(cluster("seed-aws"), "k" * 32)
+    assert secret is not None
+    assert secret["metadata"]["name"] == "cluster-1-admin-key"
+    assert list(secret["data"]) == ["typesense-api-key"]
+
+
+def test_nginx_config_checks_referer_and_places_directives() -> None:
+    config = nginx_config(cluster("full"))
+    assert config is not None
+    assert "valid_referers server_names docs.example.com;" in config
+    assert "return 403;" in config
+    http, server = config.index("server_tokens off;"), config.index("server {")
+    assert http < server < config.index("client_max_body_size 10m;") < config.index("location / {")
+    assert config.index("location / {") < config.index("proxy_read_timeout 30s;")
+    assert "proxy_pass http://cluster-1-svc.search.svc:9108;" in config
+    no_referer = nginx_config(cluster("seed-opentelekomcloud"))
+    assert no_referer is not None
+    assert "valid_referers" not in no_referer
+    assert nginx_config(cluster("seed-aws")) is None
+
+
+def test_ingress_annotations_tls_and_class() -> None:
+    children = by_kind_and_name(desired_children(cluster("seed-opentelekomcloud"), 3))
+    ingress = children["Ingress/cluster-1-reverse-proxy-ingress"]
+    assert ingress["metadata"]["annotations"] == {
+        "cert-manager.io/cluster-issuer": "opentelekomcloud-letsencrypt"
+    }
+    assert ingress["spec"]["ingressClassName"] == "nginx"
+    assert ingress["spec"]["tls"] == [
+        {"hosts": ["ts.example.de"], "secretName": "cluster-1-reverse-proxy-tls"}
+    ]
+
+
+def test_scraper_cronjob_passes_target_and_config_as_env() -> None:
+    children = by_kind_and_name(desired_children(cluster("seed-opentelekomcloud"), 3))
+    cronjob = children["CronJob/cluster-1-scraper-docusaurus-example-com"]
+    assert cronjob["spec"]["schedule"] == "*/2 * * * *"
+    container = cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]
+    env = {e["name"]: e.get("value", e.get("valueFrom")) for e in container["env"]}
+    assert env["TYPESENSE_HOST"] == "cluster-1-svc.search.svc"
+    assert env["TYPESENSE_PORT"] == "8108"
+    assert env["TYPESENSE_PROTOCOL"] == "http"
+    assert env["CONFIG"].startswith('{"index_name"')
+    assert env["TYPESENSE_API_KEY"]["secretKeyRef"]["name"] == "typesense-common-bootstrap-key"
+
+
+def test_invalid_scraper_config_is_reported_and_not_deployed() -> None:
+    spec = dict(SAMPLES["seed-opentelekomcloud"])
+    spec["scrapers"] = [
+        {"name": "good", "image": "i", "config": "{}", "schedule": "* * * * *"},
+        {"name": "broken", "image": "i", "config": "{not json", "schedule": "* * * * *"},
+        {"name": "list", "image": "i", "config": "[]", "schedule": "* * * * *"},
+    ]
+    c = Cluster.from_object({"metadata": {"name": "c", "namespace": "n", "uid": "u"}, "spec": spec})
+    errors = invalid_scraper_configs(c)
+    assert sorted(errors) == ["broken", "list"]
+    assert "not valid JSON" in errors["broken"]
+    names = [m["metadata"]["name"] for m in desired_children(c, 3) if m["kind"] == "CronJob"]
+    assert names == ["c-scraper-good"]
+
+
+def test_stale_children_are_the_prunable_ones_no_longer_wanted() -> None:
+    with_ingress = desired_children(cluster("seed-opentelekomcloud"), 3)
+    without = desired_children(cluster("seed-aws"), 3)
+    stale = sorted(f"{m['kind']}/{m['metadata']['name']}" for m in stale_children(without, with_ingress))
+    assert stale == [
+        "ConfigMap/cluster-1-reverse-proxy-config",
+        "CronJob/cluster-1-scraper-docusaurus-example-com",
+        "Deployment/cluster-1-reverse-proxy",
+        "Ingress/cluster-1-reverse-proxy-ingress",
+        "Service/cluster-1-reverse-proxy-svc",
+    ]
+    assert stale_children(with_ingress, with_ingress) == []
