@@ -21,6 +21,7 @@ import base64
 import copy
 import hashlib
 import json
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,16 +42,19 @@ __all__ = ["APPLIED_HASH_ANNOTATION", "ApplyResult", "Kube", "applied_hash", "is
 
 APPLIED_HASH_ANNOTATION = "operator-suite.dev/applied-hash"
 DEFAULT_FIELD_MANAGER = "operator-suite"
+# How stale the list of custom kinds may be when a kind is not found.
+CRD_REFRESH_SECONDS = 10.0
 
 Manifest = dict[str, Any]
 
 
 @dataclass(frozen=True)
 class ApplyResult:
-    """What :meth:`Kube.apply` did: the object as it now is, and whether a write was sent."""
+    """What :meth:`Kube.apply` did: the object as it is now, whether it wrote, and whether it created."""
 
     object: Manifest
     written: bool
+    created: bool = False
 
 
 # ---------------------------------------------------------------- pure helpers
@@ -159,7 +163,7 @@ class Kube:
         self._client = client
         self.field_manager = field_manager
         self.write_calls = 0
-        self._crds_loaded = False
+        self._crds_loaded_at: float | None = None
 
     @classmethod
     def connect(
@@ -196,9 +200,11 @@ class Kube:
         try:
             return resource_registry.load(api_version, kind)
         except LoadResourceError:
-            if self._crds_loaded and resource_registry.get(api_version, kind) is None:
-                self._crds_loaded = False  # a CRD may have been installed since
-        await self._load_crds()
+            pass
+        loaded_at = self._crds_loaded_at
+        # A CRD may have been installed since the last look; look again, but not on every call.
+        if loaded_at is None or time.monotonic() - loaded_at > CRD_REFRESH_SECONDS:
+            await self._load_crds()
         found = resource_registry.get(api_version, kind)
         if found is None:
             raise errors.NotFound(
@@ -207,14 +213,12 @@ class Kube:
         return found
 
     async def _load_crds(self) -> None:
-        if self._crds_loaded:
-            return
         try:
             async for crd in self._client.list(CustomResourceDefinition):
                 create_resources_from_crd(crd)
         except ApiError as error:
             raise _wrap(error, "listing CustomResourceDefinitions") from error
-        self._crds_loaded = True
+        self._crds_loaded_at = time.monotonic()
 
     # -- reads
 
@@ -267,7 +271,7 @@ class Kube:
             applied = await self._client.apply(body, field_manager=self.field_manager, force=force)
         except ApiError as error:
             raise _wrap(error, f"applying {_describe(desired)}") from error
-        return ApplyResult(dict(applied.to_dict()), written=True)
+        return ApplyResult(dict(applied.to_dict()), written=True, created=live is None)
 
     async def create(self, manifest: Mapping[str, Any]) -> Manifest:
         resource = await self.resource_type(manifest["apiVersion"], manifest["kind"])

@@ -46,6 +46,10 @@ def run_operator(name: str, handlers_module: str, argv: Sequence[str] | None = N
         level=logging.DEBUG if arguments.verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    # One line per HTTP request, and one per handled watch event, would bury what matters.
+    logging.getLogger("httpx2").setLevel(logging.WARNING)
+    if not arguments.verbose:
+        logging.getLogger("kopf.objects").setLevel(logging.WARNING)
     install_log_scrubbing()
     importlib.import_module(handlers_module)
     namespaces = arguments.namespace

@@ -1,0 +1,122 @@
+"""Run an operator's console script as a real process, as a ServiceAccount bound to its own RBAC.
+
+Tests see the operator exactly as a cluster would run it: its own process, its
+own identity, and only the permissions its committed RBAC grants. A missing
+RBAC rule therefore fails a test instead of surfacing in production.
+"""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import IO, Any, Self
+
+import httpx
+import yaml
+
+from operator_core.errors import ControlPlaneError
+from operator_core.testing.controlplane import ControlPlane, free_port
+
+__all__ = ["OperatorProcess", "service_account_kubeconfig"]
+
+
+def _service_account(documents: list[dict[str, Any]]) -> tuple[str, str]:
+    for document in documents:
+        if document.get("kind") == "ServiceAccount":
+            return document["metadata"]["namespace"], document["metadata"]["name"]
+    raise ControlPlaneError("the RBAC file has no ServiceAccount")
+
+
+def service_account_kubeconfig(control_plane: ControlPlane, rbac_file: Path, out: Path) -> Path:
+    """Apply ``rbac_file`` (as admin), then write a kubeconfig with a token of its ServiceAccount."""
+    kubectl = [str(control_plane.binaries.kubectl), f"--kubeconfig={control_plane.kubeconfig}"]
+    subprocess.run(
+        [*kubectl, "apply", "--server-side", "-f", str(rbac_file)], check=True, capture_output=True
+    )
+    namespace, name = _service_account([d for d in yaml.safe_load_all(rbac_file.read_text()) if d])
+    token = subprocess.run(
+        [*kubectl, "create", "token", name, "-n", namespace, "--duration=24h"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    out.write_text(control_plane.kubeconfig_for_token(token))
+    out.chmod(0o600)
+    return out
+
+
+class OperatorProcess:
+    """One operator process, started from its console script and stopped with SIGTERM."""
+
+    def __init__(self, script: str, kubeconfig: Path, log_path: Path, *arguments: str) -> None:
+        executable = shutil.which(script)
+        if executable is None:
+            raise ControlPlaneError(f"console script {script} is not installed")
+        self.script = script
+        self.log_path = log_path
+        self.port = free_port()
+        self._argv = [
+            executable,
+            "--kubeconfig",
+            str(kubeconfig),
+            "--liveness",
+            f"http://127.0.0.1:{self.port}/healthz",
+            *arguments,
+        ]
+        self._process: subprocess.Popen[bytes] | None = None
+        self._log: IO[bytes] | None = None
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def start(self, timeout: float = 60.0) -> None:
+        self._log = self.log_path.open("ab")
+        self._process = subprocess.Popen(self._argv, stdout=self._log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self._process.poll() is not None:
+                raise ControlPlaneError(
+                    f"{self.script} exited with {self._process.returncode}:\n{self.log()}"
+                )
+            try:
+                if httpx.get(f"http://127.0.0.1:{self.port}/healthz", timeout=1).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)
+        self.stop()
+        raise ControlPlaneError(f"{self.script} never reported live:\n{self.log()}")
+
+    def kill(self) -> None:
+        """SIGKILL, as a crash or an OOM kill would end it."""
+        if self._process is not None and self._process.poll() is None:
+            self._process.kill()
+            self._process.wait()
+
+    def stop(self) -> int | None:
+        """SIGTERM, wait, then SIGKILL; returns the exit code."""
+        code = None
+        if self._process is not None:
+            if self._process.poll() is None:
+                self._process.send_signal(signal.SIGTERM)
+                try:
+                    self._process.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    self._process.kill()
+                    self._process.wait()
+            code = self._process.returncode
+            self._process = None
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+        return code

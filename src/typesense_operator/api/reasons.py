@@ -1,0 +1,43 @@
+"""The words a user sees: condition types, condition reasons and Event reasons of the Typesense operator."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+__all__ = ["ConditionType", "EventReason", "ReadyReason"]
+
+
+class ConditionType(StrEnum):
+    READY = "Ready"
+    """The cluster serves reads and writes (the specification's ConditionReady)."""
+    ADMIN_KEY_READY = "AdminKeyReady"
+    """The admin API key Secret exists and holds typesense-api-key."""
+    CONFIGURATION_VALID = "ConfigurationValid"
+    """Everything in the spec that CEL cannot check (scraper configs are JSON objects) is valid."""
+    CHILDREN_APPLIED = "ChildrenApplied"
+    """Every child object was applied on the last reconcile."""
+    METRICS_READY = "MetricsReady"
+    """The PodMonitor exists, or metrics are not requested."""
+
+
+class ReadyReason(StrEnum):
+    """Reasons of the Ready condition, exactly the specification's status table."""
+
+    QUORUM_READY = "QuorumReady"
+    QUORUM_NOT_READY = "QuorumNotReady"
+    QUORUM_DEGRADED = "QuorumDegraded"
+    QUORUM_UPGRADED = "QuorumUpgraded"
+    QUORUM_NEEDS_INTERVENTION = "QuorumNeedsIntervention"
+
+
+class EventReason(StrEnum):
+    CREATED = "Created"
+    UPDATED = "Updated"
+    DELETED = "Deleted"
+    APPLY_FAILED = "ApplyFailed"
+    ADMIN_KEY_GENERATED = "AdminKeyGenerated"
+    ADMIN_KEY_MISSING = "AdminKeyMissing"
+    INVALID_CONFIGURATION = "InvalidConfiguration"
+    POD_MONITOR_UNAVAILABLE = "PodMonitorUnavailable"
+    QUORUM_READY = "QuorumReady"
+    QUORUM_NOT_READY = "QuorumNotReady"

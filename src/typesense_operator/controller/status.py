@@ -1,0 +1,69 @@
+"""Pure status decisions: the Ready condition and the minimal status patch.
+
+Both take only what was observed, so they are table-tested without a cluster.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from operator_core.conditions import Condition, ConditionStatus, find
+from typesense_operator.api.reasons import ConditionType, ReadyReason
+
+__all__ = ["phase", "ready_condition", "status_patch"]
+
+# Conditions that must hold before readiness of the nodes means anything.
+_PREREQUISITES = (ConditionType.ADMIN_KEY_READY, ConditionType.CHILDREN_APPLIED)
+
+
+def ready_condition(
+    conditions: Sequence[Condition], desired_replicas: int, observed: Mapping[str, int]
+) -> tuple[ConditionStatus, str, str]:
+    """Ready's (status, reason, message): prerequisites first, then how many nodes are ready."""
+    for prerequisite in _PREREQUISITES:
+        found = find(conditions, prerequisite)
+        if found is not None and found.status != "True":
+            return "False", ReadyReason.QUORUM_NOT_READY, f"{prerequisite}: {found.message or found.reason}"
+    if not observed:
+        return "False", ReadyReason.QUORUM_NOT_READY, "the nodes have not been observed yet"
+    ready = observed.get("readyReplicas", 0)
+    message = f"{ready}/{desired_replicas} nodes ready"
+    if ready >= desired_replicas:
+        return "True", ReadyReason.QUORUM_READY, message
+    return "False", ReadyReason.QUORUM_NOT_READY, message
+
+
+def phase(conditions: Sequence[Condition], observed: Mapping[str, int], previous: str | None) -> str | None:
+    """One word for printer columns: Bootstrapping until a node was first ready, then the Ready reason."""
+    ready = find(conditions, ConditionType.READY)
+    if ready is None:
+        return previous
+    never_ready = previous in (None, "Bootstrapping")
+    if ready.status != "True" and never_ready and not observed.get("readyReplicas"):
+        return "Bootstrapping"
+    return ready.reason
+
+
+def status_patch(
+    current: Mapping[str, Any],
+    conditions: Sequence[Condition],
+    observed: Mapping[str, int],
+    *,
+    generation: int | None,
+) -> dict[str, Any]:
+    """The fields of status that differ from ``current``; empty when nothing changed.
+
+    ``generation`` is the spec generation to record as observed, or None when the
+    reconcile did not complete (observedGeneration moves only on success).
+    """
+    desired: dict[str, Any] = {
+        "conditions": [c.to_wire() for c in conditions],
+        "phase": phase(conditions, observed, current.get("phase")),
+    }
+    if observed:
+        desired["replicas"] = observed.get("replicas", 0)
+        desired["readyReplicas"] = observed.get("readyReplicas", 0)
+    if generation is not None:
+        desired["observedGeneration"] = generation
+    return {key: value for key, value in desired.items() if value is not None and current.get(key) != value}

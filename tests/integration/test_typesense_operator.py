@@ -1,0 +1,327 @@
+"""The Typesense operator, as its own ServiceAccount, on the real control plane: children, drift, status."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import uuid
+from typing import Any
+
+import pytest
+
+from operator_core.kube import Kube
+from operator_core.testing.controlplane import ControlPlane
+from operator_core.testing.fixtures import Kubectl, wait_until
+from operator_core.testing.operators import OperatorProcess
+
+pytestmark = pytest.mark.usefixtures("typesense_operator")
+
+API = "ts.opentelekomcloud.com/v1alpha1"
+WRITE_VERBS = {"create", "update", "patch", "delete", "deletecollection"}
+SEED_SAMPLE_SPEC: dict[str, Any] = {
+    "image": "typesense/typesense:27.1",
+    "replicas": 3,
+    "storage": {"size": "100Mi", "storageClassName": "csi-disk"},
+    "ingress": {
+        "host": "ts.example.de",
+        "ingressClassName": "nginx",
+        "clusterIssuer": "opentelekomcloud-letsencrypt",
+    },
+    "adminApiKey": {"name": "typesense-common-bootstrap-key"},
+    "scrapers": [
+        {
+            "name": "docusaurus-example-com",
+            "image": "typesense/docsearch-scraper:0.11.0",
+            "config": '{"index_name":"docusaurus-example"}',
+            "schedule": "*/2 * * * *",
+        }
+    ],
+}
+
+
+def cluster(namespace: str, spec: dict[str, Any], name: str = "cluster-1") -> dict[str, Any]:
+    return {
+        "apiVersion": API,
+        "kind": "TypesenseCluster",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": spec,
+    }
+
+
+async def get_cluster(kube: Kube, namespace: str, name: str = "cluster-1") -> dict[str, Any]:
+    found = await kube.get(API, "TypesenseCluster", name, namespace)
+    assert found is not None
+    return found
+
+
+def condition(obj: dict[str, Any], condition_type: str) -> dict[str, Any] | None:
+    for item in (obj.get("status") or {}).get("conditions") or []:
+        if item["type"] == condition_type:
+            return dict(item)
+    return None
+
+
+async def wait_for_condition(
+    kube: Kube, namespace: str, condition_type: str, status: str, reason: str | None = None
+) -> dict[str, Any]:
+    async def matches() -> dict[str, Any] | None:
+        found = condition(await get_cluster(kube, namespace), condition_type)
+        if found and found["status"] == status and (reason is None or found["reason"] == reason):
+            return found
+        return None
+
+    return await wait_until(matches, timeout=30, what=f"{condition_type}={status} {reason or ''}")  # type: ignore[return-value]
+
+
+async def wait_for_object(
+    kube: Kube, api_version: str, kind: str, name: str, namespace: str
+) -> dict[str, Any]:
+    async def present() -> dict[str, Any] | None:
+        return await kube.get(api_version, kind, name, namespace)
+
+    return await wait_until(present, timeout=30, what=f"{kind} {name}")  # type: ignore[return-value]
+
+
+async def events_for(kube: Kube, namespace: str, reason: str) -> list[dict[str, Any]]:
+    # The core/v1 view: it also shows kopf's own Events, which the events.k8s.io decoder refuses.
+    return [e for e in await kube.list("v1", "Event", namespace) if e["reason"] == reason]
+
+
+async def user_key_secret(kube: Kube, namespace: str, name: str = "typesense-common-bootstrap-key") -> None:
+    key = base64.b64encode(b"IwiToBrqXLvXy2M0mSKXOhktvQTcuVRZ1sS9DKlECm0QpAOwGXhjuHUbKBq6z7eI").decode()
+    await kube.create(
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": name, "namespace": namespace},
+            "data": {"typesense-api-key": key},
+        }
+    )
+
+
+async def test_seed_sample_creates_every_child(kube: Kube, namespace: str) -> None:
+    await user_key_secret(kube, namespace)
+    await kube.apply(cluster(namespace, SEED_SAMPLE_SPEC))
+    sts = await wait_for_object(kube, "apps/v1", "StatefulSet", "cluster-1-sts", namespace)
+    assert sts["spec"]["replicas"] == 3
+    assert sts["spec"]["serviceName"] == "cluster-1-sts-svc"
+    nodes = await wait_for_object(kube, "v1", "ConfigMap", "cluster-1-nodeslist", namespace)
+    assert nodes["data"]["nodes"].split(",")[2] == "cluster-1-sts-2.cluster-1-sts-svc:8107:8108"
+    headless = await wait_for_object(kube, "v1", "Service", "cluster-1-sts-svc", namespace)
+    assert headless["spec"]["clusterIP"] == "None"
+    assert headless["spec"]["publishNotReadyAddresses"] is True
+    client = await wait_for_object(kube, "v1", "Service", "cluster-1-svc", namespace)
+    assert client["spec"]["clusterIP"].startswith("127.")
+    for kind_name in (
+        ("policy/v1", "PodDisruptionBudget", "cluster-1-pdb"),
+        ("networking.k8s.io/v1", "Ingress", "cluster-1-reverse-proxy-ingress"),
+        ("apps/v1", "Deployment", "cluster-1-reverse-proxy"),
+        ("v1", "ConfigMap", "cluster-1-reverse-proxy-config"),
+        ("v1", "Service", "cluster-1-reverse-proxy-svc"),
+        ("batch/v1", "CronJob", "cluster-1-scraper-docusaurus-example-com"),
+    ):
+        await wait_for_object(kube, *kind_name, namespace)
+    assert await kube.get("v1", "Secret", "cluster-1-admin-key", namespace) is None, "the user's key is used"
+    await wait_for_condition(kube, namespace, "AdminKeyReady", "True")
+    ready = await wait_for_condition(kube, namespace, "Ready", "False", "QuorumNotReady")
+    assert "nodes ready" in ready["message"]
+    assert await events_for(kube, namespace, "Created")
+
+
+async def test_generated_key_is_created_once_and_never_replaced(kube: Kube, namespace: str) -> None:
+    await kube.apply(cluster(namespace, {"image": "typesense/typesense:27.1"}))
+    secret = await wait_for_object(kube, "v1", "Secret", "cluster-1-admin-key", namespace)
+    key = secret["data"]["typesense-api-key"]
+    assert len(base64.b64decode(key)) == 48
+    (event,) = await wait_until(lambda: events_for(kube, namespace, "AdminKeyGenerated"), what="event")  # type: ignore[misc]
+    assert base64.b64decode(key).decode() not in event["message"]
+    await kube.apply(cluster(namespace, {"image": "typesense/typesense:27.1", "replicas": 5}))
+    await wait_until(
+        lambda: _sts_replicas(kube, namespace, 5), what="the StatefulSet to follow spec.replicas"
+    )
+    again = await kube.get("v1", "Secret", "cluster-1-admin-key", namespace)
+    assert again is not None
+    assert again["data"]["typesense-api-key"] == key
+
+
+async def _sts_replicas(kube: Kube, namespace: str, replicas: int) -> bool:
+    sts = await kube.get("apps/v1", "StatefulSet", "cluster-1-sts", namespace)
+    return sts is not None and sts["spec"]["replicas"] == replicas
+
+
+async def test_missing_user_secret_stops_before_anything_uses_a_wrong_key(kube: Kube, namespace: str) -> None:
+    await kube.apply(cluster(namespace, SEED_SAMPLE_SPEC))
+    missing = await wait_for_condition(kube, namespace, "AdminKeyReady", "False", "SecretNotFound")
+    assert "typesense-common-bootstrap-key" in missing["message"]
+    ready = await wait_for_condition(kube, namespace, "Ready", "False", "QuorumNotReady")
+    assert "AdminKeyReady" in ready["message"]
+    (warning,) = await wait_until(lambda: events_for(kube, namespace, "AdminKeyMissing"), what="warning")  # type: ignore[misc]
+    assert warning["type"] == "Warning"
+    assert await kube.get("apps/v1", "StatefulSet", "cluster-1-sts", namespace) is None
+    await user_key_secret(kube, namespace)
+    await kube.apply(
+        cluster(namespace, {**SEED_SAMPLE_SPEC, "enableCors": False})
+    )  # a spec touch wakes it now
+    await wait_for_object(kube, "apps/v1", "StatefulSet", "cluster-1-sts", namespace)
+    await wait_for_condition(kube, namespace, "AdminKeyReady", "True")
+
+
+async def test_children_deleted_or_edited_by_hand_are_restored(
+    kube: Kube, namespace: str, control_plane: ControlPlane
+) -> None:
+    await kube.apply(cluster(namespace, {"image": "typesense/typesense:27.1"}))
+    await wait_for_object(kube, "v1", "Service", "cluster-1-svc", namespace)
+    nodes = await wait_for_object(kube, "v1", "ConfigMap", "cluster-1-nodeslist", namespace)
+    await kube.delete("v1", "Service", "cluster-1-svc", namespace)
+    edited = {**nodes, "data": {"nodes": "someone-else:1:2"}}
+    edited["metadata"] = {"name": "cluster-1-nodeslist", "namespace": namespace}
+    async with Kube.connect(control_plane.kubeconfig, field_manager="hand-edit") as other:
+        await other.apply(edited, force=True)
+    await wait_for_object(kube, "v1", "Service", "cluster-1-svc", namespace)
+
+    async def nodes_restored() -> bool:
+        current = await kube.get("v1", "ConfigMap", "cluster-1-nodeslist", namespace)
+        return current is not None and current["data"]["nodes"].startswith("cluster-1-sts-0.")
+
+    await wait_until(nodes_restored, what="the nodes list to be restored")
+
+
+async def test_spec_changes_propagate_and_removed_parts_are_pruned(kube: Kube, namespace: str) -> None:
+    await user_key_secret(kube, namespace)
+    await kube.apply(cluster(namespace, SEED_SAMPLE_SPEC))
+    await wait_for_object(kube, "batch/v1", "CronJob", "cluster-1-scraper-docusaurus-example-com", namespace)
+    changed = {
+        **SEED_SAMPLE_SPEC,
+        "image": "typesense/typesense:28.0",
+        "replicas": 5,
+        "scrapers": [],
+        "ingress": {**SEED_SAMPLE_SPEC["ingress"], "referer": "docs.example.de"},
+    }
+    await kube.apply(cluster(namespace, changed))
+
+    async def propagated() -> bool:
+        sts = await kube.get("apps/v1", "StatefulSet", "cluster-1-sts", namespace)
+        nodes = await kube.get("v1", "ConfigMap", "cluster-1-nodeslist", namespace)
+        proxy = await kube.get("v1", "ConfigMap", "cluster-1-reverse-proxy-config", namespace)
+        cron = await kube.get("batch/v1", "CronJob", "cluster-1-scraper-docusaurus-example-com", namespace)
+        return bool(
+            sts
+            and sts["spec"]["template"]["spec"]["containers"][0]["image"] == "typesense/typesense:28.0"
+            and sts["spec"]["replicas"] == 5
+            and nodes
+            and len(nodes["data"]["nodes"].split(",")) == 5
+            and proxy
+            and "valid_referers server_names docs.example.de;" in proxy["data"]["nginx.conf"]
+            and cron is None
+        )
+
+    await wait_until(propagated, what="image, replicas, referer and scraper removal to propagate")
+    without_ingress = {k: v for k, v in changed.items() if k != "ingress"}
+    await kube.apply(cluster(namespace, without_ingress))
+
+    async def ingress_gone() -> bool:
+        return (
+            await kube.get("networking.k8s.io/v1", "Ingress", "cluster-1-reverse-proxy-ingress", namespace)
+            is None
+        )
+
+    await wait_until(ingress_gone, what="the Ingress to be pruned")
+    assert await events_for(kube, namespace, "Deleted")
+
+
+async def test_invalid_scraper_config_is_reported_not_deployed(kube: Kube, namespace: str) -> None:
+    spec = {
+        "image": "typesense/typesense:27.1",
+        "scrapers": [{"name": "broken", "image": "i", "config": "{not json", "schedule": "0 * * * *"}],
+    }
+    await kube.apply(cluster(namespace, spec))
+    invalid = await wait_for_condition(kube, namespace, "ConfigurationValid", "False", "InvalidScraperConfig")
+    assert "scraper broken: config is not valid JSON" in invalid["message"]
+    assert await wait_until(lambda: events_for(kube, namespace, "InvalidConfiguration"), what="warning")
+    assert await kube.get("batch/v1", "CronJob", "cluster-1-scraper-broken", namespace) is None
+
+
+async def test_pod_monitor_waits_for_its_crd_with_a_warning(kube: Kube, namespace: str) -> None:
+    spec = {"image": "typesense/typesense:27.1", "metrics": {"release": "promstack"}}
+    await kube.apply(cluster(namespace, spec))
+    missing = await wait_for_condition(kube, namespace, "MetricsReady", "False", "PodMonitorCRDMissing")
+    assert "PodMonitor CRD" in missing["message"]
+    (warning,) = await wait_until(
+        lambda: events_for(kube, namespace, "PodMonitorUnavailable"), what="warning"
+    )  # type: ignore[misc]
+    assert warning["type"] == "Warning"
+    sts = await wait_for_object(kube, "apps/v1", "StatefulSet", "cluster-1-sts", namespace)
+    assert [c["name"] for c in sts["spec"]["template"]["spec"]["containers"]] == [
+        "typesense",
+        "metrics-exporter",
+    ]
+
+
+async def test_steady_state_reconcile_makes_no_write_request(
+    kube: Kube, namespace: str, control_plane: ControlPlane, kubectl: Kubectl
+) -> None:
+    await kube.apply(cluster(namespace, {"image": "typesense/typesense:27.1"}))
+    await wait_for_condition(kube, namespace, "ChildrenApplied", "True")
+    await wait_for_object(kube, "policy/v1", "PodDisruptionBudget", "cluster-1-pdb", namespace)
+
+    def operator_requests() -> list[dict[str, Any]]:
+        return [
+            e
+            for e in control_plane.audit_events()
+            if e["user"]["username"] == "system:serviceaccount:typesense-system:typesense-operator"
+            and (e.get("objectRef") or {}).get("namespace") == namespace
+        ]
+
+    # Let the first reconciles settle (status, Events), then wake the loop with a change that asks nothing.
+    async def quiet() -> bool:
+        before = len(operator_requests())
+        await asyncio.sleep(3)
+        return len(operator_requests()) == before
+
+    await wait_until(quiet, timeout=60, what="the operator to settle")
+    settled = len(operator_requests())
+    kubectl(
+        "annotate",
+        "configmap/cluster-1-nodeslist",
+        "-n",
+        namespace,
+        f"test.operator-suite.dev/poke={uuid.uuid4().hex}",
+    )
+
+    async def reconciled_again() -> list[dict[str, Any]]:
+        reads = [e for e in operator_requests()[settled:] if e["verb"] == "get"]
+        return reads if any(e["objectRef"]["resource"] == "statefulsets" for e in reads) else []
+
+    await wait_until(reconciled_again, what="a reconcile after the poke")
+    await asyncio.sleep(2)
+    writes = [e for e in operator_requests()[settled:] if e["verb"] in WRITE_VERBS]
+    assert writes == [], [(e["verb"], e["objectRef"]) for e in writes]
+
+
+async def test_deleting_the_cluster_removes_children_and_keeps_volumes(
+    kube: Kube, namespace: str, typesense_operator: OperatorProcess
+) -> None:
+    await kube.apply(cluster(namespace, {"image": "typesense/typesense:27.1"}))
+    await wait_for_object(kube, "apps/v1", "StatefulSet", "cluster-1-sts", namespace)
+
+    async def claims() -> list[dict[str, Any]]:
+        found = await kube.list("v1", "PersistentVolumeClaim", namespace)
+        return found if len(found) == 3 else []
+
+    await wait_until(claims, what="the StatefulSet controller to create 3 PVCs")
+    await kube.delete(API, "TypesenseCluster", "cluster-1", namespace)
+
+    async def children_gone() -> bool:
+        for api_version, kind, name in (
+            ("apps/v1", "StatefulSet", "cluster-1-sts"),
+            ("v1", "ConfigMap", "cluster-1-nodeslist"),
+            ("v1", "Service", "cluster-1-svc"),
+            ("v1", "Secret", "cluster-1-admin-key"),
+        ):
+            if await kube.get(api_version, kind, name, namespace) is not None:
+                return False
+        return True
+
+    await wait_until(children_gone, timeout=60, what="garbage collection of the children")
+    assert len(await kube.list("v1", "PersistentVolumeClaim", namespace)) == 3, "PVCs must be retained"
+    assert "Traceback" not in typesense_operator.log()

@@ -1,0 +1,70 @@
+"""Ready and the status patch are pure: prerequisites first, then node readiness; only changes are written."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from operator_core.conditions import Condition, set_condition
+from typesense_operator.controller.status import phase, ready_condition, status_patch
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def conditions(**states: str) -> list[Condition]:
+    result: list[Condition] = []
+    for name, status in states.items():
+        result = set_condition(result, name, status, f"{name}Reason", f"{name} message", now=T0)  # type: ignore[arg-type]
+    return result
+
+
+@pytest.mark.parametrize(
+    ("states", "observed", "expected"),
+    [
+        ({"AdminKeyReady": "True", "ChildrenApplied": "True"}, {"readyReplicas": 3}, ("True", "QuorumReady")),
+        (
+            {"AdminKeyReady": "True", "ChildrenApplied": "True"},
+            {"readyReplicas": 2},
+            ("False", "QuorumNotReady"),
+        ),
+        ({"AdminKeyReady": "False"}, {}, ("False", "QuorumNotReady")),
+        (
+            {"AdminKeyReady": "True", "ChildrenApplied": "False"},
+            {"readyReplicas": 3},
+            ("False", "QuorumNotReady"),
+        ),
+        ({"AdminKeyReady": "True", "ChildrenApplied": "True"}, {}, ("False", "QuorumNotReady")),
+    ],
+)
+def test_ready_condition(states: dict[str, str], observed: dict[str, int], expected: tuple[str, str]) -> None:
+    status, reason, message = ready_condition(conditions(**states), 3, observed)
+    assert (status, reason) == expected
+    assert message
+
+
+def test_ready_message_names_the_failed_prerequisite() -> None:
+    _, _, message = ready_condition(conditions(AdminKeyReady="False"), 3, {})
+    assert message == "AdminKeyReady: AdminKeyReady message"
+
+
+def test_phase_is_bootstrapping_until_a_node_was_ready() -> None:
+    not_ready = set_condition([], "Ready", "False", "QuorumNotReady", now=T0)
+    assert phase(not_ready, {"readyReplicas": 0}, None) == "Bootstrapping"
+    assert phase(not_ready, {"readyReplicas": 1}, "Bootstrapping") == "QuorumNotReady"
+    assert phase(not_ready, {"readyReplicas": 0}, "QuorumReady") == "QuorumNotReady"
+
+
+def test_status_patch_holds_only_changes() -> None:
+    current_conditions = set_condition([], "Ready", "True", "QuorumReady", now=T0)
+    current = {
+        "conditions": [c.to_wire() for c in current_conditions],
+        "phase": "QuorumReady",
+        "replicas": 3,
+        "readyReplicas": 3,
+        "observedGeneration": 4,
+    }
+    observed = {"replicas": 3, "readyReplicas": 3}
+    assert status_patch(current, current_conditions, observed, generation=4) == {}
+    assert status_patch(current, current_conditions, observed, generation=5) == {"observedGeneration": 5}
+    assert status_patch(current, current_conditions, observed, generation=None) == {}
