@@ -76,6 +76,12 @@ class OperatorProcess:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
+    @property
+    def pid(self) -> int:
+        if self._process is None:
+            raise ControlPlaneError(f"{self.script} is not running")
+        return self._process.pid
+
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 

@@ -37,6 +37,8 @@ _logger = logging.getLogger(__name__)
 _wakeups: dict[tuple[str, str], asyncio.Event] = {}
 
 # Children whose changes wake their cluster's loop; found by the labels every child carries.
+# The handlers are async on purpose: kopf runs sync handlers in a thread pool, and every
+# thread costs an allocator arena of resident memory.
 _CHILD_KINDS = (
     ("", "v1", "configmaps"),
     ("", "v1", "services"),
@@ -68,11 +70,11 @@ async def close(memo: kopf.Memo, **_: Any) -> None:
 
 
 @kopf.on.event(TYPESENSE_CLUSTER.group, TYPESENSE_CLUSTER.version, TYPESENSE_CLUSTER.plural)
-def cluster_changed(namespace: str | None, name: str, **_: Any) -> None:
+async def cluster_changed(namespace: str | None, name: str, **_: Any) -> None:
     wake(namespace, name)
 
 
-def _child_changed(labels: Mapping[str, str], namespace: str | None, **_: Any) -> None:
+async def _child_changed(labels: Mapping[str, str], namespace: str | None, **_: Any) -> None:
     wake(namespace, labels.get("app.kubernetes.io/instance"))
 
 
