@@ -45,7 +45,7 @@ async def test_transition_rule_keeps_storage_class_immutable_and_defaults_apply(
     assert created["spec"]["replicas"] == 3, "the schema default was not applied by the API server"
     assert created["spec"]["storage"]["size"] == "100Mi"
     changed = typesense_cluster("ts", namespace, storage={"storageClassName": "slow"})
-    with pytest.raises(Invalid, match=r"storage\.storageClassName is immutable"):
+    with pytest.raises(Invalid, match=r"storage\.storageClassName is fixed once the volumes exist"):
         await kube.apply(changed)
 
 

@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from pydantic import ConfigDict, Field
 
-from operator_core.apimodel import ApiModel, cel, immutable, preserve_unknown
+from operator_core.apimodel import ApiModel, cel, preserve_unknown
 from operator_core.conditions import Condition
 from operator_core.crdgen import CustomResource, PrinterColumn, ScaleSubresource
 
@@ -46,14 +46,27 @@ class StorageSpec(ApiModel):
     size: str = Field(
         default="100Mi",
         json_schema_extra=cel(
-            ("isQuantity(self)", "storage.size must be a Kubernetes quantity, such as 100Mi or 10Gi")
+            ("isQuantity(self)", "storage.size must be a Kubernetes quantity, such as 100Mi or 10Gi"),
+            (
+                "self == oldSelf",
+                "storage.size is fixed once the volumes exist (a StatefulSet's volume claim templates "
+                "cannot change); to grow the volumes, expand each PVC of the cluster",
+            ),
         ),
     )
-    """Size of each node's PersistentVolume, as a Kubernetes quantity."""
+    """Size of each node's PersistentVolume, as a Kubernetes quantity. Fixed after creation."""
     storage_class_name: str = Field(
-        default="standard", min_length=1, json_schema_extra=immutable("storage.storageClassName")
+        default="standard",
+        min_length=1,
+        json_schema_extra=cel(
+            (
+                "self == oldSelf",
+                "storage.storageClassName is fixed once the volumes exist (a StatefulSet's volume claim "
+                "templates cannot change); create a new cluster to move to another storage class",
+            )
+        ),
     )
-    """StorageClass of the volumes. Fixed once the volumes exist."""
+    """StorageClass of the volumes. Fixed after creation."""
 
 
 class IngressSpec(ApiModel):

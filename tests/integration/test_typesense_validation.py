@@ -1,0 +1,79 @@
+"""Every validation rule of TypesenseCluster is enforced by the API server, with a message that says a fix."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+
+from operator_core.errors import Invalid
+from operator_core.kube import Kube
+
+pytestmark = pytest.mark.usefixtures("installed_crds")
+
+API = "ts.opentelekomcloud.com/v1alpha1"
+SCRAPER = {
+    "name": "docs",
+    "image": "typesense/docsearch-scraper:0.11.0",
+    "config": "{}",
+    "schedule": "0 * * * *",
+}
+
+
+def cluster(namespace: str, name: str = "c1", **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": API,
+        "kind": "TypesenseCluster",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"image": "typesense/typesense:27.1", **spec},
+    }
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ({"replicas": 4}, "replicas must be 1, 3, 5 or 7: raft needs an odd size"),
+        (
+            {"apiPort": 70000},
+            "spec.apiPort: Invalid value: 70000: spec.apiPort in body should be less than or equal to 65535",
+        ),
+        ({"peeringPort": 0}, "should be greater than or equal to 1"),
+        ({"apiPort": 8107}, "apiPort and peeringPort must differ"),
+        ({"corsDomains": "https://a.example"}, "corsDomains needs enableCors: true"),
+        ({"storage": {"size": "a lot"}}, "storage.size must be a Kubernetes quantity, such as 100Mi or 10Gi"),
+        (
+            {"scrapers": [{**SCRAPER, "schedule": "@hourly"}]},
+            "schedule must be a cron expression of 5 fields",
+        ),
+        ({"scrapers": [{**SCRAPER, "schedule": "0 0 * * * *"}]}, "without seconds or a time zone"),
+        ({"scrapers": [{**SCRAPER, "name": "Docs_Site"}]}, "scraper name must be a DNS label"),
+        ({"scrapers": [SCRAPER, SCRAPER]}, "scraper names must be unique"),
+        (
+            {"replicas": "three"},
+            'spec.replicas: Invalid value: "string": spec.replicas in body must be of type integer',
+        ),
+    ],
+)
+async def test_invalid_spec_is_refused_with_a_readable_message(
+    kube: Kube, namespace: str, spec: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(Invalid, match=re.escape(message)):
+        await kube.create(cluster(namespace, **spec))
+
+
+async def test_name_too_long_for_raft_is_refused_with_the_limit(kube: Kube, namespace: str) -> None:
+    with pytest.raises(Invalid, match="choose a name of at most 19 characters"):
+        await kube.create(cluster(namespace, name="a-very-long-cluster-name"))
+    # Larger ports leave less room: with 5-digit ports, 19 characters no longer fit.
+    with pytest.raises(Invalid, match="must fit in 64 characters"):
+        await kube.create(cluster(namespace, name="a" * 19, apiPort=18108, peeringPort=18107))
+    await kube.create(cluster(namespace, name="a" * 19))
+
+
+async def test_storage_class_cannot_change_after_creation(kube: Kube, namespace: str) -> None:
+    await kube.apply(cluster(namespace, storage={"storageClassName": "fast"}))
+    with pytest.raises(Invalid, match=r"storage\.storageClassName is fixed once the volumes exist"):
+        await kube.apply(cluster(namespace, storage={"storageClassName": "slow"}))
+    with pytest.raises(Invalid, match="to grow the volumes, expand each PVC"):
+        await kube.apply(cluster(namespace, storage={"storageClassName": "fast", "size": "1Gi"}))
