@@ -1,0 +1,354 @@
+"""The quorum decision: observations of every node in, one plan out. Pure: no I/O, no clock.
+
+It follows the specification's algorithm (cluster states OK, SPLIT_BRAIN,
+NOT_READY and ELECTION_DEADLOCK; downgrade to one node; upgrade back at once
+or one node at a time; QuorumNeedsIntervention on OUT_OF_MEMORY/OUT_OF_DISK),
+and is safer where the Go operator is not:
+
+- the single node kept by a downgrade is the reachable node with the highest
+  ``committed_index`` (ties: the lowest ordinal), never simply ordinal 0,
+  because that is the node most likely to hold every acknowledged write;
+- recovery rewrites the nodes list (who is a member); deleting a pod is the
+  last resort, only when a downgraded single node still has no leader after a
+  second grace period;
+- a leaderless or split-brain state must last ``grace_seconds`` before any
+  surgery (braft's election timeout is 5 to 6 s, so a leader's death is healed by
+  raft itself well inside the default grace), and a node that is reachable but
+  still loading (state NOT_READY) holds the countdown, up to a limit;
+- a node that is reachable, follows a live leader and answers /health with
+  ``ok: false`` is lagging, not failed: it is never a reason for surgery;
+- "enough healthy nodes" means a raft majority of the members, not the
+  specification's ``(N-1)/2`` (which, for 3 nodes, would call one node enough).
+
+The caller records :attr:`Plan.record` in the cluster's status and passes it
+back next time, so a restarted operator resumes a recovery where it stopped
+and never repeats a destructive step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from enum import StrEnum
+
+from typesense_operator.api.reasons import ReadyReason
+
+__all__ = [
+    "Action",
+    "ClusterState",
+    "NodeProbe",
+    "Plan",
+    "QuorumRecord",
+    "QuorumSettings",
+    "cluster_state",
+    "decide",
+    "majority",
+    "requeue_seconds",
+]
+
+
+class ClusterState(StrEnum):
+    OK = "OK"
+    """Exactly one member is LEADER."""
+    SPLIT_BRAIN = "SPLIT_BRAIN"
+    """More than one member claims to be LEADER."""
+    NOT_READY = "NOT_READY"
+    """No leader, and more members than raft tolerates are NOT_READY or unreachable."""
+    ELECTION_DEADLOCK = "ELECTION_DEADLOCK"
+    """No leader, though enough members answer."""
+
+
+class Action(StrEnum):
+    NONE = "None"
+    """Nothing to change: healthy, or waiting for raft to heal itself."""
+    DOWNGRADE = "Downgrade"
+    """Rewrite the nodes list to the single survivor."""
+    UPGRADE = "Upgrade"
+    """Grow the nodes list back towards every desired node."""
+    RESTART_SURVIVOR = "RestartSurvivor"
+    """Last resort: delete the survivor's pod, once, because a one-node list did not elect it."""
+    NEEDS_INTERVENTION = "NeedsIntervention"
+    """A node is out of memory or disk: no surgery, a person must act."""
+
+
+@dataclass(frozen=True)
+class NodeProbe:
+    """What one node answered. ``reachable`` is False when neither endpoint answered at all."""
+
+    index: int
+    reachable: bool
+    state: str | None = None
+    """``state`` of /status: LEADER, FOLLOWER, CANDIDATE, NOT_READY, ..."""
+    committed_index: int | None = None
+    health_ok: bool | None = None
+    """``ok`` of /health."""
+    resource_error: str | None = None
+    """``resource_error`` of /health: OUT_OF_MEMORY or OUT_OF_DISK (newer Typesense releases)."""
+
+
+@dataclass(frozen=True)
+class QuorumRecord:
+    """What the operator remembers between reconciles, kept in the cluster's status."""
+
+    members: tuple[int, ...] = ()
+    """Pod ordinals in the nodes list now; empty means every desired node."""
+    unhealthy_since: datetime | None = None
+    """When the current leaderless (or split-brain) stretch was first seen."""
+    survivor: int | None = None
+    """The node a downgrade kept, while the cluster is downgraded or growing back."""
+    downgraded_at: datetime | None = None
+    survivor_restarted: bool = False
+    """Whether the last-resort pod restart was already done for this downgrade."""
+
+
+@dataclass(frozen=True)
+class QuorumSettings:
+    grace_seconds: float = 60.0
+    """How long a leaderless or split-brain state must last before a downgrade."""
+    loading_limit_seconds: float = 600.0
+    """How long reachable-but-loading (NOT_READY) members may hold the countdown."""
+    incremental: bool = False
+    """spec.incrementalQuorumRecovery: add one node per step when growing back."""
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What to do now, and what to tell the user."""
+
+    state: ClusterState
+    action: Action
+    members: tuple[int, ...]
+    """The nodes list to write: pod ordinals."""
+    ready: bool
+    reason: ReadyReason
+    message: str
+    requeue_after: float
+    record: QuorumRecord
+    survivor: int | None = None
+    warnings: tuple[str, ...] = field(default=())
+
+
+def majority(size: int) -> int:
+    """Raft's quorum of a ``size``-member configuration."""
+    return size // 2 + 1
+
+
+def requeue_seconds(size: int, *, unhealthy: bool) -> float:
+    """Larger clusters get more breathing room between quorum checks; trouble is looked at sooner."""
+    return float(5 + 2 * size) if unhealthy else float(15 + 5 * size)
+
+
+def cluster_state(probes: Sequence[NodeProbe]) -> ClusterState:
+    """The specification's cluster state, from the /status answers of the members."""
+    leaders = sum(1 for p in probes if p.state == "LEADER")
+    if leaders == 1:
+        return ClusterState.OK
+    if leaders > 1:
+        return ClusterState.SPLIT_BRAIN
+    not_ready = sum(1 for p in probes if not p.reachable or p.state in (None, "NOT_READY"))
+    tolerated = len(probes) - majority(len(probes))
+    return ClusterState.NOT_READY if not_ready > tolerated else ClusterState.ELECTION_DEADLOCK
+
+
+def _best_survivor(probes: Sequence[NodeProbe]) -> int | None:
+    """The reachable node most likely to hold every acknowledged write."""
+    candidates = [p for p in probes if p.reachable and p.committed_index is not None]
+    if not candidates:
+        return None
+    best = max(candidates, key=lambda p: (p.committed_index or 0, -p.index))
+    return best.index
+
+
+def _loading(probes: Sequence[NodeProbe]) -> bool:
+    return any(p.reachable and p.state == "NOT_READY" for p in probes)
+
+
+@dataclass(frozen=True)
+class _Decision:
+    """What every plan of one decision shares; :meth:`plan` fills in the rest."""
+
+    state: ClusterState
+    desired: int
+    members: tuple[int, ...]
+
+    @property
+    def full(self) -> tuple[int, ...]:
+        return tuple(range(self.desired))
+
+    def plan(
+        self,
+        action: Action,
+        reason: ReadyReason,
+        message: str,
+        record: QuorumRecord,
+        *,
+        ready: bool = False,
+        members: tuple[int, ...] | None = None,
+        survivor: int | None = None,
+        warnings: tuple[str, ...] = (),
+    ) -> Plan:
+        new_members = self.members if members is None else members
+        return Plan(
+            state=self.state,
+            action=action,
+            members=new_members,
+            ready=ready,
+            reason=reason,
+            message=message,
+            requeue_after=requeue_seconds(self.desired, unhealthy=not ready or action is not Action.NONE),
+            record=replace(record, members=() if new_members == self.full else new_members),
+            survivor=survivor,
+            warnings=warnings,
+        )
+
+
+def decide(
+    probes: Sequence[NodeProbe],
+    desired: int,
+    record: QuorumRecord,
+    now: datetime,
+    settings: QuorumSettings | None = None,
+) -> Plan:
+    """One quorum decision for a cluster of ``desired`` nodes, given each member's probe."""
+    settings = settings or QuorumSettings()
+    full = tuple(range(desired))
+    members = tuple(i for i in (record.members or full) if i < desired) or full
+    member_probes = [p for p in probes if p.index in members]
+    decision = _Decision(cluster_state(member_probes), desired, members)
+    size = len(members)
+
+    exhausted = [p for p in member_probes if p.resource_error]
+    if exhausted:
+        errors = ", ".join(f"node {p.index}: {p.resource_error}" for p in exhausted)
+        return decision.plan(
+            Action.NEEDS_INTERVENTION,
+            ReadyReason.QUORUM_NEEDS_INTERVENTION,
+            f"{errors}; give the nodes more memory or disk in the TypesenseCluster spec",
+            record,
+            warnings=(f"Typesense reports {errors}: administrative action required",),
+        )
+
+    healthy = sum(1 for p in member_probes if p.health_ok)
+    if decision.state is ClusterState.OK:
+        reachable = {p.index for p in probes if p.reachable}
+        return _with_leader(decision, record, healthy, reachable, settings)
+
+    if size == 1 and record.survivor is not None:
+        # Downgraded already: the survivor's own grace runs from the downgrade.
+        return _single_member_without_leader(
+            decision, replace(record, unhealthy_since=record.unhealthy_since or now), now, settings
+        )
+
+    # No single leader: raft may heal itself within an election timeout; give it the grace period.
+    since = record.unhealthy_since or now
+    waited = (now - since).total_seconds()
+    holding = _loading(member_probes) and waited < settings.loading_limit_seconds
+    stretch = replace(record, unhealthy_since=since)
+    state = decision.state
+    if holding or waited < settings.grace_seconds:
+        why = (
+            "members are still loading their data"
+            if holding
+            else f"waiting {settings.grace_seconds:.0f} s grace"
+        )
+        return decision.plan(
+            Action.NONE, ReadyReason.QUORUM_NOT_READY, f"{state}: {why} ({waited:.0f} s so far)", stretch
+        )
+    if size == 1:
+        return _single_member_without_leader(decision, stretch, now, settings)
+
+    survivor = _best_survivor(member_probes)
+    if survivor is None:
+        return decision.plan(
+            Action.NONE,
+            ReadyReason.QUORUM_NOT_READY,
+            f"{state} for {waited:.0f} s, but no node answers; waiting for pods to come back",
+            stretch,
+        )
+    committed = next(p.committed_index for p in member_probes if p.index == survivor)
+    return decision.plan(
+        Action.DOWNGRADE,
+        ReadyReason.QUORUM_DEGRADED,
+        f"{state} for {waited:.0f} s: keeping node {survivor} (highest committed index {committed}) "
+        "as a single-node cluster, then growing back",
+        replace(stretch, unhealthy_since=now, survivor=survivor, downgraded_at=now, survivor_restarted=False),
+        members=(survivor,),
+        survivor=survivor,
+    )
+
+
+def _with_leader(
+    decision: _Decision, record: QuorumRecord, healthy: int, reachable: set[int], settings: QuorumSettings
+) -> Plan:
+    calm = replace(record, unhealthy_since=None)
+    members, full, size = decision.members, decision.full, len(decision.members)
+    # Only nodes that answer can join: a member that is down would only make the new configuration
+    # wait for it.
+    joinable = [i for i in full if i not in members and i in reachable]
+    if members != full and healthy == size and joinable:
+        grown = _grow(members, joinable, full, settings.incremental)
+        if grown == full:
+            calm = replace(calm, survivor=None, downgraded_at=None, survivor_restarted=False)
+        return decision.plan(
+            Action.UPGRADE,
+            ReadyReason.QUORUM_UPGRADED,
+            f"quorum healthy with {size} of {decision.desired} nodes; growing the nodes list to {len(grown)}",
+            calm,
+            members=grown,
+        )
+    if members != full:
+        return decision.plan(
+            Action.NONE,
+            ReadyReason.QUORUM_UPGRADED,
+            f"growing back: {healthy}/{size} members healthy; a node joins when all members are healthy "
+            "and it answers",
+            calm,
+        )
+    if healthy >= majority(size):
+        return decision.plan(
+            Action.NONE,
+            ReadyReason.QUORUM_READY,
+            f"leader elected; {healthy}/{size} members healthy",
+            calm,
+            ready=True,
+        )
+    # A leader, but too few healthy members: lagging or restarting nodes catch up by themselves.
+    return decision.plan(
+        Action.NONE,
+        ReadyReason.QUORUM_NOT_READY,
+        f"leader elected but only {healthy}/{size} members healthy (need {majority(size)}); waiting",
+        calm,
+    )
+
+
+def _grow(
+    members: tuple[int, ...], joinable: Sequence[int], full: tuple[int, ...], incremental: bool
+) -> tuple[int, ...]:
+    added = joinable[:1] if incremental else joinable
+    return tuple(i for i in full if i in members or i in added)
+
+
+def _single_member_without_leader(
+    decision: _Decision, record: QuorumRecord, now: datetime, settings: QuorumSettings
+) -> Plan:
+    """A one-member list that still elects no leader: restart its pod once, then only wait."""
+    (survivor,) = decision.members
+    since = record.downgraded_at or record.unhealthy_since or now
+    waited = (now - since).total_seconds()
+    if record.survivor_restarted or waited < settings.grace_seconds:
+        return decision.plan(
+            Action.NONE,
+            ReadyReason.QUORUM_DEGRADED,
+            f"{decision.state}: single node {survivor} has no leader yet ({waited:.0f} s); waiting",
+            record,
+            survivor=survivor,
+        )
+    return decision.plan(
+        Action.RESTART_SURVIVOR,
+        ReadyReason.QUORUM_DEGRADED,
+        f"{decision.state}: single node {survivor} elected no leader in {waited:.0f} s; "
+        "restarting its pod once",
+        replace(record, survivor_restarted=True),
+        survivor=survivor,
+    )

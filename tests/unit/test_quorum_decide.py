@@ -1,0 +1,277 @@
+"""The quorum decision, row by row of the specification's tables, plus the safety rules that go beyond it."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from typesense_operator.quorum.decide import (
+    Action,
+    ClusterState,
+    NodeProbe,
+    QuorumRecord,
+    QuorumSettings,
+    cluster_state,
+    decide,
+    majority,
+    requeue_seconds,
+)
+
+NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+GRACE = QuorumSettings(grace_seconds=60)
+
+
+def node(
+    index: int,
+    state: str | None = "FOLLOWER",
+    ok: bool | None = True,
+    committed: int | None = 10,
+    **kw: object,
+) -> NodeProbe:
+    reachable = bool(kw.pop("reachable", state is not None))
+    return NodeProbe(
+        index=index, reachable=reachable, state=state, committed_index=committed, health_ok=ok, **kw
+    )  # type: ignore[arg-type]
+
+
+def down(index: int) -> NodeProbe:
+    return NodeProbe(index=index, reachable=False)
+
+
+def healthy_cluster(size: int = 3) -> list[NodeProbe]:
+    return [node(0, "LEADER"), *(node(i) for i in range(1, size))]
+
+
+# ---- the specification's cluster states (/status)
+
+
+@pytest.mark.parametrize(
+    ("states", "expected"),
+    [
+        (["LEADER", "FOLLOWER", "FOLLOWER"], ClusterState.OK),
+        (["LEADER", "LEADER", "FOLLOWER"], ClusterState.SPLIT_BRAIN),
+        (["NOT_READY", "NOT_READY", "FOLLOWER"], ClusterState.NOT_READY),
+        ([None, None, "FOLLOWER"], ClusterState.NOT_READY),
+        (["FOLLOWER", "FOLLOWER", "FOLLOWER"], ClusterState.ELECTION_DEADLOCK),
+        (["FOLLOWER", "CANDIDATE", "NOT_READY"], ClusterState.ELECTION_DEADLOCK),
+        (["LEADER"], ClusterState.OK),
+        (["FOLLOWER"], ClusterState.ELECTION_DEADLOCK),
+    ],
+)
+def test_cluster_state(states: list[str | None], expected: ClusterState) -> None:
+    assert cluster_state([node(i, s) for i, s in enumerate(states)]) is expected
+
+
+def test_majority() -> None:
+    assert [majority(n) for n in (1, 3, 5, 7)] == [1, 2, 3, 4]
+
+
+# ---- /health outcomes with a leader
+
+
+def test_every_node_healthy_is_ready() -> None:
+    plan = decide(healthy_cluster(), 3, QuorumRecord(), NOW, GRACE)
+    assert (plan.action, plan.ready, plan.reason) == (Action.NONE, True, "QuorumReady")
+    assert plan.members == (0, 1, 2)
+    assert plan.record == QuorumRecord()
+
+
+def test_majority_healthy_with_one_node_down_is_still_ready() -> None:
+    plan = decide([node(0, "LEADER"), node(1), down(2)], 3, QuorumRecord(), NOW, GRACE)
+    assert (plan.action, plan.ready, plan.reason) == (Action.NONE, True, "QuorumReady")
+
+
+def test_lagging_nodes_behind_a_leader_are_waited_for_not_operated_on() -> None:
+    plan = decide([node(0, "LEADER"), node(1, ok=False), node(2, ok=False)], 3, QuorumRecord(), NOW, GRACE)
+    assert (plan.action, plan.ready, plan.reason) == (Action.NONE, False, "QuorumNotReady")
+    assert "waiting" in plan.message
+
+
+@pytest.mark.parametrize("error", ["OUT_OF_MEMORY", "OUT_OF_DISK"])
+def test_resource_error_needs_intervention_and_no_surgery(error: str) -> None:
+    probes = [node(0, "LEADER"), node(1, ok=False, resource_error=error), node(2)]
+    plan = decide(probes, 3, QuorumRecord(), NOW, GRACE)
+    assert plan.action is Action.NEEDS_INTERVENTION
+    assert plan.reason == "QuorumNeedsIntervention"
+    assert plan.members == (0, 1, 2)
+    assert plan.warnings
+    assert error in plan.warnings[0]
+
+
+def test_resource_error_wins_over_a_leaderless_state_past_grace() -> None:
+    probes = [node(0, ok=False, resource_error="OUT_OF_DISK"), node(1, ok=False), node(2, ok=False)]
+    record = QuorumRecord(unhealthy_since=NOW - timedelta(minutes=10))
+    assert decide(probes, 3, record, NOW, GRACE).action is Action.NEEDS_INTERVENTION
+
+
+# ---- leaderless states: grace first, then downgrade to the best survivor
+
+
+@pytest.mark.parametrize(
+    "probes",
+    [
+        [node(0, ok=False), node(1, ok=False), node(2, ok=False)],  # ELECTION_DEADLOCK
+        [node(0, ok=False), down(1), down(2)],  # NOT_READY: two of three gone
+        [node(0, "LEADER"), node(1, "LEADER"), node(2)],  # SPLIT_BRAIN
+    ],
+)
+def test_no_single_leader_starts_the_grace_countdown_without_surgery(probes: list[NodeProbe]) -> None:
+    plan = decide(probes, 3, QuorumRecord(), NOW, GRACE)
+    assert plan.action is Action.NONE
+    assert plan.reason == "QuorumNotReady"
+    assert plan.record.unhealthy_since == NOW
+
+
+def test_a_leader_dying_is_left_to_raft_within_the_grace_period() -> None:
+    record = QuorumRecord(unhealthy_since=NOW - timedelta(seconds=20))
+    plan = decide([down(0), node(1, ok=False), node(2, ok=False)], 3, record, NOW, GRACE)
+    assert plan.action is Action.NONE
+    assert plan.record.unhealthy_since == record.unhealthy_since
+
+
+def test_grace_default_is_well_above_the_election_timeout() -> None:
+    assert QuorumSettings().grace_seconds >= 30
+
+
+def test_after_grace_the_node_with_the_highest_committed_index_survives() -> None:
+    record = QuorumRecord(unhealthy_since=NOW - timedelta(seconds=61))
+    probes = [node(0, ok=False, committed=7), node(1, ok=False, committed=12), node(2, ok=False, committed=9)]
+    plan = decide(probes, 3, record, NOW, GRACE)
+    assert plan.action is Action.DOWNGRADE
+    assert plan.reason == "QuorumDegraded"
+    assert plan.survivor == 1
+    assert plan.members == (1,)
+    assert plan.record.members == (1,)
+    assert plan.record.survivor == 1
+    assert "highest committed index 12" in plan.message
+
+
+def test_survivor_ties_go_to_the_lowest_ordinal_and_unreachable_nodes_never_survive() -> None:
+    record = QuorumRecord(unhealthy_since=NOW - timedelta(seconds=61))
+    probes = [down(0), node(1, ok=False, committed=5), node(2, ok=False, committed=5)]
+    assert decide(probes, 3, record, NOW, GRACE).survivor == 1
+
+
+def test_nobody_answering_means_waiting_not_guessing() -> None:
+    record = QuorumRecord(unhealthy_since=NOW - timedelta(seconds=120))
+    plan = decide([down(0), down(1), down(2)], 3, record, NOW, GRACE)
+    assert plan.action is Action.NONE
+    assert "no node answers" in plan.message
+
+
+def test_split_brain_that_lasts_is_downgraded_to_the_most_advanced_leader() -> None:
+    record = QuorumRecord(unhealthy_since=NOW - timedelta(seconds=61))
+    probes = [node(0, "LEADER", committed=20), node(1, "LEADER", committed=25), node(2, committed=25)]
+    plan = decide(probes, 3, record, NOW, GRACE)
+    assert (plan.state, plan.action, plan.survivor) == (ClusterState.SPLIT_BRAIN, Action.DOWNGRADE, 1)
+
+
+def test_loading_members_hold_the_countdown_up_to_a_limit() -> None:
+    loading = [node(0, "NOT_READY", ok=False), node(1, "NOT_READY", ok=False), node(2, ok=False)]
+    settings = QuorumSettings(grace_seconds=60, loading_limit_seconds=300)
+    held = decide(loading, 3, QuorumRecord(unhealthy_since=NOW - timedelta(seconds=120)), NOW, settings)
+    assert held.action is Action.NONE
+    assert "loading" in held.message
+    expired = decide(loading, 3, QuorumRecord(unhealthy_since=NOW - timedelta(seconds=301)), NOW, settings)
+    assert expired.action is Action.DOWNGRADE
+
+
+# ---- growing back after a downgrade
+
+
+def downgraded(survivor: int = 1) -> QuorumRecord:
+    return QuorumRecord(members=(survivor,), survivor=survivor, downgraded_at=NOW - timedelta(seconds=30))
+
+
+def test_healthy_single_survivor_grows_back_at_once() -> None:
+    plan = decide([node(0, ok=False), node(1, "LEADER"), node(2, ok=False)], 3, downgraded(), NOW, GRACE)
+    assert (plan.action, plan.reason, plan.ready) == (Action.UPGRADE, "QuorumUpgraded", False)
+    assert plan.members == (0, 1, 2)
+    assert plan.record == QuorumRecord()
+
+
+def test_only_nodes_that_answer_join() -> None:
+    plan = decide([down(0), node(1, "LEADER"), node(2, ok=False)], 3, downgraded(), NOW, GRACE)
+    assert plan.members == (1, 2)
+    waiting = decide([down(0), node(1, "LEADER"), down(2)], 3, downgraded(), NOW, GRACE)
+    assert waiting.action is Action.NONE
+    assert waiting.reason == "QuorumUpgraded"
+    assert waiting.members == (1,)
+
+
+def test_incremental_recovery_adds_one_node_per_step() -> None:
+    settings = QuorumSettings(grace_seconds=60, incremental=True)
+    first = decide([node(1, "LEADER"), node(0, ok=False), node(2, ok=False)], 3, downgraded(), NOW, settings)
+    assert first.members == (0, 1)
+    assert first.record.members == (0, 1)
+    second = decide([node(0), node(1, "LEADER"), node(2, ok=False)], 3, first.record, NOW, settings)
+    assert second.members == (0, 1, 2)
+    assert second.record.members == ()
+    assert second.record.survivor is None
+
+
+def test_growing_waits_until_every_current_member_is_healthy() -> None:
+    settings = QuorumSettings(grace_seconds=60, incremental=True)
+    record = QuorumRecord(members=(0, 1), survivor=1)
+    plan = decide([node(0, ok=False), node(1, "LEADER"), down(2)], 3, record, NOW, settings)
+    assert plan.action is Action.NONE
+    assert plan.reason == "QuorumUpgraded"
+    assert plan.members == (0, 1)
+
+
+def test_scaling_up_the_spec_is_a_grow_of_the_members() -> None:
+    record = QuorumRecord(members=(0, 1, 2))
+    plan = decide([*healthy_cluster(3), node(3, ok=False), node(4, ok=False)], 5, record, NOW, GRACE)
+    assert plan.action is Action.UPGRADE
+    assert plan.members == (0, 1, 2, 3, 4)
+
+
+def test_scaling_down_drops_members_beyond_the_desired_size() -> None:
+    plan = decide(healthy_cluster(5), 3, QuorumRecord(), NOW, GRACE)
+    assert plan.members == (0, 1, 2)
+    assert plan.ready
+
+
+# ---- the last resort, at most once
+
+
+def test_single_member_without_leader_restarts_its_pod_once_after_a_second_grace() -> None:
+    record = QuorumRecord(
+        members=(1,),
+        survivor=1,
+        downgraded_at=NOW - timedelta(seconds=61),
+        unhealthy_since=NOW - timedelta(seconds=61),
+    )
+    plan = decide([node(1, ok=False)], 3, record, NOW, GRACE)
+    assert plan.action is Action.RESTART_SURVIVOR
+    assert plan.record.survivor_restarted
+    again = decide([node(1, ok=False)], 3, plan.record, NOW + timedelta(seconds=120), GRACE)
+    assert again.action is Action.NONE, "a destructive step is never repeated"
+
+
+def test_a_restarted_operator_resumes_from_the_record() -> None:
+    """The record is all that survives a restart; the same observations give the same step."""
+    record = QuorumRecord(unhealthy_since=NOW - timedelta(seconds=61))
+    probes = [node(0, ok=False, committed=3), node(1, ok=False, committed=8), down(2)]
+    first = decide(probes, 3, record, NOW, GRACE)
+    # The operator died after writing the nodes list and the record, before anything else.
+    resumed = decide([node(1, ok=False, committed=8)], 3, first.record, NOW + timedelta(seconds=5), GRACE)
+    assert resumed.action is Action.NONE
+    assert resumed.members == (1,)
+    assert resumed.reason == "QuorumDegraded"
+
+
+# ---- requeue
+
+
+def test_requeue_grows_with_cluster_size_and_shrinks_under_trouble() -> None:
+    assert (
+        requeue_seconds(1, unhealthy=False)
+        < requeue_seconds(3, unhealthy=False)
+        < requeue_seconds(7, unhealthy=False)
+    )
+    assert requeue_seconds(3, unhealthy=True) < requeue_seconds(3, unhealthy=False)
+    assert decide(healthy_cluster(), 3, QuorumRecord(), NOW, GRACE).requeue_after == requeue_seconds(
+        3, unhealthy=False
+    )
