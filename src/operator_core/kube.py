@@ -306,6 +306,25 @@ class Kube:
             raise _wrap(error, f"deleting {kind} {name}") from error
         return True
 
+    async def proxy_get(
+        self, namespace: str, pod: str, port: int, path: str, *, headers: Mapping[str, str], timeout: float
+    ) -> tuple[int, bytes]:
+        """GET ``path`` on a pod's port through the API server's pod proxy: (status code, body).
+
+        For an operator that runs outside the cluster, where pod addresses are not routable.
+        lightkube has no public call for subresource proxies, so this reuses its
+        authenticated HTTP client.
+        """
+        adapter = self._client._client  # the authenticated HTTP client that lightkube itself uses
+        request = adapter._client.build_request(
+            "GET",
+            f"/api/v1/namespaces/{namespace}/pods/{pod}:{port}/proxy{path}",
+            headers=dict(headers),
+            timeout=timeout,
+        )
+        response = await adapter.send(request)  # type: ignore[no-untyped-call]
+        return response.status_code, response.content
+
     async def patch_status(
         self,
         api_version: str,

@@ -98,7 +98,7 @@ def by_kind_and_name(manifests: list[dict[str, Any]]) -> dict[str, dict[str, Any
 @pytest.mark.parametrize("sample", sorted(SAMPLES))
 def test_children_match_golden_files(sample: str) -> None:
     c = cluster(sample)
-    manifests = desired_children(c, c.spec.replicas)
+    manifests = desired_children(c)
     extra = [build_generated_key_secret(c, "generated-key-value"), build_pod_monitor(c)]
     manifests += [m for m in extra if m is not None]
     text = yaml.safe_dump_all(manifests, sort_keys=True)
@@ -110,7 +110,7 @@ def test_children_match_golden_files(sample: str) -> None:
 
 
 def test_seed_sample_children() -> None:
-    children = by_kind_and_name(desired_children(cluster("seed-opentelekomcloud"), 3))
+    children = by_kind_and_name(desired_children(cluster("seed-opentelekomcloud")))
     assert sorted(children) == [
         "ConfigMap/cluster-1-nodeslist",
         "ConfigMap/cluster-1-reverse-proxy-config",
@@ -129,16 +129,16 @@ def test_seed_sample_children() -> None:
 
 
 def test_nodes_list_uses_headless_dns_names_and_ports() -> None:
-    assert nodes_list(cluster("seed-aws"), 3) == (
+    assert nodes_list(cluster("seed-aws"), range(3)) == (
         "cluster-1-sts-0.cluster-1-sts-svc:8107:8108,"
         "cluster-1-sts-1.cluster-1-sts-svc:8107:8108,"
         "cluster-1-sts-2.cluster-1-sts-svc:8107:8108"
     )
-    assert nodes_list(cluster("full"), 1) == "cluster-1-sts-0.cluster-1-sts-svc:9107:9108"
+    assert nodes_list(cluster("full"), [1]) == "cluster-1-sts-1.cluster-1-sts-svc:9107:9108"
 
 
 def test_statefulset_reads_the_users_key_and_lets_spec_override_extra_settings() -> None:
-    sts = by_kind_and_name(desired_children(cluster("seed-opentelekomcloud"), 3))["StatefulSet/cluster-1-sts"]
+    sts = by_kind_and_name(desired_children(cluster("seed-opentelekomcloud")))["StatefulSet/cluster-1-sts"]
     (container,) = sts["spec"]["template"]["spec"]["containers"]
     env = {e["name"]: e for e in container["env"]}
     assert env["TYPESENSE_API_KEY"]["valueFrom"]["secretKeyRef"] == {
@@ -148,14 +148,14 @@ def test_statefulset_reads_the_users_key_and_lets_spec_override_extra_settings()
     assert env["TYPESENSE_NODES"]["value"] == "/usr/share/typesense/nodelist/nodes"
     assert {"name": "nodeslist", "mountPath": "/usr/share/typesense/nodelist"} in container["volumeMounts"]
     assert "envFrom" not in container
-    full = by_kind_and_name(desired_children(cluster("full"), 5))["StatefulSet/cluster-1-sts"]
+    full = by_kind_and_name(desired_children(cluster("full")))["StatefulSet/cluster-1-sts"]
     typesense = full["spec"]["template"]["spec"]["containers"][0]
     assert typesense["envFrom"] == [{"configMapRef": {"name": "extra-settings"}}]
     assert {e["name"] for e in typesense["env"]} >= {"TYPESENSE_API_PORT", "TYPESENSE_ENABLE_CORS"}
 
 
 def test_statefulset_is_restricted_and_keeps_loading_nodes_alive() -> None:
-    sts = by_kind_and_name(desired_children(cluster("seed-aws"), 3))["StatefulSet/cluster-1-sts"]
+    sts = by_kind_and_name(desired_children(cluster("seed-aws")))["StatefulSet/cluster-1-sts"]
     pod = sts["spec"]["template"]["spec"]
     assert pod["securityContext"]["runAsNonRoot"] is True
     assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
@@ -177,7 +177,7 @@ def test_statefulset_is_restricted_and_keeps_loading_nodes_alive() -> None:
 
 def test_metrics_sidecar_and_pod_monitor() -> None:
     c = cluster("full")
-    sts = by_kind_and_name(desired_children(c, 5))["StatefulSet/cluster-1-sts"]
+    sts = by_kind_and_name(desired_children(c))["StatefulSet/cluster-1-sts"]
     sidecar = sts["spec"]["template"]["spec"]["containers"][1]
     assert sidecar["image"] == "akyriako78/typesense-prometheus-exporter:0.1.7"
     monitor = build_pod_monitor(c)
@@ -211,7 +211,7 @@ def test_nginx_config_checks_referer_and_places_directives() -> None:
 
 
 def test_ingress_annotations_tls_and_class() -> None:
-    children = by_kind_and_name(desired_children(cluster("seed-opentelekomcloud"), 3))
+    children = by_kind_and_name(desired_children(cluster("seed-opentelekomcloud")))
     ingress = children["Ingress/cluster-1-reverse-proxy-ingress"]
     assert ingress["metadata"]["annotations"] == {
         "cert-manager.io/cluster-issuer": "opentelekomcloud-letsencrypt"
@@ -223,7 +223,7 @@ def test_ingress_annotations_tls_and_class() -> None:
 
 
 def test_scraper_cronjob_passes_target_and_config_as_env() -> None:
-    children = by_kind_and_name(desired_children(cluster("seed-opentelekomcloud"), 3))
+    children = by_kind_and_name(desired_children(cluster("seed-opentelekomcloud")))
     cronjob = children["CronJob/cluster-1-scraper-docusaurus-example-com"]
     assert cronjob["spec"]["schedule"] == "*/2 * * * *"
     container = cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]
@@ -246,13 +246,13 @@ def test_invalid_scraper_config_is_reported_and_not_deployed() -> None:
     errors = invalid_scraper_configs(c)
     assert sorted(errors) == ["broken", "list"]
     assert "not valid JSON" in errors["broken"]
-    names = [m["metadata"]["name"] for m in desired_children(c, 3) if m["kind"] == "CronJob"]
+    names = [m["metadata"]["name"] for m in desired_children(c) if m["kind"] == "CronJob"]
     assert names == ["c-scraper-good"]
 
 
 def test_stale_children_are_the_prunable_ones_no_longer_wanted() -> None:
-    with_ingress = desired_children(cluster("seed-opentelekomcloud"), 3)
-    without = desired_children(cluster("seed-aws"), 3)
+    with_ingress = desired_children(cluster("seed-opentelekomcloud"))
+    without = desired_children(cluster("seed-aws"))
     stale = sorted(f"{m['kind']}/{m['metadata']['name']}" for m in stale_children(without, with_ingress))
     assert stale == [
         "ConfigMap/cluster-1-reverse-proxy-config",

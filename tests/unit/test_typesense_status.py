@@ -7,7 +7,9 @@ from datetime import UTC, datetime
 import pytest
 
 from operator_core.conditions import Condition, set_condition
+from typesense_operator.api.reasons import ReadyReason
 from typesense_operator.controller.status import phase, ready_condition, status_patch
+from typesense_operator.quorum.decide import Action, ClusterState, Plan, QuorumRecord
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -19,32 +21,41 @@ def conditions(**states: str) -> list[Condition]:
     return result
 
 
+def a_plan(ready: bool, reason: str = "QuorumReady") -> Plan:
+    return Plan(
+        state=ClusterState.OK,
+        action=Action.NONE,
+        members=(0, 1, 2),
+        ready=ready,
+        reason=ReadyReason(reason),
+        message="from the quorum decision",
+        requeue_after=30,
+        record=QuorumRecord(),
+    )
+
+
 @pytest.mark.parametrize(
-    ("states", "observed", "expected"),
+    ("states", "plan", "expected"),
     [
-        ({"AdminKeyReady": "True", "ChildrenApplied": "True"}, {"readyReplicas": 3}, ("True", "QuorumReady")),
+        ({"AdminKeyReady": "True", "ChildrenApplied": "True"}, a_plan(True), ("True", "QuorumReady")),
         (
             {"AdminKeyReady": "True", "ChildrenApplied": "True"},
-            {"readyReplicas": 2},
-            ("False", "QuorumNotReady"),
+            a_plan(False, "QuorumDegraded"),
+            ("False", "QuorumDegraded"),
         ),
-        ({"AdminKeyReady": "False"}, {}, ("False", "QuorumNotReady")),
-        (
-            {"AdminKeyReady": "True", "ChildrenApplied": "False"},
-            {"readyReplicas": 3},
-            ("False", "QuorumNotReady"),
-        ),
-        ({"AdminKeyReady": "True", "ChildrenApplied": "True"}, {}, ("False", "QuorumNotReady")),
+        ({"AdminKeyReady": "False"}, None, ("False", "QuorumNotReady")),
+        ({"AdminKeyReady": "True", "ChildrenApplied": "False"}, a_plan(True), ("False", "QuorumNotReady")),
+        ({"AdminKeyReady": "True", "ChildrenApplied": "True"}, None, ("False", "QuorumNotReady")),
     ],
 )
-def test_ready_condition(states: dict[str, str], observed: dict[str, int], expected: tuple[str, str]) -> None:
-    status, reason, message = ready_condition(conditions(**states), 3, observed)
+def test_ready_condition(states: dict[str, str], plan: Plan | None, expected: tuple[str, str]) -> None:
+    status, reason, message = ready_condition(conditions(**states), plan)
     assert (status, reason) == expected
     assert message
 
 
 def test_ready_message_names_the_failed_prerequisite() -> None:
-    _, _, message = ready_condition(conditions(AdminKeyReady="False"), 3, {})
+    _, _, message = ready_condition(conditions(AdminKeyReady="False"), a_plan(True))
     assert message == "AdminKeyReady: AdminKeyReady message"
 
 
@@ -68,3 +79,11 @@ def test_status_patch_holds_only_changes() -> None:
     assert status_patch(current, current_conditions, observed, generation=4) == {}
     assert status_patch(current, current_conditions, observed, generation=5) == {"observedGeneration": 5}
     assert status_patch(current, current_conditions, observed, generation=None) == {}
+    quorum = {"state": "OK"}
+    assert status_patch(current, current_conditions, observed, quorum=quorum, generation=4) == {
+        "quorum": quorum
+    }
+    assert (
+        status_patch({**current, "quorum": quorum}, current_conditions, observed, quorum=quorum, generation=4)
+        == {}
+    )

@@ -44,7 +44,7 @@ Kubectl = Callable[..., subprocess.CompletedProcess[str]]
 async def wait_until(
     probe: Callable[[], object],
     *,
-    timeout: float = 30.0,  # noqa: ASYNC109 - a polling deadline, reported as a test failure
+    timeout: float = 30.0,
     interval: float = 0.2,
     what: str = "condition",
 ) -> object:

@@ -41,3 +41,7 @@ class EventReason(StrEnum):
     POD_MONITOR_UNAVAILABLE = "PodMonitorUnavailable"
     QUORUM_READY = "QuorumReady"
     QUORUM_NOT_READY = "QuorumNotReady"
+    QUORUM_DOWNGRADED = "QuorumDowngraded"
+    QUORUM_UPGRADED = "QuorumUpgraded"
+    QUORUM_NEEDS_INTERVENTION = "QuorumNeedsIntervention"
+    QUORUM_SURVIVOR_RESTARTED = "QuorumSurvivorRestarted"

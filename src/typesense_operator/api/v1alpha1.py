@@ -9,6 +9,7 @@ after the volumes exist).
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import ConfigDict, Field
@@ -206,6 +207,25 @@ Phase = Literal[
 ]
 
 
+class QuorumStatus(ApiModel):
+    """What the quorum reconciler observed and remembers, so a restarted operator resumes a recovery."""
+
+    state: Literal["OK", "SPLIT_BRAIN", "NOT_READY", "ELECTION_DEADLOCK"] | None = None
+    """The cluster state from the nodes' /status answers at the last check."""
+    members: list[int] | None = None
+    """Pod ordinals in the nodes list while it differs from every desired node (after a downgrade)."""
+    unhealthy_since: datetime | None = None
+    """Since when no single leader has been seen."""
+    survivor: int | None = None
+    """The ordinal a downgrade kept, until the cluster has grown back."""
+    downgraded_at: datetime | None = None
+    """When the last downgrade to a single node happened."""
+    survivor_restarted: bool | None = None
+    """Whether the last-resort restart of the survivor's pod was done for this downgrade (it is done once)."""
+    last_action: str | None = None
+    """The last quorum step taken: Downgrade, Upgrade, RestartSurvivor, or NeedsIntervention."""
+
+
 class TypesenseClusterStatus(ApiModel):
     """The observed state of the cluster, written only by the operator."""
 
@@ -222,6 +242,8 @@ class TypesenseClusterStatus(ApiModel):
     """Number of Typesense pods that are ready."""
     phase: Phase | None = None
     """One word for the cluster's state, for printer columns."""
+    quorum: QuorumStatus | None = None
+    """Quorum health and recovery bookkeeping."""
 
 
 # raft rejects a peer address ({name}-sts-{i}.{name}-sts-svc:{peering}:{api}) longer than 64 characters.

@@ -24,13 +24,12 @@ from operator_core.runner import configure_kopf
 from operator_core.settings import KubeSettings, from_env
 from typesense_operator.api import TYPESENSE_CLUSTER
 from typesense_operator.controller.reconcile import reconcile
+from typesense_operator.controller.settings import TypesenseSettings
+from typesense_operator.quorum.probe import ApiServerProxy, DirectToPod
 from typesense_operator.resources.model import MANAGED_BY
 
 API_GROUP = TYPESENSE_CLUSTER.group
 CONTROLLER_NAME = f"{API_GROUP}/typesense-operator"
-# A full reconcile this often even when nothing was seen to change: a missed watch event must not
-# leave drift uncorrected for long.
-RESYNC_SECONDS = 60.0
 RETRY_SECONDS = (2.0, 5.0, 10.0, 30.0)
 
 _logger = logging.getLogger(__name__)
@@ -62,10 +61,14 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
     kube_settings = from_env(KubeSettings)
     memo.kube = Kube.connect(field_manager=kube_settings.field_manager, timeout=kube_settings.request_timeout)
     memo.recorder = EventRecorder(memo.kube, controller=CONTROLLER_NAME)
+    memo.settings = from_env(TypesenseSettings)
+    memo.addressing = ApiServerProxy(memo.kube) if memo.settings.probe_via == "api-proxy" else DirectToPod()
 
 
 @kopf.on.cleanup()
 async def close(memo: kopf.Memo, **_: Any) -> None:
+    if isinstance(memo.addressing, DirectToPod):
+        await memo.addressing.aclose()
     await memo.kube.close()
 
 
@@ -106,8 +109,8 @@ async def run_cluster(
             if obj is None or obj["metadata"].get("deletionTimestamp"):
                 return
             try:
-                await reconcile(obj, kube, recorder)
-                failures, delay = 0, RESYNC_SECONDS
+                delay = await reconcile(obj, kube, recorder, memo.addressing, memo.settings)
+                failures = 0
             except errors.KubeError as error:
                 delay = RETRY_SECONDS[min(failures, len(RETRY_SECONDS) - 1)]
                 failures += 1

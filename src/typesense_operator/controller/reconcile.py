@@ -7,9 +7,12 @@ Secret stops before anything that would use a wrong key is applied). Status is
 written once at the end, and only when it changed, so a reconcile where
 nothing changed makes no write call at all.
 
-Quorum health and recovery (probing the nodes, downgrading and upgrading) plug
-in as a step before ``observe_nodes`` in a later change; until then the
-StatefulSet runs ``spec.replicas`` pods and Ready follows their readiness.
+Quorum health comes before the children: the nodes are probed, the pure
+decision in :mod:`typesense_operator.quorum.decide` says who the raft members
+are, and the nodes list is written with exactly those. Recovery is therefore
+a rewrite of the nodes list; the StatefulSet keeps ``spec.replicas`` pods.
+The one destructive step (restarting a survivor's pod) is recorded in status
+before it is taken, so a restarted operator never takes it twice.
 """
 
 from __future__ import annotations
@@ -23,13 +26,17 @@ from enum import Enum
 from typing import Any
 
 from operator_core import errors
-from operator_core.conditions import Condition, ConditionStatus, find, set_condition
+from operator_core.conditions import Condition, ConditionStatus, find, set_condition, utcnow
 from operator_core.events import EventRecorder, EventType
 from operator_core.kube import Kube
 from operator_core.secrets import register_secret
 from typesense_operator.api import TYPESENSE_CLUSTER
 from typesense_operator.api.reasons import ConditionType, EventReason
+from typesense_operator.controller.settings import TypesenseSettings
 from typesense_operator.controller.status import ready_condition, status_patch
+from typesense_operator.quorum.decide import Action, Plan, QuorumSettings, decide
+from typesense_operator.quorum.probe import NodeAddressing, NodeTarget, probe_nodes
+from typesense_operator.quorum.record import record_from_status, status_from_plan
 from typesense_operator.resources import (
     API_KEY_DATA_KEY,
     PODMONITOR_API_VERSION,
@@ -62,8 +69,20 @@ class Scope:
     kube: Kube
     recorder: EventRecorder
     conditions: list[Condition]
-    replicas: int
+    settings: TypesenseSettings
+    addressing: NodeAddressing
+    api_key: str | None = None
+    members: tuple[int, ...] | None = None
+    """Pod ordinals in the nodes list, as the quorum decision wants them (None: not decided)."""
+    plan: Plan | None = None
+    quorum: dict[str, Any] = field(default_factory=dict)
     observed: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def requeue_after(self) -> float:
+        if self.plan is None:
+            return self.settings.resync_seconds
+        return min(self.plan.requeue_after, self.settings.resync_seconds)
 
     async def set_condition(
         self,
@@ -156,10 +175,84 @@ async def ensure_admin_key(scope: Scope) -> Outcome:
         )
         return Outcome.STOP
     register_secret(key)
+    scope.api_key = key
     await scope.set_condition(
         ConditionType.ADMIN_KEY_READY, "True", "SecretFound", f"the key is in Secret {name}"
     )
     return Outcome.CONTINUE
+
+
+def _ordinal(pod: dict[str, Any], statefulset: str) -> int | None:
+    suffix = pod["metadata"]["name"].removeprefix(f"{statefulset}-")
+    return int(suffix) if suffix.isdigit() else None
+
+
+async def manage_quorum(scope: Scope) -> Outcome:
+    """Probe the nodes, decide the raft members, and take the decided step (recorded first if destructive)."""
+    cluster = scope.cluster
+    assert scope.api_key is not None
+    pods = await scope.kube.list("v1", "Pod", cluster.namespace, labels=cluster.selector("node"))
+    targets = []
+    for pod in pods:
+        index = _ordinal(pod, cluster.statefulset_name)
+        if index is None or pod["metadata"].get("deletionTimestamp"):
+            continue
+        targets.append(
+            NodeTarget(
+                index=index,
+                pod=pod["metadata"]["name"],
+                namespace=cluster.namespace,
+                pod_ip=(pod.get("status") or {}).get("podIP"),
+                port=cluster.spec.api_port,
+            )
+        )
+    probes = await probe_nodes(
+        scope.addressing,
+        targets,
+        scope.api_key,
+        timeout=scope.settings.probe_timeout,
+        concurrency=scope.settings.probe_concurrency,
+    )
+    settings = QuorumSettings(
+        grace_seconds=scope.settings.grace_seconds,
+        loading_limit_seconds=scope.settings.loading_limit_seconds,
+        incremental=cluster.spec.incremental_quorum_recovery,
+    )
+    previous = (scope.obj.get("status") or {}).get("quorum")
+    plan = decide(
+        probes, cluster.spec.replicas, record_from_status(scope.obj.get("status")), utcnow(), settings
+    )
+    scope.plan, scope.members = plan, plan.members
+    scope.quorum = status_from_plan(plan, previous)
+    changed_action = (
+        plan.action is not Action.NONE and (previous or {}).get("lastAction") != plan.action.value
+    )
+    if plan.action is Action.DOWNGRADE:
+        await scope.event("Warning", EventReason.QUORUM_DOWNGRADED, plan.message)
+    elif plan.action is Action.UPGRADE:
+        await scope.event("Normal", EventReason.QUORUM_UPGRADED, plan.message)
+    elif plan.action is Action.NEEDS_INTERVENTION and changed_action:
+        await scope.event("Warning", EventReason.QUORUM_NEEDS_INTERVENTION, "; ".join(plan.warnings))
+    elif plan.action is Action.RESTART_SURVIVOR:
+        await _restart_survivor(scope, plan)
+    return Outcome.CONTINUE
+
+
+async def _restart_survivor(scope: Scope, plan: Plan) -> None:
+    """The last resort, taken once: the record says so before the pod is deleted."""
+    cluster, metadata = scope.cluster, scope.obj["metadata"]
+    assert plan.survivor is not None
+    await scope.kube.patch_status(
+        TYPESENSE_CLUSTER.api_version,
+        TYPESENSE_CLUSTER.kind,
+        metadata["name"],
+        metadata["namespace"],
+        {"quorum": scope.quorum},
+    )
+    scope.obj = {**scope.obj, "status": {**(scope.obj.get("status") or {}), "quorum": scope.quorum}}
+    pod = cluster.pod_name(plan.survivor)
+    await scope.kube.delete("v1", "Pod", pod, cluster.namespace)
+    await scope.event("Warning", EventReason.QUORUM_SURVIVOR_RESTARTED, f"{plan.message}: deleted pod {pod}")
 
 
 async def _apply_and_report(scope: Scope, manifest: dict[str, Any]) -> None:
@@ -177,7 +270,7 @@ async def _apply_and_report(scope: Scope, manifest: dict[str, Any]) -> None:
 
 
 async def apply_children(scope: Scope) -> Outcome:
-    for manifest in desired_children(scope.cluster, scope.replicas):
+    for manifest in desired_children(scope.cluster, scope.members):
         await _apply_and_report(scope, manifest)
     await scope.set_condition(ConditionType.CHILDREN_APPLIED, "True", "Applied")
     return Outcome.CONTINUE
@@ -214,7 +307,7 @@ async def apply_pod_monitor(scope: Scope) -> Outcome:
 async def prune_children(scope: Scope) -> Outcome:
     """Delete children the spec no longer asks for (a removed scraper, ingress or metrics section)."""
     cluster = scope.cluster
-    desired = desired_children(cluster, scope.replicas)
+    desired = desired_children(cluster, scope.members)
     monitor = build_pod_monitor(cluster)
     if monitor is not None:
         desired.append(monitor)
@@ -244,6 +337,7 @@ async def observe_nodes(scope: Scope) -> Outcome:
 STEPS: tuple[Step, ...] = (
     check_configuration,
     ensure_admin_key,
+    manage_quorum,
     apply_children,
     apply_pod_monitor,
     prune_children,
@@ -251,8 +345,14 @@ STEPS: tuple[Step, ...] = (
 )
 
 
-async def reconcile(obj: dict[str, Any], kube: Kube, recorder: EventRecorder) -> bool:
-    """Bring one cluster's children to its spec and write its status; True when every step ran."""
+async def reconcile(
+    obj: dict[str, Any],
+    kube: Kube,
+    recorder: EventRecorder,
+    addressing: NodeAddressing,
+    settings: TypesenseSettings,
+) -> float:
+    """Bring one cluster to its spec and write its status; returns seconds until the next look."""
     cluster = Cluster.from_object(obj)
     current = obj.get("status") or {}
     scope = Scope(
@@ -261,7 +361,8 @@ async def reconcile(obj: dict[str, Any], kube: Kube, recorder: EventRecorder) ->
         kube=kube,
         recorder=recorder,
         conditions=[Condition.model_validate(c) for c in current.get("conditions") or []],
-        replicas=cluster.spec.replicas,
+        settings=settings,
+        addressing=addressing,
     )
     completed = False
     try:
@@ -272,12 +373,12 @@ async def reconcile(obj: dict[str, Any], kube: Kube, recorder: EventRecorder) ->
             completed = True
     finally:
         await _write_status(scope, completed)
-    return completed
+    return scope.requeue_after
 
 
 async def _write_status(scope: Scope, completed: bool) -> None:
     previous_ready = find(scope.conditions, ConditionType.READY)
-    status, reason, message = ready_condition(scope.conditions, scope.cluster.spec.replicas, scope.observed)
+    status, reason, message = ready_condition(scope.conditions, scope.plan)
     await scope.set_condition(ConditionType.READY, status, reason, message)
     ready = find(scope.conditions, ConditionType.READY)
     if ready is not None and (previous_ready is None or previous_ready.status != ready.status):
@@ -289,6 +390,7 @@ async def _write_status(scope: Scope, completed: bool) -> None:
         scope.obj.get("status") or {},
         scope.conditions,
         scope.observed,
+        quorum=scope.quorum,
         generation=scope.obj["metadata"].get("generation") if completed else None,
     )
     if patch:

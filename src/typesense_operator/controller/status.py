@@ -10,6 +10,7 @@ from typing import Any
 
 from operator_core.conditions import Condition, ConditionStatus, find
 from typesense_operator.api.reasons import ConditionType, ReadyReason
+from typesense_operator.quorum.decide import Plan
 
 __all__ = ["phase", "ready_condition", "status_patch"]
 
@@ -17,21 +18,15 @@ __all__ = ["phase", "ready_condition", "status_patch"]
 _PREREQUISITES = (ConditionType.ADMIN_KEY_READY, ConditionType.CHILDREN_APPLIED)
 
 
-def ready_condition(
-    conditions: Sequence[Condition], desired_replicas: int, observed: Mapping[str, int]
-) -> tuple[ConditionStatus, str, str]:
-    """Ready's (status, reason, message): prerequisites first, then how many nodes are ready."""
+def ready_condition(conditions: Sequence[Condition], plan: Plan | None) -> tuple[ConditionStatus, str, str]:
+    """Ready's (status, reason, message): the prerequisites first, then the quorum decision."""
     for prerequisite in _PREREQUISITES:
         found = find(conditions, prerequisite)
         if found is not None and found.status != "True":
             return "False", ReadyReason.QUORUM_NOT_READY, f"{prerequisite}: {found.message or found.reason}"
-    if not observed:
-        return "False", ReadyReason.QUORUM_NOT_READY, "the nodes have not been observed yet"
-    ready = observed.get("readyReplicas", 0)
-    message = f"{ready}/{desired_replicas} nodes ready"
-    if ready >= desired_replicas:
-        return "True", ReadyReason.QUORUM_READY, message
-    return "False", ReadyReason.QUORUM_NOT_READY, message
+    if plan is None:
+        return "False", ReadyReason.QUORUM_NOT_READY, "the nodes have not been probed yet"
+    return ("True" if plan.ready else "False"), plan.reason, plan.message
 
 
 def phase(conditions: Sequence[Condition], observed: Mapping[str, int], previous: str | None) -> str | None:
@@ -50,6 +45,7 @@ def status_patch(
     conditions: Sequence[Condition],
     observed: Mapping[str, int],
     *,
+    quorum: Mapping[str, Any] | None = None,
     generation: int | None,
 ) -> dict[str, Any]:
     """The fields of status that differ from ``current``; empty when nothing changed.
@@ -64,6 +60,8 @@ def status_patch(
     if observed:
         desired["replicas"] = observed.get("replicas", 0)
         desired["readyReplicas"] = observed.get("readyReplicas", 0)
+    if quorum:
+        desired["quorum"] = dict(quorum)
     if generation is not None:
         desired["observedGeneration"] = generation
     return {key: value for key, value in desired.items() if value is not None and current.get(key) != value}

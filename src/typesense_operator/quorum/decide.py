@@ -240,6 +240,15 @@ def decide(
             decision, replace(record, unhealthy_since=record.unhealthy_since or now), now, settings
         )
 
+    if not any(p.reachable for p in member_probes):
+        # Nobody answers yet (pods starting, or all gone): nothing to judge, and no clock to start.
+        return decision.plan(
+            Action.NONE,
+            ReadyReason.QUORUM_NOT_READY,
+            f"{decision.state}: no node answers; waiting for the pods",
+            replace(record, unhealthy_since=None),
+        )
+
     # No single leader: raft may heal itself within an election timeout; give it the grace period.
     since = record.unhealthy_since or now
     waited = (now - since).total_seconds()
@@ -263,7 +272,7 @@ def decide(
         return decision.plan(
             Action.NONE,
             ReadyReason.QUORUM_NOT_READY,
-            f"{state} for {waited:.0f} s, but no node answers; waiting for pods to come back",
+            f"{state} for {waited:.0f} s, but no node reports a committed index; waiting",
             stretch,
         )
     committed = next(p.committed_index for p in member_probes if p.index == survivor)

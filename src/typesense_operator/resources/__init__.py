@@ -7,7 +7,7 @@ tells the controller which existing children to delete for that reason.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from typesense_operator.resources.core import (
     build_client_service,
@@ -56,8 +56,11 @@ PRUNABLE_KINDS: tuple[tuple[str, str], ...] = (
 )
 
 
-def desired_children(cluster: Cluster, replicas: int) -> list[Manifest]:
+def desired_children(cluster: Cluster, members: Sequence[int] | None = None) -> list[Manifest]:
     """Every child applied on each reconcile, in apply order (config before its consumers).
+
+    ``members`` are the pod ordinals in the nodes list: every desired node normally, fewer
+    while quorum recovery runs. The StatefulSet always keeps ``spec.replicas`` pods.
 
     The generated key Secret (created once, never overwritten) and the PodMonitor
     (only where its CRD exists) are decided by the controller.
@@ -68,8 +71,9 @@ def desired_children(cluster: Cluster, replicas: int) -> list[Manifest]:
         build_proxy_service(cluster),
         build_ingress(cluster),
     ]
+    replicas = cluster.spec.replicas
     return [
-        build_nodes_configmap(cluster, replicas),
+        build_nodes_configmap(cluster, range(replicas) if members is None else members),
         build_headless_service(cluster),
         build_client_service(cluster),
         build_statefulset(cluster, replicas),

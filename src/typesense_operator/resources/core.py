@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+from collections.abc import Sequence
 from typing import Any
 
 from typesense_operator.resources.model import (
@@ -47,17 +48,18 @@ def build_generated_key_secret(cluster: Cluster, api_key: str) -> Manifest | Non
     }
 
 
-def nodes_list(cluster: Cluster, replicas: int) -> str:
-    """Typesense's nodes file: the first ``replicas`` pod endpoints, comma-separated."""
-    return ",".join(cluster.pod_endpoint(index) for index in range(replicas))
+def nodes_list(cluster: Cluster, members: Sequence[int]) -> str:
+    """Typesense's nodes file: the endpoints of the member pods (by ordinal), comma-separated."""
+    return ",".join(cluster.pod_endpoint(index) for index in members)
 
 
-def build_nodes_configmap(cluster: Cluster, replicas: int) -> Manifest:
+def build_nodes_configmap(cluster: Cluster, members: Sequence[int]) -> Manifest:
+    """The raft membership. Quorum recovery narrows it to one survivor and grows it back."""
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": cluster.metadata(cluster.nodes_configmap_name, NODE),
-        "data": {NODELIST_KEY: nodes_list(cluster, replicas)},
+        "data": {NODELIST_KEY: nodes_list(cluster, members)},
     }
 
 
@@ -191,7 +193,7 @@ def _metrics_container(cluster: Cluster) -> dict[str, Any] | None:
 
 
 def build_statefulset(cluster: Cluster, replicas: int) -> Manifest:
-    """The Typesense nodes; ``replicas`` is what quorum management wants now (spec.replicas normally)."""
+    """The Typesense nodes, ``replicas`` pods."""
     spec = cluster.spec
     containers = [_typesense_container(cluster)]
     sidecar = _metrics_container(cluster)

@@ -76,12 +76,15 @@ class Cluster:
     def proxy_name(self) -> str:
         return f"{self.name}-reverse-proxy"
 
+    def pod_name(self, index: int) -> str:
+        return f"{self.statefulset_name}-{index}"
+
     def scraper_name(self, scraper: str) -> str:
         return f"{self.name}-scraper-{scraper}"
 
     def pod_endpoint(self, index: int) -> str:
         """The raft endpoint of pod ``index``: host:peeringPort:apiPort."""
-        host = f"{self.statefulset_name}-{index}.{self.headless_service_name}"
+        host = f"{self.pod_name(index)}.{self.headless_service_name}"
         return f"{host}:{self.spec.peering_port}:{self.spec.api_port}"
 
     # -- labels and ownership

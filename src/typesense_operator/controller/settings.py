@@ -1,0 +1,27 @@
+"""Settings of the Typesense operator, each overridable by an OPERATOR_SUITE_* environment variable."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["TypesenseSettings"]
+
+
+@dataclass(frozen=True)
+class TypesenseSettings:
+    """How the quorum reconciler probes and how patient it is."""
+
+    grace_seconds: float = 60.0
+    """How long a leaderless or split-brain state must last before a downgrade.
+
+    braft elects a new leader within its 5 to 6 s election timeout; the default leaves raft ten times that."""
+    loading_limit_seconds: float = 600.0
+    """How long members that are still loading their data may hold the countdown."""
+    probe_timeout: float = 2.0
+    """Seconds before one /status or /health request is given up."""
+    probe_concurrency: int = 8
+    """At most this many nodes are probed at once."""
+    probe_via: str = "pod-ip"
+    """How nodes are reached: pod-ip (in the cluster, or routable pod IPs) or api-proxy (the pod proxy)."""
+    resync_seconds: float = 60.0
+    """A full reconcile this often even when nothing was seen to change."""

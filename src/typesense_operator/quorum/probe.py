@@ -1,0 +1,148 @@
+"""The HTTP adapter of the quorum reconciler: ask every node for /status and /health.
+
+Each request has a timeout, and at most ``concurrency`` nodes are probed at
+once, so a hung node costs one timeout and a large cluster cannot flood the
+operator. Nodes are reached either directly at their pod IP (the operator
+runs in the cluster, or pod IPs are routable) or through the API server's pod
+proxy (the operator runs elsewhere). Answers become :class:`NodeProbe`
+values for the pure decision in :mod:`.decide`; nothing here decides.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import httpx
+
+from operator_core.kube import Kube
+from typesense_operator.quorum.decide import NodeProbe
+
+__all__ = ["ApiServerProxy", "DirectToPod", "NodeAddressing", "NodeTarget", "probe_nodes"]
+
+API_KEY_HEADER = "X-TYPESENSE-API-KEY"
+
+
+@dataclass(frozen=True)
+class NodeTarget:
+    """One Typesense pod to probe."""
+
+    index: int
+    pod: str
+    namespace: str
+    pod_ip: str | None
+    port: int
+
+
+class Unreachable(Exception):
+    """The node gave no HTTP answer at all (refused, timed out, no address)."""
+
+
+class NodeAddressing(Protocol):
+    async def get(
+        self, target: NodeTarget, path: str, headers: Mapping[str, str], timeout: float
+    ) -> tuple[int, bytes]:
+        """(status code, body) of GET ``path`` on the node; raises :class:`Unreachable`."""
+        ...
+
+
+class DirectToPod:
+    """Straight to ``http://<pod IP>:<port>``."""
+
+    def __init__(self, client: httpx.AsyncClient | None = None) -> None:
+        self._client = client or httpx.AsyncClient(trust_env=False)
+
+    async def get(
+        self, target: NodeTarget, path: str, headers: Mapping[str, str], timeout: float
+    ) -> tuple[int, bytes]:
+        if not target.pod_ip:
+            raise Unreachable(f"pod {target.pod} has no IP yet")
+        try:
+            answer = await self._client.get(
+                f"http://{target.pod_ip}:{target.port}{path}", headers=dict(headers), timeout=timeout
+            )
+        except httpx.HTTPError as error:
+            raise Unreachable(str(error)) from error
+        return answer.status_code, answer.content
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+
+class ApiServerProxy:
+    """Through ``/api/v1/namespaces/<ns>/pods/<pod>:<port>/proxy``, with the operator's own credentials."""
+
+    def __init__(self, kube: Kube) -> None:
+        self._kube = kube
+
+    async def get(
+        self, target: NodeTarget, path: str, headers: Mapping[str, str], timeout: float
+    ) -> tuple[int, bytes]:
+        try:
+            code, body = await self._kube.proxy_get(
+                target.namespace, target.pod, target.port, path, headers=headers, timeout=timeout
+            )
+        except Exception as error:  # any transport failure means the same thing: no answer
+            raise Unreachable(type(error).__name__) from error
+        if code in (502, 503) and b"error trying to reach service" in body:
+            raise Unreachable(f"the API server could not reach pod {target.pod}")
+        return code, body
+
+
+def _json(body: bytes) -> dict[str, Any]:
+    try:
+        parsed = json.loads(body)
+    except ValueError:
+        return {}
+    return parsed if isinstance(parsed, dict) else {}
+
+
+async def _probe_one(
+    addressing: NodeAddressing, target: NodeTarget, api_key: str, timeout: float
+) -> NodeProbe:
+    async def ask(path: str, headers: Mapping[str, str]) -> tuple[int, dict[str, Any]] | None:
+        try:
+            code, body = await addressing.get(target, path, headers, timeout)
+        except Unreachable:
+            return None
+        return code, _json(body)
+
+    status, health = await asyncio.gather(ask("/status", {API_KEY_HEADER: api_key}), ask("/health", {}))
+    state = committed = None
+    if status is not None and status[0] == 200:
+        state = status[1].get("state")
+        committed_value = status[1].get("committed_index")
+        committed = int(committed_value) if isinstance(committed_value, int) else None
+    health_ok = resource_error = None
+    if health is not None:
+        health_ok = health[0] == 200 and health[1].get("ok") is True
+        resource_error = health[1].get("resource_error")
+    return NodeProbe(
+        index=target.index,
+        reachable=status is not None or health is not None,
+        state=state,
+        committed_index=committed,
+        health_ok=health_ok,
+        resource_error=resource_error,
+    )
+
+
+async def probe_nodes(
+    addressing: NodeAddressing,
+    targets: Sequence[NodeTarget],
+    api_key: str,
+    *,
+    timeout: float = 2.0,
+    concurrency: int = 8,
+) -> list[NodeProbe]:
+    """Probe every target, at most ``concurrency`` at once, each request bounded by ``timeout``."""
+    gate = asyncio.Semaphore(concurrency)
+
+    async def bounded(target: NodeTarget) -> NodeProbe:
+        async with gate:
+            return await _probe_one(addressing, target, api_key, timeout)
+
+    return list(await asyncio.gather(*(bounded(t) for t in targets)))

@@ -1,0 +1,105 @@
+"""The probe adapter turns node answers into observations, bounds concurrency, keeps the key in headers."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Mapping
+from datetime import UTC, datetime
+
+import httpx
+
+from typesense_operator.api.reasons import ReadyReason
+from typesense_operator.quorum.decide import Action, ClusterState, Plan, QuorumRecord
+from typesense_operator.quorum.probe import DirectToPod, NodeTarget, Unreachable, probe_nodes
+from typesense_operator.quorum.record import record_from_status, status_from_plan
+
+
+def target(index: int, ip: str | None = "127.50.0.1") -> NodeTarget:
+    return NodeTarget(index=index, pod=f"c-sts-{index}", namespace="n", pod_ip=ip, port=8108)
+
+
+class Scripted:
+    """Answers per (index, path); records the most requests seen in flight at once."""
+
+    def __init__(self, answers: dict[tuple[int, str], tuple[int, object] | None]) -> None:
+        self.answers = answers
+        self.in_flight = 0
+        self.most_in_flight = 0
+        self.headers: list[Mapping[str, str]] = []
+
+    async def get(
+        self, node: NodeTarget, path: str, headers: Mapping[str, str], timeout: float
+    ) -> tuple[int, bytes]:
+        self.in_flight += 1
+        self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        self.headers.append(headers)
+        await asyncio.sleep(0.01)
+        self.in_flight -= 1
+        answer = self.answers.get((node.index, path))
+        if answer is None:
+            raise Unreachable("no answer")
+        code, body = answer
+        return code, body if isinstance(body, bytes) else json.dumps(body).encode()
+
+
+async def test_answers_become_observations() -> None:
+    addressing = Scripted(
+        {
+            (0, "/status"): (200, {"committed_index": 42, "queued_writes": 0, "state": "LEADER"}),
+            (0, "/health"): (200, {"ok": True}),
+            (1, "/status"): (200, {"committed_index": 40, "queued_writes": 0, "state": "FOLLOWER"}),
+            (1, "/health"): (503, {"ok": False, "resource_error": "OUT_OF_DISK"}),
+            (2, "/health"): (503, b"Not Ready or Lagging"),
+        }
+    )
+    leader, follower, lagging, gone = await probe_nodes(
+        addressing, [target(0), target(1), target(2), target(3)], "the-key"
+    )
+    assert (leader.state, leader.committed_index, leader.health_ok) == ("LEADER", 42, True)
+    assert (follower.health_ok, follower.resource_error) == (False, "OUT_OF_DISK")
+    assert lagging.reachable
+    assert lagging.state is None
+    assert lagging.health_ok is False
+    assert not gone.reachable
+    status_headers = [h for h in addressing.headers if h]
+    assert all(h == {"X-TYPESENSE-API-KEY": "the-key"} for h in status_headers)
+
+
+async def test_concurrency_is_bounded() -> None:
+    addressing = Scripted({(i, "/health"): (200, {"ok": True}) for i in range(10)})
+    await probe_nodes(addressing, [target(i) for i in range(10)], "k", concurrency=2)
+    assert addressing.most_in_flight <= 4  # two nodes at once, each asking /status and /health
+
+
+async def test_direct_addressing_times_out_and_needs_an_ip() -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectTimeout("timed out", request=request)
+
+    direct = DirectToPod(httpx.AsyncClient(transport=httpx.MockTransport(handler)))
+    (no_ip, timed_out) = await probe_nodes(direct, [target(0, ip=None), target(1)], "k", timeout=0.1)
+    await direct.aclose()
+    assert not no_ip.reachable
+    assert not timed_out.reachable
+
+
+def test_record_round_trips_through_status() -> None:
+    when = datetime(2026, 1, 1, tzinfo=UTC)
+    record = QuorumRecord(
+        members=(1,), unhealthy_since=when, survivor=1, downgraded_at=when, survivor_restarted=True
+    )
+    plan = Plan(
+        state=ClusterState.ELECTION_DEADLOCK,
+        action=Action.DOWNGRADE,
+        members=(1,),
+        ready=False,
+        reason=ReadyReason.QUORUM_DEGRADED,
+        message="m",
+        requeue_after=10,
+        record=record,
+    )
+    status = status_from_plan(plan, None)
+    assert status["lastAction"] == "Downgrade"
+    assert status["unhealthySince"] == "2026-01-01T00:00:00Z"
+    assert record_from_status({"quorum": status}) == record
+    assert record_from_status(None) == QuorumRecord()
