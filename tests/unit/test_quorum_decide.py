@@ -153,11 +153,12 @@ def test_survivor_ties_go_to_the_lowest_ordinal_and_unreachable_nodes_never_surv
     assert decide(probes, 3, record, NOW, GRACE).survivor == 1
 
 
-def test_nobody_answering_means_waiting_not_guessing() -> None:
+def test_nobody_answering_means_waiting_not_guessing_and_no_clock() -> None:
     record = QuorumRecord(unhealthy_since=NOW - timedelta(seconds=120))
     plan = decide([down(0), down(1), down(2)], 3, record, NOW, GRACE)
     assert plan.action is Action.NONE
     assert "no node answers" in plan.message
+    assert plan.record.unhealthy_since is None, "pods that are still starting must not start the countdown"
 
 
 def test_split_brain_that_lasts_is_downgraded_to_the_most_advanced_leader() -> None:
