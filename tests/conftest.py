@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
-pytest_plugins = ["operator_core.testing.fixtures"]
+from typesense_samples import SAMPLES, load_sample
+
+pytest_plugins = ["operator_core.testing.fixtures", "operator_core.testing.nodeagent.fixtures"]
 
 _LAYERS = ("unit", "integration", "e2e")
 
@@ -14,3 +18,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         for layer in _LAYERS:
             if f"/tests/{layer}/" in str(item.path):
                 item.add_marker(getattr(pytest.mark, layer))
+
+
+@pytest.fixture(scope="session")
+def typesense_samples() -> dict[str, list[dict[str, Any]]]:
+    """Every manifest in deploy/samples/, by file name without .yaml."""
+    return {path.stem: load_sample(path.stem) for path in sorted(SAMPLES.glob("*.yaml"))}

@@ -243,6 +243,8 @@ class Kube:
         *,
         labels: Mapping[str, str] | None = None,
     ) -> list[Manifest]:
+        """Objects of a kind. For a namespaced kind, ``namespace="*"`` means every namespace;
+        None means the kubeconfig's default namespace."""
         resource = await self.resource_type(api_version, kind)
         selector: dict[str, Any] | None = dict(labels) if labels else None
         try:
@@ -292,13 +294,22 @@ class Kube:
         namespace: str | None = None,
         *,
         propagation: Literal["Background", "Foreground", "Orphan"] = "Background",
+        grace_period: int | None = None,
     ) -> bool:
-        """Delete an object; False when it was already gone."""
+        """Delete an object; False when it was already gone.
+
+        ``grace_period=0`` removes a pod at once, as a kubelet does once its containers
+        have stopped (a plain delete of a terminating pod keeps its old grace period).
+        """
         resource = await self.resource_type(api_version, kind)
         self.write_calls += 1
         try:
             await self._client.delete(
-                resource, name, namespace=namespace, cascade=CascadeType[propagation.upper()]
+                resource,
+                name,
+                namespace=namespace,
+                cascade=CascadeType[propagation.upper()],
+                grace_period=grace_period,
             )
         except ApiError as error:
             if error.status.code == 404:

@@ -13,30 +13,14 @@ from operator_core.kube import Kube
 from operator_core.testing.controlplane import ControlPlane
 from operator_core.testing.fixtures import Kubectl, wait_until
 from operator_core.testing.operators import OperatorProcess
+from typesense_samples import sample_cluster_spec
 
 pytestmark = pytest.mark.usefixtures("typesense_operator")
 
 API = "ts.opentelekomcloud.com/v1alpha1"
 WRITE_VERBS = {"create", "update", "patch", "delete", "deletecollection"}
-SEED_SAMPLE_SPEC: dict[str, Any] = {
-    "image": "typesense/typesense:27.1",
-    "replicas": 3,
-    "storage": {"size": "100Mi", "storageClassName": "csi-disk"},
-    "ingress": {
-        "host": "ts.example.de",
-        "ingressClassName": "nginx",
-        "clusterIssuer": "opentelekomcloud-letsencrypt",
-    },
-    "adminApiKey": {"name": "typesense-common-bootstrap-key"},
-    "scrapers": [
-        {
-            "name": "docusaurus-example-com",
-            "image": "typesense/docsearch-scraper:0.11.0",
-            "config": '{"index_name":"docusaurus-example"}',
-            "schedule": "*/2 * * * *",
-        }
-    ],
-}
+SEED_SAMPLE = "ts_v1alpha1_typesensecluster_opentelekomcloud"
+SEED_SAMPLE_SPEC = sample_cluster_spec(SEED_SAMPLE)
 
 
 def cluster(namespace: str, spec: dict[str, Any], name: str = "cluster-1") -> dict[str, Any]:
@@ -99,9 +83,26 @@ async def user_key_secret(kube: Kube, namespace: str, name: str = "typesense-com
     )
 
 
-async def test_seed_sample_creates_every_child(kube: Kube, namespace: str) -> None:
+async def apply_unchanged(kube: Kube, documents: list[dict[str, Any]], namespace: str) -> None:
+    for document in documents:
+        await kube.apply({**document, "metadata": {**document["metadata"], "namespace": namespace}})
+
+
+async def test_seed_sample_applies_unchanged_and_its_key_mismatch_is_reported(
+    kube: Kube, namespace: str, typesense_samples: dict[str, list[dict[str, Any]]]
+) -> None:
+    await apply_unchanged(kube, typesense_samples[SEED_SAMPLE], namespace)
+    missing = await wait_for_condition(kube, namespace, "AdminKeyReady", "False", "SecretNotFound")
+    assert "typesense-common-bootstrap-key" in missing["message"]
+    ready = await wait_for_condition(kube, namespace, "Ready", "False", "QuorumNotReady")
+    assert "AdminKeyReady" in ready["message"]
+    (warning,) = await wait_until(lambda: events_for(kube, namespace, "AdminKeyMissing"), what="warning")  # type: ignore[misc]
+    assert warning["type"] == "Warning"
+    assert await kube.get("apps/v1", "StatefulSet", "cluster-1-sts", namespace) is None, (
+        "nothing may use a wrong key"
+    )
+
     await user_key_secret(kube, namespace)
-    await kube.apply(cluster(namespace, SEED_SAMPLE_SPEC))
     sts = await wait_for_object(kube, "apps/v1", "StatefulSet", "cluster-1-sts", namespace)
     assert sts["spec"]["replicas"] == 3
     assert sts["spec"]["serviceName"] == "cluster-1-sts-svc"
@@ -128,6 +129,16 @@ async def test_seed_sample_creates_every_child(kube: Kube, namespace: str) -> No
     assert await events_for(kube, namespace, "Created")
 
 
+async def test_older_seed_sample_applies_unchanged_with_a_generated_key(
+    kube: Kube, namespace: str, typesense_samples: dict[str, list[dict[str, Any]]]
+) -> None:
+    await apply_unchanged(kube, typesense_samples["ts_v1alpha1_typesensecluster_aws"], namespace)
+    await wait_for_object(kube, "v1", "Secret", "cluster-1-admin-key", namespace)
+    sts = await wait_for_object(kube, "apps/v1", "StatefulSet", "cluster-1-sts", namespace)
+    (claim,) = sts["spec"]["volumeClaimTemplates"]
+    assert claim["spec"]["storageClassName"] == "gp2"
+
+
 async def test_generated_key_is_created_once_and_never_replaced(kube: Kube, namespace: str) -> None:
     await kube.apply(cluster(namespace, {"image": "typesense/typesense:27.1"}))
     secret = await wait_for_object(kube, "v1", "Secret", "cluster-1-admin-key", namespace)
@@ -147,23 +158,6 @@ async def test_generated_key_is_created_once_and_never_replaced(kube: Kube, name
 async def _sts_replicas(kube: Kube, namespace: str, replicas: int) -> bool:
     sts = await kube.get("apps/v1", "StatefulSet", "cluster-1-sts", namespace)
     return sts is not None and sts["spec"]["replicas"] == replicas
-
-
-async def test_missing_user_secret_stops_before_anything_uses_a_wrong_key(kube: Kube, namespace: str) -> None:
-    await kube.apply(cluster(namespace, SEED_SAMPLE_SPEC))
-    missing = await wait_for_condition(kube, namespace, "AdminKeyReady", "False", "SecretNotFound")
-    assert "typesense-common-bootstrap-key" in missing["message"]
-    ready = await wait_for_condition(kube, namespace, "Ready", "False", "QuorumNotReady")
-    assert "AdminKeyReady" in ready["message"]
-    (warning,) = await wait_until(lambda: events_for(kube, namespace, "AdminKeyMissing"), what="warning")  # type: ignore[misc]
-    assert warning["type"] == "Warning"
-    assert await kube.get("apps/v1", "StatefulSet", "cluster-1-sts", namespace) is None
-    await user_key_secret(kube, namespace)
-    await kube.apply(
-        cluster(namespace, {**SEED_SAMPLE_SPEC, "enableCors": False})
-    )  # a spec touch wakes it now
-    await wait_for_object(kube, "apps/v1", "StatefulSet", "cluster-1-sts", namespace)
-    await wait_for_condition(kube, namespace, "AdminKeyReady", "True")
 
 
 async def test_children_deleted_or_edited_by_hand_are_restored(

@@ -23,36 +23,14 @@ from typesense_operator.resources import (
     nodes_list,
     stale_children,
 )
+from typesense_samples import sample_cluster_spec
 
 GOLDEN = Path(__file__).parent / "golden" / "typesense"
 
+
 SAMPLES: dict[str, dict[str, Any]] = {
-    # The newer seed's sample, unchanged.
-    "seed-opentelekomcloud": {
-        "image": "typesense/typesense:27.1",
-        "replicas": 3,
-        "storage": {"size": "100Mi", "storageClassName": "csi-disk"},
-        "ingress": {
-            "host": "ts.example.de",
-            "ingressClassName": "nginx",
-            "clusterIssuer": "opentelekomcloud-letsencrypt",
-        },
-        "adminApiKey": {"name": "typesense-common-bootstrap-key"},
-        "scrapers": [
-            {
-                "name": "docusaurus-example-com",
-                "image": "typesense/docsearch-scraper:0.11.0",
-                "config": '{"index_name":"docusaurus-example","start_urls":["https://docusaurus.example.com/"]}',
-                "schedule": "*/2 * * * *",
-            }
-        ],
-    },
-    # The older seed's sample, unchanged.
-    "seed-aws": {
-        "image": "typesense/typesense:27.1",
-        "replicas": 3,
-        "storage": {"size": "100Mi", "storageClassName": "gp2"},
-    },
+    "seed-opentelekomcloud": sample_cluster_spec("ts_v1alpha1_typesensecluster_opentelekomcloud"),
+    "seed-aws": sample_cluster_spec("ts_v1alpha1_typesensecluster_aws"),
     # Everything else the spec can say.
     "full": {
         "image": "typesense/typesense:28.0",
@@ -231,7 +209,7 @@ def test_scraper_cronjob_passes_target_and_config_as_env() -> None:
     assert env["TYPESENSE_HOST"] == "cluster-1-svc.search.svc"
     assert env["TYPESENSE_PORT"] == "8108"
     assert env["TYPESENSE_PROTOCOL"] == "http"
-    assert env["CONFIG"].startswith('{"index_name"')
+    assert env["CONFIG"].startswith('{"index_name":"docusaurus-example"')
     assert env["TYPESENSE_API_KEY"]["secretKeyRef"]["name"] == "typesense-common-bootstrap-key"
 
 

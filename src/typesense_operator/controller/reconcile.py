@@ -52,6 +52,8 @@ from typesense_operator.resources import (
 __all__ = ["Outcome", "Scope", "reconcile"]
 
 _KEY_ALPHABET = string.ascii_letters + string.digits
+# The user's Secret carries none of our labels, so its creation wakes nothing: look again soon.
+PREREQUISITE_RECHECK_SECONDS = 5.0
 _KEY_LENGTH = 48
 
 
@@ -77,9 +79,13 @@ class Scope:
     plan: Plan | None = None
     quorum: dict[str, Any] = field(default_factory=dict)
     observed: dict[str, Any] = field(default_factory=dict)
+    waiting_for_user: bool = False
+    """A prerequisite only the user can fix (a Secret) is missing; no watch event will say when it appears."""
 
     @property
     def requeue_after(self) -> float:
+        if self.waiting_for_user:
+            return min(PREREQUISITE_RECHECK_SECONDS, self.settings.resync_seconds)
         if self.plan is None:
             return self.settings.resync_seconds
         return min(self.plan.requeue_after, self.settings.resync_seconds)
@@ -163,6 +169,7 @@ async def ensure_admin_key(scope: Scope) -> Outcome:
             f"with the data key {API_KEY_DATA_KEY}, or remove spec.adminApiKey to have a key generated",
             warn=EventReason.ADMIN_KEY_MISSING,
         )
+        scope.waiting_for_user = True
         return Outcome.STOP
     key = _decoded_key(secret)
     if not key:
@@ -173,6 +180,7 @@ async def ensure_admin_key(scope: Scope) -> Outcome:
             f"Secret {name} has no data key {API_KEY_DATA_KEY}; add the admin API key under that key",
             warn=EventReason.ADMIN_KEY_MISSING,
         )
+        scope.waiting_for_user = True
         return Outcome.STOP
     register_secret(key)
     scope.api_key = key

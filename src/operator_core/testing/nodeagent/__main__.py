@@ -1,0 +1,58 @@
+"""``python -m operator_core.testing.nodeagent --kubeconfig FILE --dir DIR``: run the node agent.
+
+Runs until SIGTERM or SIGINT, then stops every container process it started.
+Logs go to stderr, with Secret values scrubbed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import signal
+from pathlib import Path
+
+from operator_core.secrets import install_log_scrubbing
+from operator_core.testing.nodeagent.addresses import DEFAULT_POD_CIDR
+from operator_core.testing.nodeagent.agent import AgentSettings, NodeAgent
+
+
+def parse(argv: list[str] | None = None) -> AgentSettings:
+    parser = argparse.ArgumentParser(prog="python -m operator_core.testing.nodeagent", description=__doc__)
+    parser.add_argument("--kubeconfig", type=Path, required=True)
+    parser.add_argument("--dir", type=Path, required=True, help="state directory (pods, volumes, logs)")
+    parser.add_argument("--nodes", type=int, default=3)
+    parser.add_argument("--node-prefix", default="agent-node")
+    parser.add_argument("--pod-cidr", default=DEFAULT_POD_CIDR, help="a loopback range for pod addresses")
+    options = parser.parse_args(argv)
+    return AgentSettings(
+        kubeconfig=options.kubeconfig,
+        state_dir=options.dir,
+        nodes=options.nodes,
+        node_prefix=options.node_prefix,
+        pod_cidr=options.pod_cidr,
+    )
+
+
+async def _serve(settings: AgentSettings) -> None:
+    agent = NodeAgent(settings)
+    task = asyncio.create_task(agent.run())
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, task.cancel)
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+
+
+def main(argv: list[str] | None = None) -> None:
+    settings = parse(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    install_log_scrubbing()
+    for chatty in ("httpx", "httpx2"):  # one line per request would bury what the agent does
+        logging.getLogger(chatty).setLevel(logging.WARNING)
+    asyncio.run(_serve(settings))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,195 @@
+"""The node agent: nodes, pods, storage and names, kept in step with the API by polling.
+
+:class:`NodeAgent` registers its nodes, then runs a few loops side by side:
+
+- pods (every :attr:`AgentSettings.poll_seconds`): every pod bound to one of its
+  nodes gets a :class:`~.pods.PodWorker`; updates (a deletion) are handed to it,
+  and a pod that vanished stops its worker at once;
+- names (every :attr:`AgentSettings.names_seconds`): Services and EndpointSlices are
+  read and every pod's hosts file is rewritten where it changed;
+- node heartbeats and Leases (:mod:`.nodes`), and the provisioner (:mod:`.storage`).
+
+Polling instead of watching keeps the agent small and needs nothing beyond
+:class:`~operator_core.kube.Kube`; the cost is up to one poll interval of delay.
+
+The agent writes ``STATE/agent.json`` once its nodes are registered (what
+:mod:`.fixtures` waits for). :meth:`NodeAgent.shutdown` stops every container
+process it started; the API objects are left as they are, as when a kubelet stops.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ipaddress
+import json
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from operator_core.events import EventRecorder
+from operator_core.kube import Kube
+from operator_core.testing.nodeagent.addresses import DEFAULT_POD_CIDR, next_address
+from operator_core.testing.nodeagent.hosts import endpoints_from_pods
+from operator_core.testing.nodeagent.nodes import NodeSet, node_identities
+from operator_core.testing.nodeagent.pods import PodWorker
+from operator_core.testing.nodeagent.storage import Provisioner
+
+__all__ = ["FIELD_MANAGER", "AgentSettings", "NodeAgent"]
+
+log = logging.getLogger(__name__)
+
+FIELD_MANAGER = "operator-suite-nodeagent"
+# The client reads a namespace of None as the kubeconfig's default namespace; "*" means every namespace.
+ALL_NAMESPACES = "*"
+Manifest = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class AgentSettings:
+    """How one agent runs; several agents may share a control plane with other node prefixes."""
+
+    kubeconfig: Path
+    state_dir: Path
+    nodes: int = 3
+    node_prefix: str = "agent-node"
+    pod_cidr: str = DEFAULT_POD_CIDR
+    poll_seconds: float = 0.5
+    names_seconds: float = 2.0
+    shutdown_grace: float = 5.0
+
+
+class NodeAgent:
+    """A kubelet stand-in for a few nodes on this machine. ``await agent.run()`` until cancelled."""
+
+    def __init__(self, settings: AgentSettings) -> None:
+        self.settings = settings
+        self.state_dir = settings.state_dir.resolve()
+        # connect() builds an instance of the class it is called on; its annotation just says Kube.
+        self.kube = Kube.connect(settings.kubeconfig, field_manager=FIELD_MANAGER)
+        self.nodes = NodeSet(self.kube, node_identities(settings.node_prefix, settings.nodes))
+        self.events = EventRecorder(self.kube, "operator-suite-nodeagent", settings.node_prefix)
+        # For probes: no proxies from the environment; HTTPS probes skip verification, as the kubelet's do.
+        self.http = httpx.AsyncClient(trust_env=False, verify=False, follow_redirects=False)  # noqa: S501
+        self.workers: dict[str, PodWorker] = {}
+        self._network = ipaddress.IPv4Network(settings.pod_cidr)
+        self._addresses: dict[str, ipaddress.IPv4Address] = {}
+        self._last_address: ipaddress.IPv4Address | None = None
+        self._services: list[Manifest] = []
+        self._slices: list[Manifest] = []
+        self._pods: list[Manifest] = []
+
+    # -- what pod workers use (PodServices)
+
+    def allocate_ip(self, uid: str, wanted: str | None) -> str:
+        """A fresh address; a pod that already had one (an agent restart) keeps it while it is free."""
+        if uid in self._addresses:
+            return str(self._addresses[uid])
+        in_use = set(self._addresses.values())
+        chosen: ipaddress.IPv4Address | None = None
+        if wanted:
+            with contextlib.suppress(ValueError):
+                candidate = ipaddress.IPv4Address(wanted)
+                if candidate in self._network and candidate not in in_use:
+                    chosen = candidate
+        if chosen is None:
+            chosen = next_address(self._network, in_use, self._last_address)
+            self._last_address = chosen
+        self._addresses[uid] = chosen
+        return str(chosen)
+
+    def release_ip(self, uid: str) -> None:
+        self._addresses.pop(uid, None)
+
+    def host_ip(self, node_name: str) -> str:
+        return self.nodes.address_of(node_name)
+
+    def cluster_names(self) -> tuple[list[Manifest], list[Manifest]]:
+        return self._services, self._slices
+
+    # -- the loops
+
+    async def run(self) -> None:
+        """Register the nodes, then keep everything in step until cancelled; always shuts down."""
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        provisioner = Provisioner(self.kube, self.state_dir / "volumes")
+        try:
+            await self.nodes.register()
+            await self._refresh_names()
+            self._write_marker()
+            log.info("node agent ready: nodes %s", ", ".join(sorted(self.nodes.names)))
+            await asyncio.gather(
+                self.nodes.run(),
+                provisioner.run(),
+                self._every(self.settings.names_seconds, self._refresh_names),
+                self._every(self.settings.poll_seconds, self._sync_pods),
+            )
+        finally:
+            await self.shutdown()
+
+    def _write_marker(self) -> None:
+        marker = {"pid": os.getpid(), "nodes": sorted(self.nodes.names), "podCIDR": str(self._network)}
+        (self.state_dir / "agent.json").write_text(json.dumps(marker, indent=2))
+
+    @staticmethod
+    async def _every(seconds: float, step: Any) -> None:
+        while True:
+            try:
+                await step()
+            except Exception as error:  # a failed pass is retried at the next one
+                log.warning("%s failed: %s", getattr(step, "__name__", step), error)
+            await asyncio.sleep(seconds)
+
+    async def _refresh_names(self) -> None:
+        self._services = await self.kube.list("v1", "Service", ALL_NAMESPACES)
+        real = await self.kube.list("discovery.k8s.io/v1", "EndpointSlice", ALL_NAMESPACES)
+        # The API refuses loopback endpoint addresses, so the pods' endpoints are computed here too.
+        self._slices = [*real, *endpoints_from_pods(self._services, self._pods)]
+        for worker in list(self.workers.values()):
+            worker.refresh_hosts()
+
+    async def _sync_pods(self) -> None:
+        names = self.nodes.names
+        seen = set()
+        self._pods = await self.kube.list("v1", "Pod", ALL_NAMESPACES)
+        for pod in self._pods:
+            if pod.get("spec", {}).get("nodeName") not in names:
+                continue
+            metadata = pod["metadata"]
+            uid = metadata["uid"]
+            seen.add(uid)
+            worker = self.workers.get(uid)
+            if worker is not None:
+                worker.update(pod)
+                continue
+            if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+                if metadata.get("deletionTimestamp"):  # finished earlier: only its removal is left
+                    await self.kube.delete(
+                        "v1", "Pod", metadata["name"], metadata["namespace"], grace_period=0
+                    )
+                continue
+            worker = PodWorker(self, pod)
+            worker.update(pod)
+            self.workers[uid] = worker
+            worker.task = asyncio.create_task(worker.run(), name=f"pod {worker.key}")
+        for uid, worker in list(self.workers.items()):
+            if uid not in seen:
+                worker.vanish()
+            if worker.finished:
+                del self.workers[uid]
+
+    async def shutdown(self) -> None:
+        """Stop every container process (SIGTERM, then SIGKILL after the shutdown grace)."""
+        workers = list(self.workers.values())
+        await asyncio.gather(*(w.stop(self.settings.shutdown_grace) for w in workers), return_exceptions=True)
+        for worker in workers:
+            if worker.task is not None:
+                worker.task.cancel()
+        await asyncio.gather(*(w.task for w in workers if w.task is not None), return_exceptions=True)
+        self.workers.clear()
+        await self.http.aclose()
+        await self.kube.close()

@@ -1,0 +1,92 @@
+"""Start and stop a node agent as a subprocess, and find the processes it left (for fixtures and tools).
+
+The agent runs as ``python -m operator_core.testing.nodeagent`` in its own process
+group, bound to its parent with ``PR_SET_PDEATHSIG``; its container processes are
+bound to the agent the same way, so even a killed parent leaves nothing running.
+:func:`processes_under` finds processes by working directory: every container
+process of an agent runs inside the agent's state directory.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from operator_core.testing.controlplane import ControlPlane
+from operator_core.testing.nodeagent.processes import die_with_parent
+
+__all__ = ["AgentProcess", "processes_under", "start_agent"]
+
+_START_TIMEOUT = 60.0
+_STOP_TIMEOUT = 30.0
+
+
+@dataclass
+class AgentProcess:
+    """A running agent: its process, state directory and node names."""
+
+    process: subprocess.Popen[bytes]
+    state_dir: Path
+    nodes: list[str]
+
+    @property
+    def log(self) -> Path:
+        return self.state_dir / "agent.log"
+
+    def stop(self) -> None:
+        """SIGTERM (the agent stops its containers), then SIGKILL the group if it takes too long."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.process.wait(timeout=_STOP_TIMEOUT)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait()
+
+
+def processes_under(directory: Path) -> list[int]:
+    """Pids of processes whose working directory lies inside ``directory`` (every container's does)."""
+    root = directory.resolve()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            if Path(os.readlink(entry / "cwd")).is_relative_to(root):
+                found.append(int(entry.name))
+    return found
+
+
+def start_agent(control_plane: ControlPlane, state_dir: Path, *extra: str) -> AgentProcess:
+    """Start an agent against ``control_plane`` and wait until its nodes are registered."""
+    state_dir.mkdir(parents=True, exist_ok=True)
+    marker = state_dir / "agent.json"
+    marker.unlink(missing_ok=True)
+    log = (state_dir / "agent.log").open("ab")
+    command = [sys.executable, "-m", "operator_core.testing.nodeagent"]
+    process = subprocess.Popen(
+        [*command, "--kubeconfig", str(control_plane.kubeconfig), "--dir", str(state_dir), *extra],
+        stdin=subprocess.DEVNULL,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        preexec_fn=die_with_parent,
+    )
+    log.close()
+    agent = AgentProcess(process, state_dir, [])
+    deadline = time.monotonic() + _START_TIMEOUT
+    while not marker.exists():
+        if process.poll() is not None or time.monotonic() > deadline:
+            agent.stop()
+            tail = agent.log.read_text(errors="replace")[-3000:]
+            raise RuntimeError(f"the node agent did not start; its log ends:\n{tail}")
+        time.sleep(0.2)
+    agent.nodes = list(json.loads(marker.read_text())["nodes"])
+    return agent

