@@ -17,12 +17,15 @@ export PYTHONPYCACHEPREFIX := $(HOME)/.cache/operator-suite/pycache
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
-$(VENV)/.installed: pyproject.toml | $(BIN)/python
+# The editable install points at one checkout; the stamp names it, so another clone reinstalls.
+STAMP := $(VENV)/.installed-$(shell pwd | md5sum | cut -c1-12)
+
+$(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $@
 
-install: $(VENV)/.installed
+install: $(STAMP)
 
 binaries: install
 	$(BIN)/operator-suite binaries

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
+from operator_core.testing.controlplane import ControlPlane
+from operator_core.testing.operators import OperatorProcess, OperatorRegistry
 from typesense_samples import SAMPLES, load_sample
 
 pytest_plugins = ["operator_core.testing.fixtures", "operator_core.testing.nodeagent.fixtures"]
@@ -24,3 +27,24 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 def typesense_samples() -> dict[str, list[dict[str, Any]]]:
     """Every manifest in deploy/samples/, by file name without .yaml."""
     return {path.stem: load_sample(path.stem) for path in sorted(SAMPLES.glob("*.yaml"))}
+
+
+@pytest.fixture(scope="session")
+def operators(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OperatorRegistry]:
+    registry = OperatorRegistry(tmp_path_factory.mktemp("operators"))
+    try:
+        yield registry
+    finally:
+        registry.stop_all()
+
+
+@pytest.fixture
+def typesense_operator(
+    operators: OperatorRegistry,
+    control_plane: ControlPlane,
+    installed_crds: list[str],
+    pytestconfig: pytest.Config,
+) -> OperatorProcess:
+    """The typesense-operator process for this test's control plane, as its own ServiceAccount."""
+    rbac = pytestconfig.rootpath / "deploy" / "rbac" / "typesense-operator.yaml"
+    return operators.get("typesense-operator", control_plane, rbac, "--verbose")

@@ -136,28 +136,38 @@ def _crd_documents(directory: Path) -> list[dict[str, object]]:
     return documents
 
 
-@pytest.fixture(scope="session")
+_installed_crds: dict[str, list[str]] = {}
+
+
+@pytest.fixture
 def installed_crds(control_plane: ControlPlane, pytestconfig: pytest.Config) -> list[str]:
-    """Apply the committed CRDs in deploy/crds/ and wait until each is Established; returns their names."""
-    directory = Path(pytestconfig.rootpath) / "deploy" / "crds"
-    documents = _crd_documents(directory)
+    """The committed CRDs in deploy/crds/, applied and Established on this test's control plane.
 
-    async def install() -> list[str]:
-        async with Kube.connect(control_plane.kubeconfig) as client:
-            names = []
-            for document in documents:
-                applied = await client.apply(document)
-                names.append(applied.object["metadata"]["name"])
+    Installed once per control plane (a directory may override ``control_plane``, so a
+    session-wide cache of one answer would be wrong); returns the CRD names.
+    """
+    if control_plane.api_url not in _installed_crds:
+        directory = Path(pytestconfig.rootpath) / "deploy" / "crds"
+        _installed_crds[control_plane.api_url] = asyncio.run(
+            _install_crds(control_plane, _crd_documents(directory))
+        )
+    return _installed_crds[control_plane.api_url]
 
-            async def all_established() -> bool:
-                for name in names:
-                    crd = await client.get("apiextensions.k8s.io/v1", "CustomResourceDefinition", name)
-                    conditions = (crd or {}).get("status", {}).get("conditions", [])
-                    if not any(c["type"] == "Established" and c["status"] == "True" for c in conditions):
-                        return False
-                return True
 
-            await wait_until(all_established, what="CRDs to be Established")
-            return names
+async def _install_crds(control_plane: ControlPlane, documents: list[dict[str, object]]) -> list[str]:
+    async with Kube.connect(control_plane.kubeconfig) as client:
+        names = []
+        for document in documents:
+            applied = await client.apply(document)
+            names.append(applied.object["metadata"]["name"])
 
-    return asyncio.run(install())
+        async def all_established() -> bool:
+            for name in names:
+                crd = await client.get("apiextensions.k8s.io/v1", "CustomResourceDefinition", name)
+                conditions = (crd or {}).get("status", {}).get("conditions", [])
+                if not any(c["type"] == "Established" and c["status"] == "True" for c in conditions):
+                    return False
+            return True
+
+        await wait_until(all_established, what="CRDs to be Established")
+        return names

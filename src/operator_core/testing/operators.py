@@ -20,7 +20,7 @@ import yaml
 from operator_core.errors import ControlPlaneError
 from operator_core.testing.controlplane import ControlPlane, free_port
 
-__all__ = ["OperatorProcess", "service_account_kubeconfig"]
+__all__ = ["OperatorProcess", "OperatorRegistry", "service_account_kubeconfig"]
 
 
 def _service_account(documents: list[dict[str, Any]]) -> tuple[str, str]:
@@ -126,3 +126,33 @@ class OperatorProcess:
             self._log.close()
             self._log = None
         return code
+
+
+class OperatorRegistry:
+    """At most one process per (operator, control plane), started on first use, all stopped at the end.
+
+    Lets a session-wide operator serve tests of several control planes (a directory may
+    override ``control_plane``) without starting it per test.
+    """
+
+    def __init__(self, directory: Path) -> None:
+        self._directory = directory
+        self._running: dict[tuple[str, str], OperatorProcess] = {}
+
+    def get(
+        self, script: str, control_plane: ControlPlane, rbac_file: Path, *arguments: str
+    ) -> OperatorProcess:
+        key = (script, control_plane.api_url)
+        if key not in self._running:
+            home = self._directory / f"{script}-{len(self._running)}"
+            home.mkdir(parents=True)
+            kubeconfig = service_account_kubeconfig(control_plane, rbac_file, home / "kubeconfig")
+            process = OperatorProcess(script, kubeconfig, home / "operator.log", *arguments)
+            process.start()
+            self._running[key] = process
+        return self._running[key]
+
+    def stop_all(self) -> None:
+        for process in self._running.values():
+            process.stop()
+        self._running.clear()
