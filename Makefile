@@ -1,12 +1,13 @@
 # The README's commands. Each works alone on a fresh clone: it installs what is missing first.
 #   make test   install everything, then lint, type-check and run the whole test suite
-#   make run    the suite's main job: a local control plane you can use with kubectl
+#   make run    the suite's main job: a local control plane, the node agent and the Typesense
+#               operator managing a real 3-node Typesense cluster you can query
 #   make down   stop what `make run` started
 
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV ?= $(HOME)/.cache/operator-suite/venv
-RUN_DIR ?= $(HOME)/.local/state/operator-suite/controlplane
+RUN_DIR ?= $(HOME)/.local/state/operator-suite/sandbox
 BIN := $(VENV)/bin
 export PATH := $(BIN):$(PATH)
 # Keep bytecode and tool caches out of the work tree.
@@ -60,8 +61,7 @@ crds: install
 	$(BIN)/operator-suite crds
 
 run: binaries
-	$(BIN)/operator-suite controlplane up --dir $(RUN_DIR)
-	$(BIN)/operator-suite kubectl --dir $(RUN_DIR) get --raw /readyz; echo
+	$(BIN)/operator-suite sandbox up --dir $(RUN_DIR)
 
 down: install
-	$(BIN)/operator-suite controlplane down --dir $(RUN_DIR)
+	$(BIN)/operator-suite sandbox down --dir $(RUN_DIR)

@@ -22,6 +22,7 @@ __all__ = ["custom_resources", "main", "render_crd_files"]
 
 CRD_ENTRY_POINT_GROUP = "operator_suite.crds"
 DEFAULT_CONTROLPLANE_DIR = Path.home() / ".local" / "state" / "operator-suite" / "controlplane"
+DEFAULT_SANDBOX_DIR = Path.home() / ".local" / "state" / "operator-suite" / "sandbox"
 
 
 def custom_resources() -> dict[str, list[CustomResource]]:
@@ -122,6 +123,12 @@ def _kubectl(arguments: argparse.Namespace) -> int:
     os.execv(kubectl, [str(kubectl), f"--kubeconfig={kubeconfig}", *arguments.kubectl_arguments])  # noqa: S606
 
 
+def _sandbox(arguments: argparse.Namespace) -> int:
+    from operator_core.sandbox import sandbox_down, sandbox_up
+
+    return sandbox_up(arguments.dir) if arguments.action == "up" else sandbox_down(arguments.dir)
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="operator-suite", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -143,6 +150,20 @@ def _parser() -> argparse.ArgumentParser:
             help="state directory; DIR/kubeconfig is written here (default: %(default)s)",
         )
         sub.set_defaults(run=run)
+
+    sandbox = commands.add_parser(
+        "sandbox", help="control plane + node agent + operators + a sample Typesense cluster, on this machine"
+    )
+    sandbox_actions = sandbox.add_subparsers(dest="action", required=True)
+    for action, text in (
+        ("up", "start it all and wait until the samples are Ready"),
+        ("down", "stop it all"),
+    ):
+        sub = sandbox_actions.add_parser(action, help=text)
+        sub.add_argument(
+            "--dir", type=Path, default=DEFAULT_SANDBOX_DIR, help="state directory (%(default)s)"
+        )
+        sub.set_defaults(run=_sandbox)
 
     kubectl = commands.add_parser(
         "kubectl", help="run the pinned kubectl against the control plane in DIR: kubectl [--dir DIR] ARGS..."

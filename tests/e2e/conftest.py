@@ -11,9 +11,11 @@ from collections.abc import Callable
 
 import pytest
 
-from operator_core.testing.controlplane import ControlPlane
+from operator_core.testing.controlplane import ENDPOINT_CONTROLLERS, ControlPlane
 
 
 @pytest.fixture(scope="session")
 def control_plane(start_control_plane: Callable[..., ControlPlane]) -> ControlPlane:
-    return start_control_plane("e2e-controlplane", service_cidr="127.102.0.0/16")
+    return start_control_plane(
+        "e2e-controlplane", service_cidr="127.102.0.0/16", disabled_controllers=ENDPOINT_CONTROLLERS
+    )

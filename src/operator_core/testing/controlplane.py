@@ -45,6 +45,7 @@ from operator_core.testing.pki import Pki, create_pki
 
 __all__ = [
     "DEFAULT_SERVICE_CIDR",
+    "ENDPOINT_CONTROLLERS",
     "ControlPlane",
     "ControlPlaneState",
     "free_port",
@@ -56,6 +57,11 @@ __all__ = [
 # private or public address because of a Service; the API server accepts a 127/8 range.
 # Give a second, concurrent control plane another range if both have service proxies.
 DEFAULT_SERVICE_CIDR = "127.100.0.0/16"
+# Pods that really run get loopback addresses, which the API server refuses in Endpoints and
+# EndpointSlices ("may not be in the loopback range"): these controllers could only fail, with a
+# Warning Event per Service per attempt. A plane whose pods run turns them off; the node agent
+# works endpoints out from Services and Pods itself.
+ENDPOINT_CONTROLLERS = ("endpoint", "endpointslice", "endpointslicemirroring")
 _STOP_GRACE_SECONDS = 10.0
 _PR_SET_PDEATHSIG = 1
 
@@ -155,12 +161,14 @@ class ControlPlane:
         settings: ControlPlaneSettings | None = None,
         bind_to_parent: bool = True,
         service_cidr: str = DEFAULT_SERVICE_CIDR,
+        disabled_controllers: tuple[str, ...] = (),
     ) -> None:
         self.directory = directory.resolve()
         self.settings = settings or from_env(ControlPlaneSettings)
         self._binaries = binaries
         self.bind_to_parent = bind_to_parent
         self.service_cidr = ipaddress.ip_network(service_cidr)
+        self.disabled_controllers = disabled_controllers
         self._processes: list[subprocess.Popen[bytes]] = []
         self._components: list[_Component] = []
         self._logs: list[IO[bytes]] = []
@@ -436,7 +444,7 @@ class ControlPlane:
                 f"--service-cluster-ip-range={self.service_cidr}",
                 "--use-service-account-credentials=true",
                 "--leader-elect=false",
-                "--controllers=*",
+                "--controllers=" + ",".join(["*", *(f"-{name}" for name in self.disabled_controllers)]),
             ],
         )
         self._wait("kube-controller-manager", process, self._component_health(port), deadline)

@@ -87,7 +87,10 @@ class OperatorProcess:
 
     def start(self, timeout: float = 60.0) -> None:
         self._log = self.log_path.open("ab")
-        self._process = subprocess.Popen(self._argv, stdout=self._log, stderr=subprocess.STDOUT)
+        # Its own session: a Ctrl-C meant for a sandbox command does not reach it.
+        self._process = subprocess.Popen(
+            self._argv, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True
+        )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self._process.poll() is not None:

@@ -259,10 +259,11 @@ def decide(
         why = (
             "members are still loading their data"
             if holding
-            else f"waiting {settings.grace_seconds:.0f} s grace"
+            else f"{settings.grace_seconds:.0f} s grace for raft"
         )
+        # The message names the start, not the seconds so far, so that it changes (and is written) once.
         return decision.plan(
-            Action.NONE, ReadyReason.QUORUM_NOT_READY, f"{state}: {why} ({waited:.0f} s so far)", stretch
+            Action.NONE, ReadyReason.QUORUM_NOT_READY, f"{state} since {_clock(since)}: {why}", stretch
         )
     if size == 1:
         return _single_member_without_leader(decision, stretch, now, settings)
@@ -272,7 +273,7 @@ def decide(
         return decision.plan(
             Action.NONE,
             ReadyReason.QUORUM_NOT_READY,
-            f"{state} for {waited:.0f} s, but no node reports a committed index; waiting",
+            f"{state} since {_clock(since)}, but no node reports a committed index; waiting",
             stretch,
         )
     committed = next(p.committed_index for p in member_probes if p.index == survivor)
@@ -331,6 +332,10 @@ def _with_leader(
     )
 
 
+def _clock(moment: datetime) -> str:
+    return moment.strftime("%H:%M:%SZ")
+
+
 def _grow(
     members: tuple[int, ...], joinable: Sequence[int], full: tuple[int, ...], incremental: bool
 ) -> tuple[int, ...]:
@@ -349,7 +354,7 @@ def _single_member_without_leader(
         return decision.plan(
             Action.NONE,
             ReadyReason.QUORUM_DEGRADED,
-            f"{decision.state}: single node {survivor} has no leader yet ({waited:.0f} s); waiting",
+            f"{decision.state}: single node {survivor} has no leader since the downgrade at {_clock(since)}",
             record,
             survivor=survivor,
         )

@@ -64,8 +64,13 @@ def processes_under(directory: Path) -> list[int]:
     return found
 
 
-def start_agent(control_plane: ControlPlane, state_dir: Path, *extra: str) -> AgentProcess:
-    """Start an agent against ``control_plane`` and wait until its nodes are registered."""
+def start_agent(
+    control_plane: ControlPlane, state_dir: Path, *extra: str, detached: bool = False
+) -> AgentProcess:
+    """Start an agent against ``control_plane`` and wait until its nodes are registered.
+
+    ``detached`` lets it outlive this process (the sandbox); otherwise it dies with it.
+    """
     state_dir.mkdir(parents=True, exist_ok=True)
     marker = state_dir / "agent.json"
     marker.unlink(missing_ok=True)
@@ -77,7 +82,7 @@ def start_agent(control_plane: ControlPlane, state_dir: Path, *extra: str) -> Ag
         stdout=log,
         stderr=subprocess.STDOUT,
         start_new_session=True,
-        preexec_fn=die_with_parent,
+        preexec_fn=None if detached else die_with_parent,
     )
     log.close()
     agent = AgentProcess(process, state_dir, [])
