@@ -38,7 +38,15 @@ from lightkube.types import CascadeType, PatchType
 from operator_core import errors
 from operator_core.secrets import scrub
 
-__all__ = ["APPLIED_HASH_ANNOTATION", "ApplyResult", "Kube", "applied_hash", "is_contained", "needs_apply"]
+__all__ = [
+    "APPLIED_HASH_ANNOTATION",
+    "ApplyResult",
+    "Kube",
+    "applied_hash",
+    "is_contained",
+    "merge_patch",
+    "needs_apply",
+]
 
 APPLIED_HASH_ANNOTATION = "operator-suite.dev/applied-hash"
 DEFAULT_FIELD_MANAGER = "operator-suite"
@@ -112,6 +120,26 @@ def is_contained(desired: Any, live: Any) -> bool:
     if isinstance(desired, int | float) and isinstance(live, int | float):
         return desired == live
     return bool(desired == live)
+
+
+def merge_patch(current: Mapping[str, Any], desired: Mapping[str, Any]) -> Manifest:
+    """The JSON merge patch (RFC 7386) that turns ``current`` into ``desired``; empty when equal.
+
+    Keys that ``desired`` drops become null, which is how a merge patch deletes them;
+    lists and scalars are replaced whole.
+    """
+    patch: Manifest = {}
+    for key in current.keys() - desired.keys():
+        patch[key] = None
+    for key, value in desired.items():
+        old = current.get(key)
+        if isinstance(value, Mapping) and isinstance(old, Mapping):
+            nested = merge_patch(old, value)
+            if nested:
+                patch[key] = nested
+        elif key not in current or old != value:
+            patch[key] = value
+    return patch
 
 
 def with_applied_hash(desired: Mapping[str, Any]) -> Manifest:

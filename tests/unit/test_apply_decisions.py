@@ -92,3 +92,12 @@ def test_secret_string_data_is_compared_as_stored_base64() -> None:
     assert not needs_apply(desired, live)
     live["data"] = {"key": "b3RoZXI="}
     assert needs_apply(desired, live)
+
+
+def test_merge_patch_nulls_dropped_keys_and_keeps_equal_ones() -> None:
+    from operator_core.kube import merge_patch
+
+    current = {"a": 1, "b": {"c": 2, "d": 3}, "e": [1, 2]}
+    assert merge_patch(current, current) == {}
+    assert merge_patch(current, {"a": 1, "b": {"c": 2}, "e": [1]}) == {"b": {"d": None}, "e": [1]}
+    assert merge_patch(current, {"b": {"c": 5, "d": 3}}) == {"a": None, "b": {"c": 5}, "e": None}

@@ -11,10 +11,11 @@ __all__ = ["TypesenseSettings"]
 class TypesenseSettings:
     """How the quorum reconciler probes and how patient it is."""
 
-    grace_seconds: float = 60.0
+    grace_seconds: float = 20.0
     """How long a leaderless or split-brain state must last before a downgrade.
 
-    braft elects a new leader within its 5 to 6 s election timeout; the default leaves raft ten times that."""
+    braft elects a new leader within its 5 to 6 s election timeout; 20 s covers a failed election
+    round and a second one, and still recovers a full outage within a minute."""
     loading_limit_seconds: float = 600.0
     """How long members that are still loading their data may hold the countdown."""
     probe_timeout: float = 2.0

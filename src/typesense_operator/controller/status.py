@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from operator_core.conditions import Condition, ConditionStatus, find
+from operator_core.kube import merge_patch
 from typesense_operator.api.reasons import ConditionType, ReadyReason
 from typesense_operator.quorum.decide import Plan
 
@@ -48,7 +49,7 @@ def status_patch(
     quorum: Mapping[str, Any] | None = None,
     generation: int | None,
 ) -> dict[str, Any]:
-    """The fields of status that differ from ``current``; empty when nothing changed.
+    """The merge patch from ``current`` status to the new one; empty when nothing changed.
 
     ``generation`` is the spec generation to record as observed, or None when the
     reconcile did not complete (observedGeneration moves only on success).
@@ -64,4 +65,6 @@ def status_patch(
         desired["quorum"] = dict(quorum)
     if generation is not None:
         desired["observedGeneration"] = generation
-    return {key: value for key, value in desired.items() if value is not None and current.get(key) != value}
+    # Fields this function does not own stay as they are; the ones it owns follow exactly.
+    owned = {key: value for key, value in desired.items() if value is not None}
+    return merge_patch({key: current[key] for key in owned if key in current}, owned)

@@ -104,7 +104,7 @@ class QuorumRecord:
 
 @dataclass(frozen=True)
 class QuorumSettings:
-    grace_seconds: float = 60.0
+    grace_seconds: float = 20.0
     """How long a leaderless or split-brain state must last before a downgrade."""
     loading_limit_seconds: float = 600.0
     """How long reachable-but-loading (NOT_READY) members may hold the countdown."""
@@ -136,7 +136,7 @@ def majority(size: int) -> int:
 
 def requeue_seconds(size: int, *, unhealthy: bool) -> float:
     """Larger clusters get more breathing room between quorum checks; trouble is looked at sooner."""
-    return float(5 + 2 * size) if unhealthy else float(15 + 5 * size)
+    return float(2 + size) if unhealthy else float(15 + 5 * size)
 
 
 def cluster_state(probes: Sequence[NodeProbe]) -> ClusterState:
@@ -161,7 +161,8 @@ def _best_survivor(probes: Sequence[NodeProbe]) -> int | None:
 
 
 def _loading(probes: Sequence[NodeProbe]) -> bool:
-    return any(p.reachable and p.state == "NOT_READY" for p in probes)
+    """Some node answers but has no raft state yet (NOT_READY, or /status not served yet): it is starting."""
+    return any(p.reachable and p.state in (None, "NOT_READY") for p in probes)
 
 
 @dataclass(frozen=True)

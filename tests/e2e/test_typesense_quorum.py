@@ -1,0 +1,119 @@
+"""Quorum scenarios on real Typesense raft clusters run by the node agent, with the operator in charge.
+
+Each scenario writes through the current leader, makes a fault, and checks that
+the operator does what the quorum decision promises and that no acknowledged
+write is lost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import pytest
+from typesense_cluster import TypesenseCluster, Writer, ready_condition
+
+from operator_core.kube import Kube
+from operator_core.testing.fixtures import wait_until
+from operator_core.testing.nodeagent.harness import AgentProcess
+from operator_core.testing.operators import OperatorProcess
+
+
+@pytest.fixture
+async def cluster(
+    kube: Kube, namespace: str, node_agent: AgentProcess, typesense_operator: OperatorProcess
+) -> Any:
+    ts = TypesenseCluster(kube, namespace)
+    await ts.create(replicas=3)
+    await ts.wait_ready()
+    await ts.create_collection()
+    try:
+        yield ts
+    finally:
+        await ts.http.aclose()
+
+
+async def delete_pods(kube: Kube, namespace: str, pods: list[str]) -> None:
+    await asyncio.gather(*(kube.delete("v1", "Pod", pod, namespace, grace_period=0) for pod in pods))
+
+
+async def test_documents_reach_every_node_of_a_ready_cluster(cluster: TypesenseCluster) -> None:
+    acknowledged = [str(i) for i in range(5) if await cluster.write(str(i))]
+    assert len(acknowledged) == 5
+
+    async def everywhere() -> bool:
+        return all(not lost for lost in (await cluster.missing_on_every_node(acknowledged)).values())
+
+    await wait_until(everywhere, timeout=30, interval=1, what="every document on every node")
+    obj = await cluster.get()
+    assert obj["status"]["quorum"]["state"] == "OK"
+    assert ready_condition(obj)["reason"] == "QuorumReady"
+
+
+async def test_losing_the_leader_is_healed_by_raft_without_surgery(
+    cluster: TypesenseCluster, kube: Kube, namespace: str
+) -> None:
+    downgrades_before = len(await cluster.events("QuorumDowngraded"))
+    writer = Writer(cluster)
+    writer.start("before")
+    await asyncio.sleep(2)
+    states = await cluster.states()
+    (leader,) = [pod for pod, state in states.items() if state == "LEADER"]
+    await delete_pods(kube, namespace, [leader])
+
+    async def new_leader() -> bool:
+        found = await cluster.states()
+        return list(found.values()).count("LEADER") == 1 and leader not in [
+            p for p, s in found.items() if s == "LEADER"
+        ]
+
+    await wait_until(new_leader, timeout=60, interval=1, what="a new leader")
+    await cluster.wait_ready(timeout=120)
+    await writer.stop()
+    downgrades = len(await cluster.events("QuorumDowngraded")) - downgrades_before
+    assert downgrades == 0, f"the operator must not downgrade: {(await cluster.get())['status']['quorum']}"
+    assert writer.acknowledged, "no write was acknowledged"
+
+    async def nothing_lost() -> bool:
+        return all(not lost for lost in (await cluster.missing_on_every_node(writer.acknowledged)).values())
+
+    await wait_until(nothing_lost, timeout=60, interval=2, what="every acknowledged write on every node")
+
+
+async def test_full_restart_with_new_ips_is_recovered_without_a_manual_step(
+    cluster: TypesenseCluster, kube: Kube, namespace: str
+) -> None:
+    """All pods re-created at once get new IPs: Typesense alone stays leaderless; the operator recovers it."""
+    writer = Writer(cluster)
+    writer.start("before")
+    await asyncio.sleep(3)
+    await writer.stop()
+    acknowledged_before = list(writer.acknowledged)
+    assert acknowledged_before
+    old_ips = set((await cluster.pod_ips()).values())
+    downgrades_before = len(await cluster.events("QuorumDowngraded"))
+
+    fault = time.monotonic()
+    await delete_pods(kube, namespace, list(await cluster.pod_ips()))
+    after = Writer(cluster)
+    after.start("after")
+    await cluster.wait_not_ready()
+    await cluster.wait_ready(timeout=180)
+    recovered_in = time.monotonic() - fault
+    await asyncio.sleep(2)
+    await after.stop()
+
+    new_ips = set((await cluster.pod_ips()).values())
+    assert not old_ips & new_ips, "the pods must have come back with new IPs"
+    downgrades = len(await cluster.events("QuorumDowngraded")) - downgrades_before
+    assert downgrades == 1, "Typesense alone stays leaderless; the operator must downgrade, once"
+    assert recovered_in < 120
+    first_write = after.first_ack_after(fault)
+    assert first_write is not None
+    print(f"full restart: Ready after {recovered_in:.1f} s, first write accepted after {first_write:.1f} s")
+
+    async def nothing_lost() -> bool:
+        return all(not lost for lost in (await cluster.missing_on_every_node(acknowledged_before)).values())
+
+    await wait_until(nothing_lost, timeout=60, interval=2, what="every write acknowledged before the outage")

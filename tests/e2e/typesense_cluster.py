@@ -1,0 +1,177 @@
+"""Helpers for end-to-end tests on a real Typesense cluster made by the operator: nodes, writes, reads."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from operator_core.kube import Kube
+from operator_core.testing.fixtures import wait_until
+
+API = "ts.opentelekomcloud.com/v1alpha1"
+COLLECTION = {"name": "books", "fields": [{"name": "title", "type": "string"}]}
+
+
+def ready_condition(cluster: dict[str, Any] | None) -> dict[str, Any]:
+    for condition in ((cluster or {}).get("status") or {}).get("conditions") or []:
+        if condition["type"] == "Ready":
+            return dict(condition)
+    return {}
+
+
+@dataclass
+class TypesenseCluster:
+    """One TypesenseCluster in a test namespace, reached by pod IP."""
+
+    kube: Kube
+    namespace: str
+    name: str = "cluster-1"
+    http: httpx.AsyncClient = field(default_factory=lambda: httpx.AsyncClient(trust_env=False, timeout=3))
+    headers: dict[str, str] = field(default_factory=dict)
+
+    async def create(self, replicas: int = 3, **spec: Any) -> None:
+        await self.kube.apply(
+            {
+                "apiVersion": API,
+                "kind": "TypesenseCluster",
+                "metadata": {"name": self.name, "namespace": self.namespace},
+                "spec": {"image": "typesense/typesense:27.1", "replicas": replicas, **spec},
+            }
+        )
+
+    async def get(self) -> dict[str, Any]:
+        found = await self.kube.get(API, "TypesenseCluster", self.name, self.namespace)
+        assert found is not None
+        return found
+
+    async def wait_ready(self, timeout: float = 180) -> float:
+        """Seconds until Ready=True/QuorumReady."""
+        started = time.monotonic()
+
+        async def ready() -> bool:
+            return ready_condition(await self.get()).get("status") == "True"
+
+        await wait_until(ready, timeout=timeout, interval=0.5, what=f"{self.name} Ready=True")
+        if not self.headers:
+            secret = await self.kube.get("v1", "Secret", f"{self.name}-admin-key", self.namespace)
+            assert secret is not None
+            key = base64.b64decode(secret["data"]["typesense-api-key"]).decode()
+            self.headers = {"X-TYPESENSE-API-KEY": key}
+        return time.monotonic() - started
+
+    async def events(self, reason: str) -> list[dict[str, Any]]:
+        """Events with this reason in the namespace (core/v1 view, which also decodes kopf's own)."""
+        return [e for e in await self.kube.list("v1", "Event", self.namespace) if e.get("reason") == reason]
+
+    async def wait_not_ready(self, timeout: float = 60) -> None:
+        """Until the operator has seen the fault (Ready is no longer True)."""
+
+        async def not_ready() -> bool:
+            return ready_condition(await self.get()).get("status") != "True"
+
+        await wait_until(not_ready, timeout=timeout, interval=0.5, what=f"{self.name} to leave Ready=True")
+
+    async def pod_ips(self) -> dict[str, str]:
+        pods = await self.kube.list(
+            "v1", "Pod", self.namespace, labels={"app.kubernetes.io/instance": self.name}
+        )
+        return {
+            p["metadata"]["name"]: p["status"]["podIP"]
+            for p in pods
+            if (p.get("status") or {}).get("podIP") and not p["metadata"].get("deletionTimestamp")
+        }
+
+    async def states(self) -> dict[str, str]:
+        found = {}
+        for pod, ip in (await self.pod_ips()).items():
+            try:
+                answer = await self.http.get(f"http://{ip}:8108/status", headers=self.headers)
+                found[pod] = answer.json().get("state", "?")
+            except (httpx.HTTPError, ValueError):
+                found[pod] = "unreachable"
+        return found
+
+    async def leader_ip(self) -> str | None:
+        ips = await self.pod_ips()
+        for pod, state in (await self.states()).items():
+            if state == "LEADER":
+                return ips[pod]
+        return None
+
+    async def create_collection(self) -> None:
+        async def created() -> bool:
+            leader = await self.leader_ip()
+            if leader is None:
+                return False
+            answer = await self.http.post(
+                f"http://{leader}:8108/collections", headers=self.headers, json=COLLECTION
+            )
+            return answer.status_code in (201, 409)
+
+        await wait_until(created, timeout=60, interval=1, what="the collection to be created")
+
+    async def write(self, document_id: str) -> bool:
+        """Write one document through whichever node leads now; True when it was acknowledged."""
+        try:
+            leader = await self.leader_ip()
+            if leader is None:
+                return False
+            answer = await self.http.post(
+                f"http://{leader}:8108/collections/books/documents",
+                headers=self.headers,
+                json={"id": document_id, "title": f"document {document_id}"},
+            )
+        except httpx.HTTPError:
+            return False
+        return answer.status_code == 201
+
+    async def missing_on_every_node(self, document_ids: list[str]) -> dict[str, list[str]]:
+        """For each node, the acknowledged documents it does not have."""
+        missing: dict[str, list[str]] = {}
+        for pod, ip in (await self.pod_ips()).items():
+            lost = []
+            for document_id in document_ids:
+                answer = await self.http.get(
+                    f"http://{ip}:8108/collections/books/documents/{document_id}", headers=self.headers
+                )
+                if answer.status_code != 200:
+                    lost.append(document_id)
+            missing[pod] = lost
+        return missing
+
+
+@dataclass
+class Writer:
+    """A steady write load in the background, recording what was acknowledged and when."""
+
+    cluster: TypesenseCluster
+    acknowledged: list[str] = field(default_factory=list)
+    acknowledged_at: list[float] = field(default_factory=list)
+    _task: asyncio.Task[None] | None = None
+    _stop: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def start(self, prefix: str) -> None:
+        self._task = asyncio.create_task(self._run(prefix))
+
+    async def _run(self, prefix: str) -> None:
+        number = 0
+        while not self._stop.is_set():
+            number += 1
+            document_id = f"{prefix}-{number}"
+            if await self.cluster.write(document_id):
+                self.acknowledged.append(document_id)
+                self.acknowledged_at.append(time.monotonic())
+            await asyncio.sleep(0.2)
+
+    async def stop(self) -> None:
+        self._stop.set()
+        if self._task is not None:
+            await self._task
+
+    def first_ack_after(self, moment: float) -> float | None:
+        return next((t - moment for t in self.acknowledged_at if t > moment), None)
