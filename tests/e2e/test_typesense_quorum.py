@@ -12,12 +12,12 @@ import time
 from typing import Any
 
 import pytest
-from typesense_cluster import TypesenseCluster, Writer, ready_condition
 
 from operator_core.kube import Kube
 from operator_core.testing.fixtures import wait_until
 from operator_core.testing.nodeagent.harness import AgentProcess
 from operator_core.testing.operators import OperatorProcess
+from typesense_operator.testing import TypesenseCluster, Writer, ready_condition
 
 
 @pytest.fixture

@@ -171,11 +171,32 @@ def test_split_brain_that_lasts_is_downgraded_to_the_most_advanced_leader() -> N
 def test_loading_members_hold_the_countdown_up_to_a_limit() -> None:
     loading = [node(0, "NOT_READY", ok=False), node(1, "NOT_READY", ok=False), node(2, ok=False)]
     settings = QuorumSettings(grace_seconds=60, loading_limit_seconds=300)
-    held = decide(loading, 3, QuorumRecord(unhealthy_since=NOW - timedelta(seconds=120)), NOW, settings)
+    held = decide(loading, 3, QuorumRecord(loading_since=NOW - timedelta(seconds=120)), NOW, settings)
     assert held.action is Action.NONE
     assert "loading" in held.message
-    expired = decide(loading, 3, QuorumRecord(unhealthy_since=NOW - timedelta(seconds=301)), NOW, settings)
+    assert held.record.unhealthy_since is None
+    expired = decide(
+        loading,
+        3,
+        QuorumRecord(loading_since=NOW - timedelta(seconds=301), unhealthy_since=NOW - timedelta(seconds=61)),
+        NOW,
+        settings,
+    )
     assert expired.action is Action.DOWNGRADE
+
+
+def test_the_grace_period_starts_when_loading_ends() -> None:
+    """A new cluster spends a while loading; its first election must get the whole grace period."""
+    settings = QuorumSettings(grace_seconds=20)
+    loading = [node(i, "NOT_READY", ok=False) for i in range(3)]
+    first = decide(loading, 3, QuorumRecord(), NOW, settings)
+    later = decide(loading, 3, first.record, NOW + timedelta(seconds=30), settings)
+    assert later.record.loading_since == NOW
+    electing = [node(i, "FOLLOWER", ok=False) for i in range(3)]
+    after_loading = decide(electing, 3, later.record, NOW + timedelta(seconds=31), settings)
+    assert after_loading.action is Action.NONE
+    assert after_loading.record.unhealthy_since == NOW + timedelta(seconds=31)
+    assert after_loading.record.loading_since is None
 
 
 # ---- growing back after a downgrade

@@ -87,3 +87,16 @@ def test_status_patch_holds_only_changes() -> None:
         status_patch({**current, "quorum": quorum}, current_conditions, observed, quorum=quorum, generation=4)
         == {}
     )
+
+
+def test_status_patch_deletes_quorum_fields_that_are_no_longer_set() -> None:
+    """A merge patch keeps keys it does not mention: a recovered cluster must null the downgrade's fields."""
+    conditions = set_condition([], "Ready", "True", "QuorumReady", now=T0)
+    current = {
+        "conditions": [c.to_wire() for c in conditions],
+        "phase": "QuorumReady",
+        "quorum": {"state": "OK", "members": [0], "survivor": 0, "lastAction": "Downgrade"},
+    }
+    recovered = {"state": "OK", "lastAction": "Upgrade"}
+    patch = status_patch(current, conditions, {}, quorum=recovered, generation=None)
+    assert patch == {"quorum": {"members": None, "survivor": None, "lastAction": "Upgrade"}}

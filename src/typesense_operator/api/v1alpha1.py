@@ -215,7 +215,9 @@ class QuorumStatus(ApiModel):
     members: list[int] | None = None
     """Pod ordinals in the nodes list while it differs from every desired node (after a downgrade)."""
     unhealthy_since: datetime | None = None
-    """Since when no single leader has been seen."""
+    """Since when no single leader has been seen (once no member was still loading)."""
+    loading_since: datetime | None = None
+    """Since when some member has been loading its data (reachable, no raft state yet)."""
     survivor: int | None = None
     """The ordinal a downgrade kept, until the cluster has grown back."""
     downgraded_at: datetime | None = None

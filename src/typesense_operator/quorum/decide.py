@@ -94,7 +94,9 @@ class QuorumRecord:
     members: tuple[int, ...] = ()
     """Pod ordinals in the nodes list now; empty means every desired node."""
     unhealthy_since: datetime | None = None
-    """When the current leaderless (or split-brain) stretch was first seen."""
+    """When the current leaderless (or split-brain) stretch was first seen, once no member was loading."""
+    loading_since: datetime | None = None
+    """When members were first seen loading (reachable, with no raft state yet)."""
     survivor: int | None = None
     """The node a downgrade kept, while the cluster is downgraded or growing back."""
     downgraded_at: datetime | None = None
@@ -250,21 +252,32 @@ def decide(
             replace(record, unhealthy_since=None),
         )
 
+    state = decision.state
+    # Messages name the start of a wait, not the seconds so far, so that they change (and are written) once.
+    if _loading(member_probes):
+        loading_since = record.loading_since or now
+        if (now - loading_since).total_seconds() < settings.loading_limit_seconds:
+            # Raft has not even started on some member: no election could have happened yet, so the
+            # grace period starts only when loading ends.
+            return decision.plan(
+                Action.NONE,
+                ReadyReason.QUORUM_NOT_READY,
+                f"{state} since {_clock(loading_since)}: members are still loading their data",
+                replace(record, unhealthy_since=None, loading_since=loading_since),
+            )
+    else:
+        record = replace(record, loading_since=None)
+
     # No single leader: raft may heal itself within an election timeout; give it the grace period.
     since = record.unhealthy_since or now
     waited = (now - since).total_seconds()
-    holding = _loading(member_probes) and waited < settings.loading_limit_seconds
     stretch = replace(record, unhealthy_since=since)
-    state = decision.state
-    if holding or waited < settings.grace_seconds:
-        why = (
-            "members are still loading their data"
-            if holding
-            else f"{settings.grace_seconds:.0f} s grace for raft"
-        )
-        # The message names the start, not the seconds so far, so that it changes (and is written) once.
+    if waited < settings.grace_seconds:
         return decision.plan(
-            Action.NONE, ReadyReason.QUORUM_NOT_READY, f"{state} since {_clock(since)}: {why}", stretch
+            Action.NONE,
+            ReadyReason.QUORUM_NOT_READY,
+            f"{state} since {_clock(since)}: {settings.grace_seconds:.0f} s grace for raft to elect a leader",
+            stretch,
         )
     if size == 1:
         return _single_member_without_leader(decision, stretch, now, settings)
@@ -292,7 +305,7 @@ def decide(
 def _with_leader(
     decision: _Decision, record: QuorumRecord, healthy: int, reachable: set[int], settings: QuorumSettings
 ) -> Plan:
-    calm = replace(record, unhealthy_since=None)
+    calm = replace(record, unhealthy_since=None, loading_since=None)
     members, full, size = decision.members, decision.full, len(decision.members)
     # Only nodes that answer can join: a member that is down would only make the new configuration
     # wait for it.

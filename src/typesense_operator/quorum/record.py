@@ -21,6 +21,7 @@ def record_from_status(status: dict[str, Any] | None) -> QuorumRecord:
     return QuorumRecord(
         members=tuple(quorum.get("members") or ()),
         unhealthy_since=_time(quorum.get("unhealthySince")),
+        loading_since=_time(quorum.get("loadingSince")),
         survivor=quorum.get("survivor"),
         downgraded_at=_time(quorum.get("downgradedAt")),
         survivor_restarted=bool(quorum.get("survivorRestarted")),
@@ -39,6 +40,7 @@ def status_from_plan(plan: Plan, previous: dict[str, Any] | None) -> dict[str, A
         "state": plan.state.value,
         "members": list(record.members) or None,
         "unhealthySince": _wire_time(record.unhealthy_since),
+        "loadingSince": _wire_time(record.loading_since),
         "survivor": record.survivor,
         "downgradedAt": _wire_time(record.downgraded_at),
         "survivorRestarted": record.survivor_restarted or None,

@@ -1,4 +1,8 @@
-"""Helpers for end-to-end tests on a real Typesense cluster made by the operator: nodes, writes, reads."""
+"""Drive a real Typesense cluster made by the operator, for end-to-end tests and benchmarks.
+
+Finds the nodes by pod IP, writes through whichever node leads, reads back from
+every node, and keeps a steady write load that records what was acknowledged.
+"""
 
 from __future__ import annotations
 
