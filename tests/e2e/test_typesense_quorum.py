@@ -117,3 +117,60 @@ async def test_full_restart_with_new_ips_is_recovered_without_a_manual_step(
         return all(not lost for lost in (await cluster.missing_on_every_node(acknowledged_before)).values())
 
     await wait_until(nothing_lost, timeout=60, interval=2, what="every write acknowledged before the outage")
+
+
+async def test_scaling_3_to_5_to_3_under_writes_stays_available(cluster: TypesenseCluster) -> None:
+    writer = Writer(cluster)
+    writer.start("scale")
+    for replicas in (5, 3):
+        await cluster.create(replicas=replicas)
+
+        async def followed(replicas: int = replicas) -> bool:
+            nodes = await cluster.kube.get("v1", "ConfigMap", "cluster-1-nodeslist", cluster.namespace)
+            sts = await cluster.kube.get("apps/v1", "StatefulSet", "cluster-1-sts", cluster.namespace)
+            ready = ready_condition(await cluster.get())
+            return bool(
+                nodes
+                and len(nodes["data"]["nodes"].split(",")) == replicas
+                and sts
+                and sts["spec"]["replicas"] == replicas
+                and (sts.get("status") or {}).get("readyReplicas") == replicas
+                and ready.get("status") == "True"
+            )
+
+        await wait_until(followed, timeout=180, interval=1, what=f"{replicas} ready nodes in the nodes list")
+        states = list((await cluster.states()).values())
+        assert states.count("LEADER") == 1
+        assert len(states) == replicas
+    await writer.stop()
+    assert writer.acknowledged
+    gaps = [
+        later - earlier
+        for earlier, later in zip(writer.acknowledged_at, writer.acknowledged_at[1:], strict=False)
+    ]
+    assert max(gaps) < 15, f"writes stalled for {max(gaps):.1f} s while scaling"
+
+    async def nothing_lost() -> bool:
+        return all(not lost for lost in (await cluster.missing_on_every_node(writer.acknowledged)).values())
+
+    await wait_until(nothing_lost, timeout=60, interval=2, what="every acknowledged write on every node")
+
+
+async def test_an_operator_killed_mid_recovery_finishes_it_without_repeating_a_step(
+    cluster: TypesenseCluster, kube: Kube, namespace: str, typesense_operator: OperatorProcess
+) -> None:
+    downgrades_before = len(await cluster.events("QuorumDowngraded"))
+    await delete_pods(kube, namespace, list(await cluster.pod_ips()))
+
+    async def downgraded() -> bool:
+        quorum = (await cluster.get()).get("status", {}).get("quorum") or {}
+        return quorum.get("lastAction") == "Downgrade"
+
+    await wait_until(downgraded, timeout=120, interval=0.5, what="the operator to downgrade")
+    typesense_operator.kill()
+    await asyncio.sleep(5)
+    typesense_operator.start()
+    await cluster.wait_ready(timeout=180)
+    downgrades = len(await cluster.events("QuorumDowngraded")) - downgrades_before
+    assert downgrades == 1, "the restarted operator must resume, not start the recovery again"
+    assert "Traceback" not in typesense_operator.log()

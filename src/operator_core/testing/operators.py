@@ -107,10 +107,17 @@ class OperatorProcess:
         raise ControlPlaneError(f"{self.script} never reported live:\n{self.log()}")
 
     def kill(self) -> None:
-        """SIGKILL, as a crash or an OOM kill would end it."""
+        """SIGKILL, as a crash or an OOM kill would end it; ``start`` brings it back."""
         if self._process is not None and self._process.poll() is None:
             self._process.kill()
             self._process.wait()
+        self._process = None
+        self._close_log()
+
+    def _close_log(self) -> None:
+        if self._log is not None:
+            self._log.close()
+            self._log = None
 
     def stop(self) -> int | None:
         """SIGTERM, wait, then SIGKILL; returns the exit code."""
@@ -125,9 +132,7 @@ class OperatorProcess:
                     self._process.wait()
             code = self._process.returncode
             self._process = None
-        if self._log is not None:
-            self._log.close()
-            self._log = None
+        self._close_log()
         return code
 
 
