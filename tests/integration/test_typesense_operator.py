@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from operator_core.errors import NotFound
 from operator_core.kube import Kube
 from operator_core.testing.controlplane import ControlPlane
 from operator_core.testing.fixtures import Kubectl, wait_until
@@ -18,6 +19,32 @@ from typesense_samples import sample_cluster_spec
 pytestmark = pytest.mark.usefixtures("typesense_operator")
 
 API = "ts.opentelekomcloud.com/v1alpha1"
+# Just enough of Prometheus Operator's CRD for the API server to serve the kind.
+POD_MONITOR_CRD: dict[str, Any] = {
+    "apiVersion": "apiextensions.k8s.io/v1",
+    "kind": "CustomResourceDefinition",
+    "metadata": {"name": "podmonitors.monitoring.coreos.com"},
+    "spec": {
+        "group": "monitoring.coreos.com",
+        "names": {
+            "kind": "PodMonitor",
+            "listKind": "PodMonitorList",
+            "plural": "podmonitors",
+            "singular": "podmonitor",
+        },
+        "scope": "Namespaced",
+        "versions": [
+            {
+                "name": "v1",
+                "served": True,
+                "storage": True,
+                "schema": {
+                    "openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+                },
+            }
+        ],
+    },
+}
 WRITE_VERBS = {"create", "update", "patch", "delete", "deletecollection"}
 SEED_SAMPLE = "ts_v1alpha1_typesensecluster_opentelekomcloud"
 SEED_SAMPLE_SPEC = sample_cluster_spec(SEED_SAMPLE)
@@ -61,7 +88,10 @@ async def wait_for_object(
     kube: Kube, api_version: str, kind: str, name: str, namespace: str
 ) -> dict[str, Any]:
     async def present() -> dict[str, Any] | None:
-        return await kube.get(api_version, kind, name, namespace)
+        try:
+            return await kube.get(api_version, kind, name, namespace)
+        except NotFound:  # a kind whose CRD was installed a moment ago
+            return None
 
     return await wait_until(present, timeout=30, what=f"{kind} {name}")  # type: ignore[return-value]
 
@@ -249,6 +279,20 @@ async def test_pod_monitor_waits_for_its_crd_with_a_warning(kube: Kube, namespac
         "typesense",
         "metrics-exporter",
     ]
+
+    # Prometheus Operator arrives: the PodMonitor follows, without a restart of the operator.
+    await kube.apply(POD_MONITOR_CRD)
+    try:
+        monitor = await wait_for_object(
+            kube, "monitoring.coreos.com/v1", "PodMonitor", "cluster-1-podmonitor", namespace
+        )
+        assert monitor["metadata"]["labels"]["release"] == "promstack"
+        assert monitor["spec"]["podMetricsEndpoints"][0]["port"] == "metrics"
+        await wait_for_condition(kube, namespace, "MetricsReady", "True", "PodMonitorApplied")
+    finally:
+        await kube.delete(
+            "apiextensions.k8s.io/v1", "CustomResourceDefinition", "podmonitors.monitoring.coreos.com"
+        )
 
 
 async def test_steady_state_reconcile_makes_no_write_request(
