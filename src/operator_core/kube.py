@@ -18,11 +18,12 @@ text scrubbed of registered secret values.
 from __future__ import annotations
 
 import base64
+import contextlib
 import copy
 import hashlib
 import json
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -164,18 +165,32 @@ def needs_apply(desired: Mapping[str, Any], live: Mapping[str, Any] | None) -> b
 # ---------------------------------------------------------------- the adapter
 
 
-def _wrap(error: ApiError, what: str) -> errors.KubeError:
-    status = error.status
-    code = int(status.code or 0)
-    reason = status.reason or ""
-    message = scrub(f"{what}: {status.message or reason or 'API error'}")
-    kind: type[errors.KubeError] = {
-        404: errors.NotFound,
-        409: errors.Conflict,
-        422: errors.Invalid,
-        403: errors.Forbidden,
-    }.get(code, errors.KubeError)
-    return kind(message, status=code, reason=reason)
+_ERRORS_BY_CODE: dict[int, type[errors.KubeError]] = {
+    404: errors.NotFound,
+    409: errors.Conflict,
+    422: errors.Invalid,
+    403: errors.Forbidden,
+}
+
+
+@contextlib.contextmanager
+def _api_call(what: str) -> Iterator[None]:
+    """Translate whatever lightkube raises for a failed call into the suite's error tree, once.
+
+    lightkube raises ApiError when the server answered with a Status object, and the
+    plain HTTP error otherwise (a 404 page for an API group that is not served, say).
+    """
+    try:
+        yield
+    except ApiError as error:
+        status = error.status
+        code = int(status.code or 0)
+        reason = status.reason or ""
+        message = scrub(f"{what}: {status.message or reason or 'API error'}")
+        raise _ERRORS_BY_CODE.get(code, errors.KubeError)(message, status=code, reason=reason) from error
+    except httpx2.HTTPStatusError as error:
+        code = error.response.status_code
+        raise _ERRORS_BY_CODE.get(code, errors.KubeError)(f"{what}: HTTP {code}", status=code) from error
 
 
 def _describe(manifest: Mapping[str, Any]) -> str:
@@ -241,11 +256,9 @@ class Kube:
         return found
 
     async def _load_crds(self) -> None:
-        try:
+        with _api_call("listing CustomResourceDefinitions"):
             async for crd in self._client.list(CustomResourceDefinition):
                 create_resources_from_crd(crd)
-        except ApiError as error:
-            raise _wrap(error, "listing CustomResourceDefinitions") from error
         self._crds_loaded_at = time.monotonic()
 
     # -- reads
@@ -256,11 +269,10 @@ class Kube:
         """The object as a dict, or None when it does not exist."""
         resource = await self.resource_type(api_version, kind)
         try:
-            found = await self._client.get(resource, name, namespace=namespace)
-        except ApiError as error:
-            if error.status.code == 404:
-                return None
-            raise _wrap(error, f"reading {kind} {name}") from error
+            with _api_call(f"reading {kind} {name}"):
+                found = await self._client.get(resource, name, namespace=namespace)
+        except errors.NotFound:
+            return None
         return dict(found.to_dict())
 
     async def list(
@@ -275,13 +287,11 @@ class Kube:
         None means the kubeconfig's default namespace."""
         resource = await self.resource_type(api_version, kind)
         selector: dict[str, Any] | None = dict(labels) if labels else None
-        try:
+        with _api_call(f"listing {kind}"):
             return [
                 dict(item.to_dict())
                 async for item in self._client.list(resource, namespace=namespace, labels=selector)
             ]
-        except ApiError as error:
-            raise _wrap(error, f"listing {kind}") from error
 
     # -- writes
 
@@ -297,21 +307,17 @@ class Kube:
         resource = await self.resource_type(desired["apiVersion"], desired["kind"])
         body = resource.from_dict(with_applied_hash(desired))
         self.write_calls += 1
-        try:
+        with _api_call(f"applying {_describe(desired)}"):
             applied = await self._client.apply(body, field_manager=self.field_manager, force=force)
-        except ApiError as error:
-            raise _wrap(error, f"applying {_describe(desired)}") from error
         return ApplyResult(dict(applied.to_dict()), written=True, created=live is None)
 
     async def create(self, manifest: Mapping[str, Any]) -> Manifest:
         resource = await self.resource_type(manifest["apiVersion"], manifest["kind"])
         self.write_calls += 1
-        try:
+        with _api_call(f"creating {_describe(manifest)}"):
             created = await self._client.create(
                 resource.from_dict(dict(manifest)), field_manager=self.field_manager
             )
-        except ApiError as error:
-            raise _wrap(error, f"creating {_describe(manifest)}") from error
         return dict(created.to_dict())
 
     async def delete(
@@ -332,17 +338,16 @@ class Kube:
         resource = await self.resource_type(api_version, kind)
         self.write_calls += 1
         try:
-            await self._client.delete(
-                resource,
-                name,
-                namespace=namespace,
-                cascade=CascadeType[propagation.upper()],
-                grace_period=grace_period,
-            )
-        except ApiError as error:
-            if error.status.code == 404:
-                return False
-            raise _wrap(error, f"deleting {kind} {name}") from error
+            with _api_call(f"deleting {kind} {name}"):
+                await self._client.delete(
+                    resource,
+                    name,
+                    namespace=namespace,
+                    cascade=CascadeType[propagation.upper()],
+                    grace_period=grace_period,
+                )
+        except errors.NotFound:
+            return False
         return True
 
     async def proxy_get(
@@ -375,7 +380,7 @@ class Kube:
         """Merge-patch the status subresource (callers send only what changed)."""
         resource = await self.resource_type(api_version, kind)
         self.write_calls += 1
-        try:
+        with _api_call(f"updating status of {kind} {name}"):
             patched = await self._client.patch(
                 resource.Status,
                 name,
@@ -383,6 +388,4 @@ class Kube:
                 namespace=namespace,
                 patch_type=PatchType.MERGE,
             )
-        except ApiError as error:
-            raise _wrap(error, f"updating status of {kind} {name}") from error
         return dict(patched.to_dict())

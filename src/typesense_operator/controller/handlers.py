@@ -105,10 +105,10 @@ async def run_cluster(
     try:
         while not stopped:
             wakeup.clear()
-            obj = await kube.get(TYPESENSE_CLUSTER.api_version, TYPESENSE_CLUSTER.kind, name, namespace)
-            if obj is None or obj["metadata"].get("deletionTimestamp"):
-                return
             try:
+                obj = await kube.get(TYPESENSE_CLUSTER.api_version, TYPESENSE_CLUSTER.kind, name, namespace)
+                if obj is None or obj["metadata"].get("deletionTimestamp"):
+                    return
                 delay = await reconcile(obj, kube, recorder, memo.addressing, memo.settings)
                 failures = 0
             except errors.KubeError as error:
@@ -117,6 +117,11 @@ async def run_cluster(
                 _logger.warning(
                     "reconcile of %s/%s failed, retrying in %.0f s: %s", namespace, name, delay, error
                 )
+            except Exception:
+                # A bug must not stop this cluster's loop (kopf would wait a minute): log, back off, go on.
+                delay = RETRY_SECONDS[min(failures, len(RETRY_SECONDS) - 1)]
+                failures += 1
+                _logger.exception("reconcile of %s/%s crashed, retrying in %.0f s", namespace, name, delay)
             await _sleep(wakeup, stopped, delay)
     finally:
         _wakeups.pop((namespace, name), None)

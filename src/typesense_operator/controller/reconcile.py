@@ -307,7 +307,11 @@ async def apply_pod_monitor(scope: Scope) -> Outcome:
             warn=EventReason.POD_MONITOR_UNAVAILABLE,
         )
     else:
-        await _apply_and_report(scope, monitor)
+        try:
+            await _apply_and_report(scope, monitor)
+        except errors.NotFound:
+            # The CRD went away since the kinds were last looked up: the next reconcile reports it.
+            return Outcome.CONTINUE
         await scope.set_condition(ConditionType.METRICS_READY, "True", "PodMonitorApplied")
     return Outcome.CONTINUE
 
@@ -323,10 +327,13 @@ async def prune_children(scope: Scope) -> Outcome:
     for api_version, kind in PRUNABLE_KINDS:
         if kind == "PodMonitor" and not await _pod_monitor_served(scope.kube):
             continue
-        for item in await scope.kube.list(
-            api_version, kind, cluster.namespace, labels=cluster.instance_selector()
-        ):
-            live.append({**item, "apiVersion": api_version, "kind": kind})
+        try:
+            found = await scope.kube.list(
+                api_version, kind, cluster.namespace, labels=cluster.instance_selector()
+            )
+        except errors.NotFound:
+            continue  # the kind itself is gone (its CRD was removed): nothing of it to prune
+        live.extend({**item, "apiVersion": api_version, "kind": kind} for item in found)
     for stale in stale_children(desired, live):
         name = stale["metadata"]["name"]
         if await scope.kube.delete(stale["apiVersion"], stale["kind"], name, cluster.namespace):
