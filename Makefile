@@ -13,7 +13,7 @@ export PATH := $(BIN):$(PATH)
 # Keep bytecode and tool caches out of the work tree.
 export PYTHONPYCACHEPREFIX := $(HOME)/.cache/operator-suite/pycache
 
-.PHONY: install binaries lint test unit integration e2e run down crds
+.PHONY: install binaries nginx lint test unit integration e2e run down crds
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -31,6 +31,10 @@ install: $(STAMP)
 binaries: install
 	$(BIN)/operator-suite binaries
 
+# The node agent runs nginx:* images with Debian's real nginx.
+nginx:
+	@test -x /usr/sbin/nginx || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx)
+
 lint: install
 	$(BIN)/ruff check src tests bench
 	$(BIN)/ruff format --check src tests bench
@@ -45,7 +49,7 @@ define pytest
 	exit $$status
 endef
 
-test: binaries lint
+test: binaries nginx lint
 	$(call pytest,tests)
 
 unit: install
@@ -54,13 +58,13 @@ unit: install
 integration: binaries
 	$(call pytest,-m integration tests)
 
-e2e: binaries
+e2e: binaries nginx
 	$(call pytest,-m e2e tests)
 
 crds: install
 	$(BIN)/operator-suite crds
 
-run: binaries
+run: binaries nginx
 	$(BIN)/operator-suite sandbox up --dir $(RUN_DIR)
 
 down: install

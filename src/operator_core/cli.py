@@ -4,7 +4,9 @@ Subcommands:
 
 - ``binaries``: build (or reuse) the control-plane binaries and print where they are;
 - ``controlplane up|down --dir DIR``: a detached local control plane, with ``DIR/kubeconfig``;
-- ``crds [--check]``: write (or check) the generated CRD YAML in ``deploy/crds/``.
+- ``crds [--check]``: write (or check) the generated CRD YAML in ``deploy/crds/``;
+- ``sandbox up|down``: control plane, node agent, operators and their samples;
+- ``agent kill|freeze|thaw|delete-pod|restart-statefulset|wipe|fill|free``: faults on demand.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import sys
 from collections.abc import Sequence
 from importlib.metadata import entry_points
 from pathlib import Path
+from typing import Any
 
 from operator_core.crdgen import CustomResource, crds_yaml
 from operator_core.errors import OperatorError
@@ -123,6 +126,13 @@ def _kubectl(arguments: argparse.Namespace) -> int:
     os.execv(kubectl, [str(kubectl), f"--kubeconfig={kubeconfig}", *arguments.kubectl_arguments])  # noqa: S606
 
 
+def add_agent_commands(commands: Any) -> None:
+    """``operator-suite agent ...``: faults on demand against a running node agent."""
+    from operator_core.testing.nodeagent.cli import add_agent_commands as add
+
+    add(commands)
+
+
 def _sandbox(arguments: argparse.Namespace) -> int:
     from operator_core.sandbox import sandbox_down, sandbox_up
 
@@ -164,6 +174,8 @@ def _parser() -> argparse.ArgumentParser:
             "--dir", type=Path, default=DEFAULT_SANDBOX_DIR, help="state directory (%(default)s)"
         )
         sub.set_defaults(run=_sandbox)
+
+    add_agent_commands(commands)
 
     kubectl = commands.add_parser(
         "kubectl", help="run the pinned kubectl against the control plane in DIR: kubectl [--dir DIR] ARGS..."

@@ -195,4 +195,7 @@ async def test_stopped_agent_leaves_no_process(
         assert len(processes_under(agent.state_dir)) == 2
     finally:
         agent.stop()
+        # A stopped kubelet's Node stays; until it is marked unreachable, the scheduler would still
+        # place later tests' pods on it, where nothing runs them.
+        await kube.delete("v1", "Node", "short-lived-0")
     assert processes_under(agent.state_dir) == []

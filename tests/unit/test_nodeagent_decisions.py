@@ -14,6 +14,7 @@ from operator_core.testing.nodeagent.env import ConfigError, PodFacts, expand, r
 from operator_core.testing.nodeagent.hosts import build_hosts, endpoints_from_pods
 from operator_core.testing.nodeagent.probes import ProbeSpec, ProbeTracker, resolve_port
 from operator_core.testing.nodeagent.runners import (
+    NginxRunner,
     StandInRunner,
     TypesenseRunner,
     declared_ports,
@@ -263,7 +264,8 @@ def test_image_normalization_and_registry() -> None:
     assert normalize_image("localhost:5000/app") == "localhost:5000/app:latest"
     assert isinstance(runner_for("typesense/typesense:0.24.1"), TypesenseRunner)
     assert isinstance(runner_for("docker.io/typesense/typesense:27.1"), TypesenseRunner)
-    assert isinstance(runner_for("nginx:1.27"), StandInRunner)
+    assert isinstance(runner_for("nginx:1.27"), NginxRunner)
+    assert isinstance(runner_for("redis:7"), StandInRunner)
 
 
 def test_typesense_argv_binds_the_pod_address_and_keeps_other_flags() -> None:

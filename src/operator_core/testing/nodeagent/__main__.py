@@ -2,6 +2,9 @@
 
 Runs until SIGTERM or SIGINT, then stops every container process it started.
 Logs go to stderr, with Secret values scrubbed.
+
+It first moves into a mount namespace of its own (before any thread starts), so
+that the size-limited volumes it mounts vanish with it (see :mod:`.disks`).
 """
 
 from __future__ import annotations
@@ -16,9 +19,10 @@ from pathlib import Path
 from operator_core.secrets import install_log_scrubbing
 from operator_core.testing.nodeagent.addresses import DEFAULT_POD_CIDR
 from operator_core.testing.nodeagent.agent import AgentSettings, NodeAgent
+from operator_core.testing.nodeagent.disks import enter_private_mount_namespace
 
 
-def parse(argv: list[str] | None = None) -> AgentSettings:
+def parse(argv: list[str] | None = None, *, private_mounts: bool = False) -> AgentSettings:
     parser = argparse.ArgumentParser(prog="python -m operator_core.testing.nodeagent", description=__doc__)
     parser.add_argument("--kubeconfig", type=Path, required=True)
     parser.add_argument("--dir", type=Path, required=True, help="state directory (pods, volumes, logs)")
@@ -32,6 +36,7 @@ def parse(argv: list[str] | None = None) -> AgentSettings:
         nodes=options.nodes,
         node_prefix=options.node_prefix,
         pod_cidr=options.pod_cidr,
+        private_mounts=private_mounts,
     )
 
 
@@ -46,9 +51,13 @@ async def _serve(settings: AgentSettings) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    settings = parse(argv)
+    parse(argv)  # --help and bad arguments before anything changes
+    private_mounts = enter_private_mount_namespace()
+    settings = parse(argv, private_mounts=private_mounts)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     install_log_scrubbing()
+    if not private_mounts:
+        logging.getLogger(__name__).warning("no mount namespace of its own: size-limited volumes are off")
     for chatty in ("httpx", "httpx2"):  # one line per request would bury what the agent does
         logging.getLogger(chatty).setLevel(logging.WARNING)
     asyncio.run(_serve(settings))

@@ -7,14 +7,19 @@
   and a pod that vanished stops its worker at once;
 - names (every :attr:`AgentSettings.names_seconds`): Services and EndpointSlices are
   read and every pod's hosts file is rewritten where it changed;
-- node heartbeats and Leases (:mod:`.nodes`), and the provisioner (:mod:`.storage`).
+- node heartbeats and Leases (:mod:`.nodes`), and the provisioner (:mod:`.storage`);
+- the service proxy (:mod:`.serviceproxy`), updated with the pods.
+
+It also serves the nodes' kubelet endpoints for ``kubectl logs`` (:mod:`.kubelet`)
+and a control API for faults on demand (:mod:`.control`).
 
 Polling instead of watching keeps the agent small and needs nothing beyond
 :class:`~operator_core.kube.Kube`; the cost is up to one poll interval of delay.
 
-The agent writes ``STATE/agent.json`` once its nodes are registered (what
-:mod:`.fixtures` waits for). :meth:`NodeAgent.shutdown` stops every container
-process it started; the API objects are left as they are, as when a kubelet stops.
+The agent writes ``STATE/agent.json`` (mode 0600) once its nodes are registered (what
+:mod:`.fixtures` waits for): its pid, nodes, the control API's URL and token.
+:meth:`NodeAgent.shutdown` stops every container process it started; the API objects
+are left as they are, as when a kubelet stops.
 """
 
 from __future__ import annotations
@@ -25,6 +30,8 @@ import ipaddress
 import json
 import logging
 import os
+import random
+import secrets
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,9 +41,12 @@ import httpx
 from operator_core.events import EventRecorder
 from operator_core.kube import Kube
 from operator_core.testing.nodeagent.addresses import DEFAULT_POD_CIDR, next_address
+from operator_core.testing.nodeagent.control import ControlServer
 from operator_core.testing.nodeagent.hosts import endpoints_from_pods
+from operator_core.testing.nodeagent.kubelet import KubeletServer
 from operator_core.testing.nodeagent.nodes import NodeSet, node_identities
 from operator_core.testing.nodeagent.pods import PodWorker
+from operator_core.testing.nodeagent.serviceproxy import ServiceProxy, service_backends
 from operator_core.testing.nodeagent.storage import Provisioner
 
 __all__ = ["FIELD_MANAGER", "AgentSettings", "NodeAgent"]
@@ -61,6 +71,7 @@ class AgentSettings:
     poll_seconds: float = 0.5
     names_seconds: float = 2.0
     shutdown_grace: float = 5.0
+    private_mounts: bool = False  # in a mount namespace of its own: size-limited volumes can be mounted
 
 
 class NodeAgent:
@@ -78,10 +89,18 @@ class NodeAgent:
         self.workers: dict[str, PodWorker] = {}
         self._network = ipaddress.IPv4Network(settings.pod_cidr)
         self._addresses: dict[str, ipaddress.IPv4Address] = {}
-        self._last_address: ipaddress.IPv4Address | None = None
+        # A random start, so that agents of concurrent test sessions rarely hand out the same address.
+        self._last_address: ipaddress.IPv4Address | None = self._network[
+            random.randrange(self._network.num_addresses)  # noqa: S311  (not a secret)
+        ]
         self._services: list[Manifest] = []
         self._slices: list[Manifest] = []
         self._pods: list[Manifest] = []
+        self.provisioner = Provisioner(self.kube, self.state_dir / "volumes", mounts=settings.private_mounts)
+        self.proxy = ServiceProxy()
+        self.kubelet = KubeletServer(self.state_dir, self._live_log_dir)
+        self._token = secrets.token_urlsafe(24)
+        self.control = ControlServer(self, self._token)
 
     # -- what pod workers use (PodServices)
 
@@ -111,29 +130,63 @@ class NodeAgent:
     def cluster_names(self) -> tuple[list[Manifest], list[Manifest]]:
         return self._services, self._slices
 
+    # -- what the control API and the kubelet endpoint use
+
+    def worker_for(self, namespace: str, pod: str) -> PodWorker | None:
+        """The worker of the live pod of that name (a re-created pod's, not its predecessor's)."""
+        found = [
+            w
+            for w in self.workers.values()
+            if w.namespace == namespace and w.name == pod and not w.gone and not w.finished
+        ]
+        return found[-1] if found else None
+
+    async def claim_path(self, namespace: str, claim: str) -> Path:
+        return await self.provisioner.path_of_claim(namespace, claim)
+
+    def _live_log_dir(self, namespace: str, pod: str) -> Path | None:
+        worker = self.worker_for(namespace, pod)
+        return worker.log_dir if worker is not None else None
+
     # -- the loops
 
     async def run(self) -> None:
         """Register the nodes, then keep everything in step until cancelled; always shuts down."""
         self.state_dir.mkdir(parents=True, exist_ok=True)
-        provisioner = Provisioner(self.kube, self.state_dir / "volumes")
         try:
+            ports = await self.kubelet.start([n.address for n in self.nodes.nodes])
+            self.nodes.kubelet_ports = {n.name: ports[n.address] for n in self.nodes.nodes}
+            control_url = await self.control.start()
             await self.nodes.register()
             await self._refresh_names()
-            self._write_marker()
+            self._write_marker(control_url)
             log.info("node agent ready: nodes %s", ", ".join(sorted(self.nodes.names)))
             await asyncio.gather(
                 self.nodes.run(),
-                provisioner.run(),
+                self.provisioner.run(),
                 self._every(self.settings.names_seconds, self._refresh_names),
                 self._every(self.settings.poll_seconds, self._sync_pods),
             )
         finally:
             await self.shutdown()
 
-    def _write_marker(self) -> None:
-        marker = {"pid": os.getpid(), "nodes": sorted(self.nodes.names), "podCIDR": str(self._network)}
-        (self.state_dir / "agent.json").write_text(json.dumps(marker, indent=2))
+    def _write_marker(self, control_url: str) -> None:
+        marker = {
+            "pid": os.getpid(),
+            "nodes": sorted(self.nodes.names),
+            "podCIDR": str(self._network),
+            "kubeletPorts": self.nodes.kubelet_ports,
+            "control": {"url": control_url, "token": self._token},
+            "privateMounts": self.settings.private_mounts,
+        }
+        path = self.state_dir / "agent.json"
+        temporary = path.with_name(".agent.json.tmp")
+        temporary.unlink(missing_ok=True)
+        # Written whole, then renamed: a reader never sees half of it; 0600: the token is a key.
+        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(descriptor, "w") as handle:
+            handle.write(json.dumps(marker, indent=2))
+        os.replace(temporary, path)
 
     @staticmethod
     async def _every(seconds: float, step: Any) -> None:
@@ -181,9 +234,14 @@ class NodeAgent:
                 worker.vanish()
             if worker.finished:
                 del self.workers[uid]
+        # Here rather than with the names: endpoints follow pod readiness, which changes faster.
+        await self.proxy.update(service_backends(self._services, self._pods))
 
     async def shutdown(self) -> None:
-        """Stop every container process (SIGTERM, then SIGKILL after the shutdown grace)."""
+        """Stop every container process (SIGTERM, then SIGKILL after the shutdown grace), and the servers."""
+        for server in (self.control, self.kubelet, self.proxy):
+            with contextlib.suppress(Exception):
+                await server.stop()
         workers = list(self.workers.values())
         await asyncio.gather(*(w.stop(self.settings.shutdown_grace) for w in workers), return_exceptions=True)
         for worker in workers:
@@ -191,5 +249,6 @@ class NodeAgent:
                 worker.task.cancel()
         await asyncio.gather(*(w.task for w in workers if w.task is not None), return_exceptions=True)
         self.workers.clear()
+        await self.provisioner.unmount_all()
         await self.http.aclose()
         await self.kube.close()

@@ -7,7 +7,8 @@ pytest can still rewrite this plugin's asserts.
 
 At the end of the session the agent gets SIGTERM (it stops its containers), then
 SIGKILL if it is slow, and the fixture checks that no process is left whose working
-directory is inside the agent's state directory, killing any it finds.
+directory is inside the agent's state directory, killing any it finds, and that no
+mount is left there.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from collections.abc import Iterator
 import pytest
 
 from operator_core.testing.controlplane import ControlPlane
-from operator_core.testing.nodeagent.harness import AgentProcess, processes_under, start_agent
+from operator_core.testing.nodeagent.harness import AgentProcess, mounts_under, processes_under, start_agent
 
 __all__ = ["node_agent"]
 
@@ -40,3 +41,4 @@ def node_agent(
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
         assert not left, f"the node agent left processes behind: {left}"
+        assert not mounts_under(agent.state_dir), "the node agent left mounts behind"

@@ -22,7 +22,7 @@ from pathlib import Path
 from operator_core.testing.controlplane import ControlPlane
 from operator_core.testing.nodeagent.processes import die_with_parent
 
-__all__ = ["AgentProcess", "processes_under", "start_agent"]
+__all__ = ["AgentProcess", "mounts_under", "processes_under", "start_agent"]
 
 _START_TIMEOUT = 60.0
 _STOP_TIMEOUT = 30.0
@@ -61,6 +61,18 @@ def processes_under(directory: Path) -> list[int]:
         with contextlib.suppress(OSError):
             if Path(os.readlink(entry / "cwd")).is_relative_to(root):
                 found.append(int(entry.name))
+    return found
+
+
+def mounts_under(directory: Path) -> list[Path]:
+    """Mount points inside ``directory`` as this process sees them (the agent's own vanish with it)."""
+    root = directory.resolve()
+    found = []
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        # Field 5 is the mount point, with spaces and other odd bytes as octal escapes.
+        point = Path(line.split()[4].encode().decode("unicode_escape"))
+        if point.is_relative_to(root):
+            found.append(point)
     return found
 
 

@@ -6,6 +6,11 @@ and an InternalIP in its own loopback range (127.49.0.N), used as the pods'
 ``hostIP``. Every :data:`HEARTBEAT_SECONDS` the agent renews each node's Lease
 in ``kube-node-lease`` and refreshes its Ready condition, well inside the node
 lifecycle controller's grace period, so it never taints the nodes.
+
+The status advertises each node's kubelet endpoint (:mod:`.kubelet`, on the
+node's address and a free port, so several agents can share this machine), and
+only the InternalIP as an address: the API server reaches a kubelet at the first
+address type it prefers, and a Hostname it would look up in DNS.
 """
 
 from __future__ import annotations
@@ -55,8 +60,10 @@ def node_identities(prefix: str, count: int) -> list[NodeIdentity]:
     ]
 
 
-def node_status(node: NodeIdentity, now: datetime, transition: str | None = None) -> dict[str, Any]:
-    """A healthy node's status, heartbeat ``now`` (pure)."""
+def node_status(
+    node: NodeIdentity, now: datetime, transition: str | None = None, kubelet_port: int = 10250
+) -> dict[str, Any]:
+    """A healthy node's status, heartbeat ``now``, its kubelet on ``kubelet_port`` (pure)."""
     stamp = timestamp(now)
 
     def condition(kind: str, status: str, reason: str, message: str) -> dict[str, str]:
@@ -78,11 +85,8 @@ def node_status(node: NodeIdentity, now: datetime, transition: str | None = None
             condition("PIDPressure", "False", "KubeletHasSufficientPID", "node agent: no pressure"),
             condition("Ready", "True", "KubeletReady", "operator-suite node agent is posting ready status"),
         ],
-        "addresses": [
-            {"type": "InternalIP", "address": node.address},
-            {"type": "Hostname", "address": node.name},
-        ],
-        "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
+        "addresses": [{"type": "InternalIP", "address": node.address}],
+        "daemonEndpoints": {"kubeletEndpoint": {"Port": kubelet_port}},
         "nodeInfo": {
             "architecture": "amd64",
             "bootID": "",
@@ -98,7 +102,7 @@ def node_status(node: NodeIdentity, now: datetime, transition: str | None = None
     }
 
 
-def node_manifest(node: NodeIdentity, now: datetime) -> dict[str, Any]:
+def node_manifest(node: NodeIdentity, now: datetime, kubelet_port: int = 10250) -> dict[str, Any]:
     """The Node as registered (pure)."""
     return {
         "apiVersion": "v1",
@@ -114,7 +118,7 @@ def node_manifest(node: NodeIdentity, now: datetime) -> dict[str, Any]:
             },
         },
         "spec": {},
-        "status": node_status(node, now),
+        "status": node_status(node, now, kubelet_port=kubelet_port),
     }
 
 
@@ -147,6 +151,7 @@ class NodeSet:
         self._kube = kube
         self.nodes = list(nodes)
         self._uids: dict[str, str] = {}
+        self.kubelet_ports: dict[str, int] = {}  # set by the agent once its kubelet endpoints listen
         self._since = timestamp(datetime.now(UTC))  # when the conditions last changed: at registration
 
     @property
@@ -156,20 +161,23 @@ class NodeSet:
     def address_of(self, name: str) -> str:
         return next(n.address for n in self.nodes if n.name == name)
 
+    def _port(self, node: NodeIdentity) -> int:
+        return self.kubelet_ports.get(node.name, 10250)
+
     async def register(self) -> None:
         """Create each Node (or take over an existing one of the same name) and its Lease."""
         now = datetime.now(UTC)
         for node in self.nodes:
             live = await self._kube.get("v1", "Node", node.name)
             if live is None:
-                live = await self._kube.create(node_manifest(node, now))
+                live = await self._kube.create(node_manifest(node, now, self._port(node)))
             self._uids[node.name] = live["metadata"]["uid"]
         await self.beat()
 
     async def beat(self) -> None:
         now = datetime.now(UTC)
         for node in self.nodes:
-            status = node_status(node, now, transition=self._since)
+            status = node_status(node, now, transition=self._since, kubelet_port=self._port(node))
             await self._kube.patch_status("v1", "Node", node.name, None, status)
             await self._kube.apply(lease_manifest(node.name, self._uids[node.name], now))
 

