@@ -16,7 +16,6 @@ import argparse
 import asyncio
 import json
 import statistics
-import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -89,20 +88,8 @@ async def no_op_reconcile_requests(plane: ControlPlane, kube: Kube, namespace: s
     await time_to_children(kube, "bench-0", namespace)
     await asyncio.sleep(8)  # let the status writes and Events of the creation settle
     before = len(plane.audit_events())
-    await asyncio.to_thread(
-        subprocess.run,
-        [
-            str(plane.binaries.kubectl),
-            f"--kubeconfig={plane.kubeconfig}",
-            "annotate",
-            "-n",
-            namespace,
-            "configmap/bench-0-nodeslist",
-            f"bench/poke={time.time_ns()}",
-        ],
-        check=True,
-        capture_output=True,
-    )
+    poke = f"bench/poke={time.time_ns()}"
+    await asyncio.to_thread(plane.kubectl, "annotate", "-n", namespace, "configmap/bench-0-nodeslist", poke)
     await asyncio.sleep(3)
     requests = [
         e
@@ -117,19 +104,7 @@ async def no_op_reconcile_requests(plane: ControlPlane, kube: Kube, namespace: s
 
 async def run(clusters: int, many: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="bench-") as scratch, ControlPlane(Path(scratch) / "cp") as plane:
-        await asyncio.to_thread(
-            subprocess.run,
-            [
-                str(plane.binaries.kubectl),
-                f"--kubeconfig={plane.kubeconfig}",
-                "apply",
-                "--server-side",
-                "-f",
-                str(ROOT / "deploy" / "crds"),
-            ],
-            check=True,
-            capture_output=True,
-        )
+        await asyncio.to_thread(plane.kubectl, "apply", "--server-side", "-f", str(ROOT / "deploy" / "crds"))
         kubeconfig = service_account_kubeconfig(
             plane, ROOT / "deploy" / "rbac" / "typesense-operator.yaml", Path(scratch) / "operator.kubeconfig"
         )

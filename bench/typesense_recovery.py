@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -65,17 +64,7 @@ async def run() -> dict[str, Any]:
         directory = Path(scratch)
         with ControlPlane(directory / "cp", disabled_controllers=ENDPOINT_CONTROLLERS) as plane:
             await asyncio.to_thread(
-                subprocess.run,
-                [
-                    str(plane.binaries.kubectl),
-                    f"--kubeconfig={plane.kubeconfig}",
-                    "apply",
-                    "--server-side",
-                    "-f",
-                    str(ROOT / "deploy" / "crds"),
-                ],
-                check=True,
-                capture_output=True,
+                plane.kubectl, "apply", "--server-side", "-f", str(ROOT / "deploy" / "crds")
             )
             agent = start_agent(plane, directory / "agent")
             operators = OperatorRegistry(directory / "operators")

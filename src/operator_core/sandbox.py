@@ -16,7 +16,6 @@ import contextlib
 import json
 import os
 import signal
-import subprocess
 import sys
 import time
 from dataclasses import dataclass
@@ -62,20 +61,6 @@ def _say(message: str) -> None:
     print(f"[sandbox] {message}", flush=True)
 
 
-def _kubectl(plane: ControlPlane, *arguments: str, input_text: str | None = None) -> str:
-    result = subprocess.run(
-        [str(plane.binaries.kubectl), f"--kubeconfig={plane.kubeconfig}", *arguments],
-        capture_output=True,
-        text=True,
-        input=input_text,
-        timeout=120,
-        check=False,
-    )
-    if result.returncode != 0:
-        raise ControlPlaneError(f"kubectl {' '.join(arguments)} failed: {result.stderr.strip()}")
-    return result.stdout
-
-
 def _ready_condition(obj: dict[str, Any]) -> dict[str, Any]:
     for condition in (obj.get("status") or {}).get("conditions") or []:
         if condition.get("type") == "Ready":
@@ -93,7 +78,7 @@ def _wait_ready(plane: ControlPlane, objects: list[tuple[str, str, str]]) -> Non
             raise ControlPlaneError(f"not Ready after {_READY_TIMEOUT:.0f} s: {pending}")
         for item in list(pending):
             kind, namespace, name = item
-            obj = json.loads(_kubectl(plane, "get", kind, name, "-n", namespace, "-o", "json"))
+            obj = json.loads(plane.kubectl("get", kind, name, "-n", namespace, "-o", "json"))
             ready = _ready_condition(obj)
             status, reason = ready.get("status", "?"), ready.get("reason", "")
             line = f"{kind}/{name}: Ready={status} {reason} {ready.get('message', '')}"
@@ -120,8 +105,8 @@ def sandbox_up(directory: Path) -> int:
     plane.start()
     record: dict[str, Any] = {"controlplane": str(plane.directory), "operators": [], "agent": None}
     (directory / "sandbox.json").write_text(json.dumps(record))
-    _kubectl(plane, "apply", "--server-side", "-f", str(root / "deploy" / "crds"))
-    _kubectl(plane, "wait", "--for=condition=Established", "crd", "--all", "--timeout=60s")
+    plane.kubectl("apply", "--server-side", "-f", str(root / "deploy" / "crds"))
+    plane.kubectl("wait", "--for=condition=Established", "crd", "--all", "--timeout=60s")
     _say("starting the node agent (3 nodes in zones a, b, c)")
     agent = start_agent(plane, directory / "nodeagent", detached=True)
     record["agent"] = {"pid": agent.process.pid, "dir": str(agent.state_dir)}
@@ -138,7 +123,7 @@ def sandbox_up(directory: Path) -> int:
         (directory / "sandbox.json").write_text(json.dumps(record))
         for sample in entry.samples:
             _say(f"applying {sample}")
-            _kubectl(plane, "apply", "--server-side", "-n", "default", "-f", str(root / sample))
+            plane.kubectl("apply", "--server-side", "-n", "default", "-f", str(root / sample))
             for document in yaml.safe_load_all((root / sample).read_text()):
                 if document and "." in document["apiVersion"].split("/")[0]:
                     objects.append((document["kind"].lower(), "default", document["metadata"]["name"]))

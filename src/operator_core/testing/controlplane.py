@@ -380,6 +380,19 @@ class ControlPlane:
 
         self._wait("kube-apiserver", process, ready, deadline)
 
+    def kubectl(self, *arguments: str) -> str:
+        """Run the pinned kubectl as admin against this control plane; its stdout, or ControlPlaneError."""
+        result = subprocess.run(
+            [str(self.binaries.kubectl), f"--kubeconfig={self.kubeconfig}", *arguments],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        if result.returncode != 0:
+            raise ControlPlaneError(f"kubectl {' '.join(arguments)} failed: {result.stderr.strip()}")
+        return result.stdout
+
     def kubeconfig_text(self, user: dict[str, str]) -> str:
         """A kubeconfig for this control plane with the given user entry (certificate or token)."""
         assert self.pki is not None
