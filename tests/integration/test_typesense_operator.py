@@ -169,7 +169,9 @@ async def test_older_seed_sample_applies_unchanged_with_a_generated_key(
     assert claim["spec"]["storageClassName"] == "gp2"
 
 
-async def test_generated_key_is_created_once_and_never_replaced(kube: Kube, namespace: str) -> None:
+async def test_generated_key_is_created_once_and_never_replaced(
+    kube: Kube, namespace: str, typesense_operator: OperatorProcess
+) -> None:
     await kube.apply(cluster(namespace, {"image": "typesense/typesense:27.1"}))
     secret = await wait_for_object(kube, "v1", "Secret", "cluster-1-admin-key", namespace)
     key = secret["data"]["typesense-api-key"]
@@ -183,6 +185,12 @@ async def test_generated_key_is_created_once_and_never_replaced(kube: Kube, name
     again = await kube.get("v1", "Secret", "cluster-1-admin-key", namespace)
     assert again is not None
     assert again["data"]["typesense-api-key"] == key
+    status = (await kube.get(API, "TypesenseCluster", "cluster-1", namespace) or {}).get("status")
+    plain = base64.b64decode(key).decode()
+    assert plain not in repr(status)
+    assert plain not in typesense_operator.log(), (
+        "the operator's log (at debug level) must never hold the key"
+    )
 
 
 async def _sts_replicas(kube: Kube, namespace: str, replicas: int) -> bool:
