@@ -19,7 +19,6 @@ import argparse
 import asyncio
 import json
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -27,32 +26,23 @@ from operator_core.kube import Kube
 from operator_core.testing.controlplane import ENDPOINT_CONTROLLERS, ControlPlane
 from operator_core.testing.nodeagent.harness import start_agent
 from operator_core.testing.operators import OperatorRegistry
-from typesense_operator.testing import TypesenseCluster, Writer
+from typesense_operator.testing import TypesenseCluster, Writer, full_restart
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-async def full_restart(kube: Kube, cluster: TypesenseCluster) -> dict[str, Any]:
+async def full_restart_scenario(cluster: TypesenseCluster) -> dict[str, Any]:
     writer = Writer(cluster)
     writer.start("before")
     await asyncio.sleep(5)
     await writer.stop()
     before = list(writer.acknowledged)
-    pods = list(await cluster.pod_ips())
-    fault = time.monotonic()
-    await asyncio.gather(*(kube.delete("v1", "Pod", pod, cluster.namespace, grace_period=0) for pod in pods))
-    after = Writer(cluster)
-    after.start("after")
-    await cluster.wait_not_ready()
-    await cluster.wait_ready(timeout=300)
-    ready = time.monotonic() - fault
-    await asyncio.sleep(2)
-    await after.stop()
+    recovery = await full_restart(cluster, timeout=300)
     await asyncio.sleep(5)  # followers apply what the leader committed
     missing = await cluster.missing_on_every_node(before)
     return {
-        "seconds_to_ready": round(ready, 1),
-        "seconds_to_first_accepted_write": round(after.first_ack_after(fault) or -1, 1),
+        "seconds_to_ready": round(recovery.seconds_to_ready, 1),
+        "seconds_to_first_accepted_write": round(recovery.seconds_to_first_write or -1, 1),
         "acknowledged_before_fault": len(before),
         "acknowledged_missing_after": max((len(lost) for lost in missing.values()), default=0),
         "downgrades": len(await cluster.events("QuorumDowngraded")),
@@ -80,7 +70,7 @@ async def run() -> dict[str, Any]:
                     await cluster.create(replicas=3)
                     bootstrap = await cluster.wait_ready(timeout=300)
                     await cluster.create_collection()
-                    results = {"full-restart": await full_restart(kube, cluster)}
+                    results = {"full-restart": await full_restart_scenario(cluster)}
                     await cluster.http.aclose()
             finally:
                 operators.stop_all()

@@ -179,3 +179,33 @@ class Writer:
 
     def first_ack_after(self, moment: float) -> float | None:
         return next((t - moment for t in self.acknowledged_at if t > moment), None)
+
+
+@dataclass(frozen=True)
+class Recovery:
+    """How long a cluster took to come back from a fault, and what was written meanwhile."""
+
+    seconds_to_ready: float
+    seconds_to_first_write: float | None
+    writes_after_fault: list[str]
+
+
+async def delete_pods(cluster: TypesenseCluster, pods: list[str]) -> None:
+    """Remove these pods at once (grace period 0), as a crash would; the StatefulSet re-creates them."""
+    await asyncio.gather(
+        *(cluster.kube.delete("v1", "Pod", pod, cluster.namespace, grace_period=0) for pod in pods)
+    )
+
+
+async def full_restart(cluster: TypesenseCluster, timeout: float = 180) -> Recovery:
+    """Re-create every pod at once (new IPs), keep writing, and time the way back to Ready."""
+    fault = time.monotonic()
+    await delete_pods(cluster, list(await cluster.pod_ips()))
+    after = Writer(cluster)
+    after.start("after")
+    await cluster.wait_not_ready()
+    await cluster.wait_ready(timeout=timeout)
+    ready = time.monotonic() - fault
+    await asyncio.sleep(2)
+    await after.stop()
+    return Recovery(ready, after.first_ack_after(fault), list(after.acknowledged))

@@ -18,7 +18,7 @@ from operator_core.testing.fixtures import wait_until
 from operator_core.testing.nodeagent.faults import Faults
 from operator_core.testing.nodeagent.harness import AgentProcess
 from operator_core.testing.operators import OperatorProcess
-from typesense_operator.testing import TypesenseCluster, Writer, ready_condition
+from typesense_operator.testing import TypesenseCluster, Writer, delete_pods, full_restart, ready_condition
 
 
 @pytest.fixture
@@ -33,10 +33,6 @@ async def cluster(
         yield ts
     finally:
         await ts.http.aclose()
-
-
-async def delete_pods(kube: Kube, namespace: str, pods: list[str]) -> None:
-    await asyncio.gather(*(kube.delete("v1", "Pod", pod, namespace, grace_period=0) for pod in pods))
 
 
 async def test_documents_reach_every_node_of_a_ready_cluster(cluster: TypesenseCluster) -> None:
@@ -61,7 +57,7 @@ async def test_losing_the_leader_is_healed_by_raft_without_surgery(
     await asyncio.sleep(2)
     states = await cluster.states()
     (leader,) = [pod for pod, state in states.items() if state == "LEADER"]
-    await delete_pods(kube, namespace, [leader])
+    await delete_pods(cluster, [leader])
 
     async def new_leader() -> bool:
         found = await cluster.states()
@@ -95,22 +91,15 @@ async def test_full_restart_with_new_ips_is_recovered_without_a_manual_step(
     old_ips = set((await cluster.pod_ips()).values())
     downgrades_before = len(await cluster.events("QuorumDowngraded"))
 
-    fault = time.monotonic()
-    await delete_pods(kube, namespace, list(await cluster.pod_ips()))
-    after = Writer(cluster)
-    after.start("after")
-    await cluster.wait_not_ready()
-    await cluster.wait_ready(timeout=180)
-    recovered_in = time.monotonic() - fault
-    await asyncio.sleep(2)
-    await after.stop()
+    recovery = await full_restart(cluster)
+    recovered_in = recovery.seconds_to_ready
 
     new_ips = set((await cluster.pod_ips()).values())
     assert not old_ips & new_ips, "the pods must have come back with new IPs"
     downgrades = len(await cluster.events("QuorumDowngraded")) - downgrades_before
     assert downgrades == 1, "Typesense alone stays leaderless; the operator must downgrade, once"
     assert recovered_in < 120
-    first_write = after.first_ack_after(fault)
+    first_write = recovery.seconds_to_first_write
     assert first_write is not None
     print(f"full restart: Ready after {recovered_in:.1f} s, first write accepted after {first_write:.1f} s")
 
@@ -161,7 +150,7 @@ async def test_an_operator_killed_mid_recovery_finishes_it_without_repeating_a_s
     cluster: TypesenseCluster, kube: Kube, namespace: str, typesense_operator: OperatorProcess
 ) -> None:
     downgrades_before = len(await cluster.events("QuorumDowngraded"))
-    await delete_pods(kube, namespace, list(await cluster.pod_ips()))
+    await delete_pods(cluster, list(await cluster.pod_ips()))
 
     async def downgraded() -> bool:
         quorum = (await cluster.get()).get("status", {}).get("quorum") or {}
