@@ -1,1 +1,19 @@
-"""API models of this operator (none yet); each kind added here also generates its CRD."""
+"""The Monocle API: spec and status models, the words of its conditions and Events, and the CRD."""
+
+from monocle_operator.api.v1alpha1 import (
+    CUSTOM_RESOURCES,
+    DEFAULT_ELASTIC_IMAGE,
+    DEFAULT_IMAGE,
+    MONOCLE,
+    MonocleSpec,
+    MonocleStatus,
+)
+
+__all__ = [
+    "CUSTOM_RESOURCES",
+    "DEFAULT_ELASTIC_IMAGE",
+    "DEFAULT_IMAGE",
+    "MONOCLE",
+    "MonocleSpec",
+    "MonocleStatus",
+]

@@ -1,1 +1,98 @@
-"""Pure builders from a spec to the manifests of its children: no API calls, no kopf."""
+"""Pure builders from a Monocle spec to the manifests of its children: no API calls, no kopf.
+
+A builder that returns None means "this object should not exist";
+:func:`stale_children` tells the controller which existing children to delete
+for that reason. The generated Secret and ConfigMap are created once and then
+belong to the user's edits, and the update-idents Job is made only on a
+config change, so none of those is in :func:`desired_children`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from monocle_operator.resources.config import ConfigCheck, check_config, config_hash, secret_data_hash
+from monocle_operator.resources.elastic import build_elastic_service, build_elastic_statefulset
+from monocle_operator.resources.jobs import (
+    UPDATE_IDENTS,
+    UPDATE_IDENTS_TTL_SECONDS,
+    build_update_idents_job,
+)
+from monocle_operator.resources.model import (
+    CONFIG_HASH_ANNOTATION,
+    CONFIG_KEY,
+    CRAWLERS_API_KEY,
+    MANAGED_BY,
+    SECRET_HASH_ANNOTATION,
+    Instance,
+    Manifest,
+)
+from monocle_operator.resources.monocle import (
+    DEFAULT_CONFIG,
+    build_api_deployment,
+    build_api_service,
+    build_config_map,
+    build_crawler_deployment,
+    build_generated_secret,
+    build_ingress,
+)
+from monocle_operator.resources.storage import Expansion, ExpansionPlan, decide_expansion, parse_quantity
+
+__all__ = [
+    "CONFIG_HASH_ANNOTATION",
+    "CONFIG_KEY",
+    "CRAWLERS_API_KEY",
+    "DEFAULT_CONFIG",
+    "MANAGED_BY",
+    "PRUNABLE_KINDS",
+    "SECRET_HASH_ANNOTATION",
+    "UPDATE_IDENTS",
+    "UPDATE_IDENTS_TTL_SECONDS",
+    "ConfigCheck",
+    "Expansion",
+    "ExpansionPlan",
+    "Instance",
+    "Manifest",
+    "build_config_map",
+    "build_generated_secret",
+    "build_update_idents_job",
+    "check_config",
+    "config_hash",
+    "decide_expansion",
+    "desired_children",
+    "parse_quantity",
+    "secret_data_hash",
+    "stale_children",
+]
+
+# The only child that may stop being wanted (spec.ingress removed).
+PRUNABLE_KINDS: tuple[tuple[str, str], ...] = (("networking.k8s.io/v1", "Ingress"),)
+
+
+def desired_children(instance: Instance, secret_hash: str, claim_size: str | None = None) -> list[Manifest]:
+    """Every child applied on each reconcile, in apply order (the database before its clients).
+
+    ``secret_hash`` is :func:`secret_data_hash` of the Secrets the pods read;
+    ``claim_size`` the size in the live StatefulSet's claim template, if it exists.
+    """
+    ingress = build_ingress(instance)
+    return [
+        build_elastic_service(instance),
+        build_elastic_statefulset(instance, claim_size),
+        build_api_service(instance),
+        build_api_deployment(instance, secret_hash),
+        build_crawler_deployment(instance, secret_hash),
+        *([ingress] if ingress is not None else []),
+    ]
+
+
+def stale_children(desired: Iterable[Manifest], live: Iterable[Manifest]) -> list[Manifest]:
+    """Live children of a prunable kind that no desired manifest names."""
+    wanted = {(m["apiVersion"], m["kind"], m["metadata"]["name"]) for m in desired}
+    prunable = set(PRUNABLE_KINDS)
+    return [
+        m
+        for m in live
+        if (m["apiVersion"], m["kind"]) in prunable
+        and (m["apiVersion"], m["kind"], m["metadata"]["name"]) not in wanted
+    ]

@@ -1,0 +1,35 @@
+"""The words a user sees: condition types, condition reasons and Event reasons of the Monocle operator."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+__all__ = ["ConditionType", "EventReason"]
+
+
+class ConditionType(StrEnum):
+    READY = "Ready"
+    """Every other condition is True: Monocle is up and its configuration was taken."""
+    ELASTIC_READY = "ElasticReady"
+    """The Elasticsearch pod is ready."""
+    API_READY = "ApiReady"
+    """The API Deployment has an available, up-to-date pod."""
+    CRAWLER_READY = "CrawlerReady"
+    """The crawler Deployment has an available, up-to-date pod."""
+    CONFIG_VALID = "ConfigValid"
+    """config.yaml exists, parses, and names only valid workspaces."""
+
+
+class EventReason(StrEnum):
+    CREATED = "Created"
+    UPDATED = "Updated"
+    DELETED = "Deleted"
+    APPLY_FAILED = "ApplyFailed"
+    SECRET_GENERATED = "SecretGenerated"  # noqa: S105 (a reason word, not a password)
+    SECRET_MISSING = "SecretMissing"  # noqa: S105 (a reason word, not a password)
+    INVALID_CONFIG = "InvalidConfig"
+    UPDATE_IDENTS_STARTED = "UpdateIdentsStarted"
+    STORAGE_EXPANDED = "StorageExpanded"
+    STORAGE_NOT_EXPANDABLE = "StorageNotExpandable"
+    READY = "Ready"
+    NOT_READY = "NotReady"

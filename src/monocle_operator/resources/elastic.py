@@ -1,0 +1,97 @@
+"""Builders for Elasticsearch: a one-pod StatefulSet with its volume, and the Service on port 9200."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from monocle_operator.resources.model import ELASTIC_PORT, Instance, Manifest
+from monocle_operator.resources.security import restricted_container, restricted_pod
+
+__all__ = ["ELASTIC", "build_elastic_service", "build_elastic_statefulset"]
+
+ELASTIC = "elastic"
+# The uid the official Elasticsearch image runs as.
+ELASTIC_UID = 1000
+DATA_DIR = "/usr/share/elasticsearch/data"
+DEFAULT_RESOURCES: dict[str, Any] = {
+    "requests": {"cpu": "250m", "memory": "1Gi"},
+    "limits": {"cpu": "1", "memory": "2Gi"},
+}
+
+
+def build_elastic_statefulset(instance: Instance, claim_size: str | None = None) -> Manifest:
+    """Single-node Elasticsearch.
+
+    ``claim_size`` is the size in the live StatefulSet's claim template: that template
+    cannot change once created, so a grown spec size is applied to the PVC instead,
+    and the template keeps what it was created with.
+    """
+    elastic = instance.spec.elastic
+    heap = elastic.java_heap
+    claim_spec: dict[str, Any] = {
+        "accessModes": ["ReadWriteOnce"],
+        "resources": {"requests": {"storage": claim_size or elastic.storage_size}},
+    }
+    if elastic.storage_class_name:
+        claim_spec["storageClassName"] = elastic.storage_class_name
+    health = "/_cluster/health"
+    container: dict[str, Any] = {
+        "name": "elasticsearch",
+        "image": elastic.image,
+        "env": [
+            {"name": "discovery.type", "value": "single-node"},
+            {"name": "ES_JAVA_OPTS", "value": f"-Xms{heap} -Xmx{heap}"},
+        ],
+        "ports": [{"name": "http", "containerPort": ELASTIC_PORT, "protocol": "TCP"}],
+        "volumeMounts": [{"name": "data", "mountPath": DATA_DIR}],
+        "resources": instance.spec.resources.elastic or DEFAULT_RESOURCES,
+        # Ready once the cluster is at least yellow (a single node never has its replicas).
+        "readinessProbe": {
+            "httpGet": {"path": f"{health}?wait_for_status=yellow&timeout=2s", "port": ELASTIC_PORT},
+            "periodSeconds": 10,
+            "timeoutSeconds": 5,
+            "failureThreshold": 3,
+        },
+        # Alive while the node answers at all; a red cluster is not cured by a restart.
+        "livenessProbe": {
+            "httpGet": {"path": f"{health}?local=true", "port": ELASTIC_PORT},
+            "initialDelaySeconds": 60,
+            "periodSeconds": 20,
+            "timeoutSeconds": 10,
+            "failureThreshold": 6,
+        },
+        "securityContext": restricted_container(),
+    }
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": instance.metadata(instance.elastic_name, ELASTIC),
+        "spec": {
+            "replicas": 1,
+            "serviceName": instance.elastic_name,
+            "selector": {"matchLabels": instance.selector(ELASTIC)},
+            "template": {
+                "metadata": {"labels": instance.labels(ELASTIC)},
+                "spec": {
+                    "securityContext": restricted_pod(ELASTIC_UID),
+                    "containers": [container],
+                },
+            },
+            "volumeClaimTemplates": [
+                {"metadata": {"name": "data", "labels": instance.labels(ELASTIC)}, "spec": claim_spec}
+            ],
+        },
+    }
+
+
+def build_elastic_service(instance: Instance) -> Manifest:
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": instance.metadata(instance.elastic_name, ELASTIC),
+        "spec": {
+            "type": "ClusterIP",
+            "selector": instance.selector(ELASTIC),
+            "ports": [{"name": "http", "port": ELASTIC_PORT, "targetPort": ELASTIC_PORT, "protocol": "TCP"}],
+        },
+    }

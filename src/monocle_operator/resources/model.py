@@ -1,0 +1,132 @@
+"""The view of one Monocle instance that every builder takes: identity, spec, and derived names.
+
+Builders never see a raw dict; they see an :class:`Instance`, so a name or a
+label is computed in exactly one place. Every name starts with the instance
+name and every selector carries the instance label, so two instances in one
+namespace never share an object or select each other's pods.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from monocle_operator.api import MONOCLE, MonocleSpec
+
+__all__ = [
+    "API_PORT",
+    "CONFIG_DIR",
+    "CONFIG_KEY",
+    "CRAWLERS_API_KEY",
+    "ELASTIC_PORT",
+    "MANAGED_BY",
+    "Instance",
+    "Manifest",
+]
+
+Manifest = dict[str, Any]
+MANAGED_BY = "monocle-operator"
+API_PORT = 8080
+ELASTIC_PORT = 9200
+# The crawler serves its /health on this port (Monocle's crawler default).
+CRAWLER_HEALTH_PORT = 9001
+CONFIG_DIR = "/etc/monocle"
+CONFIG_KEY = "config.yaml"
+CRAWLERS_API_KEY = "CRAWLERS_API_KEY"
+ANNOTATION_PREFIX = "monocle.change-metrics.io"
+SECRET_HASH_ANNOTATION = f"{ANNOTATION_PREFIX}/secret-hash"
+CONFIG_HASH_ANNOTATION = f"{ANNOTATION_PREFIX}/config-hash"
+
+
+@dataclass(frozen=True)
+class Instance:
+    """One Monocle resource: where it lives, its uid for owner references, and its validated spec."""
+
+    name: str
+    namespace: str
+    uid: str
+    spec: MonocleSpec
+
+    @classmethod
+    def from_object(cls, obj: dict[str, Any]) -> Instance:
+        metadata = obj["metadata"]
+        return cls(
+            name=metadata["name"],
+            namespace=metadata["namespace"],
+            uid=metadata.get("uid", ""),
+            spec=MonocleSpec.model_validate(obj.get("spec") or {}),
+        )
+
+    # -- names (the Go operator's, which were already prefixed with the instance name)
+
+    @property
+    def elastic_name(self) -> str:
+        return f"{self.name}-elastic"
+
+    @property
+    def api_name(self) -> str:
+        """The API Deployment and Service, and the generated Secret and ConfigMap."""
+        return f"{self.name}-api"
+
+    @property
+    def crawler_name(self) -> str:
+        return f"{self.name}-crawler"
+
+    @property
+    def elastic_claim_name(self) -> str:
+        """The PVC the StatefulSet controller makes from the claim template ``data``."""
+        return f"data-{self.elastic_name}-0"
+
+    @property
+    def config_map_name(self) -> str:
+        """The ConfigMap holding config.yaml: the user's, or the generated one."""
+        reference = self.spec.config_map_ref
+        return reference.name if reference else self.api_name
+
+    @property
+    def elastic_url(self) -> str:
+        return f"http://{self.elastic_name}:{ELASTIC_PORT}"
+
+    @property
+    def internal_api_url(self) -> str:
+        return f"http://{self.api_name}:{API_PORT}"
+
+    def update_idents_job_name(self, config_hash: str) -> str:
+        """One name per instance and config, so instances never collide and a rerun never races a delete."""
+        return f"{self.name}-update-idents-{config_hash[:10]}"
+
+    # -- labels and ownership
+
+    def selector(self, component: str) -> dict[str, str]:
+        return {
+            "app.kubernetes.io/name": "monocle",
+            "app.kubernetes.io/instance": self.name,
+            "app.kubernetes.io/component": component,
+        }
+
+    def labels(self, component: str) -> dict[str, str]:
+        return {**self.selector(component), "app.kubernetes.io/managed-by": MANAGED_BY}
+
+    def instance_selector(self) -> dict[str, str]:
+        """Every child of this instance, whatever its component."""
+        return {"app.kubernetes.io/instance": self.name, "app.kubernetes.io/managed-by": MANAGED_BY}
+
+    def owner_reference(self) -> dict[str, Any]:
+        return {
+            "apiVersion": MONOCLE.api_version,
+            "kind": MONOCLE.kind,
+            "name": self.name,
+            "uid": self.uid,
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
+
+    def metadata(self, name: str, component: str, **extra: Any) -> dict[str, Any]:
+        """Metadata of a child: namespace, labels and the owner reference that makes GC remove it."""
+        return {
+            "name": name,
+            "namespace": self.namespace,
+            "labels": self.labels(component),
+            "ownerReferences": [self.owner_reference()],
+            **extra,
+        }
