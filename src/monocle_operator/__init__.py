@@ -1,5 +1,6 @@
 """The Monocle operator: a Monocle resource becomes Elasticsearch, the Monocle API and its crawler.
 
-Rooms: ``api`` (models and CRD), ``resources`` (pure builders) and
-``controller`` (kopf handlers). The Monocle resource itself lands with its own issue.
+Rooms: :mod:`.api` (the models, which also generate the CRD), ``resources``
+(pure builders from spec to manifests) and ``controller`` (kopf handlers that
+read, diff, apply and report).
 """

@@ -1,0 +1,326 @@
+"""One reconcile of one Monocle instance: an ordered list of small steps over a scope, then status once.
+
+Steps read, diff and apply; every decision comes from the pure ``resources``
+room or from :mod:`.status`. A step that cannot go on (a Secret or ConfigMap
+only the user can create is missing) returns ``STOP``. Status is written once,
+at the end, and only when it changed, so a reconcile where nothing changed
+makes no write call.
+
+The update-idents flow is re-entrant: the Job carries the hash of the config
+it runs for, so when the status write after a created Job is lost, the next
+reconcile finds the Job and records its hash instead of starting another.
+The hash is recorded only after the Job exists, so a failed create is retried.
+"""
+
+from __future__ import annotations
+
+import base64
+import secrets
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+from monocle_operator.api import MONOCLE
+from monocle_operator.api.reasons import ConditionType, EventReason
+from monocle_operator.controller.status import (
+    deployment_condition,
+    ready_condition,
+    statefulset_condition,
+    status_patch,
+)
+from monocle_operator.resources import (
+    CONFIG_KEY,
+    CRAWLERS_API_KEY,
+    PRUNABLE_KINDS,
+    UPDATE_IDENTS,
+    ConfigCheck,
+    Expansion,
+    Instance,
+    build_config_map,
+    build_generated_secret,
+    build_update_idents_job,
+    check_config,
+    config_hash,
+    decide_expansion,
+    desired_children,
+    secret_data_hash,
+    stale_children,
+)
+from operator_core import errors
+from operator_core.events import EventRecorder
+from operator_core.kube import Kube
+from operator_core.reconciling import ConditionBook
+from operator_core.secrets import register_secret
+
+__all__ = ["Outcome", "Scope", "reconcile"]
+
+# A prerequisite only the user can create carries none of our labels; look again soon.
+PREREQUISITE_RECHECK_SECONDS = 5.0
+# Pods becoming ready are seen through child events; this is only the safety net.
+RESYNC_SECONDS = 60.0
+
+
+class Outcome(Enum):
+    CONTINUE = "continue"
+    STOP = "stop"
+
+
+@dataclass
+class Scope:
+    """What one reconcile knows and has decided so far."""
+
+    obj: dict[str, Any]
+    instance: Instance
+    kube: Kube
+    book: ConditionBook
+    secret_hash: str | None = None
+    config: ConfigCheck | None = None
+    config_text: str | None = None
+    config_hash: str | None = None
+    """The config hash to record in status: only ever one that update-idents ran for (or started with)."""
+    update_idents_job: str | None = None
+    waiting_for_user: bool = False
+
+    @property
+    def requeue_after(self) -> float:
+        return PREREQUISITE_RECHECK_SECONDS if self.waiting_for_user else RESYNC_SECONDS
+
+    @property
+    def status(self) -> dict[str, Any]:
+        return dict(self.obj.get("status") or {})
+
+
+Step = Callable[[Scope], Awaitable[Outcome]]
+
+
+def _decoded(data: Mapping[str, str] | None) -> dict[str, str]:
+    return {key: base64.b64decode(value).decode(errors="replace") for key, value in (data or {}).items()}
+
+
+async def ensure_secrets(scope: Scope) -> Outcome:
+    """The generated Secret is created once and never overwritten; the user's must exist."""
+    instance = scope.instance
+    generated = await scope.kube.get("v1", "Secret", instance.api_name, instance.namespace)
+    if generated is None:
+        key = secrets.token_urlsafe(32)
+        register_secret(key)
+        generated = await scope.kube.create(build_generated_secret(instance, key))
+        await scope.book.event(
+            "Normal",
+            EventReason.SECRET_GENERATED,
+            f"generated {CRAWLERS_API_KEY} in Secret {instance.api_name}",
+        )
+    user: dict[str, Any] | None = None
+    if instance.spec.secret_ref is not None:
+        user = await scope.kube.get("v1", "Secret", instance.spec.secret_ref.name, instance.namespace)
+        if user is None:
+            message = (
+                f"Secret {instance.spec.secret_ref.name} (spec.secretRef) does not exist in namespace "
+                f"{instance.namespace}; create it, or remove spec.secretRef"
+            )
+            for condition in (ConditionType.API_READY, ConditionType.CRAWLER_READY):
+                await scope.book.set(condition, "False", "SecretNotFound", message)
+            await scope.book.event("Warning", EventReason.SECRET_MISSING, message)
+            scope.waiting_for_user = True
+            return Outcome.STOP
+    values = {**_decoded(generated.get("data")), **_decoded((user or {}).get("data"))}
+    for value in values.values():
+        register_secret(value)
+    hash_key = values.get(CRAWLERS_API_KEY) or instance.uid
+    scope.secret_hash = secret_data_hash(hash_key.encode(), generated.get("data"), (user or {}).get("data"))
+    return Outcome.CONTINUE
+
+
+async def check_configuration(scope: Scope) -> Outcome:
+    """The generated ConfigMap is created once (then it is the user's to edit); the config is judged."""
+    instance = scope.instance
+    default = build_config_map(instance)
+    source = f"ConfigMap {instance.config_map_name}"
+    live = await scope.kube.get("v1", "ConfigMap", instance.config_map_name, instance.namespace)
+    if live is None and default is not None:
+        live = await scope.kube.create(default)
+        await scope.book.event("Normal", EventReason.CREATED, f"created {source}")
+    if live is None:
+        await scope.book.set(
+            ConditionType.CONFIG_VALID,
+            "False",
+            "ConfigMapNotFound",
+            f"{source} (spec.configMapRef) does not exist in namespace {instance.namespace}; create it "
+            f"with the key {CONFIG_KEY}, or remove spec.configMapRef",
+            warn=EventReason.INVALID_CONFIG,
+        )
+        scope.waiting_for_user = True
+        return Outcome.STOP
+    scope.config_text = (live.get("data") or {}).get(CONFIG_KEY)
+    scope.config = check_config(scope.config_text, source)
+    # The Warning goes out when the verdict turns (not on every reconcile of the same bad config).
+    await scope.book.set(
+        ConditionType.CONFIG_VALID,
+        "True" if scope.config.valid else "False",
+        scope.config.reason,
+        scope.config.message,
+        warn=None if scope.config.valid else EventReason.INVALID_CONFIG,
+    )
+    return Outcome.CONTINUE
+
+
+async def apply_children(scope: Scope) -> Outcome:
+    instance = scope.instance
+    assert scope.secret_hash is not None
+    live_sts = await scope.kube.get("apps/v1", "StatefulSet", instance.elastic_name, instance.namespace)
+    claim_size = None
+    if live_sts is not None:
+        (template,) = live_sts["spec"].get("volumeClaimTemplates") or [{}]
+        claim_size = ((template.get("spec") or {}).get("resources") or {}).get("requests", {}).get("storage")
+    desired = desired_children(instance, scope.secret_hash, claim_size)
+    for manifest in desired:
+        what = f"{manifest['kind']} {manifest['metadata']['name']}"
+        try:
+            result = await scope.kube.apply(manifest)
+        except errors.KubeError as error:
+            await scope.book.event("Warning", EventReason.APPLY_FAILED, f"{what}: {error}")
+            raise
+        if result.written:
+            reason = EventReason.CREATED if result.created else EventReason.UPDATED
+            await scope.book.event("Normal", reason, f"{reason.lower()} {what}")
+    live: list[dict[str, Any]] = []
+    for api_version, kind in PRUNABLE_KINDS:
+        found = await scope.kube.list(
+            api_version, kind, instance.namespace, labels=instance.instance_selector()
+        )
+        live.extend({**item, "apiVersion": api_version, "kind": kind} for item in found)
+    for stale in stale_children(desired, live):
+        name = stale["metadata"]["name"]
+        if await scope.kube.delete(stale["apiVersion"], stale["kind"], name, instance.namespace):
+            await scope.book.event("Normal", EventReason.DELETED, f"deleted {stale['kind']} {name}")
+    return Outcome.CONTINUE
+
+
+async def run_update_idents(scope: Scope) -> Outcome:
+    """A changed, valid config.yaml gets one update-idents Job, replacing only this instance's earlier one."""
+    instance = scope.instance
+    applied = scope.status.get("configHash")
+    scope.config_hash, scope.update_idents_job = applied, scope.status.get("updateIdentsJob")
+    if scope.config is None or not scope.config.valid or scope.config_text is None:
+        return Outcome.CONTINUE
+    wanted = config_hash(scope.config_text)
+    if applied is None:
+        # A new instance: Elasticsearch holds nothing yet for update-idents to correct.
+        scope.config_hash = wanted
+        return Outcome.CONTINUE
+    if applied == wanted:
+        return Outcome.CONTINUE
+    selector = {**instance.instance_selector(), "app.kubernetes.io/component": UPDATE_IDENTS}
+    jobs = await scope.kube.list("batch/v1", "Job", instance.namespace, labels=selector)
+    name = instance.update_idents_job_name(wanted)
+    for job in jobs:
+        if job["metadata"]["name"] != name:
+            await scope.kube.delete("batch/v1", "Job", job["metadata"]["name"], instance.namespace)
+    # The Job for this config may exist already: created, but its hash never reached status.
+    if not any(job["metadata"]["name"] == name for job in jobs):
+        await scope.kube.create(build_update_idents_job(instance, wanted))
+        await scope.book.event(
+            "Normal", EventReason.UPDATE_IDENTS_STARTED, f"config.yaml changed: started Job {name}"
+        )
+    scope.config_hash, scope.update_idents_job = wanted, name
+    return Outcome.CONTINUE
+
+
+async def expand_storage(scope: Scope) -> Outcome:
+    """Grow the data claim when the spec asks for more and its StorageClass allows it."""
+    instance = scope.instance
+    claim = await scope.kube.get(
+        "v1", "PersistentVolumeClaim", instance.elastic_claim_name, instance.namespace
+    )
+    if claim is None:
+        return Outcome.CONTINUE
+    claimed = claim["spec"].get("resources", {}).get("requests", {}).get("storage")
+    class_name = claim["spec"].get("storageClassName")
+    allows = False
+    if class_name:
+        storage_class = await scope.kube.get("storage.k8s.io/v1", "StorageClass", class_name)
+        allows = bool((storage_class or {}).get("allowVolumeExpansion"))
+    plan = decide_expansion(instance.spec.elastic.storage_size, claimed, class_name, allows)
+    if plan.action is Expansion.EXPAND:
+        await scope.kube.apply(
+            {
+                "apiVersion": "v1",
+                "kind": "PersistentVolumeClaim",
+                "metadata": {"name": instance.elastic_claim_name, "namespace": instance.namespace},
+                "spec": {"resources": {"requests": {"storage": plan.size}}},
+            }
+        )
+        await scope.book.event("Normal", EventReason.STORAGE_EXPANDED, plan.message)
+    elif plan.action is Expansion.NOT_EXPANDABLE and _spec_changed(scope):
+        await scope.book.event("Warning", EventReason.STORAGE_NOT_EXPANDABLE, plan.message)
+    return Outcome.CONTINUE
+
+
+def _spec_changed(scope: Scope) -> bool:
+    return bool(scope.status.get("observedGeneration") != scope.obj["metadata"].get("generation"))
+
+
+async def observe_components(scope: Scope) -> Outcome:
+    instance, kube = scope.instance, scope.kube
+    sts = await kube.get("apps/v1", "StatefulSet", instance.elastic_name, instance.namespace)
+    await scope.book.set(ConditionType.ELASTIC_READY, *statefulset_condition(sts))
+    api = await kube.get("apps/v1", "Deployment", instance.api_name, instance.namespace)
+    await scope.book.set(ConditionType.API_READY, *deployment_condition(api, "API"))
+    crawler = await kube.get("apps/v1", "Deployment", instance.crawler_name, instance.namespace)
+    await scope.book.set(ConditionType.CRAWLER_READY, *deployment_condition(crawler, "crawler"))
+    return Outcome.CONTINUE
+
+
+STEPS: tuple[Step, ...] = (
+    ensure_secrets,
+    check_configuration,
+    apply_children,
+    run_update_idents,
+    expand_storage,
+    observe_components,
+)
+
+
+async def reconcile(obj: dict[str, Any], kube: Kube, recorder: EventRecorder) -> float:
+    """Bring one instance to its spec and write its status; returns seconds until the next look."""
+    scope = Scope(
+        obj=obj, instance=Instance.from_object(obj), kube=kube, book=ConditionBook.of(obj, recorder)
+    )
+    completed = False
+    try:
+        for step in STEPS:
+            if await step(scope) is Outcome.STOP:
+                break
+        else:
+            completed = True
+    finally:
+        await _write_status(scope, completed)
+    return scope.requeue_after
+
+
+async def _write_status(scope: Scope, completed: bool) -> None:
+    book = scope.book
+    previous = book.get(ConditionType.READY)
+    await book.set(ConditionType.READY, *ready_condition(book.conditions))
+    ready = book.get(ConditionType.READY)
+    assert ready is not None
+    flipped = previous is None or previous.status != ready.status
+    # A new instance is not ready at first; that is not worth a Warning.
+    if flipped and (previous is not None or ready.status == "True"):
+        if ready.status == "True":
+            await book.event("Normal", EventReason.READY, ready.message or ready.reason)
+        else:
+            await book.event("Warning", EventReason.NOT_READY, ready.message or ready.reason)
+    patch = status_patch(
+        scope.status,
+        book.conditions,
+        config_hash=scope.config_hash,
+        update_idents_job=scope.update_idents_job,
+        generation=scope.obj["metadata"].get("generation") if completed else None,
+    )
+    if patch:
+        metadata = scope.obj["metadata"]
+        await scope.kube.patch_status(
+            MONOCLE.api_version, MONOCLE.kind, metadata["name"], metadata["namespace"], patch
+        )

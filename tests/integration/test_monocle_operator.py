@@ -1,0 +1,433 @@
+"""The Monocle operator, as its own ServiceAccount, on the real control plane.
+
+Pods are made by the real controller-manager (ReplicaSets, the StatefulSet and
+the Job) in namespaces that enforce the restricted Pod Security Standard, so a
+pod that is not restricted is refused there. No kubelet runs them here: that
+the Job completes is the node agent's end-to-end concern.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from operator_core.kube import Kube
+from operator_core.testing.controlplane import ControlPlane
+from operator_core.testing.fixtures import Kubectl, wait_until
+from operator_core.testing.operators import OperatorProcess, OperatorRegistry
+from typesense_samples import load_sample
+
+pytestmark = pytest.mark.usefixtures("monocle_operator")
+
+API = "monocle.monocle.change-metrics.io/v1alpha1"
+OPERATOR_USER = "system:serviceaccount:monocle-system:monocle-operator"
+WRITE_VERBS = {"create", "update", "patch", "delete", "deletecollection"}
+TOKEN = "ghp_not-a-real-token-4f9c2b7e1d"
+
+
+@pytest.fixture
+def monocle_operator(
+    operators: OperatorRegistry,
+    control_plane: ControlPlane,
+    installed_crds: list[str],
+    pytestconfig: pytest.Config,
+) -> OperatorProcess:
+    """The monocle-operator process for this control plane, as its own ServiceAccount."""
+    rbac = Path(pytestconfig.rootpath) / "deploy" / "rbac" / "monocle-operator.yaml"
+    return operators.get("monocle-operator", control_plane, rbac, "--verbose")
+
+
+@pytest.fixture
+def restricted(namespace: str, kubectl: Kubectl) -> str:
+    """The test's namespace, refusing every pod that breaks the restricted Pod Security Standard."""
+    kubectl("label", "namespace", namespace, "pod-security.kubernetes.io/enforce=restricted")
+    return namespace
+
+
+def monocle(namespace: str, name: str = "monocle-sample", **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": API,
+        "kind": "Monocle",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": spec,
+    }
+
+
+async def get_instance(kube: Kube, namespace: str, name: str = "monocle-sample") -> dict[str, Any]:
+    found = await kube.get(API, "Monocle", name, namespace)
+    assert found is not None
+    return found
+
+
+def condition(obj: dict[str, Any], condition_type: str) -> dict[str, Any] | None:
+    for item in (obj.get("status") or {}).get("conditions") or []:
+        if item["type"] == condition_type:
+            return dict(item)
+    return None
+
+
+async def wait_for_condition(
+    kube: Kube, namespace: str, condition_type: str, status: str, reason: str | None = None
+) -> dict[str, Any]:
+    async def matches() -> dict[str, Any] | None:
+        found = condition(await get_instance(kube, namespace), condition_type)
+        if found and found["status"] == status and (reason is None or found["reason"] == reason):
+            return found
+        return None
+
+    return await wait_until(matches, timeout=30, what=f"{condition_type}={status} {reason or ''}")  # type: ignore[return-value]
+
+
+async def wait_for_object(
+    kube: Kube, api_version: str, kind: str, name: str, namespace: str
+) -> dict[str, Any]:
+    return await wait_until(  # type: ignore[return-value]
+        lambda: kube.get(api_version, kind, name, namespace), timeout=30, what=f"{kind} {name}"
+    )
+
+
+async def events_for(kube: Kube, namespace: str, reason: str) -> list[dict[str, Any]]:
+    return [e for e in await kube.list("v1", "Event", namespace) if e["reason"] == reason]
+
+
+async def owned_by(kube: Kube, kind: str, namespace: str, owner: str) -> list[dict[str, Any]]:
+    """ReplicaSets (or Pods) whose controller is ``owner``."""
+    api_version = "apps/v1" if kind == "ReplicaSet" else "v1"
+    return [
+        item
+        for item in await kube.list(api_version, kind, namespace)
+        if any(ref["name"] == owner for ref in item["metadata"].get("ownerReferences") or [])
+    ]
+
+
+async def count_owned(kube: Kube, kind: str, namespace: str, owner: str, count: int) -> bool:
+    return len(await owned_by(kube, kind, namespace, owner)) == count
+
+
+def operator_requests(control_plane: ControlPlane, namespace: str) -> list[dict[str, Any]]:
+    return [
+        e
+        for e in control_plane.audit_events()
+        if e["user"]["username"] == OPERATOR_USER and (e.get("objectRef") or {}).get("namespace") == namespace
+    ]
+
+
+async def settle(control_plane: ControlPlane, namespace: str) -> int:
+    """Wait until the operator has made no request in this namespace for 3 s; the request count."""
+
+    async def quiet() -> int | None:
+        before = len(operator_requests(control_plane, namespace))
+        await asyncio.sleep(3)
+        after = len(operator_requests(control_plane, namespace))
+        return after if after == before else None
+
+    return await wait_until(quiet, timeout=60, what="the operator to settle")  # type: ignore[return-value]
+
+
+async def reconciled_after(control_plane: ControlPlane, namespace: str, since: int) -> None:
+    """Wait for a whole reconcile after ``since``: its last read is the crawler Deployment."""
+
+    def done() -> bool:
+        return any(
+            e["verb"] == "get"
+            and e["objectRef"].get("resource") == "deployments"
+            and e["objectRef"].get("name", "").endswith("-crawler")
+            for e in operator_requests(control_plane, namespace)[since:]
+        )
+
+    await wait_until(done, what="a reconcile")
+    await asyncio.sleep(1)
+
+
+async def edit_config(kube: Kube, namespace: str, text: str, name: str = "monocle-sample-api") -> None:
+    live = await kube.get("v1", "ConfigMap", name, namespace)
+    assert live is not None
+    await kube.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": namespace},
+            "data": {"config.yaml": text},
+        },
+        force=True,
+    )
+
+
+async def update_idents_jobs(
+    kube: Kube, namespace: str, instance: str = "monocle-sample"
+) -> list[dict[str, Any]]:
+    labels = {"app.kubernetes.io/instance": instance, "app.kubernetes.io/component": "update-idents"}
+    return await kube.list("batch/v1", "Job", namespace, labels=labels)
+
+
+async def test_seed_sample_applies_unchanged_and_every_child_appears_with_restricted_pods(
+    kube: Kube, restricted: str
+) -> None:
+    namespace = restricted
+    for document in load_sample("monocle_v1alpha1_monocle"):
+        await kube.apply({**document, "metadata": {**document["metadata"], "namespace": namespace}})
+    for api_version, kind, name in (
+        ("v1", "Secret", "monocle-sample-api"),
+        ("v1", "ConfigMap", "monocle-sample-api"),
+        ("v1", "Service", "monocle-sample-elastic"),
+        ("v1", "Service", "monocle-sample-api"),
+        ("apps/v1", "StatefulSet", "monocle-sample-elastic"),
+        ("apps/v1", "Deployment", "monocle-sample-api"),
+        ("apps/v1", "Deployment", "monocle-sample-crawler"),
+    ):
+        await wait_for_object(kube, api_version, kind, name, namespace)
+    secret = await wait_for_object(kube, "v1", "Secret", "monocle-sample-api", namespace)
+    assert len(base64.b64decode(secret["data"]["CRAWLERS_API_KEY"])) >= 32
+    config = await wait_for_object(kube, "v1", "ConfigMap", "monocle-sample-api", namespace)
+    assert "name: demo" in config["data"]["config.yaml"]
+    # The restricted namespace admits them: the controllers' pods exist.
+    await wait_for_object(kube, "v1", "Pod", "monocle-sample-elastic-0", namespace)
+    for deployment in ("monocle-sample-api", "monocle-sample-crawler"):
+        (replica_set,) = await wait_until(lambda d=deployment: owned_by(kube, "ReplicaSet", namespace, d))  # type: ignore[misc]
+        await wait_until(
+            lambda r=replica_set: owned_by(kube, "Pod", namespace, r["metadata"]["name"]),
+            what=f"a pod of {deployment}",
+        )
+    await wait_for_condition(kube, namespace, "ConfigValid", "True", "Valid")
+    elastic = await wait_for_condition(kube, namespace, "ElasticReady", "False", "NotReady")
+    assert "monocle-sample-elastic" in elastic["message"]
+    ready = await wait_for_condition(kube, namespace, "Ready", "False")
+    assert ready["message"], "Ready says which component is not ready"
+    obj = await get_instance(kube, namespace)
+    assert obj["status"]["configHash"], "the config the instance started with is recorded"
+    assert obj["status"]["observedGeneration"] == obj["metadata"]["generation"]
+    assert await update_idents_jobs(kube, namespace) == [], "a new instance runs no update-idents"
+    assert await events_for(kube, namespace, "Created")
+
+
+async def test_secret_data_rolls_api_and_crawler_and_metadata_edits_do_not(
+    kube: Kube,
+    namespace: str,
+    control_plane: ControlPlane,
+    kubectl: Kubectl,
+    monocle_operator: OperatorProcess,
+) -> None:
+    await kube.apply(monocle(namespace))
+    for deployment in ("monocle-sample-api", "monocle-sample-crawler"):
+        await wait_until(
+            lambda d=deployment: count_owned(kube, "ReplicaSet", namespace, d, 1), what=f"{deployment} RS"
+        )
+    since = await settle(control_plane, namespace)
+    kubectl("annotate", "secret/monocle-sample-api", "-n", namespace, f"example.com/note={uuid.uuid4().hex}")
+    kubectl("label", "secret/monocle-sample-api", "-n", namespace, "example.com/team=metrics")
+    await reconciled_after(control_plane, namespace, since)
+    for deployment in ("monocle-sample-api", "monocle-sample-crawler"):
+        assert await count_owned(kube, "ReplicaSet", namespace, deployment, 1), (
+            "a metadata edit restarts nothing"
+        )
+
+    encoded = base64.b64encode(TOKEN.encode()).decode()
+    kubectl(
+        "patch",
+        "secret/monocle-sample-api",
+        "-n",
+        namespace,
+        "-p",
+        f'{{"data":{{"GITHUB_TOKEN":"{encoded}"}}}}',
+    )
+    for deployment in ("monocle-sample-api", "monocle-sample-crawler"):
+        await wait_until(
+            lambda d=deployment: count_owned(kube, "ReplicaSet", namespace, d, 2),
+            what=f"a second ReplicaSet of {deployment}, made by the controller-manager",
+        )
+    assert await events_for(kube, namespace, "Updated")
+    everything = repr(await kube.list("v1", "Event", namespace)) + repr(await get_instance(kube, namespace))
+    assert TOKEN not in everything
+    assert TOKEN not in monocle_operator.log()
+
+
+async def test_config_change_runs_one_update_idents_job_and_invalid_config_runs_none(
+    kube: Kube, restricted: str
+) -> None:
+    namespace = restricted
+    await kube.apply(monocle(namespace))
+    started = await wait_until(
+        lambda: _status_field(kube, namespace, "configHash"), what="the first config hash"
+    )
+    await edit_config(kube, namespace, "workspaces:\n  - name: demo\n  - name: openstack\n")
+    (job,) = await wait_until(lambda: update_idents_jobs(kube, namespace), what="an update-idents Job")  # type: ignore[misc]
+    name = job["metadata"]["name"]
+    assert name.startswith("monocle-sample-update-idents-")
+    assert job["spec"]["ttlSecondsAfterFinished"] == 3600
+    pod = job["spec"]["template"]["spec"]
+    assert pod["restartPolicy"] == "Never"
+    (container,) = pod["containers"]
+    assert container["command"][:3] == ["monocle", "janitor", "update-idents"]
+    assert container["command"][3:] == [
+        "--elastic",
+        "$(MONOCLE_ELASTIC_URL)",
+        "--config",
+        "/etc/monocle/config.yaml",
+    ]
+    assert container["volumeMounts"] == [{"name": "config", "mountPath": "/etc/monocle", "readOnly": True}]
+    assert pod["volumes"][0]["configMap"]["name"] == "monocle-sample-api"
+    await wait_until(lambda: owned_by(kube, "Pod", namespace, name), what="the Job's pod (restricted)")
+
+    async def recorded_hash() -> str | None:
+        status = (await get_instance(kube, namespace)).get("status") or {}
+        return status.get("configHash") if status.get("updateIdentsJob") == name else None
+
+    recorded = await wait_until(recorded_hash, what="the hash recorded after the Job was created")
+    assert recorded != started
+    assert len(await events_for(kube, namespace, "UpdateIdentsStarted")) == 1
+
+    await edit_config(kube, namespace, "workspaces:\n  - name: [unclosed\n")
+    invalid = await wait_for_condition(kube, namespace, "ConfigValid", "False", "InvalidYAML")
+    assert "not valid YAML" in invalid["message"]
+    assert await wait_until(lambda: events_for(kube, namespace, "InvalidConfig"), what="a Warning")
+    await edit_config(kube, namespace, "workspaces:\n  - name: Open Stack\n")
+    bad_name = await wait_for_condition(kube, namespace, "ConfigValid", "False", "InvalidWorkspaceName")
+    assert "'Open Stack' is not a valid index name" in bad_name["message"]
+    await wait_for_condition(kube, namespace, "Ready", "False", "InvalidWorkspaceName")
+    assert [j["metadata"]["name"] for j in await update_idents_jobs(kube, namespace)] == [name], "no Job"
+    assert (await get_instance(kube, namespace))["status"]["configHash"] == recorded
+
+    await edit_config(kube, namespace, "workspaces:\n  - name: openstack\n")
+    await wait_for_condition(kube, namespace, "ConfigValid", "True")
+
+    async def replaced() -> list[str]:
+        names = [j["metadata"]["name"] for j in await update_idents_jobs(kube, namespace)]
+        return names if len(names) == 1 and names != [name] else []
+
+    await wait_until(replaced, what="the earlier Job replaced by exactly one new one")
+
+
+async def _status_field(kube: Kube, namespace: str, field: str, name: str = "monocle-sample") -> Any:
+    return ((await get_instance(kube, namespace, name)).get("status") or {}).get(field)
+
+
+async def test_deleted_children_are_restored_and_spec_changes_are_applied(kube: Kube, namespace: str) -> None:
+    await kube.apply(monocle(namespace))
+    await wait_for_object(kube, "apps/v1", "Deployment", "monocle-sample-crawler", namespace)
+    await kube.delete("v1", "Service", "monocle-sample-api", namespace)
+    await kube.delete("apps/v1", "Deployment", "monocle-sample-crawler", namespace)
+    await kube.delete("v1", "ConfigMap", "monocle-sample-api", namespace)
+    await wait_for_object(kube, "v1", "Service", "monocle-sample-api", namespace)
+    await wait_for_object(kube, "apps/v1", "Deployment", "monocle-sample-crawler", namespace)
+    await wait_for_object(kube, "v1", "ConfigMap", "monocle-sample-api", namespace)
+
+    spec = {
+        "image": "quay.io/change-metrics/monocle:1.9.0",
+        "monoclePublicURL": "https://monocle.example.com",
+        "ingress": {"host": "monocle.example.com"},
+    }
+    await kube.apply(monocle(namespace, **spec))
+
+    async def applied() -> bool:
+        api = await kube.get("apps/v1", "Deployment", "monocle-sample-api", namespace)
+        crawler = await kube.get("apps/v1", "Deployment", "monocle-sample-crawler", namespace)
+        ingress = await kube.get("networking.k8s.io/v1", "Ingress", "monocle-sample-api", namespace)
+        if not (api and crawler and ingress):
+            return False
+        container = api["spec"]["template"]["spec"]["containers"][0]
+        env = {e["name"]: e.get("value") for e in container["env"]}
+        return (
+            container["image"] == spec["image"]
+            and crawler["spec"]["template"]["spec"]["containers"][0]["image"] == spec["image"]
+            and env["MONOCLE_PUBLIC_URL"] == "https://monocle.example.com"
+        )
+
+    await wait_until(applied, what="image, public URL and ingress to be applied")
+    await kube.apply(monocle(namespace, **{k: v for k, v in spec.items() if k != "ingress"}))
+    await wait_until(
+        lambda: _gone(kube, "networking.k8s.io/v1", "Ingress", "monocle-sample-api", namespace),
+        what="the Ingress to be pruned",
+    )
+
+
+async def _gone(kube: Kube, api_version: str, kind: str, name: str, namespace: str) -> bool:
+    return await kube.get(api_version, kind, name, namespace) is None
+
+
+async def test_two_instances_in_one_namespace_do_not_interfere(kube: Kube, namespace: str) -> None:
+    await kube.apply(monocle(namespace, "one"))
+    await kube.apply(monocle(namespace, "two"))
+    for name in ("one", "two"):
+        await wait_until(
+            lambda n=name: _status_field(kube, namespace, "configHash", n), what=f"{name} settled"
+        )
+    for name in ("one", "two"):
+        service = await wait_for_object(kube, "v1", "Service", f"{name}-api", namespace)
+        pods = await wait_until(
+            lambda s=service: kube.list("v1", "Pod", namespace, labels=s["spec"]["selector"]), what="api pods"
+        )
+        assert {p["metadata"]["name"].rsplit("-", 2)[0] for p in pods} == {f"{name}-api"}  # type: ignore[attr-defined]
+    await edit_config(kube, namespace, "workspaces:\n  - name: changed\n", name="one-api")
+    (job,) = await wait_until(lambda: update_idents_jobs(kube, namespace, "one"), what="one's Job")  # type: ignore[misc]
+    assert job["metadata"]["name"].startswith("one-update-idents-")
+    await asyncio.sleep(2)
+    assert await update_idents_jobs(kube, namespace, "two") == []
+    two = await get_instance(kube, namespace, "two")
+    assert "updateIdentsJob" not in two["status"]
+
+
+async def test_steady_state_reconcile_makes_no_write_request(
+    kube: Kube, namespace: str, control_plane: ControlPlane, kubectl: Kubectl
+) -> None:
+    await kube.apply(monocle(namespace))
+    await wait_for_condition(kube, namespace, "CrawlerReady", "False")
+    settled = await settle(control_plane, namespace)
+    kubectl("annotate", "service/monocle-sample-api", "-n", namespace, f"example.com/poke={uuid.uuid4().hex}")
+    await reconciled_after(control_plane, namespace, settled)
+    writes = [e for e in operator_requests(control_plane, namespace)[settled:] if e["verb"] in WRITE_VERBS]
+    assert writes == [], [(e["verb"], e["objectRef"]) for e in writes]
+
+
+async def test_deleting_the_instance_collects_children_and_keeps_the_users_secret_and_config(
+    kube: Kube, namespace: str, monocle_operator: OperatorProcess
+) -> None:
+    await kube.create(
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": "tokens", "namespace": namespace},
+            "stringData": {"GITHUB_TOKEN": TOKEN},
+        }
+    )
+    await kube.apply(
+        monocle(namespace, secretRef={"name": "tokens"}, configMapRef={"name": "monocle-config"})
+    )
+    missing = await wait_for_condition(kube, namespace, "ConfigValid", "False", "ConfigMapNotFound")
+    assert "ConfigMap monocle-config (spec.configMapRef) does not exist" in missing["message"]
+    await kube.create(
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "monocle-config", "namespace": namespace},
+            "data": {"config.yaml": "workspaces:\n  - name: mine\n"},
+        }
+    )
+    api = await wait_for_object(kube, "apps/v1", "Deployment", "monocle-sample-api", namespace)
+    assert {"secretRef": {"name": "tokens"}} in api["spec"]["template"]["spec"]["containers"][0]["envFrom"]
+    await wait_for_condition(kube, namespace, "ConfigValid", "True")
+    assert await kube.get("v1", "ConfigMap", "monocle-sample-api", namespace) is None
+
+    await kube.delete(API, "Monocle", "monocle-sample", namespace)
+
+    async def children_gone() -> bool:
+        for api_version, kind, name in (
+            ("apps/v1", "StatefulSet", "monocle-sample-elastic"),
+            ("apps/v1", "Deployment", "monocle-sample-api"),
+            ("apps/v1", "Deployment", "monocle-sample-crawler"),
+            ("v1", "Service", "monocle-sample-api"),
+            ("v1", "Secret", "monocle-sample-api"),
+        ):
+            if await kube.get(api_version, kind, name, namespace) is not None:
+                return False
+        return True
+
+    await wait_until(children_gone, timeout=60, what="garbage collection of the children")
+    assert await kube.get("v1", "Secret", "tokens", namespace) is not None, "the user's Secret survives"
+    assert await kube.get("v1", "ConfigMap", "monocle-config", namespace) is not None
+    assert TOKEN not in monocle_operator.log()
+    assert "Traceback" not in monocle_operator.log()
