@@ -1,0 +1,102 @@
+"""Component conditions, Ready and the status patch are pure: only changes are written."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from monocle_operator.controller.status import (
+    deployment_condition,
+    ready_condition,
+    statefulset_condition,
+    status_patch,
+)
+from operator_core.conditions import Condition, set_condition
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def conditions(**states: str) -> list[Condition]:
+    result: list[Condition] = []
+    for name, status in states.items():
+        result = set_condition(result, name, status, f"{name}Reason", f"{name} message", now=T0)  # type: ignore[arg-type]
+    return result
+
+
+def deployment(generation: int = 1, **status: int) -> dict[str, Any]:
+    return {
+        "metadata": {"name": "m-api", "generation": generation},
+        "spec": {"replicas": 1},
+        "status": status,
+    }
+
+
+@pytest.mark.parametrize(
+    ("live", "expected"),
+    [
+        (None, ("False", "NotFound")),
+        (
+            deployment(2, observedGeneration=1, updatedReplicas=1, availableReplicas=1),
+            ("False", "RollingOut"),
+        ),
+        (
+            deployment(1, observedGeneration=1, updatedReplicas=0, availableReplicas=1),
+            ("False", "RollingOut"),
+        ),
+        (deployment(1, observedGeneration=1, updatedReplicas=1), ("False", "NotAvailable")),
+        (deployment(1, observedGeneration=1, updatedReplicas=1, availableReplicas=1), ("True", "Available")),
+    ],
+)
+def test_deployment_condition(live: dict[str, Any] | None, expected: tuple[str, str]) -> None:
+    status, reason, message = deployment_condition(live, "API")
+    assert (status, reason) == expected
+    assert message
+
+
+def test_statefulset_condition() -> None:
+    assert statefulset_condition(None)[:2] == ("False", "NotFound")
+    sts = {"metadata": {"name": "m-elastic"}, "status": {"replicas": 1}}
+    assert statefulset_condition(sts)[:2] == ("False", "NotReady")
+    assert statefulset_condition({**sts, "status": {"readyReplicas": 1}})[:2] == ("True", "Ready")
+
+
+@pytest.mark.parametrize(
+    ("states", "expected"),
+    [
+        (
+            {"ConfigValid": "True", "ElasticReady": "True", "ApiReady": "True", "CrawlerReady": "True"},
+            ("True", "AllComponentsReady"),
+        ),
+        (
+            {"ConfigValid": "False", "ElasticReady": "True", "ApiReady": "True", "CrawlerReady": "True"},
+            ("False", "ConfigValidReason"),
+        ),
+        ({"ConfigValid": "True", "ElasticReady": "False"}, ("False", "ElasticReadyReason")),
+        ({"ConfigValid": "True", "ElasticReady": "True"}, ("Unknown", "NotObserved")),
+    ],
+)
+def test_ready_names_the_first_component_that_is_not(
+    states: dict[str, str], expected: tuple[str, str]
+) -> None:
+    assert ready_condition(conditions(**states))[:2] == expected
+
+
+def test_status_patch_is_empty_when_nothing_changed_and_keeps_unset_fields() -> None:
+    current_conditions = conditions(ConfigValid="True")
+    current = {
+        "conditions": [c.to_wire() for c in current_conditions],
+        "configHash": "abc",
+        "observedGeneration": 3,
+    }
+    unchanged = status_patch(
+        current, current_conditions, config_hash="abc", update_idents_job=None, generation=3
+    )
+    assert unchanged == {}
+    failed = status_patch(
+        current, current_conditions, config_hash="abc", update_idents_job=None, generation=None
+    )
+    assert failed == {}, "an incomplete reconcile leaves observedGeneration alone"
+    moved = status_patch(current, current_conditions, config_hash="def", update_idents_job="j", generation=4)
+    assert moved == {"configHash": "def", "updateIdentsJob": "j", "observedGeneration": 4}
