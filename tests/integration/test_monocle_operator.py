@@ -431,3 +431,57 @@ async def test_deleting_the_instance_collects_children_and_keeps_the_users_secre
     assert await kube.get("v1", "ConfigMap", "monocle-config", namespace) is not None
     assert TOKEN not in monocle_operator.log()
     assert "Traceback" not in monocle_operator.log()
+
+
+async def test_a_larger_storage_size_grows_the_bound_claim_where_the_class_allows_it(
+    kube: Kube, namespace: str
+) -> None:
+    storage_class = f"expandable-{namespace[-6:]}"
+    volume = f"pv-{namespace[-6:]}"
+    await kube.apply(
+        {
+            "apiVersion": "storage.k8s.io/v1",
+            "kind": "StorageClass",
+            "metadata": {"name": storage_class},
+            "provisioner": "kubernetes.io/no-provisioner",
+            "allowVolumeExpansion": True,
+            "volumeBindingMode": "Immediate",
+        }
+    )
+    await kube.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolume",
+            "metadata": {"name": volume},
+            "spec": {
+                "capacity": {"storage": "5Gi"},
+                "accessModes": ["ReadWriteOnce"],
+                "storageClassName": storage_class,
+                "hostPath": {"path": f"/tmp/{volume}"},
+            },
+        }
+    )
+    try:
+        elastic = {"storageClassName": storage_class, "storageSize": "1Gi"}
+        await kube.apply(monocle(namespace, elastic=elastic))
+
+        async def bound() -> bool:
+            claim = await kube.get("v1", "PersistentVolumeClaim", "data-monocle-sample-elastic-0", namespace)
+            return bool(claim and (claim.get("status") or {}).get("phase") == "Bound")
+
+        await wait_until(bound, timeout=60, what="the PV controller to bind the claim")
+        await kube.apply(monocle(namespace, elastic={**elastic, "storageSize": "2Gi"}))
+
+        async def grown() -> bool:
+            claim = await kube.get("v1", "PersistentVolumeClaim", "data-monocle-sample-elastic-0", namespace)
+            return bool(claim and claim["spec"]["resources"]["requests"]["storage"] == "2Gi")
+
+        await wait_until(grown, what="the claim to ask for 2Gi")
+        assert await wait_until(lambda: events_for(kube, namespace, "StorageExpanded"), what="an Event")
+        sts = await kube.get("apps/v1", "StatefulSet", "monocle-sample-elastic", namespace)
+        assert sts is not None
+        (template,) = sts["spec"]["volumeClaimTemplates"]
+        assert template["spec"]["resources"]["requests"]["storage"] == "1Gi", "the template cannot change"
+    finally:
+        await kube.delete("v1", "PersistentVolume", volume)
+        await kube.delete("storage.k8s.io/v1", "StorageClass", storage_class)
