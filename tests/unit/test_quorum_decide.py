@@ -153,6 +153,23 @@ def test_survivor_ties_go_to_the_lowest_ordinal_and_unreachable_nodes_never_surv
     assert decide(probes, 3, record, NOW, GRACE).survivor == 1
 
 
+def test_a_downgrade_fences_the_members_that_answer_nothing() -> None:
+    """Hung or cut off, two silent members are still a majority of the old configuration."""
+    record = QuorumRecord(unhealthy_since=NOW - timedelta(seconds=61))
+    plan = decide([down(0), node(1, ok=False, committed=5), down(2)], 3, record, NOW, GRACE)
+    assert (plan.action, plan.survivor, plan.fenced) == (Action.DOWNGRADE, 1, (0, 2))
+    assert "fencing silent node(s) 0, 2" in plan.message
+
+
+def test_a_downgrade_of_members_that_all_answer_fences_nobody() -> None:
+    """After a full restart every node runs, without a leader: nobody is silent, nobody is deleted."""
+    record = QuorumRecord(unhealthy_since=NOW - timedelta(seconds=61))
+    probes = [node(0, ok=False, committed=5), node(1, ok=False, committed=5), node(2, ok=False, committed=3)]
+    plan = decide(probes, 3, record, NOW, GRACE)
+    assert (plan.action, plan.fenced) == (Action.DOWNGRADE, ())
+    assert "fencing" not in plan.message
+
+
 def test_nobody_answering_means_waiting_not_guessing_and_no_clock() -> None:
     record = QuorumRecord(unhealthy_since=NOW - timedelta(seconds=120))
     plan = decide([down(0), down(1), down(2)], 3, record, NOW, GRACE)

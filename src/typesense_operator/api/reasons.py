@@ -45,3 +45,4 @@ class EventReason(StrEnum):
     QUORUM_UPGRADED = "QuorumUpgraded"
     QUORUM_NEEDS_INTERVENTION = "QuorumNeedsIntervention"
     QUORUM_SURVIVOR_RESTARTED = "QuorumSurvivorRestarted"
+    QUORUM_MEMBER_FENCED = "QuorumMemberFenced"

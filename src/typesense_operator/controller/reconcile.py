@@ -237,6 +237,7 @@ async def manage_quorum(scope: Scope) -> Outcome:
     )
     if plan.action is Action.DOWNGRADE:
         await scope.event("Warning", EventReason.QUORUM_DOWNGRADED, plan.message)
+        await _fence(scope, plan)
     elif plan.action is Action.UPGRADE:
         await scope.event("Normal", EventReason.QUORUM_UPGRADED, plan.message)
     elif plan.action is Action.NEEDS_INTERVENTION and changed_action:
@@ -259,8 +260,30 @@ async def _restart_survivor(scope: Scope, plan: Plan) -> None:
     )
     scope.obj = {**scope.obj, "status": {**(scope.obj.get("status") or {}), "quorum": scope.quorum}}
     pod = cluster.pod_name(plan.survivor)
-    await scope.kube.delete("v1", "Pod", pod, cluster.namespace)
+    await _delete_stuck_pod(scope, pod)
     await scope.event("Warning", EventReason.QUORUM_SURVIVOR_RESTARTED, f"{plan.message}: deleted pod {pod}")
+
+
+async def _fence(scope: Scope, plan: Plan) -> None:
+    """Delete the pods of members that answered nothing, before the nodes list names the survivor alone.
+
+    Deleted first and recorded after: an operator that stops in between downgrades again and fences
+    whatever is still silent, which costs a restart at most, never a second leader.
+    """
+    for index in plan.fenced:
+        pod = scope.cluster.pod_name(index)
+        if await _delete_stuck_pod(scope, pod):
+            await scope.event(
+                "Warning",
+                EventReason.QUORUM_MEMBER_FENCED,
+                f"deleted pod {pod}: it answered nothing when the cluster was downgraded, and must not "
+                "come back as part of the old majority",
+            )
+
+
+async def _delete_stuck_pod(scope: Scope, pod: str) -> bool:
+    grace = scope.settings.stuck_pod_grace_seconds
+    return await scope.kube.delete("v1", "Pod", pod, scope.cluster.namespace, grace_period=grace)
 
 
 async def _apply_and_report(scope: Scope, manifest: dict[str, Any]) -> None:

@@ -18,6 +18,14 @@ class TypesenseSettings:
     round and a second one, and still recovers a full outage within a minute."""
     loading_limit_seconds: float = 600.0
     """How long members that are still loading their data may hold the countdown."""
+    stuck_pod_grace_seconds: int = 5
+    """The termination grace of a pod the quorum reconciler deletes: a fenced silent member, or a
+    survivor that elected no leader.
+
+    Neither can shut down cleanly: a silent member answers nothing, and a typesense-server 0.24.1
+    whose raft thread is stuck in an HTTP call to a hung peer never finishes its shutdown, so the
+    pod's own grace (60 s) would only be waited out. Neither accepts writes then, and what they
+    wrote before is in the page cache, which a SIGKILL keeps."""
     probe_timeout: float = 2.0
     """Seconds before one /status or /health request is given up."""
     probe_concurrency: int = 8

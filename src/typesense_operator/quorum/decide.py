@@ -11,6 +11,10 @@ and is safer where the Go operator is not:
 - recovery rewrites the nodes list (who is a member); deleting a pod is the
   last resort, only when a downgraded single node still has no leader after a
   second grace period;
+- members that answer nothing at all when the cluster is downgraded are fenced
+  (their pods deleted): hung or cut off, they may still be a majority of the old
+  configuration, and would elect a second leader, and acknowledge writes that
+  the survivor's cluster later overwrites, the moment they come back;
 - a leaderless or split-brain state must last ``grace_seconds`` before any
   surgery (braft's election timeout is 5 to 6 s, so a leader's death is healed by
   raft itself well inside the default grace), and a node that is reachable but
@@ -129,6 +133,8 @@ class Plan:
     record: QuorumRecord
     survivor: int | None = None
     warnings: tuple[str, ...] = field(default=())
+    fenced: tuple[int, ...] = field(default=())
+    """Pod ordinals to delete with the downgrade: members that answered nothing at all."""
 
 
 def majority(size: int) -> int:
@@ -137,8 +143,12 @@ def majority(size: int) -> int:
 
 
 def requeue_seconds(size: int, *, unhealthy: bool) -> float:
-    """Larger clusters get more breathing room between quorum checks; trouble is looked at sooner."""
-    return float(2 + size) if unhealthy else float(15 + 5 * size)
+    """Larger clusters get more breathing room between quorum checks; trouble is looked at sooner.
+
+    A healthy 3-node cluster is probed every 11 s: a failure that the pods' readiness probes have
+    not reported yet (they need 15 s) is seen within that, and the grace period starts from there.
+    """
+    return float(2 + size) if unhealthy else float(5 + 2 * size)
 
 
 def cluster_state(probes: Sequence[NodeProbe]) -> ClusterState:
@@ -190,6 +200,7 @@ class _Decision:
         members: tuple[int, ...] | None = None,
         survivor: int | None = None,
         warnings: tuple[str, ...] = (),
+        fenced: tuple[int, ...] = (),
     ) -> Plan:
         new_members = self.members if members is None else members
         return Plan(
@@ -203,6 +214,7 @@ class _Decision:
             record=replace(record, members=() if new_members == self.full else new_members),
             survivor=survivor,
             warnings=warnings,
+            fenced=fenced,
         )
 
 
@@ -291,14 +303,17 @@ def decide(
             stretch,
         )
     committed = next(p.committed_index for p in member_probes if p.index == survivor)
+    silent = tuple(p.index for p in member_probes if not p.reachable)
+    fencing = f"; fencing silent node(s) {', '.join(map(str, silent))}" if silent else ""
     return decision.plan(
         Action.DOWNGRADE,
         ReadyReason.QUORUM_DEGRADED,
         f"{state} for {waited:.0f} s: keeping node {survivor} (highest committed index {committed}) "
-        "as a single-node cluster, then growing back",
+        f"as a single-node cluster, then growing back{fencing}",
         replace(stretch, unhealthy_since=now, survivor=survivor, downgraded_at=now, survivor_restarted=False),
         members=(survivor,),
         survivor=survivor,
+        fenced=silent,
     )
 
 

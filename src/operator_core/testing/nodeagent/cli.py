@@ -7,6 +7,7 @@ state directory, or a sandbox directory (its agent lives in ``DIR/nodeagent``)::
 
     operator-suite agent kill ts-0 -n default [-c typesense] [--signal TERM]
     operator-suite agent freeze ts-1 ; operator-suite agent thaw ts-1
+    operator-suite agent down ts-1 ; operator-suite agent up ts-1
     operator-suite agent delete-pod ts-2 [--grace-period 0] [--no-wait]
     operator-suite agent restart-statefulset ts
     operator-suite agent wipe data-ts-0
@@ -70,6 +71,13 @@ def _signal(fixed: str | None) -> Action:
     return act
 
 
+def _container(method: Callable[[Faults, str, str, str | None], Coroutine[Any, Any, Any]]) -> Action:
+    def act(faults: Faults, a: argparse.Namespace) -> Coroutine[Any, Any, Any]:
+        return method(faults, a.namespace, a.pod, a.container)
+
+    return act
+
+
 def _volume(method: Callable[[Faults, str, str], Coroutine[Any, Any, Any]]) -> Action:
     def act(faults: Faults, a: argparse.Namespace) -> Coroutine[Any, Any, Any]:
         return method(faults, a.namespace, a.claim)
@@ -91,6 +99,13 @@ def add_agent_commands(subparsers: Any) -> None:
         parser.add_argument("-c", "--container", default=None, help="(the pod's first container)")
         if signal is None:
             parser.add_argument("--signal", default="KILL", help="a signal name (%(default)s)")
+
+    for name, text, fault in (
+        ("down", "kill a container and keep it down until `up`", Faults.down),
+        ("up", "let a container held down by `down` start again", Faults.up),
+    ):
+        parser = _add(actions, name, text, "pod", _container(fault))
+        parser.add_argument("-c", "--container", default=None, help="(the pod's first container)")
 
     delete = _add(
         actions,

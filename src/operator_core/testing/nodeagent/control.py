@@ -9,6 +9,8 @@ Every request is a POST of a JSON object; the answer is a JSON object, with
 ==========================  ==============================================================
 ``/v1/signal``              signal a container's process group (``KILL``: it is restarted per
                             ``restartPolicy``; ``STOP`` / ``CONT``: freeze and thaw)
+``/v1/down`` / ``/v1/up``   SIGKILL a container and keep it down (a dead node's process: its
+                            ports refuse connections) / let it restart again
 ``/v1/delete``              delete a pod through the API, as ``kubectl delete pod`` (optionally waiting)
 ``/v1/crash``               a power cut: SIGKILL every container of the pods, then remove the pod
                             objects at once, so their controllers re-create them (new IPs)
@@ -87,6 +89,8 @@ class ControlServer:
         self._runner: web.AppRunner | None = None
         self._routes: dict[str, Handler] = {
             "signal": self.signal,
+            "down": self.down,
+            "up": self.up,
             "delete": self.delete,
             "crash": self.crash,
             "restart-statefulset": self.restart_statefulset,
@@ -152,6 +156,23 @@ class ControlServer:
             "pid": process.pid,
             "restartCount": run.restart_count,
         }
+
+    async def down(self, body: Mapping[str, Any]) -> Manifest:
+        worker = self._worker(_text(body, "namespace"), _text(body, "pod"))
+        run = worker.container_run(body.get("container"))
+        run.hold_down()
+        process = run.process
+        if process is not None and process.returncode is None:
+            process.signal(signal.SIGKILL)
+            await process.wait()
+        log.info("pod %s: container %s is held down", worker.key, run.name)
+        return {"pod": worker.key, "container": run.name, "down": True}
+
+    async def up(self, body: Mapping[str, Any]) -> Manifest:
+        worker = self._worker(_text(body, "namespace"), _text(body, "pod"))
+        run = worker.container_run(body.get("container"))
+        run.release()
+        return {"pod": worker.key, "container": run.name, "down": False}
 
     async def delete(self, body: Mapping[str, Any]) -> Manifest:
         namespace, name = _text(body, "namespace"), _text(body, "pod")

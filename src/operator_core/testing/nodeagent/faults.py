@@ -4,6 +4,7 @@
 
     faults = Faults.of(node_agent.state_dir)
     await faults.kill(namespace, "ts-0")                  # restarted per restartPolicy, restartCount+1
+    await faults.down(namespace, "ts-0"); await faults.up(namespace, "ts-0")  # dead until released
     await faults.freeze(namespace, "ts-1"); await faults.thaw(namespace, "ts-1")
     await faults.delete_pod(namespace, "ts-2")            # as kubectl delete pod
     await faults.restart_statefulset(namespace, "ts")     # every pod at once, back with new IPs
@@ -82,6 +83,14 @@ class Faults:
     async def thaw(self, namespace: str, pod: str, container: str | None = None) -> Answer:
         """SIGCONT the container's process group."""
         return await self.kill(namespace, pod, container, "CONT")
+
+    async def down(self, namespace: str, pod: str, container: str | None = None) -> Answer:
+        """SIGKILL the container and keep it down (its ports refuse connections) until :meth:`up`."""
+        return await self._call("down", {"namespace": namespace, "pod": pod, "container": container})
+
+    async def up(self, namespace: str, pod: str, container: str | None = None) -> Answer:
+        """Let a container held down by :meth:`down` start again."""
+        return await self._call("up", {"namespace": namespace, "pod": pod, "container": container})
 
     # -- pods
 

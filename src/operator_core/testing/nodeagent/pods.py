@@ -34,7 +34,7 @@ from operator_core.events import EventRecorder, EventType
 from operator_core.kube import Kube
 from operator_core.secrets import REDACTED, register_secret
 from operator_core.testing.nodeagent.env import ConfigError, PodFacts, ResolvedEnv, expand, resolve_env
-from operator_core.testing.nodeagent.hosts import build_hosts, write_in_place
+from operator_core.testing.nodeagent.hosts import build_hosts, endpoints_from_pods, write_in_place
 from operator_core.testing.nodeagent.probes import ProbeSpec, ProbeTracker, probe_once
 from operator_core.testing.nodeagent.processes import ContainerProcess, run_to_exit
 from operator_core.testing.nodeagent.runners import Launch, LaunchContext, runner_for
@@ -143,6 +143,17 @@ class ContainerRun:
         self.process: ContainerProcess | None = None
         self.launch: Launch | None = None
         self._last_failure = ""
+        self.held: asyncio.Event | None = None
+        """Set while a fault holds the container down: it is not restarted until :meth:`release`."""
+
+    def hold_down(self) -> None:
+        """Keep the container down after its process ends, as a dead machine would, until released."""
+        if self.held is None:
+            self.held = asyncio.Event()
+
+    def release(self) -> None:
+        if self.held is not None:
+            self.held.set()
 
     @property
     def restart_policy(self) -> str:
@@ -204,6 +215,16 @@ class ContainerRun:
             worker.changed()
             if not restart:
                 return
+            if self.held is not None:
+                self.run.state, self.run.reason = "waiting", "HeldDown"
+                self.run.message = (
+                    f"{self.name} is held down by a fault; `operator-suite agent up` releases it"
+                )
+                worker.changed()
+                if await worker.wait_or_terminate(self.held):
+                    return
+                self.held = None
+                backoff = BACKOFF_START
             backoff = BACKOFF_START if ran_for > BACKOFF_RESET_AFTER else backoff
             note = f"Back-off {backoff:.0f}s restarting {self.name}"
             await worker.event("Warning", AgentReason.BACK_OFF, note)
@@ -412,6 +433,16 @@ class PodWorker:
             await asyncio.sleep(0.05)
 
     # -- helpers for container runs
+
+    async def wait_or_terminate(self, event: asyncio.Event) -> bool:
+        """Wait for ``event`` or the pod's termination; returns whether it is terminating."""
+        waiters = [asyncio.ensure_future(event.wait()), asyncio.ensure_future(self.terminating.wait())]
+        try:
+            await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiter in waiters:
+                waiter.cancel()
+        return self.terminating.is_set()
 
     async def sleep(self, seconds: float) -> bool:
         """Sleep, waking early when the pod terminates; returns whether it is terminating."""
@@ -684,6 +715,11 @@ class PodWorker:
         if self.ip is None or not self.directory.exists():
             return
         services, slices = self.services.cluster_names()
+        # The agent's cache learns this pod's IP only after the status write comes back, but the
+        # endpoint controller would publish it as soon as the IP is known (at once, for a Service
+        # with publishNotReadyAddresses): a program that resolves its own name at start needs it.
+        own = {**self.pod, "status": {**(self.pod.get("status") or {}), "podIP": self.ip}}
+        slices = [*slices, *endpoints_from_pods(services, [own])]
         text = build_hosts(
             namespace=self.namespace,
             hostname=self.hostname,
