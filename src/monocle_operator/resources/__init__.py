@@ -37,6 +37,7 @@ from monocle_operator.resources.monocle import (
     build_ingress,
 )
 from monocle_operator.resources.storage import Expansion, ExpansionPlan, decide_expansion, parse_quantity
+from operator_core import children
 
 __all__ = [
     "CONFIG_HASH_ANNOTATION",
@@ -87,12 +88,5 @@ def desired_children(instance: Instance, secret_hash: str, claim_size: str | Non
 
 
 def stale_children(desired: Iterable[Manifest], live: Iterable[Manifest]) -> list[Manifest]:
-    """Live children of a prunable kind that no desired manifest names."""
-    wanted = {(m["apiVersion"], m["kind"], m["metadata"]["name"]) for m in desired}
-    prunable = set(PRUNABLE_KINDS)
-    return [
-        m
-        for m in live
-        if (m["apiVersion"], m["kind"]) in prunable
-        and (m["apiVersion"], m["kind"], m["metadata"]["name"]) not in wanted
-    ]
+    """Live children of a :data:`PRUNABLE_KINDS` kind that no desired manifest names."""
+    return children.stale_children(desired, live, PRUNABLE_KINDS)

@@ -3,15 +3,14 @@
 Builders never see a raw dict; they see an :class:`Instance`, so a name or a
 label is computed in exactly one place. Every name starts with the instance
 name and every selector carries the instance label, so two instances in one
-namespace never share an object or select each other's pods.
+namespace never share an object or select each other's pods. Labels, selectors,
+the owner reference and child metadata come from :class:`operator_core.children.Owner`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
-
 from monocle_operator.api import MONOCLE, MonocleSpec
+from operator_core.children import Manifest, Owner
 
 __all__ = [
     "API_PORT",
@@ -24,7 +23,6 @@ __all__ = [
     "Manifest",
 ]
 
-Manifest = dict[str, Any]
 MANAGED_BY = "monocle-operator"
 API_PORT = 8080
 ELASTIC_PORT = 9200
@@ -38,24 +36,12 @@ SECRET_HASH_ANNOTATION = f"{ANNOTATION_PREFIX}/secret-hash"
 CONFIG_HASH_ANNOTATION = f"{ANNOTATION_PREFIX}/config-hash"
 
 
-@dataclass(frozen=True)
-class Instance:
+class Instance(Owner[MonocleSpec]):
     """One Monocle resource: where it lives, its uid for owner references, and its validated spec."""
 
-    name: str
-    namespace: str
-    uid: str
-    spec: MonocleSpec
-
-    @classmethod
-    def from_object(cls, obj: dict[str, Any]) -> Instance:
-        metadata = obj["metadata"]
-        return cls(
-            name=metadata["name"],
-            namespace=metadata["namespace"],
-            uid=metadata.get("uid", ""),
-            spec=MonocleSpec.model_validate(obj.get("spec") or {}),
-        )
+    resource = MONOCLE
+    app = "monocle"
+    managed_by = MANAGED_BY
 
     # -- names (the Go operator's, which were already prefixed with the instance name)
 
@@ -94,39 +80,3 @@ class Instance:
     def update_idents_job_name(self, config_hash: str) -> str:
         """One name per instance and config, so instances never collide and a rerun never races a delete."""
         return f"{self.name}-update-idents-{config_hash[:10]}"
-
-    # -- labels and ownership
-
-    def selector(self, component: str) -> dict[str, str]:
-        return {
-            "app.kubernetes.io/name": "monocle",
-            "app.kubernetes.io/instance": self.name,
-            "app.kubernetes.io/component": component,
-        }
-
-    def labels(self, component: str) -> dict[str, str]:
-        return {**self.selector(component), "app.kubernetes.io/managed-by": MANAGED_BY}
-
-    def instance_selector(self) -> dict[str, str]:
-        """Every child of this instance, whatever its component."""
-        return {"app.kubernetes.io/instance": self.name, "app.kubernetes.io/managed-by": MANAGED_BY}
-
-    def owner_reference(self) -> dict[str, Any]:
-        return {
-            "apiVersion": MONOCLE.api_version,
-            "kind": MONOCLE.kind,
-            "name": self.name,
-            "uid": self.uid,
-            "controller": True,
-            "blockOwnerDeletion": True,
-        }
-
-    def metadata(self, name: str, component: str, **extra: Any) -> dict[str, Any]:
-        """Metadata of a child: namespace, labels and the owner reference that makes GC remove it."""
-        return {
-            "name": name,
-            "namespace": self.namespace,
-            "labels": self.labels(component),
-            "ownerReferences": [self.owner_reference()],
-            **extra,
-        }

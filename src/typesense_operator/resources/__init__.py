@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from operator_core import children
 from typesense_operator.resources.core import (
     build_client_service,
     build_generated_key_secret,
@@ -84,12 +85,5 @@ def desired_children(cluster: Cluster, members: Sequence[int] | None = None) -> 
 
 
 def stale_children(desired: Iterable[Manifest], live: Iterable[Manifest]) -> list[Manifest]:
-    """Live children of a prunable kind that no desired manifest names."""
-    wanted = {(m["apiVersion"], m["kind"], m["metadata"]["name"]) for m in desired}
-    prunable = set(PRUNABLE_KINDS)
-    return [
-        m
-        for m in live
-        if (m["apiVersion"], m["kind"]) in prunable
-        and (m["apiVersion"], m["kind"], m["metadata"]["name"]) not in wanted
-    ]
+    """Live children of a :data:`PRUNABLE_KINDS` kind that no desired manifest names."""
+    return children.stale_children(desired, live, PRUNABLE_KINDS)

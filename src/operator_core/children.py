@@ -1,0 +1,107 @@
+"""The metadata every child of a custom object carries, computed in one place; pure, no I/O.
+
+Each operator's ``resources`` room describes its custom object with a frozen
+dataclass that derives from :class:`Owner` (the Typesense ``Cluster``, the
+Monocle ``Instance``) and sets three class attributes: the custom resource, the
+``app.kubernetes.io/name`` of its children, and the ``managed-by`` value its
+watches select on. Builders then ask the object for labels, selectors, the
+owner reference and whole child metadata. :func:`stale_children` tells a
+controller which live children no desired manifest names any more.
+
+Who calls it: the operators' ``resources`` builders, and their controllers for
+pruning.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar, Generic, Self, TypeVar, cast
+
+from pydantic import BaseModel
+
+from operator_core.crdgen import CustomResource
+
+__all__ = ["Manifest", "Owner", "stale_children"]
+
+Manifest = dict[str, Any]
+SpecT = TypeVar("SpecT", bound=BaseModel)
+
+NAME_LABEL = "app.kubernetes.io/name"
+INSTANCE_LABEL = "app.kubernetes.io/instance"
+COMPONENT_LABEL = "app.kubernetes.io/component"
+MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+
+
+@dataclass(frozen=True)
+class Owner(Generic[SpecT]):
+    """One custom object as its builders see it: identity, validated spec, and its children's metadata."""
+
+    name: str
+    namespace: str
+    uid: str
+    """For owner references (empty before the object was created)."""
+    spec: SpecT
+
+    resource: ClassVar[CustomResource]
+    """The custom resource: its kind, apiVersion and spec model."""
+    app: ClassVar[str]
+    """The children's ``app.kubernetes.io/name``."""
+    managed_by: ClassVar[str]
+    """The children's ``app.kubernetes.io/managed-by``: what the operator's watches select on."""
+
+    @classmethod
+    def from_object(cls, obj: Mapping[str, Any]) -> Self:
+        metadata = obj["metadata"]
+        spec = cls.resource.spec_model.model_validate(obj.get("spec") or {})
+        return cls(
+            name=metadata["name"],
+            namespace=metadata["namespace"],
+            uid=metadata.get("uid", ""),
+            spec=cast(SpecT, spec),
+        )
+
+    def selector(self, component: str) -> dict[str, str]:
+        """The pods (or other children) of one component of this object."""
+        return {NAME_LABEL: self.app, INSTANCE_LABEL: self.name, COMPONENT_LABEL: component}
+
+    def labels(self, component: str) -> dict[str, str]:
+        return {**self.selector(component), MANAGED_BY_LABEL: self.managed_by}
+
+    def instance_selector(self) -> dict[str, str]:
+        """Every child of this object, whatever its component."""
+        return {INSTANCE_LABEL: self.name, MANAGED_BY_LABEL: self.managed_by}
+
+    def owner_reference(self) -> dict[str, Any]:
+        return {
+            "apiVersion": self.resource.api_version,
+            "kind": self.resource.kind,
+            "name": self.name,
+            "uid": self.uid,
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
+
+    def metadata(self, name: str, component: str, **extra: Any) -> dict[str, Any]:
+        """Metadata of a child: namespace, labels and the owner reference that makes GC remove it."""
+        return {
+            "name": name,
+            "namespace": self.namespace,
+            "labels": self.labels(component),
+            "ownerReferences": [self.owner_reference()],
+            **extra,
+        }
+
+
+def stale_children(
+    desired: Iterable[Manifest], live: Iterable[Manifest], prunable: Iterable[tuple[str, str]]
+) -> list[Manifest]:
+    """Live children of a prunable (apiVersion, kind) that no desired manifest names."""
+    wanted = {(m["apiVersion"], m["kind"], m["metadata"]["name"]) for m in desired}
+    kinds = set(prunable)
+    return [
+        m
+        for m in live
+        if (m["apiVersion"], m["kind"]) in kinds
+        and (m["apiVersion"], m["kind"], m["metadata"]["name"]) not in wanted
+    ]
