@@ -22,7 +22,15 @@ from pydantic import BaseModel
 
 from operator_core.crdgen import CustomResource
 
-__all__ = ["Manifest", "Owner", "stale_children"]
+__all__ = [
+    "COMPONENT_LABEL",
+    "INSTANCE_LABEL",
+    "MANAGED_BY_LABEL",
+    "NAME_LABEL",
+    "Manifest",
+    "Owner",
+    "stale_children",
+]
 
 Manifest = dict[str, Any]
 SpecT = TypeVar("SpecT", bound=BaseModel)

@@ -1,31 +1,58 @@
 """Building blocks of a level-triggered controller, shared by the operators' ``controller`` rooms.
 
+One loop per custom object, woken by changes:
+
 - :class:`Wakeups`: one event per object; a watch handler of the object or of
   any of its children sets it, and the object's loop wakes at once.
+- :func:`wake_on_children`: registers the kopf watches of an operator's
+  labelled children, each waking its owner's loop.
+- :func:`run_object_loop`: the body of an operator's per-object kopf daemon:
+  read the object, reconcile it until it is gone or being deleted.
 - :func:`run_loop`: reconcile, then sleep until woken, stopped, or the delay the
   reconcile asked for passes; failures back off and never end the loop.
+
+One reconcile, as an ordered list of steps over a scope, then status once:
+
+- :class:`Outcome` and :func:`run_steps`: run the steps until one says STOP.
 - :class:`ConditionBook`: the conditions of one reconcile, set with pure
   :func:`operator_core.conditions.set_condition`, posting a Warning Event only
-  when a condition newly turns bad (never on every reconcile).
+  when a condition newly turns bad (never on every reconcile), and an Event
+  when Ready flips.
+- :func:`write_status`: the status patch, only when there is one.
 
-Added for the Monocle operator; the Typesense operator's handlers hold an
-earlier copy of the same loop.
+Who calls it: the operators' ``controller.handlers`` and ``controller.reconcile``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Hashable, Mapping
+from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
-from enum import StrEnum
-from typing import Any, Protocol
+from enum import Enum, StrEnum
+from typing import Any, Protocol, TypeVar
+
+import kopf
 
 from operator_core import errors
+from operator_core.children import INSTANCE_LABEL, MANAGED_BY_LABEL
 from operator_core.conditions import Condition, ConditionStatus, find, set_condition
+from operator_core.crdgen import CustomResource
 from operator_core.events import EventRecorder, EventType
+from operator_core.kube import Kube
 
-__all__ = ["DEFAULT_RETRY_SECONDS", "ConditionBook", "Stopped", "Wakeups", "run_loop"]
+__all__ = [
+    "DEFAULT_RETRY_SECONDS",
+    "ConditionBook",
+    "Outcome",
+    "Stopped",
+    "Wakeups",
+    "run_loop",
+    "run_object_loop",
+    "run_steps",
+    "wake_on_children",
+    "write_status",
+]
 
 DEFAULT_RETRY_SECONDS = (2.0, 5.0, 10.0, 30.0)
 
@@ -56,6 +83,60 @@ class Wakeups:
 
     def keys(self) -> list[Hashable]:
         return list(self._events)
+
+
+def wake_on_children(wakeups: Wakeups, kinds: Iterable[tuple[str, str, str]], managed_by: str) -> None:
+    """Watch each (group, version, plural) for objects labelled ``managed-by``; each wakes its owner.
+
+    The owner is named by the child's instance label and the child's namespace. The
+    handler is async on purpose: kopf runs sync handlers in a thread pool, and every
+    thread costs an allocator arena of resident memory.
+    """
+
+    async def child_changed(labels: Mapping[str, str], namespace: str | None, **_: Any) -> None:
+        wakeups.wake((namespace, labels.get(INSTANCE_LABEL)))
+
+    for group, version, plural in kinds:
+        kopf.on.event(group, version, plural, labels={MANAGED_BY_LABEL: managed_by})(child_changed)
+
+
+async def run_object_loop(
+    kube: Kube,
+    resource: CustomResource,
+    name: str,
+    namespace: str,
+    reconcile: Callable[[dict[str, Any]], Awaitable[float]],
+    wakeups: Wakeups,
+    stopped: Stopped,
+    *,
+    logger: logging.Logger,
+    retry_seconds: tuple[float, ...] = DEFAULT_RETRY_SECONDS,
+) -> None:
+    """Reconcile one namespaced custom object until it is deleted (or being deleted) or ``stopped``.
+
+    Each pass reads the object afresh and hands it to ``reconcile``, which returns the
+    seconds until the next look; changes registered with ``wakeups`` under
+    ``(namespace, name)`` cut the wait short.
+    """
+    key = (namespace, name)
+
+    async def once() -> float | None:
+        obj = await kube.get(resource.api_version, resource.kind, name, namespace)
+        if obj is None or obj["metadata"].get("deletionTimestamp"):
+            return None
+        return await reconcile(obj)
+
+    try:
+        await run_loop(
+            once,
+            wakeups.register(key),
+            stopped,
+            what=f"{namespace}/{name}",
+            logger=logger,
+            retry_seconds=retry_seconds,
+        )
+    finally:
+        wakeups.forget(key)
 
 
 async def run_loop(
@@ -101,6 +182,24 @@ async def _sleep(wakeup: asyncio.Event, stopped: Stopped, seconds: float) -> Non
             waiter.cancel()
 
 
+class Outcome(Enum):
+    """What a reconcile step says: go on to the next step, or stop here (status is still written)."""
+
+    CONTINUE = "continue"
+    STOP = "stop"
+
+
+ScopeT = TypeVar("ScopeT")
+
+
+async def run_steps(steps: Iterable[Callable[[ScopeT], Awaitable[Outcome]]], scope: ScopeT) -> bool:
+    """Run ``steps`` in order over ``scope`` until one returns STOP; whether every step ran."""
+    for step in steps:
+        if await step(scope) is Outcome.STOP:
+            return False
+    return True
+
+
 @dataclass
 class ConditionBook:
     """The conditions of one object during one reconcile, and the Events they are worth."""
@@ -142,8 +241,46 @@ class ConditionBook:
             await self.event("Warning", warn, message)
         return changed
 
+    async def set_ready(
+        self,
+        status: ConditionStatus,
+        reason: str,
+        message: str,
+        *,
+        became_ready: StrEnum,
+        became_not_ready: StrEnum,
+        condition_type: str = "Ready",
+    ) -> None:
+        """Set Ready; when it flips, a Normal ``became_ready`` or a Warning ``became_not_ready`` Event.
+
+        A new object that is not ready yet is worth no Warning.
+        """
+        previous = self.get(condition_type)
+        await self.set(condition_type, status, reason, message)
+        ready = self.get(condition_type)
+        assert ready is not None
+        if previous is None and ready.status != "True":
+            return
+        if previous is None or previous.status != ready.status:
+            note = ready.message or ready.reason
+            if ready.status == "True":
+                await self.event("Normal", became_ready, note)
+            else:
+                await self.event("Warning", became_not_ready, note)
+
     def get(self, condition_type: str) -> Condition | None:
         return find(self.conditions, condition_type)
 
     async def event(self, event_type: EventType, reason: StrEnum, note: str) -> None:
         await self.recorder.emit(self.regarding, event_type, reason, note)
+
+
+async def write_status(
+    kube: Kube, resource: CustomResource, obj: Mapping[str, Any], patch: Mapping[str, Any]
+) -> None:
+    """Patch ``obj``'s status subresource with ``patch``; nothing at all when it is empty."""
+    if patch:
+        metadata = obj["metadata"]
+        await kube.patch_status(
+            resource.api_version, resource.kind, metadata["name"], metadata["namespace"], patch
+        )

@@ -1,7 +1,7 @@
 """kopf handlers of the Monocle operator; importing this module registers them.
 
 Each Monocle instance gets one daemon: a level-triggered loop
-(:func:`operator_core.reconciling.run_loop`) that reads the instance, runs
+(:func:`operator_core.reconciling.run_object_loop`) that reads the instance, runs
 :func:`~monocle_operator.controller.reconcile.reconcile`, and sleeps until
 something changes or the resync interval passes. Events on the children wake
 their instance's loop, so a child deleted or edited by hand is restored within
@@ -24,7 +24,7 @@ from monocle_operator.controller.reconcile import reconcile
 from monocle_operator.resources import MANAGED_BY
 from operator_core.events import EventRecorder
 from operator_core.kube import Kube
-from operator_core.reconciling import Wakeups, run_loop
+from operator_core.reconciling import Wakeups, run_object_loop, wake_on_children
 from operator_core.runner import configure_kopf
 from operator_core.settings import KubeSettings, from_env
 
@@ -37,7 +37,6 @@ _wakeups = Wakeups()
 _references: dict[tuple[str, str], set[str]] = {}
 
 # Children whose changes wake their instance's loop, found by the labels every child carries.
-# Async handlers on purpose: kopf runs sync ones in a thread pool.
 _CHILD_KINDS = (
     ("", "v1", "services"),
     ("", "v1", "persistentvolumeclaims"),
@@ -66,14 +65,7 @@ async def instance_changed(namespace: str | None, name: str, **_: Any) -> None:
     _wakeups.wake((namespace, name))
 
 
-async def _child_changed(labels: Mapping[str, str], namespace: str | None, **_: Any) -> None:
-    _wakeups.wake((namespace, labels.get("app.kubernetes.io/instance")))
-
-
-for _group, _version, _plural in _CHILD_KINDS:
-    kopf.on.event(_group, _version, _plural, labels={"app.kubernetes.io/managed-by": MANAGED_BY})(
-        _child_changed
-    )
+wake_on_children(_wakeups, _CHILD_KINDS, MANAGED_BY)
 
 
 @kopf.on.event("", "v1", "secrets")
@@ -102,19 +94,14 @@ async def run_instance(
 ) -> None:
     """Reconcile one instance until it is deleted or the operator stops."""
     assert namespace is not None, "Monocle is namespaced"
-    kube: Kube = memo.kube
-    recorder: EventRecorder = memo.recorder
-    key = (namespace, name)
 
-    async def once() -> float | None:
-        obj = await kube.get(MONOCLE.api_version, MONOCLE.kind, name, namespace)
-        if obj is None or obj["metadata"].get("deletionTimestamp"):
-            return None
+    async def remember_and_reconcile(obj: dict[str, Any]) -> float:
         _remember_references(namespace, name, MonocleSpec.model_validate(obj.get("spec") or {}))
-        return await reconcile(obj, kube, recorder)
+        return await reconcile(obj, memo.kube, memo.recorder)
 
     try:
-        await run_loop(once, _wakeups.register(key), stopped, what=f"{namespace}/{name}", logger=_logger)
+        await run_object_loop(
+            memo.kube, MONOCLE, name, namespace, remember_and_reconcile, _wakeups, stopped, logger=_logger
+        )
     finally:
-        _wakeups.forget(key)
         _remember_references(namespace, name, None)

@@ -18,7 +18,6 @@ import base64
 import secrets
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from enum import Enum
 from typing import Any
 
 from monocle_operator.api import MONOCLE
@@ -50,7 +49,7 @@ from monocle_operator.resources import (
 from operator_core import errors
 from operator_core.events import EventRecorder
 from operator_core.kube import Kube
-from operator_core.reconciling import ConditionBook
+from operator_core.reconciling import ConditionBook, Outcome, run_steps, write_status
 from operator_core.secrets import register_secret
 
 __all__ = ["Outcome", "Scope", "reconcile"]
@@ -59,11 +58,6 @@ __all__ = ["Outcome", "Scope", "reconcile"]
 PREREQUISITE_RECHECK_SECONDS = 5.0
 # Pods becoming ready are seen through child events; this is only the safety net.
 RESYNC_SECONDS = 60.0
-
-
-class Outcome(Enum):
-    CONTINUE = "continue"
-    STOP = "stop"
 
 
 @dataclass
@@ -289,11 +283,7 @@ async def reconcile(obj: dict[str, Any], kube: Kube, recorder: EventRecorder) ->
     )
     completed = False
     try:
-        for step in STEPS:
-            if await step(scope) is Outcome.STOP:
-                break
-        else:
-            completed = True
+        completed = await run_steps(STEPS, scope)
     finally:
         await _write_status(scope, completed)
     return scope.requeue_after
@@ -301,17 +291,12 @@ async def reconcile(obj: dict[str, Any], kube: Kube, recorder: EventRecorder) ->
 
 async def _write_status(scope: Scope, completed: bool) -> None:
     book = scope.book
-    previous = book.get(ConditionType.READY)
-    await book.set(ConditionType.READY, *ready_condition(book.conditions))
-    ready = book.get(ConditionType.READY)
-    assert ready is not None
-    flipped = previous is None or previous.status != ready.status
-    # A new instance is not ready at first; that is not worth a Warning.
-    if flipped and (previous is not None or ready.status == "True"):
-        if ready.status == "True":
-            await book.event("Normal", EventReason.READY, ready.message or ready.reason)
-        else:
-            await book.event("Warning", EventReason.NOT_READY, ready.message or ready.reason)
+    await book.set_ready(
+        *ready_condition(book.conditions),
+        became_ready=EventReason.READY,
+        became_not_ready=EventReason.NOT_READY,
+        condition_type=ConditionType.READY,
+    )
     patch = status_patch(
         scope.status,
         book.conditions,
@@ -319,8 +304,4 @@ async def _write_status(scope: Scope, completed: bool) -> None:
         update_idents_job=scope.update_idents_job,
         generation=scope.obj["metadata"].get("generation") if completed else None,
     )
-    if patch:
-        metadata = scope.obj["metadata"]
-        await scope.kube.patch_status(
-            MONOCLE.api_version, MONOCLE.kind, metadata["name"], metadata["namespace"], patch
-        )
+    await write_status(scope.kube, MONOCLE, scope.obj, patch)

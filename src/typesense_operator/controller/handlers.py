@@ -1,25 +1,24 @@
 """kopf handlers of the Typesense operator; importing this module registers them.
 
-Each TypesenseCluster gets one daemon: a level-triggered loop that reads the
-cluster, runs :func:`~typesense_operator.controller.reconcile.reconcile`, and
-sleeps until something changes (the cluster, or one of its children) or the
-resync interval passes. Events on children only wake that loop, so a child
-deleted or edited by hand is restored within moments, and two reconciles of one
-cluster never run at once.
+Each TypesenseCluster gets one daemon: a level-triggered loop
+(:func:`operator_core.reconciling.run_object_loop`) that reads the cluster, runs
+:func:`~typesense_operator.controller.reconcile.reconcile`, and sleeps until
+something changes (the cluster, or one of its children) or the resync interval
+passes. Events on children only wake that loop, so a child deleted or edited by
+hand is restored within moments, and two reconciles of one cluster never run at
+once.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections.abc import Mapping
 from typing import Any
 
 import kopf
 
-from operator_core import errors
 from operator_core.events import EventRecorder
 from operator_core.kube import Kube
+from operator_core.reconciling import Wakeups, run_object_loop, wake_on_children
 from operator_core.runner import configure_kopf
 from operator_core.settings import KubeSettings, from_env
 from typesense_operator.api import TYPESENSE_CLUSTER
@@ -30,14 +29,11 @@ from typesense_operator.resources.model import MANAGED_BY
 
 API_GROUP = TYPESENSE_CLUSTER.group
 CONTROLLER_NAME = f"{API_GROUP}/typesense-operator"
-RETRY_SECONDS = (2.0, 5.0, 10.0, 30.0)
 
 _logger = logging.getLogger(__name__)
-_wakeups: dict[tuple[str, str], asyncio.Event] = {}
+_wakeups = Wakeups()
 
 # Children whose changes wake their cluster's loop; found by the labels every child carries.
-# The handlers are async on purpose: kopf runs sync handlers in a thread pool, and every
-# thread costs an allocator arena of resident memory.
 _CHILD_KINDS = (
     ("", "v1", "configmaps"),
     ("", "v1", "services"),
@@ -48,11 +44,6 @@ _CHILD_KINDS = (
     ("networking.k8s.io", "v1", "ingresses"),
     ("batch", "v1", "cronjobs"),
 )
-
-
-def wake(namespace: str | None, name: str | None) -> None:
-    if namespace and name and (event := _wakeups.get((namespace, name))):
-        event.set()
 
 
 @kopf.on.startup()
@@ -74,17 +65,10 @@ async def close(memo: kopf.Memo, **_: Any) -> None:
 
 @kopf.on.event(TYPESENSE_CLUSTER.group, TYPESENSE_CLUSTER.version, TYPESENSE_CLUSTER.plural)
 async def cluster_changed(namespace: str | None, name: str, **_: Any) -> None:
-    wake(namespace, name)
+    _wakeups.wake((namespace, name))
 
 
-async def _child_changed(labels: Mapping[str, str], namespace: str | None, **_: Any) -> None:
-    wake(namespace, labels.get("app.kubernetes.io/instance"))
-
-
-for _group, _version, _plural in _CHILD_KINDS:
-    kopf.on.event(_group, _version, _plural, labels={"app.kubernetes.io/managed-by": MANAGED_BY})(
-        _child_changed
-    )
+wake_on_children(_wakeups, _CHILD_KINDS, MANAGED_BY)
 
 
 @kopf.daemon(
@@ -98,40 +82,10 @@ async def run_cluster(
 ) -> None:
     """Reconcile one cluster until it is deleted or the operator stops."""
     assert namespace is not None, "TypesenseCluster is namespaced"
-    kube: Kube = memo.kube
-    recorder: EventRecorder = memo.recorder
-    wakeup = _wakeups.setdefault((namespace, name), asyncio.Event())
-    failures = 0
-    try:
-        while not stopped:
-            wakeup.clear()
-            try:
-                obj = await kube.get(TYPESENSE_CLUSTER.api_version, TYPESENSE_CLUSTER.kind, name, namespace)
-                if obj is None or obj["metadata"].get("deletionTimestamp"):
-                    return
-                delay = await reconcile(obj, kube, recorder, memo.addressing, memo.settings)
-                failures = 0
-            except errors.KubeError as error:
-                delay = RETRY_SECONDS[min(failures, len(RETRY_SECONDS) - 1)]
-                failures += 1
-                _logger.warning(
-                    "reconcile of %s/%s failed, retrying in %.0f s: %s", namespace, name, delay, error
-                )
-            except Exception:
-                # A bug must not stop this cluster's loop (kopf would wait a minute): log, back off, go on.
-                delay = RETRY_SECONDS[min(failures, len(RETRY_SECONDS) - 1)]
-                failures += 1
-                _logger.exception("reconcile of %s/%s crashed, retrying in %.0f s", namespace, name, delay)
-            await _sleep(wakeup, stopped, delay)
-    finally:
-        _wakeups.pop((namespace, name), None)
 
+    async def reconcile_cluster(obj: dict[str, Any]) -> float:
+        return await reconcile(obj, memo.kube, memo.recorder, memo.addressing, memo.settings)
 
-async def _sleep(wakeup: asyncio.Event, stopped: kopf.DaemonStopped, seconds: float) -> None:
-    """Until woken, stopped, or ``seconds`` pass."""
-    waiters = {asyncio.ensure_future(wakeup.wait()), asyncio.ensure_future(stopped.wait())}
-    try:
-        await asyncio.wait(waiters, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for waiter in waiters:
-            waiter.cancel()
+    await run_object_loop(
+        memo.kube, TYPESENSE_CLUSTER, name, namespace, reconcile_cluster, _wakeups, stopped, logger=_logger
+    )

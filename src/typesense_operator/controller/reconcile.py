@@ -22,13 +22,13 @@ import secrets
 import string
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from enum import Enum
 from typing import Any
 
 from operator_core import errors
-from operator_core.conditions import Condition, ConditionStatus, find, set_condition, utcnow
+from operator_core.conditions import ConditionStatus, utcnow
 from operator_core.events import EventRecorder, EventType
 from operator_core.kube import Kube
+from operator_core.reconciling import ConditionBook, Outcome, run_steps, write_status
 from operator_core.secrets import register_secret
 from typesense_operator.api import TYPESENSE_CLUSTER
 from typesense_operator.api.reasons import ConditionType, EventReason
@@ -57,11 +57,6 @@ PREREQUISITE_RECHECK_SECONDS = 5.0
 _KEY_LENGTH = 48
 
 
-class Outcome(Enum):
-    CONTINUE = "continue"
-    STOP = "stop"
-
-
 @dataclass
 class Scope:
     """What one reconcile knows and has decided so far."""
@@ -69,8 +64,7 @@ class Scope:
     obj: dict[str, Any]
     cluster: Cluster
     kube: Kube
-    recorder: EventRecorder
-    conditions: list[Condition]
+    book: ConditionBook
     settings: TypesenseSettings
     addressing: NodeAddressing
     api_key: str | None = None
@@ -100,21 +94,10 @@ class Scope:
         warn: EventReason | None = None,
     ) -> None:
         """Set a condition; post a Warning Event only when it newly turns bad (not on every reconcile)."""
-        previous = find(self.conditions, condition_type)
-        changed = previous is None or (previous.status, previous.reason) != (status, reason)
-        self.conditions = set_condition(
-            self.conditions,
-            condition_type,
-            status,
-            reason,
-            message,
-            observed_generation=self.obj["metadata"].get("generation"),
-        )
-        if warn is not None and status != "True" and changed:
-            await self.event("Warning", warn, message)
+        await self.book.set(condition_type, status, reason, message, warn=warn)
 
     async def event(self, event_type: EventType, reason: EventReason, note: str) -> None:
-        await self.recorder.emit(self.obj, event_type, reason, note)
+        await self.book.event(event_type, reason, note)
 
 
 Step = Callable[[Scope], Awaitable[Outcome]]
@@ -391,52 +374,34 @@ async def reconcile(
     settings: TypesenseSettings,
 ) -> float:
     """Bring one cluster to its spec and write its status; returns seconds until the next look."""
-    cluster = Cluster.from_object(obj)
-    current = obj.get("status") or {}
     scope = Scope(
         obj=obj,
-        cluster=cluster,
+        cluster=Cluster.from_object(obj),
         kube=kube,
-        recorder=recorder,
-        conditions=[Condition.model_validate(c) for c in current.get("conditions") or []],
+        book=ConditionBook.of(obj, recorder),
         settings=settings,
         addressing=addressing,
     )
     completed = False
     try:
-        for step in STEPS:
-            if await step(scope) is Outcome.STOP:
-                break
-        else:
-            completed = True
+        completed = await run_steps(STEPS, scope)
     finally:
         await _write_status(scope, completed)
     return scope.requeue_after
 
 
 async def _write_status(scope: Scope, completed: bool) -> None:
-    previous_ready = find(scope.conditions, ConditionType.READY)
-    status, reason, message = ready_condition(scope.conditions, scope.plan)
-    await scope.set_condition(ConditionType.READY, status, reason, message)
-    ready = find(scope.conditions, ConditionType.READY)
-    if ready is not None and (previous_ready is None or previous_ready.status != ready.status):
-        event_reason = EventReason.QUORUM_READY if ready.status == "True" else EventReason.QUORUM_NOT_READY
-        event_type: EventType = "Normal" if ready.status == "True" else "Warning"
-        if previous_ready is not None or ready.status == "True":
-            await scope.event(event_type, event_reason, ready.message or ready.reason)
+    await scope.book.set_ready(
+        *ready_condition(scope.book.conditions, scope.plan),
+        became_ready=EventReason.QUORUM_READY,
+        became_not_ready=EventReason.QUORUM_NOT_READY,
+        condition_type=ConditionType.READY,
+    )
     patch = status_patch(
         scope.obj.get("status") or {},
-        scope.conditions,
+        scope.book.conditions,
         scope.observed,
         quorum=scope.quorum,
         generation=scope.obj["metadata"].get("generation") if completed else None,
     )
-    if patch:
-        metadata = scope.obj["metadata"]
-        await scope.kube.patch_status(
-            TYPESENSE_CLUSTER.api_version,
-            TYPESENSE_CLUSTER.kind,
-            metadata["name"],
-            metadata["namespace"],
-            patch,
-        )
+    await write_status(scope.kube, TYPESENSE_CLUSTER, scope.obj, patch)

@@ -1,0 +1,170 @@
+"""The one per-object loop and the reconcile helpers that both operators' controllers use."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from enum import StrEnum
+from typing import Any
+
+import pytest
+
+from operator_core import errors, reconciling
+from operator_core.apimodel import ApiModel
+from operator_core.crdgen import CustomResource
+from operator_core.reconciling import ConditionBook, Outcome, Wakeups, run_loop, run_steps, write_status
+
+
+class Reason(StrEnum):
+    READY = "Ready"
+    NOT_READY = "NotReady"
+    BROKEN = "Broken"
+
+
+class NeverStopped:
+    def __bool__(self) -> bool:
+        return False
+
+    async def wait(self) -> None:
+        await asyncio.Event().wait()
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.events: list[tuple[str, str, str]] = []
+
+    async def emit(self, regarding: Any, event_type: str, reason: str, note: str) -> None:
+        self.events.append((event_type, str(reason), note))
+
+
+def a_book(conditions: list[dict[str, Any]] | None = None) -> tuple[ConditionBook, Recorder]:
+    recorder = Recorder()
+    obj = {"metadata": {"name": "x", "generation": 4}, "status": {"conditions": conditions or []}}
+    return ConditionBook.of(obj, recorder), recorder  # type: ignore[arg-type]
+
+
+async def test_failures_back_off_2_5_10_30_seconds_and_never_end_the_loop(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    slept: list[float] = []
+
+    async def sleep(wakeup: asyncio.Event, stopped: object, seconds: float) -> None:
+        slept.append(seconds)
+
+    monkeypatch.setattr(reconciling, "_sleep", sleep)
+    outcomes: list[Any] = [
+        errors.KubeError("api down"),
+        RuntimeError("a bug"),
+        RuntimeError("a bug"),
+        RuntimeError("a bug"),
+        RuntimeError("a bug"),
+        15.0,
+        RuntimeError("a bug"),
+        None,
+    ]
+
+    async def once() -> float | None:
+        outcome = outcomes.pop(0)
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome  # type: ignore[no-any-return]
+
+    await run_loop(once, asyncio.Event(), NeverStopped(), what="ns/x", logger=logging.getLogger("test"))
+    assert slept == [2.0, 5.0, 10.0, 30.0, 30.0, 15.0, 2.0], "a success resets the back-off"
+    assert outcomes == [], "the loop ends only when the object is gone"
+
+
+async def test_a_wakeup_cuts_the_wait_short() -> None:
+    wakeups = Wakeups()
+    calls = 0
+
+    async def once() -> float | None:
+        nonlocal calls
+        calls += 1
+        return 3600.0 if calls == 1 else None
+
+    loop = asyncio.ensure_future(
+        run_loop(once, wakeups.register(("ns", "x")), NeverStopped(), what="x", logger=logging.getLogger())
+    )
+    await asyncio.sleep(0.05)
+    wakeups.wake(("ns", "other"))
+    wakeups.wake((None, None))
+    await asyncio.sleep(0.05)
+    assert calls == 1, "another object's change wakes nothing here"
+    wakeups.wake(("ns", "x"))
+    await asyncio.wait_for(loop, timeout=2)
+    assert calls == 2
+
+
+async def test_steps_run_in_order_until_one_stops() -> None:
+    ran: list[str] = []
+
+    def step(name: str, outcome: Outcome) -> Any:
+        async def run(scope: list[str]) -> Outcome:
+            scope.append(name)
+            return outcome
+
+        return run
+
+    assert await run_steps([step("a", Outcome.CONTINUE), step("b", Outcome.CONTINUE)], ran) is True
+    ran.clear()
+    steps = [step("a", Outcome.CONTINUE), step("b", Outcome.STOP), step("c", Outcome.CONTINUE)]
+    assert await run_steps(steps, ran) is False
+    assert ran == ["a", "b"]
+
+
+async def test_a_warning_only_when_a_condition_newly_turns_bad() -> None:
+    book, recorder = a_book()
+    assert await book.set("Config", "False", "Broken", "fix it", warn=Reason.BROKEN) is True
+    assert await book.set("Config", "False", "Broken", "fix it", warn=Reason.BROKEN) is False
+    assert recorder.events == [("Warning", "Broken", "fix it")]
+    condition = book.get("Config")
+    assert condition is not None
+    assert condition.observed_generation == 4
+
+
+@pytest.mark.parametrize(
+    ("before", "now", "events"),
+    [
+        (None, "False", []),
+        (None, "True", [("Normal", "Ready", "up")]),
+        ("False", "True", [("Normal", "Ready", "up")]),
+        ("True", "False", [("Warning", "NotReady", "up")]),
+        ("True", "True", []),
+        ("False", "False", []),
+    ],
+)
+async def test_ready_is_worth_an_event_only_when_it_flips(
+    before: str | None, now: str, events: list[tuple[str, str, str]]
+) -> None:
+    earlier = [
+        {
+            "type": "Ready",
+            "status": before,
+            "reason": "R",
+            "message": "",
+            "lastTransitionTime": "2026-01-01T00:00:00Z",
+        }
+    ]
+    book, recorder = a_book(earlier if before else None)
+    await book.set_ready(now, "R", "up", became_ready=Reason.READY, became_not_ready=Reason.NOT_READY)  # type: ignore[arg-type]
+    assert recorder.events == events
+
+
+async def test_status_is_written_only_when_the_patch_says_something() -> None:
+    class Kube:
+        def __init__(self) -> None:
+            self.patches: list[tuple[Any, ...]] = []
+
+        async def patch_status(self, *args: Any) -> None:
+            self.patches.append(args)
+
+    resource = CustomResource(
+        group="example.com", version="v1", kind="Widget", plural="widgets", spec_model=ApiModel
+    )
+    kube = Kube()
+    obj = {"metadata": {"name": "w", "namespace": "ns"}}
+    await write_status(kube, resource, obj, {})  # type: ignore[arg-type]
+    assert kube.patches == []
+    await write_status(kube, resource, obj, {"phase": "Up"})  # type: ignore[arg-type]
+    assert kube.patches == [("example.com/v1", "Widget", "w", "ns", {"phase": "Up"})]
