@@ -9,7 +9,7 @@ import pytest
 
 from operator_core.testing.controlplane import ControlPlane
 from operator_core.testing.operators import OperatorProcess, OperatorRegistry
-from typesense_samples import SAMPLES, load_sample
+from samples import SAMPLES, load_sample
 
 pytest_plugins = ["operator_core.testing.fixtures", "operator_core.testing.nodeagent.fixtures"]
 
@@ -24,9 +24,15 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 @pytest.fixture(scope="session")
-def typesense_samples() -> dict[str, list[dict[str, Any]]]:
+def samples() -> dict[str, list[dict[str, Any]]]:
     """Every manifest in deploy/samples/, by file name without .yaml."""
     return {path.stem: load_sample(path.stem) for path in sorted(SAMPLES.glob("*.yaml"))}
+
+
+@pytest.fixture(scope="session")
+def typesense_samples(samples: dict[str, list[dict[str, Any]]]) -> dict[str, list[dict[str, Any]]]:
+    """The same as ``samples``, under the name tests/e2e/test_typesense_operator_e2e.py uses."""
+    return samples
 
 
 @pytest.fixture(scope="session")
@@ -46,5 +52,23 @@ def typesense_operator(
     pytestconfig: pytest.Config,
 ) -> OperatorProcess:
     """The typesense-operator process for this test's control plane, as its own ServiceAccount."""
-    rbac = pytestconfig.rootpath / "deploy" / "rbac" / "typesense-operator.yaml"
-    return operators.get("typesense-operator", control_plane, rbac, "--verbose")
+    return _operator("typesense-operator", operators, control_plane, pytestconfig)
+
+
+@pytest.fixture
+def monocle_operator(
+    operators: OperatorRegistry,
+    control_plane: ControlPlane,
+    installed_crds: list[str],
+    pytestconfig: pytest.Config,
+) -> OperatorProcess:
+    """The monocle-operator process for this test's control plane, as its own ServiceAccount."""
+    return _operator("monocle-operator", operators, control_plane, pytestconfig)
+
+
+def _operator(
+    script: str, operators: OperatorRegistry, control_plane: ControlPlane, pytestconfig: pytest.Config
+) -> OperatorProcess:
+    """The operator's console script, as the ServiceAccount its deploy/rbac/<script>.yaml defines."""
+    rbac = pytestconfig.rootpath / "deploy" / "rbac" / f"{script}.yaml"
+    return operators.get(script, control_plane, rbac, "--verbose")

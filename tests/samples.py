@@ -1,4 +1,4 @@
-"""The sample manifests in ``deploy/samples/``: the specification's own samples, unchanged."""
+"""The sample manifests in ``deploy/samples/`` (every operator's, unchanged from their specifications)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ def load_sample(name: str) -> list[dict[str, Any]]:
     return [d for d in yaml.safe_load_all((SAMPLES / f"{name}.yaml").read_text()) if d]
 
 
-def sample_cluster_spec(name: str) -> dict[str, Any]:
-    """The spec of the sample's TypesenseCluster."""
-    (cluster,) = [d for d in load_sample(name) if d["kind"] == "TypesenseCluster"]
-    return dict(cluster["spec"])
+def sample_spec(name: str, kind: str) -> dict[str, Any]:
+    """The spec of the sample's one object of that kind."""
+    (obj,) = [d for d in load_sample(name) if d["kind"] == kind]
+    return dict(obj["spec"])

@@ -11,35 +11,29 @@ from __future__ import annotations
 import asyncio
 import base64
 import uuid
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from operator_core.kube import Kube
+from operator_core.testing import assertions
+from operator_core.testing.assertions import (
+    events_for,
+    settle,
+    wait_for_object,
+    wait_for_request,
+    writes_since,
+)
 from operator_core.testing.controlplane import ControlPlane
 from operator_core.testing.fixtures import Kubectl, wait_until
-from operator_core.testing.operators import OperatorProcess, OperatorRegistry
-from typesense_samples import load_sample
+from operator_core.testing.operators import OperatorProcess
+from samples import load_sample
 
 pytestmark = pytest.mark.usefixtures("monocle_operator")
 
 API = "monocle.monocle.change-metrics.io/v1alpha1"
 OPERATOR_USER = "system:serviceaccount:monocle-system:monocle-operator"
-WRITE_VERBS = {"create", "update", "patch", "delete", "deletecollection"}
 TOKEN = "ghp_not-a-real-token-4f9c2b7e1d"
-
-
-@pytest.fixture
-def monocle_operator(
-    operators: OperatorRegistry,
-    control_plane: ControlPlane,
-    installed_crds: list[str],
-    pytestconfig: pytest.Config,
-) -> OperatorProcess:
-    """The monocle-operator process for this control plane, as its own ServiceAccount."""
-    rbac = Path(pytestconfig.rootpath) / "deploy" / "rbac" / "monocle-operator.yaml"
-    return operators.get("monocle-operator", control_plane, rbac, "--verbose")
 
 
 @pytest.fixture
@@ -64,35 +58,13 @@ async def get_instance(kube: Kube, namespace: str, name: str = "monocle-sample")
     return found
 
 
-def condition(obj: dict[str, Any], condition_type: str) -> dict[str, Any] | None:
-    for item in (obj.get("status") or {}).get("conditions") or []:
-        if item["type"] == condition_type:
-            return dict(item)
-    return None
-
-
 async def wait_for_condition(
     kube: Kube, namespace: str, condition_type: str, status: str, reason: str | None = None
 ) -> dict[str, Any]:
-    async def matches() -> dict[str, Any] | None:
-        found = condition(await get_instance(kube, namespace), condition_type)
-        if found and found["status"] == status and (reason is None or found["reason"] == reason):
-            return found
-        return None
-
-    return await wait_until(matches, timeout=30, what=f"{condition_type}={status} {reason or ''}")  # type: ignore[return-value]
-
-
-async def wait_for_object(
-    kube: Kube, api_version: str, kind: str, name: str, namespace: str
-) -> dict[str, Any]:
-    return await wait_until(  # type: ignore[return-value]
-        lambda: kube.get(api_version, kind, name, namespace), timeout=30, what=f"{kind} {name}"
+    """A condition of monocle-sample, once it has that status (and reason)."""
+    return await assertions.wait_for_condition(
+        kube, API, "Monocle", "monocle-sample", namespace, condition_type, status, reason
     )
-
-
-async def events_for(kube: Kube, namespace: str, reason: str) -> list[dict[str, Any]]:
-    return [e for e in await kube.list("v1", "Event", namespace) if e["reason"] == reason]
 
 
 async def owned_by(kube: Kube, kind: str, namespace: str, owner: str) -> list[dict[str, Any]]:
@@ -109,38 +81,17 @@ async def count_owned(kube: Kube, kind: str, namespace: str, owner: str, count: 
     return len(await owned_by(kube, kind, namespace, owner)) == count
 
 
-def operator_requests(control_plane: ControlPlane, namespace: str) -> list[dict[str, Any]]:
-    return [
-        e
-        for e in control_plane.audit_events()
-        if e["user"]["username"] == OPERATOR_USER and (e.get("objectRef") or {}).get("namespace") == namespace
-    ]
-
-
-async def settle(control_plane: ControlPlane, namespace: str) -> int:
-    """Wait until the operator has made no request in this namespace for 3 s; the request count."""
-
-    async def quiet() -> int | None:
-        before = len(operator_requests(control_plane, namespace))
-        await asyncio.sleep(3)
-        after = len(operator_requests(control_plane, namespace))
-        return after if after == before else None
-
-    return await wait_until(quiet, timeout=60, what="the operator to settle")  # type: ignore[return-value]
-
-
 async def reconciled_after(control_plane: ControlPlane, namespace: str, since: int) -> None:
     """Wait for a whole reconcile after ``since``: its last read is the crawler Deployment."""
-
-    def done() -> bool:
-        return any(
-            e["verb"] == "get"
-            and e["objectRef"].get("resource") == "deployments"
-            and e["objectRef"].get("name", "").endswith("-crawler")
-            for e in operator_requests(control_plane, namespace)[since:]
-        )
-
-    await wait_until(done, what="a reconcile")
+    await wait_for_request(
+        control_plane,
+        OPERATOR_USER,
+        namespace,
+        since,
+        verb="get",
+        resource="deployments",
+        name_suffix="-crawler",
+    )
     await asyncio.sleep(1)
 
 
@@ -217,7 +168,7 @@ async def test_secret_data_rolls_api_and_crawler_and_metadata_edits_do_not(
         await wait_until(
             lambda d=deployment: count_owned(kube, "ReplicaSet", namespace, d, 1), what=f"{deployment} RS"
         )
-    since = await settle(control_plane, namespace)
+    since = await settle(control_plane, OPERATOR_USER, namespace)
     kubectl("annotate", "secret/monocle-sample-api", "-n", namespace, f"example.com/note={uuid.uuid4().hex}")
     kubectl("label", "secret/monocle-sample-api", "-n", namespace, "example.com/team=metrics")
     await reconciled_after(control_plane, namespace, since)
@@ -376,10 +327,10 @@ async def test_steady_state_reconcile_makes_no_write_request(
 ) -> None:
     await kube.apply(monocle(namespace))
     await wait_for_condition(kube, namespace, "CrawlerReady", "False")
-    settled = await settle(control_plane, namespace)
+    since = await settle(control_plane, OPERATOR_USER, namespace)
     kubectl("annotate", "service/monocle-sample-api", "-n", namespace, f"example.com/poke={uuid.uuid4().hex}")
-    await reconciled_after(control_plane, namespace, settled)
-    writes = [e for e in operator_requests(control_plane, namespace)[settled:] if e["verb"] in WRITE_VERBS]
+    await reconciled_after(control_plane, namespace, since)
+    writes = writes_since(control_plane, OPERATOR_USER, namespace, since)
     assert writes == [], [(e["verb"], e["objectRef"]) for e in writes]
 
 

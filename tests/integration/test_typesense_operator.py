@@ -9,12 +9,19 @@ from typing import Any
 
 import pytest
 
-from operator_core.errors import NotFound
 from operator_core.kube import Kube
+from operator_core.testing import assertions
+from operator_core.testing.assertions import (
+    events_for,
+    settle,
+    wait_for_object,
+    wait_for_request,
+    writes_since,
+)
 from operator_core.testing.controlplane import ControlPlane
 from operator_core.testing.fixtures import Kubectl, wait_until
 from operator_core.testing.operators import OperatorProcess
-from typesense_samples import sample_cluster_spec
+from samples import sample_spec
 
 pytestmark = pytest.mark.usefixtures("typesense_operator")
 
@@ -45,9 +52,9 @@ POD_MONITOR_CRD: dict[str, Any] = {
         ],
     },
 }
-WRITE_VERBS = {"create", "update", "patch", "delete", "deletecollection"}
+OPERATOR_USER = "system:serviceaccount:typesense-system:typesense-operator"
 SEED_SAMPLE = "ts_v1alpha1_typesensecluster_opentelekomcloud"
-SEED_SAMPLE_SPEC = sample_cluster_spec(SEED_SAMPLE)
+SEED_SAMPLE_SPEC = sample_spec(SEED_SAMPLE, "TypesenseCluster")
 
 
 def cluster(namespace: str, spec: dict[str, Any], name: str = "cluster-1") -> dict[str, Any]:
@@ -59,46 +66,13 @@ def cluster(namespace: str, spec: dict[str, Any], name: str = "cluster-1") -> di
     }
 
 
-async def get_cluster(kube: Kube, namespace: str, name: str = "cluster-1") -> dict[str, Any]:
-    found = await kube.get(API, "TypesenseCluster", name, namespace)
-    assert found is not None
-    return found
-
-
-def condition(obj: dict[str, Any], condition_type: str) -> dict[str, Any] | None:
-    for item in (obj.get("status") or {}).get("conditions") or []:
-        if item["type"] == condition_type:
-            return dict(item)
-    return None
-
-
 async def wait_for_condition(
     kube: Kube, namespace: str, condition_type: str, status: str, reason: str | None = None
 ) -> dict[str, Any]:
-    async def matches() -> dict[str, Any] | None:
-        found = condition(await get_cluster(kube, namespace), condition_type)
-        if found and found["status"] == status and (reason is None or found["reason"] == reason):
-            return found
-        return None
-
-    return await wait_until(matches, timeout=30, what=f"{condition_type}={status} {reason or ''}")  # type: ignore[return-value]
-
-
-async def wait_for_object(
-    kube: Kube, api_version: str, kind: str, name: str, namespace: str
-) -> dict[str, Any]:
-    async def present() -> dict[str, Any] | None:
-        try:
-            return await kube.get(api_version, kind, name, namespace)
-        except NotFound:  # a kind whose CRD was installed a moment ago
-            return None
-
-    return await wait_until(present, timeout=30, what=f"{kind} {name}")  # type: ignore[return-value]
-
-
-async def events_for(kube: Kube, namespace: str, reason: str) -> list[dict[str, Any]]:
-    # The core/v1 view: it also shows kopf's own Events, which the events.k8s.io decoder refuses.
-    return [e for e in await kube.list("v1", "Event", namespace) if e["reason"] == reason]
+    """A condition of cluster-1, once it has that status (and reason)."""
+    return await assertions.wait_for_condition(
+        kube, API, "TypesenseCluster", "cluster-1", namespace, condition_type, status, reason
+    )
 
 
 async def user_key_secret(kube: Kube, namespace: str, name: str = "typesense-common-bootstrap-key") -> None:
@@ -119,9 +93,9 @@ async def apply_unchanged(kube: Kube, documents: list[dict[str, Any]], namespace
 
 
 async def test_seed_sample_applies_unchanged_and_its_key_mismatch_is_reported(
-    kube: Kube, namespace: str, typesense_samples: dict[str, list[dict[str, Any]]]
+    kube: Kube, namespace: str, samples: dict[str, list[dict[str, Any]]]
 ) -> None:
-    await apply_unchanged(kube, typesense_samples[SEED_SAMPLE], namespace)
+    await apply_unchanged(kube, samples[SEED_SAMPLE], namespace)
     missing = await wait_for_condition(kube, namespace, "AdminKeyReady", "False", "SecretNotFound")
     assert "typesense-common-bootstrap-key" in missing["message"]
     ready = await wait_for_condition(kube, namespace, "Ready", "False", "QuorumNotReady")
@@ -160,9 +134,9 @@ async def test_seed_sample_applies_unchanged_and_its_key_mismatch_is_reported(
 
 
 async def test_older_seed_sample_applies_unchanged_with_a_generated_key(
-    kube: Kube, namespace: str, typesense_samples: dict[str, list[dict[str, Any]]]
+    kube: Kube, namespace: str, samples: dict[str, list[dict[str, Any]]]
 ) -> None:
-    await apply_unchanged(kube, typesense_samples["ts_v1alpha1_typesensecluster_aws"], namespace)
+    await apply_unchanged(kube, samples["ts_v1alpha1_typesensecluster_aws"], namespace)
     await wait_for_object(kube, "v1", "Secret", "cluster-1-admin-key", namespace)
     sts = await wait_for_object(kube, "apps/v1", "StatefulSet", "cluster-1-sts", namespace)
     (claim,) = sts["spec"]["volumeClaimTemplates"]
@@ -310,22 +284,8 @@ async def test_steady_state_reconcile_makes_no_write_request(
     await wait_for_condition(kube, namespace, "ChildrenApplied", "True")
     await wait_for_object(kube, "policy/v1", "PodDisruptionBudget", "cluster-1-pdb", namespace)
 
-    def operator_requests() -> list[dict[str, Any]]:
-        return [
-            e
-            for e in control_plane.audit_events()
-            if e["user"]["username"] == "system:serviceaccount:typesense-system:typesense-operator"
-            and (e.get("objectRef") or {}).get("namespace") == namespace
-        ]
-
     # Let the first reconciles settle (status, Events), then wake the loop with a change that asks nothing.
-    async def quiet() -> bool:
-        before = len(operator_requests())
-        await asyncio.sleep(3)
-        return len(operator_requests()) == before
-
-    await wait_until(quiet, timeout=60, what="the operator to settle")
-    settled = len(operator_requests())
+    settled = await settle(control_plane, OPERATOR_USER, namespace)
     kubectl(
         "annotate",
         "configmap/cluster-1-nodeslist",
@@ -333,14 +293,11 @@ async def test_steady_state_reconcile_makes_no_write_request(
         namespace,
         f"test.operator-suite.dev/poke={uuid.uuid4().hex}",
     )
-
-    async def reconciled_again() -> list[dict[str, Any]]:
-        reads = [e for e in operator_requests()[settled:] if e["verb"] == "get"]
-        return reads if any(e["objectRef"]["resource"] == "statefulsets" for e in reads) else []
-
-    await wait_until(reconciled_again, what="a reconcile after the poke")
+    await wait_for_request(
+        control_plane, OPERATOR_USER, namespace, settled, verb="get", resource="statefulsets"
+    )
     await asyncio.sleep(2)
-    writes = [e for e in operator_requests()[settled:] if e["verb"] in WRITE_VERBS]
+    writes = writes_since(control_plane, OPERATOR_USER, namespace, settled)
     assert writes == [], [(e["verb"], e["objectRef"]) for e in writes]
 
 

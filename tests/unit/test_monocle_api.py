@@ -4,24 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-import celpy
 import pytest
 
 from monocle_operator.api import DEFAULT_IMAGE, MONOCLE, MonocleSpec
 from operator_core.crdgen import crd_manifest
-from typesense_samples import load_sample
+from operator_core.testing import cel
+from samples import load_sample
 
 SEED_SAMPLE = "monocle_v1alpha1_monocle"
-
-
-def _rules(schema: dict[str, Any]) -> list[str]:
-    return [v["rule"] for v in schema.get("x-kubernetes-validations", [])]
-
-
-def _evaluate(rule: str, activation: dict[str, Any]) -> bool:
-    environment = celpy.Environment()
-    program = environment.program(environment.compile(rule))
-    return bool(program.evaluate({k: celpy.json_to_cel(v) for k, v in activation.items()}))
 
 
 @pytest.fixture(scope="module")
@@ -58,16 +48,16 @@ def test_an_empty_spec_means_every_default(spec_schema: dict[str, Any]) -> None:
     ],
 )
 def test_public_url_rule(spec_schema: dict[str, Any], url: str, allowed: bool) -> None:
-    (rule,) = _rules(spec_schema["properties"]["monoclePublicURL"])
-    assert _evaluate(rule, {"self": url}) is allowed
+    (rule,) = cel.rules(spec_schema["properties"]["monoclePublicURL"])
+    assert cel.evaluate(rule, {"self": url}) is allowed
 
 
 @pytest.mark.parametrize(
     ("heap", "allowed"), [("512m", True), ("1g", True), ("2G", True), ("512", False), ("0m", False)]
 )
 def test_java_heap_rule(spec_schema: dict[str, Any], heap: str, allowed: bool) -> None:
-    (rule,) = _rules(spec_schema["properties"]["elastic"]["properties"]["javaHeap"])
-    assert _evaluate(rule, {"self": heap}) is allowed
+    (rule,) = cel.rules(spec_schema["properties"]["elastic"]["properties"]["javaHeap"])
+    assert cel.evaluate(rule, {"self": heap}) is allowed
 
 
 @pytest.mark.parametrize(
@@ -83,8 +73,8 @@ def test_java_heap_rule(spec_schema: dict[str, Any], heap: str, allowed: bool) -
 def test_storage_class_is_fixed(
     spec_schema: dict[str, Any], old: dict[str, str], new: dict[str, str], allowed: bool
 ) -> None:
-    (rule,) = _rules(spec_schema["properties"]["elastic"])
-    assert _evaluate(rule, {"self": new, "oldSelf": old}) is allowed
+    (rule,) = cel.rules(spec_schema["properties"]["elastic"])
+    assert cel.evaluate(rule, {"self": new, "oldSelf": old}) is allowed
 
 
 def test_every_rule_has_a_message_that_names_the_field() -> None:
@@ -104,6 +94,6 @@ def test_printer_columns_show_url_and_readiness() -> None:
 @pytest.mark.parametrize(("name", "allowed"), [("a" * 38, True), ("a" * 39, False)])
 def test_name_leaves_room_for_the_job_name(name: str, allowed: bool) -> None:
     root = crd_manifest(MONOCLE)["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
-    (rule,) = _rules(root)
-    assert _evaluate(rule, {"self": {"metadata": {"name": name}}}) is allowed
+    (rule,) = cel.rules(root)
+    assert cel.evaluate(rule, {"self": {"metadata": {"name": name}}}) is allowed
     assert (len(f"{name}-update-idents-0123456789") <= 63) is allowed

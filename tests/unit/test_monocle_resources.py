@@ -6,12 +6,10 @@ Regenerate the golden files after an intended change with
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from monocle_operator.resources import (
     CONFIG_HASH_ANNOTATION,
@@ -24,14 +22,15 @@ from monocle_operator.resources import (
     desired_children,
     stale_children,
 )
-from typesense_samples import load_sample
+from operator_core.testing.tables import assert_golden, by_kind_and_name
+from samples import sample_spec
 
 GOLDEN = Path(__file__).parent / "golden" / "monocle"
 SECRET_HASH = "0123456789abcdef0123456789abcdef"
 CONFIG_HASH = "fedcba9876543210"
 
 SAMPLES: dict[str, dict[str, Any]] = {
-    "seed": load_sample("monocle_v1alpha1_monocle")[0]["spec"],
+    "seed": sample_spec("monocle_v1alpha1_monocle", "Monocle"),
     # Everything else the spec can say.
     "full": {
         "monoclePublicURL": "https://monocle.example.com",
@@ -65,10 +64,6 @@ def instance(sample: str, name: str = "monocle-sample") -> Instance:
     )
 
 
-def by_kind_and_name(manifests: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    return {f"{m['kind']}/{m['metadata']['name']}": m for m in manifests}
-
-
 def every_manifest(sample: str) -> list[dict[str, Any]]:
     i = instance(sample)
     extra = [build_generated_secret(i, "generated-crawler-key"), build_config_map(i)]
@@ -90,12 +85,7 @@ def pod_specs(sample: str) -> dict[str, dict[str, Any]]:
 
 @pytest.mark.parametrize("sample", sorted(SAMPLES))
 def test_children_match_golden_files(sample: str) -> None:
-    text = yaml.safe_dump_all(every_manifest(sample), sort_keys=True)
-    path = GOLDEN / f"{sample}.yaml"
-    if os.environ.get("UPDATE_GOLDEN"):
-        path.write_text(text)
-    assert path.exists(), f"no golden file {path}; run with UPDATE_GOLDEN=1 and review it"
-    assert text == path.read_text(), f"{path.name} differs; if intended, regenerate with UPDATE_GOLDEN=1"
+    assert_golden(every_manifest(sample), GOLDEN / f"{sample}.yaml")
 
 
 def test_seed_sample_children_are_named_after_the_instance() -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -13,16 +12,7 @@ from monocle_operator.controller.status import (
     statefulset_condition,
     status_patch,
 )
-from operator_core.conditions import Condition, set_condition
-
-T0 = datetime(2026, 1, 1, tzinfo=UTC)
-
-
-def conditions(**states: str) -> list[Condition]:
-    result: list[Condition] = []
-    for name, status in states.items():
-        result = set_condition(result, name, status, f"{name}Reason", f"{name} message", now=T0)  # type: ignore[arg-type]
-    return result
+from operator_core.testing.tables import conditions
 
 
 def deployment(generation: int = 1, **status: int) -> dict[str, Any]:

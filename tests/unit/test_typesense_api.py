@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import celpy
 import pytest
 import yaml
 
 from operator_core.crdgen import crd_manifest
+from operator_core.testing import cel
 from typesense_operator.api import TYPESENSE_CLUSTER, TypesenseClusterSpec
 
 GO_OPERATOR_SAMPLE = """
@@ -40,16 +40,6 @@ def test_go_operator_sample_is_accepted_with_defaults() -> None:
     assert wire["resetPeersOnError"] is True
 
 
-def _rules(schema: dict[str, Any]) -> list[str]:
-    return [v["rule"] for v in schema.get("x-kubernetes-validations", [])]
-
-
-def _evaluate(rule: str, activation: dict[str, Any]) -> bool:
-    environment = celpy.Environment()
-    program = environment.program(environment.compile(rule))
-    return bool(program.evaluate({k: celpy.json_to_cel(v) for k, v in activation.items()}))
-
-
 @pytest.fixture(scope="module")
 def root_schema() -> dict[str, Any]:
     return crd_manifest(TYPESENSE_CLUSTER)["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
@@ -59,31 +49,31 @@ def root_schema() -> dict[str, Any]:
     ("replicas", "allowed"), [(1, True), (2, False), (3, True), (5, True), (7, True), (9, False)]
 )
 def test_replicas_rule(root_schema: dict[str, Any], replicas: int, allowed: bool) -> None:
-    (rule,) = _rules(root_schema["properties"]["spec"]["properties"]["replicas"])
-    assert _evaluate(rule, {"self": replicas}) is allowed
+    (rule,) = cel.rules(root_schema["properties"]["spec"]["properties"]["replicas"])
+    assert cel.evaluate(rule, {"self": replicas}) is allowed
 
 
 @pytest.mark.parametrize(("name", "allowed"), [("a" * 19, True), ("a" * 20, False)])
 def test_raft_endpoint_length_rule(root_schema: dict[str, Any], name: str, allowed: bool) -> None:
-    (rule,) = _rules(root_schema)
+    (rule,) = cel.rules(root_schema)
     obj = {"metadata": {"name": name}, "spec": {"apiPort": 8108, "peeringPort": 8107}}
     endpoint = f"{name}-sts-0.{name}-sts-svc:8107:8108"
     assert (len(endpoint) <= 64) is allowed
-    assert _evaluate(rule, {"self": obj}) is allowed
+    assert cel.evaluate(rule, {"self": obj}) is allowed
 
 
 def test_spec_level_rules(root_schema: dict[str, Any]) -> None:
-    rules = _rules(root_schema["properties"]["spec"])
+    rules = cel.rules(root_schema["properties"]["spec"])
     same_ports = {"apiPort": 8108, "peeringPort": 8108, "enableCors": False}
     cors_without_enable = {"apiPort": 8108, "peeringPort": 8107, "enableCors": False, "corsDomains": "a.b"}
-    assert not _evaluate(rules[0], {"self": same_ports})
-    assert not _evaluate(rules[1], {"self": cors_without_enable})
-    assert _evaluate(rules[1], {"self": {**cors_without_enable, "enableCors": True}})
+    assert not cel.evaluate(rules[0], {"self": same_ports})
+    assert not cel.evaluate(rules[1], {"self": cors_without_enable})
+    assert cel.evaluate(rules[1], {"self": {**cors_without_enable, "enableCors": True}})
 
 
 def _scraper_rules(root_schema: dict[str, Any], field: str) -> list[str]:
     scraper = root_schema["properties"]["spec"]["properties"]["scrapers"]["items"]
-    return _rules(scraper["properties"][field])
+    return cel.rules(scraper["properties"][field])
 
 
 @pytest.mark.parametrize(
@@ -98,7 +88,7 @@ def _scraper_rules(root_schema: dict[str, Any], field: str) -> list[str]:
 )
 def test_scraper_schedule_rule(root_schema: dict[str, Any], schedule: str, allowed: bool) -> None:
     (rule,) = _scraper_rules(root_schema, "schedule")
-    assert _evaluate(rule, {"self": schedule}) is allowed
+    assert cel.evaluate(rule, {"self": schedule}) is allowed
 
 
 @pytest.mark.parametrize(
@@ -106,10 +96,10 @@ def test_scraper_schedule_rule(root_schema: dict[str, Any], schedule: str, allow
 )
 def test_scraper_name_rule(root_schema: dict[str, Any], name: str, allowed: bool) -> None:
     (rule,) = _scraper_rules(root_schema, "name")
-    assert _evaluate(rule, {"self": name}) is allowed
+    assert cel.evaluate(rule, {"self": name}) is allowed
 
 
 def test_scraper_names_unique_rule(root_schema: dict[str, Any]) -> None:
-    (rule,) = _rules(root_schema["properties"]["spec"]["properties"]["scrapers"])
-    assert _evaluate(rule, {"self": [{"name": "a"}, {"name": "b"}]})
-    assert not _evaluate(rule, {"self": [{"name": "a"}, {"name": "a"}]})
+    (rule,) = cel.rules(root_schema["properties"]["spec"]["properties"]["scrapers"])
+    assert cel.evaluate(rule, {"self": [{"name": "a"}, {"name": "b"}]})
+    assert not cel.evaluate(rule, {"self": [{"name": "a"}, {"name": "a"}]})

@@ -6,13 +6,13 @@ Regenerate the golden files after an intended change with
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
+from operator_core.testing.tables import assert_golden, by_kind_and_name
+from samples import sample_spec
 from typesense_operator.resources import (
     Cluster,
     build_generated_key_secret,
@@ -23,14 +23,13 @@ from typesense_operator.resources import (
     nodes_list,
     stale_children,
 )
-from typesense_samples import sample_cluster_spec
 
 GOLDEN = Path(__file__).parent / "golden" / "typesense"
 
 
 SAMPLES: dict[str, dict[str, Any]] = {
-    "seed-opentelekomcloud": sample_cluster_spec("ts_v1alpha1_typesensecluster_opentelekomcloud"),
-    "seed-aws": sample_cluster_spec("ts_v1alpha1_typesensecluster_aws"),
+    "seed-opentelekomcloud": sample_spec("ts_v1alpha1_typesensecluster_opentelekomcloud", "TypesenseCluster"),
+    "seed-aws": sample_spec("ts_v1alpha1_typesensecluster_aws", "TypesenseCluster"),
     # Everything else the spec can say.
     "full": {
         "image": "typesense/typesense:28.0",
@@ -69,22 +68,13 @@ def cluster(sample: str) -> Cluster:
     )
 
 
-def by_kind_and_name(manifests: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    return {f"{m['kind']}/{m['metadata']['name']}": m for m in manifests}
-
-
 @pytest.mark.parametrize("sample", sorted(SAMPLES))
 def test_children_match_golden_files(sample: str) -> None:
     c = cluster(sample)
     manifests = desired_children(c)
     extra = [build_generated_key_secret(c, "generated-key-value"), build_pod_monitor(c)]
     manifests += [m for m in extra if m is not None]
-    text = yaml.safe_dump_all(manifests, sort_keys=True)
-    path = GOLDEN / f"{sample}.yaml"
-    if os.environ.get("UPDATE_GOLDEN"):
-        path.write_text(text)
-    assert path.exists(), f"no golden file {path}; run with UPDATE_GOLDEN=1 and review it"
-    assert text == path.read_text(), f"{path.name} differs; if intended, regenerate with UPDATE_GOLDEN=1"
+    assert_golden(manifests, GOLDEN / f"{sample}.yaml")
 
 
 def test_seed_sample_children() -> None:

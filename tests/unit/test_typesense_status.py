@@ -2,23 +2,13 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 import pytest
 
-from operator_core.conditions import Condition, set_condition
+from operator_core.conditions import set_condition
+from operator_core.testing.tables import T0, conditions
 from typesense_operator.api.reasons import ReadyReason
 from typesense_operator.controller.status import phase, ready_condition, status_patch
 from typesense_operator.quorum.decide import Action, ClusterState, Plan, QuorumRecord
-
-T0 = datetime(2026, 1, 1, tzinfo=UTC)
-
-
-def conditions(**states: str) -> list[Condition]:
-    result: list[Condition] = []
-    for name, status in states.items():
-        result = set_condition(result, name, status, f"{name}Reason", f"{name} message", now=T0)  # type: ignore[arg-type]
-    return result
 
 
 def a_plan(ready: bool, reason: str = "QuorumReady") -> Plan:

@@ -1,0 +1,144 @@
+"""What integration tests look at and wait for: conditions, children, Events, an operator's requests.
+
+Every operator's integration tests use these against the local control plane
+(the ``kube`` and ``control_plane`` fixtures of :mod:`operator_core.testing.fixtures`):
+
+- :func:`condition` and :func:`wait_for_condition`: a condition of a custom object;
+- :func:`wait_for_object`: any object, including one of a kind whose CRD was just installed;
+- :func:`events_for`: the Events of a namespace with one reason;
+- :func:`operator_requests`, :func:`settle`, :func:`wait_for_request` and :func:`writes_since`: the API
+  server's audit log, as seen from one operator's ServiceAccount (to prove quiet
+  reconciles: no write when nothing changed).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from typing import Any, cast
+
+from operator_core.errors import NotFound
+from operator_core.kube import Kube
+from operator_core.testing.controlplane import ControlPlane
+from operator_core.testing.fixtures import wait_until
+
+__all__ = [
+    "WRITE_VERBS",
+    "condition",
+    "events_for",
+    "operator_requests",
+    "settle",
+    "wait_for_condition",
+    "wait_for_object",
+    "wait_for_request",
+    "writes_since",
+]
+
+WRITE_VERBS = frozenset({"create", "update", "patch", "delete", "deletecollection"})
+
+
+def condition(obj: Mapping[str, Any], condition_type: str) -> dict[str, Any] | None:
+    """The condition of that type in ``obj``'s status, or None."""
+    for item in (obj.get("status") or {}).get("conditions") or []:
+        if item["type"] == condition_type:
+            return dict(item)
+    return None
+
+
+async def wait_for_condition(
+    kube: Kube,
+    api_version: str,
+    kind: str,
+    name: str,
+    namespace: str,
+    condition_type: str,
+    status: str,
+    reason: str | None = None,
+    *,
+    timeout: float = 30.0,
+) -> dict[str, Any]:
+    """Wait until the object's condition has ``status`` (and ``reason``, if given); the condition."""
+
+    async def matches() -> dict[str, Any] | None:
+        obj = await kube.get(api_version, kind, name, namespace)
+        found = condition(obj or {}, condition_type)
+        if found and found["status"] == status and (reason is None or found["reason"] == reason):
+            return found
+        return None
+
+    what = f"{kind} {name}: {condition_type}={status} {reason or ''}"
+    return cast(dict[str, Any], await wait_until(matches, timeout=timeout, what=what))
+
+
+async def wait_for_object(
+    kube: Kube, api_version: str, kind: str, name: str, namespace: str, *, timeout: float = 30.0
+) -> dict[str, Any]:
+    """Wait until the object exists; it. A kind the API server does not serve yet counts as absent."""
+
+    async def present() -> dict[str, Any] | None:
+        try:
+            return await kube.get(api_version, kind, name, namespace)
+        except NotFound:  # a kind whose CRD was installed a moment ago
+            return None
+
+    return cast(dict[str, Any], await wait_until(present, timeout=timeout, what=f"{kind} {name}"))
+
+
+async def events_for(kube: Kube, namespace: str, reason: str) -> list[dict[str, Any]]:
+    """The namespace's Events with that reason."""
+    # The core/v1 view: it also shows kopf's own Events, which the events.k8s.io decoder refuses.
+    return [e for e in await kube.list("v1", "Event", namespace) if e["reason"] == reason]
+
+
+def operator_requests(control_plane: ControlPlane, user: str, namespace: str) -> list[dict[str, Any]]:
+    """Audit events of the requests ``user`` (an operator's ServiceAccount) made in ``namespace``."""
+    return [
+        e
+        for e in control_plane.audit_events()
+        if e["user"]["username"] == user and (e.get("objectRef") or {}).get("namespace") == namespace
+    ]
+
+
+def writes_since(control_plane: ControlPlane, user: str, namespace: str, since: int) -> list[dict[str, Any]]:
+    """The write requests among those ``user`` made in ``namespace`` after the first ``since``."""
+    return [e for e in operator_requests(control_plane, user, namespace)[since:] if e["verb"] in WRITE_VERBS]
+
+
+async def settle(
+    control_plane: ControlPlane, user: str, namespace: str, *, quiet_seconds: float = 3.0
+) -> int:
+    """Wait until ``user`` has made no request in ``namespace`` for ``quiet_seconds``; the request count."""
+
+    async def quiet() -> int | None:
+        before = len(operator_requests(control_plane, user, namespace))
+        await asyncio.sleep(quiet_seconds)
+        after = len(operator_requests(control_plane, user, namespace))
+        return after if after == before else None
+
+    return cast(int, await wait_until(quiet, timeout=60, what="the operator to settle"))
+
+
+async def wait_for_request(
+    control_plane: ControlPlane,
+    user: str,
+    namespace: str,
+    since: int,
+    *,
+    verb: str,
+    resource: str,
+    name_suffix: str = "",
+) -> dict[str, Any]:
+    """Wait for a request of ``user`` after the first ``since`` ones (see :func:`settle`); its audit event."""
+
+    def made() -> dict[str, Any] | None:
+        for event in operator_requests(control_plane, user, namespace)[since:]:
+            ref = event.get("objectRef") or {}
+            if (
+                event["verb"] == verb
+                and ref.get("resource") == resource
+                and ref.get("name", "").endswith(name_suffix)
+            ):
+                return event
+        return None
+
+    return cast(dict[str, Any], await wait_until(made, what=f"a {verb} of {resource} *{name_suffix}"))
