@@ -49,6 +49,8 @@ class SandboxEntry:
     script: str
     rbac: str
     samples: tuple[str, ...]
+    """Manifests to apply; every custom object among them is waited for until Ready. May be empty:
+    the operator then only runs (for operators whose workloads the node agent cannot run)."""
     usage: str = ""
     """Lines printed once everything is Ready: how to use what the samples made."""
 

@@ -1,0 +1,16 @@
+"""What ``operator-suite sandbox up`` runs for the Monocle operator: the operator and its RBAC, no samples.
+
+Monocle's images cannot run on the node agent (it runs stand-ins, not
+containers), so no instance is created: the operator waits for one.
+"""
+
+from operator_core.sandbox import SandboxEntry
+
+SANDBOX = SandboxEntry(
+    script="monocle-operator",
+    rbac="deploy/rbac/monocle-operator.yaml",
+    samples=(),
+    usage="""\
+  The monocle-operator runs, with no instance (Monocle's images run only as stand-ins here):
+  kubectl apply -f deploy/samples/monocle_v1alpha1_monocle.yaml && kubectl get monocles""",
+)
