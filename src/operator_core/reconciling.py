@@ -2,6 +2,8 @@
 
 One loop per custom object, woken by changes:
 
+- :func:`connect`: the API client and Event recorder an operator's start-up handler makes.
+
 - :class:`Wakeups`: one event per object; a watch handler of the object or of
   any of its children sets it, and the object's loop wakes at once.
 - :func:`wake_on_children`: registers the kopf watches of an operator's
@@ -40,6 +42,7 @@ from operator_core.conditions import Condition, ConditionStatus, find, set_condi
 from operator_core.crdgen import CustomResource
 from operator_core.events import EventRecorder, EventType
 from operator_core.kube import Kube
+from operator_core.settings import KubeSettings, from_env
 
 __all__ = [
     "DEFAULT_RETRY_SECONDS",
@@ -47,6 +50,7 @@ __all__ = [
     "Outcome",
     "Stopped",
     "Wakeups",
+    "connect",
     "run_loop",
     "run_object_loop",
     "run_steps",
@@ -83,6 +87,13 @@ class Wakeups:
 
     def keys(self) -> list[Hashable]:
         return list(self._events)
+
+
+def connect(controller: str) -> tuple[Kube, EventRecorder]:
+    """The API client (:class:`KubeSettings`, from OPERATOR_SUITE_* variables) and an Event recorder."""
+    settings = from_env(KubeSettings)
+    kube = Kube.connect(field_manager=settings.field_manager, timeout=settings.request_timeout)
+    return kube, EventRecorder(kube, controller=controller)
 
 
 def wake_on_children(wakeups: Wakeups, kinds: Iterable[tuple[str, str, str]], managed_by: str) -> None:
@@ -192,12 +203,26 @@ class Outcome(Enum):
 ScopeT = TypeVar("ScopeT")
 
 
-async def run_steps(steps: Iterable[Callable[[ScopeT], Awaitable[Outcome]]], scope: ScopeT) -> bool:
-    """Run ``steps`` in order over ``scope`` until one returns STOP; whether every step ran."""
-    for step in steps:
-        if await step(scope) is Outcome.STOP:
-            return False
-    return True
+async def run_steps(
+    steps: Iterable[Callable[[ScopeT], Awaitable[Outcome]]],
+    scope: ScopeT,
+    *,
+    finish: Callable[[ScopeT, bool], Awaitable[None]],
+) -> None:
+    """Run ``steps`` in order over ``scope`` until one returns STOP, then ``finish(scope, completed)``.
+
+    ``finish`` (which writes status) runs even when a step raises; ``completed`` says
+    whether every step ran, so that observedGeneration moves only on success.
+    """
+    completed = False
+    try:
+        for step in steps:
+            if await step(scope) is Outcome.STOP:
+                break
+        else:
+            completed = True
+    finally:
+        await finish(scope, completed)
 
 
 @dataclass

@@ -18,6 +18,7 @@ import pytest
 from operator_core.kube import Kube
 from operator_core.testing import assertions
 from operator_core.testing.assertions import (
+    all_gone,
     events_for,
     settle,
     wait_for_object,
@@ -365,19 +366,16 @@ async def test_deleting_the_instance_collects_children_and_keeps_the_users_secre
 
     await kube.delete(API, "Monocle", "monocle-sample", namespace)
 
-    async def children_gone() -> bool:
-        for api_version, kind, name in (
-            ("apps/v1", "StatefulSet", "monocle-sample-elastic"),
-            ("apps/v1", "Deployment", "monocle-sample-api"),
-            ("apps/v1", "Deployment", "monocle-sample-crawler"),
-            ("v1", "Service", "monocle-sample-api"),
-            ("v1", "Secret", "monocle-sample-api"),
-        ):
-            if await kube.get(api_version, kind, name, namespace) is not None:
-                return False
-        return True
-
-    await wait_until(children_gone, timeout=60, what="garbage collection of the children")
+    children = (
+        ("apps/v1", "StatefulSet", "monocle-sample-elastic"),
+        ("apps/v1", "Deployment", "monocle-sample-api"),
+        ("apps/v1", "Deployment", "monocle-sample-crawler"),
+        ("v1", "Service", "monocle-sample-api"),
+        ("v1", "Secret", "monocle-sample-api"),
+    )
+    await wait_until(
+        lambda: all_gone(kube, namespace, children), timeout=60, what="garbage collection of the children"
+    )
     assert await kube.get("v1", "Secret", "tokens", namespace) is not None, "the user's Secret survives"
     assert await kube.get("v1", "ConfigMap", "monocle-config", namespace) is not None
     assert TOKEN not in monocle_operator.log()

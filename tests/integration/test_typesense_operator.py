@@ -12,6 +12,7 @@ import pytest
 from operator_core.kube import Kube
 from operator_core.testing import assertions
 from operator_core.testing.assertions import (
+    all_gone,
     events_for,
     settle,
     wait_for_object,
@@ -314,17 +315,14 @@ async def test_deleting_the_cluster_removes_children_and_keeps_volumes(
     await wait_until(claims, what="the StatefulSet controller to create 3 PVCs")
     await kube.delete(API, "TypesenseCluster", "cluster-1", namespace)
 
-    async def children_gone() -> bool:
-        for api_version, kind, name in (
-            ("apps/v1", "StatefulSet", "cluster-1-sts"),
-            ("v1", "ConfigMap", "cluster-1-nodeslist"),
-            ("v1", "Service", "cluster-1-svc"),
-            ("v1", "Secret", "cluster-1-admin-key"),
-        ):
-            if await kube.get(api_version, kind, name, namespace) is not None:
-                return False
-        return True
-
-    await wait_until(children_gone, timeout=60, what="garbage collection of the children")
+    children = (
+        ("apps/v1", "StatefulSet", "cluster-1-sts"),
+        ("v1", "ConfigMap", "cluster-1-nodeslist"),
+        ("v1", "Service", "cluster-1-svc"),
+        ("v1", "Secret", "cluster-1-admin-key"),
+    )
+    await wait_until(
+        lambda: all_gone(kube, namespace, children), timeout=60, what="garbage collection of the children"
+    )
     assert len(await kube.list("v1", "PersistentVolumeClaim", namespace)) == 3, "PVCs must be retained"
     assert "Traceback" not in typesense_operator.log()

@@ -96,21 +96,29 @@ async def test_a_wakeup_cuts_the_wait_short() -> None:
     assert calls == 2
 
 
-async def test_steps_run_in_order_until_one_stops() -> None:
+async def test_steps_run_in_order_until_one_stops_and_status_is_written_after_all() -> None:
     ran: list[str] = []
+    finished: list[bool] = []
 
-    def step(name: str, outcome: Outcome) -> Any:
+    def step(name: str, outcome: Outcome | None) -> Any:
         async def run(scope: list[str]) -> Outcome:
             scope.append(name)
+            if outcome is None:
+                raise RuntimeError("a bug")
             return outcome
 
         return run
 
-    assert await run_steps([step("a", Outcome.CONTINUE), step("b", Outcome.CONTINUE)], ran) is True
-    ran.clear()
-    steps = [step("a", Outcome.CONTINUE), step("b", Outcome.STOP), step("c", Outcome.CONTINUE)]
-    assert await run_steps(steps, ran) is False
-    assert ran == ["a", "b"]
+    async def finish(scope: list[str], completed: bool) -> None:
+        finished.append(completed)
+
+    await run_steps([step("a", Outcome.CONTINUE), step("b", Outcome.CONTINUE)], ran, finish=finish)
+    steps = [step("c", Outcome.CONTINUE), step("d", Outcome.STOP), step("e", Outcome.CONTINUE)]
+    await run_steps(steps, ran, finish=finish)
+    with pytest.raises(RuntimeError):
+        await run_steps([step("f", None), step("g", Outcome.CONTINUE)], ran, finish=finish)
+    assert ran == ["a", "b", "c", "d", "f"]
+    assert finished == [True, False, False], "only a reconcile that ran every step completed"
 
 
 async def test_a_warning_only_when_a_condition_newly_turns_bad() -> None:

@@ -22,11 +22,8 @@ import kopf
 from monocle_operator.api import MONOCLE, MonocleSpec
 from monocle_operator.controller.reconcile import reconcile
 from monocle_operator.resources import MANAGED_BY
-from operator_core.events import EventRecorder
-from operator_core.kube import Kube
-from operator_core.reconciling import Wakeups, run_object_loop, wake_on_children
+from operator_core.reconciling import Wakeups, connect, run_object_loop, wake_on_children
 from operator_core.runner import configure_kopf
-from operator_core.settings import KubeSettings, from_env
 
 API_GROUP = MONOCLE.group
 CONTROLLER_NAME = f"{API_GROUP}/monocle-operator"
@@ -50,9 +47,7 @@ _CHILD_KINDS = (
 @kopf.on.startup()
 async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
     configure_kopf(settings, API_GROUP)
-    kube_settings = from_env(KubeSettings)
-    memo.kube = Kube.connect(field_manager=kube_settings.field_manager, timeout=kube_settings.request_timeout)
-    memo.recorder = EventRecorder(memo.kube, controller=CONTROLLER_NAME)
+    memo.kube, memo.recorder = connect(CONTROLLER_NAME)
 
 
 @kopf.on.cleanup()

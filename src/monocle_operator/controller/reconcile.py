@@ -281,11 +281,7 @@ async def reconcile(obj: dict[str, Any], kube: Kube, recorder: EventRecorder) ->
     scope = Scope(
         obj=obj, instance=Instance.from_object(obj), kube=kube, book=ConditionBook.of(obj, recorder)
     )
-    completed = False
-    try:
-        completed = await run_steps(STEPS, scope)
-    finally:
-        await _write_status(scope, completed)
+    await run_steps(STEPS, scope, finish=_write_status)
     return scope.requeue_after
 
 

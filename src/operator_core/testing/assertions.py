@@ -5,6 +5,7 @@ Every operator's integration tests use these against the local control plane
 
 - :func:`condition` and :func:`wait_for_condition`: a condition of a custom object;
 - :func:`wait_for_object`: any object, including one of a kind whose CRD was just installed;
+- :func:`all_gone`: whether none of some objects exists (say, after garbage collection);
 - :func:`events_for`: the Events of a namespace with one reason;
 - :func:`operator_requests`, :func:`settle`, :func:`wait_for_request` and :func:`writes_since`: the API
   server's audit log, as seen from one operator's ServiceAccount (to prove quiet
@@ -14,7 +15,7 @@ Every operator's integration tests use these against the local control plane
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, cast
 
 from operator_core.errors import NotFound
@@ -24,6 +25,7 @@ from operator_core.testing.fixtures import wait_until
 
 __all__ = [
     "WRITE_VERBS",
+    "all_gone",
     "condition",
     "events_for",
     "operator_requests",
@@ -82,6 +84,14 @@ async def wait_for_object(
             return None
 
     return cast(dict[str, Any], await wait_until(present, timeout=timeout, what=f"{kind} {name}"))
+
+
+async def all_gone(kube: Kube, namespace: str, objects: Iterable[tuple[str, str, str]]) -> bool:
+    """Whether none of the (apiVersion, kind, name) objects exists in ``namespace``."""
+    for api_version, kind, name in objects:
+        if await kube.get(api_version, kind, name, namespace) is not None:
+            return False
+    return True
 
 
 async def events_for(kube: Kube, namespace: str, reason: str) -> list[dict[str, Any]]:

@@ -382,11 +382,7 @@ async def reconcile(
         settings=settings,
         addressing=addressing,
     )
-    completed = False
-    try:
-        completed = await run_steps(STEPS, scope)
-    finally:
-        await _write_status(scope, completed)
+    await run_steps(STEPS, scope, finish=_write_status)
     return scope.requeue_after
 
 
