@@ -22,13 +22,13 @@ from pathlib import Path
 from typing import Any
 
 from operator_core.kube import Kube
+from operator_core.testing.assertions import operator_requests, writes_since
 from operator_core.testing.controlplane import ControlPlane
 from operator_core.testing.operators import OperatorProcess, service_account_kubeconfig
 
 ROOT = Path(__file__).resolve().parent.parent
 API = "ts.opentelekomcloud.com/v1alpha1"
 OPERATOR_USER = "system:serviceaccount:typesense-system:typesense-operator"
-WRITE_VERBS = {"create", "update", "patch", "delete", "deletecollection"}
 CHILDREN = (
     ("v1", "Secret", "{name}-admin-key"),
     ("v1", "ConfigMap", "{name}-nodeslist"),
@@ -87,18 +87,14 @@ async def no_op_reconcile_requests(plane: ControlPlane, kube: Kube, namespace: s
     await kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
     await time_to_children(kube, "bench-0", namespace)
     await asyncio.sleep(8)  # let the status writes and Events of the creation settle
-    before = len(plane.audit_events())
+    before = len(operator_requests(plane, OPERATOR_USER, namespace))
     poke = f"bench/poke={time.time_ns()}"
     await asyncio.to_thread(plane.kubectl, "annotate", "-n", namespace, "configmap/bench-0-nodeslist", poke)
     await asyncio.sleep(3)
-    requests = [
-        e
-        for e in plane.audit_events()[before:]
-        if e["user"]["username"] == OPERATOR_USER and (e.get("objectRef") or {}).get("namespace") == namespace
-    ]
+    requests = operator_requests(plane, OPERATOR_USER, namespace)[before:]
     return {
         "requests": len(requests),
-        "writes": sum(1 for e in requests if e["verb"] in WRITE_VERBS),
+        "writes": len(writes_since(plane, OPERATOR_USER, namespace, before)),
     }
 
 

@@ -30,12 +30,6 @@ def samples() -> dict[str, list[dict[str, Any]]]:
 
 
 @pytest.fixture(scope="session")
-def typesense_samples(samples: dict[str, list[dict[str, Any]]]) -> dict[str, list[dict[str, Any]]]:
-    """The same as ``samples``, under the name tests/e2e/test_typesense_operator_e2e.py uses."""
-    return samples
-
-
-@pytest.fixture(scope="session")
 def operators(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OperatorRegistry]:
     registry = OperatorRegistry(tmp_path_factory.mktemp("operators"))
     try:

@@ -9,12 +9,14 @@ from __future__ import annotations
 import asyncio
 import base64
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 
 from operator_core.kube import Kube
+from operator_core.testing.assertions import condition
 from operator_core.testing.fixtures import wait_until
 
 API = "ts.opentelekomcloud.com/v1alpha1"
@@ -22,10 +24,7 @@ COLLECTION = {"name": "books", "fields": [{"name": "title", "type": "string"}]}
 
 
 def ready_condition(cluster: dict[str, Any] | None) -> dict[str, Any]:
-    for condition in ((cluster or {}).get("status") or {}).get("conditions") or []:
-        if condition["type"] == "Ready":
-            return dict(condition)
-    return {}
+    return condition(cluster or {}, "Ready") or {}
 
 
 @dataclass
@@ -148,6 +147,20 @@ class TypesenseCluster:
             missing[pod] = lost
         return missing
 
+    async def assert_nothing_lost(self, acknowledged: list[str], timeout: float = 90) -> None:
+        """Every acknowledged write on every node, once followers have caught up."""
+        deadline = time.monotonic() + timeout
+        while True:
+            missing = {
+                pod: lost for pod, lost in (await self.missing_on_every_node(acknowledged)).items() if lost
+            }
+            if not missing:
+                return
+            assert time.monotonic() < deadline, (
+                f"acknowledged writes missing after {timeout:.0f} s: {missing}"
+            )
+            await asyncio.sleep(2)
+
 
 @dataclass
 class Writer:
@@ -188,6 +201,8 @@ class Recovery:
     seconds_to_ready: float
     seconds_to_first_write: float | None
     writes_after_fault: list[str]
+    acknowledged: list[str] = field(default_factory=list)
+    """Every write acknowledged from before the fault until Ready again."""
 
 
 async def delete_pods(cluster: TypesenseCluster, pods: list[str]) -> None:
@@ -208,4 +223,48 @@ async def full_restart(cluster: TypesenseCluster, timeout: float = 180) -> Recov
     ready = time.monotonic() - fault
     await asyncio.sleep(2)
     await after.stop()
-    return Recovery(ready, after.first_ack_after(fault), list(after.acknowledged))
+    return Recovery(ready, after.first_ack_after(fault), list(after.acknowledged), list(after.acknowledged))
+
+
+@dataclass(frozen=True)
+class LostMajority:
+    """The pods of a two-of-three fault: the survivor, and the leader and follower taken down."""
+
+    survivor: str
+    down: tuple[str, ...]
+
+
+async def lose_two_of_three(
+    cluster: TypesenseCluster,
+    take_down: Callable[[str], Awaitable[object]],
+    timeout: float = 180,
+) -> tuple[LostMajority, Recovery]:
+    """Take down the leader and one follower under a steady write load, and time the way back to Ready.
+
+    Nothing is brought back by hand: the operator alone must make the cluster whole again.
+    """
+    states = await cluster.states()
+    leader = next(pod for pod, state in states.items() if state == "LEADER")
+    down = (next(pod for pod in states if pod != leader), leader)
+    survivor = next(pod for pod in states if pod not in down)
+    writer = Writer(cluster)
+    writer.start("before")
+    await asyncio.sleep(3)
+    before = len(writer.acknowledged)
+    fault = time.monotonic()
+    for pod in down:
+        await take_down(pod)
+    await cluster.wait_not_ready()
+    await cluster.wait_ready(timeout=timeout)
+    ready = time.monotonic() - fault
+    await asyncio.sleep(2)
+    await writer.stop()
+    # A write sent just before the fault may still be acknowledged in its first second.
+    first = writer.first_ack_after(fault + 1)
+    recovery = Recovery(
+        ready,
+        None if first is None else first + 1,
+        writer.acknowledged[before:],
+        list(writer.acknowledged),
+    )
+    return LostMajority(survivor, down), recovery

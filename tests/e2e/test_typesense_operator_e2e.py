@@ -25,10 +25,10 @@ def agent_and_operator(node_agent: AgentProcess, typesense_operator: OperatorPro
 async def test_seed_sample_becomes_a_ready_raft_cluster(
     kube: Kube,
     namespace: str,
-    typesense_samples: dict[str, list[dict[str, Any]]],
+    samples: dict[str, list[dict[str, Any]]],
     agent_and_operator: OperatorProcess,
 ) -> None:
-    for document in typesense_samples["ts_v1alpha1_typesensecluster_aws"]:
+    for document in samples["ts_v1alpha1_typesensecluster_aws"]:
         await kube.apply({**document, "metadata": {**document["metadata"], "namespace": namespace}})
 
     async def ready() -> dict[str, Any] | None:

@@ -8,19 +8,24 @@ write is lost.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import time
-from collections.abc import Awaitable, Callable
+import functools
 from typing import Any
 
 import pytest
 
 from operator_core.kube import Kube
 from operator_core.testing.fixtures import wait_until
-from operator_core.testing.nodeagent.faults import FaultError, Faults
+from operator_core.testing.nodeagent.faults import Faults
 from operator_core.testing.nodeagent.harness import AgentProcess
 from operator_core.testing.operators import OperatorProcess
-from typesense_operator.testing import TypesenseCluster, Writer, delete_pods, full_restart, ready_condition
+from typesense_operator.testing import (
+    TypesenseCluster,
+    Writer,
+    delete_pods,
+    full_restart,
+    lose_two_of_three,
+    ready_condition,
+)
 
 
 @pytest.fixture
@@ -41,10 +46,7 @@ async def test_documents_reach_every_node_of_a_ready_cluster(cluster: TypesenseC
     acknowledged = [str(i) for i in range(5) if await cluster.write(str(i))]
     assert len(acknowledged) == 5
 
-    async def everywhere() -> bool:
-        return all(not lost for lost in (await cluster.missing_on_every_node(acknowledged)).values())
-
-    await wait_until(everywhere, timeout=30, interval=1, what="every document on every node")
+    await cluster.assert_nothing_lost(acknowledged)
     obj = await cluster.get()
     assert obj["status"]["quorum"]["state"] == "OK"
     assert ready_condition(obj)["reason"] == "QuorumReady"
@@ -74,10 +76,7 @@ async def test_losing_the_leader_is_healed_by_raft_without_surgery(
     assert downgrades == 0, f"the operator must not downgrade: {(await cluster.get())['status']['quorum']}"
     assert writer.acknowledged, "no write was acknowledged"
 
-    async def nothing_lost() -> bool:
-        return all(not lost for lost in (await cluster.missing_on_every_node(writer.acknowledged)).values())
-
-    await wait_until(nothing_lost, timeout=60, interval=2, what="every acknowledged write on every node")
+    await cluster.assert_nothing_lost(writer.acknowledged)
 
 
 async def test_full_restart_with_new_ips_is_recovered_without_a_manual_step(
@@ -105,10 +104,7 @@ async def test_full_restart_with_new_ips_is_recovered_without_a_manual_step(
     assert first_write is not None
     print(f"full restart: Ready after {recovered_in:.1f} s, first write accepted after {first_write:.1f} s")
 
-    async def nothing_lost() -> bool:
-        return all(not lost for lost in (await cluster.missing_on_every_node(acknowledged_before)).values())
-
-    await wait_until(nothing_lost, timeout=60, interval=2, what="every write acknowledged before the outage")
+    await cluster.assert_nothing_lost(acknowledged_before)
 
 
 async def test_scaling_3_to_5_to_3_under_writes_stays_available(cluster: TypesenseCluster) -> None:
@@ -142,10 +138,7 @@ async def test_scaling_3_to_5_to_3_under_writes_stays_available(cluster: Typesen
     ]
     assert max(gaps) < 15, f"writes stalled for {max(gaps):.1f} s while scaling"
 
-    async def nothing_lost() -> bool:
-        return all(not lost for lost in (await cluster.missing_on_every_node(writer.acknowledged)).values())
-
-    await wait_until(nothing_lost, timeout=60, interval=2, what="every acknowledged write on every node")
+    await cluster.assert_nothing_lost(writer.acknowledged)
 
 
 async def test_an_operator_killed_mid_recovery_finishes_it_without_repeating_a_step(
@@ -168,98 +161,53 @@ async def test_an_operator_killed_mid_recovery_finishes_it_without_repeating_a_s
     assert "Traceback" not in typesense_operator.log()
 
 
-async def _lose_two_of_three(
-    cluster: TypesenseCluster, namespace: str, take_down: Callable[[str, str], Awaitable[Any]]
-) -> tuple[Writer, float]:
-    """Take down the leader and one follower; returns the running writer and the seconds to the first write.
-
-    Writes sent before the fault may still be acknowledged in its first second; later ones need the
-    survivor to lead.
-    """
-    states = await cluster.states()
-    leader = next(pod for pod, state in states.items() if state == "LEADER")
-    down = [*[pod for pod in states if pod != leader][:1], leader]
-    survivor = next(pod for pod in states if pod not in down)
-    writer = Writer(cluster)
-    writer.start("before")
-    await asyncio.sleep(3)
-    downgrades_before = len(await cluster.events("QuorumDowngraded"))
-    fault = time.monotonic()
-    for pod in down:
-        await take_down(namespace, pod)
-
-    async def downgraded() -> bool:
-        return len(await cluster.events("QuorumDowngraded")) > downgrades_before
-
-    await wait_until(downgraded, timeout=120, interval=1, what="the operator to downgrade to the survivor")
-    nodes = await cluster.kube.get("v1", "ConfigMap", "cluster-1-nodeslist", namespace)
-    assert nodes is not None
-    assert nodes["data"]["nodes"].startswith(f"{survivor}."), "the node still answering must be kept"
-
-    async def writable() -> bool:
-        return writer.first_ack_after(fault + 1) is not None
-
-    await wait_until(writable, timeout=150, interval=1, what="the survivor to accept writes")
-    first_write = writer.first_ack_after(fault + 1)
-    assert first_write is not None
-    return writer, first_write + 1
+async def _downgraded_to(cluster: TypesenseCluster, survivor: str) -> None:
+    """Exactly one downgrade, and it kept the node that still answered."""
+    (downgrade,) = await cluster.events("QuorumDowngraded")
+    ordinal = survivor.rsplit("-", 1)[1]
+    assert f"keeping node {ordinal} " in downgrade["message"], downgrade["message"]
 
 
-async def _nothing_lost(cluster: TypesenseCluster, writer: Writer) -> None:
-    """Every acknowledged write on every node, once followers have caught up (up to 90 s)."""
-    deadline = time.monotonic() + 90
-    while True:
-        missing = {
-            pod: lost
-            for pod, lost in (await cluster.missing_on_every_node(writer.acknowledged)).items()
-            if lost
-        }
-        if not missing:
-            return
-        assert time.monotonic() < deadline, f"acknowledged writes missing: {missing}"
-        await asyncio.sleep(2)
-
-
-async def test_two_of_three_killed_past_the_grace_period_is_recovered_by_the_nodes_list_alone(
+async def test_two_of_three_killed_past_the_grace_period_are_recovered_without_a_manual_step(
     cluster: TypesenseCluster, node_agent: AgentProcess, namespace: str
 ) -> None:
-    """Two nodes die (their ports refuse connections) and stay dead past the grace period."""
+    """The leader and a follower die and stay dead (their ports refuse connections)."""
     faults = Faults.of(node_agent.state_dir)
-    writer, first_write = await _lose_two_of_three(cluster, namespace, faults.down)
-    print(f"two of three killed: first write accepted {first_write:.1f} s after the fault")
+    lost, recovery = await lose_two_of_three(cluster, functools.partial(faults.down, namespace))
+    print(
+        f"two of three killed: first write {recovery.seconds_to_first_write} s, "
+        f"Ready {recovery.seconds_to_ready:.1f} s after the fault"
+    )
+    assert recovery.seconds_to_first_write is not None, "the survivor must accept writes"
+    await _downgraded_to(cluster, lost.survivor)
+    assert len(await cluster.events("QuorumMemberFenced")) == 2
     assert not await cluster.events("QuorumSurvivorRestarted"), "rewriting the nodes list was enough"
-    for pod in await cluster.pod_ips():
-        await faults.up(namespace, pod)
-    await cluster.wait_ready(timeout=180)
-    await writer.stop()
-    await _nothing_lost(cluster, writer)
+    await cluster.assert_nothing_lost(recovery.acknowledged)
 
 
-@pytest.mark.timeout(480)
-async def test_two_of_three_hung_past_the_grace_period_is_recovered(
+@pytest.mark.timeout(420)
+async def test_two_of_three_hung_past_the_grace_period_are_recovered_without_a_manual_step(
     cluster: TypesenseCluster, node_agent: AgentProcess, namespace: str
 ) -> None:
-    """Two nodes hang (frozen: they hold their ports and answer nothing) past the grace period.
+    """The leader and a follower hang (frozen: they hold their ports and answer nothing), and stay hung.
 
     Thawed together, they would be a majority of the old configuration and elect a second leader
     at once, so the downgrade fences them: their pods are deleted. That also frees the survivor,
     whose raft thread (typesense-server 0.24.1) waits with no timeout on an HTTP call to its hung
-    leader and re-reads no nodes file until that call ends; without it, the operator's last resort
-    (restarting the survivor's pod once, after a second grace period) does.
+    leader and re-reads no nodes file until that call ends; should it stay stuck, the operator's
+    last resort (restarting the survivor's pod once, after a second grace period) frees it.
     """
     faults = Faults.of(node_agent.state_dir)
-    writer, first_write = await _lose_two_of_three(cluster, namespace, faults.freeze)
+    lost, recovery = await lose_two_of_three(cluster, functools.partial(faults.freeze, namespace))
     restarts = len(await cluster.events("QuorumSurvivorRestarted"))
     print(
-        f"two of three hung: first write accepted {first_write:.1f} s after the fault ({restarts} restarts)"
+        f"two of three hung: first write {recovery.seconds_to_first_write} s, "
+        f"Ready {recovery.seconds_to_ready:.1f} s after the fault ({restarts} survivor restarts)"
     )
+    assert recovery.seconds_to_first_write is not None, "the survivor must accept writes"
+    await _downgraded_to(cluster, lost.survivor)
     assert len(await cluster.events("QuorumMemberFenced")) == 2
-    for pod in await cluster.pod_ips():
-        with contextlib.suppress(FaultError):  # the survivor is a new pod, never frozen
-            await faults.thaw(namespace, pod)
-    await cluster.wait_ready(timeout=180)
-    await writer.stop()
-    await _nothing_lost(cluster, writer)
+    await cluster.assert_nothing_lost(recovery.acknowledged)
 
 
 async def test_a_frozen_leader_is_replaced_by_raft_and_rejoins_without_surgery(
@@ -287,7 +235,4 @@ async def test_a_frozen_leader_is_replaced_by_raft_and_rejoins_without_surgery(
     states = list((await cluster.states()).values())
     assert sorted(states) == ["FOLLOWER", "FOLLOWER", "LEADER"]
 
-    async def nothing_lost() -> bool:
-        return all(not lost for lost in (await cluster.missing_on_every_node(writer.acknowledged)).values())
-
-    await wait_until(nothing_lost, timeout=90, interval=2, what="every acknowledged write on every node")
+    await cluster.assert_nothing_lost(writer.acknowledged)
