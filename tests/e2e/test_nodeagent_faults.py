@@ -72,6 +72,37 @@ async def test_killed_container_is_restarted_in_the_same_pod(
     assert answer["pid"] not in pids
 
 
+async def test_a_container_held_down_stays_dead_until_released(
+    kube: Kube, namespace: str, node_agent: AgentProcess
+) -> None:
+    await kube.create(deployment("held", namespace))
+    pod = await one_ready_pod(kube, namespace, "held")
+    name, ip = pod["metadata"]["name"], pod["status"]["podIP"]
+    faults = faults_of(node_agent)
+
+    assert (await faults.down(namespace, name))["down"] is True
+
+    async def held_down() -> dict[str, Any] | None:
+        live = await kube.get("v1", "Pod", name, namespace)
+        statuses = ((live or {}).get("status") or {}).get("containerStatuses") or [{}]
+        waiting = statuses[0].get("state", {}).get("waiting") or {}
+        return live if waiting.get("reason") == "HeldDown" and live and not is_ready(live) else None
+
+    await wait_until(held_down, timeout=60, what="the container held down")
+    async with httpx.AsyncClient(trust_env=False, timeout=2) as http:
+        with pytest.raises(httpx.ConnectError):  # a dead process: the port refuses, it does not hang
+            await http.get(f"http://{ip}:8080/")
+    await asyncio.sleep(3)
+    still = await kube.get("v1", "Pod", name, namespace)
+    assert still is not None
+    assert not is_ready(still), "nothing restarts a held container"
+
+    await faults.up(namespace, name)
+    live = await one_ready_pod(kube, namespace, "held")
+    assert live["metadata"]["uid"] == pod["metadata"]["uid"]
+    assert live["status"]["containerStatuses"][0]["restartCount"] == 1
+
+
 async def test_frozen_container_stops_answering_and_thawed_one_recovers(
     kube: Kube, namespace: str, node_agent: AgentProcess
 ) -> None:
