@@ -18,12 +18,14 @@ export PYTHONPYCACHEPREFIX := $(HOME)/.cache/operator-suite/pycache
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
-# The editable install points at one checkout; the stamp names it, so another clone reinstalls.
+# The editable install points at one checkout; the stamp names it, so another clone reinstalls,
+# and installing removes the other checkouts' stamps, so that coming back reinstalls here too.
 STAMP := $(VENV)/.installed-$(shell pwd | md5sum | cut -c1-12)
 
 $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	rm -f $(VENV)/.installed-*
 	touch $@
 
 install: $(STAMP)

@@ -37,6 +37,7 @@ from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
 from lightkube.types import CascadeType, PatchType
 
 from operator_core import errors
+from operator_core.quantity import QUANTITY_MAPS, QUANTITY_VALUES, same_quantity
 from operator_core.secrets import scrub
 
 __all__ = [
@@ -100,16 +101,25 @@ def applied_hash(desired: Mapping[str, Any]) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()[:32]
 
 
-def is_contained(desired: Any, live: Any) -> bool:
+def is_contained(desired: Any, live: Any, *, of_quantities: bool = False) -> bool:
     """True when every value in ``desired`` is present and equal in ``live``.
 
     Maps may have extra keys in ``live`` (defaults, other managers' fields);
-    lists must have the same length and contain item by item.
+    lists must have the same length and contain item by item. Quantities (the
+    values of resource limits and requests, storage sizes) are compared by value,
+    as the API server stores them in canonical form (``0.5`` becomes ``500m``).
     """
     if isinstance(desired, Mapping):
-        return isinstance(live, Mapping) and all(
-            key in live and is_contained(value, live[key]) for key, value in desired.items()
-        )
+        if not isinstance(live, Mapping):
+            return False
+        for key, value in desired.items():
+            if key not in live:
+                return False
+            if (of_quantities or key in QUANTITY_VALUES) and same_quantity(value, live[key]):
+                continue
+            if not is_contained(value, live[key], of_quantities=key in QUANTITY_MAPS):
+                return False
+        return True
     if isinstance(desired, list):
         return (
             isinstance(live, list)

@@ -281,9 +281,16 @@ async def test_pod_monitor_waits_for_its_crd_with_a_warning(kube: Kube, namespac
 async def test_steady_state_reconcile_makes_no_write_request(
     kube: Kube, namespace: str, control_plane: ControlPlane, kubectl: Kubectl
 ) -> None:
-    await kube.apply(cluster(namespace, {"image": "typesense/typesense:27.1"}))
+    # Quantities as people write them: the API server stores 500m, 1Gi, 250m and 512Mi instead.
+    resources = {"limits": {"cpu": 0.5, "memory": "1024Mi"}, "requests": {"cpu": "0.25", "memory": "0.5Gi"}}
+    spec = {"image": "typesense/typesense:27.1", "resources": resources, "storage": {"size": "1024Mi"}}
+    await kube.apply(cluster(namespace, spec))
     await wait_for_condition(kube, namespace, "ChildrenApplied", "True")
     await wait_for_object(kube, "policy/v1", "PodDisruptionBudget", "cluster-1-pdb", namespace)
+    statefulset = await kube.get("apps/v1", "StatefulSet", "cluster-1-sts", namespace)
+    assert statefulset is not None
+    (container, *_) = statefulset["spec"]["template"]["spec"]["containers"]
+    assert container["resources"]["limits"] == {"cpu": "500m", "memory": "1Gi"}
 
     # Let the first reconciles settle (status, Events), then wake the loop with a change that asks nothing.
     settled = await settle(control_plane, OPERATOR_USER, namespace)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from operator_core.kube import (
     APPLIED_HASH_ANNOTATION,
     applied_hash,
@@ -11,6 +13,7 @@ from operator_core.kube import (
     needs_apply,
     with_applied_hash,
 )
+from operator_core.quantity import parse_quantity
 
 
 def configmap(**data: str) -> dict[str, Any]:
@@ -101,3 +104,32 @@ def test_merge_patch_nulls_dropped_keys_and_keeps_equal_ones() -> None:
     assert merge_patch(current, current) == {}
     assert merge_patch(current, {"a": 1, "b": {"c": 2}, "e": [1]}) == {"b": {"d": None}, "e": [1]}
     assert merge_patch(current, {"b": {"c": 5, "d": 3}}) == {"a": None, "b": {"c": 5}, "e": None}
+
+
+@pytest.mark.parametrize(
+    ("written", "stored"),
+    [
+        (0.5, "500m"),
+        ("0.5", "500m"),
+        (1, "1"),
+        ("1024Mi", "1Gi"),
+        ("1e3", "1k"),
+        ("2G", "2G"),
+        (".5Gi", "512Mi"),
+    ],
+)
+def test_quantities_compare_by_value_as_the_server_stores_them(written: object, stored: str) -> None:
+    desired = {"spec": {"resources": {"limits": {"cpu": written}}, "volume": {"sizeLimit": written}}}
+    live = {"spec": {"resources": {"limits": {"cpu": stored}}, "volume": {"sizeLimit": stored}}}
+    assert is_contained(desired, live)
+
+
+def test_a_changed_quantity_or_a_number_outside_quantities_still_counts() -> None:
+    assert not is_contained({"limits": {"cpu": "1"}}, {"limits": {"cpu": "500m"}})
+    assert not is_contained({"replicas": 1}, {"replicas": "1"})
+    assert not is_contained({"env": [{"value": "0.5"}]}, {"env": [{"value": "500m"}]})
+
+
+@pytest.mark.parametrize("text", ["", "abc", "1x", "Gi", "1.2.3", True, None, [1]])
+def test_what_is_not_a_quantity_parses_to_none(text: object) -> None:
+    assert parse_quantity(text) is None
