@@ -314,3 +314,17 @@ def test_requeue_grows_with_cluster_size_and_shrinks_under_trouble() -> None:
     assert decide(healthy_cluster(), 3, QuorumRecord(), NOW, GRACE).requeue_after == requeue_seconds(
         3, unhealthy=False
     )
+
+
+def test_the_next_look_comes_when_the_grace_period_ends() -> None:
+    """No waiting out a whole requeue interval past the grace period: recovery starts on time."""
+    settings = QuorumSettings(grace_seconds=20)
+    leaderless = [node(0, ok=False), node(1, ok=False), down(2)]
+    almost = decide(leaderless, 3, QuorumRecord(unhealthy_since=NOW - timedelta(seconds=18)), NOW, settings)
+    assert almost.action is Action.NONE
+    assert almost.requeue_after == pytest.approx(2.0)
+    started = decide(leaderless, 3, QuorumRecord(), NOW, settings)
+    assert started.requeue_after == requeue_seconds(3, unhealthy=True), "never later than usual"
+    downgraded = QuorumRecord(members=(0,), survivor=0, downgraded_at=NOW - timedelta(seconds=19.8))
+    single = decide([node(0, ok=False)], 3, downgraded, NOW, settings)
+    assert single.requeue_after == 0.5, "never a busy loop"

@@ -137,6 +137,9 @@ class Plan:
     """Pod ordinals to delete with the downgrade: members that answered nothing at all."""
 
 
+MIN_REQUEUE_SECONDS = 0.5
+
+
 def majority(size: int) -> int:
     """Raft's quorum of a ``size``-member configuration."""
     return size // 2 + 1
@@ -201,8 +204,13 @@ class _Decision:
         survivor: int | None = None,
         warnings: tuple[str, ...] = (),
         fenced: tuple[int, ...] = (),
+        due_in: float | None = None,
     ) -> Plan:
+        """``due_in``: seconds until a running grace period ends; the next look comes no later."""
         new_members = self.members if members is None else members
+        requeue = requeue_seconds(self.desired, unhealthy=not ready or action is not Action.NONE)
+        if due_in is not None:
+            requeue = min(requeue, max(due_in, MIN_REQUEUE_SECONDS))
         return Plan(
             state=self.state,
             action=action,
@@ -210,7 +218,7 @@ class _Decision:
             ready=ready,
             reason=reason,
             message=message,
-            requeue_after=requeue_seconds(self.desired, unhealthy=not ready or action is not Action.NONE),
+            requeue_after=requeue,
             record=replace(record, members=() if new_members == self.full else new_members),
             survivor=survivor,
             warnings=warnings,
@@ -290,6 +298,7 @@ def decide(
             ReadyReason.QUORUM_NOT_READY,
             f"{state} since {_clock(since)}: {settings.grace_seconds:.0f} s grace for raft to elect a leader",
             stretch,
+            due_in=settings.grace_seconds - waited,
         )
     if size == 1:
         return _single_member_without_leader(decision, stretch, now, settings)
@@ -386,6 +395,7 @@ def _single_member_without_leader(
             f"{decision.state}: single node {survivor} has no leader since the downgrade at {_clock(since)}",
             record,
             survivor=survivor,
+            due_in=None if record.survivor_restarted else settings.grace_seconds - waited,
         )
     return decision.plan(
         Action.RESTART_SURVIVOR,
