@@ -9,7 +9,8 @@ One loop per custom object, woken by changes:
 - :func:`wake_on_children`: registers the kopf watches of an operator's
   labelled children, each waking its owner's loop.
 - :func:`run_object_loop`: the body of an operator's per-object kopf daemon:
-  read the object, reconcile it until it is gone or being deleted.
+  read the object, reconcile it until it is gone or being deleted, taking turns
+  through :func:`reconcile_gate` with the operator's other objects.
 - :func:`run_loop`: reconcile, then sleep until woken, stopped, or the delay the
   reconcile asked for passes; failures back off and never end the loop.
 
@@ -28,6 +29,7 @@ Who calls it: the operators' ``controller.handlers`` and ``controller.reconcile`
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -51,6 +53,7 @@ __all__ = [
     "Stopped",
     "Wakeups",
     "connect",
+    "reconcile_gate",
     "run_loop",
     "run_object_loop",
     "run_steps",
@@ -96,6 +99,11 @@ def connect(controller: str) -> tuple[Kube, EventRecorder]:
     return kube, EventRecorder(kube, controller=controller)
 
 
+def reconcile_gate() -> asyncio.Semaphore:
+    """The turns an operator's object loops take (:attr:`KubeSettings.max_concurrent_reconciles` at once)."""
+    return asyncio.Semaphore(from_env(KubeSettings).max_concurrent_reconciles)
+
+
 def wake_on_children(wakeups: Wakeups, kinds: Iterable[tuple[str, str, str]], managed_by: str) -> None:
     """Watch each (group, version, plural) for objects labelled ``managed-by``; each wakes its owner.
 
@@ -121,6 +129,7 @@ async def run_object_loop(
     stopped: Stopped,
     *,
     logger: logging.Logger,
+    gate: asyncio.Semaphore | None = None,
     retry_seconds: tuple[float, ...] = DEFAULT_RETRY_SECONDS,
 ) -> None:
     """Reconcile one namespaced custom object until it is deleted (or being deleted) or ``stopped``.
@@ -132,10 +141,11 @@ async def run_object_loop(
     key = (namespace, name)
 
     async def once() -> float | None:
-        obj = await kube.get(resource.api_version, resource.kind, name, namespace)
-        if obj is None or obj["metadata"].get("deletionTimestamp"):
-            return None
-        return await reconcile(obj)
+        async with gate or contextlib.nullcontext():
+            obj = await kube.get(resource.api_version, resource.kind, name, namespace)
+            if obj is None or obj["metadata"].get("deletionTimestamp"):
+                return None
+            return await reconcile(obj)
 
     try:
         await run_loop(

@@ -33,6 +33,10 @@ class KubeSettings:
     """The one server-side apply field manager every write uses."""
     request_timeout: float = 10.0
     """Seconds before a single API call is abandoned."""
+    max_concurrent_reconciles: int = 8
+    """Reconciles that may run at once in one operator process. Many objects created together
+    (or an operator start with many to catch up) then come in turns: the API server sees no burst,
+    and the process's memory follows the turns, not the number of objects."""
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ import kopf
 from monocle_operator.api import MONOCLE, MonocleSpec
 from monocle_operator.controller.reconcile import reconcile
 from monocle_operator.resources import MANAGED_BY
-from operator_core.reconciling import Wakeups, connect, run_object_loop, wake_on_children
+from operator_core.reconciling import Wakeups, connect, reconcile_gate, run_object_loop, wake_on_children
 from operator_core.runner import configure_kopf
 
 API_GROUP = MONOCLE.group
@@ -48,6 +48,7 @@ _CHILD_KINDS = (
 async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
     configure_kopf(settings, API_GROUP)
     memo.kube, memo.recorder = connect(CONTROLLER_NAME)
+    memo.gate = reconcile_gate()
 
 
 @kopf.on.cleanup()
@@ -96,7 +97,15 @@ async def run_instance(
 
     try:
         await run_object_loop(
-            memo.kube, MONOCLE, name, namespace, remember_and_reconcile, _wakeups, stopped, logger=_logger
+            memo.kube,
+            MONOCLE,
+            name,
+            namespace,
+            remember_and_reconcile,
+            _wakeups,
+            stopped,
+            logger=_logger,
+            gate=memo.gate,
         )
     finally:
         _remember_references(namespace, name, None)

@@ -16,7 +16,7 @@ from typing import Any
 
 import kopf
 
-from operator_core.reconciling import Wakeups, connect, run_object_loop, wake_on_children
+from operator_core.reconciling import Wakeups, connect, reconcile_gate, run_object_loop, wake_on_children
 from operator_core.runner import configure_kopf
 from operator_core.settings import from_env
 from typesense_operator.api import TYPESENSE_CLUSTER
@@ -48,6 +48,7 @@ _CHILD_KINDS = (
 async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
     configure_kopf(settings, API_GROUP)
     memo.kube, memo.recorder = connect(CONTROLLER_NAME)
+    memo.gate = reconcile_gate()
     memo.settings = from_env(TypesenseSettings)
     memo.addressing = ApiServerProxy(memo.kube) if memo.settings.probe_via == "api-proxy" else DirectToPod()
 
@@ -83,5 +84,13 @@ async def run_cluster(
         return await reconcile(obj, memo.kube, memo.recorder, memo.addressing, memo.settings)
 
     await run_object_loop(
-        memo.kube, TYPESENSE_CLUSTER, name, namespace, reconcile_cluster, _wakeups, stopped, logger=_logger
+        memo.kube,
+        TYPESENSE_CLUSTER,
+        name,
+        namespace,
+        reconcile_cluster,
+        _wakeups,
+        stopped,
+        logger=_logger,
+        gate=memo.gate,
     )
