@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import sys
 import time
@@ -105,6 +106,10 @@ def sandbox_up(directory: Path) -> int:
         directory / "controlplane", bind_to_parent=False, disabled_controllers=ENDPOINT_CONTROLLERS
     )
     plane.start()
+    # DIR/kubeconfig, as for a bare control plane, so `operator-suite kubectl --dir DIR` works on both.
+    admin_kubeconfig = directory / "kubeconfig"
+    shutil.copyfile(plane.kubeconfig, admin_kubeconfig)
+    admin_kubeconfig.chmod(0o600)
     record: dict[str, Any] = {"controlplane": str(plane.directory), "operators": [], "agent": None}
     (directory / "sandbox.json").write_text(json.dumps(record))
     plane.kubectl("apply", "--server-side", "-f", str(root / "deploy" / "crds"))
@@ -132,7 +137,7 @@ def sandbox_up(directory: Path) -> int:
     _wait_ready(plane, objects)
     _say(f"ready in {time.monotonic() - started:.0f} s")
     print("\nUse it:")
-    print(f"  export KUBECONFIG={plane.kubeconfig} PATH={plane.binaries.kubectl.parent}:$PATH")
+    print(f"  export KUBECONFIG={admin_kubeconfig} PATH={plane.binaries.kubectl.parent}:$PATH")
     for entry in _entries().values():
         print(entry.usage)
     print(f"Stop it: operator-suite sandbox down --dir {directory}", flush=True)
@@ -174,6 +179,7 @@ def sandbox_down(directory: Path) -> int:
         (controlplane / "state.json").unlink()
     left = processes_under(directory)
     path.unlink()
+    (directory / "kubeconfig").unlink(missing_ok=True)
     if left:
         print(f"[sandbox] processes left behind: {left}", file=sys.stderr)
         return 1
