@@ -208,6 +208,7 @@ class NodeAgent:
     async def _sync_pods(self) -> None:
         names = self.nodes.names
         seen = set()
+        arrivals: list[Manifest] = []
         self._pods = await self.kube.list("v1", "Pod", ALL_NAMESPACES)
         for pod in self._pods:
             if pod.get("spec", {}).get("nodeName") not in names:
@@ -225,9 +226,15 @@ class NodeAgent:
                         "v1", "Pod", metadata["name"], metadata["namespace"], grace_period=0
                     )
                 continue
+            arrivals.append(pod)
+        if arrivals:
+            # Names as of now, not of the last names pass: a Service created just before these pods
+            # must resolve in their hosts files from the first start, as cluster DNS would have it.
+            await self._refresh_names()
+        for pod in arrivals:
             worker = PodWorker(self, pod)
             worker.update(pod)
-            self.workers[uid] = worker
+            self.workers[pod["metadata"]["uid"]] = worker
             worker.task = asyncio.create_task(worker.run(), name=f"pod {worker.key}")
         for uid, worker in list(self.workers.items()):
             if uid not in seen:

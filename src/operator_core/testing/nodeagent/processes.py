@@ -44,6 +44,27 @@ def wrapped_argv(argv: Sequence[str], hosts_file: Path) -> list[str]:
     return ["unshare", "-m", "sh", "-c", _MOUNT_HOSTS, str(hosts_file), *argv]
 
 
+_EXIT_CHECK_SECONDS = 3.0
+_UNKNOWN_EXIT = 255  # what asyncio itself reports for a child it could not reap
+
+
+def _process_state(pid: int) -> str | None:
+    """The state letter of /proc/PID/stat (R, S, Z, ...), or None when there is no such process."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return None
+
+
+def _reap(pid: int) -> int | None:
+    """Collect a zombie child's exit code, or None when it was collected elsewhere meanwhile."""
+    try:
+        reaped, status = os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        return None
+    return os.waitstatus_to_exitcode(status) if reaped else None
+
+
 def _signal_group(pid: int, sig: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, sig)
@@ -56,6 +77,8 @@ class ContainerProcess:
         self._process = process
         self._log = log
         self.started = time.time()
+        self._exit: asyncio.Future[int] = asyncio.ensure_future(process.wait())
+        self._missed: int | None = None
 
     @property
     def pid(self) -> int:
@@ -63,7 +86,7 @@ class ContainerProcess:
 
     @property
     def returncode(self) -> int | None:
-        return self._process.returncode
+        return self._process.returncode if self._missed is None else self._missed
 
     @classmethod
     async def start(
@@ -94,14 +117,32 @@ class ContainerProcess:
         return cls(process, log)
 
     async def wait(self) -> int:
-        """The exit code; a process killed by signal N reports 128+N, as a container runtime does."""
-        code = await self._process.wait()
+        """The exit code; a process killed by signal N reports 128+N, as a container runtime does.
+
+        asyncio learns of the exit from a watcher thread. Once in a long CI run that news never
+        came (a restarted nginx whose pod then hung forever), so an exit asyncio has not reported
+        after a few seconds is looked for here too: a zombie is reaped, a vanished pid counts.
+        """
+        vanished = False
+        while self._missed is None:
+            done, _ = await asyncio.wait({self._exit}, timeout=_EXIT_CHECK_SECONDS)
+            if done:
+                break
+            state = _process_state(self.pid)
+            if state == "Z":
+                self._missed = _reap(self.pid)
+            elif state is None and vanished:
+                self._missed = _UNKNOWN_EXIT  # reaped by someone else, and asyncio was never told
+            vanished = state is None
+        if self._missed is not None:
+            self._exit.cancel()
+        code = self._exit.result() if self._missed is None else self._missed
         self._log.close()
         return 128 - code if code < 0 else code
 
     def signal(self, sig: int) -> None:
         """Signal the whole process group (the program and anything it started)."""
-        if self._process.returncode is None:
+        if self.returncode is None:
             _signal_group(self._process.pid, sig)
 
     async def stop(self, grace: float) -> int:
