@@ -19,6 +19,8 @@ from operator_core.testing.nodeagent.faults import Faults
 from operator_core.testing.nodeagent.harness import AgentProcess
 from operator_core.testing.operators import OperatorProcess
 from typesense_operator.testing import (
+    LostMajority,
+    Recovery,
     TypesenseCluster,
     Writer,
     delete_pods,
@@ -161,11 +163,14 @@ async def test_an_operator_killed_mid_recovery_finishes_it_without_repeating_a_s
     assert "Traceback" not in typesense_operator.log()
 
 
-async def _downgraded_to(cluster: TypesenseCluster, survivor: str) -> None:
-    """Exactly one downgrade, and it kept the node that still answered."""
+async def _recovered_by_fencing(cluster: TypesenseCluster, lost: LostMajority, recovery: Recovery) -> None:
+    """The survivor took writes, one downgrade kept it, the two silent members were fenced, nothing lost."""
+    assert recovery.seconds_to_first_write is not None, "the survivor must accept writes"
     (downgrade,) = await cluster.events("QuorumDowngraded")
-    ordinal = survivor.rsplit("-", 1)[1]
+    ordinal = lost.survivor.rsplit("-", 1)[1]
     assert f"keeping node {ordinal} " in downgrade["message"], downgrade["message"]
+    assert len(await cluster.events("QuorumMemberFenced")) == 2
+    await cluster.assert_nothing_lost(recovery.acknowledged)
 
 
 async def test_two_of_three_killed_past_the_grace_period_are_recovered_without_a_manual_step(
@@ -178,11 +183,8 @@ async def test_two_of_three_killed_past_the_grace_period_are_recovered_without_a
         f"two of three killed: first write {recovery.seconds_to_first_write} s, "
         f"Ready {recovery.seconds_to_ready:.1f} s after the fault"
     )
-    assert recovery.seconds_to_first_write is not None, "the survivor must accept writes"
-    await _downgraded_to(cluster, lost.survivor)
-    assert len(await cluster.events("QuorumMemberFenced")) == 2
+    await _recovered_by_fencing(cluster, lost, recovery)
     assert not await cluster.events("QuorumSurvivorRestarted"), "rewriting the nodes list was enough"
-    await cluster.assert_nothing_lost(recovery.acknowledged)
 
 
 @pytest.mark.timeout(420)
@@ -204,10 +206,7 @@ async def test_two_of_three_hung_past_the_grace_period_are_recovered_without_a_m
         f"two of three hung: first write {recovery.seconds_to_first_write} s, "
         f"Ready {recovery.seconds_to_ready:.1f} s after the fault ({restarts} survivor restarts)"
     )
-    assert recovery.seconds_to_first_write is not None, "the survivor must accept writes"
-    await _downgraded_to(cluster, lost.survivor)
-    assert len(await cluster.events("QuorumMemberFenced")) == 2
-    await cluster.assert_nothing_lost(recovery.acknowledged)
+    await _recovered_by_fencing(cluster, lost, recovery)
 
 
 async def test_a_frozen_leader_is_replaced_by_raft_and_rejoins_without_surgery(

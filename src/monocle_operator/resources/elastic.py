@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from monocle_operator.resources.model import ELASTIC_PORT, Instance, Manifest
-from monocle_operator.resources.security import restricted_container, restricted_pod
+from operator_core.podsecurity import restricted_container, restricted_pod
 
 __all__ = ["ELASTIC", "build_elastic_service", "build_elastic_statefulset"]
 

@@ -16,7 +16,7 @@ from monocle_operator.resources.monocle import (
     config_volume,
     monocle_env,
 )
-from monocle_operator.resources.security import restricted_container, restricted_pod
+from operator_core.podsecurity import restricted_container, restricted_pod
 
 __all__ = ["UPDATE_IDENTS", "UPDATE_IDENTS_TTL_SECONDS", "build_update_idents_job"]
 

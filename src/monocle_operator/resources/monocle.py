@@ -21,7 +21,7 @@ from monocle_operator.resources.model import (
     Instance,
     Manifest,
 )
-from monocle_operator.resources.security import restricted_container, restricted_pod
+from operator_core.podsecurity import restricted_container, restricted_pod
 
 __all__ = [
     "API",

@@ -6,6 +6,7 @@ import base64
 from collections.abc import Sequence
 from typing import Any
 
+from operator_core.podsecurity import restricted_container
 from typesense_operator.resources.model import (
     API_KEY_DATA_KEY,
     DATA_DIR,
@@ -148,20 +149,11 @@ def _typesense_container(cluster: Cluster) -> dict[str, Any]:
             "timeoutSeconds": 5,
             "failureThreshold": 6,
         },
-        "securityContext": _restricted_container_security(),
+        "securityContext": restricted_container(),
     }
     if spec.additional_server_configuration is not None:
         container["envFrom"] = [{"configMapRef": {"name": spec.additional_server_configuration.name}}]
     return container
-
-
-def _restricted_container_security() -> dict[str, Any]:
-    return {
-        "allowPrivilegeEscalation": False,
-        "runAsNonRoot": True,
-        "capabilities": {"drop": ["ALL"]},
-        "seccompProfile": {"type": "RuntimeDefault"},
-    }
 
 
 def _metrics_container(cluster: Cluster) -> dict[str, Any] | None:
@@ -188,7 +180,7 @@ def _metrics_container(cluster: Cluster) -> dict[str, Any] | None:
             "requests": {"cpu": "10m", "memory": "32Mi"},
             "limits": {"cpu": "100m", "memory": "64Mi"},
         },
-        "securityContext": _restricted_container_security(),
+        "securityContext": restricted_container(),
     }
 
 

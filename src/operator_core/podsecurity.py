@@ -1,8 +1,8 @@
-"""The restricted Pod Security Standard, as pod and container security contexts.
+"""The restricted Pod Security Standard, as pod and container security contexts; pure.
 
-Every pod the operator asks for (Elasticsearch, API, crawler, the
-update-idents Job) passes a namespace labelled
-``pod-security.kubernetes.io/enforce: restricted``.
+Every pod the operators ask for passes a namespace labelled
+``pod-security.kubernetes.io/enforce: restricted``. Who calls it: the operators'
+``resources`` builders.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ def restricted_pod(uid: int) -> dict[str, Any]:
 
 
 def restricted_container() -> dict[str, Any]:
+    """A container context: non-root, no privilege escalation, every capability dropped."""
     return {
         "allowPrivilegeEscalation": False,
         "runAsNonRoot": True,
