@@ -12,8 +12,9 @@ import asyncio
 import importlib
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from pathlib import Path
+from typing import Any
 
 import kopf
 
@@ -54,13 +55,42 @@ def run_operator(name: str, handlers_module: str, argv: Sequence[str] | None = N
     importlib.import_module(handlers_module)
     namespaces = arguments.namespace
     asyncio.run(
-        kopf.operator(
-            clusterwide=not namespaces,
-            namespaces=namespaces,
-            standalone=True,
-            liveness_endpoint=arguments.liveness,
+        _quiet_at_exit(
+            kopf.operator(
+                clusterwide=not namespaces,
+                namespaces=namespaces,
+                standalone=True,
+                liveness_endpoint=arguments.liveness,
+            )
         )
     )
+
+
+async def _quiet_at_exit(operator: Coroutine[Any, Any, None]) -> None:
+    asyncio.get_running_loop().set_exception_handler(_report_loop_error)
+    await operator
+
+
+def _report_loop_error(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+    """Pass every loop error on, except one harmless race while the process exits.
+
+    A kopf watcher cancelled between two events leaves its watch generators
+    suspended. At exit, asyncio closes every such generator at once, in no fixed
+    order, so kopf's inner streaming_block can be closed before the
+    infinite_watch generator that is still inside it. contextlib then complains
+    that the closed inner generator "didn't stop after athrow()": a traceback on
+    every such stop, while nothing is left undone.
+    """
+    generator = context.get("asyncgen")
+    error = context.get("exception")
+    if (
+        isinstance(error, RuntimeError)
+        and "didn't stop after athrow()" in str(error)
+        and getattr(generator, "__qualname__", None) == "infinite_watch"
+    ):
+        logging.getLogger(__name__).debug("kopf watch stream closed out of order at exit")
+        return
+    loop.default_exception_handler(context)
 
 
 def configure_kopf(settings: kopf.OperatorSettings, api_group: str) -> None:
