@@ -9,9 +9,9 @@ reconcile produces an identical status and therefore no write.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -23,6 +23,7 @@ __all__ = [
     "ConditionStatus",
     "find",
     "is_true",
+    "reports_true",
     "set_condition",
     "summarize_ready",
     "utcnow",
@@ -65,6 +66,12 @@ def find(conditions: Iterable[Condition], condition_type: str) -> Condition | No
 def is_true(conditions: Iterable[Condition], condition_type: str) -> bool:
     found = find(conditions, condition_type)
     return found is not None and found.status == "True"
+
+
+def reports_true(obj: Mapping[str, Any], condition_type: str = READY) -> bool:
+    """Whether an object read from the API (a pod, say) has that condition True in its status."""
+    conditions = (obj.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == condition_type and c.get("status") == "True" for c in conditions)
 
 
 def _order(condition: Condition) -> tuple[int, str]:

@@ -170,6 +170,44 @@ def test_a_downgrade_of_members_that_all_answer_fences_nobody() -> None:
     assert "fencing" not in plan.message
 
 
+def test_silent_members_that_their_kubelets_see_ready_hold_the_downgrade() -> None:
+    """The operator, not the nodes, is cut off: a healthy cluster must not be taken down to one node."""
+    record = QuorumRecord(unhealthy_since=NOW - timedelta(seconds=61))
+    cut_off = NodeProbe(index=0, reachable=False, kubelet_ready=True)
+    probes = [cut_off, node(1, committed=5, kubelet_ready=True), down(2)]
+    plan = decide(probes, 3, record, NOW, GRACE)
+    assert (plan.action, plan.members, plan.fenced, plan.survivor) == (Action.HOLD, (0, 1, 2), (), None)
+    assert plan.reason == "QuorumNotReady"
+    assert "node(s) 0 pass their kubelet's readiness probe" in plan.message
+    assert plan.record.unhealthy_since == record.unhealthy_since
+    assert plan.requeue_after == requeue_seconds(3, unhealthy=True)
+
+
+def test_the_downgrade_goes_ahead_once_the_kubelets_agree() -> None:
+    record = QuorumRecord(unhealthy_since=NOW - timedelta(seconds=61))
+    probes = [down(0), node(1, committed=5, kubelet_ready=True), down(2)]
+    plan = decide(probes, 3, record, NOW, GRACE)
+    assert (plan.action, plan.survivor, plan.fenced) == (Action.DOWNGRADE, 1, (0, 2))
+
+
+def test_a_kubelet_ready_member_waits_out_the_grace_like_any_other() -> None:
+    record = QuorumRecord(unhealthy_since=NOW - timedelta(seconds=10))
+    probes = [NodeProbe(index=0, reachable=False, kubelet_ready=True), node(1), node(2)]
+    assert decide(probes, 3, record, NOW, GRACE).action is Action.NONE
+
+
+def test_an_unreachable_survivor_that_its_kubelet_sees_ready_is_not_restarted() -> None:
+    record = QuorumRecord(
+        members=(1,),
+        survivor=1,
+        downgraded_at=NOW - timedelta(seconds=61),
+        unhealthy_since=NOW - timedelta(seconds=61),
+    )
+    plan = decide([NodeProbe(index=1, reachable=False, kubelet_ready=True)], 3, record, NOW, GRACE)
+    assert (plan.action, plan.reason, plan.survivor) == (Action.HOLD, "QuorumDegraded", 1)
+    assert plan.record.survivor_restarted is False
+
+
 def test_nobody_answering_means_waiting_not_guessing_and_no_clock() -> None:
     record = QuorumRecord(unhealthy_since=NOW - timedelta(seconds=120))
     plan = decide([down(0), down(1), down(2)], 3, record, NOW, GRACE)

@@ -46,3 +46,4 @@ class EventReason(StrEnum):
     QUORUM_NEEDS_INTERVENTION = "QuorumNeedsIntervention"
     QUORUM_SURVIVOR_RESTARTED = "QuorumSurvivorRestarted"
     QUORUM_MEMBER_FENCED = "QuorumMemberFenced"
+    QUORUM_SURGERY_HELD = "QuorumSurgeryHeld"

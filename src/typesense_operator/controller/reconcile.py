@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from operator_core import errors
-from operator_core.conditions import ConditionStatus, utcnow
+from operator_core.conditions import ConditionStatus, reports_true, utcnow
 from operator_core.events import EventRecorder, EventType
 from operator_core.kube import Kube
 from operator_core.reconciling import ConditionBook, Outcome, run_steps, write_status
@@ -195,6 +195,7 @@ async def manage_quorum(scope: Scope) -> Outcome:
                 namespace=cluster.namespace,
                 pod_ip=(pod.get("status") or {}).get("podIP"),
                 port=cluster.spec.api_port,
+                kubelet_ready=reports_true(pod),
             )
         )
     probes = await probe_nodes(
@@ -227,6 +228,8 @@ async def manage_quorum(scope: Scope) -> Outcome:
         await scope.event("Warning", EventReason.QUORUM_NEEDS_INTERVENTION, "; ".join(plan.warnings))
     elif plan.action is Action.RESTART_SURVIVOR:
         await _restart_survivor(scope, plan)
+    elif plan.action is Action.HOLD and changed_action:
+        await scope.event("Warning", EventReason.QUORUM_SURGERY_HELD, plan.message)
     return Outcome.CONTINUE
 
 

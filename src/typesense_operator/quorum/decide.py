@@ -21,6 +21,11 @@ and is safer where the Go operator is not:
   still loading (state NOT_READY) holds the countdown, up to a limit;
 - a node that is reachable, follows a live leader and answers /health with
   ``ok: false`` is lagging, not failed: it is never a reason for surgery;
+- the operator's probes are checked against the kubelets' view before any
+  surgery: a member that the operator cannot reach but whose pod its kubelet
+  still reports Ready is most likely cut off from the operator, not from its
+  peers, so nothing is fenced or downgraded until the two views agree (the
+  Go operator would take a healthy cluster down to one node here);
 - "enough healthy nodes" means a raft majority of the members, not the
   specification's ``(N-1)/2`` (which, for 3 nodes, would call one node enough).
 
@@ -74,6 +79,8 @@ class Action(StrEnum):
     """Last resort: delete the survivor's pod, once, because a one-node list did not elect it."""
     NEEDS_INTERVENTION = "NeedsIntervention"
     """A node is out of memory or disk: no surgery, a person must act."""
+    HOLD = "Hold"
+    """Surgery is due, but kubelets report Ready pods that the operator cannot reach: wait for agreement."""
 
 
 @dataclass(frozen=True)
@@ -89,6 +96,8 @@ class NodeProbe:
     """``ok`` of /health."""
     resource_error: str | None = None
     """``resource_error`` of /health: OUT_OF_MEMORY or OUT_OF_DISK (newer Typesense releases)."""
+    kubelet_ready: bool = False
+    """The pod's Ready condition: what its kubelet's readiness probe last saw, from inside the node."""
 
 
 @dataclass(frozen=True)
@@ -173,6 +182,21 @@ def _best_survivor(probes: Sequence[NodeProbe]) -> int | None:
         return None
     best = max(candidates, key=lambda p: (p.committed_index or 0, -p.index))
     return best.index
+
+
+def _contradicted(probes: Sequence[NodeProbe]) -> str | None:
+    """Why surgery must wait: members the operator cannot reach that their kubelets see Ready.
+
+    A kubelet's Ready lags a real failure by its readiness probe's failure threshold at most, so a
+    dead or hung member stops contradicting soon; a partition of the operator never does.
+    """
+    names = [str(p.index) for p in probes if not p.reachable and p.kubelet_ready]
+    if not names:
+        return None
+    return (
+        f"node(s) {', '.join(names)} pass their kubelet's readiness probe while the operator cannot "
+        "reach them: the operator may be cut off from the nodes; no surgery until the two views agree"
+    )
 
 
 def _loading(probes: Sequence[NodeProbe]) -> bool:
@@ -260,7 +284,11 @@ def decide(
     if size == 1 and record.survivor is not None:
         # Downgraded already: the survivor's own grace runs from the downgrade.
         return _single_member_without_leader(
-            decision, replace(record, unhealthy_since=record.unhealthy_since or now), now, settings
+            decision,
+            member_probes,
+            replace(record, unhealthy_since=record.unhealthy_since or now),
+            now,
+            settings,
         )
 
     if not any(p.reachable for p in member_probes):
@@ -301,7 +329,7 @@ def decide(
             due_in=settings.grace_seconds - waited,
         )
     if size == 1:
-        return _single_member_without_leader(decision, stretch, now, settings)
+        return _single_member_without_leader(decision, member_probes, stretch, now, settings)
 
     survivor = _best_survivor(member_probes)
     if survivor is None:
@@ -311,8 +339,16 @@ def decide(
             f"{state} since {_clock(since)}, but no node reports a committed index; waiting",
             stretch,
         )
-    committed = next(p.committed_index for p in member_probes if p.index == survivor)
     silent = tuple(p.index for p in member_probes if not p.reachable)
+    contradicted = _contradicted(member_probes)
+    if contradicted:
+        return decision.plan(
+            Action.HOLD,
+            ReadyReason.QUORUM_NOT_READY,
+            f"{state} since {_clock(since)}, but {contradicted}",
+            stretch,
+        )
+    committed = next(p.committed_index for p in member_probes if p.index == survivor)
     fencing = f"; fencing silent node(s) {', '.join(map(str, silent))}" if silent else ""
     return decision.plan(
         Action.DOWNGRADE,
@@ -382,7 +418,11 @@ def _grow(
 
 
 def _single_member_without_leader(
-    decision: _Decision, record: QuorumRecord, now: datetime, settings: QuorumSettings
+    decision: _Decision,
+    probes: Sequence[NodeProbe],
+    record: QuorumRecord,
+    now: datetime,
+    settings: QuorumSettings,
 ) -> Plan:
     """A one-member list that still elects no leader: restart its pod once, then only wait."""
     (survivor,) = decision.members
@@ -396,6 +436,15 @@ def _single_member_without_leader(
             record,
             survivor=survivor,
             due_in=None if record.survivor_restarted else settings.grace_seconds - waited,
+        )
+    contradicted = _contradicted(probes)
+    if contradicted:
+        return decision.plan(
+            Action.HOLD,
+            ReadyReason.QUORUM_DEGRADED,
+            f"single node {survivor}: {contradicted}",
+            record,
+            survivor=survivor,
         )
     return decision.plan(
         Action.RESTART_SURVIVOR,

@@ -35,6 +35,8 @@ class NodeTarget:
     namespace: str
     pod_ip: str | None
     port: int
+    kubelet_ready: bool = False
+    """The pod's Ready condition, passed through to the probe for the decision to weigh."""
 
 
 class Unreachable(Exception):
@@ -127,6 +129,7 @@ async def _probe_one(
         committed_index=committed,
         health_ok=health_ok,
         resource_error=resource_error,
+        kubelet_ready=target.kubelet_ready,
     )
 
 

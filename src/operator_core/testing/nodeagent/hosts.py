@@ -33,6 +33,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from operator_core.conditions import reports_true
+
 __all__ = ["CLUSTER_DOMAIN", "build_hosts", "endpoints_from_pods", "write_in_place"]
 
 CLUSTER_DOMAIN = "cluster.local"
@@ -101,11 +103,6 @@ def build_hosts(
     return _HEADER + "".join(f"{address}\t{' '.join(names)}\n" for address, names in lines)
 
 
-def _pod_ready(pod: Manifest) -> bool:
-    conditions = (pod.get("status") or {}).get("conditions") or []
-    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
-
-
 def endpoints_from_pods(services: Iterable[Manifest], pods: Iterable[Manifest]) -> list[dict[str, Any]]:
     """One EndpointSlice-shaped dict per Service with a selector, as the EndpointSlice controller makes it."""
     by_namespace: dict[str, list[Manifest]] = {}
@@ -127,7 +124,7 @@ def endpoints_from_pods(services: Iterable[Manifest], pods: Iterable[Manifest]) 
                 continue
             endpoint: dict[str, Any] = {
                 "addresses": [pod["status"]["podIP"]],
-                "conditions": {"ready": bool(spec.get("publishNotReadyAddresses")) or _pod_ready(pod)},
+                "conditions": {"ready": bool(spec.get("publishNotReadyAddresses")) or reports_true(pod)},
             }
             pod_spec = pod.get("spec") or {}
             if pod_spec.get("hostname") and pod_spec.get("subdomain") == metadata["name"]:

@@ -25,6 +25,8 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from operator_core.conditions import reports_true
+
 __all__ = ["Backend", "Listener", "ServiceProxy", "service_backends"]
 
 log = logging.getLogger(__name__)
@@ -48,9 +50,7 @@ def _serving(pod: Manifest, ready_only: bool) -> bool:
         return False
     if not _loopback(status.get("podIP")):
         return False
-    conditions = status.get("conditions") or []
-    ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
-    return ready or not ready_only
+    return reports_true(pod) or not ready_only
 
 
 def _target_port(pod: Manifest, target: int | str) -> int | None:
