@@ -201,9 +201,26 @@ class NodeAgent:
         self._services = await self.kube.list("v1", "Service", ALL_NAMESPACES)
         real = await self.kube.list("discovery.k8s.io/v1", "EndpointSlice", ALL_NAMESPACES)
         # The API refuses loopback endpoint addresses, so the pods' endpoints are computed here too.
-        self._slices = [*real, *endpoints_from_pods(self._services, self._pods)]
+        self._slices = [*real, *endpoints_from_pods(self._services, self._pods_as_allocated())]
         for worker in list(self.workers.values()):
             worker.refresh_hosts()
+
+    def _pods_as_allocated(self) -> list[Manifest]:
+        """The pods, each with the address given here even before its status write comes back.
+
+        The endpoint controller publishes an address as soon as the pod's status has it, which on a
+        real node comes with the sandbox, before any container starts. Here a container starts
+        moments after its address is chosen, so the names follow the choice, not the status write:
+        peers started together then resolve one another from their first start.
+        """
+        pods = []
+        for pod in self._pods:
+            address = self._addresses.get(pod["metadata"]["uid"])
+            status = pod.get("status") or {}
+            if address is not None and status.get("podIP") != str(address):
+                pod = {**pod, "status": {**status, "podIP": str(address)}}
+            pods.append(pod)
+        return pods
 
     async def _sync_pods(self) -> None:
         names = self.nodes.names
@@ -227,9 +244,11 @@ class NodeAgent:
                     )
                 continue
             arrivals.append(pod)
+        for pod in arrivals:  # every new pod's address first, as sandboxes come before containers
+            self.allocate_ip(pod["metadata"]["uid"], (pod.get("status") or {}).get("podIP"))
         if arrivals:
-            # Names as of now, not of the last names pass: a Service created just before these pods
-            # must resolve in their hosts files from the first start, as cluster DNS would have it.
+            # Names as of now, not of the last names pass: a Service created just before these pods,
+            # and the pods themselves, resolve in their hosts files from the first start.
             await self._refresh_names()
         for pod in arrivals:
             worker = PodWorker(self, pod)

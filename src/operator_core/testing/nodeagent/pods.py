@@ -34,7 +34,7 @@ from operator_core.events import EventRecorder, EventType
 from operator_core.kube import Kube
 from operator_core.secrets import REDACTED, register_secret
 from operator_core.testing.nodeagent.env import ConfigError, PodFacts, ResolvedEnv, expand, resolve_env
-from operator_core.testing.nodeagent.hosts import build_hosts, endpoints_from_pods, write_in_place
+from operator_core.testing.nodeagent.hosts import build_hosts, write_in_place
 from operator_core.testing.nodeagent.probes import ProbeSpec, ProbeTracker, probe_once
 from operator_core.testing.nodeagent.processes import ContainerProcess, run_to_exit
 from operator_core.testing.nodeagent.runners import Launch, LaunchContext, runner_for
@@ -715,11 +715,6 @@ class PodWorker:
         if self.ip is None or not self.directory.exists():
             return
         services, slices = self.services.cluster_names()
-        # The agent's cache learns this pod's IP only after the status write comes back, but the
-        # endpoint controller would publish it as soon as the IP is known (at once, for a Service
-        # with publishNotReadyAddresses): a program that resolves its own name at start needs it.
-        own = {**self.pod, "status": {**(self.pod.get("status") or {}), "podIP": self.ip}}
-        slices = [*slices, *endpoints_from_pods(services, [own])]
         text = build_hosts(
             namespace=self.namespace,
             hostname=self.hostname,
