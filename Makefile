@@ -51,8 +51,12 @@ define pytest
 	exit $$status
 endef
 
+# Most e2e time is waiting (for raft elections, grace periods, pods), so two workers halve it even on
+# two cores; each worker starts its own control planes and node agent, on its own loopback addresses.
+TEST_WORKERS ?= 2
+
 test: binaries nginx lint
-	$(call pytest,tests)
+	$(call pytest,-n $(TEST_WORKERS) --dist worksteal --durations=15 tests)
 
 unit: install
 	$(call pytest,-m unit tests)

@@ -12,10 +12,13 @@ from collections.abc import Callable
 import pytest
 
 from operator_core.testing.controlplane import ENDPOINT_CONTROLLERS, ControlPlane
+from operator_core.testing.fixtures import worker_slice
 
 
 @pytest.fixture(scope="session")
 def control_plane(start_control_plane: Callable[..., ControlPlane]) -> ControlPlane:
     return start_control_plane(
-        "e2e-controlplane", service_cidr="127.102.0.0/16", disabled_controllers=ENDPOINT_CONTROLLERS
+        "e2e-controlplane",
+        service_cidr=worker_slice("127.102.0.0/16"),
+        disabled_controllers=ENDPOINT_CONTROLLERS,
     )

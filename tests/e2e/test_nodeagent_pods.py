@@ -9,7 +9,7 @@ import httpx
 
 from operator_core.kube import Kube
 from operator_core.testing.controlplane import ControlPlane
-from operator_core.testing.fixtures import wait_until
+from operator_core.testing.fixtures import wait_until, worker_slice
 from operator_core.testing.nodeagent.harness import AgentProcess, processes_under, start_agent
 from operator_core.testing.nodeagent.pods import STAND_IN_ANNOTATION
 
@@ -180,7 +180,7 @@ async def test_stopped_agent_leaves_no_process(
     # A second agent with its own single node, so stopping it leaves the session's agent alone.
     agent = start_agent(
         control_plane, tmp_path / "agent", "--nodes", "1", "--node-prefix", "short-lived", "--pod-cidr",
-        "127.51.0.0/16",
+        worker_slice("127.51.0.0/16"),
     )  # fmt: skip
     try:
         manifest = deployment("pinned", namespace, replicas=2)

@@ -8,11 +8,17 @@ Load them with ``pytest_plugins = ["operator_core.testing.fixtures"]``:
 - ``kubectl``: run the pinned kubectl against the control plane;
 - ``installed_crds`` (session): every CRD of the suite, applied and Established;
 - ``start_control_plane``: start more control planes (e.g. a "workload cluster"), stopped at the end.
+
+Under pytest-xdist every worker starts its own control planes and node agent;
+:func:`worker_slice` gives each worker its own part of a loopback range, so that
+Service and pod addresses of two workers never collide.
 """
 
 from __future__ import annotations
 
 import asyncio
+import ipaddress
+import os
 import re
 import subprocess
 import time
@@ -36,6 +42,7 @@ __all__ = [
     "namespace",
     "start_control_plane",
     "wait_until",
+    "worker_slice",
 ]
 
 Kubectl = Callable[..., subprocess.CompletedProcess[str]]
@@ -59,6 +66,23 @@ async def wait_until(
             return last
         await asyncio.sleep(interval)
     pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}; last value: {last!r}")
+
+
+MAX_WORKERS = 8
+
+
+def worker_slice(network: str) -> str:
+    """This pytest-xdist worker's eighth of ``network`` (all of it outside xdist)."""
+    whole = ipaddress.IPv4Network(network)
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker is None:
+        return str(whole)
+    index = int(worker.removeprefix("gw"))
+    if index >= MAX_WORKERS:
+        raise RuntimeError(
+            f"at most {MAX_WORKERS} pytest-xdist workers get their own addresses; {worker} is one too many"
+        )
+    return str(list(whole.subnets(prefixlen_diff=3))[index])
 
 
 @pytest.fixture(scope="session")

@@ -21,6 +21,8 @@ from collections.abc import Iterator
 import pytest
 
 from operator_core.testing.controlplane import ControlPlane
+from operator_core.testing.fixtures import worker_slice
+from operator_core.testing.nodeagent.addresses import DEFAULT_POD_CIDR
 from operator_core.testing.nodeagent.harness import AgentProcess, mounts_under, processes_under, start_agent
 
 __all__ = ["node_agent"]
@@ -31,7 +33,9 @@ def node_agent(
     control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[AgentProcess]:
     """One node agent (3 nodes, zones a-c) on the session's control plane."""
-    agent = start_agent(control_plane, tmp_path_factory.mktemp("nodeagent"))
+    agent = start_agent(
+        control_plane, tmp_path_factory.mktemp("nodeagent"), "--pod-cidr", worker_slice(DEFAULT_POD_CIDR)
+    )
     try:
         yield agent
     finally:
