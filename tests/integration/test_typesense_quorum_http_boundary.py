@@ -113,9 +113,15 @@ async def running_cluster(kube: Kube, namespace: str, name: str, nodes: list[Fak
     return {pod["metadata"]["name"]: pod["metadata"]["uid"] for pod in created}
 
 
-async def pod_uids(kube: Kube, namespace: str, name: str) -> dict[str, str]:
+async def assert_no_surgery(kube: Kube, namespace: str, name: str, uids: dict[str, str]) -> None:
+    """No downgrade, no fencing, the same pods, and every node still in the nodes list."""
+    assert not await events_for(kube, namespace, "QuorumDowngraded")
+    assert not await events_for(kube, namespace, "QuorumMemberFenced")
     found = await kube.list("v1", "Pod", namespace, labels={"app.kubernetes.io/instance": name})
-    return {pod["metadata"]["name"]: pod["metadata"]["uid"] for pod in found}
+    assert {pod["metadata"]["name"]: pod["metadata"]["uid"] for pod in found} == uids
+    nodes_list = await kube.get("v1", "ConfigMap", f"{name}-nodeslist", namespace)
+    assert nodes_list is not None
+    assert len(nodes_list["data"]["nodes"].split(",")) == 3
 
 
 async def test_out_of_disk_needs_a_person_and_gets_no_surgery(
@@ -146,12 +152,7 @@ async def test_out_of_disk_needs_a_person_and_gets_no_surgery(
     (warning,) = await events_for(kube, namespace, "QuorumNeedsIntervention")
     assert warning["type"] == "Warning"
     assert "OUT_OF_DISK" in warning["message"]
-    assert not await events_for(kube, namespace, "QuorumDowngraded")
-    assert not await events_for(kube, namespace, "QuorumMemberFenced")
-    assert await pod_uids(kube, namespace, "full") == uids
-    nodes_list = await kube.get("v1", "ConfigMap", "full-nodeslist", namespace)
-    assert nodes_list is not None
-    assert len(nodes_list["data"]["nodes"].split(",")) == 3
+    await assert_no_surgery(kube, namespace, "full", uids)
 
     nodes[2].health = (200, {"ok": True})
     await wait_for_condition(kube, API, "TypesenseCluster", "full", namespace, "Ready", "True", timeout=60)
@@ -176,12 +177,7 @@ async def test_an_operator_cut_off_from_ready_nodes_holds_its_surgery_until_the_
     )
     assert "no surgery until the two views agree" in ready["message"]
     await asyncio.sleep(10)
-    assert not await events_for(kube, namespace, "QuorumDowngraded")
-    assert not await events_for(kube, namespace, "QuorumMemberFenced")
-    assert await pod_uids(kube, namespace, "cutoff") == uids
-    nodes_list = await kube.get("v1", "ConfigMap", "cutoff-nodeslist", namespace)
-    assert nodes_list is not None
-    assert len(nodes_list["data"]["nodes"].split(",")) == 3
+    await assert_no_surgery(kube, namespace, "cutoff", uids)
 
     # The kubelets agree now: the two are down. The survivor is kept and the two are fenced.
     for ordinal in (0, 2):
