@@ -50,6 +50,7 @@ __all__ = [
     "DEFAULT_RETRY_SECONDS",
     "ConditionBook",
     "Outcome",
+    "References",
     "Stopped",
     "Wakeups",
     "connect",
@@ -58,6 +59,7 @@ __all__ = [
     "run_object_loop",
     "run_steps",
     "wake_on_children",
+    "wake_on_references",
     "write_status",
 ]
 
@@ -117,6 +119,49 @@ def wake_on_children(wakeups: Wakeups, kinds: Iterable[tuple[str, str, str]], ma
 
     for group, version, plural in kinds:
         kopf.on.event(group, version, plural, labels={MANAGED_BY_LABEL: managed_by})(child_changed)
+
+
+class References:
+    """Which of a namespace's objects (a user's Secret, say) each instance's spec names. Pure bookkeeping.
+
+    Those objects are not children: they carry none of our labels, so only this book says whose
+    loop a change to one of them must wake (a missing Secret created at last, a key rotated).
+    """
+
+    def __init__(self) -> None:
+        self._holders: dict[tuple[str, str, str], set[str]] = {}
+        """(plural, namespace, name) -> the instances that name it."""
+
+    def remember(self, namespace: str, instance: str, referenced: Iterable[tuple[str, str]]) -> None:
+        """``instance`` now names exactly ``referenced``: (plural, name) pairs in its own namespace."""
+        for (_, held_in, _), holders in list(self._holders.items()):
+            if held_in == namespace:
+                holders.discard(instance)
+        for plural, name in referenced:
+            self._holders.setdefault((plural, namespace, name), set()).add(instance)
+        self._holders = {key: holders for key, holders in self._holders.items() if holders}
+
+    def forget(self, namespace: str, instance: str) -> None:
+        self.remember(namespace, instance, ())
+
+    def holders(self, plural: str, namespace: str, name: str) -> set[str]:
+        return set(self._holders.get((plural, namespace, name), ()))
+
+
+def wake_on_references(
+    wakeups: Wakeups, references: References, kinds: Iterable[tuple[str, str, str]]
+) -> None:
+    """Watch each (group, version, plural); a change to an object that instances name wakes them."""
+
+    def waker(plural: str) -> Callable[..., Awaitable[None]]:
+        async def referenced_changed(name: str, namespace: str | None, **_: Any) -> None:
+            for instance in references.holders(plural, namespace or "", name):
+                wakeups.wake((namespace, instance))
+
+        return referenced_changed
+
+    for group, version, plural in kinds:
+        kopf.on.event(group, version, plural)(waker(plural))
 
 
 async def run_object_loop(

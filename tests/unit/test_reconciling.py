@@ -12,7 +12,15 @@ import pytest
 from operator_core import errors, reconciling
 from operator_core.apimodel import ApiModel
 from operator_core.crdgen import CustomResource
-from operator_core.reconciling import ConditionBook, Outcome, Wakeups, run_loop, run_steps, write_status
+from operator_core.reconciling import (
+    ConditionBook,
+    Outcome,
+    References,
+    Wakeups,
+    run_loop,
+    run_steps,
+    write_status,
+)
 
 
 class Reason(StrEnum):
@@ -227,3 +235,23 @@ async def test_status_is_written_only_when_the_patch_says_something() -> None:
     assert kube.patches == []
     await write_status(kube, resource, obj, {"phase": "Up"})  # type: ignore[arg-type]
     assert kube.patches == [("example.com/v1", "Widget", "w", "ns", {"phase": "Up"})]
+
+
+def test_references_wake_only_the_instances_that_name_an_object_in_their_namespace() -> None:
+    book = References()
+    book.remember("a", "demo", [("secrets", "tokens"), ("configmaps", "config")])
+    book.remember("b", "demo", [("secrets", "tokens")])
+    book.remember("a", "other", [("secrets", "tokens")])
+    assert book.holders("secrets", "a", "tokens") == {"demo", "other"}
+    assert book.holders("configmaps", "a", "tokens") == set()
+
+    # An instance renames its reference: the old name no longer wakes it; the same name elsewhere still does.
+    book.remember("a", "demo", [("secrets", "rotated")])
+    assert book.holders("secrets", "a", "tokens") == {"other"}
+    assert book.holders("secrets", "a", "rotated") == {"demo"}
+    assert book.holders("configmaps", "a", "config") == set()
+    assert book.holders("secrets", "b", "tokens") == {"demo"}
+
+    book.forget("a", "other")
+    assert book.holders("secrets", "a", "tokens") == set()
+    assert book.holders("secrets", "b", "tokens") == {"demo"}

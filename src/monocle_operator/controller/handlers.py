@@ -14,7 +14,6 @@ that names one in its spec is woken by it.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
 from typing import Any
 
 import kopf
@@ -22,7 +21,15 @@ import kopf
 from monocle_operator.api import MONOCLE, MonocleSpec
 from monocle_operator.controller.reconcile import reconcile
 from monocle_operator.resources import MANAGED_BY
-from operator_core.reconciling import Wakeups, connect, reconcile_gate, run_object_loop, wake_on_children
+from operator_core.reconciling import (
+    References,
+    Wakeups,
+    connect,
+    reconcile_gate,
+    run_object_loop,
+    wake_on_children,
+    wake_on_references,
+)
 from operator_core.runner import configure_kopf
 
 API_GROUP = MONOCLE.group
@@ -30,8 +37,8 @@ CONTROLLER_NAME = f"{API_GROUP}/monocle-operator"
 
 _logger = logging.getLogger(__name__)
 _wakeups = Wakeups()
-# (namespace, Secret or ConfigMap name) -> instances whose spec names it.
-_references: dict[tuple[str, str], set[str]] = {}
+# The user's own Secret and ConfigMap, named by instances' specs.
+_references = References()
 
 # Children whose changes wake their instance's loop, found by the labels every child carries.
 _CHILD_KINDS = (
@@ -41,6 +48,8 @@ _CHILD_KINDS = (
     ("apps", "v1", "deployments"),
     ("batch", "v1", "jobs"),
     ("networking.k8s.io", "v1", "ingresses"),
+    ("", "v1", "secrets"),
+    ("", "v1", "configmaps"),
 )
 
 
@@ -62,26 +71,12 @@ async def instance_changed(namespace: str | None, name: str, **_: Any) -> None:
 
 
 wake_on_children(_wakeups, _CHILD_KINDS, MANAGED_BY)
+wake_on_references(_wakeups, _references, (("", "v1", "secrets"), ("", "v1", "configmaps")))
 
 
-@kopf.on.event("", "v1", "secrets")
-@kopf.on.event("", "v1", "configmaps")
-async def referenced_changed(labels: Mapping[str, str], namespace: str | None, name: str, **_: Any) -> None:
-    """Our own children by their label; the user's by the references their instances hold."""
-    if labels.get("app.kubernetes.io/managed-by") == MANAGED_BY:
-        _wakeups.wake((namespace, labels.get("app.kubernetes.io/instance")))
-    for instance in _references.get((namespace or "", name), ()):
-        _wakeups.wake((namespace, instance))
-
-
-def _remember_references(namespace: str, name: str, spec: MonocleSpec | None) -> None:
-    for holders in _references.values():
-        holders.discard(name)
-    if spec is None:
-        return
-    for reference in (spec.secret_ref, spec.config_map_ref):
-        if reference is not None:
-            _references.setdefault((namespace, reference.name), set()).add(name)
+def _remember_references(namespace: str, name: str, spec: MonocleSpec) -> None:
+    named = (("secrets", spec.secret_ref), ("configmaps", spec.config_map_ref))
+    _references.remember(namespace, name, [(plural, ref.name) for plural, ref in named if ref is not None])
 
 
 @kopf.daemon(MONOCLE.group, MONOCLE.version, MONOCLE.plural, cancellation_timeout=10.0)
@@ -108,4 +103,4 @@ async def run_instance(
             gate=memo.gate,
         )
     finally:
-        _remember_references(namespace, name, None)
+        _references.forget(namespace, name)

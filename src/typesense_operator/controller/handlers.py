@@ -16,7 +16,15 @@ from typing import Any
 
 import kopf
 
-from operator_core.reconciling import Wakeups, connect, reconcile_gate, run_object_loop, wake_on_children
+from operator_core.reconciling import (
+    References,
+    Wakeups,
+    connect,
+    reconcile_gate,
+    run_object_loop,
+    wake_on_children,
+    wake_on_references,
+)
 from operator_core.runner import configure_kopf
 from operator_core.settings import from_env
 from typesense_operator.api import TYPESENSE_CLUSTER
@@ -30,6 +38,8 @@ CONTROLLER_NAME = f"{API_GROUP}/typesense-operator"
 
 _logger = logging.getLogger(__name__)
 _wakeups = Wakeups()
+# The user's admin key Secret (spec.adminApiKey): created late, or its key changed, it wakes the cluster.
+_references = References()
 
 # Children whose changes wake their cluster's loop; found by the labels every child carries.
 _CHILD_KINDS = (
@@ -66,6 +76,7 @@ async def cluster_changed(namespace: str | None, name: str, **_: Any) -> None:
 
 
 wake_on_children(_wakeups, _CHILD_KINDS, MANAGED_BY)
+wake_on_references(_wakeups, _references, (("", "v1", "secrets"),))
 
 
 @kopf.daemon(
@@ -81,16 +92,21 @@ async def run_cluster(
     assert namespace is not None, "TypesenseCluster is namespaced"
 
     async def reconcile_cluster(obj: dict[str, Any]) -> float:
+        key = ((obj.get("spec") or {}).get("adminApiKey") or {}).get("name")
+        _references.remember(namespace, name, [("secrets", key)] if key else [])
         return await reconcile(obj, memo.kube, memo.recorder, memo.addressing, memo.settings)
 
-    await run_object_loop(
-        memo.kube,
-        TYPESENSE_CLUSTER,
-        name,
-        namespace,
-        reconcile_cluster,
-        _wakeups,
-        stopped,
-        logger=_logger,
-        gate=memo.gate,
-    )
+    try:
+        await run_object_loop(
+            memo.kube,
+            TYPESENSE_CLUSTER,
+            name,
+            namespace,
+            reconcile_cluster,
+            _wakeups,
+            stopped,
+            logger=_logger,
+            gate=memo.gate,
+        )
+    finally:
+        _references.forget(namespace, name)
