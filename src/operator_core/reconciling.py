@@ -128,7 +128,9 @@ class References:
     loop a change to one of them must wake (a missing Secret created at last, a key rotated).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, named: Callable[[dict[str, Any]], Iterable[tuple[str, str]]]) -> None:
+        self.named = named
+        """What an instance (the object as read) names: (plural, name) pairs in its own namespace."""
         self._holders: dict[tuple[str, str, str], set[str]] = {}
         """(plural, namespace, name) -> the instances that name it."""
 
@@ -175,13 +177,15 @@ async def run_object_loop(
     *,
     logger: logging.Logger,
     gate: asyncio.Semaphore | None = None,
+    references: References | None = None,
     retry_seconds: tuple[float, ...] = DEFAULT_RETRY_SECONDS,
 ) -> None:
     """Reconcile one namespaced custom object until it is deleted (or being deleted) or ``stopped``.
 
     Each pass reads the object afresh and hands it to ``reconcile``, which returns the
     seconds until the next look; changes registered with ``wakeups`` under
-    ``(namespace, name)`` cut the wait short.
+    ``(namespace, name)`` cut the wait short, and so do changes to what the object
+    names in ``references``, as of each pass.
     """
     key = (namespace, name)
 
@@ -190,6 +194,8 @@ async def run_object_loop(
             obj = await kube.get(resource.api_version, resource.kind, name, namespace)
             if obj is None or obj["metadata"].get("deletionTimestamp"):
                 return None
+            if references is not None:
+                references.remember(namespace, name, references.named(obj))
             return await reconcile(obj)
 
     try:
@@ -203,6 +209,8 @@ async def run_object_loop(
         )
     finally:
         wakeups.forget(key)
+        if references is not None:
+            references.forget(namespace, name)
 
 
 async def run_loop(

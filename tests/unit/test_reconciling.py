@@ -155,6 +155,35 @@ async def test_object_loops_take_turns_through_the_gate() -> None:
     assert most == 2
 
 
+async def test_an_object_loop_books_what_its_object_names_and_forgets_it_when_it_ends() -> None:
+    book = References(lambda obj: [("secrets", f"{obj['metadata']['name']}-key")])
+    reconciled = asyncio.Event()
+
+    async def reconcile(obj: dict[str, Any]) -> float:
+        assert book.holders("secrets", "ns", "thing-key") == {"thing"}  # booked before the pass
+        reconciled.set()
+        return 3600.0
+
+    resource = CustomResource(group="g", version="v1", kind="Thing", plural="things", spec_model=ApiModel)
+    loop = asyncio.ensure_future(
+        reconciling.run_object_loop(
+            OneObjectKube(),  # type: ignore[arg-type]
+            resource,
+            "thing",
+            "ns",
+            reconcile,
+            Wakeups(),
+            NeverStopped(),
+            logger=logging.getLogger("test"),
+            references=book,
+        )
+    )
+    await asyncio.wait_for(reconciled.wait(), timeout=5)
+    loop.cancel()
+    await asyncio.gather(loop, return_exceptions=True)
+    assert book.holders("secrets", "ns", "thing-key") == set()
+
+
 async def test_steps_run_in_order_until_one_stops_and_status_is_written_after_all() -> None:
     ran: list[str] = []
     finished: list[bool] = []
@@ -238,7 +267,7 @@ async def test_status_is_written_only_when_the_patch_says_something() -> None:
 
 
 def test_references_wake_only_the_instances_that_name_an_object_in_their_namespace() -> None:
-    book = References()
+    book = References(lambda obj: ())
     book.remember("a", "demo", [("secrets", "tokens"), ("configmaps", "config")])
     book.remember("b", "demo", [("secrets", "tokens")])
     book.remember("a", "other", [("secrets", "tokens")])

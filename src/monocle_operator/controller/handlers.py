@@ -18,7 +18,7 @@ from typing import Any
 
 import kopf
 
-from monocle_operator.api import MONOCLE, MonocleSpec
+from monocle_operator.api import MONOCLE
 from monocle_operator.controller.reconcile import reconcile
 from monocle_operator.resources import MANAGED_BY
 from operator_core.reconciling import (
@@ -37,8 +37,16 @@ CONTROLLER_NAME = f"{API_GROUP}/monocle-operator"
 
 _logger = logging.getLogger(__name__)
 _wakeups = Wakeups()
-# The user's own Secret and ConfigMap, named by instances' specs.
-_references = References()
+
+
+def _user_objects(obj: dict[str, Any]) -> list[tuple[str, str]]:
+    """The user's own Secret and ConfigMap that an instance's spec names."""
+    spec = obj.get("spec") or {}
+    named = (("secrets", spec.get("secretRef")), ("configmaps", spec.get("configMapRef")))
+    return [(plural, reference["name"]) for plural, reference in named if reference and reference.get("name")]
+
+
+_references = References(_user_objects)
 
 # Children whose changes wake their instance's loop, found by the labels every child carries.
 _CHILD_KINDS = (
@@ -74,11 +82,6 @@ wake_on_children(_wakeups, _CHILD_KINDS, MANAGED_BY)
 wake_on_references(_wakeups, _references, (("", "v1", "secrets"), ("", "v1", "configmaps")))
 
 
-def _remember_references(namespace: str, name: str, spec: MonocleSpec) -> None:
-    named = (("secrets", spec.secret_ref), ("configmaps", spec.config_map_ref))
-    _references.remember(namespace, name, [(plural, ref.name) for plural, ref in named if ref is not None])
-
-
 @kopf.daemon(MONOCLE.group, MONOCLE.version, MONOCLE.plural, cancellation_timeout=10.0)
 async def run_instance(
     name: str, namespace: str | None, stopped: kopf.DaemonStopped, memo: kopf.Memo, **_: Any
@@ -86,21 +89,18 @@ async def run_instance(
     """Reconcile one instance until it is deleted or the operator stops."""
     assert namespace is not None, "Monocle is namespaced"
 
-    async def remember_and_reconcile(obj: dict[str, Any]) -> float:
-        _remember_references(namespace, name, MonocleSpec.model_validate(obj.get("spec") or {}))
+    async def reconcile_instance(obj: dict[str, Any]) -> float:
         return await reconcile(obj, memo.kube, memo.recorder)
 
-    try:
-        await run_object_loop(
-            memo.kube,
-            MONOCLE,
-            name,
-            namespace,
-            remember_and_reconcile,
-            _wakeups,
-            stopped,
-            logger=_logger,
-            gate=memo.gate,
-        )
-    finally:
-        _references.forget(namespace, name)
+    await run_object_loop(
+        memo.kube,
+        MONOCLE,
+        name,
+        namespace,
+        reconcile_instance,
+        _wakeups,
+        stopped,
+        logger=_logger,
+        gate=memo.gate,
+        references=_references,
+    )

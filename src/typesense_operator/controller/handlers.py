@@ -38,8 +38,15 @@ CONTROLLER_NAME = f"{API_GROUP}/typesense-operator"
 
 _logger = logging.getLogger(__name__)
 _wakeups = Wakeups()
-# The user's admin key Secret (spec.adminApiKey): created late, or its key changed, it wakes the cluster.
-_references = References()
+
+
+def _admin_key_secret(obj: dict[str, Any]) -> list[tuple[str, str]]:
+    """The user's admin key Secret (spec.adminApiKey): created late or changed, it wakes the cluster."""
+    key = ((obj.get("spec") or {}).get("adminApiKey") or {}).get("name")
+    return [("secrets", key)] if key else []
+
+
+_references = References(_admin_key_secret)
 
 # Children whose changes wake their cluster's loop; found by the labels every child carries.
 _CHILD_KINDS = (
@@ -92,21 +99,17 @@ async def run_cluster(
     assert namespace is not None, "TypesenseCluster is namespaced"
 
     async def reconcile_cluster(obj: dict[str, Any]) -> float:
-        key = ((obj.get("spec") or {}).get("adminApiKey") or {}).get("name")
-        _references.remember(namespace, name, [("secrets", key)] if key else [])
         return await reconcile(obj, memo.kube, memo.recorder, memo.addressing, memo.settings)
 
-    try:
-        await run_object_loop(
-            memo.kube,
-            TYPESENSE_CLUSTER,
-            name,
-            namespace,
-            reconcile_cluster,
-            _wakeups,
-            stopped,
-            logger=_logger,
-            gate=memo.gate,
-        )
-    finally:
-        _references.forget(namespace, name)
+    await run_object_loop(
+        memo.kube,
+        TYPESENSE_CLUSTER,
+        name,
+        namespace,
+        reconcile_cluster,
+        _wakeups,
+        stopped,
+        logger=_logger,
+        gate=memo.gate,
+        references=_references,
+    )
