@@ -208,6 +208,13 @@ def test_an_unreachable_survivor_that_its_kubelet_sees_ready_is_not_restarted() 
     assert plan.record.survivor_restarted is False
 
 
+def test_nobody_answering_while_the_kubelets_see_every_pod_ready_says_the_operator_is_cut_off() -> None:
+    probes = [NodeProbe(index=i, reachable=False, kubelet_ready=True) for i in range(3)]
+    plan = decide(probes, 3, QuorumRecord(), NOW, GRACE)
+    assert (plan.action, plan.reason) == (Action.NONE, "QuorumNotReady")
+    assert "no node answers; node(s) 0, 1, 2 pass their kubelet's readiness probe" in plan.message
+
+
 def test_nobody_answering_means_waiting_not_guessing_and_no_clock() -> None:
     record = QuorumRecord(unhealthy_since=NOW - timedelta(seconds=120))
     plan = decide([down(0), down(1), down(2)], 3, record, NOW, GRACE)

@@ -293,10 +293,11 @@ def decide(
 
     if not any(p.reachable for p in member_probes):
         # Nobody answers yet (pods starting, or all gone): nothing to judge, and no clock to start.
+        why = _contradicted(member_probes) or "waiting for the pods"
         return decision.plan(
             Action.NONE,
             ReadyReason.QUORUM_NOT_READY,
-            f"{decision.state}: no node answers; waiting for the pods",
+            f"{decision.state}: no node answers; {why}",
             replace(record, unhealthy_since=None),
         )
 
