@@ -434,3 +434,28 @@ async def test_a_larger_storage_size_grows_the_bound_claim_where_the_class_allow
     finally:
         await kube.delete("v1", "PersistentVolume", volume)
         await kube.delete("storage.k8s.io/v1", "StorageClass", storage_class)
+
+
+async def test_a_missing_user_secret_is_reported_once_and_its_creation_is_picked_up_at_once(
+    kube: Kube, namespace: str
+) -> None:
+    await kube.apply(monocle(namespace, secretRef={"name": "tokens"}))
+    missing = await wait_for_condition(kube, namespace, "ApiReady", "False", "SecretNotFound")
+    assert "Secret tokens (spec.secretRef) does not exist" in missing["message"]
+    await wait_for_condition(kube, namespace, "CrawlerReady", "False", "SecretNotFound")
+    assert await kube.get("apps/v1", "Deployment", "monocle-sample-api", namespace) is None
+
+    await asyncio.sleep(12)  # a few rechecks (every 5 s) of the same missing Secret
+    (warning,) = await events_for(kube, namespace, "SecretMissing")
+    assert warning["type"] == "Warning"
+
+    await kube.create(
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": "tokens", "namespace": namespace},
+            "stringData": {"GITHUB_TOKEN": TOKEN},
+        }
+    )
+    # The Secret's watch event wakes the instance: no wait for the next recheck, let alone a resync.
+    await wait_for_object(kube, "apps/v1", "Deployment", "monocle-sample-api", namespace, timeout=4)

@@ -113,9 +113,11 @@ async def ensure_secrets(scope: Scope) -> Outcome:
                 f"Secret {instance.spec.secret_ref.name} (spec.secretRef) does not exist in namespace "
                 f"{instance.namespace}; create it, or remove spec.secretRef"
             )
-            for condition in (ConditionType.API_READY, ConditionType.CRAWLER_READY):
-                await scope.book.set(condition, "False", "SecretNotFound", message)
-            await scope.book.event("Warning", EventReason.SECRET_MISSING, message)
+            # One Warning when the Secret goes missing, not one every recheck.
+            await scope.book.set(
+                ConditionType.API_READY, "False", "SecretNotFound", message, warn=EventReason.SECRET_MISSING
+            )
+            await scope.book.set(ConditionType.CRAWLER_READY, "False", "SecretNotFound", message)
             scope.waiting_for_user = True
             return Outcome.STOP
     values = {**_decoded(generated.get("data")), **_decoded((user or {}).get("data"))}
