@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -90,14 +91,17 @@ class TypesenseCluster:
         }
 
     async def states(self) -> dict[str, str]:
-        found = {}
-        for pod, ip in (await self.pod_ips()).items():
+        """Each node's raft state, asked of all at once: a hung node delays the answer by one timeout."""
+
+        async def state(ip: str) -> str:
             try:
                 answer = await self.http.get(f"http://{ip}:8108/status", headers=self.headers)
-                found[pod] = answer.json().get("state", "?")
+                return str(answer.json().get("state", "?"))
             except (httpx.HTTPError, ValueError):
-                found[pod] = "unreachable"
-        return found
+                return "unreachable"
+
+        ips = await self.pod_ips()
+        return dict(zip(ips, await asyncio.gather(*(state(ip) for ip in ips.values())), strict=True))
 
     async def leader_ip(self) -> str | None:
         ips = await self.pod_ips()
@@ -120,18 +124,26 @@ class TypesenseCluster:
 
     async def write(self, document_id: str) -> bool:
         """Write one document through whichever node leads now; True when it was acknowledged."""
+        return await self.try_write(document_id) == "201"
+
+    async def try_write(self, document_id: str) -> str:
+        """Write one document through whichever node leads now; what came of it ("201" when acknowledged)."""
         try:
             leader = await self.leader_ip()
             if leader is None:
-                return False
+                return "no leader"
             answer = await self.http.post(
                 f"http://{leader}:8108/collections/books/documents",
                 headers=self.headers,
                 json={"id": document_id, "title": f"document {document_id}"},
             )
-        except httpx.HTTPError:
-            return False
-        return answer.status_code == 201
+        except httpx.HTTPError as error:
+            return type(error).__name__
+        return (
+            str(answer.status_code)
+            if answer.status_code == 201
+            else f"{answer.status_code} {answer.text[:60]}"
+        )
 
     async def missing_on_every_node(self, document_ids: list[str]) -> dict[str, list[str]]:
         """For each node, the acknowledged documents it does not have."""
@@ -169,8 +181,11 @@ class Writer:
     cluster: TypesenseCluster
     acknowledged: list[str] = field(default_factory=list)
     acknowledged_at: list[float] = field(default_factory=list)
+    outcomes: list[tuple[float, str]] = field(default_factory=list)
+    """(when, what came of it) for every attempt, so that a failed recovery explains itself."""
     _task: asyncio.Task[None] | None = None
     _stop: asyncio.Event = field(default_factory=asyncio.Event)
+    _acknowledged: asyncio.Event = field(default_factory=asyncio.Event)
 
     def start(self, prefix: str) -> None:
         self._task = asyncio.create_task(self._run(prefix))
@@ -180,9 +195,12 @@ class Writer:
         while not self._stop.is_set():
             number += 1
             document_id = f"{prefix}-{number}"
-            if await self.cluster.write(document_id):
+            outcome = await self.cluster.try_write(document_id)
+            self.outcomes.append((time.monotonic(), outcome))
+            if outcome == "201":
                 self.acknowledged.append(document_id)
-                self.acknowledged_at.append(time.monotonic())
+                self.acknowledged_at.append(self.outcomes[-1][0])
+                self._acknowledged.set()
             await asyncio.sleep(0.2)
 
     async def stop(self) -> None:
@@ -192,6 +210,28 @@ class Writer:
 
     def first_ack_after(self, moment: float) -> float | None:
         return next((t - moment for t in self.acknowledged_at if t > moment), None)
+
+    async def acknowledged_after(self, moment: float, timeout: float = 30) -> None:
+        """Keep writing until a write after ``moment`` is acknowledged, or ``timeout`` passes."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(timeout):
+                while True:
+                    self._acknowledged.clear()
+                    if self.first_ack_after(moment) is not None:
+                        return
+                    await self._acknowledged.wait()
+
+    def story(self, since: float) -> str:
+        """The attempts since ``since``, runs of the same outcome folded: "0.2-9.8 s: no leader (40)"."""
+        runs: list[list[Any]] = []
+        for when, outcome in self.outcomes:
+            if when < since:
+                continue
+            if runs and runs[-1][2] == outcome:
+                runs[-1][1], runs[-1][3] = when - since, runs[-1][3] + 1
+            else:
+                runs.append([when - since, when - since, outcome, 1])
+        return "; ".join(f"{a:.1f}-{b:.1f} s: {outcome} ({n})" for a, b, outcome, n in runs)
 
 
 @dataclass(frozen=True)
@@ -203,6 +243,8 @@ class Recovery:
     writes_after_fault: list[str]
     acknowledged: list[str] = field(default_factory=list)
     """Every write acknowledged from before the fault until Ready again."""
+    writes: str = ""
+    """What came of the writes from the fault on (:meth:`Writer.story`)."""
 
 
 async def delete_pods(cluster: TypesenseCluster, pods: list[str]) -> None:
@@ -222,8 +264,15 @@ async def full_restart(cluster: TypesenseCluster, timeout: float = 180) -> Recov
     await cluster.wait_ready(timeout=timeout)
     ready = time.monotonic() - fault
     await asyncio.sleep(2)
+    await after.acknowledged_after(fault)
     await after.stop()
-    return Recovery(ready, after.first_ack_after(fault), list(after.acknowledged), list(after.acknowledged))
+    return Recovery(
+        ready,
+        after.first_ack_after(fault),
+        list(after.acknowledged),
+        list(after.acknowledged),
+        after.story(fault),
+    )
 
 
 @dataclass(frozen=True)
@@ -258,6 +307,7 @@ async def lose_two_of_three(
     await cluster.wait_ready(timeout=timeout)
     ready = time.monotonic() - fault
     await asyncio.sleep(2)
+    await writer.acknowledged_after(fault + 1)
     await writer.stop()
     # A write sent just before the fault may still be acknowledged in its first second.
     first = writer.first_ack_after(fault + 1)
@@ -266,5 +316,6 @@ async def lose_two_of_three(
         None if first is None else first + 1,
         writer.acknowledged[before:],
         list(writer.acknowledged),
+        writer.story(fault),
     )
     return LostMajority(survivor, down), recovery

@@ -103,7 +103,7 @@ async def test_full_restart_with_new_ips_is_recovered_without_a_manual_step(
     assert downgrades == 1, "Typesense alone stays leaderless; the operator must downgrade, once"
     assert recovered_in < 120
     first_write = recovery.seconds_to_first_write
-    assert first_write is not None
+    assert first_write is not None, f"Ready after {recovered_in:.1f} s; writes: {recovery.writes}"
     print(f"full restart: Ready after {recovered_in:.1f} s, first write accepted after {first_write:.1f} s")
 
     await cluster.assert_nothing_lost(acknowledged_before)
@@ -165,7 +165,7 @@ async def test_an_operator_killed_mid_recovery_finishes_it_without_repeating_a_s
 
 async def _recovered_by_fencing(cluster: TypesenseCluster, lost: LostMajority, recovery: Recovery) -> None:
     """The survivor took writes, one downgrade kept it, the two silent members were fenced, nothing lost."""
-    assert recovery.seconds_to_first_write is not None, "the survivor must accept writes"
+    assert recovery.seconds_to_first_write is not None, f"the survivor must accept writes: {recovery.writes}"
     (downgrade,) = await cluster.events("QuorumDowngraded")
     ordinal = lost.survivor.rsplit("-", 1)[1]
     assert f"keeping node {ordinal} " in downgrade["message"], downgrade["message"]

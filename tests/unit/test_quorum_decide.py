@@ -153,6 +153,29 @@ def test_survivor_ties_go_to_the_lowest_ordinal_and_unreachable_nodes_never_surv
     assert decide(probes, 3, record, NOW, GRACE).survivor == 1
 
 
+def test_after_a_restart_the_survivor_is_the_node_with_the_most_up_to_date_log() -> None:
+    """Every node reports committed index 0 until it hears from a leader; the log tells them apart.
+
+    Seen in CI: node 0 had never joined (it was waiting for names) when all three were restarted, so
+    its log was empty; keeping it by its ordinal would have thrown away every acknowledged write.
+    """
+    record = QuorumRecord(unhealthy_since=NOW - timedelta(seconds=61))
+    probes = [
+        node(0, ok=False, committed=0, last_log=(1, 0)),
+        node(1, ok=False, committed=0, last_log=(2, 15)),
+        node(2, ok=False, committed=0, last_log=(2, 15)),
+    ]
+    plan = decide(probes, 3, record, NOW, GRACE)
+    assert (plan.action, plan.survivor) == (Action.DOWNGRADE, 1)
+    assert "most up-to-date log: term 2, index 15" in plan.message
+
+
+def test_a_later_term_beats_a_longer_log() -> None:
+    record = QuorumRecord(unhealthy_since=NOW - timedelta(seconds=61))
+    probes = [node(0, ok=False, last_log=(2, 40)), node(1, ok=False, last_log=(3, 31)), down(2)]
+    assert decide(probes, 3, record, NOW, GRACE).survivor == 1
+
+
 def test_a_downgrade_fences_the_members_that_answer_nothing() -> None:
     """Hung or cut off, two silent members are still a majority of the old configuration."""
     record = QuorumRecord(unhealthy_since=NOW - timedelta(seconds=61))

@@ -11,7 +11,7 @@ import httpx
 
 from typesense_operator.api.reasons import ReadyReason
 from typesense_operator.quorum.decide import Action, ClusterState, Plan, QuorumRecord
-from typesense_operator.quorum.probe import DirectToPod, NodeTarget, Unreachable, probe_nodes
+from typesense_operator.quorum.probe import DirectToPod, NodeTarget, Unreachable, parse_last_log, probe_nodes
 from typesense_operator.quorum.record import record_from_status, status_from_plan
 
 
@@ -103,3 +103,20 @@ def test_record_round_trips_through_status() -> None:
     assert status["unhealthySince"] == "2026-01-01T00:00:00Z"
     assert record_from_status({"quorum": status}) == record
     assert record_from_status(None) == QuorumRecord()
+
+
+RAFT_STAT = b"""[default_group]
+peer_id: 127.0.0.77:8107:8108
+state: FOLLOWER
+term: 2
+storage: [1, 15]
+disk_index: 15
+known_applied_index: 0
+last_log_id: (index=15,term=2)
+last_committed_index: 0
+"""
+
+
+def test_the_last_log_entry_is_read_from_braft_raft_stat() -> None:
+    assert parse_last_log(RAFT_STAT) == (2, 15)
+    assert parse_last_log(b"<html>not braft</html>") is None

@@ -196,6 +196,7 @@ async def manage_quorum(scope: Scope) -> Outcome:
                 pod_ip=(pod.get("status") or {}).get("podIP"),
                 port=cluster.spec.api_port,
                 kubelet_ready=reports_true(pod),
+                peering_port=cluster.spec.peering_port,
             )
         )
     probes = await probe_nodes(

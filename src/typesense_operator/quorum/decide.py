@@ -5,9 +5,11 @@ NOT_READY and ELECTION_DEADLOCK; downgrade to one node; upgrade back at once
 or one node at a time; QuorumNeedsIntervention on OUT_OF_MEMORY/OUT_OF_DISK),
 and is safer where the Go operator is not:
 
-- the single node kept by a downgrade is the reachable node with the highest
-  ``committed_index`` (ties: the lowest ordinal), never simply ordinal 0,
-  because that is the node most likely to hold every acknowledged write;
+- the single node kept by a downgrade is the reachable node with the most
+  up-to-date raft log (braft's /raft_stat: last term, then last index), then
+  the highest ``committed_index`` (ties: the lowest ordinal), never simply
+  ordinal 0, because that is the node most likely to hold every acknowledged
+  write;
 - recovery rewrites the nodes list (who is a member); deleting a pod is the
   last resort, only when a downgraded single node still has no leader after a
   second grace period;
@@ -98,6 +100,8 @@ class NodeProbe:
     """``resource_error`` of /health: OUT_OF_MEMORY or OUT_OF_DISK (newer Typesense releases)."""
     kubelet_ready: bool = False
     """The pod's Ready condition: what its kubelet's readiness probe last saw, from inside the node."""
+    last_log: tuple[int, int] | None = None
+    """(term, index) of the last entry in the node's raft log (braft's /raft_stat)."""
 
 
 @dataclass(frozen=True)
@@ -176,11 +180,16 @@ def cluster_state(probes: Sequence[NodeProbe]) -> ClusterState:
 
 
 def _best_survivor(probes: Sequence[NodeProbe]) -> int | None:
-    """The reachable node most likely to hold every acknowledged write."""
-    candidates = [p for p in probes if p.reachable and p.committed_index is not None]
+    """The reachable node most likely to hold every acknowledged write.
+
+    Raft's own rule comes first: the most up-to-date log (last term, then last index). The
+    committed index alone is not enough: after a restart every node reports 0 until it hears from a
+    leader, and a node whose log is empty (it never joined) would win the tie by its ordinal.
+    """
+    candidates = [p for p in probes if p.reachable and (p.committed_index is not None or p.last_log)]
     if not candidates:
         return None
-    best = max(candidates, key=lambda p: (p.committed_index or 0, -p.index))
+    best = max(candidates, key=lambda p: (p.last_log or (0, 0), p.committed_index or 0, -p.index))
     return best.index
 
 
@@ -349,12 +358,15 @@ def decide(
             f"{state} since {_clock(since)}, but {contradicted}",
             stretch,
         )
-    committed = next(p.committed_index for p in member_probes if p.index == survivor)
+    kept = next(p for p in member_probes if p.index == survivor)
+    evidence = f"highest committed index {kept.committed_index}"
+    if kept.last_log is not None:
+        evidence = f"most up-to-date log: term {kept.last_log[0]}, index {kept.last_log[1]}; {evidence}"
     fencing = f"; fencing silent node(s) {', '.join(map(str, silent))}" if silent else ""
     return decision.plan(
         Action.DOWNGRADE,
         ReadyReason.QUORUM_DEGRADED,
-        f"{state} for {waited:.0f} s: keeping node {survivor} (highest committed index {committed}) "
+        f"{state} for {waited:.0f} s: keeping node {survivor} ({evidence}) "
         f"as a single-node cluster, then growing back{fencing}",
         replace(stretch, unhealthy_since=now, survivor=survivor, downgraded_at=now, survivor_restarted=False),
         members=(survivor,),

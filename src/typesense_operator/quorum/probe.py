@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 import httpx
@@ -37,6 +38,8 @@ class NodeTarget:
     port: int
     kubelet_ready: bool = False
     """The pod's Ready condition, passed through to the probe for the decision to weigh."""
+    peering_port: int | None = None
+    """Where braft serves ``/raft_stat`` (the node's last log entry); None: not asked."""
 
 
 class Unreachable(Exception):
@@ -94,6 +97,15 @@ class ApiServerProxy:
         return code, body
 
 
+_LAST_LOG = re.compile(rb"^last_log_id: \(index=(\d+),term=(\d+)\)", re.MULTILINE)
+
+
+def parse_last_log(raft_stat: bytes) -> tuple[int, int] | None:
+    """(term, index) of the last entry in the node's raft log, from braft's ``/raft_stat`` page."""
+    found = _LAST_LOG.search(raft_stat)
+    return (int(found.group(2)), int(found.group(1))) if found else None
+
+
 def _json(body: bytes) -> dict[str, Any]:
     try:
         parsed = json.loads(body)
@@ -112,7 +124,20 @@ async def _probe_one(
             return None
         return code, _json(body)
 
-    status, health = await asyncio.gather(ask("/status", {API_KEY_HEADER: api_key}), ask("/health", {}))
+    async def last_log() -> tuple[int, int] | None:
+        if target.peering_port is None:
+            return None
+        try:
+            code, body = await addressing.get(
+                replace(target, port=target.peering_port), "/raft_stat", {}, timeout
+            )
+        except Unreachable:
+            return None
+        return parse_last_log(body) if code == 200 else None
+
+    status, health, log = await asyncio.gather(
+        ask("/status", {API_KEY_HEADER: api_key}), ask("/health", {}), last_log()
+    )
     state = committed = None
     if status is not None and status[0] == 200:
         state = status[1].get("state")
@@ -130,6 +155,7 @@ async def _probe_one(
         health_ok=health_ok,
         resource_error=resource_error,
         kubelet_ready=target.kubelet_ready,
+        last_log=log,
     )
 
 
