@@ -16,6 +16,7 @@ from collections.abc import Coroutine, Sequence
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import kopf
 
 from operator_core.secrets import install_log_scrubbing
@@ -72,23 +73,34 @@ async def _quiet_at_exit(operator: Coroutine[Any, Any, None]) -> None:
 
 
 def _report_loop_error(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
-    """Pass every loop error on, except one harmless race while the process exits.
+    """Pass every loop error on, except two harmless kopf races, which get one line and no traceback.
 
-    A kopf watcher cancelled between two events leaves its watch generators
-    suspended. At exit, asyncio closes every such generator at once, in no fixed
-    order, so kopf's inner streaming_block can be closed before the
-    infinite_watch generator that is still inside it. contextlib then complains
-    that the closed inner generator "didn't stop after athrow()": a traceback on
-    every such stop, while nothing is left undone.
+    - A kopf watcher cancelled between two events leaves its watch generators
+      suspended. At exit, asyncio closes every such generator at once, in no fixed
+      order, so kopf's inner streaming_block can be closed before the
+      infinite_watch generator that is still inside it. contextlib then complains
+      that the closed inner generator "didn't stop after athrow()", while nothing
+      is left undone.
+    - kopf's API scan (``_read_new_apis``) runs as a task that nobody awaits. When
+      its connection closes under it (an operator stopped while it scans), asyncio
+      reports the lost exception with a traceback; kopf scans again by itself.
     """
+    log = logging.getLogger(__name__)
     generator = context.get("asyncgen")
     error = context.get("exception")
+    task = context.get("future")
     if (
         isinstance(error, RuntimeError)
         and "didn't stop after athrow()" in str(error)
         and getattr(generator, "__qualname__", None) == "infinite_watch"
     ):
-        logging.getLogger(__name__).debug("kopf watch stream closed out of order at exit")
+        log.debug("kopf watch stream closed out of order at exit")
+        return
+    coroutine = task.get_coro() if isinstance(task, asyncio.Task) else None
+    if isinstance(error, aiohttp.ClientConnectionError) and getattr(coroutine, "__qualname__", None) == (
+        "_read_new_apis"
+    ):
+        log.warning("kopf's scan of the served APIs lost its connection: %s", error)
         return
     loop.default_exception_handler(context)
 

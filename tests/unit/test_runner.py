@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
+import aiohttp
 import pytest
 
 from operator_core.runner import _report_loop_error
@@ -70,3 +72,35 @@ def test_every_other_loop_error_is_reported() -> None:
     ):
         _report_loop_error(loop, context)  # type: ignore[arg-type]
     assert len(loop.reported) == 3
+
+
+async def _read_new_apis() -> None:
+    raise aiohttp.ClientConnectionError("Connection closed")
+
+
+async def test_a_lost_connection_in_kopfs_api_scan_is_one_line_not_a_traceback(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    task = asyncio.ensure_future(_read_new_apis())
+    with pytest.raises(aiohttp.ClientConnectionError) as raised:
+        await task
+    loop = RecordingLoop()
+    context = {"message": "Task exception was never retrieved", "exception": raised.value, "future": task}
+    with caplog.at_level(logging.WARNING):
+        _report_loop_error(loop, context)  # type: ignore[arg-type]
+    assert loop.reported == []
+    assert "lost its connection: Connection closed" in caplog.text
+
+
+async def test_a_lost_connection_in_any_other_task_is_reported() -> None:
+    async def mine() -> None:
+        raise aiohttp.ClientConnectionError("Connection closed")
+
+    task = asyncio.ensure_future(mine())
+    with pytest.raises(aiohttp.ClientConnectionError) as raised:
+        await task
+    loop = RecordingLoop()
+    _report_loop_error(
+        loop, {"message": "Task exception was never retrieved", "exception": raised.value, "future": task}
+    )  # type: ignore[arg-type]
+    assert len(loop.reported) == 1
