@@ -179,7 +179,7 @@ def cluster_state(probes: Sequence[NodeProbe]) -> ClusterState:
     return ClusterState.NOT_READY if not_ready > tolerated else ClusterState.ELECTION_DEADLOCK
 
 
-def _best_survivor(probes: Sequence[NodeProbe]) -> int | None:
+def _best_survivor(probes: Sequence[NodeProbe]) -> NodeProbe | None:
     """The reachable node most likely to hold every acknowledged write.
 
     Raft's own rule comes first: the most up-to-date log (last term, then last index). The
@@ -189,8 +189,7 @@ def _best_survivor(probes: Sequence[NodeProbe]) -> int | None:
     candidates = [p for p in probes if p.reachable and (p.committed_index is not None or p.last_log)]
     if not candidates:
         return None
-    best = max(candidates, key=lambda p: (p.last_log or (0, 0), p.committed_index or 0, -p.index))
-    return best.index
+    return max(candidates, key=lambda p: (p.last_log or (0, 0), p.committed_index or 0, -p.index))
 
 
 def _contradicted(probes: Sequence[NodeProbe]) -> str | None:
@@ -341,8 +340,8 @@ def decide(
     if size == 1:
         return _single_member_without_leader(decision, member_probes, stretch, now, settings)
 
-    survivor = _best_survivor(member_probes)
-    if survivor is None:
+    kept = _best_survivor(member_probes)
+    if kept is None:
         return decision.plan(
             Action.NONE,
             ReadyReason.QUORUM_NOT_READY,
@@ -358,7 +357,7 @@ def decide(
             f"{state} since {_clock(since)}, but {contradicted}",
             stretch,
         )
-    kept = next(p for p in member_probes if p.index == survivor)
+    survivor = kept.index
     evidence = f"highest committed index {kept.committed_index}"
     if kept.last_log is not None:
         evidence = f"most up-to-date log: term {kept.last_log[0]}, index {kept.last_log[1]}; {evidence}"
