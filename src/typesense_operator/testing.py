@@ -21,6 +21,8 @@ from operator_core.testing.assertions import condition
 from operator_core.testing.fixtures import wait_until
 
 API = "ts.opentelekomcloud.com/v1alpha1"
+ACKNOWLEDGED = "201"
+"""What came of a write that the cluster acknowledged (:meth:`TypesenseCluster.try_write`)."""
 COLLECTION = {"name": "books", "fields": [{"name": "title", "type": "string"}]}
 
 
@@ -124,10 +126,10 @@ class TypesenseCluster:
 
     async def write(self, document_id: str) -> bool:
         """Write one document through whichever node leads now; True when it was acknowledged."""
-        return await self.try_write(document_id) == "201"
+        return await self.try_write(document_id) == ACKNOWLEDGED
 
     async def try_write(self, document_id: str) -> str:
-        """Write one document through whichever node leads now; what came of it ("201" when acknowledged)."""
+        """Write one document through whichever node leads now; what came of it (ACKNOWLEDGED, or why not)."""
         try:
             leader = await self.leader_ip()
             if leader is None:
@@ -139,11 +141,7 @@ class TypesenseCluster:
             )
         except httpx.HTTPError as error:
             return type(error).__name__
-        return (
-            str(answer.status_code)
-            if answer.status_code == 201
-            else f"{answer.status_code} {answer.text[:60]}"
-        )
+        return ACKNOWLEDGED if answer.status_code == 201 else f"{answer.status_code} {answer.text[:60]}"
 
     async def missing_on_every_node(self, document_ids: list[str]) -> dict[str, list[str]]:
         """For each node, the acknowledged documents it does not have."""
@@ -180,7 +178,6 @@ class Writer:
 
     cluster: TypesenseCluster
     acknowledged: list[str] = field(default_factory=list)
-    acknowledged_at: list[float] = field(default_factory=list)
     outcomes: list[tuple[float, str]] = field(default_factory=list)
     """(when, what came of it) for every attempt, so that a failed recovery explains itself."""
     _task: asyncio.Task[None] | None = None
@@ -197,9 +194,8 @@ class Writer:
             document_id = f"{prefix}-{number}"
             outcome = await self.cluster.try_write(document_id)
             self.outcomes.append((time.monotonic(), outcome))
-            if outcome == "201":
+            if outcome == ACKNOWLEDGED:
                 self.acknowledged.append(document_id)
-                self.acknowledged_at.append(self.outcomes[-1][0])
                 self._acknowledged.set()
             await asyncio.sleep(0.2)
 
@@ -207,6 +203,11 @@ class Writer:
         self._stop.set()
         if self._task is not None:
             await self._task
+
+    @property
+    def acknowledged_at(self) -> list[float]:
+        """When each acknowledged write was, in the order of :attr:`acknowledged`."""
+        return [when for when, outcome in self.outcomes if outcome == ACKNOWLEDGED]
 
     def first_ack_after(self, moment: float) -> float | None:
         return next((t - moment for t in self.acknowledged_at if t > moment), None)
