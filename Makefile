@@ -22,24 +22,25 @@ $(BIN)/python:
 # and installing removes the other checkouts' stamps, so that coming back reinstalls here too.
 STAMP := $(VENV)/.installed-$(shell pwd | md5sum | cut -c1-12)
 
-$(STAMP): pyproject.toml | $(BIN)/python
+# Two distributions: the runtime (operator-suite, what an image installs) and the test kit.
+$(STAMP): pyproject.toml testkit/pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -e '.[dev]' -e ./testkit
 	rm -f $(VENV)/.installed-*
 	touch $@
 
 install: $(STAMP)
 
 binaries: install
-	$(BIN)/operator-suite binaries
+	$(BIN)/operator-suite-dev binaries
 
 # The node agent runs nginx:* images with Debian's real nginx.
 nginx:
 	@test -x /usr/sbin/nginx || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx)
 
 lint: install
-	$(BIN)/ruff check src tests bench
-	$(BIN)/ruff format --check src tests bench
+	$(BIN)/ruff check src testkit tests bench
+	$(BIN)/ruff format --check src testkit tests bench
 	$(BIN)/mypy
 	$(BIN)/lint-imports --no-cache
 	$(BIN)/operator-suite crds --check
@@ -71,7 +72,7 @@ crds: install
 	$(BIN)/operator-suite crds
 
 run: binaries nginx
-	$(BIN)/operator-suite sandbox up --dir $(RUN_DIR)
+	$(BIN)/operator-suite-dev sandbox up --dir $(RUN_DIR)
 
 down: install
-	$(BIN)/operator-suite sandbox down --dir $(RUN_DIR)
+	$(BIN)/operator-suite-dev sandbox down --dir $(RUN_DIR)

@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from operator_core.kube import Kube
-from operator_core.testing.assertions import operator_requests, writes_since
-from operator_core.testing.controlplane import ControlPlane
-from operator_core.testing.operators import OperatorProcess, service_account_kubeconfig
+from operator_testkit.assertions import operator_requests, writes_since
+from operator_testkit.controlplane import ControlPlane
+from operator_testkit.operators import OperatorProcess, service_account_kubeconfig
 
 ROOT = Path(__file__).resolve().parent.parent
 API = "ts.opentelekomcloud.com/v1alpha1"

@@ -31,11 +31,17 @@ from pathlib import Path
 from typing import Any
 
 from operator_core.kube import Kube
-from operator_core.testing.controlplane import ENDPOINT_CONTROLLERS, ControlPlane
-from operator_core.testing.nodeagent.faults import Faults
-from operator_core.testing.nodeagent.harness import start_agent
-from operator_core.testing.operators import OperatorRegistry
-from typesense_operator.testing import Recovery, TypesenseCluster, Writer, full_restart, lose_two_of_three
+from operator_testkit.controlplane import ENDPOINT_CONTROLLERS, ControlPlane
+from operator_testkit.drivers.typesense import (
+    Recovery,
+    TypesenseCluster,
+    Writer,
+    full_restart,
+    lose_two_of_three,
+)
+from operator_testkit.nodeagent.faults import Faults
+from operator_testkit.nodeagent.harness import start_agent
+from operator_testkit.operators import OperatorRegistry
 
 ROOT = Path(__file__).resolve().parent.parent
 EVENT_REASONS = ("QuorumDowngraded", "QuorumMemberFenced", "QuorumSurvivorRestarted", "QuorumUpgraded")

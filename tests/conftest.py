@@ -1,4 +1,8 @@
-"""Shared test set-up: the control-plane fixtures, and a marker per layer taken from the directory."""
+"""Shared test set-up: the operators as processes, the samples, and a marker per layer (from the directory).
+
+The control-plane and node-agent fixtures come from the test kit, which registers them as a pytest
+plugin (its ``pytest11`` entry points).
+"""
 
 from __future__ import annotations
 
@@ -7,13 +11,11 @@ from typing import Any
 
 import pytest
 
-from operator_core.testing.controlplane import ControlPlane
-from operator_core.testing.operators import OperatorProcess, OperatorRegistry
+from operator_testkit.controlplane import ControlPlane
+from operator_testkit.operators import OperatorProcess, OperatorRegistry
 from samples import SAMPLES, load_sample
 
-pytest_plugins = ["operator_core.testing.fixtures", "operator_core.testing.nodeagent.fixtures"]
-
-_LAYERS = ("unit", "integration", "e2e")
+_LAYERS = ("unit", "packaging", "integration", "e2e")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -2,9 +2,9 @@
 
 Only what all three operators need lives here: the Kubernetes adapter
 (:mod:`operator_core.kube`), conditions, Events, CRD generation from pydantic
-models, settings, the error tree, secret scrubbing, and the local test control
-plane (:mod:`operator_core.testing`). Nothing here knows about Typesense,
-Monocle or Cluster Stacks; import-linter holds that line.
+models, settings, the error tree and secret scrubbing. Nothing here knows about
+Typesense, Monocle or Cluster Stacks, and nothing here imports the test kit
+(``operator_testkit``, a distribution of its own); import-linter holds both lines.
 """
 
 __all__: list[str] = []

@@ -1,12 +1,12 @@
-"""``operator-suite``: the developer's and user's tool.
+"""``operator-suite``: the user's tool that ships with the operators.
 
 Subcommands:
 
-- ``binaries``: build (or reuse) the control-plane binaries and print where they are;
-- ``controlplane up|down --dir DIR``: a detached local control plane, with ``DIR/kubeconfig``;
-- ``crds [--check]``: write (or check) the generated CRD YAML in ``deploy/crds/``;
-- ``sandbox up|down``: control plane, node agent, operators and their samples;
-- ``agent kill|freeze|thaw|delete-pod|restart-statefulset|wipe|fill|free``: faults on demand.
+- ``crds [--check]``: write (or check) the CRD YAML generated from the operators' models in
+  ``deploy/crds/``.
+
+The developer's commands (binaries, a local control plane, the sandbox, the node agent's faults,
+kubectl) belong to the test kit's ``operator-suite-dev``.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ import sys
 from collections.abc import Sequence
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Any
 
 from operator_core.crdgen import CustomResource, crds_yaml
 from operator_core.errors import OperatorError
@@ -24,8 +23,6 @@ from operator_core.errors import OperatorError
 __all__ = ["custom_resources", "main", "render_crd_files"]
 
 CRD_ENTRY_POINT_GROUP = "operator_suite.crds"
-DEFAULT_CONTROLPLANE_DIR = Path.home() / ".local" / "state" / "operator-suite" / "controlplane"
-DEFAULT_SANDBOX_DIR = Path.home() / ".local" / "state" / "operator-suite" / "sandbox"
 
 
 def custom_resources() -> dict[str, list[CustomResource]]:
@@ -70,120 +67,9 @@ def _crds(arguments: argparse.Namespace) -> int:
     return 0
 
 
-def _binaries(_: argparse.Namespace) -> int:
-    from operator_core.testing.binaries import KUBERNETES_COMMANDS, ensure_binaries
-
-    binaries = ensure_binaries()
-    print(binaries.directory)
-    for name in ("etcd", *KUBERNETES_COMMANDS):
-        print(f"  {binaries.path(name)}")
-    return 0
-
-
-def _controlplane_up(arguments: argparse.Namespace) -> int:
-    from operator_core.testing.controlplane import ControlPlane, ControlPlaneState, running_components
-
-    directory: Path = arguments.dir.resolve()
-    if (directory / "state.json").exists() and running_components(ControlPlaneState.load(directory)):
-        print(f"a control plane is already running in {directory}")
-        print(f"stop it with: operator-suite controlplane down --dir {directory}")
-        return 1
-    plane = ControlPlane(directory, bind_to_parent=False)
-    plane.start()
-    kubectl = plane.binaries.kubectl
-    print(f"control plane up: {plane.api_url}")
-    print(f"  kubeconfig: {plane.kubeconfig}")
-    print(f"  logs:       {plane.log_dir}")
-    print("use it with:")
-    print(f"  export KUBECONFIG={plane.kubeconfig} PATH={kubectl.parent}:$PATH")
-    print("  kubectl get --raw /readyz")
-    print(f"stop it with: operator-suite controlplane down --dir {directory}")
-    return 0
-
-
-def _controlplane_down(arguments: argparse.Namespace) -> int:
-    from operator_core.testing.controlplane import ControlPlaneState, stop_recorded
-
-    directory: Path = arguments.dir.resolve()
-    if not (directory / "state.json").exists():
-        print(f"no control plane recorded in {directory}")
-        return 0
-    state = ControlPlaneState.load(directory)
-    stop_recorded(state.components)
-    (directory / "state.json").unlink()
-    print(f"control plane in {directory} stopped")
-    return 0
-
-
-def _kubectl(arguments: argparse.Namespace) -> int:
-    import os
-
-    from operator_core.testing.binaries import ensure_binaries
-
-    kubectl = ensure_binaries().kubectl
-    kubeconfig = arguments.dir.resolve() / "kubeconfig"
-    # Replace this process, so kubectl owns the terminal and its exit code is ours.
-    os.execv(kubectl, [str(kubectl), f"--kubeconfig={kubeconfig}", *arguments.kubectl_arguments])  # noqa: S606
-
-
-def add_agent_commands(commands: Any) -> None:
-    """``operator-suite agent ...``: faults on demand against a running node agent."""
-    from operator_core.testing.nodeagent.cli import add_agent_commands as add
-
-    add(commands)
-
-
-def _sandbox(arguments: argparse.Namespace) -> int:
-    from operator_core.sandbox import sandbox_down, sandbox_up
-
-    return sandbox_up(arguments.dir) if arguments.action == "up" else sandbox_down(arguments.dir)
-
-
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="operator-suite", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
-
-    binaries = commands.add_parser("binaries", help="build or reuse the control-plane binaries; print where")
-    binaries.set_defaults(run=_binaries)
-
-    controlplane = commands.add_parser("controlplane", help="a local control plane for people and scripts")
-    actions = controlplane.add_subparsers(dest="action", required=True)
-    for action, run, text in (
-        ("up", _controlplane_up, "start etcd, kube-apiserver, kube-controller-manager, kube-scheduler"),
-        ("down", _controlplane_down, "stop the control plane started in DIR"),
-    ):
-        sub = actions.add_parser(action, help=text)
-        sub.add_argument(
-            "--dir",
-            type=Path,
-            default=DEFAULT_CONTROLPLANE_DIR,
-            help="state directory; DIR/kubeconfig is written here (default: %(default)s)",
-        )
-        sub.set_defaults(run=run)
-
-    sandbox = commands.add_parser(
-        "sandbox", help="control plane + node agent + operators + a sample Typesense cluster, on this machine"
-    )
-    sandbox_actions = sandbox.add_subparsers(dest="action", required=True)
-    for action, text in (
-        ("up", "start it all and wait until the samples are Ready"),
-        ("down", "stop it all"),
-    ):
-        sub = sandbox_actions.add_parser(action, help=text)
-        sub.add_argument(
-            "--dir", type=Path, default=DEFAULT_SANDBOX_DIR, help="state directory (%(default)s)"
-        )
-        sub.set_defaults(run=_sandbox)
-
-    add_agent_commands(commands)
-
-    kubectl = commands.add_parser(
-        "kubectl", help="run the pinned kubectl against the control plane in DIR: kubectl [--dir DIR] ARGS..."
-    )
-    kubectl.add_argument("--dir", type=Path, default=DEFAULT_CONTROLPLANE_DIR, help="(%(default)s)")
-    kubectl.add_argument("kubectl_arguments", nargs=argparse.REMAINDER)
-    kubectl.set_defaults(run=_kubectl)
-
     crds = commands.add_parser("crds", help="write the CRD YAML generated from the models")
     crds.add_argument("--out", type=Path, default=Path("deploy/crds"), help="output directory (%(default)s)")
     crds.add_argument("--check", action="store_true", help="only check that the files are current")

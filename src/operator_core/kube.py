@@ -4,11 +4,9 @@
 dicts of any kind, built-in or custom (custom kinds are found through their
 CRDs). Writes go through server-side apply with one field manager.
 
-Quiet writes: :meth:`Kube.apply` skips the call when the live object already
-holds everything the desired manifest says *and* carries the hash of that same
-manifest. The containment check catches drift; the hash catches fields that
-were dropped from the desired manifest (which server-side apply would remove).
-A reconcile where nothing changed therefore makes zero write calls;
+Quiet writes: :meth:`Kube.apply` skips the call when the pure
+:func:`operator_core.manifests.needs_apply` says the live object already holds
+the desired manifest. A reconcile where nothing changed therefore makes zero write calls;
 ``Kube.write_calls`` counts them so tests can prove it.
 
 Client errors are wrapped once, into :mod:`operator_core.errors`, with server
@@ -17,11 +15,7 @@ text scrubbed of registered secret values.
 
 from __future__ import annotations
 
-import base64
 import contextlib
-import copy
-import hashlib
-import json
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -37,25 +31,14 @@ from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
 from lightkube.types import CascadeType, PatchType
 
 from operator_core import errors
-from operator_core.quantity import QUANTITY_MAPS, QUANTITY_VALUES, same_quantity
+from operator_core.manifests import APPLIED_HASH_ANNOTATION, Manifest, needs_apply, with_applied_hash
 from operator_core.secrets import scrub
 
-__all__ = [
-    "APPLIED_HASH_ANNOTATION",
-    "ApplyResult",
-    "Kube",
-    "applied_hash",
-    "is_contained",
-    "merge_patch",
-    "needs_apply",
-]
+__all__ = ["APPLIED_HASH_ANNOTATION", "ApplyResult", "Kube"]
 
-APPLIED_HASH_ANNOTATION = "operator-suite.dev/applied-hash"
 DEFAULT_FIELD_MANAGER = "operator-suite"
 # How stale the list of custom kinds may be when a kind is not found.
 CRD_REFRESH_SECONDS = 10.0
-
-Manifest = dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -65,111 +48,6 @@ class ApplyResult:
     object: Manifest
     written: bool
     created: bool = False
-
-
-# ---------------------------------------------------------------- pure helpers
-
-
-def _secret_data_as_base64(manifest: Mapping[str, Any]) -> Manifest:
-    """A Secret's stringData folded into data, as the API server stores it."""
-    folded = copy.deepcopy(dict(manifest))
-    string_data = folded.pop("stringData", None) or {}
-    if string_data:
-        data = dict(folded.get("data") or {})
-        for key, value in string_data.items():
-            data[key] = base64.b64encode(str(value).encode()).decode()
-        folded["data"] = data
-    return folded
-
-
-def applied_hash(desired: Mapping[str, Any]) -> str:
-    """A stable hash of the desired manifest, without its own hash annotation and without Secret values.
-
-    Secret values stay out so that the annotation never becomes a way to guess them;
-    a changed Secret value is still caught by :func:`is_contained`.
-    """
-    subject = copy.deepcopy(dict(desired))
-    metadata = subject.get("metadata", {})
-    annotations = metadata.get("annotations") or {}
-    annotations.pop(APPLIED_HASH_ANNOTATION, None)
-    if not annotations:
-        metadata.pop("annotations", None)
-    if subject.get("kind") == "Secret":
-        subject.pop("data", None)
-        subject.pop("stringData", None)
-    canonical = json.dumps(subject, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(canonical.encode()).hexdigest()[:32]
-
-
-def is_contained(desired: Any, live: Any, *, of_quantities: bool = False) -> bool:
-    """True when every value in ``desired`` is present and equal in ``live``.
-
-    Maps may have extra keys in ``live`` (defaults, other managers' fields);
-    lists must have the same length and contain item by item. Quantities (the
-    values of resource limits and requests, storage sizes) are compared by value,
-    as the API server stores them in canonical form (``0.5`` becomes ``500m``).
-    """
-    if isinstance(desired, Mapping):
-        if not isinstance(live, Mapping):
-            return False
-        for key, value in desired.items():
-            if key not in live:
-                return False
-            if (of_quantities or key in QUANTITY_VALUES) and same_quantity(value, live[key]):
-                continue
-            if not is_contained(value, live[key], of_quantities=key in QUANTITY_MAPS):
-                return False
-        return True
-    if isinstance(desired, list):
-        return (
-            isinstance(live, list)
-            and len(desired) == len(live)
-            and all(is_contained(d, v) for d, v in zip(desired, live, strict=True))
-        )
-    if isinstance(desired, bool) or isinstance(live, bool):
-        return desired is live
-    if isinstance(desired, int | float) and isinstance(live, int | float):
-        return desired == live
-    return bool(desired == live)
-
-
-def merge_patch(current: Mapping[str, Any], desired: Mapping[str, Any]) -> Manifest:
-    """The JSON merge patch (RFC 7386) that turns ``current`` into ``desired``; empty when equal.
-
-    Keys that ``desired`` drops become null, which is how a merge patch deletes them;
-    lists and scalars are replaced whole.
-    """
-    patch: Manifest = {}
-    for key in current.keys() - desired.keys():
-        patch[key] = None
-    for key, value in desired.items():
-        old = current.get(key)
-        if isinstance(value, Mapping) and isinstance(old, Mapping):
-            nested = merge_patch(old, value)
-            if nested:
-                patch[key] = nested
-        elif key not in current or old != value:
-            patch[key] = value
-    return patch
-
-
-def with_applied_hash(desired: Mapping[str, Any]) -> Manifest:
-    """The manifest with its hash annotation set."""
-    stamped = copy.deepcopy(dict(desired))
-    metadata = stamped.setdefault("metadata", {})
-    annotations = dict(metadata.get("annotations") or {})
-    annotations[APPLIED_HASH_ANNOTATION] = applied_hash(desired)
-    metadata["annotations"] = annotations
-    return stamped
-
-
-def needs_apply(desired: Mapping[str, Any], live: Mapping[str, Any] | None) -> bool:
-    """Whether server-side applying ``desired`` could change ``live``."""
-    if live is None:
-        return True
-    stamped = with_applied_hash(desired)
-    comparable = _secret_data_as_base64(stamped) if stamped.get("kind") == "Secret" else stamped
-    return not is_contained(comparable, live)
 
 
 # ---------------------------------------------------------------- the adapter

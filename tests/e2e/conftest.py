@@ -11,8 +11,8 @@ from collections.abc import Callable
 
 import pytest
 
-from operator_core.testing.controlplane import ENDPOINT_CONTROLLERS, ControlPlane
-from operator_core.testing.fixtures import worker_slice
+from operator_testkit.controlplane import ENDPOINT_CONTROLLERS, ControlPlane
+from operator_testkit.fixtures import worker_slice
 
 
 @pytest.fixture(scope="session")

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from operator_core.kube import Kube
-from operator_core.testing.assertions import condition, events_for, wait_for_condition
-from operator_core.testing.fixtures import wait_until
+from operator_testkit.assertions import condition, events_for, wait_for_condition
+from operator_testkit.fixtures import wait_until
 
 pytestmark = pytest.mark.usefixtures("node_agent", "monocle_operator")
 

@@ -1,4 +1,4 @@
-"""Faults on demand (operator_core.testing.nodeagent.faults) have the effect a kubelet would give."""
+"""Faults on demand (operator_testkit.nodeagent.faults) have the effect a kubelet would give."""
 
 from __future__ import annotations
 
@@ -13,11 +13,11 @@ import pytest
 from test_nodeagent_pods import deployment, is_ready, pods_of
 
 from operator_core.kube import Kube
-from operator_core.testing.fixtures import wait_until
-from operator_core.testing.nodeagent.cli import add_agent_commands
-from operator_core.testing.nodeagent.disks import SIZE_LIMITED_CLASS
-from operator_core.testing.nodeagent.faults import FaultError, Faults
-from operator_core.testing.nodeagent.harness import AgentProcess, processes_under
+from operator_testkit.fixtures import wait_until
+from operator_testkit.nodeagent.cli import add_agent_commands
+from operator_testkit.nodeagent.disks import SIZE_LIMITED_CLASS
+from operator_testkit.nodeagent.faults import FaultError, Faults
+from operator_testkit.nodeagent.harness import AgentProcess, processes_under
 
 
 def faults_of(agent: AgentProcess) -> Faults:
@@ -34,7 +34,7 @@ async def one_ready_pod(kube: Kube, namespace: str, app: str) -> dict[str, Any]:
 
 
 def run_cli(*argv: str) -> int:
-    """``operator-suite agent ...`` through the argparse wiring the lead adds to operator_core.cli."""
+    """``operator-suite-dev agent ...`` through the argparse wiring the lead adds to operator_core.cli."""
     parser = argparse.ArgumentParser(prog="operator-suite")
     add_agent_commands(parser.add_subparsers(dest="command", required=True))
     arguments = parser.parse_args(["agent", *argv])

@@ -8,10 +8,10 @@ from typing import Any
 import httpx
 
 from operator_core.kube import Kube
-from operator_core.testing.controlplane import ControlPlane
-from operator_core.testing.fixtures import wait_until, worker_slice
-from operator_core.testing.nodeagent.harness import AgentProcess, processes_under, start_agent
-from operator_core.testing.nodeagent.pods import STAND_IN_ANNOTATION
+from operator_testkit.controlplane import ControlPlane
+from operator_testkit.fixtures import wait_until, worker_slice
+from operator_testkit.nodeagent.harness import AgentProcess, processes_under, start_agent
+from operator_testkit.nodeagent.pods import STAND_IN_ANNOTATION
 
 POD_NETWORK = ipaddress.ip_network("127.50.0.0/16")
 

@@ -9,8 +9,8 @@ import httpx
 from test_nodeagent_pods import deployment, is_ready, pods_of
 
 from operator_core.kube import Kube
-from operator_core.testing.fixtures import Kubectl, wait_until
-from operator_core.testing.nodeagent.harness import AgentProcess
+from operator_testkit.fixtures import Kubectl, wait_until
+from operator_testkit.nodeagent.harness import AgentProcess
 
 
 async def ready_pods(kube: Kube, namespace: str, app: str, count: int) -> list[dict[str, Any]]:

@@ -9,8 +9,8 @@ from typing import Any
 import httpx
 
 from operator_core.kube import Kube
-from operator_core.testing.fixtures import Kubectl, wait_until
-from operator_core.testing.nodeagent.harness import AgentProcess
+from operator_testkit.fixtures import Kubectl, wait_until
+from operator_testkit.nodeagent.harness import AgentProcess
 
 API_KEY = "e2e-typesense-admin-key"
 NAME, SERVICE = "ts", "ts-svc"

@@ -9,8 +9,8 @@ from typing import Any
 from test_nodeagent_pods import deployment, is_ready, pods_of
 
 from operator_core.kube import Kube
-from operator_core.testing.fixtures import wait_until
-from operator_core.testing.nodeagent.harness import AgentProcess, processes_under
+from operator_testkit.fixtures import wait_until
+from operator_testkit.nodeagent.harness import AgentProcess, processes_under
 
 ZONE = "topology.kubernetes.io/zone"
 

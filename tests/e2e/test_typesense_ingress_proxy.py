@@ -7,10 +7,10 @@ from typing import Any
 import httpx
 
 from operator_core.kube import Kube
-from operator_core.testing.fixtures import wait_until
-from operator_core.testing.nodeagent.harness import AgentProcess
-from operator_core.testing.operators import OperatorProcess
-from typesense_operator.testing import TypesenseCluster
+from operator_testkit.drivers.typesense import TypesenseCluster
+from operator_testkit.fixtures import wait_until
+from operator_testkit.nodeagent.harness import AgentProcess
+from operator_testkit.operators import OperatorProcess
 
 
 async def test_only_the_allowed_referer_gets_through(

@@ -10,9 +10,9 @@ import httpx
 import pytest
 
 from operator_core.kube import Kube
-from operator_core.testing.fixtures import wait_until
-from operator_core.testing.nodeagent.harness import AgentProcess
-from operator_core.testing.operators import OperatorProcess
+from operator_testkit.fixtures import wait_until
+from operator_testkit.nodeagent.harness import AgentProcess
+from operator_testkit.operators import OperatorProcess
 
 API = "ts.opentelekomcloud.com/v1alpha1"
 

@@ -14,11 +14,7 @@ from typing import Any
 import pytest
 
 from operator_core.kube import Kube
-from operator_core.testing.fixtures import wait_until
-from operator_core.testing.nodeagent.faults import Faults
-from operator_core.testing.nodeagent.harness import AgentProcess
-from operator_core.testing.operators import OperatorProcess
-from typesense_operator.testing import (
+from operator_testkit.drivers.typesense import (
     LostMajority,
     Recovery,
     TypesenseCluster,
@@ -28,6 +24,10 @@ from typesense_operator.testing import (
     lose_two_of_three,
     ready_condition,
 )
+from operator_testkit.fixtures import wait_until
+from operator_testkit.nodeagent.faults import Faults
+from operator_testkit.nodeagent.harness import AgentProcess
+from operator_testkit.operators import OperatorProcess
 
 
 @pytest.fixture

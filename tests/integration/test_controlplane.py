@@ -12,8 +12,8 @@ from pathlib import Path
 import httpx
 
 from operator_core.kube import Kube
-from operator_core.testing.controlplane import ControlPlane, ControlPlaneState, running_components
-from operator_core.testing.fixtures import Kubectl
+from operator_testkit.controlplane import ControlPlane, ControlPlaneState, running_components
+from operator_testkit.fixtures import Kubectl
 
 
 def test_version_is_the_pinned_release(kubectl: Kubectl, control_plane: ControlPlane) -> None:
@@ -94,7 +94,7 @@ def test_components_die_with_a_killed_parent(tmp_path: Path) -> None:
     """A test run that is killed outright must not leave a control plane behind."""
     script = (
         "import sys, pathlib\n"
-        "from operator_core.testing.controlplane import ControlPlane\n"
+        "from operator_testkit.controlplane import ControlPlane\n"
         f"plane = ControlPlane(pathlib.Path({str(tmp_path / 'orphan')!r}))\n"
         "plane.start()\n"
         "print('started', flush=True)\n"

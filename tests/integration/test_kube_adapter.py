@@ -11,7 +11,7 @@ from operator_core.errors import NotFound
 from operator_core.events import EventRecorder
 from operator_core.kube import APPLIED_HASH_ANNOTATION, Kube
 from operator_core.secrets import register_secret
-from operator_core.testing.controlplane import ControlPlane
+from operator_testkit.controlplane import ControlPlane
 
 
 def configmap(namespace: str, labels: dict[str, str], **data: str) -> dict[str, Any]:

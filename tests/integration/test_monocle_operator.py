@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from operator_core.kube import Kube
-from operator_core.testing import assertions
-from operator_core.testing.assertions import (
+from operator_testkit import assertions
+from operator_testkit.assertions import (
     all_gone,
     events_for,
     settle,
@@ -25,9 +25,9 @@ from operator_core.testing.assertions import (
     wait_for_request,
     writes_since,
 )
-from operator_core.testing.controlplane import ControlPlane
-from operator_core.testing.fixtures import Kubectl, wait_until
-from operator_core.testing.operators import OperatorProcess
+from operator_testkit.controlplane import ControlPlane
+from operator_testkit.fixtures import Kubectl, wait_until
+from operator_testkit.operators import OperatorProcess
 from samples import load_sample
 
 pytestmark = pytest.mark.usefixtures("monocle_operator")

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from operator_core.testing.controlplane import ControlPlane
-from operator_core.testing.operators import OperatorProcess
+from operator_testkit.controlplane import ControlPlane
+from operator_testkit.operators import OperatorProcess
 
 
 @pytest.mark.parametrize("script", ["typesense-operator", "monocle-operator", "cluster-stack-operator"])

@@ -8,8 +8,8 @@ import pytest
 
 from operator_core.errors import Conflict, Forbidden, Invalid
 from operator_core.kube import Kube
-from operator_core.testing.controlplane import ControlPlane
-from operator_core.testing.fixtures import Kubectl, wait_until
+from operator_testkit.controlplane import ControlPlane
+from operator_testkit.fixtures import Kubectl, wait_until
 
 TS_API = "ts.opentelekomcloud.com/v1alpha1"
 

@@ -28,8 +28,8 @@ import pytest
 from aiohttp import web
 
 from operator_core.kube import Kube
-from operator_core.testing.assertions import events_for, wait_for_condition
-from operator_core.testing.fixtures import wait_until
+from operator_testkit.assertions import events_for, wait_for_condition
+from operator_testkit.fixtures import wait_until
 
 pytestmark = pytest.mark.usefixtures("typesense_operator")
 

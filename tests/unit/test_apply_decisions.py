@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from operator_core.kube import (
+from operator_core.manifests import (
     APPLIED_HASH_ANNOTATION,
     applied_hash,
     is_contained,
@@ -98,7 +98,7 @@ def test_secret_string_data_is_compared_as_stored_base64() -> None:
 
 
 def test_merge_patch_nulls_dropped_keys_and_keeps_equal_ones() -> None:
-    from operator_core.kube import merge_patch
+    from operator_core.manifests import merge_patch
 
     current = {"a": 1, "b": {"c": 2, "d": 3}, "e": [1, 2]}
     assert merge_patch(current, current) == {}

@@ -8,7 +8,7 @@ import pytest
 
 from monocle_operator.api import DEFAULT_IMAGE, MONOCLE, MonocleSpec
 from operator_core.crdgen import crd_manifest
-from operator_core.testing import cel
+from operator_testkit import cel
 from samples import load_sample
 
 SEED_SAMPLE = "monocle_v1alpha1_monocle"

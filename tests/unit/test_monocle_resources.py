@@ -22,7 +22,7 @@ from monocle_operator.resources import (
     desired_children,
     stale_children,
 )
-from operator_core.testing.tables import assert_golden, by_kind_and_name
+from operator_testkit.tables import assert_golden, by_kind_and_name
 from samples import sample_spec
 
 GOLDEN = Path(__file__).parent / "golden" / "monocle"

@@ -12,7 +12,7 @@ from monocle_operator.controller.status import (
     statefulset_condition,
     status_patch,
 )
-from operator_core.testing.tables import conditions
+from operator_testkit.tables import conditions
 
 
 def deployment(generation: int = 1, **status: int) -> dict[str, Any]:

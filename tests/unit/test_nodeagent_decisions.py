@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from operator_core.testing.nodeagent.addresses import next_address
-from operator_core.testing.nodeagent.env import ConfigError, PodFacts, expand, resolve_env
-from operator_core.testing.nodeagent.hosts import build_hosts, endpoints_from_pods
-from operator_core.testing.nodeagent.probes import ProbeSpec, ProbeTracker, resolve_port
-from operator_core.testing.nodeagent.runners import (
+from operator_testkit.nodeagent.addresses import next_address
+from operator_testkit.nodeagent.env import ConfigError, PodFacts, expand, resolve_env
+from operator_testkit.nodeagent.hosts import build_hosts, endpoints_from_pods
+from operator_testkit.nodeagent.probes import ProbeSpec, ProbeTracker, resolve_port
+from operator_testkit.nodeagent.runners import (
     NginxRunner,
     StandInRunner,
     TypesenseRunner,
@@ -22,9 +22,9 @@ from operator_core.testing.nodeagent.runners import (
     runner_for,
     typesense_argv,
 )
-from operator_core.testing.nodeagent.status import ContainerSnapshot, pod_phase
-from operator_core.testing.nodeagent.storage import volume_for_claim
-from operator_core.testing.nodeagent.volumes import mount_table, translate, volume_files
+from operator_testkit.nodeagent.status import ContainerSnapshot, pod_phase
+from operator_testkit.nodeagent.storage import volume_for_claim
+from operator_testkit.nodeagent.volumes import mount_table, translate, volume_files
 
 NET = ipaddress.IPv4Network("127.50.0.0/16")
 IP = ipaddress.IPv4Address

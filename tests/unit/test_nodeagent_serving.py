@@ -9,15 +9,15 @@ from typing import Any
 
 import pytest
 
-from operator_core.testing.nodeagent.cli import add_agent_commands, agent_dir
-from operator_core.testing.nodeagent.disks import SIZE_LIMITED_ANNOTATION, parse_quantity, size_limit
-from operator_core.testing.nodeagent.kubelet import choose_log, tail
-from operator_core.testing.nodeagent.nginxconf import listen_address, parse, render, rewrite
-from operator_core.testing.nodeagent.nodes import NodeIdentity, node_status
-from operator_core.testing.nodeagent.runners import LaunchContext, NginxRunner, nginx_main_config, runner_for
-from operator_core.testing.nodeagent.serviceproxy import service_backends
-from operator_core.testing.nodeagent.storage import SIZE_LIMIT_ANNOTATION, volume_for_claim
-from operator_core.testing.nodeagent.volumes import Mount
+from operator_testkit.nodeagent.cli import add_agent_commands, agent_dir
+from operator_testkit.nodeagent.disks import SIZE_LIMITED_ANNOTATION, parse_quantity, size_limit
+from operator_testkit.nodeagent.kubelet import choose_log, tail
+from operator_testkit.nodeagent.nginxconf import listen_address, parse, render, rewrite
+from operator_testkit.nodeagent.nodes import NodeIdentity, node_status
+from operator_testkit.nodeagent.runners import LaunchContext, NginxRunner, nginx_main_config, runner_for
+from operator_testkit.nodeagent.serviceproxy import service_backends
+from operator_testkit.nodeagent.storage import SIZE_LIMIT_ANNOTATION, volume_for_claim
+from operator_testkit.nodeagent.volumes import Mount
 
 # ---------------------------------------------------------------- size-limited volumes
 

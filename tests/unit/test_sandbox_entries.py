@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from operator_core.sandbox import ENTRY_POINT_GROUP, SandboxEntry
+from operator_testkit.sandbox import ENTRY_POINT_GROUP, SandboxEntry
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -23,6 +23,6 @@ def test_sandbox_entry_points_at_files_that_exist(name: str) -> None:
 
 
 def test_monocle_runs_in_the_sandbox_without_samples() -> None:
-    from monocle_operator.sandbox import SANDBOX
+    from operator_testkit.drivers.monocle import SANDBOX
 
     assert SANDBOX.samples == ()

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from operator_core.crdgen import crd_manifest
-from operator_core.testing import cel
+from operator_testkit import cel
 from typesense_operator.api import TYPESENSE_CLUSTER, TypesenseClusterSpec
 
 GO_OPERATOR_SAMPLE = """

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from operator_core.testing.tables import assert_golden, by_kind_and_name
+from operator_testkit.tables import assert_golden, by_kind_and_name
 from samples import sample_spec
 from typesense_operator.resources import (
     Cluster,

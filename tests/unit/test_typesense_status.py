@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from operator_core.conditions import set_condition
-from operator_core.testing.tables import T0, conditions
+from operator_testkit.tables import T0, conditions
 from typesense_operator.api.reasons import ReadyReason
 from typesense_operator.controller.status import phase, ready_condition, status_patch
 from typesense_operator.quorum.decide import Action, ClusterState, Plan, QuorumRecord

@@ -10,7 +10,7 @@ from typing import Any
 
 from monocle_operator.api.reasons import ConditionType
 from operator_core.conditions import Condition, ConditionStatus, summarize_ready
-from operator_core.kube import merge_patch
+from operator_core.manifests import merge_patch
 
 __all__ = ["REQUIRED", "deployment_condition", "ready_condition", "statefulset_condition", "status_patch"]
 

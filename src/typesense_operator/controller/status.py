@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from operator_core.conditions import Condition, ConditionStatus, find
-from operator_core.kube import merge_patch
+from operator_core.manifests import merge_patch
 from typesense_operator.api.reasons import ConditionType, ReadyReason
 from typesense_operator.quorum.decide import Plan
 

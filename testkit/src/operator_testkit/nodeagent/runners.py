@@ -37,9 +37,9 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, Protocol
 
-from operator_core.testing.nodeagent import nginxconf
-from operator_core.testing.nodeagent.env import ConfigError
-from operator_core.testing.nodeagent.volumes import Mount, translate, translate_all
+from operator_testkit.nodeagent import nginxconf
+from operator_testkit.nodeagent.env import ConfigError
+from operator_testkit.nodeagent.volumes import Mount, translate, translate_all
 
 __all__ = [
     "REGISTRY",

@@ -1,7 +1,7 @@
 """A small service proxy: each ClusterIP:port forwards TCP to the Service's ready pods, as kube-proxy does.
 
 Services get loopback ClusterIPs on the local control planes (see
-:mod:`operator_core.testing.controlplane`), so the agent can simply listen on
+:mod:`operator_testkit.controlplane`), so the agent can simply listen on
 each ClusterIP:port and forward every connection to one of the Service's ready
 endpoints (pod IP and ``targetPort``, a named target port resolved against the
 pod's container ports), round robin, trying the next one when a pod refuses.

@@ -13,7 +13,7 @@ of as admin.
 Teardown leaves no process behind: each component runs in its own process
 group, is stopped with SIGTERM then SIGKILL, and, when bound to its parent
 (the default in tests), is killed by the kernel if the parent dies first.
-A detached control plane (``operator-suite controlplane up``) records its
+A detached control plane (``operator-suite-dev controlplane up``) records its
 processes in ``state.json`` so ``down`` can stop them later.
 """
 
@@ -40,8 +40,8 @@ import yaml
 
 from operator_core.errors import ControlPlaneError
 from operator_core.settings import ControlPlaneSettings, from_env
-from operator_core.testing.binaries import Binaries, ensure_binaries
-from operator_core.testing.pki import Pki, create_pki
+from operator_testkit.binaries import Binaries, ensure_binaries
+from operator_testkit.pki import Pki, create_pki
 
 __all__ = [
     "DEFAULT_SERVICE_CIDR",

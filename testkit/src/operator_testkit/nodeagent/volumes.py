@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from operator_core.testing.nodeagent.env import ConfigError
+from operator_testkit.nodeagent.env import ConfigError
 
 __all__ = ["Mount", "mount_table", "sync_files", "translate", "translate_all", "volume_files"]
 

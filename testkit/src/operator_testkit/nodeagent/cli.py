@@ -1,17 +1,17 @@
-"""``operator-suite agent ...``: the faults of :mod:`.faults` from a shell.
+"""``operator-suite-dev agent ...``: the faults of :mod:`.faults` from a shell.
 
-:func:`add_agent_commands` adds the ``agent`` command to ``operator-suite``'s
+:func:`add_agent_commands` adds the ``agent`` command to ``operator-suite-dev``'s
 subparsers; each subcommand sets ``run`` to a function of the parsed arguments
 that returns the exit code, as the other commands do. ``--dir`` is the agent's
 state directory, or a sandbox directory (its agent lives in ``DIR/nodeagent``)::
 
-    operator-suite agent kill ts-0 -n default [-c typesense] [--signal TERM]
-    operator-suite agent freeze ts-1 ; operator-suite agent thaw ts-1
-    operator-suite agent down ts-1 ; operator-suite agent up ts-1
-    operator-suite agent delete-pod ts-2 [--grace-period 0] [--no-wait]
-    operator-suite agent restart-statefulset ts
-    operator-suite agent wipe data-ts-0
-    operator-suite agent fill data-ts-0 ; operator-suite agent free data-ts-0
+    operator-suite-dev agent kill ts-0 -n default [-c typesense] [--signal TERM]
+    operator-suite-dev agent freeze ts-1 ; operator-suite-dev agent thaw ts-1
+    operator-suite-dev agent down ts-1 ; operator-suite-dev agent up ts-1
+    operator-suite-dev agent delete-pod ts-2 [--grace-period 0] [--no-wait]
+    operator-suite-dev agent restart-statefulset ts
+    operator-suite-dev agent wipe data-ts-0
+    operator-suite-dev agent fill data-ts-0 ; operator-suite-dev agent free data-ts-0
 
 Each prints the agent's JSON answer.
 """
@@ -25,7 +25,7 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
-from operator_core.testing.nodeagent.faults import Faults
+from operator_testkit.nodeagent.faults import Faults
 
 __all__ = ["DEFAULT_AGENT_DIR", "add_agent_commands", "agent_dir"]
 

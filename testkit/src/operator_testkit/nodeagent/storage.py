@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from operator_core.kube import Kube
-from operator_core.testing.nodeagent import disks
-from operator_core.testing.nodeagent.nodes import AGENT_LABEL
+from operator_testkit.nodeagent import disks
+from operator_testkit.nodeagent.nodes import AGENT_LABEL
 
 __all__ = ["PROVISIONER", "SIZE_LIMIT_ANNOTATION", "Provisioner", "volume_for_claim"]
 

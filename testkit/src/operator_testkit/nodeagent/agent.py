@@ -40,14 +40,14 @@ import httpx
 
 from operator_core.events import EventRecorder
 from operator_core.kube import Kube
-from operator_core.testing.nodeagent.addresses import DEFAULT_POD_CIDR, next_address
-from operator_core.testing.nodeagent.control import ControlServer
-from operator_core.testing.nodeagent.hosts import endpoints_from_pods
-from operator_core.testing.nodeagent.kubelet import KubeletServer
-from operator_core.testing.nodeagent.nodes import NodeSet, node_identities
-from operator_core.testing.nodeagent.pods import PodWorker
-from operator_core.testing.nodeagent.serviceproxy import ServiceProxy, service_backends
-from operator_core.testing.nodeagent.storage import Provisioner
+from operator_testkit.nodeagent.addresses import DEFAULT_POD_CIDR, next_address
+from operator_testkit.nodeagent.control import ControlServer
+from operator_testkit.nodeagent.hosts import endpoints_from_pods
+from operator_testkit.nodeagent.kubelet import KubeletServer
+from operator_testkit.nodeagent.nodes import NodeSet, node_identities
+from operator_testkit.nodeagent.pods import PodWorker
+from operator_testkit.nodeagent.serviceproxy import ServiceProxy, service_backends
+from operator_testkit.nodeagent.storage import Provisioner
 
 __all__ = ["FIELD_MANAGER", "AgentSettings", "NodeAgent"]
 

@@ -1,6 +1,7 @@
 """pytest fixtures over the local control plane.
 
-Load them with ``pytest_plugins = ["operator_core.testing.fixtures"]``:
+The test kit registers them as a pytest plugin (a ``pytest11`` entry point), so every test
+session of a venv where the kit is installed has them:
 
 - ``control_plane`` (session): one real control plane for the whole run;
 - ``kube``: an admin :class:`~operator_core.kube.Kube` client for one test;
@@ -31,7 +32,7 @@ import pytest_asyncio
 import yaml
 
 from operator_core.kube import Kube
-from operator_core.testing.controlplane import ControlPlane
+from operator_testkit.controlplane import ControlPlane
 
 __all__ = [
     "Kubectl",

@@ -33,13 +33,13 @@ import httpx
 from operator_core.events import EventRecorder, EventType
 from operator_core.kube import Kube
 from operator_core.secrets import REDACTED, register_secret
-from operator_core.testing.nodeagent.env import ConfigError, PodFacts, ResolvedEnv, expand, resolve_env
-from operator_core.testing.nodeagent.hosts import build_hosts, write_in_place
-from operator_core.testing.nodeagent.probes import ProbeSpec, ProbeTracker, probe_once
-from operator_core.testing.nodeagent.processes import ContainerProcess, run_to_exit
-from operator_core.testing.nodeagent.runners import Launch, LaunchContext, runner_for
-from operator_core.testing.nodeagent.status import ContainerSnapshot, pod_status, timestamp
-from operator_core.testing.nodeagent.volumes import (
+from operator_testkit.nodeagent.env import ConfigError, PodFacts, ResolvedEnv, expand, resolve_env
+from operator_testkit.nodeagent.hosts import build_hosts, write_in_place
+from operator_testkit.nodeagent.probes import ProbeSpec, ProbeTracker, probe_once
+from operator_testkit.nodeagent.processes import ContainerProcess, run_to_exit
+from operator_testkit.nodeagent.runners import Launch, LaunchContext, runner_for
+from operator_testkit.nodeagent.status import ContainerSnapshot, pod_status, timestamp
+from operator_testkit.nodeagent.volumes import (
     Mount,
     is_file_volume,
     mount_table,
@@ -218,7 +218,7 @@ class ContainerRun:
             if self.held is not None:
                 self.run.state, self.run.reason = "waiting", "HeldDown"
                 self.run.message = (
-                    f"{self.name} is held down by a fault; `operator-suite agent up` releases it"
+                    f"{self.name} is held down by a fault; `operator-suite-dev agent up` releases it"
                 )
                 worker.changed()
                 if await worker.wait_or_terminate(self.held):

@@ -1,7 +1,9 @@
-"""Drive a real Typesense cluster made by the operator, for end-to-end tests and benchmarks.
+"""The Typesense operator in the test kit: its sandbox entry, and a driver for the clusters it makes.
 
-Finds the nodes by pod IP, writes through whichever node leads, reads back from
-every node, and keeps a steady write load that records what was acknowledged.
+:data:`SANDBOX` is what ``operator-suite-dev sandbox up`` runs for it: its RBAC and the older seed
+sample. The driver, for end-to-end tests and benchmarks, finds the nodes by pod IP, writes through
+whichever node leads, reads back from every node, and keeps a steady write load that records what
+was acknowledged.
 """
 
 from __future__ import annotations
@@ -17,8 +19,20 @@ from typing import Any
 import httpx
 
 from operator_core.kube import Kube
-from operator_core.testing.assertions import condition
-from operator_core.testing.fixtures import wait_until
+from operator_testkit.assertions import condition
+from operator_testkit.fixtures import wait_until
+from operator_testkit.sandbox import SandboxEntry
+
+SANDBOX = SandboxEntry(
+    script="typesense-operator",
+    rbac="deploy/rbac/typesense-operator.yaml",
+    samples=("deploy/samples/ts_v1alpha1_typesensecluster_aws.yaml",),
+    usage="""\
+  kubectl get typesenseclusters,pods -o wide
+  KEY=$(kubectl get secret cluster-1-admin-key -o jsonpath='{.data.typesense-api-key}' | base64 -d)
+  IP=$(kubectl get pod cluster-1-sts-0 -o jsonpath='{.status.podIP}')
+  curl -s -H "X-TYPESENSE-API-KEY: $KEY" http://$IP:8108/status""",
+)
 
 API = "ts.opentelekomcloud.com/v1alpha1"
 ACKNOWLEDGED = "201"

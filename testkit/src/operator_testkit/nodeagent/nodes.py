@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from operator_core.kube import Kube
-from operator_core.testing.nodeagent.status import timestamp
+from operator_testkit.nodeagent.status import timestamp
 
 __all__ = [
     "AGENT_LABEL",

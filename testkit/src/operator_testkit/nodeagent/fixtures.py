@@ -1,7 +1,7 @@
 """The ``node_agent`` pytest fixture: the node agent as a subprocess for the whole test session.
 
-Load it with ``pytest_plugins = ["operator_core.testing.nodeagent.fixtures"]`` (next to
-:mod:`operator_core.testing.fixtures`, whose ``control_plane`` it uses). Tests that
+A pytest plugin of the test kit (a ``pytest11`` entry point, next to
+:mod:`operator_testkit.fixtures`, whose ``control_plane`` it uses). Tests that
 need the agent's helpers import them from :mod:`.harness`, not from here, so that
 pytest can still rewrite this plugin's asserts.
 
@@ -20,10 +20,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from operator_core.testing.controlplane import ControlPlane
-from operator_core.testing.fixtures import worker_slice
-from operator_core.testing.nodeagent.addresses import DEFAULT_POD_CIDR
-from operator_core.testing.nodeagent.harness import AgentProcess, mounts_under, processes_under, start_agent
+from operator_testkit.controlplane import ControlPlane
+from operator_testkit.fixtures import worker_slice
+from operator_testkit.nodeagent.addresses import DEFAULT_POD_CIDR
+from operator_testkit.nodeagent.harness import AgentProcess, mounts_under, processes_under, start_agent
 
 __all__ = ["node_agent"]
 

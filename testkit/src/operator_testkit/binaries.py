@@ -7,7 +7,7 @@ the two dependency graphs never mix. The binaries land in
 outside any work tree, so a second run (or a second clone) reuses them and a
 changed pin builds afresh. A file lock keeps two builders from racing.
 
-``operator-suite binaries`` is the command-line face of :func:`ensure_binaries`.
+``operator-suite-dev binaries`` is the command-line face of :func:`ensure_binaries`.
 """
 
 from __future__ import annotations
@@ -198,7 +198,7 @@ def _build(settings: ControlPlaneSettings, hack: Path, target: Path) -> None:
 
 
 def _say(message: str) -> None:
-    print(f"[operator-suite binaries] {message}", file=sys.stderr, flush=True)
+    print(f"[operator-suite-dev binaries] {message}", file=sys.stderr, flush=True)
 
 
 def ensure_binaries(settings: ControlPlaneSettings | None = None) -> Binaries:

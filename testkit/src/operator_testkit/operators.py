@@ -18,7 +18,7 @@ import httpx
 import yaml
 
 from operator_core.errors import ControlPlaneError
-from operator_core.testing.controlplane import ControlPlane, free_port
+from operator_testkit.controlplane import ControlPlane, free_port
 
 __all__ = ["OperatorProcess", "OperatorRegistry", "service_account_kubeconfig"]
 

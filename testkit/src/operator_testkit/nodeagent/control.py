@@ -1,6 +1,6 @@
 """The agent's control API: faults on demand, served on a loopback port for :mod:`.faults` and the CLI.
 
-The agent is a separate process, so tests and ``operator-suite agent ...`` reach
+The agent is a separate process, so tests and ``operator-suite-dev agent ...`` reach
 it over HTTP on ``127.0.0.1:<free port>``; the address and a bearer token are in
 the agent's ``agent.json`` (mode 0600, so only its owner can cause faults).
 Every request is a POST of a JSON object; the answer is a JSON object, with
@@ -37,8 +37,8 @@ from typing import Any, Protocol
 from aiohttp import web
 
 from operator_core.kube import Kube
-from operator_core.testing.nodeagent import disks
-from operator_core.testing.nodeagent.pods import PodWorker
+from operator_testkit.nodeagent import disks
+from operator_testkit.nodeagent.pods import PodWorker
 
 __all__ = ["ControlServer", "FaultTarget"]
 

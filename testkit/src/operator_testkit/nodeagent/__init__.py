@@ -30,7 +30,7 @@ Layout (pure decisions first, adapters after):
 - :mod:`.control`    the agent's control API on loopback: faults on demand
 - :mod:`.agent`      the agent that ties them together; ``python -m`` runs it
 - :mod:`.faults`     the tests' client of the control API
-- :mod:`.cli`        ``operator-suite agent ...``: the same faults from a shell
+- :mod:`.cli`        ``operator-suite-dev agent ...``: the same faults from a shell
 - :mod:`.harness`    start and stop an agent as a subprocess
 - :mod:`.fixtures`   the ``node_agent`` pytest fixture (the agent as a subprocess)
 

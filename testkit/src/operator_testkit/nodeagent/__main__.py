@@ -1,4 +1,4 @@
-"""``python -m operator_core.testing.nodeagent --kubeconfig FILE --dir DIR``: run the node agent.
+"""``python -m operator_testkit.nodeagent --kubeconfig FILE --dir DIR``: run the node agent.
 
 Runs until SIGTERM or SIGINT, then stops every container process it started.
 Logs go to stderr, with Secret values scrubbed.
@@ -17,13 +17,13 @@ import signal
 from pathlib import Path
 
 from operator_core.secrets import install_log_scrubbing
-from operator_core.testing.nodeagent.addresses import DEFAULT_POD_CIDR
-from operator_core.testing.nodeagent.agent import AgentSettings, NodeAgent
-from operator_core.testing.nodeagent.disks import enter_private_mount_namespace
+from operator_testkit.nodeagent.addresses import DEFAULT_POD_CIDR
+from operator_testkit.nodeagent.agent import AgentSettings, NodeAgent
+from operator_testkit.nodeagent.disks import enter_private_mount_namespace
 
 
 def parse(argv: list[str] | None = None, *, private_mounts: bool = False) -> AgentSettings:
-    parser = argparse.ArgumentParser(prog="python -m operator_core.testing.nodeagent", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m operator_testkit.nodeagent", description=__doc__)
     parser.add_argument("--kubeconfig", type=Path, required=True)
     parser.add_argument("--dir", type=Path, required=True, help="state directory (pods, volumes, logs)")
     parser.add_argument("--nodes", type=int, default=3)

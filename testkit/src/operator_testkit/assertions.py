@@ -1,7 +1,7 @@
 """What integration tests look at and wait for: conditions, children, Events, an operator's requests.
 
 Every operator's integration tests use these against the local control plane
-(the ``kube`` and ``control_plane`` fixtures of :mod:`operator_core.testing.fixtures`):
+(the ``kube`` and ``control_plane`` fixtures of :mod:`operator_testkit.fixtures`):
 
 - :func:`condition` and :func:`wait_for_condition`: a condition of a custom object;
 - :func:`wait_for_object`: any object, including one of a kind whose CRD was just installed;
@@ -20,8 +20,8 @@ from typing import Any, cast
 
 from operator_core.errors import NotFound
 from operator_core.kube import Kube
-from operator_core.testing.controlplane import ControlPlane
-from operator_core.testing.fixtures import wait_until
+from operator_testkit.controlplane import ControlPlane
+from operator_testkit.fixtures import wait_until
 
 __all__ = [
     "WRITE_VERBS",

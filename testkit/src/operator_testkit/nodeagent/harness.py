@@ -1,6 +1,6 @@
 """Start and stop a node agent as a subprocess, and find the processes it left (for fixtures and tools).
 
-The agent runs as ``python -m operator_core.testing.nodeagent`` in its own process
+The agent runs as ``python -m operator_testkit.nodeagent`` in its own process
 group, bound to its parent with ``PR_SET_PDEATHSIG``; its container processes are
 bound to the agent the same way, so even a killed parent leaves nothing running.
 :func:`processes_under` finds processes by working directory: every container
@@ -19,8 +19,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from operator_core.testing.controlplane import ControlPlane
-from operator_core.testing.nodeagent.processes import die_with_parent
+from operator_testkit.controlplane import ControlPlane
+from operator_testkit.nodeagent.processes import die_with_parent
 
 __all__ = ["AgentProcess", "mounts_under", "processes_under", "start_agent"]
 
@@ -87,7 +87,7 @@ def start_agent(
     marker = state_dir / "agent.json"
     marker.unlink(missing_ok=True)
     log = (state_dir / "agent.log").open("ab")
-    command = [sys.executable, "-m", "operator_core.testing.nodeagent"]
+    command = [sys.executable, "-m", "operator_testkit.nodeagent"]
     process = subprocess.Popen(
         [*command, "--kubeconfig", str(control_plane.kubeconfig), "--dir", str(state_dir), *extra],
         stdin=subprocess.DEVNULL,

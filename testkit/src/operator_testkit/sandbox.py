@@ -1,4 +1,4 @@
-"""``operator-suite sandbox up|down``: the suite's main job on one machine.
+"""``operator-suite-dev sandbox up|down``: the suite's main job on one machine.
 
 ``up`` starts a local control plane, the node agent (so pods really run), and
 each operator that registers a sandbox entry (entry point group
@@ -27,15 +27,15 @@ from typing import Any
 import yaml
 
 from operator_core.errors import ControlPlaneError
-from operator_core.testing.binaries import find_hack_dir
-from operator_core.testing.controlplane import (
+from operator_testkit.binaries import find_hack_dir
+from operator_testkit.controlplane import (
     ENDPOINT_CONTROLLERS,
     ControlPlane,
     ControlPlaneState,
     stop_recorded,
 )
-from operator_core.testing.nodeagent.harness import processes_under, start_agent
-from operator_core.testing.operators import OperatorProcess, service_account_kubeconfig
+from operator_testkit.nodeagent.harness import processes_under, start_agent
+from operator_testkit.operators import OperatorProcess, service_account_kubeconfig
 
 __all__ = ["SandboxEntry", "sandbox_down", "sandbox_up"]
 
@@ -97,7 +97,7 @@ def sandbox_up(directory: Path) -> int:
     directory = directory.resolve()
     if (directory / "sandbox.json").exists():
         _say(f"a sandbox is already recorded in {directory}")
-        _say(f"stop it first: operator-suite sandbox down --dir {directory}")
+        _say(f"stop it first: operator-suite-dev sandbox down --dir {directory}")
         return 1
     root = find_hack_dir().parent
     started = time.monotonic()
@@ -106,7 +106,7 @@ def sandbox_up(directory: Path) -> int:
         directory / "controlplane", bind_to_parent=False, disabled_controllers=ENDPOINT_CONTROLLERS
     )
     plane.start()
-    # DIR/kubeconfig, as for a bare control plane, so `operator-suite kubectl --dir DIR` works on both.
+    # DIR/kubeconfig, as for a bare control plane, so `operator-suite-dev kubectl --dir DIR` works on both.
     admin_kubeconfig = directory / "kubeconfig"
     shutil.copyfile(plane.kubeconfig, admin_kubeconfig)
     admin_kubeconfig.chmod(0o600)
@@ -140,7 +140,7 @@ def sandbox_up(directory: Path) -> int:
     print(f"  export KUBECONFIG={admin_kubeconfig} PATH={plane.binaries.kubectl.parent}:$PATH")
     for entry in _entries().values():
         print(entry.usage)
-    print(f"Stop it: operator-suite sandbox down --dir {directory}", flush=True)
+    print(f"Stop it: operator-suite-dev sandbox down --dir {directory}", flush=True)
     return 0
 
 

@@ -11,7 +11,7 @@
     await faults.wipe_volume(namespace, "data-ts-0")
     await faults.fill_volume(namespace, "data-ts-0")      # size-limited claims only (see .disks)
 
-The same faults are ``operator-suite agent ...`` subcommands (:mod:`.cli`). Every
+The same faults are ``operator-suite-dev agent ...`` subcommands (:mod:`.cli`). Every
 call is bounded by :attr:`Faults.timeout`; a refused fault raises :class:`FaultError`.
 """
 

@@ -1,10 +1,10 @@
-"""What ``operator-suite sandbox up`` runs for the Monocle operator: the operator and its RBAC, no samples.
+"""The Monocle operator in the test kit: what ``operator-suite-dev sandbox up`` runs for it (no samples).
 
 Monocle's images cannot run on the node agent (it runs stand-ins, not
 containers), so no instance is created: the operator waits for one.
 """
 
-from operator_core.sandbox import SandboxEntry
+from operator_testkit.sandbox import SandboxEntry
 
 SANDBOX = SandboxEntry(
     script="monocle-operator",

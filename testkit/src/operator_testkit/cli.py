@@ -1,0 +1,143 @@
+"""``operator-suite-dev``: the developer's tool of the test kit.
+
+Subcommands:
+
+- ``binaries``: build (or reuse) the control-plane binaries and print where they are;
+- ``controlplane up|down --dir DIR``: a detached local control plane, with ``DIR/kubeconfig``;
+- ``sandbox up|down``: control plane, node agent, operators and their samples;
+- ``agent kill|freeze|thaw|delete-pod|restart-statefulset|wipe|fill|free``: faults on demand;
+- ``kubectl [--dir DIR] ARGS...``: the pinned kubectl against a local control plane.
+
+The user's ``operator-suite`` (CRDs) ships with the operators; this one needs the repository's
+``hack/`` directory and root, and is never installed into an operator image.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from operator_core.errors import OperatorError
+from operator_testkit.binaries import KUBERNETES_COMMANDS, ensure_binaries
+from operator_testkit.controlplane import ControlPlane, ControlPlaneState, running_components, stop_recorded
+from operator_testkit.nodeagent.cli import add_agent_commands
+from operator_testkit.sandbox import sandbox_down, sandbox_up
+
+__all__ = ["main"]
+
+DEFAULT_CONTROLPLANE_DIR = Path.home() / ".local" / "state" / "operator-suite" / "controlplane"
+DEFAULT_SANDBOX_DIR = Path.home() / ".local" / "state" / "operator-suite" / "sandbox"
+
+
+def _binaries(_: argparse.Namespace) -> int:
+    binaries = ensure_binaries()
+    print(binaries.directory)
+    for name in ("etcd", *KUBERNETES_COMMANDS):
+        print(f"  {binaries.path(name)}")
+    return 0
+
+
+def _controlplane_up(arguments: argparse.Namespace) -> int:
+    directory: Path = arguments.dir.resolve()
+    if (directory / "state.json").exists() and running_components(ControlPlaneState.load(directory)):
+        print(f"a control plane is already running in {directory}")
+        print(f"stop it with: operator-suite-dev controlplane down --dir {directory}")
+        return 1
+    plane = ControlPlane(directory, bind_to_parent=False)
+    plane.start()
+    kubectl = plane.binaries.kubectl
+    print(f"control plane up: {plane.api_url}")
+    print(f"  kubeconfig: {plane.kubeconfig}")
+    print(f"  logs:       {plane.log_dir}")
+    print("use it with:")
+    print(f"  export KUBECONFIG={plane.kubeconfig} PATH={kubectl.parent}:$PATH")
+    print("  kubectl get --raw /readyz")
+    print(f"stop it with: operator-suite-dev controlplane down --dir {directory}")
+    return 0
+
+
+def _controlplane_down(arguments: argparse.Namespace) -> int:
+    directory: Path = arguments.dir.resolve()
+    if not (directory / "state.json").exists():
+        print(f"no control plane recorded in {directory}")
+        return 0
+    state = ControlPlaneState.load(directory)
+    stop_recorded(state.components)
+    (directory / "state.json").unlink()
+    print(f"control plane in {directory} stopped")
+    return 0
+
+
+def _kubectl(arguments: argparse.Namespace) -> int:
+    kubectl = ensure_binaries().kubectl
+    kubeconfig = arguments.dir.resolve() / "kubeconfig"
+    # Replace this process, so kubectl owns the terminal and its exit code is ours.
+    os.execv(kubectl, [str(kubectl), f"--kubeconfig={kubeconfig}", *arguments.kubectl_arguments])  # noqa: S606
+
+
+def _sandbox(arguments: argparse.Namespace) -> int:
+    return sandbox_up(arguments.dir) if arguments.action == "up" else sandbox_down(arguments.dir)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="operator-suite-dev", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    binaries = commands.add_parser("binaries", help="build or reuse the control-plane binaries; print where")
+    binaries.set_defaults(run=_binaries)
+
+    controlplane = commands.add_parser("controlplane", help="a local control plane for people and scripts")
+    actions = controlplane.add_subparsers(dest="action", required=True)
+    for action, run, text in (
+        ("up", _controlplane_up, "start etcd, kube-apiserver, kube-controller-manager, kube-scheduler"),
+        ("down", _controlplane_down, "stop the control plane started in DIR"),
+    ):
+        sub = actions.add_parser(action, help=text)
+        sub.add_argument(
+            "--dir",
+            type=Path,
+            default=DEFAULT_CONTROLPLANE_DIR,
+            help="state directory; DIR/kubeconfig is written here (default: %(default)s)",
+        )
+        sub.set_defaults(run=run)
+
+    sandbox = commands.add_parser(
+        "sandbox", help="control plane + node agent + operators + a sample Typesense cluster, on this machine"
+    )
+    sandbox_actions = sandbox.add_subparsers(dest="action", required=True)
+    for action, text in (
+        ("up", "start it all and wait until the samples are Ready"),
+        ("down", "stop it all"),
+    ):
+        sub = sandbox_actions.add_parser(action, help=text)
+        sub.add_argument(
+            "--dir", type=Path, default=DEFAULT_SANDBOX_DIR, help="state directory (%(default)s)"
+        )
+        sub.set_defaults(run=_sandbox)
+
+    add_agent_commands(commands)
+
+    kubectl = commands.add_parser(
+        "kubectl", help="run the pinned kubectl against the control plane in DIR: kubectl [--dir DIR] ARGS..."
+    )
+    kubectl.add_argument("--dir", type=Path, default=DEFAULT_CONTROLPLANE_DIR, help="(%(default)s)")
+    kubectl.add_argument("kubectl_arguments", nargs=argparse.REMAINDER)
+    kubectl.set_defaults(run=_kubectl)
+
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    arguments = _parser().parse_args(argv)
+    try:
+        return int(arguments.run(arguments))
+    except OperatorError as error:
+        print(f"operator-suite-dev: {error}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
