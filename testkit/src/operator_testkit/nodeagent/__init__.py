@@ -20,6 +20,7 @@ Layout (pure decisions first, adapters after):
 - :mod:`.standin`    the stand-in program itself (stdlib only, run as a script)
 - :mod:`.probes`     probe thresholds (pure) and probe execution (httpGet, tcpSocket, exec)
 - :mod:`.status`     pod status from container states (pure)
+- :mod:`.failures`   why a container cannot start: waiting reason and message; stuck pods (pure)
 - :mod:`.processes`  starting and stopping container processes, each in its own mount namespace
 - :mod:`.pods`       one worker per pod: volumes, containers, probes, restarts, deletion
 - :mod:`.nodes`      Node registration, status heartbeats and Leases

@@ -29,6 +29,12 @@ def parse(argv: list[str] | None = None, *, private_mounts: bool = False) -> Age
     parser.add_argument("--nodes", type=int, default=3)
     parser.add_argument("--node-prefix", default="agent-node")
     parser.add_argument("--pod-cidr", default=DEFAULT_POD_CIDR, help="a loopback range for pod addresses")
+    parser.add_argument(
+        "--no-stand-ins",
+        dest="stand_ins",
+        action="store_false",
+        help="images no real runner plays cannot start (NoRunner), instead of running a stand-in",
+    )
     options = parser.parse_args(argv)
     return AgentSettings(
         kubeconfig=options.kubeconfig,
@@ -37,6 +43,7 @@ def parse(argv: list[str] | None = None, *, private_mounts: bool = False) -> Age
         node_prefix=options.node_prefix,
         pod_cidr=options.pod_cidr,
         private_mounts=private_mounts,
+        stand_ins=options.stand_ins,
     )
 
 

@@ -32,6 +32,7 @@ import logging
 import os
 import random
 import secrets
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -46,6 +47,7 @@ from operator_testkit.nodeagent.hosts import endpoints_from_pods
 from operator_testkit.nodeagent.kubelet import KubeletServer
 from operator_testkit.nodeagent.nodes import NodeSet, node_identities
 from operator_testkit.nodeagent.pods import PodWorker
+from operator_testkit.nodeagent.runners import REGISTRY, WITHOUT_STAND_INS, Runner
 from operator_testkit.nodeagent.serviceproxy import ServiceProxy, service_backends
 from operator_testkit.nodeagent.storage import Provisioner
 
@@ -72,6 +74,7 @@ class AgentSettings:
     names_seconds: float = 2.0
     shutdown_grace: float = 5.0
     private_mounts: bool = False  # in a mount namespace of its own: size-limited volumes can be mounted
+    stand_ins: bool = True  # images no real runner plays run a stand-in; without, they cannot start
 
 
 class NodeAgent:
@@ -87,6 +90,7 @@ class NodeAgent:
         # For probes: no proxies from the environment; HTTPS probes skip verification, as the kubelet's do.
         self.http = httpx.AsyncClient(trust_env=False, verify=False, follow_redirects=False)  # noqa: S501
         self.workers: dict[str, PodWorker] = {}
+        self.runners: Sequence[tuple[str, Runner]] = REGISTRY if settings.stand_ins else WITHOUT_STAND_INS
         self._network = ipaddress.IPv4Network(settings.pod_cidr)
         self._addresses: dict[str, ipaddress.IPv4Address] = {}
         # A random start, so that agents of concurrent test sessions rarely hand out the same address.

@@ -16,6 +16,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -77,11 +78,16 @@ def mounts_under(directory: Path) -> list[Path]:
 
 
 def start_agent(
-    control_plane: ControlPlane, state_dir: Path, *extra: str, detached: bool = False
+    control_plane: ControlPlane,
+    state_dir: Path,
+    *extra: str,
+    detached: bool = False,
+    env: Mapping[str, str] | None = None,
 ) -> AgentProcess:
     """Start an agent against ``control_plane`` and wait until its nodes are registered.
 
-    ``detached`` lets it outlive this process (the sandbox); otherwise it dies with it.
+    ``detached`` lets it outlive this process (the sandbox); otherwise it dies with it. ``env``
+    replaces this process's environment for it.
     """
     state_dir.mkdir(parents=True, exist_ok=True)
     marker = state_dir / "agent.json"
@@ -93,6 +99,7 @@ def start_agent(
         stdin=subprocess.DEVNULL,
         stdout=log,
         stderr=subprocess.STDOUT,
+        env=None if env is None else dict(env),
         start_new_session=True,
         preexec_fn=None if detached else die_with_parent,
     )

@@ -6,7 +6,9 @@ A :class:`PodWorker` takes a pod from binding to removal:
    its volumes (waiting for PersistentVolumeClaims to be bound) and its hosts file;
 2. runs the init containers one after another, then starts every container through
    the runner registry; each :class:`ContainerRun` restarts its container as
-   ``restartPolicy`` says, with a doubling back-off, and runs its probes;
+   ``restartPolicy`` says, with a doubling back-off, and runs its probes; a container
+   that cannot start waits with a reason and a message (:mod:`.failures`), posts a
+   Warning Event and logs a line, once per new failure, and is retried;
 3. writes the pod status whenever it changes (and only then);
 4. keeps ConfigMap and Secret volumes in sync with their sources;
 5. on deletion: SIGTERM to every container, SIGKILL after the grace period, a final
@@ -32,12 +34,13 @@ import httpx
 
 from operator_core.events import EventRecorder, EventType
 from operator_core.kube import Kube
-from operator_core.secrets import REDACTED, register_secret
+from operator_core.secrets import REDACTED, register_secret, scrub
 from operator_testkit.nodeagent.env import ConfigError, PodFacts, ResolvedEnv, expand, resolve_env
+from operator_testkit.nodeagent.failures import waiting_for
 from operator_testkit.nodeagent.hosts import build_hosts, write_in_place
 from operator_testkit.nodeagent.probes import ProbeSpec, ProbeTracker, probe_once
 from operator_testkit.nodeagent.processes import ContainerProcess, run_to_exit
-from operator_testkit.nodeagent.runners import Launch, LaunchContext, runner_for
+from operator_testkit.nodeagent.runners import Launch, LaunchContext, Runner, runner_for
 from operator_testkit.nodeagent.status import ContainerSnapshot, pod_status, timestamp
 from operator_testkit.nodeagent.volumes import (
     Mount,
@@ -81,6 +84,9 @@ class PodServices(Protocol):
     events: EventRecorder
     http: httpx.AsyncClient
     state_dir: Path
+
+    @property
+    def runners(self) -> Sequence[tuple[str, Runner]]: ...
 
     def allocate_ip(self, uid: str, wanted: str | None) -> str: ...
 
@@ -191,14 +197,15 @@ class ContainerRun:
         while not worker.terminating.is_set():
             try:
                 self.launch = await worker.build_launch(self)
-            except ConfigError as error:
-                await self._waiting("CreateContainerConfigError", str(error))
+                if worker.terminating.is_set():
+                    return
+                await self._start(self.launch)
+            except Exception as error:  # every failure to start is the container's waiting reason
+                await self._cannot_start(error)
                 if await worker.sleep(RETRY_SECONDS):
                     return
                 continue
-            if worker.terminating.is_set():
-                return
-            await self._start(self.launch)
+            self._last_failure = ""
             assert self.process is not None
             if worker.terminating.is_set():  # deleted while it was starting
                 await self.process.stop(worker.grace_period())
@@ -236,12 +243,24 @@ class ContainerRun:
             backoff = min(backoff * 2, BACKOFF_MAX)
             self.restart_count += 1
 
-    async def _waiting(self, reason: str, message: str) -> None:
-        self.run.state, self.run.reason, self.run.message = "waiting", reason, message
+    async def _cannot_start(self, error: Exception) -> None:
+        """Waiting, with the reason and message; a Warning Event and a log line when the failure is new."""
+        waiting = waiting_for(error, self.name)
+        message = scrub(waiting.message)
+        self.run.state, self.run.reason, self.run.message = "waiting", str(waiting.reason), message
         self.worker.changed()
-        if message != self._last_failure:
-            self._last_failure = message
-            await self.worker.event("Warning", AgentReason.FAILED, f"Error: {message}")
+        if message == self._last_failure:
+            return
+        self._last_failure = message
+        log.warning(
+            "pod %s: container %s cannot start: %s: %s",
+            self.worker.key,
+            self.name,
+            waiting.reason,
+            message,
+            exc_info=None if waiting.expected else error,
+        )
+        await self.worker.event("Warning", AgentReason.FAILED, f"Error: {waiting.reason}: {message}")
 
     async def _start(self, launch: Launch) -> None:
         worker = self.worker
@@ -510,7 +529,7 @@ class PodWorker:
             redact=_redactor(resolved.secret_values),
             scratch=self.directory / "runners" / run.name,
         )
-        launch = runner_for(str(container.get("image", ""))).launch(context)
+        launch = runner_for(str(container.get("image", "")), self.services.runners).launch(context)
         if launch.stand_in and run.name not in self._stand_ins:
             self._stand_ins.add(run.name)
             await self._mark_stand_ins()
@@ -586,6 +605,9 @@ class PodWorker:
             self._supervisors = everything
             await asyncio.wait([waiter, everything], return_when=asyncio.FIRST_COMPLETED)
             waiter.cancel()
+            if everything.done() and not everything.cancelled() and everything.exception() is not None:
+                # A supervisor that failed must not leave its pod silent in ContainerCreating.
+                log.error("pod %s: a container supervisor failed", self.key, exc_info=everything.exception())
             if not self.terminating.is_set():
                 await self._write_status()  # every container has finished for good: a terminal phase
         await self.terminating.wait()

@@ -7,7 +7,9 @@ Each container process runs as::
 so it sees the pod's hosts file (see :mod:`.hosts`) as ``/etc/hosts`` and
 nothing else on the machine changes; the namespace's mounts are private, and
 they vanish with the process. ``unshare``, ``sh`` and the program are one
-process (each ``exec`` s the next), so the pid we hold is the program's.
+process (each ``exec`` s the next), so the pid we hold is the program's. A
+program that is not on this machine is refused before anything starts
+(:class:`.failures.ProgramMissing`).
 
 Every process starts a new session (so its whole group can be signalled) and
 gets ``PR_SET_PDEATHSIG`` = SIGKILL, which survives ``exec``: if the agent dies,
@@ -21,11 +23,14 @@ import asyncio
 import contextlib
 import ctypes
 import os
+import shutil
 import signal
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO
+
+from operator_testkit.nodeagent.failures import ProgramMissing
 
 __all__ = ["ContainerProcess", "die_with_parent", "run_to_exit", "wrapped_argv"]
 
@@ -98,6 +103,10 @@ class ContainerProcess:
         hosts_file: Path,
         log_path: Path,
     ) -> ContainerProcess:
+        program = argv[0] if argv else ""
+        if shutil.which(program, path=env.get("PATH", os.defpath)) is None:
+            # Else sh would start, fail to exec it, and the container would crash-loop with exit 127.
+            raise ProgramMissing(f"the program {program!r} is not on this machine")
         log_path.parent.mkdir(parents=True, exist_ok=True)
         log = log_path.open("ab")
         try:

