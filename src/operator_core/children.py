@@ -7,6 +7,8 @@ Monocle ``Instance``) and sets three class attributes: the custom resource, the
 watches select on. Builders then ask the object for labels, selectors, the
 owner reference and whole child metadata. :func:`stale_children` tells a
 controller which live children no desired manifest names any more.
+:data:`CHILDREN_APPLIED` and :class:`StepEventReason` are the words the shared
+apply-report-prune step (:mod:`operator_core.controller`) uses for every operator.
 
 Who calls it: the operators' ``resources`` builders, and their controllers for
 pruning.
@@ -16,19 +18,24 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any, ClassVar, Generic, Self, TypeVar, cast
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from operator_core.crdgen import CustomResource
+from operator_core.errors import InvalidSpec
 
 __all__ = [
+    "CHILDREN_APPLIED",
     "COMPONENT_LABEL",
     "INSTANCE_LABEL",
+    "INVALID_SPEC",
     "MANAGED_BY_LABEL",
     "NAME_LABEL",
     "Manifest",
     "Owner",
+    "StepEventReason",
     "stale_children",
 ]
 
@@ -39,6 +46,21 @@ NAME_LABEL = "app.kubernetes.io/name"
 INSTANCE_LABEL = "app.kubernetes.io/instance"
 COMPONENT_LABEL = "app.kubernetes.io/component"
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+
+CHILDREN_APPLIED = "ChildrenApplied"
+"""The condition that says whether every child was applied on the last reconcile (every operator's)."""
+INVALID_SPEC = "InvalidSpec"
+"""Ready's reason when the spec passed the CRD's schema but its model refuses it (every operator's)."""
+
+
+class StepEventReason(StrEnum):
+    """The Event reasons of the shared controller step, the same for every operator."""
+
+    CREATED = "Created"
+    UPDATED = "Updated"
+    DELETED = "Deleted"
+    APPLY_FAILED = "ApplyFailed"
+    INVALID_SPEC = "InvalidSpec"
 
 
 @dataclass(frozen=True)
@@ -60,8 +82,16 @@ class Owner(Generic[SpecT]):
 
     @classmethod
     def from_object(cls, obj: Mapping[str, Any]) -> Self:
+        """The object as read from the API; a spec its model refuses is :class:`InvalidSpec` (permanent)."""
         metadata = obj["metadata"]
-        spec = cls.resource.spec_model.model_validate(obj.get("spec") or {})
+        try:
+            spec = cls.resource.spec_model.model_validate(obj.get("spec") or {})
+        except ValidationError as error:
+            problems = "; ".join(
+                f"spec.{'.'.join(str(part) for part in problem['loc'])}: {problem['msg']}"
+                for problem in error.errors(include_url=False, include_input=False)
+            )
+            raise InvalidSpec(f"{cls.resource.kind} {metadata['name']}: {problems}") from None
         return cls(
             name=metadata["name"],
             namespace=metadata["namespace"],

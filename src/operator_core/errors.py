@@ -1,23 +1,47 @@
-"""The suite's error tree, and the one place where it is drawn.
+"""The suite's error tree, the one place where it is drawn, and the policy that says what each error costs.
 
 ::
 
     OperatorError                   anything this suite raises on purpose
     ├── KubeError                   a Kubernetes API call failed (wraps the client error once)
-    │   ├── NotFound                404
+    │   ├── NotFound                404: the object, or its kind, does not exist
     │   ├── Conflict                409: stale resourceVersion or a server-side apply field conflict
-    │   ├── Invalid                 422: rejected by the schema, a CEL rule or admission
-    │   └── Forbidden               403: RBAC said no
+    │   ├── Invalid                 422 (and 400): refused by the schema, a CEL rule or admission
+    │   ├── Forbidden               403: RBAC said no
+    │   └── Unavailable             no answer: connection lost or refused, time-out, 429 or 5xx
+    ├── PermanentError              only a change of the object (or of what it names) can fix this
+    │   └── InvalidSpec             the spec passed the CRD's schema but its model refuses it
+    ├── SettingsError               an OPERATOR_SUITE_* variable has a value the setting does not allow
     ├── CRDGenerationError          a model cannot become a structural CRD schema
-    └── ControlPlaneError           the local test control plane failed to build, start or stop
+    └── ControlPlaneError           the test kit's local control plane failed to build, start or stop
 
-Handlers map these to kopf's temporary or permanent errors at their edge only
-(see each operator's ``controller`` room); nothing below the edge imports kopf.
-Messages never carry Secret values: :mod:`operator_core.secrets` scrubs them
-before an error is built from server text.
+The policy (:func:`retry_policy`), applied by the per-object loop of
+:mod:`operator_core.reconciling`, and nowhere else:
+
+- **permanent**: :class:`PermanentError` (a spec that fails its model's validation is
+  raised as :class:`InvalidSpec`). The object's loop logs it once, the shared
+  controller step sets Ready=False with one Warning, and the loop waits until the
+  object changes; no timer retries it, because the same input fails the same way.
+  A step that finds a Secret the spec names missing, or without the key it needs, is
+  the same case without an exception: it sets its condition, stops the steps, and its
+  reconcile returns :data:`operator_core.reconciling.WAIT_FOR_CHANGE`; the Secret's
+  creation or change wakes the object.
+- **temporary**: everything else, a bug included (:class:`Conflict`,
+  :class:`Unavailable`, :class:`Forbidden`, :class:`NotFound`, any other exception).
+  The loop backs off (2, 5, 10, 30 s) and tries again; a bug is logged with its
+  traceback. :class:`Invalid` is temporary too: a child the API server refuses is
+  often fixed by someone else (a conflicting object of the same name removed), and
+  nothing would wake the owner then.
+
+Nothing here imports kopf: the operators run their own loop per object
+(:func:`operator_core.reconciling.run_object_loop`), so kopf's temporary and
+permanent handler errors are never raised. Messages never carry Secret values:
+:mod:`operator_core.secrets` scrubs server text before an error is built from it.
 """
 
 from __future__ import annotations
+
+from enum import Enum
 
 __all__ = [
     "CRDGenerationError",
@@ -25,9 +49,15 @@ __all__ = [
     "ControlPlaneError",
     "Forbidden",
     "Invalid",
+    "InvalidSpec",
     "KubeError",
     "NotFound",
     "OperatorError",
+    "PermanentError",
+    "Retry",
+    "SettingsError",
+    "Unavailable",
+    "retry_policy",
 ]
 
 
@@ -60,9 +90,41 @@ class Forbidden(KubeError):
     """RBAC denied the call."""
 
 
+class Unavailable(KubeError):
+    """The API server did not answer usefully: no connection, a time-out, too many requests, or a 5xx."""
+
+
+class PermanentError(OperatorError):
+    """Retrying cannot help until the object, or something it names, changes."""
+
+
+class InvalidSpec(PermanentError):
+    """The spec passed the CRD's schema but its model refuses it."""
+
+
+class SettingsError(OperatorError):
+    """An OPERATOR_SUITE_* variable holds a value its setting does not allow."""
+
+
 class CRDGenerationError(OperatorError):
     """A pydantic model cannot be turned into a structural CRD schema."""
 
 
 class ControlPlaneError(OperatorError):
-    """The local control plane could not be built, started, or stopped."""
+    """The test kit's local control plane could not be built, started, or stopped."""
+
+
+class Retry(Enum):
+    """What an error costs the object's loop."""
+
+    BACK_OFF = "back off"
+    """Try again after a growing delay: the same call may succeed later."""
+    WAIT_FOR_CHANGE = "wait for a change"
+    """Do not try again until the object, or something it names or owns, changes."""
+
+
+def retry_policy(error: BaseException) -> Retry:
+    """The policy for one error; pure, table-tested."""
+    if isinstance(error, PermanentError):
+        return Retry.WAIT_FOR_CHANGE
+    return Retry.BACK_OFF

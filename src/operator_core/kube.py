@@ -25,6 +25,8 @@ from typing import Any, Literal
 import httpx2
 from lightkube import ApiError, AsyncClient, KubeConfig
 from lightkube.codecs import resource_registry
+from lightkube.config import client_adapter
+from lightkube.config.kubeconfig import SingleConfig
 from lightkube.core.exceptions import LoadResourceError
 from lightkube.generic_resource import create_resources_from_crd
 from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
@@ -54,19 +56,28 @@ class ApplyResult:
 
 
 _ERRORS_BY_CODE: dict[int, type[errors.KubeError]] = {
+    400: errors.Invalid,
+    403: errors.Forbidden,
     404: errors.NotFound,
     409: errors.Conflict,
     422: errors.Invalid,
-    403: errors.Forbidden,
+    429: errors.Unavailable,
 }
+
+
+def _error_for(code: int) -> type[errors.KubeError]:
+    if code >= 500:
+        return errors.Unavailable
+    return _ERRORS_BY_CODE.get(code, errors.KubeError)
 
 
 @contextlib.contextmanager
 def _api_call(what: str) -> Iterator[None]:
     """Translate whatever lightkube raises for a failed call into the suite's error tree, once.
 
-    lightkube raises ApiError when the server answered with a Status object, and the
-    plain HTTP error otherwise (a 404 page for an API group that is not served, say).
+    lightkube raises ApiError when the server answered with a Status object, the plain
+    HTTP error otherwise (a 404 page for an API group that is not served, say), and the
+    transport's error when no answer came at all.
     """
     try:
         yield
@@ -75,10 +86,15 @@ def _api_call(what: str) -> Iterator[None]:
         code = int(status.code or 0)
         reason = status.reason or ""
         message = scrub(f"{what}: {status.message or reason or 'API error'}")
-        raise _ERRORS_BY_CODE.get(code, errors.KubeError)(message, status=code, reason=reason) from error
+        raise _error_for(code)(message, status=code, reason=reason) from error
     except httpx2.HTTPStatusError as error:
         code = error.response.status_code
-        raise _ERRORS_BY_CODE.get(code, errors.KubeError)(f"{what}: HTTP {code}", status=code) from error
+        raise _error_for(code)(f"{what}: HTTP {code}", status=code) from error
+    except httpx2.TransportError as error:
+        reason = type(error).__name__
+        raise errors.Unavailable(
+            scrub(f"{what}: no answer from the API server ({reason}: {error})"), reason=reason
+        ) from error
 
 
 def _describe(manifest: Mapping[str, Any]) -> str:
@@ -90,11 +106,23 @@ def _describe(manifest: Mapping[str, Any]) -> str:
 class Kube:
     """Async access to one API server, on plain manifest dicts, with one field manager."""
 
-    def __init__(self, client: AsyncClient, *, field_manager: str = DEFAULT_FIELD_MANAGER) -> None:
+    def __init__(
+        self,
+        client: AsyncClient,
+        *,
+        field_manager: str = DEFAULT_FIELD_MANAGER,
+        config: SingleConfig | None = None,
+        timeout: float = 10.0,
+    ) -> None:
         self._client = client
         self.field_manager = field_manager
         self.write_calls = 0
         self._crds_loaded_at: float | None = None
+        self._config = config
+        self._timeout = timeout
+        self._http: httpx2.AsyncClient | None = None
+        """A plain HTTP client on the same kubeconfig, for calls lightkube has no method for (made on
+        first use)."""
 
     @classmethod
     def connect(
@@ -106,16 +134,15 @@ class Kube:
         timeout: float = 10.0,
     ) -> Kube:
         """Connect with a kubeconfig file, or else in-cluster config, $KUBECONFIG, or ~/.kube/config."""
-        config = KubeConfig.from_file(kubeconfig) if kubeconfig else KubeConfig.from_env()
+        config = (KubeConfig.from_file(kubeconfig) if kubeconfig else KubeConfig.from_env()).get(context)
         client = AsyncClient(
-            config.get(context) if context else config,
-            field_manager=field_manager,
-            timeout=httpx2.Timeout(timeout),
-            trust_env=False,
+            config, field_manager=field_manager, timeout=httpx2.Timeout(timeout), trust_env=False
         )
-        return cls(client, field_manager=field_manager)
+        return cls(client, field_manager=field_manager, config=config, timeout=timeout)
 
     async def close(self) -> None:
+        if self._http is not None:
+            await self._http.aclose()
         await self._client.close()
 
     async def __aenter__(self) -> Kube:
@@ -244,17 +271,24 @@ class Kube:
         """GET ``path`` on a pod's port through the API server's pod proxy: (status code, body).
 
         For an operator that runs outside the cluster, where pod addresses are not routable.
-        lightkube has no public call for subresource proxies, so this reuses its
-        authenticated HTTP client.
+        lightkube has no call for subresource proxies, so this uses an HTTP client built by
+        lightkube's public client adapter from the same kubeconfig (same server, CA and
+        credentials). No answer at all is :class:`~operator_core.errors.Unavailable`; any
+        answer, an error page included, is returned as it came.
         """
-        adapter = self._client._client  # the authenticated HTTP client that lightkube itself uses
-        request = adapter._client.build_request(
-            "GET",
-            f"/api/v1/namespaces/{namespace}/pods/{pod}:{port}/proxy{path}",
-            headers=dict(headers),
-            timeout=timeout,
-        )
-        response = await adapter.send(request)  # type: ignore[no-untyped-call]
+        if self._http is None:
+            if self._config is None:
+                raise errors.OperatorError("this client was not made from a kubeconfig: no pod proxy")
+            parameters = client_adapter.ConnectionParams(
+                timeout=httpx2.Timeout(self._timeout), trust_env=False
+            )
+            self._http = client_adapter.AsyncClient(self._config, parameters)
+        with _api_call(f"proxying to pod {namespace}/{pod}:{port}"):
+            response = await self._http.get(
+                f"/api/v1/namespaces/{namespace}/pods/{pod}:{port}/proxy{path}",
+                headers=dict(headers),
+                timeout=timeout,
+            )
         return response.status_code, response.content
 
     async def patch_status(

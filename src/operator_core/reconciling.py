@@ -12,7 +12,9 @@ One loop per custom object, woken by changes:
   read the object, reconcile it until it is gone or being deleted, taking turns
   through :func:`reconcile_gate` with the operator's other objects.
 - :func:`run_loop`: reconcile, then sleep until woken, stopped, or the delay the
-  reconcile asked for passes; failures back off and never end the loop.
+  reconcile asked for passes; failures never end the loop, and
+  :func:`operator_core.errors.retry_policy` says whether one backs off or waits
+  for a change.
 
 One reconcile, as an ordered list of steps over a scope, then status once:
 
@@ -23,7 +25,8 @@ One reconcile, as an ordered list of steps over a scope, then status once:
   when Ready flips.
 - :func:`write_status`: the status patch, only when there is one.
 
-Who calls it: the operators' ``controller.handlers`` and ``controller.reconcile``.
+Who calls it: :mod:`operator_core.controller` (the wiring every operator uses), and the
+operators' ``controller.reconcile`` (steps, conditions, status).
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum, StrEnum
@@ -42,12 +46,14 @@ from operator_core import errors
 from operator_core.children import INSTANCE_LABEL, MANAGED_BY_LABEL
 from operator_core.conditions import Condition, ConditionStatus, find, set_condition
 from operator_core.crdgen import CustomResource
+from operator_core.errors import Retry, retry_policy
 from operator_core.events import EventRecorder, EventType
 from operator_core.kube import Kube
 from operator_core.settings import KubeSettings, from_env
 
 __all__ = [
     "DEFAULT_RETRY_SECONDS",
+    "WAIT_FOR_CHANGE",
     "ConditionBook",
     "Outcome",
     "References",
@@ -64,6 +70,8 @@ __all__ = [
 ]
 
 DEFAULT_RETRY_SECONDS = (2.0, 5.0, 10.0, 30.0)
+WAIT_FOR_CHANGE = math.inf
+"""What a reconcile returns when only a change can help (a Secret only the user can create): no timer."""
 
 
 class Stopped(Protocol):
@@ -224,33 +232,43 @@ async def run_loop(
 ) -> None:
     """Call ``once`` until it returns None (the object is gone) or ``stopped``.
 
-    ``once`` returns the seconds until the next look. A failure is logged and retried
-    with back-off: a bug must not stop the object's loop (kopf would wait a minute).
+    ``once`` returns the seconds until the next look (:data:`WAIT_FOR_CHANGE`: only when
+    woken). A failure never ends the loop (kopf would wait a minute before restarting it);
+    :func:`operator_core.errors.retry_policy` says what it costs: a temporary error is
+    retried with back-off, a bug with its traceback in the log; a permanent one is logged
+    once and waits until the object, or something it names or owns, changes.
     """
     failures = 0
+    last_permanent = ""
     while not stopped:
         wakeup.clear()
         try:
             delay = await once()
             if delay is None:
                 return
-            failures = 0
-        except errors.KubeError as error:
-            delay = retry_seconds[min(failures, len(retry_seconds) - 1)]
-            failures += 1
-            logger.warning("reconcile of %s failed, retrying in %.0f s: %s", what, delay, error)
-        except Exception:
-            delay = retry_seconds[min(failures, len(retry_seconds) - 1)]
-            failures += 1
-            logger.exception("reconcile of %s crashed, retrying in %.0f s", what, delay)
+            failures, last_permanent = 0, ""
+        except Exception as error:
+            if retry_policy(error) is Retry.WAIT_FOR_CHANGE:
+                delay = WAIT_FOR_CHANGE
+                if str(error) != last_permanent:
+                    logger.warning("%s cannot be reconciled until it changes: %s", what, error)
+                last_permanent = str(error)
+            else:
+                delay = retry_seconds[min(failures, len(retry_seconds) - 1)]
+                failures += 1
+                if isinstance(error, errors.OperatorError):
+                    logger.warning("reconcile of %s failed, retrying in %.0f s: %s", what, delay, error)
+                else:
+                    logger.exception("reconcile of %s crashed, retrying in %.0f s", what, delay)
         await _sleep(wakeup, stopped, delay)
 
 
 async def _sleep(wakeup: asyncio.Event, stopped: Stopped, seconds: float) -> None:
-    """Until woken, stopped, or ``seconds`` pass."""
+    """Until woken, stopped, or ``seconds`` pass (never, for :data:`WAIT_FOR_CHANGE`)."""
     waiters = {asyncio.ensure_future(wakeup.wait()), asyncio.ensure_future(stopped.wait())}
+    timeout = None if math.isinf(seconds) else seconds
     try:
-        await asyncio.wait(waiters, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait(waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
     finally:
         for waiter in waiters:
             waiter.cancel()
@@ -310,13 +328,17 @@ class ConditionBook:
         message: str = "",
         *,
         warn: StrEnum | None = None,
+        warn_on_new_message: bool = False,
     ) -> bool:
         """Set a condition; returns whether its status or reason changed.
 
-        With ``warn``, a Warning Event is posted when the condition turns to a new bad state.
+        With ``warn``, a Warning Event is posted when the condition turns to a new bad state,
+        and, with ``warn_on_new_message``, also when a bad state's message changes (another
+        child failing, or the same one for another reason), never for the same one again.
         """
         previous = find(self.conditions, condition_type)
         changed = previous is None or (previous.status, previous.reason) != (status, reason)
+        new_message = previous is None or previous.message != message
         self.conditions = set_condition(
             self.conditions,
             condition_type,
@@ -325,7 +347,7 @@ class ConditionBook:
             message,
             observed_generation=self.regarding["metadata"].get("generation"),
         )
-        if warn is not None and status != "True" and changed:
+        if warn is not None and status != "True" and (changed or (warn_on_new_message and new_message)):
             await self.event("Warning", warn, message)
         return changed
 
@@ -339,22 +361,21 @@ class ConditionBook:
         became_not_ready: StrEnum,
         condition_type: str = "Ready",
     ) -> None:
-        """Set Ready; when it flips, a Normal ``became_ready`` or a Warning ``became_not_ready`` Event.
+        """Set Ready; a Normal ``became_ready`` Event when it turns True, a Warning ``became_not_ready``
+        when it leaves True.
 
-        A new object that is not ready yet is worth no Warning.
+        Unknown and False before the first True (a new object coming up) are worth no Event.
         """
         previous = self.get(condition_type)
         await self.set(condition_type, status, reason, message)
         ready = self.get(condition_type)
         assert ready is not None
-        if previous is None and ready.status != "True":
-            return
-        if previous is None or previous.status != ready.status:
-            note = ready.message or ready.reason
-            if ready.status == "True":
-                await self.event("Normal", became_ready, note)
-            else:
-                await self.event("Warning", became_not_ready, note)
+        was_ready = previous is not None and previous.status == "True"
+        note = ready.message or ready.reason
+        if ready.status == "True" and not was_ready:
+            await self.event("Normal", became_ready, note)
+        elif ready.status != "True" and was_ready:
+            await self.event("Warning", became_not_ready, note)
 
     def get(self, condition_type: str) -> Condition | None:
         return find(self.conditions, condition_type)

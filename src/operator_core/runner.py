@@ -1,8 +1,11 @@
 """Start one operator process: kopf, pointed at a kubeconfig or the in-cluster config.
 
-Each operator's console script calls :func:`run_operator` with its name and
-the module that registers its kopf handlers. The options are the same for all
-three, so that operating them feels the same.
+Each operator's console script calls :func:`run_operator` with its name, the
+module that registers its kopf handlers, and its own settings types. The
+options are the same for all three, so that operating them feels the same.
+Every setting is read first: a bad OPERATOR_SUITE_* value stops the operator
+(exit code 2, one line that names the variable and what is allowed) before
+it imports its handlers or connects to any cluster.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import asyncio
 import importlib
 import logging
 import os
+import sys
 from collections.abc import Coroutine, Sequence
 from pathlib import Path
 from typing import Any
@@ -19,9 +23,11 @@ from typing import Any
 import aiohttp
 import kopf
 
+from operator_core.errors import SettingsError
 from operator_core.secrets import install_log_scrubbing
+from operator_core.settings import KubeSettings, from_env
 
-__all__ = ["configure_kopf", "parse_operator_arguments", "run_operator"]
+__all__ = ["check_settings", "configure_kopf", "parse_operator_arguments", "run_operator"]
 
 
 def parse_operator_arguments(name: str, argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -39,17 +45,38 @@ def parse_operator_arguments(name: str, argv: Sequence[str] | None = None) -> ar
     return parser.parse_args(argv)
 
 
-def run_operator(name: str, handlers_module: str, argv: Sequence[str] | None = None) -> None:
-    """Import the handlers, then run kopf until SIGTERM or SIGINT."""
+def check_settings(name: str, settings_types: Sequence[type[Any]]) -> None:
+    """Read every settings type once; exit with code 2 and the reason when a variable's value is refused."""
+    every: list[type[Any]] = [KubeSettings, *settings_types]
+    for settings_type in every:
+        try:
+            from_env(settings_type)
+        except SettingsError as error:
+            print(f"{name}: {error}", file=sys.stderr)
+            raise SystemExit(2) from None
+
+
+def run_operator(
+    name: str,
+    handlers_module: str,
+    argv: Sequence[str] | None = None,
+    *,
+    settings: Sequence[type[Any]] = (),
+) -> None:
+    """Check the settings, import the handlers, then run kopf until SIGTERM or SIGINT."""
     arguments = parse_operator_arguments(name, argv)
+    check_settings(name, settings)
     if arguments.kubeconfig:
         os.environ["KUBECONFIG"] = str(arguments.kubeconfig.resolve())
     logging.basicConfig(
         level=logging.DEBUG if arguments.verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    # One line per HTTP request, and one per handled watch event, would bury what matters.
-    logging.getLogger("httpx2").setLevel(logging.WARNING)
+    # One line per HTTP request (a node probe every few seconds, each API call), and one per handled
+    # watch event, would bury what matters; they are there with --verbose.
+    if not arguments.verbose:
+        for client_logger in ("httpx", "httpx2", "httpcore"):
+            logging.getLogger(client_logger).setLevel(logging.WARNING)
     if not arguments.verbose:
         logging.getLogger("kopf.objects").setLevel(logging.WARNING)
     install_log_scrubbing()

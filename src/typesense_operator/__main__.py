@@ -3,8 +3,14 @@
 from functools import partial
 
 from operator_core.runner import run_operator
+from typesense_operator.controller.settings import TypesenseSettings
 
-main = partial(run_operator, "typesense-operator", "typesense_operator.controller.handlers")
+main = partial(
+    run_operator,
+    "typesense-operator",
+    "typesense_operator.controller.handlers",
+    settings=(TypesenseSettings,),
+)
 
 if __name__ == "__main__":
     main()

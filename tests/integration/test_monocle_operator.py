@@ -35,6 +35,9 @@ pytestmark = pytest.mark.usefixtures("monocle_operator")
 API = "monocle.monocle.change-metrics.io/v1alpha1"
 OPERATOR_USER = "system:serviceaccount:monocle-system:monocle-operator"
 TOKEN = "ghp_not-a-real-token-4f9c2b7e1d"
+NO_RECHECK_SECONDS = 8.0
+"""How long an instance waiting for the user's Secret is watched for requests: longer than the 5 s
+recheck the operator used to make, and than the first two back-off steps (2 s, 5 s) a retry would take."""
 
 
 @pytest.fixture
@@ -437,7 +440,7 @@ async def test_a_larger_storage_size_grows_the_bound_claim_where_the_class_allow
 
 
 async def test_a_missing_user_secret_is_reported_once_and_its_creation_is_picked_up_at_once(
-    kube: Kube, namespace: str
+    kube: Kube, namespace: str, control_plane: ControlPlane
 ) -> None:
     await kube.apply(monocle(namespace, secretRef={"name": "tokens"}))
     missing = await wait_for_condition(kube, namespace, "ApiReady", "False", "SecretNotFound")
@@ -445,7 +448,10 @@ async def test_a_missing_user_secret_is_reported_once_and_its_creation_is_picked
     await wait_for_condition(kube, namespace, "CrawlerReady", "False", "SecretNotFound")
     assert await kube.get("apps/v1", "Deployment", "monocle-sample-api", namespace) is None
 
-    await asyncio.sleep(12)  # a few rechecks (every 5 s) of the same missing Secret
+    # Only the user can create the Secret, and its creation wakes the instance: no recheck on a timer.
+    since = await settle(control_plane, OPERATOR_USER, namespace)
+    await asyncio.sleep(NO_RECHECK_SECONDS)
+    assert assertions.operator_requests(control_plane, OPERATOR_USER, namespace)[since:] == []
     (warning,) = await events_for(kube, namespace, "SecretMissing")
     assert warning["type"] == "Warning"
 
@@ -459,3 +465,52 @@ async def test_a_missing_user_secret_is_reported_once_and_its_creation_is_picked
     )
     # The Secret's watch event wakes the instance: no wait for the next recheck, let alone a resync.
     await wait_for_object(kube, "apps/v1", "Deployment", "monocle-sample-api", namespace, timeout=4)
+
+
+async def test_a_child_the_api_server_refuses_is_reported_once_retried_and_applied_once_fixed(
+    kube: Kube, namespace: str, control_plane: ControlPlane
+) -> None:
+    """The shared step: ChildrenApplied=False naming the child, one Warning over many retries, and Ready
+    says why; once the conflicting object is gone, the next retry applies it."""
+    conflicting = {"app": "someone-else"}
+    await kube.create(
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": "monocle-sample-api", "namespace": namespace},
+            "spec": {
+                "selector": {"matchLabels": conflicting},
+                "template": {
+                    "metadata": {"labels": conflicting},
+                    "spec": {"containers": [{"name": "c", "image": "example/other:1"}]},
+                },
+            },
+        }
+    )
+    await kube.apply(monocle(namespace))
+    failed = await wait_for_condition(kube, namespace, "ChildrenApplied", "False", "ApplyFailed")
+    assert failed["message"].startswith("Deployment monocle-sample-api: ")
+    assert "immutable" in failed["message"]
+    ready = await wait_for_condition(kube, namespace, "Ready", "False", "ApplyFailed")
+    assert ready["message"] == failed["message"]
+
+    def applies_of_the_refused_child() -> int:
+        return sum(
+            1
+            for event in assertions.operator_requests(control_plane, OPERATOR_USER, namespace)
+            if event["verb"] == "patch"
+            and (event.get("objectRef") or {}).get("name") == "monocle-sample-api"
+            and (event.get("objectRef") or {}).get("resource") == "deployments"
+        )
+
+    await wait_until(lambda: applies_of_the_refused_child() >= 3, what="two retries of the refused apply")
+    (warning,) = await events_for(kube, namespace, "ApplyFailed")
+    assert warning["type"] == "Warning"
+
+    await kube.delete("apps/v1", "Deployment", "monocle-sample-api", namespace)
+    # Nothing of ours names the removed object, so the next retry finds it gone: at most the longest
+    # back-off step (30 s) later.
+    await assertions.wait_for_condition(
+        kube, API, "Monocle", "monocle-sample", namespace, "ChildrenApplied", "True", "Applied", timeout=45
+    )
+    assert len(await events_for(kube, namespace, "ApplyFailed")) == 1

@@ -52,19 +52,23 @@ def test_statefulset_condition() -> None:
     assert statefulset_condition({**sts, "status": {"readyReplicas": 1}})[:2] == ("True", "Ready")
 
 
+ALL_TRUE = {"ConfigValid": "True", "ChildrenApplied": "True", "ElasticReady": "True", "ApiReady": "True"}
+
+
 @pytest.mark.parametrize(
     ("states", "expected"),
     [
+        ({**ALL_TRUE, "CrawlerReady": "True"}, ("True", "AllComponentsReady")),
+        ({**ALL_TRUE, "ConfigValid": "False", "CrawlerReady": "True"}, ("False", "ConfigValidReason")),
+        ({**ALL_TRUE, "ChildrenApplied": "False"}, ("False", "ChildrenAppliedReason")),
         (
-            {"ConfigValid": "True", "ElasticReady": "True", "ApiReady": "True", "CrawlerReady": "True"},
-            ("True", "AllComponentsReady"),
+            {"ConfigValid": "True", "ChildrenApplied": "True", "ElasticReady": "False"},
+            ("False", "ElasticReadyReason"),
         ),
         (
-            {"ConfigValid": "False", "ElasticReady": "True", "ApiReady": "True", "CrawlerReady": "True"},
-            ("False", "ConfigValidReason"),
+            {"ConfigValid": "True", "ChildrenApplied": "True", "ElasticReady": "True"},
+            ("Unknown", "NotObserved"),
         ),
-        ({"ConfigValid": "True", "ElasticReady": "False"}, ("False", "ElasticReadyReason")),
-        ({"ConfigValid": "True", "ElasticReady": "True"}, ("Unknown", "NotObserved")),
     ],
 )
 def test_ready_names_the_first_component_that_is_not(

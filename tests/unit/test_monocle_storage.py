@@ -2,30 +2,9 @@
 
 from __future__ import annotations
 
-from decimal import Decimal
-
 import pytest
 
-from monocle_operator.resources import Expansion, decide_expansion, parse_quantity
-
-
-@pytest.mark.parametrize(
-    ("text", "value"),
-    [
-        ("1Gi", 2**30),
-        ("500Mi", 500 * 2**20),
-        ("2G", 2 * 10**9),
-        ("1.5Gi", Decimal("1.5") * 2**30),
-        ("1e3", 1000),
-    ],
-)
-def test_parse_quantity(text: str, value: int | Decimal) -> None:
-    assert parse_quantity(text) == value
-
-
-def test_parse_quantity_refuses_nonsense() -> None:
-    with pytest.raises(ValueError, match="not a Kubernetes quantity"):
-        parse_quantity("a lot")
+from monocle_operator.resources import Expansion, Instance, build_claim_expansion, decide_expansion
 
 
 @pytest.mark.parametrize(
@@ -46,3 +25,18 @@ def test_decide_expansion(wanted: str, claimed: str | None, allows: bool, action
         assert plan.size == wanted
     if action is Expansion.NOT_EXPANDABLE:
         assert "StorageClass standard does not allow volume expansion" in plan.message
+
+
+def test_the_claim_expansion_names_only_the_size_this_operator_owns() -> None:
+    instance = Instance.from_object({"metadata": {"name": "demo", "namespace": "ns"}, "spec": {}})
+    assert build_claim_expansion(instance, "2Gi") == {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": instance.elastic_claim_name, "namespace": "ns"},
+        "spec": {"resources": {"requests": {"storage": "2Gi"}}},
+    }
+
+
+def test_a_size_that_is_no_quantity_is_refused() -> None:
+    with pytest.raises(ValueError, match="not a Kubernetes quantity"):
+        decide_expansion("a lot", "1Gi", "standard", True)

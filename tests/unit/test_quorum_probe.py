@@ -8,10 +8,19 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 
 import httpx
+import pytest
 
 from typesense_operator.api.reasons import ReadyReason
 from typesense_operator.quorum.decide import Action, ClusterState, Plan, QuorumRecord
-from typesense_operator.quorum.probe import DirectToPod, NodeTarget, Unreachable, parse_last_log, probe_nodes
+from typesense_operator.quorum.probe import (
+    UNEXPECTED_ERRORS,
+    DirectToPod,
+    NodeTarget,
+    ProbeFailed,
+    Unreachable,
+    parse_last_log,
+    probe_nodes,
+)
 from typesense_operator.quorum.record import record_from_status, status_from_plan
 
 
@@ -120,3 +129,37 @@ last_committed_index: 0
 def test_the_last_log_entry_is_read_from_braft_raft_stat() -> None:
     assert parse_last_log(RAFT_STAT) == (2, 15)
     assert parse_last_log(b"<html>not braft</html>") is None
+
+
+async def test_a_bug_in_a_probe_is_not_an_unreachable_node(caplog: pytest.LogCaptureFixture) -> None:
+    """Taking a healthy node for silent could fence it: a probe that fails for another reason stops the
+    reconcile (which backs off), with the traceback in the log and the failure counted."""
+
+    class Broken:
+        async def get(
+            self, node: NodeTarget, path: str, headers: Mapping[str, str], timeout: float
+        ) -> tuple[int, bytes]:
+            raise KeyError("a bug")
+
+    before = UNEXPECTED_ERRORS["KeyError"]
+    with pytest.raises(ProbeFailed, match="failed unexpectedly"):
+        await probe_nodes(Broken(), [target(0)], "the-key")
+    assert UNEXPECTED_ERRORS["KeyError"] > before
+    assert any(record.exc_info for record in caplog.records)
+
+
+async def test_only_a_missing_answer_makes_a_node_unreachable() -> None:
+    async def refuse(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("refused", request=request)
+
+    async def undecodable(request: httpx.Request) -> httpx.Response:
+        raise httpx.DecodingError("garbled", request=request)
+
+    refused = DirectToPod(httpx.AsyncClient(transport=httpx.MockTransport(refuse)))
+    (probe,) = await probe_nodes(refused, [target(0)], "the-key")
+    assert not probe.reachable
+    garbled = DirectToPod(httpx.AsyncClient(transport=httpx.MockTransport(undecodable)))
+    with pytest.raises(ProbeFailed):
+        await probe_nodes(garbled, [target(0)], "the-key")
+    await refused.aclose()
+    await garbled.aclose()

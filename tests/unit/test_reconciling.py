@@ -82,6 +82,63 @@ async def test_failures_back_off_2_5_10_30_seconds_and_never_end_the_loop(
     assert outcomes == [], "the loop ends only when the object is gone"
 
 
+@pytest.mark.parametrize(
+    ("error", "policy"),
+    [
+        (errors.InvalidSpec("spec.replicas: must be odd"), errors.Retry.WAIT_FOR_CHANGE),
+        (errors.Invalid("refused: a Service of that name is headless", status=422), errors.Retry.BACK_OFF),
+        (errors.Conflict("stale resourceVersion", status=409), errors.Retry.BACK_OFF),
+        (errors.Unavailable("connection refused"), errors.Retry.BACK_OFF),
+        (errors.Unavailable("etcd timed out", status=503), errors.Retry.BACK_OFF),
+        (errors.Forbidden("RBAC", status=403), errors.Retry.BACK_OFF),
+        (errors.NotFound("kind not served", status=404), errors.Retry.BACK_OFF),
+        (RuntimeError("a bug"), errors.Retry.BACK_OFF),
+    ],
+)
+def test_permanent_errors_wait_for_a_change_and_temporary_ones_back_off(
+    error: Exception, policy: errors.Retry
+) -> None:
+    assert errors.retry_policy(error) is policy
+
+
+async def test_a_permanent_error_is_logged_once_and_waits_for_a_change_not_a_timer(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    slept: list[float] = []
+
+    async def sleep(wakeup: asyncio.Event, stopped: object, seconds: float) -> None:
+        slept.append(seconds)
+
+    monkeypatch.setattr(reconciling, "_sleep", sleep)
+    outcomes: list[Any] = [
+        errors.InvalidSpec("spec.x: bad"),
+        errors.InvalidSpec("spec.x: bad"),
+        errors.Conflict("raced"),
+        None,
+    ]
+
+    async def once() -> float | None:
+        outcome = outcomes.pop(0)
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome  # type: ignore[no-any-return]
+
+    await run_loop(once, asyncio.Event(), NeverStopped(), what="ns/x", logger=logging.getLogger("test"))
+    assert slept == [reconciling.WAIT_FOR_CHANGE, reconciling.WAIT_FOR_CHANGE, 2.0]
+    permanent = [r for r in caplog.records if "cannot be reconciled until it changes" in r.getMessage()]
+    assert len(permanent) == 1, "the same permanent error is logged once, not on every wake"
+    assert all(r.exc_info is None for r in caplog.records), "known errors need no traceback"
+
+
+async def test_waiting_for_a_change_ends_only_when_woken() -> None:
+    wakeup = asyncio.Event()
+    waiting = asyncio.ensure_future(reconciling._sleep(wakeup, NeverStopped(), reconciling.WAIT_FOR_CHANGE))
+    await asyncio.sleep(0.05)
+    assert not waiting.done()
+    wakeup.set()
+    await asyncio.wait_for(waiting, timeout=1)
+
+
 async def test_a_wakeup_cuts_the_wait_short() -> None:
     wakeups = Wakeups()
     calls = 0
@@ -228,9 +285,12 @@ async def test_a_warning_only_when_a_condition_newly_turns_bad() -> None:
         ("True", "False", [("Warning", "NotReady", "up")]),
         ("True", "True", []),
         ("False", "False", []),
+        ("Unknown", "False", []),
+        ("Unknown", "True", [("Normal", "Ready", "up")]),
+        ("True", "Unknown", [("Warning", "NotReady", "up")]),
     ],
 )
-async def test_ready_is_worth_an_event_only_when_it_flips(
+async def test_ready_is_worth_an_event_only_when_it_turns_true_or_leaves_true(
     before: str | None, now: str, events: list[tuple[str, str, str]]
 ) -> None:
     earlier = [

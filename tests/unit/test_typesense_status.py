@@ -35,13 +35,21 @@ def a_plan(ready: bool, reason: str = "QuorumReady") -> Plan:
         ),
         ({"AdminKeyReady": "False"}, None, ("False", "QuorumNotReady")),
         ({"AdminKeyReady": "True", "ChildrenApplied": "False"}, a_plan(True), ("False", "QuorumNotReady")),
-        ({"AdminKeyReady": "True", "ChildrenApplied": "True"}, None, ("False", "QuorumNotReady")),
+        ({"AdminKeyReady": "True", "ChildrenApplied": "True"}, None, ("Unknown", "QuorumNotReady")),
     ],
 )
 def test_ready_condition(states: dict[str, str], plan: Plan | None, expected: tuple[str, str]) -> None:
     status, reason, message = ready_condition(conditions(**states), plan)
     assert (status, reason) == expected
     assert message
+
+
+def test_ready_is_unknown_until_a_node_has_answered() -> None:
+    ready = conditions(AdminKeyReady="True", ChildrenApplied="True")
+    status, reason, message = ready_condition(ready, a_plan(False, "QuorumNotReady"), observed=False)
+    assert (status, reason) == ("Unknown", "QuorumNotReady")
+    assert message == "no node has answered yet: from the quorum decision"
+    assert ready_condition(ready, a_plan(False, "QuorumNotReady"), observed=True)[0] == "False"
 
 
 def test_ready_message_names_the_failed_prerequisite() -> None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from enum import StrEnum
 
+from operator_core.children import CHILDREN_APPLIED
+
 __all__ = ["ConditionType", "EventReason"]
 
 
@@ -18,13 +20,14 @@ class ConditionType(StrEnum):
     """The crawler Deployment has an available, up-to-date pod."""
     CONFIG_VALID = "ConfigValid"
     """config.yaml exists, parses, and names only valid workspaces."""
+    CHILDREN_APPLIED = CHILDREN_APPLIED
+    """Every child object was applied on the last reconcile (set by the shared apply-report-prune step)."""
 
 
 class EventReason(StrEnum):
-    CREATED = "Created"
-    UPDATED = "Updated"
-    DELETED = "Deleted"
-    APPLY_FAILED = "ApplyFailed"
+    """The operator's own Event reasons; the children's (Created, Updated, Deleted, ApplyFailed) are
+    every operator's: :class:`operator_core.children.StepEventReason`."""
+
     SECRET_GENERATED = "SecretGenerated"  # noqa: S105 (a reason word, not a password)
     SECRET_MISSING = "SecretMissing"  # noqa: S105 (a reason word, not a password)
     INVALID_CONFIG = "InvalidConfig"

@@ -36,6 +36,7 @@ from monocle_operator.resources import (
     ConfigCheck,
     Expansion,
     Instance,
+    build_claim_expansion,
     build_config_map,
     build_generated_secret,
     build_update_idents_job,
@@ -44,20 +45,14 @@ from monocle_operator.resources import (
     decide_expansion,
     desired_children,
     secret_data_hash,
-    stale_children,
 )
-from operator_core import errors
-from operator_core.events import EventRecorder
+from operator_core.children import StepEventReason
+from operator_core.controller import Context, apply_report_prune
 from operator_core.kube import Kube
-from operator_core.reconciling import ConditionBook, Outcome, run_steps, write_status
+from operator_core.reconciling import WAIT_FOR_CHANGE, ConditionBook, Outcome, run_steps, write_status
 from operator_core.secrets import register_secret
 
 __all__ = ["Outcome", "Scope", "reconcile"]
-
-# A prerequisite only the user can create carries none of our labels; look again soon.
-PREREQUISITE_RECHECK_SECONDS = 5.0
-# Pods becoming ready are seen through child events; this is only the safety net.
-RESYNC_SECONDS = 60.0
 
 
 @dataclass
@@ -68,6 +63,8 @@ class Scope:
     instance: Instance
     kube: Kube
     book: ConditionBook
+    resync_seconds: float
+    """Pods becoming ready are seen through child events; this is only the safety net."""
     secret_hash: str | None = None
     config: ConfigCheck | None = None
     config_text: str | None = None
@@ -75,10 +72,12 @@ class Scope:
     """The config hash to record in status: only ever one that update-idents ran for (or started with)."""
     update_idents_job: str | None = None
     waiting_for_user: bool = False
+    """A Secret or ConfigMap only the user can create is missing: only its creation can help, and the
+    objects the spec names wake the instance when they change."""
 
     @property
     def requeue_after(self) -> float:
-        return PREREQUISITE_RECHECK_SECONDS if self.waiting_for_user else RESYNC_SECONDS
+        return WAIT_FOR_CHANGE if self.waiting_for_user else self.resync_seconds
 
     @property
     def status(self) -> dict[str, Any]:
@@ -136,7 +135,7 @@ async def check_configuration(scope: Scope) -> Outcome:
     live = await scope.kube.get("v1", "ConfigMap", instance.config_map_name, instance.namespace)
     if live is None and default is not None:
         live = await scope.kube.create(default)
-        await scope.book.event("Normal", EventReason.CREATED, f"created {source}")
+        await scope.book.event("Normal", StepEventReason.CREATED, f"created {source}")
     if live is None:
         await scope.book.set(
             ConditionType.CONFIG_VALID,
@@ -170,26 +169,7 @@ async def apply_children(scope: Scope) -> Outcome:
         (template,) = live_sts["spec"].get("volumeClaimTemplates") or [{}]
         claim_size = ((template.get("spec") or {}).get("resources") or {}).get("requests", {}).get("storage")
     desired = desired_children(instance, scope.secret_hash, claim_size)
-    for manifest in desired:
-        what = f"{manifest['kind']} {manifest['metadata']['name']}"
-        try:
-            result = await scope.kube.apply(manifest)
-        except errors.KubeError as error:
-            await scope.book.event("Warning", EventReason.APPLY_FAILED, f"{what}: {error}")
-            raise
-        if result.written:
-            reason = EventReason.CREATED if result.created else EventReason.UPDATED
-            await scope.book.event("Normal", reason, f"{reason.lower()} {what}")
-    live: list[dict[str, Any]] = []
-    for api_version, kind in PRUNABLE_KINDS:
-        found = await scope.kube.list(
-            api_version, kind, instance.namespace, labels=instance.instance_selector()
-        )
-        live.extend({**item, "apiVersion": api_version, "kind": kind} for item in found)
-    for stale in stale_children(desired, live):
-        name = stale["metadata"]["name"]
-        if await scope.kube.delete(stale["apiVersion"], stale["kind"], name, instance.namespace):
-            await scope.book.event("Normal", EventReason.DELETED, f"deleted {stale['kind']} {name}")
+    await apply_report_prune(scope.kube, scope.book, instance, desired, PRUNABLE_KINDS)
     return Outcome.CONTINUE
 
 
@@ -239,14 +219,7 @@ async def expand_storage(scope: Scope) -> Outcome:
         allows = bool((storage_class or {}).get("allowVolumeExpansion"))
     plan = decide_expansion(instance.spec.elastic.storage_size, claimed, class_name, allows)
     if plan.action is Expansion.EXPAND:
-        await scope.kube.apply(
-            {
-                "apiVersion": "v1",
-                "kind": "PersistentVolumeClaim",
-                "metadata": {"name": instance.elastic_claim_name, "namespace": instance.namespace},
-                "spec": {"resources": {"requests": {"storage": plan.size}}},
-            }
-        )
+        await scope.kube.apply(build_claim_expansion(instance, plan.size))
         await scope.book.event("Normal", EventReason.STORAGE_EXPANDED, plan.message)
     elif plan.action is Expansion.NOT_EXPANDABLE and _spec_changed(scope):
         await scope.book.event("Warning", EventReason.STORAGE_NOT_EXPANDABLE, plan.message)
@@ -278,10 +251,14 @@ STEPS: tuple[Step, ...] = (
 )
 
 
-async def reconcile(obj: dict[str, Any], kube: Kube, recorder: EventRecorder) -> float:
+async def reconcile(obj: dict[str, Any], context: Context) -> float:
     """Bring one instance to its spec and write its status; returns seconds until the next look."""
     scope = Scope(
-        obj=obj, instance=Instance.from_object(obj), kube=kube, book=ConditionBook.of(obj, recorder)
+        obj=obj,
+        instance=Instance.from_object(obj),
+        kube=context.kube,
+        book=ConditionBook.of(obj, context.recorder),
+        resync_seconds=context.settings.resync_seconds,
     )
     await run_steps(STEPS, scope, finish=_write_status)
     return scope.requeue_after

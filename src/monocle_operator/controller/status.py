@@ -17,6 +17,7 @@ __all__ = ["REQUIRED", "deployment_condition", "ready_condition", "statefulset_c
 # Ready needs all of these; the first that is not True explains why not.
 REQUIRED = (
     ConditionType.CONFIG_VALID,
+    ConditionType.CHILDREN_APPLIED,
     ConditionType.ELASTIC_READY,
     ConditionType.API_READY,
     ConditionType.CRAWLER_READY,

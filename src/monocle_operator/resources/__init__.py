@@ -36,7 +36,12 @@ from monocle_operator.resources.monocle import (
     build_generated_secret,
     build_ingress,
 )
-from monocle_operator.resources.storage import Expansion, ExpansionPlan, decide_expansion, parse_quantity
+from monocle_operator.resources.storage import (
+    Expansion,
+    ExpansionPlan,
+    build_claim_expansion,
+    decide_expansion,
+)
 from operator_core import children
 
 __all__ = [
@@ -54,6 +59,7 @@ __all__ = [
     "ExpansionPlan",
     "Instance",
     "Manifest",
+    "build_claim_expansion",
     "build_config_map",
     "build_generated_secret",
     "build_update_idents_job",
@@ -61,7 +67,6 @@ __all__ = [
     "config_hash",
     "decide_expansion",
     "desired_children",
-    "parse_quantity",
     "secret_data_hash",
     "stale_children",
 ]

@@ -1,41 +1,24 @@
-"""Whether, and to what, the Elasticsearch volume should grow: a pure decision over what was observed."""
+"""Whether, and to what, the Elasticsearch volume should grow: a pure decision over what was observed,
+and the claim patch that grows it."""
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from decimal import Decimal
 from enum import Enum
 
-__all__ = ["Expansion", "ExpansionPlan", "decide_expansion", "parse_quantity"]
+from monocle_operator.resources.model import Instance
+from operator_core.children import Manifest
+from operator_core.quantity import parse_quantity
 
-_SUFFIXES = {
-    "": 1,
-    "k": 10**3,
-    "M": 10**6,
-    "G": 10**9,
-    "T": 10**12,
-    "P": 10**15,
-    "E": 10**18,
-    "Ki": 2**10,
-    "Mi": 2**20,
-    "Gi": 2**30,
-    "Ti": 2**40,
-    "Pi": 2**50,
-    "Ei": 2**60,
-}
-_QUANTITY = re.compile(r"^([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:([eE][-+]?[0-9]+)|([a-zA-Z]*))$")
+__all__ = ["Expansion", "ExpansionPlan", "build_claim_expansion", "decide_expansion"]
 
 
-def parse_quantity(text: str) -> Decimal:
-    """A Kubernetes quantity in its base unit (bytes for storage)."""
-    match = _QUANTITY.match(text.strip())
-    if match is None or (match.group(3) or "") not in _SUFFIXES:
-        raise ValueError(f"not a Kubernetes quantity: {text!r}")
-    number, exponent, suffix = match.groups()
-    if exponent:
-        return Decimal(number + exponent)
-    return Decimal(number) * _SUFFIXES[suffix or ""]
+def _bytes(size: str) -> Decimal:
+    value = parse_quantity(size)
+    if value is None:
+        raise ValueError(f"not a Kubernetes quantity: {size!r}")
+    return value
 
 
 class Expansion(Enum):
@@ -58,7 +41,7 @@ def decide_expansion(
     wanted: str, claimed: str | None, storage_class: str | None, allows: bool
 ) -> ExpansionPlan:
     """What to do with the data claim, from the spec size, the claim's request and its class."""
-    if claimed is None or parse_quantity(wanted) <= parse_quantity(claimed):
+    if claimed is None or _bytes(wanted) <= _bytes(claimed):
         return ExpansionPlan(Expansion.NONE, claimed or wanted)
     if not allows:
         where = f"StorageClass {storage_class}" if storage_class else "the claim's StorageClass"
@@ -71,3 +54,17 @@ def decide_expansion(
     return ExpansionPlan(
         Expansion.EXPAND, wanted, f"growing the Elasticsearch volume from {claimed} to {wanted}"
     )
+
+
+def build_claim_expansion(instance: Instance, size: str) -> Manifest:
+    """The server-side apply that asks the Elasticsearch data claim for ``size``, and nothing else.
+
+    The claim is made by the StatefulSet's volumeClaimTemplates, not by us, so the patch names only
+    the one field this operator owns on it.
+    """
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": instance.elastic_claim_name, "namespace": instance.namespace},
+        "spec": {"resources": {"requests": {"storage": size}}},
+    }

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from enum import StrEnum
 
+from operator_core.children import CHILDREN_APPLIED
+
 __all__ = ["ConditionType", "EventReason", "ReadyReason"]
 
 
@@ -14,8 +16,8 @@ class ConditionType(StrEnum):
     """The admin API key Secret exists and holds typesense-api-key."""
     CONFIGURATION_VALID = "ConfigurationValid"
     """Everything in the spec that CEL cannot check (scraper configs are JSON objects) is valid."""
-    CHILDREN_APPLIED = "ChildrenApplied"
-    """Every child object was applied on the last reconcile."""
+    CHILDREN_APPLIED = CHILDREN_APPLIED
+    """Every child object was applied on the last reconcile (set by the shared apply-report-prune step)."""
     METRICS_READY = "MetricsReady"
     """The PodMonitor exists, or metrics are not requested."""
 
@@ -31,10 +33,9 @@ class ReadyReason(StrEnum):
 
 
 class EventReason(StrEnum):
-    CREATED = "Created"
-    UPDATED = "Updated"
-    DELETED = "Deleted"
-    APPLY_FAILED = "ApplyFailed"
+    """The operator's own Event reasons; the children's (Created, Updated, Deleted, ApplyFailed) are
+    every operator's: :class:`operator_core.children.StepEventReason`."""
+
     ADMIN_KEY_GENERATED = "AdminKeyGenerated"
     ADMIN_KEY_MISSING = "AdminKeyMissing"
     INVALID_CONFIGURATION = "InvalidConfiguration"

@@ -26,9 +26,10 @@ from typing import Any
 
 from operator_core import errors
 from operator_core.conditions import ConditionStatus, reports_true, utcnow
-from operator_core.events import EventRecorder, EventType
+from operator_core.controller import Context, apply_report_prune
+from operator_core.events import EventType
 from operator_core.kube import Kube
-from operator_core.reconciling import ConditionBook, Outcome, run_steps, write_status
+from operator_core.reconciling import WAIT_FOR_CHANGE, ConditionBook, Outcome, run_steps, write_status
 from operator_core.secrets import register_secret
 from typesense_operator.api import TYPESENSE_CLUSTER
 from typesense_operator.api.reasons import ConditionType, EventReason
@@ -46,14 +47,11 @@ from typesense_operator.resources import (
     build_pod_monitor,
     desired_children,
     invalid_scraper_configs,
-    stale_children,
 )
 
 __all__ = ["Outcome", "Scope", "reconcile"]
 
 _KEY_ALPHABET = string.ascii_letters + string.digits
-# The user's Secret carries none of our labels, so its creation wakes nothing: look again soon.
-PREREQUISITE_RECHECK_SECONDS = 5.0
 _KEY_LENGTH = 48
 
 
@@ -67,22 +65,28 @@ class Scope:
     book: ConditionBook
     settings: TypesenseSettings
     addressing: NodeAddressing
+    resync_seconds: float
     api_key: str | None = None
     members: tuple[int, ...] | None = None
     """Pod ordinals in the nodes list, as the quorum decision wants them (None: not decided)."""
     plan: Plan | None = None
+    nodes_answered: bool = False
+    """Some node answered this reconcile's probes."""
+    pod_monitor: dict[str, Any] | None = None
+    """The PodMonitor to apply with the children (None: not requested, or its CRD is not installed)."""
     quorum: dict[str, Any] = field(default_factory=dict)
     observed: dict[str, Any] = field(default_factory=dict)
     waiting_for_user: bool = False
-    """A prerequisite only the user can fix (a Secret) is missing; no watch event will say when it appears."""
+    """A prerequisite only the user can fix (a Secret) is missing: only a change of it can help, and the
+    Secret the spec names wakes the cluster when it changes."""
 
     @property
     def requeue_after(self) -> float:
         if self.waiting_for_user:
-            return min(PREREQUISITE_RECHECK_SECONDS, self.settings.resync_seconds)
+            return WAIT_FOR_CHANGE
         if self.plan is None:
-            return self.settings.resync_seconds
-        return min(self.plan.requeue_after, self.settings.resync_seconds)
+            return self.resync_seconds
+        return min(self.plan.requeue_after, self.resync_seconds)
 
     async def set_condition(
         self,
@@ -216,6 +220,7 @@ async def manage_quorum(scope: Scope) -> Outcome:
         probes, cluster.spec.replicas, record_from_status(scope.obj.get("status")), utcnow(), settings
     )
     scope.plan, scope.members = plan, plan.members
+    scope.nodes_answered = any(probe.reachable for probe in probes)
     scope.quorum = status_from_plan(plan, previous)
     changed_action = (
         plan.action is not Action.NONE and (previous or {}).get("lastAction") != plan.action.value
@@ -273,27 +278,6 @@ async def _delete_stuck_pod(scope: Scope, pod: str) -> bool:
     return await scope.kube.delete("v1", "Pod", pod, scope.cluster.namespace, grace_period=grace)
 
 
-async def _apply_and_report(scope: Scope, manifest: dict[str, Any]) -> None:
-    what = f"{manifest['kind']} {manifest['metadata']['name']}"
-    try:
-        result = await scope.kube.apply(manifest)
-    except errors.KubeError as error:
-        await scope.set_condition(
-            ConditionType.CHILDREN_APPLIED, "False", "ApplyFailed", str(error), warn=EventReason.APPLY_FAILED
-        )
-        raise
-    if result.written:
-        reason = EventReason.CREATED if result.created else EventReason.UPDATED
-        await scope.event("Normal", reason, f"{reason.lower()} {what}")
-
-
-async def apply_children(scope: Scope) -> Outcome:
-    for manifest in desired_children(scope.cluster, scope.members):
-        await _apply_and_report(scope, manifest)
-    await scope.set_condition(ConditionType.CHILDREN_APPLIED, "True", "Applied")
-    return Outcome.CONTINUE
-
-
 async def _pod_monitor_served(kube: Kube) -> bool:
     try:
         await kube.resource_type(PODMONITOR_API_VERSION, "PodMonitor")
@@ -302,7 +286,7 @@ async def _pod_monitor_served(kube: Kube) -> bool:
     return True
 
 
-async def apply_pod_monitor(scope: Scope) -> Outcome:
+async def plan_pod_monitor(scope: Scope) -> Outcome:
     """A PodMonitor only where Prometheus Operator's CRD exists; without it, a Warning, not a failure."""
     monitor = build_pod_monitor(scope.cluster)
     if monitor is None:
@@ -317,37 +301,18 @@ async def apply_pod_monitor(scope: Scope) -> Outcome:
             warn=EventReason.POD_MONITOR_UNAVAILABLE,
         )
     else:
-        try:
-            await _apply_and_report(scope, monitor)
-        except errors.NotFound:
-            # The CRD went away since the kinds were last looked up: the next reconcile reports it.
-            return Outcome.CONTINUE
-        await scope.set_condition(ConditionType.METRICS_READY, "True", "PodMonitorApplied")
+        scope.pod_monitor = monitor
     return Outcome.CONTINUE
 
 
-async def prune_children(scope: Scope) -> Outcome:
-    """Delete children the spec no longer asks for (a removed scraper, ingress or metrics section)."""
-    cluster = scope.cluster
-    desired = desired_children(cluster, scope.members)
-    monitor = build_pod_monitor(cluster)
-    if monitor is not None:
-        desired.append(monitor)
-    live: list[dict[str, Any]] = []
-    for api_version, kind in PRUNABLE_KINDS:
-        if kind == "PodMonitor" and not await _pod_monitor_served(scope.kube):
-            continue
-        try:
-            found = await scope.kube.list(
-                api_version, kind, cluster.namespace, labels=cluster.instance_selector()
-            )
-        except errors.NotFound:
-            continue  # the kind itself is gone (its CRD was removed): nothing of it to prune
-        live.extend({**item, "apiVersion": api_version, "kind": kind} for item in found)
-    for stale in stale_children(desired, live):
-        name = stale["metadata"]["name"]
-        if await scope.kube.delete(stale["apiVersion"], stale["kind"], name, cluster.namespace):
-            await scope.event("Normal", EventReason.DELETED, f"deleted {stale['kind']} {name}")
+async def apply_children(scope: Scope) -> Outcome:
+    """Every child (and the PodMonitor, when wanted and served) applied; what the spec dropped, deleted."""
+    desired = desired_children(scope.cluster, scope.members)
+    if scope.pod_monitor is not None:
+        desired.append(scope.pod_monitor)
+    await apply_report_prune(scope.kube, scope.book, scope.cluster, desired, PRUNABLE_KINDS)
+    if scope.pod_monitor is not None:
+        await scope.set_condition(ConditionType.METRICS_READY, "True", "PodMonitorApplied")
     return Outcome.CONTINUE
 
 
@@ -363,36 +328,35 @@ STEPS: tuple[Step, ...] = (
     check_configuration,
     ensure_admin_key,
     manage_quorum,
+    plan_pod_monitor,
     apply_children,
-    apply_pod_monitor,
-    prune_children,
     observe_nodes,
 )
 
 
 async def reconcile(
-    obj: dict[str, Any],
-    kube: Kube,
-    recorder: EventRecorder,
-    addressing: NodeAddressing,
-    settings: TypesenseSettings,
+    obj: dict[str, Any], context: Context, addressing: NodeAddressing, settings: TypesenseSettings
 ) -> float:
     """Bring one cluster to its spec and write its status; returns seconds until the next look."""
     scope = Scope(
         obj=obj,
         cluster=Cluster.from_object(obj),
-        kube=kube,
-        book=ConditionBook.of(obj, recorder),
+        kube=context.kube,
+        book=ConditionBook.of(obj, context.recorder),
         settings=settings,
         addressing=addressing,
+        resync_seconds=context.settings.resync_seconds,
     )
     await run_steps(STEPS, scope, finish=_write_status)
     return scope.requeue_after
 
 
 async def _write_status(scope: Scope, completed: bool) -> None:
+    bootstrapping = (scope.obj.get("status") or {}).get("phase") in (None, "Bootstrapping")
     await scope.book.set_ready(
-        *ready_condition(scope.book.conditions, scope.plan),
+        *ready_condition(
+            scope.book.conditions, scope.plan, observed=scope.nodes_answered or not bootstrapping
+        ),
         became_ready=EventReason.QUORUM_READY,
         became_not_ready=EventReason.QUORUM_NOT_READY,
         condition_type=ConditionType.READY,

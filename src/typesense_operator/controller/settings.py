@@ -1,8 +1,12 @@
-"""Settings of the Typesense operator, each overridable by an OPERATOR_SUITE_* environment variable."""
+"""Settings of the Typesense operator, each overridable by an OPERATOR_SUITE_* environment variable.
+
+The resync interval is every operator's: :attr:`operator_core.settings.KubeSettings.resync_seconds`.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 __all__ = ["TypesenseSettings"]
 
@@ -30,7 +34,5 @@ class TypesenseSettings:
     """Seconds before one /status or /health request is given up."""
     probe_concurrency: int = 8
     """At most this many nodes are probed at once."""
-    probe_via: str = "pod-ip"
+    probe_via: Literal["pod-ip", "api-proxy"] = "pod-ip"
     """How nodes are reached: pod-ip (in the cluster, or routable pod IPs) or api-proxy (the pod proxy)."""
-    resync_seconds: float = 60.0
-    """A full reconcile this often even when nothing was seen to change."""

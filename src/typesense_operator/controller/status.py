@@ -19,14 +19,23 @@ __all__ = ["phase", "ready_condition", "status_patch"]
 _PREREQUISITES = (ConditionType.ADMIN_KEY_READY, ConditionType.CHILDREN_APPLIED)
 
 
-def ready_condition(conditions: Sequence[Condition], plan: Plan | None) -> tuple[ConditionStatus, str, str]:
-    """Ready's (status, reason, message): the prerequisites first, then the quorum decision."""
+def ready_condition(
+    conditions: Sequence[Condition], plan: Plan | None, *, observed: bool = True
+) -> tuple[ConditionStatus, str, str]:
+    """Ready's (status, reason, message): the prerequisites first, then the quorum decision.
+
+    ``observed`` says whether the cluster's state has been seen at all: some node has answered a
+    probe, now or since the cluster was created. Until then Ready is Unknown, as Cluster API's
+    conventions ask, not False: nothing is known to be wrong.
+    """
     for prerequisite in _PREREQUISITES:
         found = find(conditions, prerequisite)
         if found is not None and found.status != "True":
             return "False", ReadyReason.QUORUM_NOT_READY, f"{prerequisite}: {found.message or found.reason}"
     if plan is None:
-        return "False", ReadyReason.QUORUM_NOT_READY, "the nodes have not been probed yet"
+        return "Unknown", ReadyReason.QUORUM_NOT_READY, "the nodes have not been probed yet"
+    if not observed:
+        return "Unknown", plan.reason, f"no node has answered yet: {plan.message}"
     return ("True" if plan.ready else "False"), plan.reason, plan.message
 
 

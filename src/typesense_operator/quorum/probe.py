@@ -6,25 +6,50 @@ operator. Nodes are reached either directly at their pod IP (the operator
 runs in the cluster, or pod IPs are routable) or through the API server's pod
 proxy (the operator runs elsewhere). Answers become :class:`NodeProbe`
 values for the pure decision in :mod:`.decide`; nothing here decides.
+
+Only a missing answer (refused, reset, timed out, no address) makes a node
+unreachable. Any other exception is a bug or an answer nobody can read: it is
+logged with its traceback, counted in :data:`UNEXPECTED_ERRORS`, and raised as
+:class:`ProbeFailed`, so the reconcile backs off instead of taking a node that
+may be healthy for silent (which could fence it).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import re
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 import httpx
 
+from operator_core import errors
 from operator_core.kube import Kube
 from typesense_operator.quorum.decide import NodeProbe
 
-__all__ = ["ApiServerProxy", "DirectToPod", "NodeAddressing", "NodeTarget", "probe_nodes"]
+__all__ = [
+    "UNEXPECTED_ERRORS",
+    "ApiServerProxy",
+    "DirectToPod",
+    "NodeAddressing",
+    "NodeTarget",
+    "ProbeFailed",
+    "probe_nodes",
+]
 
 API_KEY_HEADER = "X-TYPESENSE-API-KEY"
+UNEXPECTED_ERRORS: Counter[str] = Counter()
+"""Probes that failed with something other than a missing answer, by exception type, since start."""
+
+_logger = logging.getLogger(__name__)
+
+
+class ProbeFailed(errors.OperatorError):
+    """A probe failed with something other than a missing answer; the reconcile backs off."""
 
 
 @dataclass(frozen=True)
@@ -69,7 +94,7 @@ class DirectToPod:
             answer = await self._client.get(
                 f"http://{target.pod_ip}:{target.port}{path}", headers=dict(headers), timeout=timeout
             )
-        except httpx.HTTPError as error:
+        except httpx.TransportError as error:  # refused, reset, timed out: no answer
             raise Unreachable(str(error)) from error
         return answer.status_code, answer.content
 
@@ -90,8 +115,8 @@ class ApiServerProxy:
             code, body = await self._kube.proxy_get(
                 target.namespace, target.pod, target.port, path, headers=headers, timeout=timeout
             )
-        except Exception as error:  # any transport failure means the same thing: no answer
-            raise Unreachable(type(error).__name__) from error
+        except errors.Unavailable as error:  # no answer from the API server, or a time-out
+            raise Unreachable(str(error)) from error
         if code in (502, 503) and b"error trying to reach service" in body:
             raise Unreachable(f"the API server could not reach pod {target.pod}")
         return code, body
@@ -117,23 +142,29 @@ def _json(body: bytes) -> dict[str, Any]:
 async def _probe_one(
     addressing: NodeAddressing, target: NodeTarget, api_key: str, timeout: float
 ) -> NodeProbe:
-    async def ask(path: str, headers: Mapping[str, str]) -> tuple[int, dict[str, Any]] | None:
+    async def get(port_target: NodeTarget, path: str, headers: Mapping[str, str]) -> tuple[int, bytes] | None:
+        """The answer, or None when there was none; anything else is not "unreachable"."""
         try:
-            code, body = await addressing.get(target, path, headers, timeout)
+            return await addressing.get(port_target, path, headers, timeout)
         except Unreachable:
             return None
-        return code, _json(body)
+        except Exception as error:
+            UNEXPECTED_ERRORS[type(error).__name__] += 1
+            _logger.exception("probing %s of pod %s failed unexpectedly", path, target.pod)
+            raise ProbeFailed(
+                f"probing {path} of pod {target.pod} failed unexpectedly ({type(error).__name__}); "
+                "no quorum decision is taken on a failed probe"
+            ) from error
+
+    async def ask(path: str, headers: Mapping[str, str]) -> tuple[int, dict[str, Any]] | None:
+        answer = await get(target, path, headers)
+        return None if answer is None else (answer[0], _json(answer[1]))
 
     async def last_log() -> tuple[int, int] | None:
         if target.peering_port is None:
             return None
-        try:
-            code, body = await addressing.get(
-                replace(target, port=target.peering_port), "/raft_stat", {}, timeout
-            )
-        except Unreachable:
-            return None
-        return parse_last_log(body) if code == 200 else None
+        answer = await get(replace(target, port=target.peering_port), "/raft_stat", {})
+        return parse_last_log(answer[1]) if answer is not None and answer[0] == 200 else None
 
     status, health, log = await asyncio.gather(
         ask("/status", {API_KEY_HEADER: api_key}), ask("/health", {}), last_log()

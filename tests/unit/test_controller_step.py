@@ -1,0 +1,147 @@
+"""The shared apply-report-prune step: the same Events, condition and Warnings for every operator."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import pytest
+
+from operator_core import errors
+from operator_core.apimodel import ApiModel
+from operator_core.children import CHILDREN_APPLIED, Owner
+from operator_core.controller import Context, apply_report_prune, report_invalid_spec
+from operator_core.crdgen import CustomResource
+from operator_core.kube import ApplyResult
+from operator_core.reconciling import ConditionBook
+from operator_core.settings import KubeSettings
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.events: list[tuple[str, str, str]] = []
+
+    async def emit(self, regarding: Any, event_type: str, reason: str, note: str) -> None:
+        self.events.append((event_type, str(reason), note))
+
+
+class Widget(Owner[ApiModel]):
+    resource: ClassVar[CustomResource] = CustomResource(
+        group="example.com", version="v1", kind="Widget", plural="widgets", spec_model=ApiModel
+    )
+    app: ClassVar[str] = "widget"
+    managed_by: ClassVar[str] = "widget-operator"
+
+
+class FakeKube:
+    """Applies by name, failing the names it is told to; lists what it holds (unit-test stand-in)."""
+
+    def __init__(self, live: list[dict[str, Any]] | None = None) -> None:
+        self.live = {m["metadata"]["name"]: m for m in live or []}
+        self.failing: dict[str, errors.KubeError] = {}
+        self.deleted: list[str] = []
+
+    async def apply(self, manifest: dict[str, Any]) -> ApplyResult:
+        name = manifest["metadata"]["name"]
+        if name in self.failing:
+            raise self.failing[name]
+        created = name not in self.live
+        changed = self.live.get(name) != manifest
+        self.live[name] = manifest
+        return ApplyResult(manifest, written=changed, created=created)
+
+    async def list(self, api_version: str, kind: str, namespace: str, *, labels: Any) -> list[dict[str, Any]]:
+        if kind == "PodMonitor":
+            raise errors.NotFound("kind PodMonitor of monitoring.coreos.com/v1 is not served", status=404)
+        return [m for m in self.live.values() if m["kind"] == kind]
+
+    async def delete(self, api_version: str, kind: str, name: str, namespace: str) -> bool:
+        self.deleted.append(name)
+        return self.live.pop(name, None) is not None
+
+
+WIDGET = Widget(name="w", namespace="ns", uid="u", spec=ApiModel())
+PRUNABLE = (("v1", "ConfigMap"), ("monitoring.coreos.com/v1", "PodMonitor"))
+
+
+def config_map(name: str, value: str = "1") -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": {"v": value}}
+
+
+def a_book() -> tuple[ConditionBook, Recorder]:
+    recorder = Recorder()
+    obj = {"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w", "generation": 1}}
+    return ConditionBook.of(obj, recorder), recorder  # type: ignore[arg-type]
+
+
+async def run(kube: FakeKube, book: ConditionBook, desired: list[dict[str, Any]]) -> None:
+    await apply_report_prune(kube, book, WIDGET, desired, PRUNABLE)  # type: ignore[arg-type]
+
+
+async def test_created_updated_and_deleted_children_each_get_one_event() -> None:
+    kube, (book, recorder) = FakeKube([config_map("old")]), a_book()
+    await run(kube, book, [config_map("a"), config_map("b")])
+    await run(kube, book, [config_map("a", "2"), config_map("b")])
+    assert recorder.events == [
+        ("Normal", "Created", "created ConfigMap a"),
+        ("Normal", "Created", "created ConfigMap b"),
+        ("Normal", "Deleted", "deleted ConfigMap old"),
+        ("Normal", "Updated", "updated ConfigMap a"),
+    ]
+    applied = book.get(CHILDREN_APPLIED)
+    assert applied is not None
+    assert (applied.status, applied.reason) == ("True", "Applied")
+    assert kube.deleted == ["old"], "a kind that is not served (PodMonitor) has nothing to prune"
+
+
+async def test_a_failing_apply_sets_the_condition_and_warns_once_per_failure_not_per_retry() -> None:
+    kube, (book, recorder) = FakeKube(), a_book()
+    kube.failing["b"] = errors.Invalid("ConfigMap b: data.v: must be a number", status=422)
+    for _ in range(3):
+        with pytest.raises(errors.Invalid):
+            await run(kube, book, [config_map("a"), config_map("b")])
+    warnings = [event for event in recorder.events if event[0] == "Warning"]
+    assert warnings == [("Warning", "ApplyFailed", "ConfigMap b: ConfigMap b: data.v: must be a number")]
+    applied = book.get(CHILDREN_APPLIED)
+    assert applied is not None
+    assert (applied.status, applied.reason) == ("False", "ApplyFailed")
+    kube.failing["b"] = errors.Forbidden("RBAC forbids configmaps", status=403)
+    with pytest.raises(errors.Forbidden):
+        await run(kube, book, [config_map("a"), config_map("b")])
+    assert [event for event in recorder.events if event[0] == "Warning"][-1] == (
+        "Warning",
+        "ApplyFailed",
+        "ConfigMap b: RBAC forbids configmaps",
+    ), "a failure that changes is worth a new Warning"
+    del kube.failing["b"]
+    await run(kube, book, [config_map("a"), config_map("b")])
+    applied = book.get(CHILDREN_APPLIED)
+    assert applied is not None
+    assert applied.status == "True"
+
+
+class StatusKube:
+    def __init__(self) -> None:
+        self.patches: list[dict[str, Any]] = []
+
+    async def patch_status(self, api_version: str, kind: str, name: str, namespace: str, patch: Any) -> None:
+        self.patches.append(patch)
+
+
+async def test_a_spec_its_model_refuses_makes_ready_false_with_one_warning() -> None:
+    kube, recorder = StatusKube(), Recorder()
+    context = Context(kube, recorder, KubeSettings())  # type: ignore[arg-type]
+    obj: dict[str, Any] = {
+        "apiVersion": "example.com/v1",
+        "kind": "Widget",
+        "metadata": {"name": "w", "namespace": "ns", "generation": 2},
+    }
+    error = errors.InvalidSpec("Widget w: spec.size: Input should be a valid integer")
+    await report_invalid_spec(context, Widget.resource, obj, error)
+    (patch,) = kube.patches
+    (ready,) = patch["conditions"]
+    assert (ready["type"], ready["status"], ready["reason"]) == ("Ready", "False", "InvalidSpec")
+    assert ready["message"] == str(error)
+    assert recorder.events == [("Warning", "InvalidSpec", str(error))]
+    await report_invalid_spec(context, Widget.resource, {**obj, "status": patch}, error)
+    assert len(kube.patches) == 1, "the same refusal again writes nothing"
+    assert len(recorder.events) == 1, "and warns no more"
