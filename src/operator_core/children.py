@@ -106,6 +106,10 @@ class Owner(Generic[SpecT]):
     def labels(self, component: str) -> dict[str, str]:
         return {**self.selector(component), MANAGED_BY_LABEL: self.managed_by}
 
+    def component_selector(self, component: str) -> dict[str, str]:
+        """This object's children of one component, whatever their name label (Jobs, say)."""
+        return {**self.instance_selector(), COMPONENT_LABEL: component}
+
     def instance_selector(self) -> dict[str, str]:
         """Every child of this object, whatever its component."""
         return {INSTANCE_LABEL: self.name, MANAGED_BY_LABEL: self.managed_by}

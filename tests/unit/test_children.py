@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
+
 from operator_core.apimodel import ApiModel
 from operator_core.children import Owner, stale_children
 from operator_core.crdgen import CustomResource
+from operator_core.errors import InvalidSpec, Retry, retry_policy
 
 
 class WidgetSpec(ApiModel):
@@ -72,3 +75,12 @@ def test_stale_children_are_live_prunable_ones_that_no_desired_manifest_names() 
     desired = [manifest("Service", "kept")]
     live = [manifest("Service", "kept"), manifest("Service", "dropped"), manifest("Secret", "never-pruned")]
     assert stale_children(desired, live, [("v1", "Service")]) == [manifest("Service", "dropped")]
+
+
+def test_a_spec_its_model_refuses_is_an_invalid_spec_naming_the_field() -> None:
+    obj = {"metadata": {"name": "w", "namespace": "ns"}, "spec": {"size": "big"}}
+    with pytest.raises(
+        InvalidSpec, match=r"^Widget w: spec\.size: Input should be a valid integer"
+    ) as refused:
+        Widget.from_object(obj)
+    assert retry_policy(refused.value) is Retry.WAIT_FOR_CHANGE

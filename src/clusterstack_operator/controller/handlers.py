@@ -1,12 +1,11 @@
-"""kopf handlers of the Cluster Stack operator; importing this module registers them."""
+"""kopf handlers of the Cluster Stack operator; importing this module registers them.
 
-import kopf
+The operator is wired by the shared controller step (:mod:`operator_core.controller`),
+as the other two are; its custom resources and their controllers come with their own issue.
+"""
 
-from operator_core.runner import configure_kopf
+from operator_core.controller import Operator
 
 API_GROUP = "clusterstack.x-k8s.io"
 
-
-@kopf.on.startup()
-def configure(settings: kopf.OperatorSettings, **_: object) -> None:
-    configure_kopf(settings, API_GROUP)
+OPERATOR = Operator("cluster-stack-operator", API_GROUP)

@@ -187,7 +187,7 @@ async def run_update_idents(scope: Scope) -> Outcome:
         return Outcome.CONTINUE
     if applied == wanted:
         return Outcome.CONTINUE
-    selector = {**instance.instance_selector(), "app.kubernetes.io/component": UPDATE_IDENTS}
+    selector = instance.component_selector(UPDATE_IDENTS)
     jobs = await scope.kube.list("batch/v1", "Job", instance.namespace, labels=selector)
     name = instance.update_idents_job_name(wanted)
     for job in jobs:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from typesense_operator.quorum.decide import Plan, QuorumRecord
+from typesense_operator.quorum.decide import Action, Plan, QuorumRecord
 
 __all__ = ["record_from_status", "status_from_plan"]
 
@@ -35,7 +35,7 @@ def _wire_time(value: datetime | None) -> str | None:
 def status_from_plan(plan: Plan, previous: dict[str, Any] | None) -> dict[str, Any]:
     """``status.quorum`` after ``plan``, unset fields left out: an unchanged plan gives an equal dict."""
     record = plan.record
-    last_action = plan.action.value if plan.action.value != "None" else (previous or {}).get("lastAction")
+    last_action = plan.action.value if plan.action is not Action.NONE else (previous or {}).get("lastAction")
     fields: dict[str, Any] = {
         "state": plan.state.value,
         "members": list(record.members) or None,
