@@ -12,22 +12,18 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 from typing import Any, Literal, TypeVar, get_args, get_origin, get_type_hints
 
 from operator_core.errors import SettingsError
 
-__all__ = ["ControlPlaneSettings", "KubeSettings", "from_env", "variable_name"]
+__all__ = ["KubeSettings", "from_env", "variable_name"]
 
 T = TypeVar("T")
 
 _PREFIX = "OPERATOR_SUITE_"
-
-
-def _cache_home() -> Path:
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "operator-suite"
 
 
 @dataclass(frozen=True)
@@ -45,20 +41,6 @@ class KubeSettings:
     resync_seconds: float = 60.0
     """A full reconcile of each object this often even when nothing was seen to change: the safety
     net under the watches that wake an object when it, its children or what it names change."""
-
-
-@dataclass(frozen=True)
-class ControlPlaneSettings:
-    """Where the local control plane's binaries come from and live."""
-
-    cache_dir: Path = field(default_factory=_cache_home)
-    """Root of the binary cache, outside any work tree; binaries go in <cache_dir>/<versions>/bin."""
-    kubernetes_version: str = "v1.35.4"
-    """The k8s.io/kubernetes release pinned in hack/controlplane/go.mod."""
-    etcd_version: str = "v3.6.16"
-    """The etcd release pinned in hack/etcd/go.mod."""
-    start_timeout: float = 120.0
-    """Seconds to wait for every component to report ready."""
 
 
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")

@@ -13,7 +13,8 @@ import pytest
 
 from operator_core.errors import SettingsError
 from operator_core.runner import check_settings
-from operator_core.settings import ControlPlaneSettings, KubeSettings, from_env
+from operator_core.settings import KubeSettings, from_env
+from operator_testkit.settings import ControlPlaneSettings
 from typesense_operator.controller.settings import TypesenseSettings
 
 

@@ -26,7 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from operator_core.errors import ControlPlaneError
-from operator_core.settings import ControlPlaneSettings, from_env
+from operator_core.settings import from_env
+from operator_testkit.settings import ControlPlaneSettings
 
 __all__ = ["KUBERNETES_COMMANDS", "Binaries", "ensure_binaries", "find_hack_dir"]
 

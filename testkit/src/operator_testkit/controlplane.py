@@ -39,9 +39,10 @@ import httpx
 import yaml
 
 from operator_core.errors import ControlPlaneError
-from operator_core.settings import ControlPlaneSettings, from_env
+from operator_core.settings import from_env
 from operator_testkit.binaries import Binaries, ensure_binaries
 from operator_testkit.pki import Pki, create_pki
+from operator_testkit.settings import ControlPlaneSettings
 
 __all__ = [
     "DEFAULT_SERVICE_CIDR",
