@@ -4,7 +4,7 @@ Subcommands:
 
 - ``binaries``: build (or reuse) the control-plane binaries and print where they are;
 - ``controlplane up|down --dir DIR``: a detached local control plane, with ``DIR/kubeconfig``;
-- ``sandbox up|down``: control plane, node agent, operators and their samples;
+- ``sandbox up|down``: control plane, node agent, operators and their samples; one per machine;
 - ``agent kill|freeze|thaw|delete-pod|restart-statefulset|wipe|fill|free``: faults on demand;
 - ``kubectl [--dir DIR] ARGS...``: the pinned kubectl against a local control plane.
 
@@ -24,7 +24,14 @@ from operator_core.errors import OperatorError
 from operator_testkit.binaries import KUBERNETES_COMMANDS, ensure_binaries
 from operator_testkit.controlplane import ControlPlane, ControlPlaneState, running_components, stop_recorded
 from operator_testkit.nodeagent.cli import add_agent_commands
-from operator_testkit.sandbox import sandbox_down, sandbox_up
+from operator_testkit.sandbox import (
+    DEFAULT_LOCK,
+    SANDBOX_POD_CIDR,
+    SANDBOX_SERVICE_CIDR,
+    SandboxOptions,
+    sandbox_down,
+    sandbox_up,
+)
 
 __all__ = ["main"]
 
@@ -79,7 +86,12 @@ def _kubectl(arguments: argparse.Namespace) -> int:
 
 
 def _sandbox(arguments: argparse.Namespace) -> int:
-    return sandbox_up(arguments.dir) if arguments.action == "up" else sandbox_down(arguments.dir)
+    if arguments.action == "down":
+        return sandbox_down(arguments.dir, arguments.lock)
+    options = SandboxOptions(
+        pod_cidr=arguments.pod_cidr, service_cidr=arguments.service_cidr, lock=arguments.lock
+    )
+    return sandbox_up(arguments.dir, options)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -116,7 +128,23 @@ def _parser() -> argparse.ArgumentParser:
         sub.add_argument(
             "--dir", type=Path, default=DEFAULT_SANDBOX_DIR, help="state directory (%(default)s)"
         )
+        sub.add_argument(
+            "--lock",
+            type=Path,
+            default=DEFAULT_LOCK,
+            help="one sandbox per machine: the lock file naming the running one (%(default)s; "
+            "$OPERATOR_SUITE_SANDBOX_LOCK)",
+        )
         sub.set_defaults(run=_sandbox)
+        if action == "up":
+            sub.add_argument(
+                "--pod-cidr", default=SANDBOX_POD_CIDR, help="loopback range for pod addresses (%(default)s)"
+            )
+            sub.add_argument(
+                "--service-cidr",
+                default=SANDBOX_SERVICE_CIDR,
+                help="loopback range for Service addresses (%(default)s)",
+            )
 
     add_agent_commands(commands)
 

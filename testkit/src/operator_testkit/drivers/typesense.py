@@ -27,6 +27,7 @@ SANDBOX = SandboxEntry(
     script="typesense-operator",
     rbac="deploy/rbac/typesense-operator.yaml",
     samples=("deploy/samples/ts_v1alpha1_typesensecluster_aws.yaml",),
+    storage_classes=("standard",),  # a TypesenseCluster's storage.storageClassName when unset
     usage="""\
   kubectl get typesenseclusters,pods -o wide
   KEY=$(kubectl get secret cluster-1-admin-key -o jsonpath='{.data.typesense-api-key}' | base64 -d)
