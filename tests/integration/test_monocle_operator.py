@@ -86,7 +86,8 @@ async def count_owned(kube: Kube, kind: str, namespace: str, owner: str, count: 
 
 
 async def reconciled_after(control_plane: ControlPlane, namespace: str, since: int) -> None:
-    """Wait for a whole reconcile after ``since``: its last read is the crawler Deployment."""
+    """Wait for a whole reconcile after ``since``: its last read is the crawler Deployment, and whatever it
+    writes after that (status, Events) comes before the operator goes quiet."""
     await wait_for_request(
         control_plane,
         OPERATOR_USER,
@@ -96,7 +97,7 @@ async def reconciled_after(control_plane: ControlPlane, namespace: str, since: i
         resource="deployments",
         name_suffix="-crawler",
     )
-    await asyncio.sleep(1)
+    await settle(control_plane, OPERATOR_USER, namespace, quiet_seconds=1.0)
 
 
 async def edit_config(kube: Kube, namespace: str, text: str, name: str = "monocle-sample-api") -> None:
@@ -304,7 +305,9 @@ async def _gone(kube: Kube, api_version: str, kind: str, name: str, namespace: s
     return await kube.get(api_version, kind, name, namespace) is None
 
 
-async def test_two_instances_in_one_namespace_do_not_interfere(kube: Kube, namespace: str) -> None:
+async def test_two_instances_in_one_namespace_do_not_interfere(
+    kube: Kube, namespace: str, control_plane: ControlPlane
+) -> None:
     await kube.apply(monocle(namespace, "one"))
     await kube.apply(monocle(namespace, "two"))
     for name in ("one", "two"):
@@ -320,7 +323,7 @@ async def test_two_instances_in_one_namespace_do_not_interfere(kube: Kube, names
     await edit_config(kube, namespace, "workspaces:\n  - name: changed\n", name="one-api")
     (job,) = await wait_until(lambda: update_idents_jobs(kube, namespace, "one"), what="one's Job")  # type: ignore[misc]
     assert job["metadata"]["name"].startswith("one-update-idents-")
-    await asyncio.sleep(2)
+    await settle(control_plane, OPERATOR_USER, namespace, quiet_seconds=1.0)
     assert await update_idents_jobs(kube, namespace, "two") == []
     two = await get_instance(kube, namespace, "two")
     assert "updateIdentsJob" not in two["status"]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import uuid
 from typing import Any
@@ -306,7 +305,8 @@ async def test_steady_state_reconcile_makes_no_write_request(
     await wait_for_request(
         control_plane, OPERATOR_USER, namespace, settled, verb="get", resource="statefulsets"
     )
-    await asyncio.sleep(2)
+    # The reconcile's last read is the StatefulSet; whatever it would write comes before it goes quiet.
+    await settle(control_plane, OPERATOR_USER, namespace, quiet_seconds=1.0)
     writes = writes_since(control_plane, OPERATOR_USER, namespace, settled)
     assert writes == [], [(e["verb"], e["objectRef"]) for e in writes]
 
