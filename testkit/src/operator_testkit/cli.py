@@ -29,6 +29,7 @@ from operator_testkit.sandbox import (
     SANDBOX_POD_CIDR,
     SANDBOX_SERVICE_CIDR,
     SandboxOptions,
+    loopback_range,
     sandbox_down,
     sandbox_up,
 )
@@ -85,6 +86,13 @@ def _kubectl(arguments: argparse.Namespace) -> int:
     os.execv(kubectl, [str(kubectl), f"--kubeconfig={kubeconfig}", *arguments.kubectl_arguments])  # noqa: S606
 
 
+def _loopback_range(text: str) -> str:
+    try:
+        return loopback_range(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from error
+
+
 def _sandbox(arguments: argparse.Namespace) -> int:
     if arguments.action == "down":
         return sandbox_down(arguments.dir, arguments.lock)
@@ -138,10 +146,14 @@ def _parser() -> argparse.ArgumentParser:
         sub.set_defaults(run=_sandbox)
         if action == "up":
             sub.add_argument(
-                "--pod-cidr", default=SANDBOX_POD_CIDR, help="loopback range for pod addresses (%(default)s)"
+                "--pod-cidr",
+                type=_loopback_range,
+                default=SANDBOX_POD_CIDR,
+                help="loopback range for pod addresses (%(default)s)",
             )
             sub.add_argument(
                 "--service-cidr",
+                type=_loopback_range,
                 default=SANDBOX_SERVICE_CIDR,
                 help="loopback range for Service addresses (%(default)s)",
             )

@@ -27,6 +27,7 @@ can run beside it.
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import json
 import os
 import shutil
@@ -62,6 +63,7 @@ __all__ = [
     "SANDBOX_SERVICE_CIDR",
     "SandboxEntry",
     "SandboxOptions",
+    "loopback_range",
     "sandbox_down",
     "sandbox_processes",
     "sandbox_up",
@@ -155,6 +157,19 @@ def _complain(message: str) -> None:
 
 
 # ---------------------------------------------------------------- pure decisions
+
+
+def loopback_range(text: str) -> str:
+    """``text`` as a network, if it lies in 127.0.0.0/8: no sandbox address leads off this machine (pure)."""
+    try:
+        network = ipaddress.IPv4Network(text)
+    except ValueError as error:
+        raise ValueError(f"{text!r} is not an IPv4 network: {error}") from error
+    if not network.subnet_of(ipaddress.IPv4Network("127.0.0.0/8")):
+        raise ValueError(
+            f"{text} is not a loopback range (127.0.0.0/8): its traffic would leave this machine"
+        )
+    return str(network)
 
 
 def storage_class_names(documents: Iterable[Any]) -> set[str]:
@@ -377,6 +392,12 @@ def sandbox_up(directory: Path, options: SandboxOptions | None = None) -> int:
     """Start the sandbox in ``directory``; 0 once every sample is Ready, else why not, with nothing left."""
     options = options or SandboxOptions()
     directory = directory.resolve()
+    try:
+        loopback_range(options.pod_cidr)
+        loopback_range(options.service_cidr)
+    except ValueError as error:
+        _complain(str(error))
+        return 1
     if (directory / "sandbox.json").exists():
         _complain(f"a sandbox is already recorded in {directory}")
         _complain(f"stop it first: operator-suite-dev sandbox down --dir {directory}")
