@@ -79,6 +79,13 @@ class Sandbox:
         command = [CLI, "kubectl", "--dir", str(self.directory), *arguments, "-o", "json"]
         return json.loads(subprocess.check_output(command, timeout=60))
 
+    async def wait_for(self, process: subprocess.Popen[bytes], text: str, timeout: float) -> None:
+        """Until ``up`` says ``text``; fails at once, with what it said, if it exits first."""
+        await wait_until(
+            lambda: text in self.said() or process.poll() is not None, timeout=timeout, what=repr(text)
+        )
+        assert text in self.said(), f"sandbox up exited with {process.returncode}:\n{self.said()}"
+
     def said(self) -> str:
         return self.output.read_text(errors="replace") if self.output.exists() else ""
 
@@ -129,13 +136,9 @@ async def test_up_names_a_pod_that_cannot_start_within_seconds_and_leaves_nothin
     sandbox: Sandbox, tmp_path: Path
 ) -> None:
     process = sandbox.up(env=hiding_typesense(tmp_path))
-    await wait_until(lambda: SAMPLE_APPLIED in sandbox.said(), timeout=180, what="the sample to be applied")
+    await sandbox.wait_for(process, SAMPLE_APPLIED, timeout=180)
     applied = time.monotonic()
-    await wait_until(
-        lambda: "container typesense cannot start" in sandbox.said(),
-        timeout=STUCK_REPORTED_WITHIN,
-        what="the stuck pod's report",
-    )
+    await sandbox.wait_for(process, "container typesense cannot start", timeout=STUCK_REPORTED_WITHIN)
     reported_after = time.monotonic() - applied
     await wait_until(lambda: process.poll() is not None, timeout=120, what="sandbox up to exit")
     said = sandbox.said()
@@ -157,7 +160,10 @@ async def test_sigterm_while_the_control_plane_starts_leaves_nothing_running(san
         # The record and the lock come first; then etcd, which carries the sandbox's marker.
         return (sandbox.directory / "sandbox.json").exists() and bool(sandbox.running())
 
-    await wait_until(started_something, timeout=60, what="up to start its first process")
+    await wait_until(
+        lambda: started_something() or process.poll() is not None, timeout=60, what="up to start a process"
+    )
+    assert process.poll() is None, sandbox.said()
     process.send_signal(signal.SIGTERM)
     await wait_until(lambda: process.poll() is not None, timeout=120, what="sandbox up to exit")
     assert process.returncode == 128 + signal.SIGTERM, sandbox.said()
@@ -168,7 +174,10 @@ async def test_sigterm_while_the_control_plane_starts_leaves_nothing_running(san
 async def test_ctrl_c_while_the_samples_start_leaves_nothing_running(sandbox: Sandbox) -> None:
     process = sandbox.up()
     pods = sandbox.directory / "nodeagent" / "pods"
-    await wait_until(lambda: processes_under(pods), timeout=180, what="the sample's containers to run")
+    await wait_until(
+        lambda: processes_under(pods) or process.poll() is not None, timeout=180, what="the containers to run"
+    )
+    assert process.poll() is None, sandbox.said()
     process.send_signal(signal.SIGINT)
     await wait_until(lambda: process.poll() is not None, timeout=120, what="sandbox up to exit")
     assert process.returncode == 128 + signal.SIGINT, sandbox.said()
@@ -178,9 +187,7 @@ async def test_ctrl_c_while_the_samples_start_leaves_nothing_running(sandbox: Sa
 async def test_down_stops_everything_after_up_was_killed_outright(sandbox: Sandbox) -> None:
     # SIGKILL: up cannot clean up after itself; down finds what it recorded, and what it had not yet.
     process = sandbox.up()
-    await wait_until(
-        lambda: "starting typesense-operator" in sandbox.said(), timeout=120, what="the operators to start"
-    )
+    await sandbox.wait_for(process, "starting typesense-operator", timeout=120)
     process.kill()
     await wait_until(lambda: process.poll() is not None, what="sandbox up to die")
     assert sandbox.running(), "nothing was left running to stop"
