@@ -42,7 +42,7 @@ async def test_a_second_control_plane_runs_alongside_and_is_independent(
 
 def test_cli_up_and_down_leave_no_process(tmp_path: Path, control_plane: ControlPlane) -> None:
     directory = tmp_path / "cli"
-    command = [sys.executable, "-m", "operator_core.cli", "controlplane"]
+    command = [sys.executable, "-m", "operator_testkit.cli", "controlplane"]
     up = subprocess.run(
         [*command, "up", "--dir", str(directory)], capture_output=True, text=True, timeout=180
     )

@@ -25,6 +25,7 @@ import ctypes
 import ipaddress
 import json
 import os
+import random
 import signal
 import socket
 import ssl
@@ -67,11 +68,26 @@ _STOP_GRACE_SECONDS = 10.0
 _PR_SET_PDEATHSIG = 1
 
 
+# Below Linux's ephemeral range (32768-60999 by default): the kernel never gives these ports to outgoing
+# connections, so a port found free here stays free until the component binds it. A port the kernel
+# picked (bind to 0) could be handed to any client connection in between; that once made etcd fail
+# with "address already in use" while other tests ran.
+_PORT_RANGE = (20000, 32000)
+_PORT_TRIES = 200
+
+
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+    """A TCP port on 127.0.0.1 that nothing listens on right now, outside the kernel's ephemeral range."""
+    picker = random.SystemRandom()
+    for _ in range(_PORT_TRIES):
+        port = picker.randint(*_PORT_RANGE)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        return port
+    raise ControlPlaneError(f"no free port in {_PORT_RANGE[0]}-{_PORT_RANGE[1]} after {_PORT_TRIES} tries")
 
 
 def _base64(path: Path) -> str:

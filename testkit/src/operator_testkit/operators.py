@@ -7,9 +7,11 @@ RBAC rule therefore fails a test instead of surfacing in production.
 
 from __future__ import annotations
 
+import os
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import IO, Any, Self
@@ -52,7 +54,10 @@ class OperatorProcess:
     """One operator process, started from its console script and stopped with SIGTERM."""
 
     def __init__(self, script: str, kubeconfig: Path, log_path: Path, *arguments: str) -> None:
-        executable = shutil.which(script)
+        # Beside this Python first: the venv's scripts, even when its bin/ is not on PATH.
+        executable = shutil.which(
+            script, path=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+        )
         if executable is None:
             raise ControlPlaneError(f"console script {script} is not installed")
         self.script = script
