@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from enum import StrEnum
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from operator_core.errors import NotFound
+from operator_core.errors import NotFound, Retry, Unavailable, retry_policy
 from operator_core.events import EventRecorder
 from operator_core.kube import APPLIED_HASH_ANNOTATION, Kube
 from operator_core.secrets import register_secret
@@ -108,3 +109,29 @@ async def test_events_are_posted_with_scrubbed_notes(kube: Kube, namespace: str)
     assert event["regarding"]["name"] == "settings"
     assert "hunter2-very-secret" not in event["note"]
     assert "[REDACTED]" in event["note"]
+
+
+async def test_the_pod_proxy_is_reached_with_the_kubeconfigs_own_server_and_credentials(
+    kube: Kube, namespace: str
+) -> None:
+    """The API server answers for the pod (it does not exist), so the client reached it and was let in."""
+    code, body = await kube.proxy_get(namespace, "no-such-pod", 8108, "/health", headers={}, timeout=5)
+    assert code == 404
+    assert b"no-such-pod" in body
+
+
+async def test_no_answer_at_all_is_unavailable_and_temporary(tmp_path: Path) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+        "clusters: [{name: c, cluster: {server: 'https://127.0.0.1:9', insecure-skip-tls-verify: true}}]\n"
+        "users: [{name: u, user: {token: t}}]\n"
+        "contexts: [{name: c, context: {cluster: c, user: u}}]\n"
+    )
+    async with Kube.connect(kubeconfig, timeout=2) as nowhere:
+        with pytest.raises(Unavailable, match="no answer from the API server") as proxied:
+            await nowhere.proxy_get("ns", "pod", 8108, "/health", headers={}, timeout=2)
+        with pytest.raises(Unavailable) as read:
+            await nowhere.get("v1", "ConfigMap", "settings", "ns")
+    for error in (proxied.value, read.value):
+        assert retry_policy(error) is Retry.BACK_OFF
