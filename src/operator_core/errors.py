@@ -12,8 +12,9 @@
     ├── PermanentError              only a change of the object (or of what it names) can fix this
     │   └── InvalidSpec             the spec passed the CRD's schema but its model refuses it
     ├── SettingsError               an OPERATOR_SUITE_* variable has a value the setting does not allow
-    ├── CRDGenerationError          a model cannot become a structural CRD schema
-    └── ControlPlaneError           the test kit's local control plane failed to build, start or stop
+    └── CRDGenerationError          a model cannot become a structural CRD schema
+
+(The test kit adds its own branch: ``operator_testkit.errors.ControlPlaneError``.)
 
 The policy (:func:`retry_policy`), applied by the per-object loop of
 :mod:`operator_core.reconciling`, and nowhere else:
@@ -46,7 +47,6 @@ from enum import Enum
 __all__ = [
     "CRDGenerationError",
     "Conflict",
-    "ControlPlaneError",
     "Forbidden",
     "Invalid",
     "InvalidSpec",
@@ -108,10 +108,6 @@ class SettingsError(OperatorError):
 
 class CRDGenerationError(OperatorError):
     """A pydantic model cannot be turned into a structural CRD schema."""
-
-
-class ControlPlaneError(OperatorError):
-    """The test kit's local control plane could not be built, started, or stopped."""
 
 
 class Retry(Enum):

@@ -25,8 +25,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from operator_core.errors import ControlPlaneError
 from operator_core.settings import from_env
+from operator_testkit.errors import ControlPlaneError
 from operator_testkit.settings import ControlPlaneSettings
 
 __all__ = ["KUBERNETES_COMMANDS", "Binaries", "ensure_binaries", "find_hack_dir"]

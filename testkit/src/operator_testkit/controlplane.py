@@ -39,9 +39,9 @@ from typing import IO, Any, Self
 import httpx
 import yaml
 
-from operator_core.errors import ControlPlaneError
 from operator_core.settings import from_env
 from operator_testkit.binaries import Binaries, ensure_binaries
+from operator_testkit.errors import ControlPlaneError
 from operator_testkit.pki import Pki, create_pki
 from operator_testkit.settings import ControlPlaneSettings
 

@@ -19,8 +19,8 @@ from typing import IO, Any, Self
 import httpx
 import yaml
 
-from operator_core.errors import ControlPlaneError
 from operator_testkit.controlplane import ControlPlane, free_port
+from operator_testkit.errors import ControlPlaneError
 
 __all__ = ["OperatorProcess", "OperatorRegistry", "service_account_kubeconfig"]
 

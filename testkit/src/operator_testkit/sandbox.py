@@ -43,7 +43,6 @@ from typing import Any
 
 import yaml
 
-from operator_core.errors import ControlPlaneError
 from operator_testkit.binaries import find_hack_dir
 from operator_testkit.controlplane import (
     ENDPOINT_CONTROLLERS,
@@ -51,6 +50,7 @@ from operator_testkit.controlplane import (
     ControlPlaneState,
     stop_recorded,
 )
+from operator_testkit.errors import ControlPlaneError
 from operator_testkit.nodeagent.failures import WaitingKey, stuck_containers, waiting_since
 from operator_testkit.nodeagent.harness import processes_under, start_agent
 from operator_testkit.nodeagent.storage import PROVISIONER
