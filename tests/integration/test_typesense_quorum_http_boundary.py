@@ -18,7 +18,6 @@ does. The pods' status (IP, Ready) is written here, as a kubelet would.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import random
 from collections.abc import AsyncIterator
@@ -28,13 +27,27 @@ import pytest
 from aiohttp import web
 
 from operator_core.kube import Kube
-from operator_testkit.assertions import events_for, wait_for_condition
+from operator_testkit.assertions import (
+    events_for,
+    operator_requests,
+    wait_for_condition,
+    wait_for_events,
+    writes_since,
+)
+from operator_testkit.controlplane import ControlPlane
 from operator_testkit.fixtures import wait_until
 
 pytestmark = pytest.mark.usefixtures("typesense_operator")
 
 API = "ts.opentelekomcloud.com/v1alpha1"
 API_PORT = 8108
+OPERATOR_USER = "system:serviceaccount:typesense-system:typesense-operator"
+
+LOOKS_TO_WATCH = 2
+"""How many more quorum decisions a test watches to prove that nothing more happens (no second
+Warning, no surgery). Neither out-of-disk nor a hold has a timer in the decision: each look at the
+same answers repeats the same plan, so looks, not seconds, are what count. The operator looks at an
+unhealthy 3-node cluster every 5 s (``requeue_seconds(3, unhealthy=True)``): two looks take about 10 s."""
 
 
 class FakeNode:
@@ -44,6 +57,8 @@ class FakeNode:
         self.ip = ip
         self.status: dict[str, Any] = {"committed_index": 7, "queued_writes": 0, "state": state}
         self.health: tuple[int, dict[str, Any]] = (200, {"ok": True})
+        self.looks = 0
+        """/status requests answered: the operator probes every node once per quorum decision."""
         self._runner: web.AppRunner | None = None
 
     async def start(self) -> None:
@@ -60,6 +75,7 @@ class FakeNode:
             self._runner = None
 
     async def _status(self, _: web.Request) -> web.Response:
+        self.looks += 1
         return web.Response(text=json.dumps(self.status), content_type="application/json")
 
     async def _health(self, _: web.Request) -> web.Response:
@@ -113,6 +129,22 @@ async def running_cluster(kube: Kube, namespace: str, name: str, nodes: list[Fak
     return {pod["metadata"]["name"]: pod["metadata"]["uid"] for pod in created}
 
 
+async def watch_the_operator_look_again(
+    control_plane: ControlPlane, namespace: str, answering: FakeNode
+) -> list[dict[str, Any]]:
+    """Until the operator has probed ``answering`` LOOKS_TO_WATCH more times; its writes to pods and
+    ConfigMaps (the nodes list) meanwhile, from the audit log: surgery is made of those."""
+    since = len(operator_requests(control_plane, OPERATOR_USER, namespace))
+    seen = answering.looks
+    await wait_until(
+        lambda: answering.looks >= seen + LOOKS_TO_WATCH,
+        timeout=15 * LOOKS_TO_WATCH,
+        what=f"{LOOKS_TO_WATCH} more quorum decisions (probes of {answering.ip})",
+    )
+    writes = writes_since(control_plane, OPERATOR_USER, namespace, since)
+    return [e for e in writes if e["objectRef"].get("resource") in ("pods", "configmaps")]
+
+
 async def assert_no_surgery(kube: Kube, namespace: str, name: str, uids: dict[str, str]) -> None:
     """No downgrade, no fencing, the same pods, and every node still in the nodes list."""
     assert not await events_for(kube, namespace, "QuorumDowngraded")
@@ -125,7 +157,7 @@ async def assert_no_surgery(kube: Kube, namespace: str, name: str, uids: dict[st
 
 
 async def test_out_of_disk_needs_a_person_and_gets_no_surgery(
-    kube: Kube, namespace: str, nodes: list[FakeNode]
+    kube: Kube, namespace: str, nodes: list[FakeNode], control_plane: ControlPlane
 ) -> None:
     uids = await running_cluster(kube, namespace, "full", nodes)
 
@@ -143,12 +175,9 @@ async def test_out_of_disk_needs_a_person_and_gets_no_surgery(
     )
     assert "node 2: OUT_OF_DISK" in ready["message"]
 
-    # Several reconciles later: still one Warning, no downgrade, no pod touched, the list intact.
-    async def several_reconciles_later() -> bool:
-        return len(await events_for(kube, namespace, "QuorumNeedsIntervention")) >= 1
-
-    await wait_until(several_reconciles_later, timeout=30, interval=0.5, what="the Warning Event")
-    await asyncio.sleep(15)
+    # Several looks later: still one Warning, no downgrade, no pod touched, the list intact.
+    await wait_for_events(kube, namespace, "QuorumNeedsIntervention")
+    assert await watch_the_operator_look_again(control_plane, namespace, nodes[2]) == []
     (warning,) = await events_for(kube, namespace, "QuorumNeedsIntervention")
     assert warning["type"] == "Warning"
     assert "OUT_OF_DISK" in warning["message"]
@@ -159,33 +188,39 @@ async def test_out_of_disk_needs_a_person_and_gets_no_surgery(
 
 
 async def test_an_operator_cut_off_from_ready_nodes_holds_its_surgery_until_the_kubelets_agree(
-    kube: Kube, namespace: str, nodes: list[FakeNode]
+    kube: Kube, namespace: str, nodes: list[FakeNode], control_plane: ControlPlane
 ) -> None:
     uids = await running_cluster(kube, namespace, "cutoff", nodes)
 
     # The leader and one follower stop answering the operator; their kubelets still see them Ready.
     await nodes[0].stop()
     await nodes[2].stop()
-    await wait_until(
-        lambda: events_for(kube, namespace, "QuorumSurgeryHeld"), timeout=90, interval=1, what="the hold"
-    )
-    (held,) = await events_for(kube, namespace, "QuorumSurgeryHeld")
+    (held,) = await wait_for_events(kube, namespace, "QuorumSurgeryHeld", timeout=90)
     assert held["type"] == "Warning"
     assert "node(s) 0, 2 pass their kubelet's readiness probe" in held["message"]
-    ready = await wait_for_condition(
-        kube, API, "TypesenseCluster", "cutoff", namespace, "Ready", "False", "QuorumNotReady", timeout=10
+    # The Event comes first, the status at the end of the same reconcile.
+    await wait_for_condition(
+        kube,
+        API,
+        "TypesenseCluster",
+        "cutoff",
+        namespace,
+        "Ready",
+        "False",
+        "QuorumNotReady",
+        message="no surgery until the two views agree",
+        timeout=10,
     )
-    assert "no surgery until the two views agree" in ready["message"]
-    await asyncio.sleep(10)
+    assert await watch_the_operator_look_again(control_plane, namespace, nodes[1]) == []
     await assert_no_surgery(kube, namespace, "cutoff", uids)
+    assert len(await events_for(kube, namespace, "QuorumSurgeryHeld")) == 1
 
     # The kubelets agree now: the two are down. The survivor is kept and the two are fenced.
     for ordinal in (0, 2):
         await kubelet_reports(kube, namespace, f"cutoff-sts-{ordinal}", nodes[ordinal], ready=False)
-    await wait_until(
-        lambda: events_for(kube, namespace, "QuorumMemberFenced"), timeout=60, interval=1, what="the fencing"
-    )
-    await asyncio.sleep(2)
-    assert len(await events_for(kube, namespace, "QuorumMemberFenced")) == 2
+    fenced = await wait_for_events(kube, namespace, "QuorumMemberFenced", 2, timeout=60)
+    assert len(fenced) == 2
+    for ordinal in (0, 2):
+        assert any(f"deleted pod cutoff-sts-{ordinal}:" in event["message"] for event in fenced), fenced
     (downgrade,) = await events_for(kube, namespace, "QuorumDowngraded")
     assert "keeping node 1" in downgrade["message"]

@@ -6,7 +6,7 @@ Every operator's integration tests use these against the local control plane
 - :func:`condition` and :func:`wait_for_condition`: a condition of a custom object;
 - :func:`wait_for_object`: any object, including one of a kind whose CRD was just installed;
 - :func:`all_gone`: whether none of some objects exists (say, after garbage collection);
-- :func:`events_for`: the Events of a namespace with one reason;
+- :func:`events_for` and :func:`wait_for_events`: the Events of a namespace with one reason;
 - :func:`operator_requests`, :func:`settle`, :func:`wait_for_request` and :func:`writes_since`: the API
   server's audit log, as seen from one operator's ServiceAccount (to prove quiet
   reconciles: no write when nothing changed).
@@ -31,6 +31,7 @@ __all__ = [
     "operator_requests",
     "settle",
     "wait_for_condition",
+    "wait_for_events",
     "wait_for_object",
     "wait_for_request",
     "writes_since",
@@ -57,18 +58,25 @@ async def wait_for_condition(
     status: str,
     reason: str | None = None,
     *,
+    message: str | None = None,
     timeout: float = 30.0,
 ) -> dict[str, Any]:
-    """Wait until the object's condition has ``status`` (and ``reason``, if given); the condition."""
+    """Wait until the object's condition has ``status`` (and ``reason``, and ``message`` in its message,
+    if given); the condition."""
 
     async def matches() -> dict[str, Any] | None:
         obj = await kube.get(api_version, kind, name, namespace)
         found = condition(obj or {}, condition_type)
-        if found and found["status"] == status and (reason is None or found["reason"] == reason):
+        if (
+            found
+            and found["status"] == status
+            and (reason is None or found["reason"] == reason)
+            and (message is None or message in found.get("message", ""))
+        ):
             return found
         return None
 
-    what = f"{kind} {name}: {condition_type}={status} {reason or ''}"
+    what = f"{kind} {name}: {condition_type}={status} {reason or ''} {message or ''}"
     return cast(dict[str, Any], await wait_until(matches, timeout=timeout, what=what))
 
 
@@ -98,6 +106,19 @@ async def events_for(kube: Kube, namespace: str, reason: str) -> list[dict[str, 
     """The namespace's Events with that reason."""
     # The core/v1 view: it also shows kopf's own Events, which the events.k8s.io decoder refuses.
     return [e for e in await kube.list("v1", "Event", namespace) if e["reason"] == reason]
+
+
+async def wait_for_events(
+    kube: Kube, namespace: str, reason: str, count: int = 1, *, timeout: float = 30.0
+) -> list[dict[str, Any]]:
+    """Wait until the namespace has at least ``count`` Events with that reason; those Events."""
+
+    async def enough() -> list[dict[str, Any]] | None:
+        found = await events_for(kube, namespace, reason)
+        return found if len(found) >= count else None
+
+    what = f"{count} {reason} Event(s) in {namespace}"
+    return cast(list[dict[str, Any]], await wait_until(enough, timeout=timeout, interval=0.5, what=what))
 
 
 def operator_requests(control_plane: ControlPlane, user: str, namespace: str) -> list[dict[str, Any]]:
