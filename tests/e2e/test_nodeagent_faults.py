@@ -18,6 +18,12 @@ from operator_testkit.nodeagent.cli import add_agent_commands
 from operator_testkit.nodeagent.disks import SIZE_LIMITED_CLASS
 from operator_testkit.nodeagent.faults import FaultError, Faults
 from operator_testkit.nodeagent.harness import AgentProcess, processes_under
+from operator_testkit.nodeagent.pods import BACKOFF_START
+
+HELD_DOWN_SECONDS = 3 * BACKOFF_START
+"""How long a held container is watched to prove that nothing restarts it: the agent restarts a
+container that is not held BACKOFF_START (1 s) after it dies, and writes the pod's status within a
+fraction of a second, so three back-offs would show a restart with room to spare."""
 
 
 def faults_of(agent: AgentProcess) -> Faults:
@@ -39,6 +45,12 @@ def run_cli(*argv: str) -> int:
     add_agent_commands(parser.add_subparsers(dest="command", required=True))
     arguments = parser.parse_args(["agent", *argv])
     return int(arguments.run(arguments))
+
+
+async def started_events(kube: Kube, namespace: str, pod: str) -> int:
+    """How many times the agent said it started a container of ``pod`` (one Started Event each)."""
+    events = await kube.list("v1", "Event", namespace)
+    return sum(1 for e in events if e["reason"] == "Started" and e["involvedObject"]["name"] == pod)
 
 
 def process_state(pid: int) -> str:
@@ -89,13 +101,17 @@ async def test_a_container_held_down_stays_dead_until_released(
         return live if waiting.get("reason") == "HeldDown" and live and not is_ready(live) else None
 
     await wait_until(held_down, timeout=60, what="the container held down")
+    started = await started_events(kube, namespace, name)
     async with httpx.AsyncClient(trust_env=False, timeout=2) as http:
         with pytest.raises(httpx.ConnectError):  # a dead process: the port refuses, it does not hang
             await http.get(f"http://{ip}:8080/")
-    await asyncio.sleep(3)
+    await asyncio.sleep(HELD_DOWN_SECONDS)
     still = await kube.get("v1", "Pod", name, namespace)
     assert still is not None
     assert not is_ready(still), "nothing restarts a held container"
+    assert still["status"]["containerStatuses"][0]["state"]["waiting"]["reason"] == "HeldDown"
+    assert await started_events(kube, namespace, name) == started, "no start while held"
+    assert not processes_under(node_agent.state_dir / "pods" / pod["metadata"]["uid"])
 
     await faults.up(namespace, name)
     live = await one_ready_pod(kube, namespace, "held")

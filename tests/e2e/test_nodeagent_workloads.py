@@ -10,9 +10,14 @@ from test_nodeagent_pods import deployment, is_ready, pods_of
 
 from operator_core.kube import Kube
 from operator_testkit.fixtures import wait_until
+from operator_testkit.nodeagent.agent import AgentSettings
 from operator_testkit.nodeagent.harness import AgentProcess, processes_under
 
 ZONE = "topology.kubernetes.io/zone"
+UNSCHEDULED_SECONDS = 6 * AgentSettings.poll_seconds
+"""How long an unschedulable pod is watched to prove that no agent runs it: every agent looks for pods
+bound to its nodes every ``poll_seconds`` (0.5 s) and starts one at once, so six polls would have shown
+a pod that had been bound or run after all."""
 
 
 async def live_pods(kube: Kube, namespace: str, app: str) -> list[dict[str, Any]]:
@@ -58,7 +63,7 @@ async def test_pod_with_unsatisfiable_node_selector_stays_pending(
         return pods[0] if scheduled and scheduled[0].get("reason") == "Unschedulable" else None
 
     pod: Any = await wait_until(unschedulable, timeout=30, what="the scheduler to find no node")
-    await asyncio.sleep(3)  # and it stays so: no agent runs it
+    await asyncio.sleep(UNSCHEDULED_SECONDS)  # and it stays so: no agent runs it
     live = await kube.get("v1", "Pod", pod["metadata"]["name"], namespace)
     assert live is not None
     assert live["status"]["phase"] == "Pending"
@@ -144,17 +149,26 @@ async def test_secret_change_reaches_new_pods_env(
     }
     await kube.create(secret)
     manifest = deployment("consumer", namespace)
-    manifest["spec"]["template"]["spec"]["containers"][0]["env"] = [
+    spec = manifest["spec"]["template"]["spec"]
+    spec["containers"][0]["env"] = [
         {"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "credentials", "key": "token"}}}
     ]
+    # The same Secret as a volume too: its file shows when the agent has seen the change.
+    spec["containers"][0]["volumeMounts"] = [{"name": "credentials", "mountPath": "/etc/credentials"}]
+    spec["volumes"] = [{"name": "credentials", "secret": {"secretName": "credentials"}}]
     await kube.create(manifest)
     (first,) = await ready_pods(kube, namespace, "consumer", 1)
-    assert environment_of(the_process(node_agent, first))["TOKEN"] == "first-token-value"
+    pid = the_process(node_agent, first)
+    assert environment_of(pid)["TOKEN"] == "first-token-value"
 
     await kube.apply({**secret, "stringData": {"token": "second-token-value"}})
-    await asyncio.sleep(1)
+    mounted = node_agent.state_dir / "pods" / first["metadata"]["uid"] / "volumes" / "credentials" / "token"
+    await wait_until(
+        lambda: mounted.read_text() == "second-token-value", timeout=30, what="the agent to see the change"
+    )
     # A running process keeps the env it started with, as on a real node.
-    assert environment_of(the_process(node_agent, first))["TOKEN"] == "first-token-value"
+    assert the_process(node_agent, first) == pid
+    assert environment_of(pid)["TOKEN"] == "first-token-value"
     await kube.delete("v1", "Pod", first["metadata"]["name"], namespace)
 
     async def replaced() -> dict[str, Any] | None:
