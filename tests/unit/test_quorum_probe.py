@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Mapping
+from dataclasses import replace
 from datetime import UTC, datetime
 
 import httpx
@@ -36,6 +37,7 @@ class Scripted:
         self.in_flight = 0
         self.most_in_flight = 0
         self.headers: list[Mapping[str, str]] = []
+        self.paths: list[str] = []
 
     async def get(
         self, node: NodeTarget, path: str, headers: Mapping[str, str], timeout: float
@@ -43,6 +45,7 @@ class Scripted:
         self.in_flight += 1
         self.most_in_flight = max(self.most_in_flight, self.in_flight)
         self.headers.append(headers)
+        self.paths.append(path)
         await asyncio.sleep(0.01)
         self.in_flight -= 1
         answer = self.answers.get((node.index, path))
@@ -114,21 +117,42 @@ def test_record_round_trips_through_status() -> None:
     assert record_from_status(None) == QuorumRecord()
 
 
-RAFT_STAT = b"""[default_group]
-peer_id: 127.0.0.77:8107:8108
-state: FOLLOWER
-term: 2
-storage: [1, 15]
-disk_index: 15
-known_applied_index: 0
-last_log_id: (index=15,term=2)
-last_committed_index: 0
-"""
+# Captured from typesense-server 0.24.1 (``GET /raft_stat?console=1`` on its peering port), index and term
+# changed: braft mixes CRLF and LF line ends.
+RAFT_STAT = (
+    b"[default_group]\r\npeer_id: 127.0.77.5:8107:8108\r\nstate: FOLLOWER\r\nreadonly: 0\r\nterm: 2\r\n"
+    b"conf_index: 2\r\npeers: 127.0.77.5:8107:8108\r\nchanging_conf: NO    stage: STAGE_NONE\r\n"
+    b"storage: [1, 15]\ndisk_index: 15\nknown_applied_index: 0\nlast_log_id: (index=15,term=2)\n"
+    b"state_machine: Idle\nlast_committed_index: 0\r\nlast_snapshot_index: 0\r\n\r\n"
+)
+# The same page as brpc renders it for a browser (any client but curl, without console=1).
+RAFT_STAT_HTML = (
+    b"<!DOCTYPE html><html><head>\n<style>ol,ul { list-style:none; }</style></head><body><pre>"
+    b"ot_timer: timeout(-1000ms) STOPPED<br>storage: [1, 15]<br>disk_index: 15<br>"
+    b"known_applied_index: 0<br>last_log_id: (index=15,term=2)<br>state_machine: Idle<br></pre></body></html>"
+)
 
 
 def test_the_last_log_entry_is_read_from_braft_raft_stat() -> None:
     assert parse_last_log(RAFT_STAT) == (2, 15)
+    assert parse_last_log(RAFT_STAT_HTML) == (2, 15)
     assert parse_last_log(b"<html>not braft</html>") is None
+
+
+async def test_the_raft_log_is_asked_for_as_text_on_the_peering_port() -> None:
+    """brpc sends HTML to any client but curl unless console=1 is asked: without it, no log position is
+    ever read, and after a full restart (every committed index 0) the survivor is chosen by ordinal."""
+    peering = replace(target(0), peering_port=8107)
+    addressing = Scripted(
+        {
+            (0, "/status"): (200, {"committed_index": 0, "queued_writes": 0, "state": "FOLLOWER"}),
+            (0, "/health"): (503, {"ok": False}),
+            (0, "/raft_stat?console=1"): (200, RAFT_STAT),
+        }
+    )
+    (probe,) = await probe_nodes(addressing, [peering], "the-key")
+    assert probe.last_log == (2, 15)
+    assert "/raft_stat?console=1" in addressing.paths
 
 
 async def test_a_bug_in_a_probe_is_not_an_unreachable_node(caplog: pytest.LogCaptureFixture) -> None:

@@ -122,7 +122,11 @@ class ApiServerProxy:
         return code, body
 
 
-_LAST_LOG = re.compile(rb"^last_log_id: \(index=(\d+),term=(\d+)\)", re.MULTILINE)
+RAFT_STAT_PATH = "/raft_stat?console=1"
+"""braft's status page as text. brpc answers its built-in pages with HTML to every client but curl,
+unless ``console=1`` is asked; typesense-server 0.24.1 does so, and httpx is not curl."""
+# A line of the text page, or a <br>-separated line of the HTML one (should a proxy drop the query).
+_LAST_LOG = re.compile(rb"(?:^|<br>)last_log_id: \(index=(\d+),term=(\d+)\)", re.MULTILINE)
 
 
 def parse_last_log(raft_stat: bytes) -> tuple[int, int] | None:
@@ -163,7 +167,7 @@ async def _probe_one(
     async def last_log() -> tuple[int, int] | None:
         if target.peering_port is None:
             return None
-        answer = await get(replace(target, port=target.peering_port), "/raft_stat", {})
+        answer = await get(replace(target, port=target.peering_port), RAFT_STAT_PATH, {})
         return parse_last_log(answer[1]) if answer is not None and answer[0] == 200 else None
 
     status, health, log = await asyncio.gather(
