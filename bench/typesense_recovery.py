@@ -68,7 +68,7 @@ async def _report(cluster: TypesenseCluster, recovery: Recovery, counted: dict[s
 async def full_restart_scenario(cluster: TypesenseCluster, counted: dict[str, int]) -> dict[str, Any]:
     writer = Writer(cluster)
     writer.start("before")
-    await asyncio.sleep(5)
+    await writer.warmed_up()
     await writer.stop()
     recovery = await full_restart(cluster, timeout=300)
     everything = Recovery(

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import contextlib
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -239,14 +238,19 @@ class Writer:
         return next((t - moment for t in self.acknowledged_at if t > moment), None)
 
     async def acknowledged_after(self, moment: float, timeout: float = 30) -> None:
-        """Keep writing until a write after ``moment`` is acknowledged, or ``timeout`` passes."""
-        with contextlib.suppress(TimeoutError):
+        """Keep writing until a write after ``moment`` is acknowledged; fail with what the writes met if
+        none is within ``timeout`` (a cluster that reports Ready but takes no write is a failure)."""
+        try:
             async with asyncio.timeout(timeout):
                 while True:
                     self._acknowledged.clear()
                     if self.first_ack_after(moment) is not None:
                         return
                     await self._acknowledged.wait()
+        except TimeoutError:
+            raise AssertionError(
+                f"no write acknowledged within {timeout:.0f} s; the writes met: {self.story(moment)}"
+            ) from None
 
     def story(self, since: float) -> str:
         """The attempts since ``since``, runs of the same outcome folded: "0.2-9.8 s: no leader (40)"."""
