@@ -20,7 +20,7 @@ from pathlib import Path
 from operator_core.crdgen import CustomResource, crds_yaml
 from operator_core.errors import OperatorError
 
-__all__ = ["custom_resources", "main", "render_crd_files"]
+__all__ = ["custom_resources", "main", "render_crd_files", "run_command"]
 
 CRD_ENTRY_POINT_GROUP = "operator_suite.crds"
 
@@ -77,13 +77,21 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    arguments = _parser().parse_args(argv)
+def run_command(parser: argparse.ArgumentParser, argv: Sequence[str] | None = None) -> int:
+    """Parse ``argv`` and run the chosen subcommand's ``run``; a suite error is one line and exit code 1.
+
+    Also the test kit's ``operator-suite-dev``, so that both CLIs fail the same way.
+    """
+    arguments = parser.parse_args(argv)
     try:
         return int(arguments.run(arguments))
     except OperatorError as error:
-        print(f"operator-suite: {error}", file=sys.stderr)
+        print(f"{parser.prog}: {error}", file=sys.stderr)
         return 1
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return run_command(_parser(), argv)
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from operator_core.errors import OperatorError
+from operator_core.cli import run_command
 from operator_testkit.binaries import KUBERNETES_COMMANDS, ensure_binaries
 from operator_testkit.controlplane import ControlPlane, ControlPlaneState, running_components, stop_recorded
 from operator_testkit.nodeagent.cli import add_agent_commands
@@ -171,12 +171,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    arguments = _parser().parse_args(argv)
-    try:
-        return int(arguments.run(arguments))
-    except OperatorError as error:
-        print(f"operator-suite-dev: {error}", file=sys.stderr)
-        return 1
+    return run_command(_parser(), argv)
 
 
 if __name__ == "__main__":
