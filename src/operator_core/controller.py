@@ -4,20 +4,21 @@ An operator's ``controller.handlers`` module describes itself once, and this
 module registers every kopf handler it needs:
 
 - :class:`Operator`: one per process. At start it checks its settings, connects
-  (:func:`operator_core.reconciling.connect`), applies the suite's kopf settings and
-  runs the operator's own ``start`` hook; at exit, its ``stop`` hook, then closes
-  the client. Both hooks get the :class:`Context`.
-- :meth:`Operator.controller`: one per custom resource. It registers the watch
-  that wakes an object's loop when the object changes, the watches of its
-  labelled children (:func:`~operator_core.reconciling.wake_on_children`), the
-  watches of what its spec names but does not own (a user's Secret, through
-  :class:`~operator_core.reconciling.References`), and one daemon per object
-  that runs :func:`~operator_core.reconciling.run_object_loop` with the
+  (:func:`operator_core.reconciling.connect`), starts the watch caches
+  (:mod:`operator_core.cache`) that every read of its reconciles comes from,
+  applies the suite's kopf settings and runs the operator's own ``start`` hook;
+  at exit, its ``stop`` hook, then stops the caches and closes the client. Both
+  hooks get the :class:`Context`.
+- :meth:`Operator.controller`: one per custom resource. It adds to the caches
+  the resource itself, its labelled children and what its spec names but does
+  not own (a user's Secret, through :class:`~operator_core.reconciling.References`);
+  a change to any of them wakes the object's loop at once. kopf runs one daemon
+  per object, :func:`~operator_core.reconciling.run_object_loop` with the
   operator's ``reconcile``.
 
 Inside a reconcile, :func:`apply_report_prune` is the one way to bring an
-object's children to the desired set: server-side apply each (quiet when
-nothing changed), an Event per child created, updated or deleted, the
+object's children to the desired set: server-side apply each, all at once
+(quiet when the cached child already matches), an Event per child created, updated or deleted, the
 ``ChildrenApplied`` condition, and exactly one Warning when a failure starts or
 changes, not one per retry. What a failure then costs (back-off, or waiting
 for a change) is :func:`operator_core.errors.retry_policy`'s to say; a spec
@@ -30,6 +31,7 @@ Who calls it: the operators' ``controller`` rooms.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -38,9 +40,12 @@ from typing import Any
 import kopf
 
 from operator_core import errors
+from operator_core.cache import Cache, KindRef, WatchedKind
 from operator_core.children import (
     CHILDREN_APPLIED,
+    INSTANCE_LABEL,
     INVALID_SPEC,
+    MANAGED_BY_LABEL,
     Manifest,
     Owner,
     StepEventReason,
@@ -49,7 +54,7 @@ from operator_core.children import (
 from operator_core.conditions import READY
 from operator_core.crdgen import CustomResource
 from operator_core.events import EventRecorder
-from operator_core.kube import Kube
+from operator_core.kube import ApplyResult, Kube
 from operator_core.manifests import merge_patch
 from operator_core.reconciling import (
     ConditionBook,
@@ -58,8 +63,6 @@ from operator_core.reconciling import (
     connect,
     reconcile_gate,
     run_object_loop,
-    wake_on_children,
-    wake_on_references,
     write_status,
 )
 from operator_core.runner import configure_kopf
@@ -93,7 +96,8 @@ Reconcile = Callable[[dict[str, Any], Context], Awaitable[float]]
 """One reconcile of one object: returns the seconds until the next look (``math.inf``: wait for a change)."""
 Hook = Callable[[Context], Awaitable[None]]
 Named = Callable[[dict[str, Any]], Iterable[tuple[str, str]]]
-Kinds = Sequence[tuple[str, str, str]]
+Kinds = Sequence[tuple[str, str]]
+"""(apiVersion, kind) pairs."""
 
 
 class Operator:
@@ -112,12 +116,20 @@ class Operator:
         self.controller_name = f"{api_group}/{name}"
         self._start, self._stop = start, stop
         self._logger = logging.getLogger(name)
+        self._watched: list[WatchedKind] = []
+        self._listeners: list[Callable[[KindRef, Manifest], None]] = []
         kopf.on.startup(id=f"{name}-start")(self._started)
         kopf.on.cleanup(id=f"{name}-stop")(self._stopping)
 
     async def _started(self, settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
         configure_kopf(settings, self.api_group)
         kube, recorder = connect(self.controller_name)
+        cache = Cache(kube)
+        cache.watch(self._watched)
+        for listener in self._listeners:
+            cache.on_change(listener)
+        kube.use_cache(cache)
+        await cache.start()
         memo.context = Context(kube, recorder, from_env(KubeSettings))
         memo.gate = reconcile_gate()
         if self._start is not None:
@@ -131,6 +143,8 @@ class Operator:
             if self._stop is not None:
                 await self._stop(context)
         finally:
+            if context.kube.cache is not None:
+                await context.kube.cache.stop()
             await context.kube.close()
 
     def controller(
@@ -145,22 +159,21 @@ class Operator:
     ) -> None:
         """Reconcile every object of ``resource`` in a loop of its own, woken by what can change it.
 
-        ``child_kinds`` (group, version, plural) are watched for objects labelled
-        ``managed-by: <managed_by>``, each waking its owner; ``named`` says which
-        objects of ``named_kinds`` an object's spec names (as (plural, name) pairs in its
-        namespace), and a change to one of them wakes the objects that name it.
+        Every read comes from the operator's watch caches (:mod:`operator_core.cache`):
+        ``resource`` itself, ``child_kinds`` ((apiVersion, kind) pairs; objects labelled
+        ``managed-by: <managed_by>``, each waking the owner its instance label names), and
+        ``named_kinds``, of which ``named`` says which objects an object's spec names (as
+        (kind, name) pairs in its namespace); a change to one of them wakes the objects that
+        name it.
         """
         wakeups = Wakeups()
         references = References(named) if named is not None else None
+        primary = (resource.api_version, resource.kind)
+        self._watched.append(WatchedKind(*primary))
+        self._watched.extend(WatchedKind(v, k, {MANAGED_BY_LABEL: managed_by}) for v, k in child_kinds)
+        self._watched.extend(WatchedKind(v, k) for v, k in named_kinds)
+        self._listeners.append(_waker(wakeups, primary, managed_by, references))
         plural = resource.plural
-
-        async def object_changed(namespace: str | None, name: str, **_: Any) -> None:
-            wakeups.wake((namespace, name))
-
-        kopf.on.event(resource.group, resource.version, plural, id=f"{plural}-changed")(object_changed)
-        wake_on_children(wakeups, child_kinds, managed_by)
-        if references is not None:
-            wake_on_references(wakeups, references, named_kinds)
 
         async def run_object(
             name: str, namespace: str | None, stopped: kopf.DaemonStopped, memo: kopf.Memo, **_: Any
@@ -193,6 +206,27 @@ class Operator:
         )
 
 
+def _waker(
+    wakeups: Wakeups, primary: KindRef, managed_by: str, references: References | None
+) -> Callable[[KindRef, Manifest], None]:
+    """What a change seen by the caches wakes: the object itself, the owner of a child, the holders of a
+    named object."""
+
+    def changed(kind: KindRef, obj: Manifest) -> None:
+        metadata = obj.get("metadata") or {}
+        namespace, labels = metadata.get("namespace"), metadata.get("labels") or {}
+        if kind == primary:
+            wakeups.wake((namespace, metadata.get("name")))
+            return
+        if labels.get(MANAGED_BY_LABEL) == managed_by and INSTANCE_LABEL in labels:
+            wakeups.wake((namespace, labels[INSTANCE_LABEL]))
+        if references is not None:
+            for holder in references.holders(kind[1], namespace or "", metadata.get("name", "")):
+                wakeups.wake((namespace, holder))
+
+    return changed
+
+
 async def report_invalid_spec(
     context: Context, resource: CustomResource, obj: dict[str, Any], error: errors.InvalidSpec
 ) -> None:
@@ -208,6 +242,17 @@ async def report_invalid_spec(
         await write_status(context.kube, resource, obj, {"conditions": wanted})
 
 
+RUNS_PODS = frozenset({"Pod", "StatefulSet", "Deployment", "DaemonSet", "ReplicaSet", "Job", "CronJob"})
+"""Kinds whose pods read the other children: applied after them."""
+
+
+async def _apply(kube: Kube, manifest: Manifest) -> ApplyResult | errors.KubeError:
+    try:
+        return await kube.apply(manifest)
+    except errors.KubeError as error:
+        return error
+
+
 async def apply_report_prune(
     kube: Kube,
     book: ConditionBook,
@@ -217,27 +262,38 @@ async def apply_report_prune(
 ) -> None:
     """Apply ``desired``, report it, and delete the owner's children of ``prunable`` kinds it no longer names.
 
-    Each apply is quiet when the live child already matches. A Normal Event names each
-    child created, updated or deleted. A failed apply sets ``ChildrenApplied=False``
-    (reason ``ApplyFailed``, the child and the error in the message), posts one Warning
-    when that failure starts or changes (not on every retry), and is raised again for the
-    loop's error policy. A prunable kind that is not served (its CRD is not installed) has
-    nothing to prune.
+    The children are applied concurrently, each quiet when the cached child already
+    matches. A Normal Event names each child created, updated or deleted. A failed apply
+    sets ``ChildrenApplied=False`` (reason ``ApplyFailed``, the child and the error in
+    the message), posts one Warning when that failure starts or changes (not on every
+    retry), and is raised again for the loop's error policy. A prunable kind that is not
+    served (its CRD is not installed) has nothing to prune.
     """
-    for manifest in desired:
+    # Children are applied all at once, in two waves: what runs pods comes after what pods read (their
+    # ConfigMaps, Secrets and Services), so that no pod starts before its configuration exists.
+    waves = [
+        [manifest for manifest in desired if manifest["kind"] not in RUNS_PODS],
+        [manifest for manifest in desired if manifest["kind"] in RUNS_PODS],
+    ]
+    results: list[ApplyResult | errors.KubeError] = []
+    applied: list[Manifest] = []
+    for wave in waves:
+        results.extend(await asyncio.gather(*(_apply(kube, manifest) for manifest in wave)))
+        applied.extend(wave)
+        if any(isinstance(result, errors.KubeError) for result in results):
+            break
+    for manifest, result in zip(applied, results, strict=True):
         what = f"{manifest['kind']} {manifest['metadata']['name']}"
-        try:
-            result = await kube.apply(manifest)
-        except errors.KubeError as error:
+        if isinstance(result, errors.KubeError):
             await book.set(
                 CHILDREN_APPLIED,
                 "False",
                 StepEventReason.APPLY_FAILED,
-                f"{what}: {error}",
+                f"{what}: {result}",
                 warn=StepEventReason.APPLY_FAILED,
                 warn_on_new_message=True,
             )
-            raise
+            raise result
         if result.written:
             reason = StepEventReason.CREATED if result.created else StepEventReason.UPDATED
             await book.event("Normal", reason, f"{reason.lower()} {what}")

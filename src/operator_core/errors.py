@@ -8,7 +8,9 @@
     │   ├── Conflict                409: stale resourceVersion or a server-side apply field conflict
     │   ├── Invalid                 422 (and 400): refused by the schema, a CEL rule or admission
     │   ├── Forbidden               403: RBAC said no
-    │   └── Unavailable             no answer: connection lost or refused, time-out, 429 or 5xx
+    │   ├── Unavailable             no answer: connection lost or refused, time-out, 429 or 5xx
+    │   └── Expired                 410: a watch's resourceVersion is too old; the cache lists again
+    ├── NotSynced                   a destructive step refused a watch cache that may be stale
     ├── PermanentError              only a change of the object (or of what it names) can fix this
     │   └── InvalidSpec             the spec passed the CRD's schema but its model refuses it
     ├── SettingsError               an OPERATOR_SUITE_* variable has a value the setting does not allow
@@ -28,7 +30,7 @@ The policy (:func:`retry_policy`), applied by the per-object loop of
   reconcile returns :data:`operator_core.reconciling.WAIT_FOR_CHANGE`; the Secret's
   creation or change wakes the object.
 - **temporary**: everything else, a bug included (:class:`Conflict`,
-  :class:`Unavailable`, :class:`Forbidden`, :class:`NotFound`, any other exception).
+  :class:`Unavailable`, :class:`NotSynced`, :class:`Forbidden`, :class:`NotFound`, any other exception).
   The loop backs off (2, 5, 10, 30 s) and tries again; a bug is logged with its
   traceback. :class:`Invalid` is temporary too: a child the API server refuses is
   often fixed by someone else (a conflicting object of the same name removed), and
@@ -47,11 +49,13 @@ from enum import Enum
 __all__ = [
     "CRDGenerationError",
     "Conflict",
+    "Expired",
     "Forbidden",
     "Invalid",
     "InvalidSpec",
     "KubeError",
     "NotFound",
+    "NotSynced",
     "OperatorError",
     "PermanentError",
     "Retry",
@@ -92,6 +96,14 @@ class Forbidden(KubeError):
 
 class Unavailable(KubeError):
     """The API server did not answer usefully: no connection, a time-out, too many requests, or a 5xx."""
+
+
+class Expired(KubeError):
+    """410 Gone: a watch asked for a resourceVersion the API server no longer keeps; list again."""
+
+
+class NotSynced(OperatorError):
+    """A destructive step refused to act on a watch cache that may be stale (temporary)."""
 
 
 class PermanentError(OperatorError):

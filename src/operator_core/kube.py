@@ -9,15 +9,24 @@ Quiet writes: :meth:`Kube.apply` skips the call when the pure
 the desired manifest. A reconcile where nothing changed therefore makes zero write calls;
 ``Kube.write_calls`` counts them so tests can prove it.
 
+Cached reads: with a :class:`~operator_core.cache.Cache` (:meth:`Kube.use_cache`),
+:meth:`Kube.get`, :meth:`Kube.list` and the comparison inside :meth:`Kube.apply`
+read from its informers for the kinds they hold, and our writes' answers go back
+into it; anything else is a request. A cached object is shared: read it, never
+change it in place. :meth:`Kube.list_objects` and :meth:`Kube.watch_objects`
+are the informers' own two calls.
+
 Client errors are wrapped once, into :mod:`operator_core.errors`, with server
 text scrubbed of registered secret values.
 """
 
 from __future__ import annotations
 
+import builtins
 import contextlib
+import json
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -33,6 +42,7 @@ from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
 from lightkube.types import CascadeType, PatchType
 
 from operator_core import errors
+from operator_core.cache import OPENED, Cache, KindRef, selector_covers
 from operator_core.manifests import APPLIED_HASH_ANNOTATION, Manifest, needs_apply, with_applied_hash
 from operator_core.secrets import scrub
 
@@ -60,6 +70,7 @@ _ERRORS_BY_CODE: dict[int, type[errors.KubeError]] = {
     403: errors.Forbidden,
     404: errors.NotFound,
     409: errors.Conflict,
+    410: errors.Expired,
     422: errors.Invalid,
     429: errors.Unavailable,
 }
@@ -97,6 +108,20 @@ def _api_call(what: str) -> Iterator[None]:
         ) from error
 
 
+def _raise_for_status(code: int, body: bytes, what: str) -> None:
+    """Raise the suite's error for an HTTP answer of the plain client (with the Status's message)."""
+    if code < 400:
+        return
+    message = f"HTTP {code}"
+    with contextlib.suppress(ValueError, AttributeError):
+        message = json.loads(body).get("message") or message
+    raise _error_for(code)(scrub(f"{what}: {message}"), status=code)
+
+
+def _label_selector(labels: Mapping[str, str] | None) -> dict[str, str]:
+    return {"labelSelector": ",".join(f"{key}={value}" for key, value in labels.items())} if labels else {}
+
+
 def _describe(manifest: Mapping[str, Any]) -> str:
     metadata = manifest.get("metadata", {})
     where = f"{metadata.get('namespace')}/" if metadata.get("namespace") else ""
@@ -123,6 +148,8 @@ class Kube:
         self._http: httpx2.AsyncClient | None = None
         """A plain HTTP client on the same kubeconfig, for calls lightkube has no method for (made on
         first use)."""
+        self.cache: Cache | None = None
+        """Where reads come from for the kinds it holds (:meth:`use_cache`)."""
 
     @classmethod
     def connect(
@@ -139,6 +166,21 @@ class Kube:
             config, field_manager=field_manager, timeout=httpx2.Timeout(timeout), trust_env=False
         )
         return cls(client, field_manager=field_manager, config=config, timeout=timeout)
+
+    def use_cache(self, cache: Cache) -> None:
+        """Read the kinds ``cache`` holds from it, and give it the answers of our writes."""
+        self.cache = cache
+
+    def _raw(self) -> httpx2.AsyncClient:
+        """The plain HTTP client, built by lightkube's public adapter from the same kubeconfig."""
+        if self._http is None:
+            if self._config is None:
+                raise errors.OperatorError("this client was not made from a kubeconfig: no raw HTTP calls")
+            parameters = client_adapter.ConnectionParams(
+                timeout=httpx2.Timeout(self._timeout), trust_env=False
+            )
+            self._http = client_adapter.AsyncClient(self._config, parameters)
+        return self._http
 
     async def close(self) -> None:
         if self._http is not None:
@@ -170,6 +212,13 @@ class Kube:
             )
         return found
 
+    async def collection_path(self, api_version: str, kind: str) -> str:
+        """The URL path of a kind's objects in every namespace (``/api/v1/pods``, ``/apis/apps/v1/...``)."""
+        resource = await self.resource_type(api_version, kind)
+        info = resource._api_info  # lightkube keeps a kind's group, version and plural here
+        group, version = info.resource.group, info.resource.version
+        return f"/apis/{group}/{version}/{info.plural}" if group else f"/api/{version}/{info.plural}"
+
     async def _load_crds(self) -> None:
         with _api_call("listing CustomResourceDefinitions"):
             async for crd in self._client.list(CustomResourceDefinition):
@@ -178,10 +227,29 @@ class Kube:
 
     # -- reads
 
+    def _informer_for(self, api_version: str, kind: str) -> Any:
+        informer = self.cache.informer(api_version, kind) if self.cache is not None else None
+        return informer if informer is not None and informer.synced else None
+
     async def get(
         self, api_version: str, kind: str, name: str, namespace: str | None = None
     ) -> Manifest | None:
-        """The object as a dict, or None when it does not exist."""
+        """The object as a dict, or None when it does not exist; from the cache when it holds the kind.
+
+        An informer that selects by label answers "absent" only by asking the API server: the
+        object may exist without our labels.
+        """
+        informer = self._informer_for(api_version, kind)
+        if informer is not None:
+            found: Manifest | None = informer.get(namespace, name)
+            if found is not None or informer.kind.labels is None:
+                return found
+        return await self.get_live(api_version, kind, name, namespace)
+
+    async def get_live(
+        self, api_version: str, kind: str, name: str, namespace: str | None = None
+    ) -> Manifest | None:
+        """The object as the API server has it now (a request, whatever the cache holds)."""
         resource = await self.resource_type(api_version, kind)
         try:
             with _api_call(f"reading {kind} {name}"):
@@ -199,7 +267,11 @@ class Kube:
         labels: Mapping[str, str] | None = None,
     ) -> list[Manifest]:
         """Objects of a kind. For a namespaced kind, ``namespace="*"`` means every namespace;
-        None means the kubeconfig's default namespace."""
+        None means the kubeconfig's default namespace. From the cache when it holds every object
+        that ``labels`` selects."""
+        informer = self._informer_for(api_version, kind)
+        if informer is not None and namespace is not None and selector_covers(informer.kind.labels, labels):
+            return list(informer.list(namespace, labels))
         resource = await self.resource_type(api_version, kind)
         selector: dict[str, Any] | None = dict(labels) if labels else None
         with _api_call(f"listing {kind}"):
@@ -213,9 +285,14 @@ class Kube:
     async def apply(self, desired: Mapping[str, Any], *, force: bool = True) -> ApplyResult:
         """Server-side apply ``desired`` unless the live object already matches it."""
         metadata = desired.get("metadata", {})
-        live = await self.get(
-            desired["apiVersion"], desired["kind"], metadata["name"], metadata.get("namespace")
-        )
+        informer = self._informer_for(desired["apiVersion"], desired["kind"])
+        if informer is not None and selector_covers(informer.kind.labels, metadata.get("labels")):
+            # The informer would hold it: absent there means absent (and apply creates it either way).
+            live = informer.get(metadata.get("namespace"), metadata["name"])
+        else:
+            live = await self.get(
+                desired["apiVersion"], desired["kind"], metadata["name"], metadata.get("namespace")
+            )
         if not needs_apply(desired, live):
             assert live is not None
             return ApplyResult(live, written=False)
@@ -224,7 +301,14 @@ class Kube:
         self.write_calls += 1
         with _api_call(f"applying {_describe(desired)}"):
             applied = await self._client.apply(body, field_manager=self.field_manager, force=force)
-        return ApplyResult(dict(applied.to_dict()), written=True, created=live is None)
+        return ApplyResult(self._remember(applied), written=True, created=live is None)
+
+    def _remember(self, answer: Any) -> Manifest:
+        """A write's answer as a dict, offered to the cache (it is newer than what the watch told)."""
+        obj = dict(answer.to_dict())
+        if self.cache is not None:
+            self.cache.offer(obj)
+        return obj
 
     async def create(self, manifest: Mapping[str, Any]) -> Manifest:
         resource = await self.resource_type(manifest["apiVersion"], manifest["kind"])
@@ -233,7 +317,7 @@ class Kube:
             created = await self._client.create(
                 resource.from_dict(dict(manifest)), field_manager=self.field_manager
             )
-        return dict(created.to_dict())
+        return self._remember(created)
 
     async def delete(
         self,
@@ -249,7 +333,11 @@ class Kube:
 
         ``grace_period=0`` removes a pod at once, as a kubelet does once its containers
         have stopped (a plain delete of a terminating pod keeps its old grace period).
+        With a cache, a delete is refused (:class:`~operator_core.errors.NotSynced`) while it
+        is not synced: whatever decided it may have read a stale view.
         """
+        if self.cache is not None:
+            self.cache.require_synced(f"deleting {kind} {name}")
         resource = await self.resource_type(api_version, kind)
         self.write_calls += 1
         try:
@@ -276,15 +364,9 @@ class Kube:
         credentials). No answer at all is :class:`~operator_core.errors.Unavailable`; any
         answer, an error page included, is returned as it came.
         """
-        if self._http is None:
-            if self._config is None:
-                raise errors.OperatorError("this client was not made from a kubeconfig: no pod proxy")
-            parameters = client_adapter.ConnectionParams(
-                timeout=httpx2.Timeout(self._timeout), trust_env=False
-            )
-            self._http = client_adapter.AsyncClient(self._config, parameters)
+        client = self._raw()
         with _api_call(f"proxying to pod {namespace}/{pod}:{port}"):
-            response = await self._http.get(
+            response = await client.get(
                 f"/api/v1/namespaces/{namespace}/pods/{pod}:{port}/proxy{path}",
                 headers=dict(headers),
                 timeout=timeout,
@@ -310,4 +392,72 @@ class Kube:
                 namespace=namespace,
                 patch_type=PatchType.MERGE,
             )
-        return dict(patched.to_dict())
+        return self._remember(patched)
+
+    # -- the informers' calls (operator_core.cache.WatchSource)
+
+    async def list_objects(
+        self, kind: KindRef, labels: Mapping[str, str] | None
+    ) -> tuple[builtins.list[Manifest], str]:
+        """Every object of ``kind`` in every namespace, in pages, and the list's resourceVersion.
+
+        Plain JSON, not lightkube's models: an informer of thousands of objects has no use for
+        them, and building them costs time and memory.
+        """
+        api_version, kind_name = kind
+        path = await self.collection_path(api_version, kind_name)
+        parameters = {"limit": "500", **_label_selector(labels)}
+        items: builtins.list[Manifest] = []
+        while True:
+            with _api_call(f"listing {kind_name}"):
+                response = await self._raw().get(path, params=parameters)
+            _raise_for_status(response.status_code, response.content, f"listing {kind_name}")
+            page = response.json()
+            # A list's items carry no apiVersion and kind; a watch's objects do.
+            items.extend(
+                {**item, "apiVersion": api_version, "kind": kind_name} for item in page.get("items") or []
+            )
+            metadata = page.get("metadata") or {}
+            if not metadata.get("continue"):
+                return items, str(metadata.get("resourceVersion") or "")
+            parameters["continue"] = metadata["continue"]
+
+    async def watch_objects(
+        self, kind: KindRef, labels: Mapping[str, str] | None, resource_version: str, timeout_seconds: int
+    ) -> AsyncIterator[tuple[str, Manifest]]:
+        """Watch ``kind`` in every namespace from ``resource_version``, with bookmarks.
+
+        Yields :data:`~operator_core.cache.OPENED` once the API server accepted the watch, then
+        its events; an ERROR event is raised as its error (410 Gone as
+        :class:`~operator_core.errors.Expired`). Ends when the server closes the watch.
+        """
+        api_version, kind_name = kind
+        path = await self.collection_path(api_version, kind_name)
+        parameters = {
+            "watch": "true",
+            "allowWatchBookmarks": "true",
+            "resourceVersion": resource_version,
+            "timeoutSeconds": str(timeout_seconds),
+            **_label_selector(labels),
+        }
+        what = f"watching {kind_name}"
+        # The server ends the watch after timeout_seconds; reading may wait that long between events.
+        timeout = httpx2.Timeout(self._timeout, read=timeout_seconds + self._timeout)
+        with _api_call(what):
+            async with self._raw().stream("GET", path, params=parameters, timeout=timeout) as response:
+                if response.status_code >= 400:
+                    _raise_for_status(response.status_code, await response.aread(), what)
+                yield OPENED, {}
+                async for line in response.aiter_lines():
+                    if not line.strip():
+                        continue
+                    event = json.loads(line)
+                    event_type, obj = event.get("type", ""), event.get("object") or {}
+                    if event_type == "ERROR":
+                        code = int(obj.get("code") or 0)
+                        raise _error_for(code)(
+                            scrub(f"{what}: {obj.get('message') or obj.get('reason') or 'watch error'}"),
+                            status=code,
+                            reason=str(obj.get("reason") or ""),
+                        )
+                    yield event_type, obj

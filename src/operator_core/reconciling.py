@@ -4,13 +4,13 @@ One loop per custom object, woken by changes:
 
 - :func:`connect`: the API client and Event recorder an operator's start-up handler makes.
 
-- :class:`Wakeups`: one event per object; a watch handler of the object or of
-  any of its children sets it, and the object's loop wakes at once.
-- :func:`wake_on_children`: registers the kopf watches of an operator's
-  labelled children, each waking its owner's loop.
+- :class:`Wakeups`: one event per object; a change the watch caches see to the
+  object, one of its children or something it names (:class:`References`) sets
+  it, and the object's loop wakes at once.
 - :func:`run_object_loop`: the body of an operator's per-object kopf daemon:
-  read the object, reconcile it until it is gone or being deleted, taking turns
-  through :func:`reconcile_gate` with the operator's other objects.
+  wait until the watch caches have listed, read the object (from them),
+  reconcile it until it is gone or being deleted, taking turns through
+  :func:`reconcile_gate` with the operator's other objects.
 - :func:`run_loop`: reconcile, then sleep until woken, stopped, or the delay the
   reconcile asked for passes; failures never end the loop, and
   :func:`operator_core.errors.retry_policy` says whether one backs off or waits
@@ -40,10 +40,7 @@ from dataclasses import dataclass, field
 from enum import Enum, StrEnum
 from typing import Any, Protocol, TypeVar
 
-import kopf
-
 from operator_core import errors
-from operator_core.children import INSTANCE_LABEL, MANAGED_BY_LABEL
 from operator_core.conditions import Condition, ConditionStatus, find, set_condition
 from operator_core.crdgen import CustomResource
 from operator_core.errors import Retry, retry_policy
@@ -64,8 +61,6 @@ __all__ = [
     "run_loop",
     "run_object_loop",
     "run_steps",
-    "wake_on_children",
-    "wake_on_references",
     "write_status",
 ]
 
@@ -114,21 +109,6 @@ def reconcile_gate() -> asyncio.Semaphore:
     return asyncio.Semaphore(from_env(KubeSettings).max_concurrent_reconciles)
 
 
-def wake_on_children(wakeups: Wakeups, kinds: Iterable[tuple[str, str, str]], managed_by: str) -> None:
-    """Watch each (group, version, plural) for objects labelled ``managed-by``; each wakes its owner.
-
-    The owner is named by the child's instance label and the child's namespace. The
-    handler is async on purpose: kopf runs sync handlers in a thread pool, and every
-    thread costs an allocator arena of resident memory.
-    """
-
-    async def child_changed(labels: Mapping[str, str], namespace: str | None, **_: Any) -> None:
-        wakeups.wake((namespace, labels.get(INSTANCE_LABEL)))
-
-    for group, version, plural in kinds:
-        kopf.on.event(group, version, plural, labels={MANAGED_BY_LABEL: managed_by})(child_changed)
-
-
 class References:
     """Which of a namespace's objects (a user's Secret, say) each instance's spec names. Pure bookkeeping.
 
@@ -138,12 +118,12 @@ class References:
 
     def __init__(self, named: Callable[[dict[str, Any]], Iterable[tuple[str, str]]]) -> None:
         self.named = named
-        """What an instance (the object as read) names: (plural, name) pairs in its own namespace."""
+        """What an instance (the object as read) names: (kind, name) pairs in its own namespace."""
         self._holders: dict[tuple[str, str, str], set[str]] = {}
-        """(plural, namespace, name) -> the instances that name it."""
+        """(kind, namespace, name) -> the instances that name it."""
 
     def remember(self, namespace: str, instance: str, referenced: Iterable[tuple[str, str]]) -> None:
-        """``instance`` now names exactly ``referenced``: (plural, name) pairs in its own namespace."""
+        """``instance`` now names exactly ``referenced``: (kind, name) pairs in its own namespace."""
         for (_, held_in, _), holders in list(self._holders.items()):
             if held_in == namespace:
                 holders.discard(instance)
@@ -154,24 +134,8 @@ class References:
     def forget(self, namespace: str, instance: str) -> None:
         self.remember(namespace, instance, ())
 
-    def holders(self, plural: str, namespace: str, name: str) -> set[str]:
-        return set(self._holders.get((plural, namespace, name), ()))
-
-
-def wake_on_references(
-    wakeups: Wakeups, references: References, kinds: Iterable[tuple[str, str, str]]
-) -> None:
-    """Watch each (group, version, plural); a change to an object that instances name wakes them."""
-
-    def waker(plural: str) -> Callable[..., Awaitable[None]]:
-        async def referenced_changed(name: str, namespace: str | None, **_: Any) -> None:
-            for instance in references.holders(plural, namespace or "", name):
-                wakeups.wake((namespace, instance))
-
-        return referenced_changed
-
-    for group, version, plural in kinds:
-        kopf.on.event(group, version, plural)(waker(plural))
+    def holders(self, kind: str, namespace: str, name: str) -> set[str]:
+        return set(self._holders.get((kind, namespace, name), ()))
 
 
 async def run_object_loop(
@@ -198,6 +162,9 @@ async def run_object_loop(
     key = (namespace, name)
 
     async def once() -> float | None:
+        if kube.cache is not None:
+            # Nothing is decided from a cache that has not listed yet (after a start, or a 410).
+            await kube.cache.wait_synced()
         async with gate or contextlib.nullcontext():
             obj = await kube.get(resource.api_version, resource.kind, name, namespace)
             if obj is None or obj["metadata"].get("deletionTimestamp"):

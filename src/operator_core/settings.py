@@ -38,7 +38,7 @@ class KubeSettings:
     """Reconciles that may run at once in one operator process. Many objects created together
     (or an operator start with many to catch up) then come in turns: the API server sees no burst,
     and the process's memory follows the turns, not the number of objects."""
-    resync_seconds: float = 60.0
+    resync_seconds: float = 600.0
     """A full reconcile of each object this often even when nothing was seen to change: the safety
     net under the watches that wake an object when it, its children or what it names change."""
 

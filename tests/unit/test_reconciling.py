@@ -164,6 +164,8 @@ async def test_a_wakeup_cuts_the_wait_short() -> None:
 class OneObjectKube:
     """Answers every get with a fresh copy of one object (a unit-test stand-in for the adapter)."""
 
+    cache = None
+
     async def get(self, api_version: str, kind: str, name: str, namespace: str) -> dict[str, Any]:
         return {"metadata": {"name": name, "namespace": namespace}}
 
@@ -213,11 +215,11 @@ async def test_object_loops_take_turns_through_the_gate() -> None:
 
 
 async def test_an_object_loop_books_what_its_object_names_and_forgets_it_when_it_ends() -> None:
-    book = References(lambda obj: [("secrets", f"{obj['metadata']['name']}-key")])
+    book = References(lambda obj: [("Secret", f"{obj['metadata']['name']}-key")])
     reconciled = asyncio.Event()
 
     async def reconcile(obj: dict[str, Any]) -> float:
-        assert book.holders("secrets", "ns", "thing-key") == {"thing"}  # booked before the pass
+        assert book.holders("Secret", "ns", "thing-key") == {"thing"}  # booked before the pass
         reconciled.set()
         return 3600.0
 
@@ -238,7 +240,7 @@ async def test_an_object_loop_books_what_its_object_names_and_forgets_it_when_it
     await asyncio.wait_for(reconciled.wait(), timeout=5)
     loop.cancel()
     await asyncio.gather(loop, return_exceptions=True)
-    assert book.holders("secrets", "ns", "thing-key") == set()
+    assert book.holders("Secret", "ns", "thing-key") == set()
 
 
 async def test_steps_run_in_order_until_one_stops_and_status_is_written_after_all() -> None:
@@ -328,19 +330,19 @@ async def test_status_is_written_only_when_the_patch_says_something() -> None:
 
 def test_references_wake_only_the_instances_that_name_an_object_in_their_namespace() -> None:
     book = References(lambda obj: ())
-    book.remember("a", "demo", [("secrets", "tokens"), ("configmaps", "config")])
-    book.remember("b", "demo", [("secrets", "tokens")])
-    book.remember("a", "other", [("secrets", "tokens")])
-    assert book.holders("secrets", "a", "tokens") == {"demo", "other"}
-    assert book.holders("configmaps", "a", "tokens") == set()
+    book.remember("a", "demo", [("Secret", "tokens"), ("ConfigMap", "config")])
+    book.remember("b", "demo", [("Secret", "tokens")])
+    book.remember("a", "other", [("Secret", "tokens")])
+    assert book.holders("Secret", "a", "tokens") == {"demo", "other"}
+    assert book.holders("ConfigMap", "a", "tokens") == set()
 
     # An instance renames its reference: the old name no longer wakes it; the same name elsewhere still does.
-    book.remember("a", "demo", [("secrets", "rotated")])
-    assert book.holders("secrets", "a", "tokens") == {"other"}
-    assert book.holders("secrets", "a", "rotated") == {"demo"}
-    assert book.holders("configmaps", "a", "config") == set()
-    assert book.holders("secrets", "b", "tokens") == {"demo"}
+    book.remember("a", "demo", [("Secret", "rotated")])
+    assert book.holders("Secret", "a", "tokens") == {"other"}
+    assert book.holders("Secret", "a", "rotated") == {"demo"}
+    assert book.holders("ConfigMap", "a", "config") == set()
+    assert book.holders("Secret", "b", "tokens") == {"demo"}
 
     book.forget("a", "other")
-    assert book.holders("secrets", "a", "tokens") == set()
-    assert book.holders("secrets", "b", "tokens") == {"demo"}
+    assert book.holders("Secret", "a", "tokens") == set()
+    assert book.holders("Secret", "b", "tokens") == {"demo"}

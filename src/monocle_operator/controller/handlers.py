@@ -20,24 +20,23 @@ from monocle_operator.controller.reconcile import reconcile
 from monocle_operator.resources import MANAGED_BY
 from operator_core.controller import Operator
 
-# Children whose changes wake their instance's loop, found by the labels every child carries.
+# Children (found by the labels every child carries), held in the watch caches: a change to one wakes its
+# instance's loop. Secrets and ConfigMaps are held whole (named kinds below).
 _CHILD_KINDS = (
-    ("", "v1", "services"),
-    ("", "v1", "persistentvolumeclaims"),
-    ("apps", "v1", "statefulsets"),
-    ("apps", "v1", "deployments"),
-    ("batch", "v1", "jobs"),
-    ("networking.k8s.io", "v1", "ingresses"),
-    ("", "v1", "secrets"),
-    ("", "v1", "configmaps"),
+    ("v1", "Service"),
+    ("v1", "PersistentVolumeClaim"),
+    ("apps/v1", "StatefulSet"),
+    ("apps/v1", "Deployment"),
+    ("batch/v1", "Job"),
+    ("networking.k8s.io/v1", "Ingress"),
 )
 
 
 def _user_objects(obj: dict[str, Any]) -> list[tuple[str, str]]:
     """The user's own Secret and ConfigMap that an instance's spec names."""
     spec = obj.get("spec") or {}
-    named = (("secrets", spec.get("secretRef")), ("configmaps", spec.get("configMapRef")))
-    return [(plural, reference["name"]) for plural, reference in named if reference and reference.get("name")]
+    named = (("Secret", spec.get("secretRef")), ("ConfigMap", spec.get("configMapRef")))
+    return [(kind, reference["name"]) for kind, reference in named if reference and reference.get("name")]
 
 
 OPERATOR = Operator("monocle-operator", MONOCLE.group)
@@ -47,5 +46,5 @@ OPERATOR.controller(
     managed_by=MANAGED_BY,
     child_kinds=_CHILD_KINDS,
     named=_user_objects,
-    named_kinds=(("", "v1", "secrets"), ("", "v1", "configmaps")),
+    named_kinds=(("v1", "Secret"), ("v1", "ConfigMap")),
 )

@@ -20,25 +20,29 @@ from typesense_operator.api import TYPESENSE_CLUSTER
 from typesense_operator.controller.reconcile import reconcile
 from typesense_operator.controller.settings import TypesenseSettings
 from typesense_operator.quorum.probe import ApiServerProxy, DirectToPod, NodeAddressing
+from typesense_operator.resources import PODMONITOR_API_VERSION
 from typesense_operator.resources.model import MANAGED_BY
 
-# Children whose changes wake their cluster's loop; found by the labels every child carries.
+# Children (found by the labels every child carries), held in the watch caches: a change to one wakes its
+# cluster's loop. The pods carry the labels of the StatefulSet's template: a cluster waiting for its pods
+# is woken by their changes, not by a timer.
 _CHILD_KINDS = (
-    ("", "v1", "configmaps"),
-    ("", "v1", "services"),
-    ("", "v1", "secrets"),
-    ("apps", "v1", "statefulsets"),
-    ("apps", "v1", "deployments"),
-    ("policy", "v1", "poddisruptionbudgets"),
-    ("networking.k8s.io", "v1", "ingresses"),
-    ("batch", "v1", "cronjobs"),
+    ("v1", "ConfigMap"),
+    ("v1", "Service"),
+    ("v1", "Pod"),
+    ("apps/v1", "StatefulSet"),
+    ("apps/v1", "Deployment"),
+    ("policy/v1", "PodDisruptionBudget"),
+    ("networking.k8s.io/v1", "Ingress"),
+    ("batch/v1", "CronJob"),
+    (PODMONITOR_API_VERSION, "PodMonitor"),
 )
 
 
 def _admin_key_secret(obj: dict[str, Any]) -> list[tuple[str, str]]:
     """The user's admin key Secret (spec.adminApiKey): created late or changed, it wakes the cluster."""
     key = ((obj.get("spec") or {}).get("adminApiKey") or {}).get("name")
-    return [("secrets", key)] if key else []
+    return [("Secret", key)] if key else []
 
 
 async def _start_probes(context: Context) -> None:
@@ -68,5 +72,6 @@ OPERATOR.controller(
     managed_by=MANAGED_BY,
     child_kinds=_CHILD_KINDS,
     named=_admin_key_secret,
-    named_kinds=(("", "v1", "secrets"),),
+    # Every Secret, not only ours: the one the spec names carries none of our labels.
+    named_kinds=(("v1", "Secret"),),
 )

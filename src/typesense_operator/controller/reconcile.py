@@ -72,6 +72,8 @@ class Scope:
     plan: Plan | None = None
     nodes_answered: bool = False
     """Some node answered this reconcile's probes."""
+    nodes_addressable: bool = False
+    """Some pod has an IP, so a probe could reach it: without one, only a pod's change can help."""
     pod_monitor: dict[str, Any] | None = None
     """The PodMonitor to apply with the children (None: not requested, or its CRD is not installed)."""
     quorum: dict[str, Any] = field(default_factory=dict)
@@ -85,6 +87,9 @@ class Scope:
         if self.waiting_for_user:
             return WAIT_FOR_CHANGE
         if self.plan is None:
+            return self.resync_seconds
+        if not self.nodes_addressable and self.plan.action is Action.NONE:
+            # Nothing to probe yet: a pod that gets its IP (or any other change of a pod) wakes the loop.
             return self.resync_seconds
         return min(self.plan.requeue_after, self.resync_seconds)
 
@@ -186,7 +191,7 @@ async def manage_quorum(scope: Scope) -> Outcome:
     """Probe the nodes, decide the raft members, and take the decided step (recorded first if destructive)."""
     cluster = scope.cluster
     assert scope.api_key is not None
-    pods = await scope.kube.list("v1", "Pod", cluster.namespace, labels=cluster.selector("node"))
+    pods = await scope.kube.list("v1", "Pod", cluster.namespace, labels=cluster.labels("node"))
     targets = []
     for pod in pods:
         index = _ordinal(pod, cluster.statefulset_name)
@@ -221,10 +226,15 @@ async def manage_quorum(scope: Scope) -> Outcome:
     )
     scope.plan, scope.members = plan, plan.members
     scope.nodes_answered = any(probe.reachable for probe in probes)
+    scope.nodes_addressable = any(target.pod_ip for target in targets)
     scope.quorum = status_from_plan(plan, previous)
     changed_action = (
         plan.action is not Action.NONE and (previous or {}).get("lastAction") != plan.action.value
     )
+    if plan.action in (Action.DOWNGRADE, Action.RESTART_SURVIVOR) and scope.kube.cache is not None:
+        # Surgery decided from a stale list of pods could fence the wrong members: refuse it, and
+        # look again once the watch caught up (NotSynced is temporary: the loop backs off).
+        scope.kube.cache.require_synced("taking quorum surgery")
     if plan.action is Action.DOWNGRADE:
         await scope.event("Warning", EventReason.QUORUM_DOWNGRADED, plan.message)
         await _fence(scope, plan)

@@ -1,0 +1,344 @@
+"""Watch-fed caches: what an operator reads instead of asking the API server.
+
+An :class:`Informer` holds every object of one kind (all namespaces, optionally
+label-selected) in memory: it lists once, then watches from the list's
+resourceVersion, as client-go's informers do. Each change calls ``on_change``
+with the object, so that a controller can wake the owner at once; a re-list
+(after the watch fell too far behind: 410 Gone) reports what appeared, changed
+or vanished in between as changes too. A :class:`Cache` is an operator's set
+of informers, and :class:`operator_core.kube.Kube` reads from it for the kinds
+it covers.
+
+Why not kopf's indexes: kopf guarantees that its indexes are filled before the
+first handler runs, but says nothing after a watch error, and its re-list
+keeps objects deleted while the watch was down. Here the state is explicit:
+:attr:`Informer.synced` is false from the start until the first list, and
+again from a failed watch until the next one is open. :meth:`Cache.require_synced`
+is how a destructive step (a delete, quorum surgery, a "missing" child) refuses
+to act on a view that may be stale; it raises :class:`~operator_core.errors.NotSynced`,
+a temporary error, so the loop backs off and looks again.
+
+What is kept: the object as the API server sent it, without ``managedFields``
+(the largest part of most objects, and nothing a reconcile reads). The cache
+also takes the objects our own writes return (:meth:`Cache.offer`), so that a
+reconcile right after a write does not see its own previous state and write
+again; a newer resourceVersion always wins.
+
+Who calls it: :mod:`operator_core.controller` makes one per operator;
+:mod:`operator_core.kube` reads through it. The list and watch calls themselves are
+:class:`WatchSource`'s (:class:`~operator_core.kube.Kube` is one).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from operator_core import errors
+
+__all__ = ["Cache", "Informer", "KindRef", "WatchSource", "WatchedKind", "selector_covers"]
+
+Manifest = dict[str, Any]
+KindRef = tuple[str, str]
+"""(apiVersion, kind) of a watched kind."""
+
+WATCH_TIMEOUT_SECONDS = 290
+"""How long the API server keeps one watch open; the informer opens the next at once (no re-list)."""
+UNSERVED_RECHECK_SECONDS = 60.0
+"""How often an informer of a kind that is not served (its CRD not installed) looks again."""
+RETRY_SECONDS = (0.5, 1.0, 2.0, 5.0, 10.0)
+"""Waits before opening a watch again after it failed, growing with each failure in a row."""
+OPENED = "OPENED"
+"""The event a :class:`WatchSource` yields first, once the API server accepted the watch."""
+
+_log = logging.getLogger("operator_core.cache")
+
+
+class WatchSource(Protocol):
+    """The two calls an informer needs: one consistent list, and a watch from its resourceVersion."""
+
+    async def list_objects(
+        self, kind: KindRef, labels: Mapping[str, str] | None
+    ) -> tuple[list[Manifest], str]:
+        """Every object of ``kind`` (all namespaces) and the list's resourceVersion."""
+        ...
+
+    def watch_objects(
+        self, kind: KindRef, labels: Mapping[str, str] | None, resource_version: str, timeout_seconds: int
+    ) -> AsyncIterator[tuple[str, Manifest]]:
+        """(type, object) events after ``resource_version``: :data:`OPENED` first, then ADDED,
+        MODIFIED, DELETED and BOOKMARK; raises :class:`~operator_core.errors.Expired` when the
+        version is too old to watch from."""
+        ...
+
+
+def selector_covers(informer_labels: Mapping[str, str] | None, wanted: Mapping[str, str] | None) -> bool:
+    """Whether an informer selecting ``informer_labels`` holds every object that ``wanted`` selects."""
+    return all((wanted or {}).get(key) == value for key, value in (informer_labels or {}).items())
+
+
+def _matches(obj: Mapping[str, Any], labels: Mapping[str, str] | None) -> bool:
+    own = obj.get("metadata", {}).get("labels") or {}
+    return all(own.get(key) == value for key, value in (labels or {}).items())
+
+
+def _key(obj: Mapping[str, Any]) -> tuple[str, str]:
+    metadata = obj["metadata"]
+    return metadata.get("namespace") or "", metadata["name"]
+
+
+def _version(obj: Mapping[str, Any]) -> int | None:
+    """The resourceVersion as a number, when it is one (etcd's revisions are)."""
+    value = obj.get("metadata", {}).get("resourceVersion")
+    return int(value) if isinstance(value, str) and value.isdigit() else None
+
+
+def _is_newer(candidate: Mapping[str, Any], current: Mapping[str, Any] | None) -> bool:
+    """Whether ``candidate`` is at least as new as ``current``; unknown orders count as newer."""
+    if current is None:
+        return True
+    new, old = _version(candidate), _version(current)
+    return new is None or old is None or new >= old
+
+
+def _trimmed(obj: Manifest) -> Manifest:
+    """The object without managedFields: nothing reads them, and they are often half its size."""
+    metadata = obj.get("metadata")
+    if isinstance(metadata, dict) and "managedFields" in metadata:
+        obj = {**obj, "metadata": {k: v for k, v in metadata.items() if k != "managedFields"}}
+    return obj
+
+
+@dataclass(frozen=True)
+class WatchedKind:
+    """One kind an operator reads from a cache: ``labels`` None means every object of it."""
+
+    api_version: str
+    kind: str
+    labels: Mapping[str, str] | None = None
+
+    @property
+    def ref(self) -> KindRef:
+        return self.api_version, self.kind
+
+
+class Informer:
+    """Every object of one kind, kept current by a watch; see the module's docstring."""
+
+    def __init__(
+        self,
+        source: WatchSource,
+        kind: WatchedKind,
+        on_change: Callable[[Manifest], None] | None = None,
+        *,
+        retry_seconds: tuple[float, ...] = RETRY_SECONDS,
+        watch_timeout_seconds: int = WATCH_TIMEOUT_SECONDS,
+    ) -> None:
+        self.kind = kind
+        self._source = source
+        self._on_change = on_change
+        self._retry_seconds = retry_seconds
+        self._watch_timeout = watch_timeout_seconds
+        self._objects: dict[tuple[str, str], Manifest] = {}
+        self._synced = asyncio.Event()
+        self.resource_version: str | None = None
+        self.lists = 0
+        """How many times the informer listed (1 after the start; more after each 410 Gone)."""
+        self.served = True
+        """False while the API server does not serve the kind (a CRD not installed): it holds nothing."""
+
+    def __repr__(self) -> str:
+        return f"Informer({self.kind.kind} {dict(self.kind.labels or {})})"
+
+    # -- reads
+
+    @property
+    def synced(self) -> bool:
+        """Listed, and its watch open: what it holds is as current as the watch."""
+        return self._synced.is_set()
+
+    async def wait_synced(self) -> None:
+        await self._synced.wait()
+
+    def get(self, namespace: str | None, name: str) -> Manifest | None:
+        return self._objects.get((namespace or "", name))
+
+    def list(self, namespace: str | None = None, labels: Mapping[str, str] | None = None) -> list[Manifest]:
+        """Objects in ``namespace`` (None or "*": every namespace) that carry every one of ``labels``."""
+        every = namespace in (None, "*")
+        return [
+            obj
+            for (held_in, _), obj in self._objects.items()
+            if (every or held_in == namespace) and _matches(obj, labels)
+        ]
+
+    def __len__(self) -> int:
+        return len(self._objects)
+
+    # -- writes
+
+    def offer(self, obj: Manifest) -> None:
+        """What one of our own writes returned; kept when it is newer than what the watch told."""
+        if not _matches(obj, self.kind.labels):
+            return
+        key = _key(obj)
+        if _is_newer(obj, self._objects.get(key)):
+            self._objects[key] = _trimmed(obj)
+
+    # -- the watch
+
+    async def run(self) -> None:
+        """List, then watch, until cancelled; a failure costs a retry, never the informer."""
+        failures = 0
+        while True:
+            try:
+                if self.resource_version is None:
+                    await self._list()
+                async for event_type, obj in self._source.watch_objects(
+                    self.kind.ref, self.kind.labels, self.resource_version or "", self._watch_timeout
+                ):
+                    if event_type == OPENED:
+                        self._synced.set()
+                        failures = 0
+                    else:
+                        self._receive(event_type, obj)
+            except errors.NotFound:
+                # Not served: nothing of the kind exists, which is a synced view too. Look again later.
+                if self.served:
+                    _log.info("%r: not served; looking again every %.0f s", self, UNSERVED_RECHECK_SECONDS)
+                self.served, self.resource_version = False, None
+                self._replace({})
+                self._synced.set()
+                await asyncio.sleep(UNSERVED_RECHECK_SECONDS)
+            except errors.Expired:
+                # Too far behind to resume: list again (and report what changed meanwhile).
+                _log.info("%r: watch expired, listing again", self)
+                self._synced.clear()
+                self.resource_version = None
+            except Exception as error:
+                self._synced.clear()
+                delay = self._retry_seconds[min(failures, len(self._retry_seconds) - 1)]
+                failures += 1
+                _log.warning("%r: watch failed, again in %.1f s: %s", self, delay, error)
+                await asyncio.sleep(delay)
+
+    async def _list(self) -> None:
+        items, version = await self._source.list_objects(self.kind.ref, self.kind.labels)
+        self.resource_version, self.lists, self.served = version, self.lists + 1, True
+        self._replace({_key(obj): _trimmed(obj) for obj in items})
+        self._synced.set()
+
+    def _replace(self, fresh: dict[tuple[str, str], Manifest]) -> None:
+        """Hold ``fresh`` instead, and report what appeared, changed or vanished."""
+        previous, self._objects = self._objects, fresh
+        for key, obj in fresh.items():
+            old = previous.get(key)
+            if old is None or old.get("metadata", {}).get("resourceVersion") != obj["metadata"].get(
+                "resourceVersion"
+            ):
+                self._changed(obj)
+        for key in previous.keys() - fresh.keys():
+            self._changed(previous[key])
+
+    def _receive(self, event_type: str, obj: Manifest) -> None:
+        version = obj.get("metadata", {}).get("resourceVersion")
+        if version:
+            self.resource_version = version
+        if event_type == "BOOKMARK":
+            return
+        key = _key(obj)
+        if event_type == "DELETED":
+            self._objects.pop(key, None)
+        elif _is_newer(obj, self._objects.get(key)):
+            self._objects[key] = _trimmed(obj)
+        self._changed(obj)
+
+    def _changed(self, obj: Manifest) -> None:
+        if self._on_change is not None:
+            try:
+                self._on_change(obj)
+            except Exception:  # a waker's bug must not stop the watch
+                _log.exception("%r: change handler failed", self)
+
+
+class Cache:
+    """An operator's informers, one per kind, and the one place that says whether all are synced."""
+
+    def __init__(self, source: WatchSource) -> None:
+        self._source = source
+        self._informers: dict[KindRef, Informer] = {}
+        self._listeners: list[Callable[[KindRef, Manifest], None]] = []
+        self._tasks: list[asyncio.Task[None]] = []
+
+    def watch(self, kinds: Iterable[WatchedKind]) -> None:
+        """Hold every object of these kinds (before :meth:`start`). One informer per kind: two
+        selectors of the same kind make one informer of the wider, and no selector is the widest."""
+        for wanted in kinds:
+            current = self._informers.get(wanted.ref)
+            labels = wanted.labels
+            if current is not None and current.kind.labels != labels:
+                common = {
+                    key: value
+                    for key, value in (current.kind.labels or {}).items()
+                    if (labels or {}).get(key) == value
+                }
+                labels = common or None
+            if current is None or current.kind.labels != labels:
+                self._informers[wanted.ref] = Informer(
+                    self._source,
+                    WatchedKind(wanted.api_version, wanted.kind, labels),
+                    self._notifier(wanted.ref),
+                )
+
+    def on_change(self, listener: Callable[[KindRef, Manifest], None]) -> None:
+        """Call ``listener(kind, object)`` for every change the informers see."""
+        self._listeners.append(listener)
+
+    def _notifier(self, kind: KindRef) -> Callable[[Manifest], None]:
+        def notify(obj: Manifest) -> None:
+            for listener in self._listeners:
+                listener(kind, obj)
+
+        return notify
+
+    async def start(self) -> None:
+        for informer in self._informers.values():
+            self._tasks.append(asyncio.create_task(informer.run(), name=f"cache {informer!r}"))
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks.clear()
+
+    # -- reads
+
+    def informer(self, api_version: str, kind: str) -> Informer | None:
+        return self._informers.get((api_version, kind))
+
+    @property
+    def informers(self) -> list[Informer]:
+        return list(self._informers.values())
+
+    @property
+    def synced(self) -> bool:
+        return all(informer.synced for informer in self._informers.values())
+
+    async def wait_synced(self) -> None:
+        for informer in list(self._informers.values()):
+            await informer.wait_synced()
+
+    def require_synced(self, what: str) -> None:
+        """Raise :class:`~operator_core.errors.NotSynced` unless every informer is synced."""
+        behind = [repr(informer) for informer in self._informers.values() if not informer.synced]
+        if behind:
+            raise errors.NotSynced(f"not {what} while the cache may be stale: {', '.join(behind)} not synced")
+
+    def offer(self, obj: Manifest) -> None:
+        """An object one of our writes returned (see :meth:`Informer.offer`)."""
+        informer = self._informers.get((obj.get("apiVersion", ""), obj.get("kind", "")))
+        if informer is not None:
+            informer.offer(obj)

@@ -1,0 +1,211 @@
+"""The watch cache's state machine, driven by a scripted source: what it holds, when it is synced, and
+what it reports as changed. (The same informer against a real API server: tests/integration/test_cache.py.)"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+import pytest
+
+from operator_core import errors
+from operator_core.cache import OPENED, Cache, Informer, KindRef, WatchedKind, selector_covers
+from operator_core.kube import Kube
+
+Manifest = dict[str, Any]
+
+
+def pod(name: str, version: int, namespace: str = "ns", **labels: str) -> Manifest:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "resourceVersion": str(version),
+            "labels": labels,
+            "managedFields": [{"manager": "someone"}],
+        },
+    }
+
+
+class ScriptedSource:
+    """Lists what ``listing`` holds; each watch plays the next script, then ends (or raises)."""
+
+    def __init__(self, listing: list[Manifest], version: str = "10") -> None:
+        self.listing, self.version = listing, version
+        self.scripts: asyncio.Queue[list[tuple[str, Manifest]] | BaseException] = asyncio.Queue()
+        self.lists = 0
+        self.watched_from: list[str] = []
+        self.list_error: BaseException | None = None
+
+    async def list_objects(
+        self, kind: KindRef, labels: Mapping[str, str] | None
+    ) -> tuple[list[Manifest], str]:
+        self.lists += 1
+        if self.list_error is not None:
+            raise self.list_error
+        return list(self.listing), self.version
+
+    async def watch_objects(
+        self, kind: KindRef, labels: Mapping[str, str] | None, resource_version: str, timeout_seconds: int
+    ) -> AsyncIterator[tuple[str, Manifest]]:
+        self.watched_from.append(resource_version)
+        script = await self.scripts.get()
+        if isinstance(script, BaseException):
+            raise script
+        yield OPENED, {}
+        for event in script:
+            yield event
+        await asyncio.Event().wait()  # the watch stays open until the next test step
+
+
+async def settled() -> None:
+    for _ in range(20):
+        await asyncio.sleep(0)
+
+
+@pytest.fixture
+async def running() -> AsyncIterator[list[asyncio.Task[None]]]:
+    tasks: list[asyncio.Task[None]] = []
+    yield tasks
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def test_not_synced_until_listed_then_holds_the_list_without_managed_fields(running: list[Any]) -> None:
+    source = ScriptedSource([pod("a", 5), pod("b", 6, namespace="other")])
+    changed: list[str] = []
+    informer = Informer(source, WatchedKind("v1", "Pod"), lambda obj: changed.append(obj["metadata"]["name"]))
+    assert not informer.synced
+    running.append(asyncio.create_task(informer.run()))
+    await informer.wait_synced()
+    assert informer.synced
+    assert sorted(changed) == ["a", "b"]
+    assert informer.get("ns", "a") is not None
+    assert "managedFields" not in informer.get("ns", "a")["metadata"]
+    assert [p["metadata"]["name"] for p in informer.list("other")] == ["b"]
+    assert len(informer.list("*")) == 2
+
+
+async def test_watch_events_update_what_it_holds_and_report_each_change(running: list[Any]) -> None:
+    source = ScriptedSource([pod("a", 5)])
+    changed: list[tuple[str, str]] = []
+    informer = Informer(
+        source, WatchedKind("v1", "Pod"), lambda obj: changed.append((obj["metadata"]["name"], ""))
+    )
+    await source.scripts.put(
+        [
+            ("ADDED", pod("b", 11)),
+            ("MODIFIED", pod("a", 12, role="x")),
+            ("DELETED", pod("b", 13)),
+            ("BOOKMARK", {"metadata": {"resourceVersion": "20"}}),
+        ]
+    )
+    running.append(asyncio.create_task(informer.run()))
+    await settled()
+    assert informer.get("ns", "b") is None
+    assert informer.get("ns", "a")["metadata"]["labels"] == {"role": "x"}  # type: ignore[index]
+    assert [name for name, _ in changed] == ["a", "b", "a", "b"]
+    assert informer.resource_version == "20"
+    assert source.watched_from == ["10"]
+
+
+async def test_a_failed_watch_makes_it_unsynced_until_the_next_watch_opens(running: list[Any]) -> None:
+    source = ScriptedSource([pod("a", 5)])
+    informer = Informer(source, WatchedKind("v1", "Pod"), retry_seconds=(0.01,))
+    await source.scripts.put(errors.Unavailable("connection refused"))
+    running.append(asyncio.create_task(informer.run()))
+    await informer.wait_synced()  # the list
+    await settled()
+    assert not informer.synced  # the watch after it failed
+    await source.scripts.put([])
+    await asyncio.sleep(0.05)
+    assert informer.synced
+    assert source.lists == 1  # resumed from the last version, no second list
+    assert source.watched_from == ["10", "10"]
+
+
+async def test_an_expired_watch_lists_again_and_reports_what_vanished_meanwhile(running: list[Any]) -> None:
+    source = ScriptedSource([pod("a", 5), pod("b", 6)])
+    changed: list[str] = []
+    informer = Informer(source, WatchedKind("v1", "Pod"), lambda obj: changed.append(obj["metadata"]["name"]))
+    running.append(asyncio.create_task(informer.run()))
+    await informer.wait_synced()
+    changed.clear()
+    source.listing, source.version = [pod("a", 5), pod("c", 30)], "31"
+    await source.scripts.put(errors.Expired("too old resource version", status=410))
+    await source.scripts.put([])
+    await asyncio.sleep(0.05)
+    assert informer.lists == 2
+    assert informer.synced
+    assert informer.get("ns", "b") is None
+    assert informer.get("ns", "c") is not None
+    assert sorted(changed) == ["b", "c"]  # "a" did not change
+    assert source.watched_from[-1] == "31"
+
+
+async def test_a_kind_that_is_not_served_is_synced_and_empty(running: list[Any]) -> None:
+    source = ScriptedSource([])
+    source.list_error = errors.NotFound("kind PodMonitor of monitoring.coreos.com/v1 is not served")
+    informer = Informer(source, WatchedKind("monitoring.coreos.com/v1", "PodMonitor"))
+    running.append(asyncio.create_task(informer.run()))
+    await informer.wait_synced()
+    assert informer.synced
+    assert not informer.served
+    assert informer.list("*") == []
+
+
+async def test_our_own_writes_are_kept_unless_the_watch_told_something_newer(running: list[Any]) -> None:
+    source = ScriptedSource([pod("a", 5, app="x")])
+    informer = Informer(source, WatchedKind("v1", "Pod", {"app": "x"}))
+    running.append(asyncio.create_task(informer.run()))
+    await informer.wait_synced()
+    informer.offer(pod("a", 9, app="x", written="yes"))
+    assert informer.get("ns", "a")["metadata"]["labels"]["written"] == "yes"  # type: ignore[index]
+    informer.offer(pod("a", 7, app="x", written="older"))
+    assert informer.get("ns", "a")["metadata"]["labels"]["written"] == "yes"  # type: ignore[index]
+    informer.offer(pod("b", 3, app="other"))  # not selected: not held
+    assert informer.get("ns", "b") is None
+    # The watch's own older event (it lags our write) does not take the cache back.
+    await source.scripts.put([("MODIFIED", pod("a", 8, app="x"))])
+    await settled()
+    assert informer.get("ns", "a")["metadata"]["labels"]["written"] == "yes"  # type: ignore[index]
+
+
+def test_a_label_selector_covers_the_requests_that_ask_at_least_as_much() -> None:
+    assert selector_covers(None, None)
+    assert selector_covers(None, {"a": "1"})
+    assert selector_covers({"a": "1"}, {"a": "1", "b": "2"})
+    assert not selector_covers({"a": "1"}, {"b": "2"})
+    assert not selector_covers({"a": "1"}, None)
+
+
+def test_two_selectors_of_one_kind_make_one_informer_of_the_wider() -> None:
+    cache = Cache(ScriptedSource([]))
+    cache.watch([WatchedKind("v1", "Secret", {"managed-by": "us"}), WatchedKind("v1", "Secret")])
+    cache.watch(
+        [
+            WatchedKind("v1", "Pod", {"managed-by": "us", "app": "x"}),
+            WatchedKind("v1", "Pod", {"managed-by": "us"}),
+        ]
+    )
+    secrets, pods = cache.informer("v1", "Secret"), cache.informer("v1", "Pod")
+    assert secrets is not None
+    assert secrets.kind.labels is None
+    assert pods is not None
+    assert pods.kind.labels == {"managed-by": "us"}
+
+
+async def test_a_delete_is_refused_while_the_cache_is_not_synced() -> None:
+    """Whatever decided a delete may have read a stale view: the adapter refuses before any request."""
+    cache = Cache(ScriptedSource([]))
+    cache.watch([WatchedKind("v1", "Pod")])
+    kube = Kube(client=None)  # type: ignore[arg-type]  # no request may be made
+    kube.use_cache(cache)
+    with pytest.raises(errors.NotSynced, match="not deleting Pod web-0 while the cache may be stale"):
+        await kube.delete("v1", "Pod", "web-0", "ns")
+    assert kube.write_calls == 0
+    assert errors.retry_policy(errors.NotSynced("x")) is errors.Retry.BACK_OFF
