@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -118,8 +119,31 @@ class Operator:
         self._logger = logging.getLogger(name)
         self._watched: list[WatchedKind] = []
         self._listeners: list[Callable[[KindRef, Manifest], None]] = []
+        self.reconciles = 0
+        """Reconciles run since the start (every pass of every loop), shown on the liveness endpoint."""
         kopf.on.startup(id=f"{name}-start")(self._started)
         kopf.on.cleanup(id=f"{name}-stop")(self._stopping)
+        kopf.on.probe(id="reconciles")(self._count_reconciles)
+        kopf.on.probe(id="caches")(self._describe_caches)
+
+    async def _count_reconciles(self, **_: Any) -> dict[str, float]:
+        """How many reconciles ran, and when this was counted (kopf keeps a probe's answer for 10 s)."""
+        return {"count": self.reconciles, "at": time.time()}
+
+    async def _describe_caches(self, memo: kopf.Memo, **_: Any) -> dict[str, Any]:
+        """What each watch cache holds, and whether it is synced: ``GET /healthz`` answers it."""
+        context: Context | None = getattr(memo, "context", None)
+        cache = context.kube.cache if context is not None else None
+        if cache is None:
+            return {}
+        return {
+            f"{informer.kind.kind}.{informer.kind.api_version}": {
+                "objects": len(informer),
+                "synced": informer.synced,
+                "served": informer.served,
+            }
+            for informer in cache.informers
+        }
 
     async def _started(self, settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
         configure_kopf(settings, self.api_group)
@@ -182,6 +206,7 @@ class Operator:
             context: Context = memo.context
 
             async def reconcile_object(obj: dict[str, Any]) -> float:
+                self.reconciles += 1
                 try:
                     return await reconcile(obj, context)
                 except errors.InvalidSpec as error:

@@ -9,7 +9,9 @@ Every operator's integration tests use these against the local control plane
 - :func:`events_for` and :func:`wait_for_events`: the Events of a namespace with one reason;
 - :func:`operator_requests`, :func:`settle`, :func:`wait_for_request` and :func:`writes_since`: the API
   server's audit log, as seen from one operator's ServiceAccount (to prove quiet
-  reconciles: no write when nothing changed).
+  reconciles: no write when nothing changed);
+- :func:`reconciles_counted` and :func:`wait_for_reconcile`: an operator's own count of its
+  reconciles (from its liveness endpoint), to know that a reconcile ran which made no request.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from operator_core.errors import NotFound
 from operator_core.kube import Kube
 from operator_testkit.controlplane import ControlPlane
 from operator_testkit.fixtures import wait_until
+from operator_testkit.operators import OperatorProcess
 
 __all__ = [
     "WRITE_VERBS",
@@ -29,10 +32,12 @@ __all__ = [
     "condition",
     "events_for",
     "operator_requests",
+    "reconciles_counted",
     "settle",
     "wait_for_condition",
     "wait_for_events",
     "wait_for_object",
+    "wait_for_reconcile",
     "wait_for_request",
     "writes_since",
 ]
@@ -173,3 +178,29 @@ async def wait_for_request(
         return None
 
     return cast(dict[str, Any], await wait_until(made, what=f"a {verb} of {resource} *{name_suffix}"))
+
+
+async def reconciles_counted(operator: OperatorProcess, *, at_or_after: float) -> int:
+    """The operator's count of reconciles, as counted at ``at_or_after`` (wall time) or later.
+
+    The operator's liveness endpoint keeps its answer for up to 10 s; this waits for a fresh one.
+    """
+
+    async def fresh() -> int | None:
+        reading = (await asyncio.to_thread(operator.health))["reconciles"]
+        return int(reading["count"]) if reading["at"] >= at_or_after else None
+
+    return cast(int, await wait_until(fresh, timeout=30, interval=0.5, what="a fresh count of reconciles"))
+
+
+async def wait_for_reconcile(operator: OperatorProcess, *, more_than: int, since: float) -> int:
+    """Wait until the operator has run more than ``more_than`` reconciles, counted a second or more after
+    ``since`` (wall time; a reconcile takes milliseconds); the count."""
+
+    async def counted() -> int | None:
+        count = await reconciles_counted(operator, at_or_after=since + 1.0)
+        return count if count > more_than else None
+
+    return cast(
+        int, await wait_until(counted, timeout=30, interval=0.5, what=f"a reconcile after {more_than}")
+    )

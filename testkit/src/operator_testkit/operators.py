@@ -87,6 +87,12 @@ class OperatorProcess:
             raise ControlPlaneError(f"{self.script} is not running")
         return self._process.pid
 
+    def health(self) -> dict[str, Any]:
+        """What the operator's liveness endpoint says: its probes' answers (reconciles, caches)."""
+        answer = httpx.get(f"http://127.0.0.1:{self.port}/healthz", timeout=5)
+        answer.raise_for_status()
+        return dict(answer.json())
+
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
