@@ -32,6 +32,7 @@ Who calls it: :mod:`operator_core.controller` makes one per operator;
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -149,6 +150,7 @@ class Informer:
         """How many times the informer listed (1 after the start; more after each 410 Gone)."""
         self.served = True
         """False while the API server does not serve the kind (a CRD not installed): it holds nothing."""
+        self._look_again = asyncio.Event()
 
     def __repr__(self) -> str:
         return f"Informer({self.kind.kind} {dict(self.kind.labels or {})})"
@@ -181,7 +183,12 @@ class Informer:
     # -- writes
 
     def offer(self, obj: Manifest) -> None:
-        """What one of our own writes returned; kept when it is newer than what the watch told."""
+        """What one of our own writes returned; kept when it is newer than what the watch told.
+
+        A write of a kind this informer thought not served means its CRD is there now: list at once.
+        """
+        if not self.served:
+            self._look_again.set()
         if not _matches(obj, self.kind.labels):
             return
         key = _key(obj)
@@ -212,7 +219,9 @@ class Informer:
                 self.served, self.resource_version = False, None
                 self._replace({})
                 self._synced.set()
-                await asyncio.sleep(UNSERVED_RECHECK_SECONDS)
+                self._look_again.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._look_again.wait(), UNSERVED_RECHECK_SECONDS)
             except errors.Expired:
                 # Too far behind to resume: list again (and report what changed meanwhile).
                 _log.info("%r: watch expired, listing again", self)

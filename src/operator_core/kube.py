@@ -227,9 +227,13 @@ class Kube:
 
     # -- reads
 
-    def _informer_for(self, api_version: str, kind: str) -> Any:
+    def _informer_for(self, api_version: str, kind: str, *, of_one: bool = False) -> Any:
+        """The synced informer of a kind, if the cache holds it. For one object (``of_one``), not an
+        informer that thinks its kind is not served: a caller that names one has seen its CRD."""
         informer = self.cache.informer(api_version, kind) if self.cache is not None else None
-        return informer if informer is not None and informer.synced else None
+        if informer is None or not informer.synced or (of_one and not informer.served):
+            return None
+        return informer
 
     async def get(
         self, api_version: str, kind: str, name: str, namespace: str | None = None
@@ -239,7 +243,7 @@ class Kube:
         An informer that selects by label answers "absent" only by asking the API server: the
         object may exist without our labels.
         """
-        informer = self._informer_for(api_version, kind)
+        informer = self._informer_for(api_version, kind, of_one=True)
         if informer is not None:
             found: Manifest | None = informer.get(namespace, name)
             if found is not None or informer.kind.labels is None:
@@ -285,7 +289,7 @@ class Kube:
     async def apply(self, desired: Mapping[str, Any], *, force: bool = True) -> ApplyResult:
         """Server-side apply ``desired`` unless the live object already matches it."""
         metadata = desired.get("metadata", {})
-        informer = self._informer_for(desired["apiVersion"], desired["kind"])
+        informer = self._informer_for(desired["apiVersion"], desired["kind"], of_one=True)
         if informer is not None and selector_covers(informer.kind.labels, metadata.get("labels")):
             # The informer would hold it: absent there means absent (and apply creates it either way).
             live = informer.get(metadata.get("namespace"), metadata["name"])

@@ -340,3 +340,24 @@ async def test_deleting_the_cluster_removes_children_and_keeps_volumes(
     )
     assert len(await kube.list("v1", "PersistentVolumeClaim", namespace)) == 3, "PVCs must be retained"
     assert "Traceback" not in typesense_operator.log()
+
+
+async def test_a_change_of_a_pod_wakes_its_cluster_and_costs_no_request(
+    kube: Kube,
+    namespace: str,
+    control_plane: ControlPlane,
+    kubectl: Kubectl,
+    typesense_operator: OperatorProcess,
+) -> None:
+    """A cluster waiting for its pods has no timer (no pod has an address to probe): their changes wake it."""
+    await kube.apply(cluster(namespace, {"image": "typesense/typesense:27.1"}))
+    pod = await wait_for_object(kube, "v1", "Pod", "cluster-1-sts-0", namespace)
+    assert not (pod.get("status") or {}).get("podIP")  # no node agent here: the pods stay Pending
+    settled = await settle(control_plane, OPERATOR_USER, namespace)
+    before = await reconciles_counted(typesense_operator, at_or_after=time.time())
+    kubectl(
+        "annotate", "pod/cluster-1-sts-0", "-n", namespace, f"test.operator-suite.dev/poke={uuid.uuid4().hex}"
+    )
+    await wait_for_reconcile(typesense_operator, more_than=before, since=time.time())
+    requests = operator_requests(control_plane, OPERATOR_USER, namespace)[settled:]
+    assert requests == [], [(e["verb"], e["objectRef"]) for e in requests]
