@@ -48,6 +48,8 @@ KindRef = tuple[str, str]
 
 WATCH_TIMEOUT_SECONDS = 290
 """How long the API server keeps one watch open; the informer opens the next at once (no re-list)."""
+SYNC_WARNING_SECONDS = 30.0
+"""How long reconciles wait for an unsynced cache before a warning says which kinds are behind."""
 UNSERVED_RECHECK_SECONDS = 60.0
 """How often an informer of a kind that is not served (its CRD not installed) looks again."""
 RETRY_SECONDS = (0.5, 1.0, 2.0, 5.0, 10.0)
@@ -337,8 +339,20 @@ class Cache:
         return all(informer.synced for informer in self._informers.values())
 
     async def wait_synced(self) -> None:
-        for informer in list(self._informers.values()):
-            await informer.wait_synced()
+        """Until every informer is synced; a warning names the ones behind every
+        :data:`SYNC_WARNING_SECONDS` (RBAC that forbids a list, say, never lets one sync)."""
+        while True:
+            behind = [informer for informer in self._informers.values() if not informer.synced]
+            if not behind:
+                return
+            waits = [asyncio.ensure_future(informer.wait_synced()) for informer in behind]
+            try:
+                await asyncio.wait_for(asyncio.gather(*waits), SYNC_WARNING_SECONDS)
+            except TimeoutError:
+                names = ", ".join(
+                    repr(informer) for informer in self._informers.values() if not informer.synced
+                )
+                _log.warning("reconciles wait for the watch caches to sync: %s", names)
 
     def require_synced(self, what: str) -> None:
         """Raise :class:`~operator_core.errors.NotSynced` unless every informer is synced."""

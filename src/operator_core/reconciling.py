@@ -167,6 +167,10 @@ async def run_object_loop(
             await kube.cache.wait_synced()
         async with gate or contextlib.nullcontext():
             obj = await kube.get(resource.api_version, resource.kind, name, namespace)
+            if obj is None and kube.cache is not None:
+                # kopf's own watch may have told of a new object before the cache's did: only the API
+                # server can say it is gone (the loop ends then, and kopf does not start it again).
+                obj = await kube.get_live(resource.api_version, resource.kind, name, namespace)
             if obj is None or obj["metadata"].get("deletionTimestamp"):
                 return None
             if references is not None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import time
 import uuid
 from typing import Any
 
@@ -20,10 +21,11 @@ from operator_testkit import assertions
 from operator_testkit.assertions import (
     all_gone,
     events_for,
+    operator_requests,
+    reconciles_counted,
     settle,
     wait_for_object,
-    wait_for_request,
-    writes_since,
+    wait_for_reconcile,
 )
 from operator_testkit.controlplane import ControlPlane
 from operator_testkit.fixtures import Kubectl, wait_until
@@ -85,18 +87,15 @@ async def count_owned(kube: Kube, kind: str, namespace: str, owner: str, count: 
     return len(await owned_by(kube, kind, namespace, owner)) == count
 
 
-async def reconciled_after(control_plane: ControlPlane, namespace: str, since: int) -> None:
-    """Wait for a whole reconcile after ``since``: its last read is the crawler Deployment, and whatever it
-    writes after that (status, Events) comes before the operator goes quiet."""
-    await wait_for_request(
-        control_plane,
-        OPERATOR_USER,
-        namespace,
-        since,
-        verb="get",
-        resource="deployments",
-        name_suffix="-crawler",
-    )
+async def poke_and_wait_for_a_reconcile(
+    operator: OperatorProcess, control_plane: ControlPlane, namespace: str, *poke: list[str]
+) -> None:
+    """Run each ``kubectl`` command of ``poke``, then wait for the reconcile it causes (the operator's own
+    count) and for whatever it writes (status, Events), which comes before the operator goes quiet."""
+    before = await reconciles_counted(operator, at_or_after=time.time())
+    for command in poke:
+        control_plane.kubectl(*command)
+    await wait_for_reconcile(operator, more_than=before, since=time.time())
     await settle(control_plane, OPERATOR_USER, namespace, quiet_seconds=1.0)
 
 
@@ -173,10 +172,14 @@ async def test_secret_data_rolls_api_and_crawler_and_metadata_edits_do_not(
         await wait_until(
             lambda d=deployment: count_owned(kube, "ReplicaSet", namespace, d, 1), what=f"{deployment} RS"
         )
-    since = await settle(control_plane, OPERATOR_USER, namespace)
-    kubectl("annotate", "secret/monocle-sample-api", "-n", namespace, f"example.com/note={uuid.uuid4().hex}")
-    kubectl("label", "secret/monocle-sample-api", "-n", namespace, "example.com/team=metrics")
-    await reconciled_after(control_plane, namespace, since)
+    await settle(control_plane, OPERATOR_USER, namespace)
+    await poke_and_wait_for_a_reconcile(
+        monocle_operator,
+        control_plane,
+        namespace,
+        ["annotate", "secret/monocle-sample-api", "-n", namespace, f"example.com/note={uuid.uuid4().hex}"],
+        ["label", "secret/monocle-sample-api", "-n", namespace, "example.com/team=metrics"],
+    )
     for deployment in ("monocle-sample-api", "monocle-sample-crawler"):
         assert await count_owned(kube, "ReplicaSet", namespace, deployment, 1), (
             "a metadata edit restarts nothing"
@@ -329,16 +332,17 @@ async def test_two_instances_in_one_namespace_do_not_interfere(
     assert "updateIdentsJob" not in two["status"]
 
 
-async def test_steady_state_reconcile_makes_no_write_request(
-    kube: Kube, namespace: str, control_plane: ControlPlane, kubectl: Kubectl
+async def test_steady_state_reconcile_makes_no_request_at_all(
+    kube: Kube, namespace: str, control_plane: ControlPlane, monocle_operator: OperatorProcess
 ) -> None:
+    """Every read comes from the watch caches and nothing is written when nothing changed: zero requests."""
     await kube.apply(monocle(namespace))
     await wait_for_condition(kube, namespace, "CrawlerReady", "False")
     since = await settle(control_plane, OPERATOR_USER, namespace)
-    kubectl("annotate", "service/monocle-sample-api", "-n", namespace, f"example.com/poke={uuid.uuid4().hex}")
-    await reconciled_after(control_plane, namespace, since)
-    writes = writes_since(control_plane, OPERATOR_USER, namespace, since)
-    assert writes == [], [(e["verb"], e["objectRef"]) for e in writes]
+    poke = ["annotate", "service/monocle-sample-api", "-n", namespace, f"example.com/poke={uuid.uuid4().hex}"]
+    await poke_and_wait_for_a_reconcile(monocle_operator, control_plane, namespace, poke)
+    requests = operator_requests(control_plane, OPERATOR_USER, namespace)[since:]
+    assert requests == [], [(e["verb"], e["objectRef"]) for e in requests]
 
 
 async def test_deleting_the_instance_collects_children_and_keeps_the_users_secret_and_config(

@@ -51,6 +51,9 @@ from typesense_operator.resources import (
 
 __all__ = ["Outcome", "Scope", "reconcile"]
 
+CRD_RECHECK_SECONDS = 15.0
+"""How often a cluster that wants a PodMonitor looks for its CRD again: nothing we watch tells when
+Prometheus Operator is installed."""
 _KEY_ALPHABET = string.ascii_letters + string.digits
 _KEY_LENGTH = 48
 
@@ -82,10 +85,19 @@ class Scope:
     """A prerequisite only the user can fix (a Secret) is missing: only a change of it can help, and the
     Secret the spec names wakes the cluster when it changes."""
 
+    waiting_for_crd: bool = False
+    """spec.metrics asks for a PodMonitor whose CRD is not installed (yet)."""
+
     @property
     def requeue_after(self) -> float:
         if self.waiting_for_user:
             return WAIT_FOR_CHANGE
+        if self.waiting_for_crd:
+            return min(self._next_look, CRD_RECHECK_SECONDS)
+        return self._next_look
+
+    @property
+    def _next_look(self) -> float:
         if self.plan is None:
             return self.resync_seconds
         if not self.nodes_addressable and self.plan.action is Action.NONE:
@@ -302,6 +314,7 @@ async def plan_pod_monitor(scope: Scope) -> Outcome:
     if monitor is None:
         await scope.set_condition(ConditionType.METRICS_READY, "True", "NotRequested")
     elif not await _pod_monitor_served(scope.kube):
+        scope.waiting_for_crd = True
         await scope.set_condition(
             ConditionType.METRICS_READY,
             "False",
