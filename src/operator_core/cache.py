@@ -261,9 +261,12 @@ class Informer:
         if event_type == "BOOKMARK":
             return
         key = _key(obj)
+        current = self._objects.get(key)
         if event_type == "DELETED":
             self._objects.pop(key, None)
-        elif _is_newer(obj, self._objects.get(key)):
+        elif current is not None and current["metadata"].get("resourceVersion") == version:
+            return  # our own write, offered already: whoever made it knows; nobody needs waking
+        elif _is_newer(obj, current):
             self._objects[key] = _trimmed(obj)
         self._changed(obj)
 

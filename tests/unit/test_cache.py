@@ -1,5 +1,5 @@
 """The watch cache's state machine, driven by a scripted source: what it holds, when it is synced, and
-what it reports as changed. (The same informer against a real API server: tests/integration/test_cache.py.)"""
+what it reports as changed. (The same informer against a real API server: tests/integration/test_watch_cache_api_server.py.)"""
 
 from __future__ import annotations
 
@@ -209,3 +209,16 @@ async def test_a_delete_is_refused_while_the_cache_is_not_synced() -> None:
         await kube.delete("v1", "Pod", "web-0", "ns")
     assert kube.write_calls == 0
     assert errors.retry_policy(errors.NotSynced("x")) is errors.Retry.BACK_OFF
+
+
+async def test_the_watch_event_of_our_own_write_wakes_nobody(running: list[Any]) -> None:
+    source = ScriptedSource([pod("a", 5)])
+    changed: list[str] = []
+    informer = Informer(source, WatchedKind("v1", "Pod"), lambda obj: changed.append(obj["metadata"]["name"]))
+    running.append(asyncio.create_task(informer.run()))
+    await informer.wait_synced()
+    changed.clear()
+    informer.offer(pod("a", 9))
+    await source.scripts.put([("MODIFIED", pod("a", 9)), ("MODIFIED", pod("a", 10))])
+    await settled()
+    assert changed == ["a"]  # only version 10, which someone else wrote
