@@ -1,5 +1,6 @@
 """The watch cache's state machine, driven by a scripted source: what it holds, when it is synced, and
-what it reports as changed. (The same informer against a real API server: tests/integration/test_watch_cache_api_server.py.)"""
+what it reports as changed. (The same informer against a real API server:
+tests/integration/test_watch_cache_api_server.py.)"""
 
 from __future__ import annotations
 
