@@ -162,6 +162,13 @@ def _collapse_any_of(node: dict[str, Any], definitions: dict[str, Any], path: st
     raise CRDGenerationError(f"{path}: a union of {types} has no structural schema; use one type")
 
 
+def prose(docstring: str) -> str:
+    """A docstring as ``kubectl explain`` should show it: the lines of each paragraph joined by spaces
+    (a docstring wraps at the code's line length, not the reader's), paragraphs kept apart."""
+    paragraphs = (" ".join(line.strip() for line in block.splitlines()) for block in docstring.split("\n\n"))
+    return "\n\n".join(paragraph for paragraph in paragraphs if paragraph)
+
+
 def _is_reference(node: dict[str, Any]) -> bool:
     return "$ref" in node or ("allOf" in node and len(node["allOf"]) == 1)
 
@@ -193,6 +200,8 @@ def _convert(node: dict[str, Any], definitions: dict[str, Any], path: str) -> di
         elif key == "format":
             if value in _KUBERNETES_FORMATS:
                 out["format"] = value
+        elif key == "description":
+            out[key] = prose(value)
         elif key in _KEPT_KEYS or key.startswith("x-kubernetes-"):
             out[key] = value
         else:

@@ -1,1 +1,21 @@
-"""API models of this operator (none yet); each kind added here also generates its CRD."""
+"""API models of the Cluster Stack operator; each kind here also generates its CRD."""
+
+from clusterstack_operator.api.v1alpha1 import (
+    CLUSTER_STACK,
+    CLUSTER_STACK_RELEASE,
+    CUSTOM_RESOURCES,
+    ClusterStackReleaseSpec,
+    ClusterStackReleaseStatus,
+    ClusterStackSpec,
+    ClusterStackStatus,
+)
+
+__all__ = [
+    "CLUSTER_STACK",
+    "CLUSTER_STACK_RELEASE",
+    "CUSTOM_RESOURCES",
+    "ClusterStackReleaseSpec",
+    "ClusterStackReleaseStatus",
+    "ClusterStackSpec",
+    "ClusterStackStatus",
+]

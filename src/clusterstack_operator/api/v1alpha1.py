@@ -1,0 +1,238 @@
+"""ClusterStack and ClusterStackRelease, version v1alpha1, in upstream's group clusterstack.x-k8s.io.
+
+The seed's YAML examples apply unchanged (apart from its two typos), so manifests
+written for the Go operator are accepted here. CEL rules refuse at admission what
+upstream checks in its webhooks: the identity of a stack (provider, name,
+Kubernetes version) never changes, a provider is named unless ``noProvider`` is
+set, and every listed version follows the version grammar
+(:mod:`clusterstack_operator.releases.versions`).
+
+Conditions follow Cluster API's conventions (type, status, severity, reason,
+message, lastTransitionTime), with a summarised Ready, so that ``clusterctl
+describe`` and people used to Cluster API read them as they read a Cluster's.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from operator_core.apimodel import ApiModel, cel, immutable
+from operator_core.crdgen import CustomResource, PrinterColumn
+
+__all__ = [
+    "CLUSTER_STACK",
+    "CLUSTER_STACK_RELEASE",
+    "CUSTOM_RESOURCES",
+    "ClusterApiCondition",
+    "ClusterStackReleaseSpec",
+    "ClusterStackReleaseStatus",
+    "ClusterStackSpec",
+    "ClusterStackStatus",
+]
+
+GROUP = "clusterstack.x-k8s.io"
+VERSION = "v1alpha1"
+# The version grammar, as CEL's RE2 sees it: vN, vN-<word>.<number> or vN-<word>-<number>, vN-sha.<hash>.
+VERSION_PATTERN = r"^v(0|[1-9][0-9]*)(-[a-z]+[.-][0-9a-z]+)?$"
+_PART_PATTERN = r"^[a-z0-9]+$"
+
+
+class ObjectReference(ApiModel):
+    """A reference to an object of any kind, as Kubernetes' ObjectReference."""
+
+    api_version: str = Field(min_length=1)
+    """API version of the referent, such as infrastructure.clusterstack.x-k8s.io/v1alpha1."""
+    kind: str = Field(min_length=1)
+    """Kind of the referent."""
+    name: str = Field(min_length=1, max_length=253)
+    """Name of the referent."""
+    namespace: str | None = None
+    """Namespace of the referent; the referring object's own when left out."""
+
+
+class ClusterApiCondition(ApiModel):
+    """One aspect of the object's state, as Cluster API writes its conditions (v1beta1)."""
+
+    type: str = Field(min_length=1)
+    """Type of condition in CamelCase, such as Ready or ClusterStackReleaseDownloaded."""
+    status: Literal["True", "False", "Unknown"]
+    """Status of the condition."""
+    severity: Literal["", "Error", "Warning", "Info"] | None = None
+    """How bad a False condition is: Error, Warning or Info; empty when True."""
+    reason: str | None = None
+    """A CamelCase word for the last transition, for machines."""
+    message: str | None = None
+    """A human-readable explanation of the last transition."""
+    last_transition_time: datetime
+    """When the status last changed from one value to another."""
+
+
+class ClusterStackSpec(ApiModel):
+    """Which cluster stack to provide, and which of its releases to keep ready."""
+
+    provider: str = Field(
+        min_length=1,
+        pattern=_PART_PATTERN,
+        json_schema_extra=immutable("spec.provider"),
+    )
+    """The infrastructure provider of the stack, such as openstack or docker: lowercase letters and
+    digits, the first part of every release name. Immutable."""
+    name: str = Field(min_length=1, pattern=_PART_PATTERN, json_schema_extra=immutable("spec.name"))
+    """The name of the cluster stack, such as scs: lowercase letters and digits, the second part of
+    every release name. Immutable."""
+    kubernetes_version: str = Field(
+        pattern=r"^\d+\.\d+$",
+        json_schema_extra=immutable("spec.kubernetesVersion"),
+    )
+    """The Kubernetes minor version the stack is built for, such as "1.30" (quoted in YAML: without
+    quotes 1.30 is a number). Immutable."""
+    channel: Literal["stable", "custom"] = "stable"
+    """The release channel auto-subscribe follows: stable (versions v1, v2, ...) or custom (versions
+    such as v1-alpha.5)."""
+    versions: list[Annotated[str, Field(pattern=VERSION_PATTERN, max_length=63)]] = Field(
+        default_factory=list, max_length=100
+    )
+    """Versions to provide and keep, whether or not newer ones exist: v6, v1-alpha.5, v0-sha.hdl6pjy."""
+    auto_subscribe: bool = False
+    """Poll the release source and provide the newest release of the channel as it is published."""
+    no_provider: bool = False
+    """The provider has no operator of its own: no ProviderClusterStackRelease is created or awaited."""
+    provider_ref: ObjectReference | None = None
+    """The provider's ProviderClusterStackReleaseTemplate, whose spec.template.spec each release's
+    provider object copies. Required unless noProvider is true."""
+
+
+_PROVIDER_REF_RULE = cel(
+    {
+        "rule": "self.spec.noProvider || has(self.spec.providerRef)",
+        "message": "spec.providerRef is required unless spec.noProvider is true: name the provider's "
+        "ProviderClusterStackReleaseTemplate, or set noProvider: true for a provider without an operator",
+        "fieldPath": ".spec.providerRef",
+        "reason": "FieldValueRequired",
+    }
+)
+
+
+class ClusterStackReleaseSummary(ApiModel):
+    """One release of the stack, as its ClusterStackRelease reports it."""
+
+    name: str
+    """The release's version, such as v6."""
+    ready: bool = False
+    """Whether its ClusterClass is applied and usable."""
+    phase: str = ""
+    """Where the release is: downloading, providerNotReady, applying, done or failed."""
+    message: str = ""
+    """Why it is not ready, when it is not."""
+
+
+class ClusterStackStatus(ApiModel):
+    """The releases of the stack, and the newest one a Cluster can use."""
+
+    latest_release: str | None = None
+    """The newest ready release: its ClusterClass is the one to name in a Cluster's topology."""
+    usable_versions: str | None = None
+    """The versions whose release is ready, comma-separated, in dot form."""
+    summary: list[ClusterStackReleaseSummary] = Field(default_factory=list)
+    """One entry per release of the stack."""
+    conditions: list[ClusterApiCondition] = Field(default_factory=list)
+    """Cluster API conditions, with a summarised Ready."""
+    observed_generation: int | None = None
+    """The .metadata.generation the status was written from."""
+
+
+class ClusterStackReleaseSpec(ApiModel):
+    """One release of a cluster stack; created by the ClusterStack controller."""
+
+    provider_ref: ObjectReference | None = None
+    """The release's ProviderClusterStackRelease, whose status.ready is awaited before the
+    ClusterClass is applied; none for a provider without an operator."""
+
+
+class AppliedResource(ApiModel):
+    """One object of the release's cluster-class chart, and whether it is applied as rendered."""
+
+    group: str = ""
+    """API group of the object (empty for the core group)."""
+    version: str
+    """API version of the object, such as v1beta1."""
+    kind: str
+    """Kind of the object, such as ClusterClass."""
+    namespace: str = ""
+    """Namespace of the object (empty for a cluster-scoped one)."""
+    name: str
+    """Name of the object."""
+    status: Literal["synced", "not-synced"]
+    """synced: applied as rendered; not-synced: the last apply failed, see error."""
+    error: str | None = None
+    """Why the last apply failed."""
+
+
+class ClusterStackReleaseStatus(ApiModel):
+    """Whether the release is downloaded, its provider ready and its ClusterClass applied."""
+
+    ready: bool = False
+    """Whether the release's ClusterClass is applied and its provider object ready."""
+    kubernetes_version: str | None = None
+    """The Kubernetes version of the release, with its patch, from its metadata.yaml (v1.30.10)."""
+    resources: list[AppliedResource] = Field(default_factory=list)
+    """Each object rendered from the cluster-class chart, and its sync status."""
+    conditions: list[ClusterApiCondition] = Field(default_factory=list)
+    """ClusterStackReleaseDownloaded, ProviderClusterStackReleaseReady, HelmChartApplied and Ready."""
+    observed_generation: int | None = None
+    """The .metadata.generation the status was written from."""
+
+
+_READY = '.status.conditions[?(@.type=="Ready")].status'
+_READY_REASON = '.status.conditions[?(@.type=="Ready")].reason'
+
+CLUSTER_STACK = CustomResource(
+    group=GROUP,
+    version=VERSION,
+    kind="ClusterStack",
+    plural="clusterstacks",
+    spec_model=ClusterStackSpec,
+    status_model=ClusterStackStatus,
+    description="A cluster stack of one provider and Kubernetes version, and the releases of it kept ready.",
+    short_names=("csk",),
+    categories=("cluster-api", "clusterstack"),
+    printer_columns=(
+        PrinterColumn("Provider", ".spec.provider", description="Infrastructure provider"),
+        PrinterColumn("ClusterStack", ".spec.name", description="Name of the cluster stack"),
+        PrinterColumn("K8s", ".spec.kubernetesVersion", description="Kubernetes minor version"),
+        PrinterColumn("Channel", ".spec.channel", description="Release channel"),
+        PrinterColumn("Autosubscribe", ".spec.autoSubscribe", "boolean", "Follows new releases"),
+        PrinterColumn("Usable", ".status.usableVersions", description="Ready versions", priority=1),
+        PrinterColumn("Latest", ".status.latestRelease", description="Newest ready release"),
+        PrinterColumn("Ready", _READY, description="Ready condition"),
+        PrinterColumn("Reason", _READY_REASON, description="Why not ready", priority=1),
+        PrinterColumn("Age", ".metadata.creationTimestamp", "date"),
+    ),
+    validations=tuple(_PROVIDER_REF_RULE["x-kubernetes-validations"]),
+)
+
+CLUSTER_STACK_RELEASE = CustomResource(
+    group=GROUP,
+    version=VERSION,
+    kind="ClusterStackRelease",
+    plural="clusterstackreleases",
+    spec_model=ClusterStackReleaseSpec,
+    status_model=ClusterStackReleaseStatus,
+    description="One release of a cluster stack: its assets, its provider object and its ClusterClass.",
+    short_names=("cskr",),
+    categories=("cluster-api", "clusterstack"),
+    printer_columns=(
+        PrinterColumn(
+            "K8s Version", ".status.kubernetesVersion", description="Kubernetes version with patch"
+        ),
+        PrinterColumn("Ready", ".status.ready", "boolean", "ClusterClass applied and provider ready"),
+        PrinterColumn("Reason", _READY_REASON, description="Why not ready"),
+        PrinterColumn("Age", ".metadata.creationTimestamp", "date"),
+    ),
+    spec_required=False,
+)
+
+CUSTOM_RESOURCES = [CLUSTER_STACK, CLUSTER_STACK_RELEASE]
