@@ -1,0 +1,133 @@
+"""Which releases a ClusterStack has: what to create, what to keep, what to delete, and the latest. Pure.
+
+A release is **wanted** when ``spec.versions`` lists it, or when auto-subscribe is on and it is
+the newest release of the stack's channel on the source. A release that exists is **kept** when
+it is wanted, when a Cluster's topology names its ClusterClass (in either spelling, v1beta1's
+``spec.topology.class`` or v1beta2's ``spec.topology.classRef.name``), or when it is the latest
+ready one: a newer release replaces it only once the newer one is ready. Everything else of the
+stack is deleted. Version jumps (v1 to v3) need nothing special: only wanted, used and latest count.
+
+Who calls it: the ClusterStack controller, with what it read from the cache and the source.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from clusterstack_operator.releases.versions import (
+    Channel,
+    InvalidVersion,
+    ReleaseName,
+    Version,
+    newest,
+    release_of_class,
+)
+
+__all__ = ["ExistingRelease", "ReleasePlan", "StackIdentity", "cluster_class_of", "plan_releases"]
+
+
+@dataclass(frozen=True)
+class StackIdentity:
+    """What every release of one ClusterStack shares."""
+
+    provider: str
+    name: str
+    kubernetes_version: str
+    channel: Channel = Channel.STABLE
+
+    def release(self, version: Version | str) -> ReleaseName:
+        return ReleaseName.of(self.provider, self.name, self.kubernetes_version, version)
+
+    def owns(self, release: ReleaseName) -> bool:
+        """Whether ``release`` is one of this stack's (any channel)."""
+        mine = self.release(release.version)
+        return mine == release
+
+    def subscribes_to(self, release: ReleaseName) -> bool:
+        """Whether auto-subscribe may pick ``release``: this stack's, in its channel (never a hash)."""
+        return self.owns(release) and release.version.channel is self.channel
+
+
+@dataclass(frozen=True)
+class ExistingRelease:
+    """A ClusterStackRelease of the stack, as its status says."""
+
+    name: ReleaseName
+    ready: bool = False
+
+
+@dataclass(frozen=True)
+class ReleasePlan:
+    create: tuple[ReleaseName, ...] = ()
+    """Wanted releases that have no ClusterStackRelease (new, or deleted by accident)."""
+    keep: tuple[ReleaseName, ...] = ()
+    delete: tuple[ReleaseName, ...] = ()
+    latest: ReleaseName | None = None
+    """The newest ready release: what ``status.latestRelease`` names."""
+    why_kept: Mapping[str, str] = field(default_factory=dict)
+    """For each kept release (tag), the first reason: listed, used by a Cluster, latest or subscribed."""
+
+
+def cluster_class_of(cluster: Mapping[str, Any]) -> str | None:
+    """The ClusterClass a Cluster's topology names: v1beta2's ``classRef.name`` or v1beta1's ``class``."""
+    topology = (cluster.get("spec") or {}).get("topology") or {}
+    reference = topology.get("classRef") or {}
+    name = reference.get("name") or topology.get("class")
+    return name if isinstance(name, str) and name else None
+
+
+def _parsed(versions: Iterable[str]) -> list[Version]:
+    parsed = []
+    for text in versions:
+        try:
+            parsed.append(Version.parse(text))
+        except InvalidVersion:
+            continue  # the CRD's pattern refuses these; an old object may still hold one
+    return parsed
+
+
+def plan_releases(
+    stack: StackIdentity,
+    *,
+    listed: Iterable[str],
+    auto_subscribe: bool,
+    available: Iterable[ReleaseName] = (),
+    published: Mapping[ReleaseName, datetime] | None = None,
+    existing: Iterable[ExistingRelease] = (),
+    classes_in_use: Iterable[str] = (),
+) -> ReleasePlan:
+    """The plan for one ClusterStack; ``available`` is what the source offers (anything: it is filtered)."""
+    existing = [release for release in existing if stack.owns(release.name)]
+    wanted: dict[str, str] = {stack.release(v).tag: "listed in spec.versions" for v in _parsed(listed)}
+    if auto_subscribe:
+        candidates = [r for r in available if stack.subscribes_to(r)]
+        times = {r.version: t for r, t in (published or {}).items()}
+        subscribed = newest((r.version for r in candidates), times)
+        if subscribed is not None:
+            wanted.setdefault(stack.release(subscribed).tag, "newest release of the channel")
+    used = {tag for tag in (release_of_class(name) for name in classes_in_use) if tag}
+    ready = [release.name for release in existing if release.ready]
+    ready_times = {r.version: t for r, t in (published or {}).items() if r in ready}
+    latest_version = newest((r.version for r in ready), ready_times)
+    latest = stack.release(latest_version) if latest_version is not None else None
+
+    why: dict[str, str] = {}
+    for release in existing:
+        tag = release.name.tag
+        if tag in wanted:
+            why[tag] = wanted[tag]
+        elif tag in used:
+            why[tag] = "used by a Cluster"
+        elif latest is not None and tag == latest.tag:
+            why[tag] = "latest ready release"
+    present = {release.name.tag for release in existing}
+    return ReleasePlan(
+        create=tuple(ReleaseName.parse(tag) for tag in wanted if tag not in present),
+        keep=tuple(release.name for release in existing if release.name.tag in why),
+        delete=tuple(release.name for release in existing if release.name.tag not in why),
+        latest=latest,
+        why_kept=why,
+    )

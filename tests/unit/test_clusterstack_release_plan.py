@@ -1,0 +1,135 @@
+"""Which releases a ClusterStack creates, keeps and deletes: a table of the seed's cases."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from clusterstack_operator.releases.decide import (
+    ExistingRelease,
+    StackIdentity,
+    cluster_class_of,
+    plan_releases,
+)
+from clusterstack_operator.releases.versions import Channel, ReleaseName
+
+STACK = StackIdentity("docker", "scs", "1.30")
+
+
+def tags(names: tuple[ReleaseName, ...]) -> list[str]:
+    return [name.tag for name in names]
+
+
+def have(*versions: str, ready: bool = True) -> list[ExistingRelease]:
+    return [ExistingRelease(STACK.release(v), ready=ready) for v in versions]
+
+
+def offered(*tags_: str) -> list[ReleaseName]:
+    return [ReleaseName.parse(tag) for tag in tags_]
+
+
+def test_listed_versions_are_created_and_kept_whatever_is_newer() -> None:
+    plan = plan_releases(STACK, listed=["v1", "v3"], auto_subscribe=False, existing=have("v1"))
+    assert tags(plan.create) == ["docker-scs-1-30-v3"]
+    assert tags(plan.keep) == ["docker-scs-1-30-v1"]
+    assert plan.delete == ()
+
+
+def test_auto_subscribe_picks_the_newest_of_its_channel_only() -> None:
+    available = offered(
+        "docker-scs-1-30-v9",
+        "docker-scs-1-30-v10",  # newer than v9: numbers compare as numbers
+        "docker-scs-1-30-v11-alpha-1",  # another channel
+        "docker-scs-1-29-v12",  # another Kubernetes version
+        "openstack-scs-1-30-v13",  # another provider
+        "docker-other-1-30-v14",  # another stack
+        "docker-scs-1-30-v0-sha-hdl6pjy",  # hash versions are never subscribed to
+    )
+    plan = plan_releases(STACK, listed=[], auto_subscribe=True, available=available)
+    assert tags(plan.create) == ["docker-scs-1-30-v10"]
+
+
+def test_the_custom_channel_orders_the_seeds_example() -> None:
+    custom = StackIdentity("docker", "scs", "1.30", Channel.CUSTOM)
+    available = offered(
+        "docker-scs-1-30-v1-alpha-5", "docker-scs-1-30-v1-alpha-6", "docker-scs-1-30-v2-alpha-4"
+    )
+    plan = plan_releases(custom, listed=[], auto_subscribe=True, available=available)
+    assert tags(plan.create) == ["docker-scs-1-30-v2-alpha-4"]
+
+
+def test_a_new_release_replaces_the_latest_only_once_it_is_ready() -> None:
+    existing = [*have("v5"), *have("v6", ready=False)]
+    available = offered("docker-scs-1-30-v5", "docker-scs-1-30-v6")
+    waiting = plan_releases(STACK, listed=[], auto_subscribe=True, available=available, existing=existing)
+    assert waiting.latest is not None
+    assert waiting.latest.tag == "docker-scs-1-30-v5"
+    assert waiting.delete == ()
+    assert waiting.why_kept["docker-scs-1-30-v5"] == "latest ready release"
+
+    ready = plan_releases(
+        STACK, listed=[], auto_subscribe=True, available=available, existing=have("v5", "v6")
+    )
+    assert ready.latest is not None
+    assert ready.latest.tag == "docker-scs-1-30-v6"
+    assert tags(ready.delete) == ["docker-scs-1-30-v5"]
+
+
+@pytest.mark.parametrize(
+    "cluster",
+    [
+        {"spec": {"topology": {"class": "docker-scs-1-30-v4"}}},  # v1beta1
+        {"spec": {"topology": {"classRef": {"name": "docker-scs-1-30-v4"}}}},  # v1beta2
+    ],
+)
+def test_a_release_used_by_a_cluster_is_kept_in_either_api_version(cluster: dict[str, object]) -> None:
+    used = cluster_class_of(cluster)
+    assert used == "docker-scs-1-30-v4"
+    plan = plan_releases(
+        STACK, listed=["v6"], auto_subscribe=False, existing=have("v4", "v5", "v6"), classes_in_use=[used]
+    )
+    assert tags(plan.keep) == ["docker-scs-1-30-v4", "docker-scs-1-30-v6"]
+    assert tags(plan.delete) == ["docker-scs-1-30-v5"]
+    assert plan.why_kept["docker-scs-1-30-v4"] == "used by a Cluster"
+
+
+def test_a_hash_release_in_use_is_matched_through_its_dot_spelling() -> None:
+    plan = plan_releases(
+        STACK,
+        listed=[],
+        auto_subscribe=False,
+        existing=have("v0-sha.hdl6pjy", "v1"),
+        classes_in_use=["docker-scs-1-30-v0-sha.hdl6pjy"],  # as the chart renders it
+    )
+    assert tags(plan.keep) == ["docker-scs-1-30-v0-sha-hdl6pjy", "docker-scs-1-30-v1"]
+
+
+def test_hash_releases_are_latest_by_publish_time() -> None:
+    first, second = STACK.release("v0-sha.aaaaaaa"), STACK.release("v0-sha.bbbbbbb")
+    published = {first: datetime(2026, 5, 2, tzinfo=UTC), second: datetime(2026, 5, 1, tzinfo=UTC)}
+    plan = plan_releases(
+        STACK,
+        listed=["v0-sha.aaaaaaa", "v0-sha.bbbbbbb"],
+        auto_subscribe=False,
+        published=published,
+        existing=have("v0-sha.aaaaaaa", "v0-sha.bbbbbbb"),
+    )
+    assert plan.latest == first
+
+
+def test_releases_of_other_stacks_are_not_ours_to_delete() -> None:
+    others = [ExistingRelease(ReleaseName.parse("docker-scs-1-29-v1"), ready=True)]
+    plan = plan_releases(STACK, listed=[], auto_subscribe=False, existing=others)
+    assert plan.delete == ()
+    assert plan.keep == ()
+
+
+def test_a_release_deleted_by_accident_is_created_again() -> None:
+    plan = plan_releases(STACK, listed=["v2", "v3"], auto_subscribe=False, existing=have("v3"))
+    assert tags(plan.create) == ["docker-scs-1-30-v2"]
+
+
+def test_a_cluster_without_topology_names_no_class() -> None:
+    assert cluster_class_of({"spec": {}}) is None
+    assert cluster_class_of({}) is None
