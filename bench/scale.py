@@ -1,0 +1,793 @@
+"""Benchmark: how the Typesense operator scales with the number of clusters, beside the Go operator if given.
+
+Runs a real local control plane and the typesense-operator process (as its own
+ServiceAccount), with no node agent: there are no Nodes, so every Typesense pod
+stays Pending and no cluster ever becomes Ready. It measures:
+
+- seconds from creating a TypesenseCluster to all of its children existing, p50 and p95: for
+  ``--sequential`` clusters created one at a time, then for ``--burst`` clusters created at once;
+- one idle window (``--idle-seconds``) with N clusters for each N of ``--sizes``: the operator's API
+  requests by verb (from the API server's audit log, by the operator's user name, each request
+  counted once), its CPU seconds (utime + stime from /proc/<pid>/stat over the window), its RSS,
+  and the API server's CPU seconds over the same window;
+- a cold start: the largest size's clusters are created while no operator runs, on a fresh control
+  plane, then the operator starts; seconds until every cluster is reconciled (all children exist
+  and the operator has written a status: observedGeneration for ours, a condition for the Go one),
+  the requests and writes that took, CPU seconds, and peak RSS (VmHWM).
+
+The population grows: the sequential clusters, then the burst on top of them, then (larger sizes)
+clusters created at once; an idle window runs whenever the population equals a size. The largest
+size is reached by the cold start (on its own control plane), unless ``--skip-cold-start``.
+
+With ``--go-operator PATH`` (the manager of github.com/akyriako/typesense-operator, and its CRDs in
+``--go-crds DIR``) the same scenarios run again for it on fresh control planes, after ours has
+stopped. Both operators serve the same CRD (typesenseclusters.ts.opentelekomcloud.com), so they
+never share a control plane. The Go manager runs out of cluster with its own ServiceAccount bound
+to cluster-admin, leader election off, metrics off, its health probe on a free 127.0.0.1 port,
+and info-level logs. The result has both sides and the ratios ours/go.
+
+``--ready`` adds one scenario for ours only: ``--ready-clusters`` clusters made Ready by real
+typesense-server processes (the node agent), then an idle window. The Go operator is left out of
+it: out of cluster it probes the nodes through the API server's pod proxy, which refuses the
+loopback pod addresses the node agent gives.
+
+Usage: python bench/scale.py [--sizes 20,100,1000] [--idle-seconds 60] [--skip-cold-start]
+       [--go-operator PATH [--go-crds DIR]] [--ready] [--out FILE.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import signal
+import ssl
+import statistics
+import subprocess
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable, Collection, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any, Protocol
+
+import httpx
+
+from operator_testkit.assertions import WRITE_VERBS
+from operator_testkit.controlplane import ENDPOINT_CONTROLLERS, ControlPlane, free_port
+from operator_testkit.nodeagent.harness import start_agent
+from operator_testkit.nodeagent.processes import die_with_parent
+from operator_testkit.operators import OperatorProcess, service_account_kubeconfig
+
+ROOT = Path(__file__).resolve().parent.parent
+API = "ts.opentelekomcloud.com/v1alpha1"
+CLUSTERS = "/apis/ts.opentelekomcloud.com/v1alpha1/namespaces/{namespace}/typesenseclusters"
+NAMESPACE = "bench"
+OUR_USER = "system:serviceaccount:typesense-system:typesense-operator"
+GO_USER = "system:serviceaccount:typesense-go:typesense-operator"
+GO_RBAC = """\
+apiVersion: v1
+kind: Namespace
+metadata: {name: typesense-go}
+---
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: typesense-operator, namespace: typesense-go}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: typesense-go-operator}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: cluster-admin}
+subjects: [{kind: ServiceAccount, name: typesense-operator, namespace: typesense-go}]
+"""
+SECRETS = "/api/v1/namespaces/{namespace}/secrets"
+CONFIGMAPS = "/api/v1/namespaces/{namespace}/configmaps"
+SERVICES = "/api/v1/namespaces/{namespace}/services"
+STATEFULSETS = "/apis/apps/v1/namespaces/{namespace}/statefulsets"
+PDBS = "/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets"
+# (collection path, child name): what both operators make for a cluster; ours adds a PDB.
+GO_CHILDREN = (
+    (SECRETS, "{name}-admin-key"),
+    (CONFIGMAPS, "{name}-nodeslist"),
+    (SERVICES, "{name}-sts-svc"),
+    (SERVICES, "{name}-svc"),
+    (STATEFULSETS, "{name}-sts"),
+)
+OUR_CHILDREN = (*GO_CHILDREN, (PDBS, "{name}-pdb"))
+METADATA_ONLY = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def cluster(name: str, namespace: str, replicas: int) -> dict[str, Any]:
+    """A TypesenseCluster both CRDs accept (the Go one requires storage)."""
+    return {
+        "apiVersion": API,
+        "kind": "TypesenseCluster",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "image": "typesense/typesense:27.1",
+            "replicas": replicas,
+            "storage": {"size": "100Mi", "storageClassName": "standard"},
+        },
+    }
+
+
+# -- the operator process and what /proc says of it
+
+
+def proc_status_mib(pid: int, field: str) -> float:
+    """A VmRSS / VmHWM line of /proc/<pid>/status, in MiB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(f"{field}:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of the process so far (all its threads)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+class Operator(Protocol):
+    @property
+    def pid(self) -> int: ...
+
+    def start(self, timeout: float = 60.0) -> None: ...
+
+    def stop(self) -> int | None: ...
+
+    def log(self) -> str: ...
+
+
+class GoOperatorProcess:
+    """The Go manager, out of cluster; same shape as :class:`OperatorProcess`."""
+
+    def __init__(self, binary: Path, kubeconfig: Path, log_path: Path) -> None:
+        self.log_path = log_path
+        self.port = free_port()
+        self._argv = [
+            str(binary),
+            f"--kubeconfig={kubeconfig}",
+            "--leader-elect=false",
+            "--metrics-bind-address=0",
+            f"--health-probe-bind-address=127.0.0.1:{self.port}",
+            "--zap-log-level=info",
+        ]
+        self._process: subprocess.Popen[bytes] | None = None
+        self._log: IO[bytes] | None = None
+
+    @property
+    def pid(self) -> int:
+        assert self._process is not None
+        return self._process.pid
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def start(self, timeout: float = 60.0) -> None:
+        # No proxy settings, and no KUBECONFIG to compete with the flag.
+        env = {k: v for k, v in os.environ.items() if "proxy" not in k.lower() and k != "KUBECONFIG"}
+        self._log = self.log_path.open("ab")
+        self._process = subprocess.Popen(
+            self._argv,
+            stdin=subprocess.DEVNULL,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+            preexec_fn=die_with_parent,
+        )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self._process.poll() is not None:
+                raise RuntimeError(f"the Go operator exited with {self._process.returncode}:\n{self.log()}")
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(f"http://127.0.0.1:{self.port}/healthz", timeout=1).status_code == 200:
+                    return
+            time.sleep(0.2)
+        self.stop()
+        raise RuntimeError(f"the Go operator never reported healthy:\n{self.log()}")
+
+    def stop(self) -> int | None:
+        code = None
+        if self._process is not None:
+            if self._process.poll() is None:
+                self._process.send_signal(signal.SIGTERM)
+                try:
+                    self._process.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    self._process.kill()
+                    self._process.wait()
+            code = self._process.returncode
+            self._process = None
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+        return code
+
+
+@dataclass(frozen=True)
+class Side:
+    """One operator under test: who it is to the API server, its CRDs, its children, how to run it."""
+
+    name: str
+    user: str
+    crds: Path
+    children: tuple[tuple[str, str], ...]
+    reconciled: Callable[[Mapping[str, Any]], bool]
+    launch: Callable[[ControlPlane, Path], Operator]
+
+
+def our_side() -> Side:
+    def launch(plane: ControlPlane, home: Path) -> Operator:
+        rbac = ROOT / "deploy" / "rbac" / "typesense-operator.yaml"
+        kubeconfig = service_account_kubeconfig(plane, rbac, home / "operator.kubeconfig")
+        return OperatorProcess("typesense-operator", kubeconfig, home / "operator.log")
+
+    def reconciled(obj: Mapping[str, Any]) -> bool:
+        status = obj.get("status") or {}
+        return bool(status.get("observedGeneration") == obj["metadata"]["generation"])
+
+    return Side("python", OUR_USER, ROOT / "deploy" / "crds", OUR_CHILDREN, reconciled, launch)
+
+
+def go_side(binary: Path, crds: Path) -> Side:
+    def launch(plane: ControlPlane, home: Path) -> Operator:
+        (home / "go-rbac.yaml").write_text(GO_RBAC)
+        kubeconfig = service_account_kubeconfig(plane, home / "go-rbac.yaml", home / "operator.kubeconfig")
+        return GoOperatorProcess(binary, kubeconfig, home / "operator.log")
+
+    def reconciled(obj: Mapping[str, Any]) -> bool:
+        return bool((obj.get("status") or {}).get("conditions"))
+
+    return Side("go", GO_USER, crds, GO_CHILDREN, reconciled, launch)
+
+
+# -- the API server, as admin (the bench's own reads are not the operator's)
+
+
+class Admin:
+    """A bare HTTP client with the control plane's admin certificate: creates, GETs, metadata lists."""
+
+    def __init__(self, plane: ControlPlane) -> None:
+        assert plane.pki is not None
+        context = ssl.create_default_context(cafile=str(plane.pki.ca_cert))
+        context.load_cert_chain(str(plane.pki.admin_cert), str(plane.pki.admin_key))
+        self.http = httpx.AsyncClient(
+            base_url=plane.api_url,
+            verify=context,
+            trust_env=False,
+            timeout=120,
+            limits=httpx.Limits(max_connections=100, max_keepalive_connections=100),
+        )
+
+    async def close(self) -> None:
+        await self.http.aclose()
+
+    async def create(self, path: str, body: Mapping[str, Any]) -> None:
+        answer = await self.http.post(path, json=body)
+        if answer.status_code != 201:
+            raise RuntimeError(f"POST {path}: {answer.status_code} {answer.text[:500]}")
+
+    async def exists(self, path: str) -> bool:
+        answer = await self.http.get(path)
+        if answer.status_code not in (200, 404):
+            raise RuntimeError(f"GET {path}: {answer.status_code} {answer.text[:500]}")
+        return answer.status_code == 200
+
+    async def get(self, path: str) -> dict[str, Any]:
+        answer = await self.http.get(path)
+        answer.raise_for_status()
+        return dict(answer.json())
+
+    async def items(self, path: str) -> list[dict[str, Any]]:
+        answer = await self.http.get(path)
+        answer.raise_for_status()
+        return list(answer.json()["items"] or [])
+
+    async def names(self, path: str) -> set[str]:
+        answer = await self.http.get(path, headers={"Accept": METADATA_ONLY})
+        answer.raise_for_status()
+        return {item["metadata"]["name"] for item in answer.json()["items"] or []}
+
+
+class Census:
+    """Which clusters of a namespace are done: all children exist and, if asked, the operator wrote a status.
+
+    Children never go away here, so a kind is listed again only while one of its children is missing.
+    """
+
+    def __init__(self, admin: Admin, side: Side, namespace: str) -> None:
+        self.admin = admin
+        self.side = side
+        self.namespace = namespace
+        self._seen: dict[str, set[str]] = {path: set() for path, _ in side.children}
+        self._reconciled: set[str] = set()
+
+    async def done(self, clusters: Collection[str], *, reconciled: bool) -> set[str]:
+        for path in self._seen:
+            wanted = {p.format(name=c) for kind, p in self.side.children if kind == path for c in clusters}
+            if wanted - self._seen[path]:
+                self._seen[path] |= await self.admin.names(path.format(namespace=self.namespace))
+        complete = {
+            c
+            for c in clusters
+            if all(pattern.format(name=c) in self._seen[path] for path, pattern in self.side.children)
+        }
+        if reconciled and complete - self._reconciled:
+            items = await self.admin.items(CLUSTERS.format(namespace=self.namespace))
+            self._reconciled |= {i["metadata"]["name"] for i in items if self.side.reconciled(i)}
+        return complete & self._reconciled if reconciled else complete
+
+    async def wait(
+        self, clusters: Collection[str], *, reconciled: bool, poll: float, timeout: float
+    ) -> dict[str, float]:
+        """Poll until every cluster is done or ``timeout``; the monotonic time each was first seen done."""
+        finished: dict[str, float] = {}
+        deadline = time.monotonic() + timeout
+        while len(finished) < len(clusters) and time.monotonic() < deadline:
+            done = await self.done([c for c in clusters if c not in finished], reconciled=reconciled)
+            now = time.monotonic()
+            finished.update(dict.fromkeys(done, now))
+            if len(finished) < len(clusters):
+                await asyncio.sleep(poll)
+        return finished
+
+
+async def create_clusters(
+    admin: Admin, names: Iterable[str], replicas: int, *, concurrency: int = 16
+) -> dict[str, float]:
+    """Create the clusters, ``concurrency`` at a time; the monotonic time just before each POST."""
+    gate = asyncio.Semaphore(concurrency)
+    started: dict[str, float] = {}
+
+    async def one(name: str) -> None:
+        async with gate:
+            started[name] = time.monotonic()
+            await admin.create(CLUSTERS.format(namespace=NAMESPACE), cluster(name, NAMESPACE, replicas))
+
+    await asyncio.gather(*(one(name) for name in names))
+    return started
+
+
+# -- the audit log
+
+
+class AuditTail:
+    """One user's requests in the API server's audit log, read on from where the last read stopped.
+
+    A long-running request (watch, pod log, proxy) has two audit events (ResponseStarted,
+    ResponseComplete): each request counts once, at its first event.
+    """
+
+    def __init__(self, path: Path, user: str) -> None:
+        self.path = path
+        self.user = user
+        self._needle = f'"username":"{user}"'.encode()
+        self._offset = 0
+        self._seen: set[str] = set()
+
+    def new_requests(self) -> list[dict[str, Any]]:
+        if not self.path.exists():
+            return []
+        with self.path.open("rb") as log:
+            log.seek(self._offset)
+            data = log.read()
+        end = data.rfind(b"\n") + 1
+        self._offset += end
+        found = []
+        for line in data[:end].splitlines():
+            if self._needle not in line:
+                continue
+            event = json.loads(line)
+            if event["user"]["username"] != self.user or event["auditID"] in self._seen:
+                continue
+            self._seen.add(event["auditID"])
+            found.append(event)
+        return found
+
+
+def resource_of(event: Mapping[str, Any]) -> str:
+    ref = event.get("objectRef") or {}
+    if "resource" not in ref:
+        return str(event.get("requestURI", "?")).split("?", 1)[0]
+    return "/".join(part for part in (ref["resource"], ref.get("subresource")) if part)
+
+
+def summary(requests: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "total": len(requests),
+        "writes": sum(1 for e in requests if e["verb"] in WRITE_VERBS),
+        "errors": sum(1 for e in requests if (e.get("responseStatus") or {}).get("code", 0) >= 400),
+        "by_verb": dict(Counter(e["verb"] for e in requests).most_common()),
+        "by_resource": dict(Counter(f"{e['verb']} {resource_of(e)}" for e in requests).most_common()),
+    }
+
+
+# -- the scenarios
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
+
+
+def spread(values: list[float]) -> dict[str, float]:
+    return {
+        "p50": round(statistics.median(values), 3),
+        "p95": round(percentile(values, 0.95), 3),
+        "max": round(max(values), 3),
+    }
+
+
+def names(start: int, stop: int) -> list[str]:
+    return [f"c{i:04d}" for i in range(start, stop)]
+
+
+@dataclass
+class Run:
+    """One side on one control plane: its operator running, the admin client and the audit tail."""
+
+    side: Side
+    plane: ControlPlane
+    admin: Admin
+    operator: Operator
+    audit: AuditTail
+    census: Census
+    settings: argparse.Namespace
+
+    @classmethod
+    def of(
+        cls, side: Side, plane: ControlPlane, admin: Admin, operator: Operator, settings: argparse.Namespace
+    ) -> Run:
+        census = Census(admin, side, NAMESPACE)
+        return cls(side, plane, admin, operator, AuditTail(plane.audit_log, side.user), census, settings)
+
+    def apiserver_pid(self) -> int:
+        return next(c.pid for c in self.plane.state().components if c.name == "kube-apiserver")
+
+
+async def time_sequential(run: Run, name: str, timeout: float = 60) -> float | None:
+    """Seconds from creating the cluster to all its children existing (polling is the measurement).
+
+    None when they are not all there after ``timeout``: the operator missed the new cluster.
+    """
+    started = time.monotonic()
+    await run.admin.create(
+        CLUSTERS.format(namespace=NAMESPACE), cluster(name, NAMESPACE, run.settings.replicas)
+    )
+    paths = [p.format(namespace=NAMESPACE) + "/" + n.format(name=name) for p, n in run.side.children]
+    while not all([await run.admin.exists(path) for path in paths]):
+        if time.monotonic() - started > timeout:
+            return None
+        await asyncio.sleep(0.01)
+    return time.monotonic() - started
+
+
+async def idle(run: Run, population: int) -> dict[str, Any]:
+    """Wait until all clusters are reconciled, let things settle, then watch one idle window."""
+    everything = names(0, population)
+    finished = await run.census.wait(everything, reconciled=True, poll=1.0, timeout=120 + population)
+    await asyncio.sleep(run.settings.settle_seconds)
+    run.audit.new_requests()
+    apiserver = run.apiserver_pid()
+    cpu_before, apiserver_before = cpu_seconds(run.operator.pid), cpu_seconds(apiserver)
+    await asyncio.sleep(run.settings.idle_seconds)
+    cpu, apiserver_cpu = cpu_seconds(run.operator.pid), cpu_seconds(apiserver)
+    return {
+        "clusters": population,
+        "unreconciled_before": population - len(finished),
+        "seconds": run.settings.idle_seconds,
+        "requests": summary(run.audit.new_requests()),
+        "cpu_seconds": round(cpu - cpu_before, 2),
+        "rss_mib": round(proc_status_mib(run.operator.pid, "VmRSS"), 1),
+        "apiserver_cpu_seconds": round(apiserver_cpu - apiserver_before, 2),
+    }
+
+
+async def cold_start(run: Run, clusters: int) -> dict[str, Any]:
+    """Start the operator (already built, not running) with ``clusters`` clusters it has never seen."""
+    everything = names(0, clusters)
+    await create_clusters(run.admin, everything, run.settings.replicas)
+    run.audit.new_requests()
+    started = time.monotonic()
+    await asyncio.to_thread(run.operator.start)
+    finished = await run.census.wait(everything, reconciled=True, poll=1.0, timeout=300 + 2 * clusters)
+    seconds = sorted(t - started for t in finished.values())
+    requests = run.audit.new_requests()
+    return {
+        "clusters": clusters,
+        "seconds_to_all_reconciled": round(seconds[-1], 1) if len(seconds) == clusters else None,
+        "seconds_to_half_reconciled": round(seconds[clusters // 2], 1)
+        if len(seconds) > clusters // 2
+        else None,
+        "unreconciled_at_timeout": clusters - len(seconds),
+        "requests": summary(requests),
+        "cpu_seconds": round(cpu_seconds(run.operator.pid), 2),
+        "peak_rss_mib": round(proc_status_mib(run.operator.pid, "VmHWM"), 1),
+        "rss_mib": round(proc_status_mib(run.operator.pid, "VmRSS"), 1),
+    }
+
+
+async def established(admin: Admin, crd: str, timeout: float = 30) -> None:
+    path = f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{crd}"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        conditions = (await admin.get(path)).get("status", {}).get("conditions") or []
+        if any(c["type"] == "Established" and c["status"] == "True" for c in conditions):
+            return
+        await asyncio.sleep(0.2)
+    raise TimeoutError(f"CRD {crd} not Established within {timeout} s")
+
+
+async def cache_ready(admin: Admin, path: str, timeout: float = 30) -> None:
+    """Until the API server's watch cache serves ``path``: a new CRD's answers 429 for a moment."""
+    deadline = time.monotonic() + timeout
+    while (await admin.http.get(path, params={"resourceVersion": "0"})).status_code != 200:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{path} not served from the watch cache within {timeout} s")
+        await asyncio.sleep(0.2)
+
+
+@contextlib.asynccontextmanager
+async def plane_for(side: Side, directory: Path, **plane_options: Any) -> Any:
+    """A fresh control plane in ``directory`` (made here), the side's CRDs, the bench namespace, an admin."""
+    with ControlPlane(directory / "cp", **plane_options) as plane:
+        await asyncio.to_thread(plane.kubectl, "apply", "--server-side", "-f", str(side.crds))
+        admin = Admin(plane)
+        try:
+            await established(admin, "typesenseclusters.ts.opentelekomcloud.com")
+            await admin.create(
+                "/api/v1/namespaces",
+                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}},
+            )
+            await cache_ready(admin, CLUSTERS.format(namespace=NAMESPACE))
+            yield plane, admin
+        finally:
+            await admin.close()
+
+
+def keep_log(settings: argparse.Namespace, source: Path, name: str) -> None:
+    if settings.keep_logs is not None and source.exists():
+        settings.keep_logs.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source, settings.keep_logs / name)
+
+
+async def growing_scenarios(side: Side, settings: argparse.Namespace, home: Path) -> dict[str, Any]:
+    """Sequential creations, the burst, larger sizes; idle windows whenever the population is a size."""
+    result: dict[str, Any] = {"create_to_children_seconds": {}, "idle": {}}
+    idle_here = set(settings.sizes) - ({settings.cold_start_size} if settings.cold_start_size else set())
+    async with plane_for(side, home) as (plane, admin):
+        operator = side.launch(plane, home)
+        run = Run.of(side, plane, admin, operator, settings)
+        await asyncio.to_thread(operator.start)
+        try:
+            await asyncio.sleep(3)  # the operator's watches are up before the clock starts
+            durations: list[float] = []
+            missed = 0
+            for i in range(settings.sequential):
+                seconds = await time_sequential(run, names(i, i + 1)[0])
+                if seconds is None:
+                    missed += 1
+                else:
+                    durations.append(seconds)
+                if i + 1 in idle_here:
+                    result["idle"][str(i + 1)] = await idle(run, i + 1)
+            result["create_to_children_seconds"]["sequential"] = {
+                "clusters": settings.sequential,
+                "first": round(durations[0], 3) if durations else None,
+                **(spread(durations) if durations else {}),
+                "no_children_within_60_s": missed,
+            }
+            population = settings.sequential
+            if settings.burst:
+                burst = names(population, population + settings.burst)
+                started = await create_clusters(
+                    run.admin, burst, settings.replicas, concurrency=settings.burst
+                )
+                finished = await run.census.wait(burst, reconciled=False, poll=0.05, timeout=120)
+                result["create_to_children_seconds"]["burst"] = {
+                    "clusters": settings.burst,
+                    "poll_seconds": 0.05,
+                    **spread([finished[c] - started[c] for c in burst if c in finished] or [0.0]),
+                    "no_children_within_120_s": len(burst) - len(finished),
+                }
+                population += settings.burst
+                if population in idle_here:
+                    result["idle"][str(population)] = await idle(run, population)
+            for size in sorted(s for s in idle_here if s > population):
+                await create_clusters(run.admin, names(population, size), settings.replicas)
+                population = size
+                result["idle"][str(size)] = await idle(run, size)
+        finally:
+            operator.stop()
+            keep_log(settings, home / "operator.log", f"{side.name}-growing-operator.log")
+    return result
+
+
+async def cold_start_scenario(side: Side, settings: argparse.Namespace, home: Path) -> dict[str, Any]:
+    """A fresh plane, the largest size's clusters created with no operator, then the operator's start."""
+    size = settings.cold_start_size
+    async with plane_for(side, home) as (plane, admin):
+        operator = side.launch(plane, home)
+        run = Run.of(side, plane, admin, operator, settings)
+        try:
+            result = {"cold_start": await cold_start(run, size)}
+            if size in settings.sizes and not result["cold_start"]["unreconciled_at_timeout"]:
+                result["idle"] = {str(size): await idle(run, size)}
+        finally:
+            operator.stop()
+            keep_log(settings, home / "operator.log", f"{side.name}-cold-start-operator.log")
+    return result
+
+
+async def ready_scenario(side: Side, settings: argparse.Namespace, home: Path) -> dict[str, Any]:
+    """Clusters made Ready by real typesense-server processes (the node agent), then an idle window."""
+    count = settings.ready_clusters
+    async with plane_for(side, home, disabled_controllers=ENDPOINT_CONTROLLERS) as (plane, admin):
+        agent = start_agent(plane, home / "agent")
+        operator = side.launch(plane, home)
+        run = Run.of(side, plane, admin, operator, settings)
+        try:
+            await asyncio.to_thread(operator.start)
+            await asyncio.sleep(3)
+            everything = names(0, count)
+            started = time.monotonic()
+            await create_clusters(admin, everything, settings.replicas)
+            ready: set[str] = set()
+            while len(ready) < count and time.monotonic() - started < 600:
+                await asyncio.sleep(2)
+                ready = {
+                    i["metadata"]["name"]
+                    for i in await admin.items(CLUSTERS.format(namespace=NAMESPACE))
+                    if any(
+                        c["type"] == "Ready" and c["status"] == "True"
+                        for c in (i.get("status") or {}).get("conditions") or []
+                    )
+                }
+            if len(ready) < count:
+                raise TimeoutError(f"{count - len(ready)} of {count} clusters not Ready within 600 s")
+            seconds = time.monotonic() - started
+            window = await idle(run, count)
+        finally:
+            operator.stop()
+            agent.stop()
+            keep_log(settings, home / "operator.log", f"{side.name}-ready-operator.log")
+    return {
+        "clusters": count,
+        "replicas": settings.replicas,
+        "seconds_to_all_ready": round(seconds, 1),
+        "idle": window,
+    }
+
+
+async def one_side(side: Side, settings: argparse.Namespace, scratch: Path) -> dict[str, Any]:
+    result = await growing_scenarios(side, settings, scratch / f"{side.name}-growing")
+    if settings.cold_start_size:
+        cold = await cold_start_scenario(side, settings, scratch / f"{side.name}-cold")
+        result["cold_start"] = cold["cold_start"]
+        result["idle"].update(cold.get("idle", {}))
+    result["idle"] = dict(sorted(result["idle"].items(), key=lambda item: int(item[0])))
+    if settings.ready and side.name == "python":
+        result["ready"] = await ready_scenario(side, settings, scratch / f"{side.name}-ready")
+    return result
+
+
+# -- the comparison
+
+NOT_COMPARED = frozenset(
+    {
+        "clusters",
+        "seconds",
+        "poll_seconds",
+        "replicas",
+        "by_verb",
+        "by_resource",
+        "errors",
+        "no_children_within_60_s",
+        "no_children_within_120_s",
+        "unreconciled_before",
+        "unreconciled_at_timeout",
+    }
+)
+
+
+def ratios(ours: Mapping[str, Any], theirs: Mapping[str, Any]) -> dict[str, Any]:
+    """ours / theirs for every number both sides have at the same place (None when theirs is 0)."""
+    out: dict[str, Any] = {}
+    for key, value in ours.items():
+        other = theirs.get(key)
+        if key in NOT_COMPARED or other is None:
+            continue
+        if isinstance(value, Mapping) and isinstance(other, Mapping):
+            nested = ratios(value, other)
+            if nested:
+                out[key] = nested
+        elif (
+            isinstance(value, int | float) and isinstance(other, int | float) and not isinstance(value, bool)
+        ):
+            out[key] = round(value / other, 3) if other else None
+    return out
+
+
+async def run(settings: argparse.Namespace) -> dict[str, Any]:
+    began = time.monotonic()
+    sides = [our_side()]
+    if settings.go_operator is not None:
+        sides.append(
+            go_side(
+                settings.go_operator.resolve(), (settings.go_crds or settings.go_operator.parent).resolve()
+            )
+        )
+    result: dict[str, Any] = {
+        "benchmark": "scale",
+        "machine": {"cpus": os.cpu_count()},
+        "settings": {
+            "sizes": settings.sizes,
+            "sequential": settings.sequential,
+            "burst": settings.burst,
+            "replicas": settings.replicas,
+            "idle_seconds": settings.idle_seconds,
+            "settle_seconds": settings.settle_seconds,
+            "cold_start_clusters": settings.cold_start_size,
+            "pods": "Pending: the control plane has no Node (no node agent runs)",
+        },
+    }
+    with tempfile.TemporaryDirectory(prefix="bench-scale-") as scratch:
+        for side in sides:
+            result[side.name] = await one_side(side, settings, Path(scratch))
+    if settings.go_operator is not None:
+        binary = settings.go_operator.resolve()
+        result["go_operator"] = {
+            "binary": str(binary),
+            "sha256": hashlib.sha256(binary.read_bytes()).hexdigest(),
+            "flags": "--leader-elect=false --metrics-bind-address=0 "
+            "--health-probe-bind-address=127.0.0.1:<free port> --zap-log-level=info",
+            "identity": f"{GO_USER} (bound to cluster-admin)",
+        }
+        result["ratios_ours_over_go"] = ratios(result["python"], result["go"])
+    result["wall_seconds"] = round(time.monotonic() - began, 1)
+    return result
+
+
+def sizes(text: str) -> list[int]:
+    return sorted({int(part) for part in text.split(",") if part.strip()})
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--sizes", type=sizes, default=[20, 100, 1000], help="idle windows at these populations"
+    )
+    parser.add_argument("--sequential", type=int, default=20, help="clusters created one at a time")
+    parser.add_argument("--burst", type=int, default=80, help="clusters created at once, after those")
+    parser.add_argument("--replicas", type=int, default=3, help="spec.replicas of every cluster")
+    parser.add_argument("--idle-seconds", type=float, default=60)
+    parser.add_argument("--settle-seconds", type=float, default=15, help="wait before an idle window")
+    parser.add_argument("--skip-cold-start", action="store_true")
+    parser.add_argument("--go-operator", type=Path, help="the Go manager binary, to run the same scenarios")
+    parser.add_argument("--go-crds", type=Path, help="its CRD yaml(s); default: the binary's directory")
+    parser.add_argument("--ready", action="store_true", help="also 20 Ready clusters (ours only, node agent)")
+    parser.add_argument("--ready-clusters", type=int, default=20)
+    parser.add_argument("--keep-logs", type=Path, help="copy the operators' logs into this directory")
+    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "scale.json")
+    settings = parser.parse_args()
+    grown = settings.sequential + settings.burst
+    for size in settings.sizes:
+        if settings.sequential < size < grown or size < 1:
+            parser.error(f"size {size}: a size is at most --sequential, --sequential + --burst, or more")
+    settings.cold_start_size = None if settings.skip_cold_start else max(settings.sizes)
+    result = asyncio.run(run(settings))
+    settings.out.parent.mkdir(parents=True, exist_ok=True)
+    settings.out.write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
