@@ -96,8 +96,9 @@ class ClusterStackSpec(ApiModel):
         default_factory=list, max_length=100
     )
     """Versions to provide and keep, whether or not newer ones exist: v6, v1-alpha.5, v0-sha.hdl6pjy."""
-    auto_subscribe: bool = False
-    """Poll the release source and provide the newest release of the channel as it is published."""
+    auto_subscribe: bool = True
+    """Poll the release source and provide the newest release of the channel as it is published (on by
+    default, as upstream's)."""
     no_provider: bool = False
     """The provider has no operator of its own: no ProviderClusterStackRelease is created or awaited."""
     provider_ref: ObjectReference | None = None
