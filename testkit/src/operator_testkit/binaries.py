@@ -8,6 +8,10 @@ outside any work tree, so a second run (or a second clone) reuses them and a
 changed pin builds afresh. A file lock keeps two builders from racing.
 
 ``operator-suite-dev binaries`` is the command-line face of :func:`ensure_binaries`.
+
+The build-and-cache steps (:func:`find_hack_dir`, :func:`pin_digest`, :func:`required_version`,
+:func:`build_once`, :func:`run_go`, :func:`say`) are shared with
+:mod:`operator_testkit.clusterstack_tools`, which builds more tools the same way.
 """
 
 from __future__ import annotations
@@ -15,12 +19,14 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import os
+import re
+import shlex
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,7 +35,17 @@ from operator_core.settings import from_env
 from operator_testkit.errors import ControlPlaneError
 from operator_testkit.settings import ControlPlaneSettings
 
-__all__ = ["KUBERNETES_COMMANDS", "Binaries", "ensure_binaries", "find_hack_dir"]
+__all__ = [
+    "KUBERNETES_COMMANDS",
+    "Binaries",
+    "build_once",
+    "ensure_binaries",
+    "find_hack_dir",
+    "pin_digest",
+    "required_version",
+    "run_go",
+    "say",
+]
 
 KUBERNETES_COMMANDS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")
 _PINNED_FILES = ("controlplane/go.mod", "controlplane/go.sum", "etcd/go.mod", "etcd/go.sum")
@@ -83,18 +99,44 @@ def find_hack_dir() -> Path:
     )
 
 
+def pin_digest(hack: Path, pinned_files: Iterable[str], *recipe: str) -> str:
+    """12 hex digits of a sha256 over the build recipe (flags and the like) and the pinned files
+    (paths under ``hack``): a changed pin or flag gets a cache directory of its own."""
+    digest = hashlib.sha256()
+    for text in recipe:
+        digest.update(text.encode())
+    for name in pinned_files:
+        path = hack / name
+        try:
+            content = path.read_bytes()
+        except OSError as error:
+            raise ControlPlaneError(f"cannot read the pinned file {path}: {error}") from error
+        digest.update(name.encode())
+        digest.update(content)
+    return digest.hexdigest()[:12]
+
+
 def _pin_digest(hack: Path, settings: ControlPlaneSettings) -> str:
     """A digest of everything that decides the binaries: the pinned modules and the build flags."""
-    digest = hashlib.sha256(_kubernetes_ldflags(settings.kubernetes_version).encode())
-    for name in _PINNED_FILES:
-        digest.update(name.encode())
-        digest.update((hack / name).read_bytes())
-    return digest.hexdigest()[:12]
+    return pin_digest(hack, _PINNED_FILES, _kubernetes_ldflags(settings.kubernetes_version))
 
 
 def cache_directory(settings: ControlPlaneSettings, hack: Path) -> Path:
     label = f"k8s-{settings.kubernetes_version}-etcd-{settings.etcd_version}-{_pin_digest(hack, settings)}"
     return settings.cache_dir / label
+
+
+def required_version(go_mod: Path, module: str) -> str:
+    """The version of ``module`` that a pinned ``go.mod`` requires."""
+    try:
+        text = go_mod.read_text()
+    except OSError as error:
+        raise ControlPlaneError(f"cannot read the pinned file {go_mod}: {error}") from error
+    line = re.compile(rf"^\s*(?:require\s+)?{re.escape(module)}\s+(v\S+)", re.MULTILINE)
+    match = line.search(text)
+    if match is None:
+        raise ControlPlaneError(f"{go_mod} requires no version of {module}")
+    return match.group(1)
 
 
 @contextmanager
@@ -106,6 +148,17 @@ def _exclusive(lock_path: Path) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def build_once(root: Path, complete: Callable[[], bool], build: Callable[[], None]) -> None:
+    """Call ``build`` unless ``complete()``, holding the file lock ``<root>.lock``: two builders never
+    race, and the second finds the first one's result instead of building again."""
+    if complete():
+        return
+    with _exclusive(root.parent / f"{root.name}.lock"):
+        if not complete():
+            root.mkdir(parents=True, exist_ok=True)
+            build()
 
 
 def _go_environment() -> dict[str, str]:
@@ -133,38 +186,48 @@ def _kubernetes_ldflags(version: str) -> str:
     return " ".join(["-s", "-w", *stamps])
 
 
-def _run_go(arguments: list[str], workdir: Path, log: Path) -> None:
+def run_go(arguments: list[str], workdir: Path, log: Path, *, capture_stdout: bool = False) -> str:
+    """``go ARGUMENTS`` in ``workdir`` (static, local toolchain, go.sum read-only), its output
+    appended to ``log``. A failure raises :class:`ControlPlaneError` with the log's last lines.
+
+    With ``capture_stdout``, stdout is returned (and appended to the log after stderr).
+    """
     go = shutil.which("go")
     if go is None:
         raise ControlPlaneError(
-            "the Go toolchain ('go') is not on PATH; it builds the control-plane binaries"
+            "the Go toolchain ('go') is not on PATH; it builds the test kit's binaries from hack/"
         )
     with log.open("a") as output:
-        output.write(f"$ (cd {workdir} && go {' '.join(arguments)})\n")
+        output.write(f"$ (cd {shlex.quote(str(workdir))} && go {shlex.join(arguments)})\n")
         output.flush()
         result = subprocess.run(
             [go, *arguments],
             cwd=workdir,
             env=_go_environment(),
-            stdout=output,
-            stderr=subprocess.STDOUT,
+            stdout=subprocess.PIPE if capture_stdout else output,
+            stderr=output if capture_stdout else subprocess.STDOUT,
+            text=True,
             check=False,
         )
+        if capture_stdout:
+            output.write(result.stdout)
     if result.returncode != 0:
         tail = "".join(log.read_text(errors="replace").splitlines(keepends=True)[-30:])
-        raise ControlPlaneError(f"go {arguments[0]} failed in {workdir} (exit {result.returncode}):\n{tail}")
+        command = " ".join(arguments[:2] if arguments[0] == "mod" else arguments[:1])
+        raise ControlPlaneError(f"go {command} failed in {workdir} (exit {result.returncode}):\n{tail}")
+    return result.stdout if capture_stdout else ""
 
 
 def _build(settings: ControlPlaneSettings, hack: Path, target: Path) -> None:
     staging = Path(tempfile.mkdtemp(prefix="build-", dir=target.parent))
     log = target.parent / f"{target.name}.build.log"
     try:
-        _say(
+        say(
             f"building kube-apiserver, kube-controller-manager, kube-scheduler, kubectl "
             f"{settings.kubernetes_version} (log: {log})"
         )
         started = time.monotonic()
-        _run_go(
+        run_go(
             [
                 "build",
                 "-trimpath",
@@ -177,8 +240,8 @@ def _build(settings: ControlPlaneSettings, hack: Path, target: Path) -> None:
             hack / "controlplane",
             log,
         )
-        _say(f"building etcd {settings.etcd_version}")
-        _run_go(
+        say(f"building etcd {settings.etcd_version}")
+        run_go(
             [
                 "build",
                 "-trimpath",
@@ -191,15 +254,16 @@ def _build(settings: ControlPlaneSettings, hack: Path, target: Path) -> None:
             hack / "etcd",
             log,
         )
-        _say(f"built in {time.monotonic() - started:.0f} s")
+        say(f"built in {time.monotonic() - started:.0f} s")
         shutil.rmtree(target, ignore_errors=True)
         staging.rename(target)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def _say(message: str) -> None:
-    print(f"[operator-suite-dev binaries] {message}", file=sys.stderr, flush=True)
+def say(message: str, command: str = "binaries") -> None:
+    """A progress line on stderr: ``[operator-suite-dev COMMAND] MESSAGE``."""
+    print(f"[operator-suite-dev {command}] {message}", file=sys.stderr, flush=True)
 
 
 def ensure_binaries(settings: ControlPlaneSettings | None = None) -> Binaries:
@@ -208,10 +272,5 @@ def ensure_binaries(settings: ControlPlaneSettings | None = None) -> Binaries:
     hack = find_hack_dir()
     root = cache_directory(settings, hack)
     binaries = Binaries(root / "bin")
-    if binaries.complete():
-        return binaries
-    with _exclusive(root.parent / f"{root.name}.lock"):
-        if not binaries.complete():
-            root.mkdir(parents=True, exist_ok=True)
-            _build(settings, hack, binaries.directory)
+    build_once(root, binaries.complete, lambda: _build(settings, hack, binaries.directory))
     return binaries
