@@ -31,8 +31,9 @@ $(STAMP): pyproject.toml testkit/pyproject.toml | $(BIN)/python
 
 install: $(STAMP)
 
+# The control-plane binaries, then the Cluster Stack tests' helm, OCI registry and Cluster API CRDs.
 binaries: install
-	$(BIN)/operator-suite-dev binaries
+	$(BIN)/operator-suite-dev binaries --clusterstack
 
 # The node agent runs nginx:* images with Debian's real nginx.
 nginx:

@@ -2,7 +2,8 @@
 
 Subcommands:
 
-- ``binaries``: build (or reuse) the control-plane binaries and print where they are;
+- ``binaries [--clusterstack]``: build (or reuse) the control-plane binaries (and with
+  ``--clusterstack``, helm, the OCI registry and the Cluster API CRDs too) and print where they are;
 - ``controlplane up|down --dir DIR``: a detached local control plane, with ``DIR/kubeconfig``;
 - ``sandbox up|down``: control plane, node agent, operators and their samples; one per machine;
 - ``agent kill|freeze|thaw|delete-pod|restart-statefulset|wipe|fill|free``: faults on demand;
@@ -22,6 +23,7 @@ from pathlib import Path
 
 from operator_core.cli import run_command
 from operator_testkit.binaries import KUBERNETES_COMMANDS, ensure_binaries
+from operator_testkit.clusterstack_tools import ensure_clusterstack_tools
 from operator_testkit.controlplane import ControlPlane, ControlPlaneState, running_components, stop_recorded
 from operator_testkit.nodeagent.cli import add_agent_commands
 from operator_testkit.sandbox import (
@@ -40,11 +42,16 @@ DEFAULT_CONTROLPLANE_DIR = Path.home() / ".local" / "state" / "operator-suite" /
 DEFAULT_SANDBOX_DIR = Path.home() / ".local" / "state" / "operator-suite" / "sandbox"
 
 
-def _binaries(_: argparse.Namespace) -> int:
+def _binaries(arguments: argparse.Namespace) -> int:
     binaries = ensure_binaries()
     print(binaries.directory)
     for name in ("etcd", *KUBERNETES_COMMANDS):
         print(f"  {binaries.path(name)}")
+    if arguments.clusterstack:
+        tools = ensure_clusterstack_tools()
+        print(tools.directory)
+        for path in (tools.helm, tools.registry, tools.capi_crds, tools.capd_crds):
+            print(f"  {path}")
     return 0
 
 
@@ -107,6 +114,12 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
 
     binaries = commands.add_parser("binaries", help="build or reuse the control-plane binaries; print where")
+    binaries.add_argument(
+        "--clusterstack",
+        action="store_true",
+        help="also build or fetch the Cluster Stack tests' tools: helm, the OCI registry (distribution) "
+        "and the CRDs of Cluster API and its Docker provider (from hack/{helm,registry,cluster-api,capd})",
+    )
     binaries.set_defaults(run=_binaries)
 
     controlplane = commands.add_parser("controlplane", help="a local control plane for people and scripts")
