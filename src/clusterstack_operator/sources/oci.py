@@ -19,6 +19,7 @@ import asyncio
 import base64
 import hashlib
 import re
+import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -74,7 +75,9 @@ class OciRegistry:
             if secret:
                 register_secret(secret)
         scheme = "http" if settings.plain_http else "https"
-        verify: Any = str(settings.ca_bundle) if settings.ca_bundle else True
+        verify: Any = (
+            ssl.create_default_context(cafile=str(settings.ca_bundle)) if settings.ca_bundle else True
+        )
         self._client = httpx.AsyncClient(
             base_url=f"{scheme}://{settings.host}",
             verify=verify,
