@@ -13,7 +13,7 @@ export PATH := $(BIN):$(PATH)
 # Keep bytecode and tool caches out of the work tree.
 export PYTHONPYCACHEPREFIX := $(HOME)/.cache/operator-suite/pycache
 
-.PHONY: install binaries nginx lint test unit integration e2e run down crds
+.PHONY: install binaries tools nginx lint test unit integration e2e run down crds
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -31,8 +31,12 @@ $(STAMP): pyproject.toml testkit/pyproject.toml | $(BIN)/python
 
 install: $(STAMP)
 
-# The control-plane binaries, then the Cluster Stack tests' helm, OCI registry and Cluster API CRDs.
+# The control-plane binaries (all the main job needs).
 binaries: install
+	$(BIN)/operator-suite-dev binaries
+
+# The control-plane binaries, then the Cluster Stack tests' helm, OCI registry and Cluster API CRDs.
+tools: install
 	$(BIN)/operator-suite-dev binaries --clusterstack
 
 # The node agent runs nginx:* images with Debian's real nginx.
@@ -57,16 +61,16 @@ endef
 # two cores; each worker starts its own control planes and node agent, on its own loopback addresses.
 TEST_WORKERS ?= 2
 
-test: binaries nginx lint
+test: tools nginx lint
 	$(call pytest,-n $(TEST_WORKERS) --dist worksteal --durations=15 tests)
 
 unit: install
 	$(call pytest,-m unit tests)
 
-integration: binaries
+integration: tools
 	$(call pytest,-m integration tests)
 
-e2e: binaries nginx
+e2e: tools nginx
 	$(call pytest,-m e2e tests)
 
 crds: install
