@@ -1,0 +1,130 @@
+"""Settings of the Cluster Stack operator, and the release source they select.
+
+Each setting is overridable by an ``OPERATOR_SUITE_*`` variable, like every operator's. Upstream's
+own variables are read too, so that a deployment written for the Go operator works unchanged:
+``GIT_PROVIDER`` (``github``), ``GIT_ORG_NAME``, ``GIT_REPOSITORY_NAME``, ``GIT_ACCESS_TOKEN``;
+``OCI_REGISTRY``, ``OCI_REPOSITORY``, ``OCI_USERNAME``, ``OCI_PASSWORD``, ``OCI_ACCESS_TOKEN``.
+Ours win where both are set. Credentials are read only from the environment (a Secret mounted as
+variables), never kept in the settings object, so no log or error can print them.
+
+A setting that cannot work (no repository named for the source chosen, an unknown provider) is a
+:class:`~operator_core.errors.SettingsError` naming the variable, before the operator connects.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from clusterstack_operator.sources.base import ReleaseSource
+from clusterstack_operator.sources.github import GitHubReleases
+from clusterstack_operator.sources.local import LocalDirectory
+from clusterstack_operator.sources.oci import OciRegistry, OciSettings
+from operator_core.errors import SettingsError
+from operator_core.settings import from_env
+
+__all__ = ["ClusterStackSettings", "release_source", "settings_from_environment"]
+
+
+@dataclass(frozen=True)
+class ClusterStackSettings:
+    """Where releases come from, where they are kept, and how they are rendered."""
+
+    release_source: Literal["github", "oci", "local"] = "github"
+    """github (a repository's releases), oci (one registry repository, a tag per release) or local (a
+    directory of releases, for providers testing their own stacks)."""
+    release_dir: Path = Path.home() / ".cache" / "cluster-stack-operator" / "releases"
+    """Where downloaded releases are kept, one directory each (in a pod: an emptyDir mounted there)."""
+    local_releases: Path = Path("/releases")
+    """With the local source: the directory holding one sub-directory per release tag."""
+    github_organisation: str = ""
+    """The GitHub organisation of the release repository (upstream: GIT_ORG_NAME)."""
+    github_repository: str = ""
+    """The repository whose releases are the stacks (upstream: GIT_REPOSITORY_NAME)."""
+    github_api_url: str = ""
+    """GitHub's API base URL; empty for api.github.com (GitHub Enterprise, or a test's fake)."""
+    oci_repository: str = ""
+    """host[:port]/path of the repository that holds every release (upstream: OCI_REPOSITORY)."""
+    oci_plain_http: bool = False
+    """Speak plain HTTP to the registry (a local registry); HTTPS otherwise."""
+    oci_ca_bundle: str = ""
+    """A CA bundle to trust for the registry's certificate, besides the system's."""
+    helm: str = "helm"
+    """The helm binary (a path, or a name on PATH)."""
+    poll_seconds: float = 300.0
+    """How often a ClusterStack with autoSubscribe looks for new releases."""
+
+
+def settings_from_environment(environ: Mapping[str, str] | None = None) -> ClusterStackSettings:
+    """Our OPERATOR_SUITE_* variables, with upstream's variables where ours are not set."""
+    source = os.environ if environ is None else environ
+    settings = from_env(ClusterStackSettings, source)
+    ours = {name for name in source if name.startswith("OPERATOR_SUITE_")}
+    upstream: dict[str, object] = {}
+    provider = source.get("GIT_PROVIDER")
+    if provider is not None and provider != "github":
+        raise SettingsError(f"GIT_PROVIDER={provider!r} is not a valid value: allowed values: github")
+    if "OPERATOR_SUITE_RELEASE_SOURCE" not in ours:
+        if provider:
+            upstream["release_source"] = "github"
+        elif source.get("OCI_REPOSITORY"):
+            upstream["release_source"] = "oci"
+    for variable, field in (
+        ("GIT_ORG_NAME", "github_organisation"),
+        ("GIT_REPOSITORY_NAME", "github_repository"),
+        ("OCI_REPOSITORY", "oci_repository"),
+    ):
+        if source.get(variable) and f"OPERATOR_SUITE_{field.upper()}" not in ours:
+            upstream[field] = source[variable]
+    return dataclasses.replace(settings, **upstream)  # type: ignore[arg-type]
+
+
+def _required(value: str, variable: str, why: str) -> str:
+    if not value:
+        raise SettingsError(f"{variable} is not set: {why}")
+    return value
+
+
+def release_source(settings: ClusterStackSettings, environ: Mapping[str, str] | None = None) -> ReleaseSource:
+    """The source the settings select, with its credentials from the environment."""
+    source = os.environ if environ is None else environ
+    if settings.release_source == "local":
+        return LocalDirectory(settings.local_releases)
+    if settings.release_source == "github":
+        organisation = _required(
+            settings.github_organisation,
+            "OPERATOR_SUITE_GITHUB_ORGANISATION (or GIT_ORG_NAME)",
+            "the GitHub source needs the organisation of the release repository",
+        )
+        repository = _required(
+            settings.github_repository,
+            "OPERATOR_SUITE_GITHUB_REPOSITORY (or GIT_REPOSITORY_NAME)",
+            "the GitHub source needs the repository whose releases are the stacks",
+        )
+        token = source.get("OPERATOR_SUITE_GITHUB_TOKEN") or source.get("GIT_ACCESS_TOKEN") or None
+        return GitHubReleases(organisation, repository, token, base_url=settings.github_api_url or None)
+    repository = _required(
+        settings.oci_repository,
+        "OPERATOR_SUITE_OCI_REPOSITORY (or OCI_REPOSITORY)",
+        "the OCI source needs host[:port]/path of the repository that holds the releases",
+    )
+    if "/" not in repository:
+        raise SettingsError(
+            f"OCI repository {repository!r} names no repository after the host: use host/path"
+        )
+    return OciRegistry(
+        OciSettings(
+            repository,
+            username=source.get("OPERATOR_SUITE_OCI_USERNAME") or source.get("OCI_USERNAME") or None,
+            password=source.get("OPERATOR_SUITE_OCI_PASSWORD") or source.get("OCI_PASSWORD") or None,
+            access_token=source.get("OPERATOR_SUITE_OCI_ACCESS_TOKEN")
+            or source.get("OCI_ACCESS_TOKEN")
+            or None,
+            plain_http=settings.oci_plain_http,
+            ca_bundle=Path(settings.oci_ca_bundle) if settings.oci_ca_bundle else None,
+        )
+    )
