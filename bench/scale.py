@@ -756,7 +756,8 @@ async def run(settings: argparse.Namespace) -> dict[str, Any]:
         )
     result: dict[str, Any] = {
         "benchmark": "scale",
-        "machine": {"cpus": os.cpu_count()},
+        "machine": {"cpus": os.cpu_count(), "memory_gib": memory_gib()},
+        "python_operator": source_state(),
         "settings": {
             "sizes": settings.sizes,
             "sequential": settings.sequential,
@@ -766,6 +767,7 @@ async def run(settings: argparse.Namespace) -> dict[str, Any]:
             "settle_seconds": settings.settle_seconds,
             "cold_start_clusters": settings.cold_start_size,
             "pods": "Pending: the control plane has no Node (no node agent runs)",
+            "control_plane": "controller manager and scheduler: --kube-api-qps=500 --kube-api-burst=1000",
         },
     }
     with tempfile.TemporaryDirectory(prefix="bench-scale-") as scratch:
@@ -783,6 +785,25 @@ async def run(settings: argparse.Namespace) -> dict[str, Any]:
         result["ratios_ours_over_go"] = ratios(result["python"], result["go"])
     result["wall_seconds"] = round(time.monotonic() - began, 1)
     return result
+
+
+def memory_gib() -> float:
+    total_kib = int(Path("/proc/meminfo").read_text().split()[1])  # MemTotal comes first
+    return round(total_kib / 1024**2, 1)
+
+
+def source_state() -> dict[str, Any]:
+    """The commit our operator ran from, and whether src/ had uncommitted changes."""
+
+    def git(*arguments: str) -> str:
+        return subprocess.run(
+            ["git", "-C", str(ROOT), *arguments], capture_output=True, text=True, check=False
+        ).stdout.strip()
+
+    return {
+        "commit": git("rev-parse", "HEAD"),
+        "src_modified": bool(git("status", "--porcelain", "--", "src")),
+    }
 
 
 def sizes(text: str) -> list[int]:
