@@ -224,7 +224,16 @@ async def test_a_frozen_leader_is_replaced_by_raft_and_rejoins_without_surgery(
     writer.start("frozen")
     await writer.warmed_up()
     leader = next(pod for pod, state in (await cluster.states()).items() if state == "LEADER")
-    healthy = ready_condition(await cluster.get())["message"]
+
+    # The operator must have seen every member healthy first: a member still catching up after the
+    # warm-up reads "2/3 healthy" already, and the freeze would change nothing the test can see.
+    async def all_seen_healthy() -> str | None:
+        message = str(ready_condition(await cluster.get()).get("message", ""))
+        return message if message.endswith("3/3 members healthy") else None
+
+    healthy = str(
+        await wait_until(all_seen_healthy, timeout=60, interval=0.5, what="3/3 members seen healthy")
+    )
     await faults.freeze(namespace, leader)
 
     # A frozen node answers nothing, so whichever node reports LEADER now was elected after the freeze.
