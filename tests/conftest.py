@@ -11,8 +11,10 @@ from typing import Any
 
 import pytest
 
+from operator_testkit.clusterstack_tools import ClusterStackTools, ensure_clusterstack_tools
 from operator_testkit.controlplane import ControlPlane
 from operator_testkit.operators import OperatorProcess, OperatorRegistry
+from operator_testkit.registry import RunningRegistry, running_registry
 from samples import SAMPLES, load_sample
 
 _LAYERS = ("unit", "packaging", "integration", "e2e")
@@ -68,3 +70,29 @@ def _operator(
     """The operator's console script, as the ServiceAccount its deploy/rbac/<script>.yaml defines."""
     rbac = pytestconfig.rootpath / "deploy" / "rbac" / f"{script}.yaml"
     return operators.get(script, control_plane, rbac, "--verbose")
+
+
+@pytest.fixture(scope="session")
+def clusterstack_tools() -> ClusterStackTools:
+    """helm, the OCI registry and the Cluster API CRDs, built by `make tools` (reused from the cache)."""
+    return ensure_clusterstack_tools()
+
+
+@pytest.fixture(scope="session")
+def oci_registry(
+    clusterstack_tools: ClusterStackTools, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[RunningRegistry]:
+    """A CNCF distribution registry on loopback, plain HTTP, for this test session."""
+    with running_registry(tmp_path_factory.mktemp("registry"), binary=clusterstack_tools.registry) as running:
+        yield running
+
+
+@pytest.fixture(scope="session")
+def oci_registry_tls(
+    clusterstack_tools: ClusterStackTools, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[RunningRegistry]:
+    """The same registry over HTTPS, with a certificate of its own CA (``.ca_cert``)."""
+    with running_registry(
+        tmp_path_factory.mktemp("tls-registry"), binary=clusterstack_tools.registry, tls=True
+    ) as running:
+        yield running

@@ -3,7 +3,6 @@ token, downloads into the release store, and a download that breaks halfway."""
 
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 
@@ -14,36 +13,15 @@ from clusterstack_operator.sources.base import ReleaseNotFound, SourceError
 from clusterstack_operator.sources.github import GitHubReleases
 from clusterstack_operator.sources.store import ReleaseStore
 from operator_testkit.fakegithub import fake_github
+from releases import publish_release
 
 TOKEN = "ghp_test_token_0123456789"
-METADATA = """\
-apiVersion: metadata.clusterstack.x-k8s.io/v1alpha1
-versions:
-  clusterStack: {version}
-  kubernetes: v1.30.10
-  components:
-    clusterAddon: v1
-    nodeImage: v1
-"""
-
-
-def publish(root: Path, tag: str, *, when: float | None = None) -> ReleaseName:
-    release = ReleaseName.parse(tag)
-    directory = root / tag
-    directory.mkdir(parents=True)
-    (directory / "metadata.yaml").write_text(METADATA.format(version=release.version.dot))
-    (directory / "hashes.json").write_text("{}")
-    (directory / release.cluster_class_chart).write_bytes(os.urandom(4096))
-    (directory / release.cluster_addon_chart("v1")).write_bytes(os.urandom(4096))
-    if when is not None:
-        os.utime(directory, (when, when))
-    return release
 
 
 async def test_every_page_of_releases_is_read(tmp_path: Path) -> None:
     now = time.time()
     for number in range(1, 231):
-        publish(tmp_path, f"docker-scs-1-30-v{number}", when=now - 1000 + number)
+        publish_release(tmp_path, f"docker-scs-1-30-v{number}", published_at=now - 1000 + number)
     async with fake_github(tmp_path, token=TOKEN) as github:
         source = GitHubReleases("sovereigncloudstack", "cluster-stacks", TOKEN, base_url=github.base_url)
         releases = await source.list_releases()
@@ -54,7 +32,7 @@ async def test_every_page_of_releases_is_read(tmp_path: Path) -> None:
 
 
 async def test_a_refused_token_is_said_so_without_the_token(tmp_path: Path) -> None:
-    publish(tmp_path, "docker-scs-1-30-v1")
+    publish_release(tmp_path, "docker-scs-1-30-v1")
     async with fake_github(tmp_path, token=TOKEN) as github:
         wrong = "ghp_wrong_token_9876543210"
         source = GitHubReleases("sovereigncloudstack", "cluster-stacks", wrong, base_url=github.base_url)
@@ -64,7 +42,7 @@ async def test_a_refused_token_is_said_so_without_the_token(tmp_path: Path) -> N
 
 
 async def test_a_release_is_downloaded_whole_into_the_store(tmp_path: Path) -> None:
-    release = publish(tmp_path / "github", "docker-scs-1-30-v2")
+    release, _ = publish_release(tmp_path / "github", "docker-scs-1-30-v2")
     async with fake_github(tmp_path / "github", token=TOKEN) as github:
         source = GitHubReleases("sovereigncloudstack", "cluster-stacks", TOKEN, base_url=github.base_url)
         store = ReleaseStore(tmp_path / "store")
@@ -81,7 +59,7 @@ async def test_a_release_is_downloaded_whole_into_the_store(tmp_path: Path) -> N
 
 
 async def test_a_download_that_breaks_halfway_leaves_nothing_and_succeeds_next_time(tmp_path: Path) -> None:
-    release = publish(tmp_path / "github", "docker-scs-1-30-v2")
+    release, _ = publish_release(tmp_path / "github", "docker-scs-1-30-v2")
     async with fake_github(tmp_path / "github", token=TOKEN) as github:
         source = GitHubReleases("sovereigncloudstack", "cluster-stacks", TOKEN, base_url=github.base_url)
         store = ReleaseStore(tmp_path / "store")

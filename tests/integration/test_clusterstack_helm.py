@@ -11,7 +11,7 @@ import yaml
 from clusterstack_operator.helm import HelmError, helm_template
 from clusterstack_operator.releases.versions import ReleaseName
 from clusterstack_operator.resources import rendered_objects
-from operator_testkit.clusterstack_tools import ClusterStackTools, ensure_clusterstack_tools, helm_environment
+from operator_testkit.clusterstack_tools import ClusterStackTools, helm_environment
 
 CLUSTER_CLASS = """\
 apiVersion: cluster.x-k8s.io/v1beta1
@@ -27,13 +27,8 @@ spec:
 """
 
 
-@pytest.fixture(scope="module")
-def tools() -> ClusterStackTools:
-    return ensure_clusterstack_tools()
-
-
 def package(
-    tools: ClusterStackTools, tmp_path: Path, release: ReleaseName, template: str = CLUSTER_CLASS
+    clusterstack_tools: ClusterStackTools, tmp_path: Path, release: ReleaseName, template: str = CLUSTER_CLASS
 ) -> Path:
     """A cluster-class chart packaged as csctl does: named <stack>-cluster-class, versioned as the stack."""
     chart = tmp_path / "cluster-class"
@@ -45,7 +40,7 @@ def package(
     )
     (chart / "templates" / "cluster-class.yaml").write_text(template)
     subprocess.run(
-        [str(tools.helm), "package", str(chart), "--destination", str(tmp_path)],
+        [str(clusterstack_tools.helm), "package", str(chart), "--destination", str(tmp_path)],
         env=helm_environment(tmp_path / "helm"),
         check=True,
         capture_output=True,
@@ -57,22 +52,28 @@ def package(
 
 @pytest.mark.parametrize("tag", ["docker-scs-1-30-v1", "docker-scs-1-30-v0-sha-hdl6pjy"])
 async def test_a_cluster_class_is_named_as_upstream_stacks_name_it(
-    tools: ClusterStackTools, tmp_path: Path, tag: str
+    clusterstack_tools: ClusterStackTools, tmp_path: Path, tag: str
 ) -> None:
     release = ReleaseName.parse(tag)
-    chart = package(tools, tmp_path, release)
-    rendered = await helm_template(str(tools.helm), chart, release.stack, "cluster", home=tmp_path / "home")
+    chart = package(clusterstack_tools, tmp_path, release)
+    rendered = await helm_template(
+        str(clusterstack_tools.helm), chart, release.stack, "cluster", home=tmp_path / "home"
+    )
     (cluster_class,) = rendered_objects(rendered, "cluster")
     assert cluster_class["metadata"] == {"name": release.cluster_class, "namespace": "cluster"}
 
 
-async def test_a_broken_chart_is_refused_in_helms_words(tools: ClusterStackTools, tmp_path: Path) -> None:
+async def test_a_broken_chart_is_refused_in_helms_words(
+    clusterstack_tools: ClusterStackTools, tmp_path: Path
+) -> None:
     release = ReleaseName.parse("docker-scs-1-30-v1")
-    chart = package(tools, tmp_path, release, template="kind: {{ .Values.missing.field }}\n")
+    chart = package(clusterstack_tools, tmp_path, release, template="kind: {{ .Values.missing.field }}\n")
     with pytest.raises(
         HelmError, match=r"helm template of docker-scs-1-30-cluster-class-v1\.tgz failed: .*nil pointer"
     ):
-        await helm_template(str(tools.helm), chart, release.stack, "cluster", home=tmp_path / "home")
+        await helm_template(
+            str(clusterstack_tools.helm), chart, release.stack, "cluster", home=tmp_path / "home"
+        )
 
 
 async def test_a_missing_helm_says_what_to_do(tmp_path: Path) -> None:

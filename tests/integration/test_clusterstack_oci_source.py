@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import oras.client
@@ -15,51 +14,10 @@ from clusterstack_operator.releases.versions import ReleaseName
 from clusterstack_operator.sources.base import ReleaseNotFound, SourceError
 from clusterstack_operator.sources.oci import OciRegistry, OciSettings
 from clusterstack_operator.sources.store import ReleaseStore
-from operator_testkit.clusterstack_tools import ClusterStackTools, ensure_clusterstack_tools
-from operator_testkit.registry import RunningRegistry, running_registry
+from operator_testkit.registry import RunningRegistry
+from releases import publish_release
 
 REPOSITORY = "kaas/cluster-stacks"
-METADATA = """\
-apiVersion: metadata.clusterstack.x-k8s.io/v1alpha1
-versions:
-  clusterStack: {version}
-  kubernetes: v1.30.10
-  components:
-    clusterAddon: v1
-    nodeImage: v1
-"""
-
-
-@pytest.fixture(scope="module")
-def tools() -> ClusterStackTools:
-    return ensure_clusterstack_tools()
-
-
-@pytest.fixture(scope="module")
-def registry(tools: ClusterStackTools, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningRegistry]:
-    with running_registry(tmp_path_factory.mktemp("registry"), binary=tools.registry) as running:
-        yield running
-
-
-@pytest.fixture(scope="module")
-def tls_registry(
-    tools: ClusterStackTools, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[RunningRegistry]:
-    with running_registry(
-        tmp_path_factory.mktemp("tls-registry"), binary=tools.registry, tls=True
-    ) as running:
-        yield running
-
-
-def release_files(root: Path, tag: str) -> tuple[ReleaseName, Path]:
-    release = ReleaseName.parse(tag)
-    directory = root / tag
-    directory.mkdir(parents=True)
-    (directory / "metadata.yaml").write_text(METADATA.format(version=release.version.dot))
-    (directory / "hashes.json").write_text("{}")
-    (directory / release.cluster_class_chart).write_bytes(os.urandom(8192))
-    (directory / release.cluster_addon_chart("v1")).write_bytes(os.urandom(8192))
-    return release, directory
 
 
 def push(registry: RunningRegistry, directory: Path) -> None:
@@ -88,9 +46,10 @@ def source(registry: RunningRegistry) -> OciRegistry:
 
 
 async def test_releases_pushed_by_oras_are_listed_and_downloaded_whole(
-    registry: RunningRegistry, tmp_path: Path
+    oci_registry: RunningRegistry, tmp_path: Path
 ) -> None:
-    pushed = [release_files(tmp_path / "releases", f"docker-scs-1-30-v{n}") for n in (1, 2)]
+    registry = oci_registry
+    pushed = [publish_release(tmp_path / "releases", f"docker-scs-1-30-v{n}") for n in (1, 2)]
     for _, directory in pushed:
         await asyncio.to_thread(push, registry, directory)
     oci = source(registry)
@@ -109,7 +68,8 @@ async def test_releases_pushed_by_oras_are_listed_and_downloaded_whole(
         await oci.aclose()
 
 
-async def test_a_repository_nothing_was_published_to_has_no_releases(registry: RunningRegistry) -> None:
+async def test_a_repository_nothing_was_published_to_has_no_releases(oci_registry: RunningRegistry) -> None:
+    registry = oci_registry
     oci = OciRegistry(OciSettings(f"{registry.host}/nobody/here", plain_http=True))
     try:
         assert await oci.list_releases() == []
@@ -117,8 +77,9 @@ async def test_a_repository_nothing_was_published_to_has_no_releases(registry: R
         await oci.aclose()
 
 
-async def test_https_with_the_users_ca_bundle(tls_registry: RunningRegistry, tmp_path: Path) -> None:
-    release, directory = release_files(tmp_path, "docker-scs-1-30-v0-sha-hdl6pjy")
+async def test_https_with_the_users_ca_bundle(oci_registry_tls: RunningRegistry, tmp_path: Path) -> None:
+    tls_registry = oci_registry_tls
+    release, directory = publish_release(tmp_path, "docker-scs-1-30-v0-sha-hdl6pjy")
     await asyncio.to_thread(push, tls_registry, directory)
     oci = source(tls_registry)
     try:

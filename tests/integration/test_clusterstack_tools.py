@@ -6,14 +6,13 @@ from __future__ import annotations
 import hashlib
 import os
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 import yaml
 
-from operator_testkit.clusterstack_tools import ClusterStackTools, ensure_clusterstack_tools, helm_environment
+from operator_testkit.clusterstack_tools import ClusterStackTools, helm_environment
 from operator_testkit.errors import ControlPlaneError
 from operator_testkit.fixtures import Kubectl
 from operator_testkit.registry import RunningRegistry, running_registry
@@ -28,20 +27,11 @@ data:
 """
 
 
-@pytest.fixture(scope="module")
-def tools() -> ClusterStackTools:
-    return ensure_clusterstack_tools()
-
-
-@pytest.fixture(scope="module")
-def registry(tools: ClusterStackTools, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningRegistry]:
-    with running_registry(tmp_path_factory.mktemp("registry"), binary=tools.registry) as running:
-        yield running
-
-
-def _helm(tools: ClusterStackTools, home: Path, *arguments: str) -> subprocess.CompletedProcess[str]:
+def _helm(
+    clusterstack_tools: ClusterStackTools, home: Path, *arguments: str
+) -> subprocess.CompletedProcess[str]:
     result = subprocess.run(
-        [str(tools.helm), *arguments],
+        [str(clusterstack_tools.helm), *arguments],
         env=helm_environment(home),
         capture_output=True,
         text=True,
@@ -52,12 +42,19 @@ def _helm(tools: ClusterStackTools, home: Path, *arguments: str) -> subprocess.C
     return result
 
 
-def _packaged_chart(tools: ClusterStackTools, tmp_path: Path) -> Path:
+def _packaged_chart(clusterstack_tools: ClusterStackTools, tmp_path: Path) -> Path:
     chart = tmp_path / "hello"
     (chart / "templates").mkdir(parents=True)
     (chart / "Chart.yaml").write_text(yaml.safe_dump(_CHART))
     (chart / "templates" / "configmap.yaml").write_text(_TEMPLATE)
-    _helm(tools, tmp_path / "helm", "package", str(chart), "--destination", str(tmp_path / "packaged"))
+    _helm(
+        clusterstack_tools,
+        tmp_path / "helm",
+        "package",
+        str(chart),
+        "--destination",
+        str(tmp_path / "packaged"),
+    )
     return tmp_path / "packaged" / "hello-0.1.0.tgz"
 
 
@@ -69,35 +66,45 @@ def _alive(pid: int) -> bool:
     return Path(f"/proc/{pid}").exists()
 
 
-def test_helm_reports_the_pinned_version(tools: ClusterStackTools, tmp_path: Path) -> None:
-    assert tools.pins.helm == "v3.22.0"
-    assert _helm(tools, tmp_path, "version", "--template", "{{ .Version }}").stdout == tools.pins.helm
-    assert 'GitTreeState:"clean"' in _helm(tools, tmp_path, "version").stdout
+def test_helm_reports_the_pinned_version(clusterstack_tools: ClusterStackTools, tmp_path: Path) -> None:
+    assert clusterstack_tools.pins.helm == "v3.22.0"
+    assert (
+        _helm(clusterstack_tools, tmp_path, "version", "--template", "{{ .Version }}").stdout
+        == clusterstack_tools.pins.helm
+    )
+    assert 'GitTreeState:"clean"' in _helm(clusterstack_tools, tmp_path, "version").stdout
 
 
 def test_helm_renders_for_the_kubernetes_version_of_its_client_go(
-    tools: ClusterStackTools, tmp_path: Path
+    clusterstack_tools: ClusterStackTools, tmp_path: Path
 ) -> None:
     # Without the build's k8sVersion stamps, helm would claim Kubernetes v1.20 and refuse the chart.
     rendered = yaml.safe_load(
-        _helm(tools, tmp_path, "template", "demo", str(_packaged_chart(tools, tmp_path))).stdout
+        _helm(
+            clusterstack_tools,
+            tmp_path,
+            "template",
+            "demo",
+            str(_packaged_chart(clusterstack_tools, tmp_path)),
+        ).stdout
     )
-    minor = int(tools.pins.helm_client_go.split(".")[1])
+    minor = int(clusterstack_tools.pins.helm_client_go.split(".")[1])
     assert rendered["data"]["kubeVersion"] == f"v1.{minor}.0"
 
 
 def test_a_chart_pushed_to_the_registry_is_pulled_back_unchanged(
-    tools: ClusterStackTools, registry: RunningRegistry, tmp_path: Path
+    clusterstack_tools: ClusterStackTools, oci_registry: RunningRegistry, tmp_path: Path
 ) -> None:
-    packaged = _packaged_chart(tools, tmp_path)
+    registry = oci_registry
+    packaged = _packaged_chart(clusterstack_tools, tmp_path)
     home = tmp_path / "helm"
-    pushed = _helm(tools, home, "push", str(packaged), f"{registry.oci}/charts", "--plain-http")
+    pushed = _helm(clusterstack_tools, home, "push", str(packaged), f"{registry.oci}/charts", "--plain-http")
     assert f"Pushed: {registry.host}/charts/hello:0.1.0" in pushed.stderr  # helm reports on stderr
 
     pulled = tmp_path / "pulled"
     pulled.mkdir()  # helm pull -d wants it to exist
     _helm(
-        tools,
+        clusterstack_tools,
         home,
         "pull",
         f"{registry.oci}/charts/hello",
@@ -115,13 +122,15 @@ def test_a_chart_pushed_to_the_registry_is_pulled_back_unchanged(
     assert tags == {"name": "charts/hello", "tags": ["0.1.0"]}
 
 
-def test_a_registry_over_https_with_its_own_ca(tools: ClusterStackTools, tmp_path: Path) -> None:
-    packaged = _packaged_chart(tools, tmp_path)
-    with running_registry(tmp_path / "tls-registry", binary=tools.registry, tls=True) as registry:
+def test_a_registry_over_https_with_its_own_ca(clusterstack_tools: ClusterStackTools, tmp_path: Path) -> None:
+    packaged = _packaged_chart(clusterstack_tools, tmp_path)
+    with running_registry(
+        tmp_path / "tls-registry", binary=clusterstack_tools.registry, tls=True
+    ) as registry:
         assert registry.url.startswith("https://")
         assert registry.ca_cert is not None
         _helm(
-            tools,
+            clusterstack_tools,
             tmp_path / "helm",
             "push",
             str(packaged),
@@ -135,17 +144,17 @@ def test_a_registry_over_https_with_its_own_ca(tools: ClusterStackTools, tmp_pat
         assert catalog == {"repositories": ["charts/hello"]}
 
 
-def _fail_inside_a_registry(tools: ClusterStackTools, seen: list[RunningRegistry]) -> None:
-    with running_registry(binary=tools.registry) as registry:
+def _fail_inside_a_registry(clusterstack_tools: ClusterStackTools, seen: list[RunningRegistry]) -> None:
+    with running_registry(binary=clusterstack_tools.registry) as registry:
         seen.append(registry)
         assert _alive(registry.pid)
         raise RuntimeError("the test's own failure")
 
 
-def test_the_registry_stops_when_its_block_raises(tools: ClusterStackTools) -> None:
+def test_the_registry_stops_when_its_block_raises(clusterstack_tools: ClusterStackTools) -> None:
     seen: list[RunningRegistry] = []
     with pytest.raises(RuntimeError, match="the test's own failure"):
-        _fail_inside_a_registry(tools, seen)
+        _fail_inside_a_registry(clusterstack_tools, seen)
     [registry] = seen
     assert not _alive(registry.pid)
     assert not registry.directory.exists()  # its temporary directory is gone too
@@ -185,8 +194,10 @@ def _install(kubectl: Kubectl, directory: Path) -> list[str]:
     return names
 
 
-def test_the_cluster_api_crds_apply_to_the_control_plane(tools: ClusterStackTools, kubectl: Kubectl) -> None:
-    names = _install(kubectl, tools.capi_crds)
+def test_the_cluster_api_crds_apply_to_the_control_plane(
+    clusterstack_tools: ClusterStackTools, kubectl: Kubectl
+) -> None:
+    names = _install(kubectl, clusterstack_tools.capi_crds)
     assert "clusters.cluster.x-k8s.io" in names
     assert "clusterclasses.cluster.x-k8s.io" in names
     listed = kubectl("get", "clusters.cluster.x-k8s.io", "-A")
@@ -226,17 +237,22 @@ def test_the_cluster_api_crds_apply_to_the_control_plane(tools: ClusterStackTool
 
 
 def test_the_docker_provider_template_crds_apply_to_the_control_plane(
-    tools: ClusterStackTools, kubectl: Kubectl
+    clusterstack_tools: ClusterStackTools, kubectl: Kubectl
 ) -> None:
-    names = _install(kubectl, tools.capd_crds)
+    names = _install(kubectl, clusterstack_tools.capd_crds)
     for template in ("dockerclustertemplates", "dockermachinetemplates"):
         assert f"{template}.infrastructure.cluster.x-k8s.io" in names
         assert kubectl("get", f"{template}.infrastructure.cluster.x-k8s.io", "-A").returncode == 0
 
 
-def test_nothing_was_built_inside_the_work_tree(tools: ClusterStackTools) -> None:
+def test_nothing_was_built_inside_the_work_tree(clusterstack_tools: ClusterStackTools) -> None:
     checkout = Path(__file__).resolve().parents[2]
-    for path in (tools.helm, tools.registry, tools.capi_crds, tools.capd_crds):
+    for path in (
+        clusterstack_tools.helm,
+        clusterstack_tools.registry,
+        clusterstack_tools.capi_crds,
+        clusterstack_tools.capd_crds,
+    ):
         assert not path.resolve().is_relative_to(checkout), path
-    assert os.access(tools.helm, os.X_OK)
-    assert os.access(tools.registry, os.X_OK)
+    assert os.access(clusterstack_tools.helm, os.X_OK)
+    assert os.access(clusterstack_tools.registry, os.X_OK)

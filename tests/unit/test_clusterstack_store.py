@@ -11,6 +11,7 @@ from clusterstack_operator.releases.versions import ReleaseName
 from clusterstack_operator.sources.base import ReleaseNotFound, SourceError
 from clusterstack_operator.sources.local import LocalDirectory
 from clusterstack_operator.sources.store import ReleaseStore
+from releases import publish_release
 
 RELEASE = ReleaseName.parse("docker-scs-1-30-v2")
 METADATA = """\
@@ -27,13 +28,9 @@ versions:
 def publish(
     root: Path, release: ReleaseName = RELEASE, metadata: str = METADATA, *, addon: bool = True
 ) -> Path:
-    directory = root / release.tag
-    directory.mkdir(parents=True)
-    (directory / "metadata.yaml").write_text(metadata)
-    (directory / "hashes.json").write_text("{}")
-    (directory / release.cluster_class_chart).write_bytes(b"chart")
-    if addon:
-        (directory / release.cluster_addon_chart("v3")).write_bytes(b"chart")
+    _, directory = publish_release(
+        root, release.tag, addon_version="v3", metadata=metadata, with_addon_chart=addon
+    )
     return directory
 
 
