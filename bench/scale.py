@@ -484,13 +484,21 @@ async def time_sequential(run: Run, name: str, timeout: float = 60) -> float | N
     return time.monotonic() - started
 
 
-async def pods_made(run: Run, wanted: int, *, timeout: float) -> int:
+async def pods_made(run: Run, wanted: int, *, timeout: float, still: float = 10) -> int:
     """Wait until the StatefulSets' pods all exist (the controller manager makes them after the operator
-    is done), or ``timeout``; how many exist. An operator that deletes Pending pods may keep it below."""
+    is done), their number has not grown for ``still`` seconds, or ``timeout``; how many exist.
+
+    The Go operator deletes Pending pods (as unscheduled) while the StatefulSets make them again:
+    their number then stays below ``wanted``, and only stops growing.
+    """
     deadline = time.monotonic() + timeout
+    most, grew = 0, time.monotonic()
     while True:
         count = len(await run.admin.names(PODS.format(namespace=NAMESPACE)))
-        if count >= wanted or time.monotonic() > deadline:
+        now = time.monotonic()
+        if count > most:
+            most, grew = count, now
+        if count >= wanted or now - grew >= still or now > deadline:
             return count
         await asyncio.sleep(2)
 
