@@ -50,8 +50,10 @@ WATCH_TIMEOUT_SECONDS = 290
 """How long the API server keeps one watch open; the informer opens the next at once (no re-list)."""
 SYNC_WARNING_SECONDS = 30.0
 """How long reconciles wait for an unsynced cache before a warning says which kinds are behind."""
-UNSERVED_RECHECK_SECONDS = 60.0
-"""How often an informer of a kind that is not served (its CRD not installed) looks again."""
+UNSERVED_RECHECK_SECONDS = 300.0
+"""How often an informer of a kind that is not served (its CRD not installed) looks again: each look is
+a LIST of every CRD, the only request an idle operator made (one a minute, in bench/scale.py). Our
+own write of the kind (a PodMonitor applied once its CRD is there) makes it look at once."""
 RETRY_SECONDS = (0.5, 1.0, 2.0, 5.0, 10.0)
 """Waits before opening a watch again after it failed, growing with each failure in a row."""
 OPENED = "OPENED"
