@@ -219,6 +219,10 @@ async def run_loop(
                 return
             failures, last_permanent = 0, ""
         except Exception as error:
+            if stopped:
+                # The operator is stopping and its client may be closed already: nothing to report.
+                logger.debug("reconcile of %s ended by the operator stopping: %s", what, error)
+                return
             if retry_policy(error) is Retry.WAIT_FOR_CHANGE:
                 delay = WAIT_FOR_CHANGE
                 if str(error) != last_permanent:

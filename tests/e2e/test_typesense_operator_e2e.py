@@ -4,7 +4,7 @@ typesense-server processes (run by the node agent) with one leader, and the oper
 from __future__ import annotations
 
 import base64
-from typing import Any
+from typing import Any, cast
 
 import httpx
 import pytest
@@ -52,8 +52,16 @@ async def test_seed_sample_becomes_a_ready_raft_cluster(
     assert len(ips) == 3
 
     async with httpx.AsyncClient(trust_env=False, timeout=5) as http:
-        states = [(await http.get(f"http://{ip}:8108/status", headers=headers)).json()["state"] for ip in ips]
-        assert sorted(states) == ["FOLLOWER", "FOLLOWER", "LEADER"]
+        # Ready means a leader and a healthy majority; the third member may still be catching up.
+        async def every_member_in_raft() -> list[str] | None:
+            states = [
+                (await http.get(f"http://{ip}:8108/status", headers=headers)).json()["state"] for ip in ips
+            ]
+            return states if sorted(states) == ["FOLLOWER", "FOLLOWER", "LEADER"] else None
+
+        states = cast(
+            list[str], await wait_until(every_member_in_raft, timeout=60, interval=1, what="3 raft members")
+        )
         leader = ips[states.index("LEADER")]
         schema = {"name": "books", "fields": [{"name": "title", "type": "string"}]}
         created = await http.post(f"http://{leader}:8108/collections", headers=headers, json=schema)

@@ -346,3 +346,28 @@ def test_references_wake_only_the_instances_that_name_an_object_in_their_namespa
     book.forget("a", "other")
     assert book.holders("Secret", "a", "tokens") == set()
     assert book.holders("Secret", "b", "tokens") == {"demo"}
+
+
+async def test_a_failure_while_the_operator_stops_ends_the_loop_quietly(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """At exit the client is closed under loops that are still running: that is no crash to report."""
+
+    class Stopping:
+        def __bool__(self) -> bool:
+            return stopping
+
+        async def wait(self) -> None:
+            await asyncio.Event().wait()
+
+    stopping = False
+
+    async def once() -> float | None:
+        nonlocal stopping
+        stopping = True
+        raise RuntimeError("Cannot send a request, as the client has been closed.")
+
+    await asyncio.wait_for(
+        run_loop(once, asyncio.Event(), Stopping(), what="ns/thing", logger=logging.getLogger("test")), 1
+    )
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
