@@ -44,7 +44,6 @@ import hashlib
 import json
 import os
 import shutil
-import signal
 import ssl
 import statistics
 import subprocess
@@ -54,14 +53,13 @@ from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Protocol
+from typing import Any, Protocol
 
 import httpx
 
 from operator_testkit.assertions import WRITE_VERBS
-from operator_testkit.controlplane import ENDPOINT_CONTROLLERS, ControlPlane, free_port
+from operator_testkit.controlplane import ENDPOINT_CONTROLLERS, ControlPlane
 from operator_testkit.nodeagent.harness import start_agent
-from operator_testkit.nodeagent.processes import die_with_parent
 from operator_testkit.operators import OperatorProcess, service_account_kubeconfig
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -146,73 +144,6 @@ class Operator(Protocol):
     def log(self) -> str: ...
 
 
-class GoOperatorProcess:
-    """The Go manager, out of cluster; same shape as :class:`OperatorProcess`."""
-
-    def __init__(self, binary: Path, kubeconfig: Path, log_path: Path) -> None:
-        self.log_path = log_path
-        self.port = free_port()
-        self._argv = [
-            str(binary),
-            f"--kubeconfig={kubeconfig}",
-            "--leader-elect=false",
-            "--metrics-bind-address=0",
-            f"--health-probe-bind-address=127.0.0.1:{self.port}",
-            "--zap-log-level=info",
-        ]
-        self._process: subprocess.Popen[bytes] | None = None
-        self._log: IO[bytes] | None = None
-
-    @property
-    def pid(self) -> int:
-        assert self._process is not None
-        return self._process.pid
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
-
-    def start(self, timeout: float = 60.0) -> None:
-        # No proxy settings, and no KUBECONFIG to compete with the flag.
-        env = {k: v for k, v in os.environ.items() if "proxy" not in k.lower() and k != "KUBECONFIG"}
-        self._log = self.log_path.open("ab")
-        self._process = subprocess.Popen(
-            self._argv,
-            stdin=subprocess.DEVNULL,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            env=env,
-            start_new_session=True,
-            preexec_fn=die_with_parent,
-        )
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self._process.poll() is not None:
-                raise RuntimeError(f"the Go operator exited with {self._process.returncode}:\n{self.log()}")
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(f"http://127.0.0.1:{self.port}/healthz", timeout=1).status_code == 200:
-                    return
-            time.sleep(0.2)
-        self.stop()
-        raise RuntimeError(f"the Go operator never reported healthy:\n{self.log()}")
-
-    def stop(self) -> int | None:
-        code = None
-        if self._process is not None:
-            if self._process.poll() is None:
-                self._process.send_signal(signal.SIGTERM)
-                try:
-                    self._process.wait(timeout=30)
-                except subprocess.TimeoutExpired:
-                    self._process.kill()
-                    self._process.wait()
-            code = self._process.returncode
-            self._process = None
-        if self._log is not None:
-            self._log.close()
-            self._log = None
-        return code
-
-
 @dataclass(frozen=True)
 class Side:
     """One operator under test: who it is to the API server, its CRDs, its children, how to run it."""
@@ -242,7 +173,21 @@ def go_side(binary: Path, crds: Path) -> Side:
     def launch(plane: ControlPlane, home: Path) -> Operator:
         (home / "go-rbac.yaml").write_text(GO_RBAC)
         kubeconfig = service_account_kubeconfig(plane, home / "go-rbac.yaml", home / "operator.kubeconfig")
-        return GoOperatorProcess(binary, kubeconfig, home / "operator.log")
+        # No proxy settings, and no KUBECONFIG to compete with the flag.
+        environment = {k: v for k, v in os.environ.items() if "proxy" not in k.lower() and k != "KUBECONFIG"}
+        return OperatorProcess.of_command(
+            "the Go operator",
+            lambda port: [
+                str(binary),
+                f"--kubeconfig={kubeconfig}",
+                "--leader-elect=false",
+                "--metrics-bind-address=0",
+                f"--health-probe-bind-address=127.0.0.1:{port}",
+                "--zap-log-level=info",
+            ],
+            home / "operator.log",
+            environment=environment,
+        )
 
     def reconciled(obj: Mapping[str, Any]) -> bool:
         return bool((obj.get("status") or {}).get("conditions"))

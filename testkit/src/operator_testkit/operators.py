@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import IO, Any, Self
 
@@ -21,6 +22,7 @@ import yaml
 
 from operator_testkit.controlplane import ControlPlane, free_port
 from operator_testkit.errors import ControlPlaneError
+from operator_testkit.nodeagent.processes import die_with_parent
 
 __all__ = ["OperatorProcess", "OperatorRegistry", "service_account_kubeconfig"]
 
@@ -51,7 +53,11 @@ def service_account_kubeconfig(control_plane: ControlPlane, rbac_file: Path, out
 
 
 class OperatorProcess:
-    """One operator process, started from its console script and stopped with SIGTERM."""
+    """One operator process, started from its console script and stopped with SIGTERM.
+
+    :meth:`of_command` runs any other operator the same way (the Go peer of a benchmark): anything
+    that serves a health endpoint at ``/healthz`` on a loopback port it is told.
+    """
 
     def __init__(self, script: str, kubeconfig: Path, log_path: Path, *arguments: str) -> None:
         # Beside this Python first: the venv's scripts, even when its bin/ is not on PATH.
@@ -60,17 +66,45 @@ class OperatorProcess:
         )
         if executable is None:
             raise ControlPlaneError(f"console script {script} is not installed")
-        self.script = script
+        port = free_port()
+        liveness = ["--liveness", f"http://127.0.0.1:{port}/healthz"]
+        self._prepare(
+            script, [executable, "--kubeconfig", str(kubeconfig), *liveness, *arguments], port, log_path
+        )
+
+    @classmethod
+    def of_command(
+        cls,
+        name: str,
+        argv_for_port: Callable[[int], list[str]],
+        log_path: Path,
+        *,
+        environment: Mapping[str, str] | None = None,
+    ) -> Self:
+        """Another operator's command line, given the loopback port its ``/healthz`` must answer on.
+
+        It dies with this process, whatever ends it: a benchmark killed mid-run leaves no peer behind.
+        """
+        process = cls.__new__(cls)
+        port = free_port()
+        process._prepare(name, argv_for_port(port), port, log_path, environment)
+        process._before_exec = die_with_parent
+        return process
+
+    def _prepare(
+        self,
+        name: str,
+        argv: list[str],
+        port: int,
+        log_path: Path,
+        environment: Mapping[str, str] | None = None,
+    ) -> None:
+        self.script = name
         self.log_path = log_path
-        self.port = free_port()
-        self._argv = [
-            executable,
-            "--kubeconfig",
-            str(kubeconfig),
-            "--liveness",
-            f"http://127.0.0.1:{self.port}/healthz",
-            *arguments,
-        ]
+        self.port = port
+        self._argv = argv
+        self._environment = dict(environment) if environment is not None else None
+        self._before_exec: Callable[[], None] | None = None
         self._process: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
 
@@ -100,7 +134,13 @@ class OperatorProcess:
         self._log = self.log_path.open("ab")
         # Its own session: a Ctrl-C meant for a sandbox command does not reach it.
         self._process = subprocess.Popen(
-            self._argv, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True
+            self._argv,
+            stdin=subprocess.DEVNULL,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            env=self._environment,
+            start_new_session=True,
+            preexec_fn=self._before_exec,
         )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
