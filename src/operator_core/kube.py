@@ -100,7 +100,7 @@ def _api_call(what: str) -> Iterator[None]:
         raise _error_for(code)(message, status=code, reason=reason) from error
     except httpx2.HTTPStatusError as error:
         code = error.response.status_code
-        raise _error_for(code)(f"{what}: HTTP {code}", status=code) from error
+        raise _error_for(code)(scrub(f"{what}: {_status_message(error.response)}"), status=code) from error
     except httpx2.TransportError as error:
         reason = type(error).__name__
         raise errors.Unavailable(
@@ -108,14 +108,13 @@ def _api_call(what: str) -> Iterator[None]:
         ) from error
 
 
-def _raise_for_status(code: int, body: bytes, what: str) -> None:
-    """Raise the suite's error for an HTTP answer of the plain client (with the Status's message)."""
-    if code < 400:
-        return
-    message = f"HTTP {code}"
-    with contextlib.suppress(ValueError, AttributeError):
-        message = json.loads(body).get("message") or message
-    raise _error_for(code)(scrub(f"{what}: {message}"), status=code)
+def _status_message(response: httpx2.Response) -> str:
+    """The message of the Status object an error answer carries, or its HTTP code when it has none."""
+    with contextlib.suppress(ValueError, AttributeError, httpx2.ResponseNotRead):
+        message = json.loads(response.content).get("message")
+        if message:
+            return str(message)
+    return f"HTTP {response.status_code}"
 
 
 def _label_selector(labels: Mapping[str, str] | None) -> dict[str, str]:
@@ -415,7 +414,7 @@ class Kube:
         while True:
             with _api_call(f"listing {kind_name}"):
                 response = await self._raw().get(path, params=parameters)
-            _raise_for_status(response.status_code, response.content, f"listing {kind_name}")
+                response.raise_for_status()
             page = response.json()
             # A list's items carry no apiVersion and kind; a watch's objects do.
             items.extend(
@@ -450,7 +449,8 @@ class Kube:
         with _api_call(what):
             async with self._raw().stream("GET", path, params=parameters, timeout=timeout) as response:
                 if response.status_code >= 400:
-                    _raise_for_status(response.status_code, await response.aread(), what)
+                    await response.aread()  # the Status object that says why
+                    response.raise_for_status()
                 yield OPENED, {}
                 async for line in response.aiter_lines():
                     if not line.strip():
