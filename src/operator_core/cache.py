@@ -86,8 +86,8 @@ def selector_covers(informer_labels: Mapping[str, str] | None, wanted: Mapping[s
 
 
 def _matches(obj: Mapping[str, Any], labels: Mapping[str, str] | None) -> bool:
-    own = obj.get("metadata", {}).get("labels") or {}
-    return all(own.get(key) == value for key, value in (labels or {}).items())
+    """Whether ``obj`` carries every one of ``labels``."""
+    return selector_covers(labels, obj.get("metadata", {}).get("labels"))
 
 
 def _key(obj: Mapping[str, Any]) -> tuple[str, str]:
@@ -338,10 +338,6 @@ class Cache:
     @property
     def informers(self) -> list[Informer]:
         return list(self._informers.values())
-
-    @property
-    def synced(self) -> bool:
-        return all(informer.synced for informer in self._informers.values())
 
     async def wait_synced(self) -> None:
         """Until every informer is synced; a warning names the ones behind every

@@ -42,7 +42,7 @@ from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
 from lightkube.types import CascadeType, PatchType
 
 from operator_core import errors
-from operator_core.cache import OPENED, Cache, KindRef, selector_covers
+from operator_core.cache import OPENED, Cache, Informer, KindRef, selector_covers
 from operator_core.manifests import APPLIED_HASH_ANNOTATION, Manifest, needs_apply, with_applied_hash
 from operator_core.secrets import scrub
 
@@ -226,7 +226,7 @@ class Kube:
 
     # -- reads
 
-    def _informer_for(self, api_version: str, kind: str, *, of_one: bool = False) -> Any:
+    def _informer_for(self, api_version: str, kind: str, *, of_one: bool = False) -> Informer | None:
         """The synced informer of a kind, if the cache holds it. For one object (``of_one``), not an
         informer that thinks its kind is not served: a caller that names one has seen its CRD."""
         informer = self.cache.informer(api_version, kind) if self.cache is not None else None
