@@ -3,7 +3,8 @@
 :class:`NodeAgent` registers its nodes, then runs a few loops side by side:
 
 - pods (every :attr:`AgentSettings.poll_seconds`): every pod bound to one of its
-  nodes gets a :class:`~.pods.PodWorker`; updates (a deletion) are handed to it,
+  nodes gets an address at once and a :class:`~.pods.PodWorker` once no further pod
+  arrived in a pass (peers started together know one another's names); updates (a deletion) are handed to it,
   and a pod that vanished stops its worker at once;
 - names (every :attr:`AgentSettings.names_seconds`): Services and EndpointSlices are
   read and every pod's hosts file is rewritten where it changed;
@@ -32,6 +33,7 @@ import logging
 import os
 import random
 import secrets
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,6 +60,7 @@ log = logging.getLogger(__name__)
 FIELD_MANAGER = "operator-suite-nodeagent"
 # The client reads a namespace of None as the kubeconfig's default namespace; "*" means every namespace.
 ALL_NAMESPACES = "*"
+SANDBOX_SETTLE_LIMIT_SECONDS = 3.0
 Manifest = dict[str, Any]
 
 
@@ -100,6 +103,7 @@ class NodeAgent:
         self._services: list[Manifest] = []
         self._slices: list[Manifest] = []
         self._pods: list[Manifest] = []
+        self._sandboxes: dict[str, tuple[Manifest, float]] = {}  # new pods by uid: (pod, since when)
         self.provisioner = Provisioner(self.kube, self.state_dir / "volumes", mounts=settings.private_mounts)
         self.proxy = ServiceProxy()
         self.kubelet = KubeletServer(self.state_dir, self._live_log_dir)
@@ -229,7 +233,7 @@ class NodeAgent:
     async def _sync_pods(self) -> None:
         names = self.nodes.names
         seen = set()
-        arrivals: list[Manifest] = []
+        arrived = False
         self._pods = await self.kube.list("v1", "Pod", ALL_NAMESPACES)
         for pod in self._pods:
             if pod.get("spec", {}).get("nodeName") not in names:
@@ -241,24 +245,34 @@ class NodeAgent:
             if worker is not None:
                 worker.update(pod)
                 continue
+            if uid in self._sandboxes:
+                self._sandboxes[uid] = (pod, self._sandboxes[uid][1])
+                continue
             if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
                 if metadata.get("deletionTimestamp"):  # finished earlier: only its removal is left
                     await self.kube.delete(
                         "v1", "Pod", metadata["name"], metadata["namespace"], grace_period=0
                     )
                 continue
-            arrivals.append(pod)
-        for pod in arrivals:  # every new pod's address first, as sandboxes come before containers
-            self.allocate_ip(pod["metadata"]["uid"], (pod.get("status") or {}).get("podIP"))
-        if arrivals:
+            # Every new pod's address first, as a sandbox comes before its containers.
+            self.allocate_ip(uid, (pod.get("status") or {}).get("podIP"))
+            self._sandboxes[uid] = (pod, time.monotonic())
+            arrived = True
+        for uid in [uid for uid in self._sandboxes if uid not in seen]:  # deleted before it started
+            del self._sandboxes[uid]
+            self.release_ip(uid)
+        starting = bool(self._sandboxes) and self._sandboxes_settled(arrived)
+        if arrived or starting:
             # Names as of now, not of the last names pass: a Service created just before these pods,
             # and the pods themselves, resolve in their hosts files from the first start.
             await self._refresh_names()
-        for pod in arrivals:
-            worker = PodWorker(self, pod)
-            worker.update(pod)
-            self.workers[pod["metadata"]["uid"]] = worker
-            worker.task = asyncio.create_task(worker.run(), name=f"pod {worker.key}")
+        if starting:
+            for uid, (pod, _) in self._sandboxes.items():
+                worker = PodWorker(self, pod)
+                worker.update(pod)
+                self.workers[uid] = worker
+                worker.task = asyncio.create_task(worker.run(), name=f"pod {worker.key}")
+            self._sandboxes.clear()
         for uid, worker in list(self.workers.items()):
             if uid not in seen:
                 worker.vanish()
@@ -266,6 +280,20 @@ class NodeAgent:
                 del self.workers[uid]
         # Here rather than with the names: endpoints follow pod readiness, which changes faster.
         await self.proxy.update(service_backends(self._services, self._pods))
+
+    def _sandboxes_settled(self, arrived: bool) -> bool:
+        """Whether the pods waiting for their containers may start now.
+
+        A controller creates a StatefulSet's pods one after another, and peers that start together
+        must find one another by name from their first start (typesense-server retries an
+        unresolvable peer only after 30 s). So new pods wait, addressed and named, until a poll
+        pass brings no further pod, as a real node spends a moment on each sandbox; a steady
+        stream of new pods holds none of them longer than :data:`SANDBOX_SETTLE_LIMIT_SECONDS`.
+        """
+        if not arrived:
+            return True
+        oldest = min(since for _, since in self._sandboxes.values())
+        return time.monotonic() - oldest >= SANDBOX_SETTLE_LIMIT_SECONDS
 
     async def shutdown(self) -> None:
         """Stop every container process (SIGTERM, then SIGKILL after the shutdown grace), and the servers."""
