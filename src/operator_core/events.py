@@ -27,14 +27,9 @@ EventType = Literal["Normal", "Warning"]
 _MAX_NOTE = 1024
 
 
-def _micro_time() -> datetime:
-    """Now, for eventTime (a MicroTime).
-
-    The client re-encodes datetimes and drops a zero fraction, which the API
-    server then refuses as a MicroTime, so the fraction is never zero.
-    """
-    now = datetime.now(UTC)
-    return now.replace(microsecond=max(now.microsecond, 1))
+def _micro_time() -> str:
+    """Now, as a MicroTime (eventTime): RFC 3339 with six fraction digits, always."""
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 class EventRecorder:

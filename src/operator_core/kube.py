@@ -1,8 +1,10 @@
 """The only module that talks to the Kubernetes API.
 
-:class:`Kube` wraps lightkube's async client and works on plain manifest
-dicts of any kind, built-in or custom (custom kinds are found through their
-CRDs). Writes go through server-side apply with one field manager.
+:class:`Kube` works on plain manifest dicts of any kind, built-in or custom
+(custom kinds are found through their CRDs, with lightkube's registry). Reads and
+writes are plain JSON over lightkube's HTTP client: building lightkube's models
+for every object cost most of an operator's CPU at scale, and a model drops the
+fields it does not know. Writes go through server-side apply with one field manager.
 
 Quiet writes: :meth:`Kube.apply` skips the call when the pure
 :func:`operator_core.manifests.needs_apply` says the live object already holds
@@ -28,6 +30,7 @@ import json
 import time
 from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -37,6 +40,7 @@ from lightkube.codecs import resource_registry
 from lightkube.config import client_adapter
 from lightkube.config.kubeconfig import SingleConfig
 from lightkube.core.exceptions import LoadResourceError
+from lightkube.core.resource import NamespacedResource
 from lightkube.generic_resource import create_resources_from_crd
 from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
 from lightkube.types import CascadeType, PatchType
@@ -46,9 +50,11 @@ from operator_core.cache import OPENED, Cache, Informer, KindRef, selector_cover
 from operator_core.manifests import APPLIED_HASH_ANNOTATION, Manifest, needs_apply, with_applied_hash
 from operator_core.secrets import scrub
 
-__all__ = ["APPLIED_HASH_ANNOTATION", "ApplyResult", "Kube"]
+__all__ = ["ALL", "APPLIED_HASH_ANNOTATION", "ApplyResult", "Kube"]
 
 DEFAULT_FIELD_MANAGER = "operator-suite"
+ALL = "*"
+"""The namespace that means every namespace, in :meth:`Kube.list` (lightkube's spelling)."""
 # How stale the list of custom kinds may be when a kind is not found.
 CRD_REFRESH_SECONDS = 10.0
 
@@ -100,7 +106,8 @@ def _api_call(what: str) -> Iterator[None]:
         raise _error_for(code)(message, status=code, reason=reason) from error
     except httpx2.HTTPStatusError as error:
         code = error.response.status_code
-        raise _error_for(code)(scrub(f"{what}: {_status_message(error.response)}"), status=code) from error
+        message, reason = _status_of(error.response)
+        raise _error_for(code)(scrub(f"{what}: {message}"), status=code, reason=reason) from error
     except httpx2.TransportError as error:
         reason = type(error).__name__
         raise errors.Unavailable(
@@ -108,13 +115,31 @@ def _api_call(what: str) -> Iterator[None]:
         ) from error
 
 
-def _status_message(response: httpx2.Response) -> str:
-    """The message of the Status object an error answer carries, or its HTTP code when it has none."""
+def _status_of(response: httpx2.Response) -> tuple[str, str]:
+    """The message and reason of the Status object an error answer carries (its HTTP code and no
+    reason when it has none: a 404 page for an API group that is not served, say)."""
     with contextlib.suppress(ValueError, AttributeError, httpx2.ResponseNotRead):
-        message = json.loads(response.content).get("message")
-        if message:
-            return str(message)
-    return f"HTTP {response.status_code}"
+        status = json.loads(response.content)
+        if isinstance(status, dict) and status.get("message"):
+            return str(status["message"]), str(status.get("reason") or "")
+    return f"HTTP {response.status_code}", ""
+
+
+def _json_value(value: Any) -> Any:
+    """What json.dumps cannot write itself: a datetime, as the API's RFC 3339 (microseconds for a
+    MicroTime; the API server reads both forms)."""
+    if isinstance(value, datetime):
+        return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    raise TypeError(f"{type(value).__name__} is not JSON")
+
+
+def _without_nulls(value: Any) -> Any:
+    """An apply body without null fields: a null in an applied configuration is not "unset"."""
+    if isinstance(value, Mapping):
+        return {key: _without_nulls(item) for key, item in value.items() if item is not None}
+    if isinstance(value, list):
+        return [_without_nulls(item) for item in value]
+    return value
 
 
 def _label_selector(labels: Mapping[str, str] | None) -> dict[str, str]:
@@ -211,12 +236,47 @@ class Kube:
             )
         return found
 
-    async def collection_path(self, api_version: str, kind: str) -> str:
-        """The URL path of a kind's objects in every namespace (``/api/v1/pods``, ``/apis/apps/v1/...``)."""
+    async def collection_path(self, api_version: str, kind: str, namespace: str | None = ALL) -> str:
+        """The URL path of a kind's objects: in every namespace (``/api/v1/pods``, ``/apis/apps/v1/...``)
+        by default, or in one (None: the kubeconfig's default namespace)."""
         resource = await self.resource_type(api_version, kind)
         info = resource._api_info  # lightkube keeps a kind's group, version and plural here
         group, version = info.resource.group, info.resource.version
-        return f"/apis/{group}/{version}/{info.plural}" if group else f"/api/{version}/{info.plural}"
+        path = f"/apis/{group}/{version}" if group else f"/api/{version}"
+        if namespace != ALL and issubclass(resource, NamespacedResource):
+            path += f"/namespaces/{namespace or self._default_namespace()}"
+        return f"{path}/{info.plural}"
+
+    async def object_path(self, api_version: str, kind: str, name: str, namespace: str | None) -> str:
+        """The URL path of one object (``namespace`` is ignored for a kind that has none)."""
+        return f"{await self.collection_path(api_version, kind, namespace)}/{name}"
+
+    def _default_namespace(self) -> str:
+        return (self._config.namespace if self._config is not None else None) or "default"
+
+    async def _send(
+        self,
+        method: str,
+        path: str,
+        what: str,
+        body: Mapping[str, Any],
+        *,
+        content_type: str = "application/json",
+        params: Mapping[str, str] | None = None,
+    ) -> Manifest:
+        """One write as plain JSON both ways (no lightkube models: they cost time and drop fields they
+        do not know), its answer offered to the cache."""
+        self.write_calls += 1
+        with _api_call(what):
+            response = await self._raw().request(
+                method,
+                path,
+                content=json.dumps(body, default=_json_value),
+                params={"fieldManager": self.field_manager, **(params or {})},
+                headers={"Content-Type": content_type},
+            )
+            response.raise_for_status()
+        return self._remember(response.json())
 
     async def _load_crds(self) -> None:
         with _api_call("listing CustomResourceDefinitions"):
@@ -237,7 +297,8 @@ class Kube:
     async def get(
         self, api_version: str, kind: str, name: str, namespace: str | None = None
     ) -> Manifest | None:
-        """The object as a dict, or None when it does not exist; from the cache when it holds the kind.
+        """The object as a dict, or None when it does not exist; from the cache when it holds the kind
+        (without its spec if the cache holds the kind so: :attr:`~operator_core.cache.WatchedKind.keep_spec`).
 
         An informer that selects by label answers "absent" only by asking the API server: the
         object may exist without our labels.
@@ -253,13 +314,15 @@ class Kube:
         self, api_version: str, kind: str, name: str, namespace: str | None = None
     ) -> Manifest | None:
         """The object as the API server has it now (a request, whatever the cache holds)."""
-        resource = await self.resource_type(api_version, kind)
+        path = await self.object_path(api_version, kind, name, namespace)
         try:
             with _api_call(f"reading {kind} {name}"):
-                found = await self._client.get(resource, name, namespace=namespace)
+                response = await self._raw().get(path)
+                response.raise_for_status()
         except errors.NotFound:
             return None
-        return dict(found.to_dict())
+        found: Manifest = response.json()
+        return found
 
     async def list(
         self,
@@ -275,13 +338,8 @@ class Kube:
         informer = self._informer_for(api_version, kind)
         if informer is not None and namespace is not None and selector_covers(informer.kind.labels, labels):
             return list(informer.list(namespace, labels))
-        resource = await self.resource_type(api_version, kind)
-        selector: dict[str, Any] | None = dict(labels) if labels else None
-        with _api_call(f"listing {kind}"):
-            return [
-                dict(item.to_dict())
-                async for item in self._client.list(resource, namespace=namespace, labels=selector)
-            ]
+        items, _ = await self._list_pages((api_version, kind), labels, namespace)
+        return items
 
     # -- writes
 
@@ -289,7 +347,11 @@ class Kube:
         """Server-side apply ``desired`` unless the live object already matches it."""
         metadata = desired.get("metadata", {})
         informer = self._informer_for(desired["apiVersion"], desired["kind"], of_one=True)
-        if informer is not None and selector_covers(informer.kind.labels, metadata.get("labels")):
+        if (
+            informer is not None
+            and informer.kind.keep_spec
+            and selector_covers(informer.kind.labels, metadata.get("labels"))
+        ):
             # The informer would hold it: absent there means absent (and apply creates it either way).
             live = informer.get(metadata.get("namespace"), metadata["name"])
         else:
@@ -299,28 +361,29 @@ class Kube:
         if not needs_apply(desired, live):
             assert live is not None
             return ApplyResult(live, written=False)
-        resource = await self.resource_type(desired["apiVersion"], desired["kind"])
-        body = resource.from_dict(with_applied_hash(desired))
-        self.write_calls += 1
-        with _api_call(f"applying {_describe(desired)}"):
-            applied = await self._client.apply(body, field_manager=self.field_manager, force=force)
-        return ApplyResult(self._remember(applied), written=True, created=live is None)
+        path = await self.object_path(
+            desired["apiVersion"], desired["kind"], metadata["name"], metadata.get("namespace")
+        )
+        applied = await self._send(
+            "PATCH",
+            path,
+            f"applying {_describe(desired)}",
+            _without_nulls(with_applied_hash(desired)),
+            content_type=PatchType.APPLY.value,
+            params={"force": "true"} if force else None,
+        )
+        return ApplyResult(applied, written=True, created=live is None)
 
-    def _remember(self, answer: Any) -> Manifest:
-        """A write's answer as a dict, offered to the cache (it is newer than what the watch told)."""
-        obj = dict(answer.to_dict())
+    def _remember(self, obj: Manifest) -> Manifest:
+        """A write's answer, offered to the cache (it is newer than what the watch told)."""
         if self.cache is not None:
             self.cache.offer(obj)
         return obj
 
     async def create(self, manifest: Mapping[str, Any]) -> Manifest:
-        resource = await self.resource_type(manifest["apiVersion"], manifest["kind"])
-        self.write_calls += 1
-        with _api_call(f"creating {_describe(manifest)}"):
-            created = await self._client.create(
-                resource.from_dict(dict(manifest)), field_manager=self.field_manager
-            )
-        return self._remember(created)
+        metadata = manifest.get("metadata", {})
+        path = await self.collection_path(manifest["apiVersion"], manifest["kind"], metadata.get("namespace"))
+        return await self._send("POST", path, f"creating {_describe(manifest)}", manifest)
 
     async def delete(
         self,
@@ -385,30 +448,34 @@ class Kube:
         status: Mapping[str, Any],
     ) -> Manifest:
         """Merge-patch the status subresource (callers send only what changed)."""
-        resource = await self.resource_type(api_version, kind)
-        self.write_calls += 1
-        with _api_call(f"updating status of {kind} {name}"):
-            patched = await self._client.patch(
-                resource.Status,
-                name,
-                {"status": dict(status)},
-                namespace=namespace,
-                patch_type=PatchType.MERGE,
-            )
-        return self._remember(patched)
+        path = await self.object_path(api_version, kind, name, namespace)
+        return await self._send(
+            "PATCH",
+            f"{path}/status",
+            f"updating status of {kind} {name}",
+            {"status": dict(status)},
+            content_type=PatchType.MERGE.value,
+        )
 
     # -- the informers' calls (operator_core.cache.WatchSource)
 
     async def list_objects(
         self, kind: KindRef, labels: Mapping[str, str] | None
     ) -> tuple[builtins.list[Manifest], str]:
-        """Every object of ``kind`` in every namespace, in pages, and the list's resourceVersion.
+        """Every object of ``kind`` in every namespace, in pages, and the list's resourceVersion."""
+        return await self._list_pages(kind, labels, ALL)
+
+    async def _list_pages(
+        self, kind: KindRef, labels: Mapping[str, str] | None, namespace: str | None
+    ) -> tuple[builtins.list[Manifest], str]:
+        """Objects of ``kind`` in ``namespace`` (:data:`ALL`: every one), in pages, and the list's
+        resourceVersion.
 
         Plain JSON, not lightkube's models: an informer of thousands of objects has no use for
         them, and building them costs time and memory.
         """
         api_version, kind_name = kind
-        path = await self.collection_path(api_version, kind_name)
+        path = await self.collection_path(api_version, kind_name, namespace)
         parameters = {"limit": "500", **_label_selector(labels)}
         items: builtins.list[Manifest] = []
         while True:
