@@ -19,7 +19,8 @@ to act on a view that may be stale; it raises :class:`~operator_core.errors.NotS
 a temporary error, so the loop backs off and looks again.
 
 What is kept: the object as the API server sent it, without ``managedFields``
-(the largest part of most objects, and nothing a reconcile reads). The cache
+(the largest part of most objects, and nothing a reconcile reads), and without
+its spec for a kind that is only observed (:attr:`WatchedKind.keep_spec`). The cache
 also takes the objects our own writes return (:meth:`Cache.offer`), so that a
 reconcile right after a write does not see its own previous state and write
 again; a newer resourceVersion always wins.
@@ -109,21 +110,30 @@ def _is_newer(candidate: Mapping[str, Any], current: Mapping[str, Any] | None) -
     return new is None or old is None or new >= old
 
 
-def _trimmed(obj: Manifest) -> Manifest:
-    """The object without managedFields: nothing reads them, and they are often half its size."""
+def _trimmed(obj: Manifest, *, keep_spec: bool = True) -> Manifest:
+    """The object without managedFields (nothing reads them, and they are often half its size), and
+    without its spec when nobody reads that either."""
     metadata = obj.get("metadata")
     if isinstance(metadata, dict) and "managedFields" in metadata:
         obj = {**obj, "metadata": {k: v for k, v in metadata.items() if k != "managedFields"}}
+    if not keep_spec and "spec" in obj:
+        obj = {k: v for k, v in obj.items() if k != "spec"}
     return obj
 
 
 @dataclass(frozen=True)
 class WatchedKind:
-    """One kind an operator reads from a cache: ``labels`` None means every object of it."""
+    """One kind an operator reads from a cache: ``labels`` None means every object of it.
+
+    ``keep_spec`` False holds the objects without their spec: for a kind that is only observed,
+    never applied (a StatefulSet's pods, of which only labels and status are read), which saves
+    most of their memory.
+    """
 
     api_version: str
     kind: str
     labels: Mapping[str, str] | None = None
+    keep_spec: bool = True
 
     @property
     def ref(self) -> KindRef:
@@ -197,7 +207,7 @@ class Informer:
             return
         key = _key(obj)
         if _is_newer(obj, self._objects.get(key)):
-            self._objects[key] = _trimmed(obj)
+            self._objects[key] = self._trimmed(obj)
 
     # -- the watch
 
@@ -241,7 +251,7 @@ class Informer:
     async def _list(self) -> None:
         items, version = await self._source.list_objects(self.kind.ref, self.kind.labels)
         self.resource_version, self.lists, self.served = version, self.lists + 1, True
-        self._replace({_key(obj): _trimmed(obj) for obj in items})
+        self._replace({_key(obj): self._trimmed(obj) for obj in items})
         self._synced.set()
 
     def _replace(self, fresh: dict[tuple[str, str], Manifest]) -> None:
@@ -269,8 +279,11 @@ class Informer:
         elif current is not None and current["metadata"].get("resourceVersion") == version:
             return  # our own write, offered already: whoever made it knows; nobody needs waking
         elif _is_newer(obj, current):
-            self._objects[key] = _trimmed(obj)
+            self._objects[key] = self._trimmed(obj)
         self._changed(obj)
+
+    def _trimmed(self, obj: Manifest) -> Manifest:
+        return _trimmed(obj, keep_spec=self.kind.keep_spec)
 
     def _changed(self, obj: Manifest) -> None:
         if self._on_change is not None:
@@ -291,23 +304,23 @@ class Cache:
 
     def watch(self, kinds: Iterable[WatchedKind]) -> None:
         """Hold every object of these kinds (before :meth:`start`). One informer per kind: two
-        selectors of the same kind make one informer of the wider, and no selector is the widest."""
+        selectors of the same kind make one informer of the wider, and no selector is the widest; the
+        spec is kept when any of them keeps it."""
         for wanted in kinds:
             current = self._informers.get(wanted.ref)
-            labels = wanted.labels
-            if current is not None and current.kind.labels != labels:
-                common = {
-                    key: value
-                    for key, value in (current.kind.labels or {}).items()
-                    if (labels or {}).get(key) == value
-                }
-                labels = common or None
-            if current is None or current.kind.labels != labels:
-                self._informers[wanted.ref] = Informer(
-                    self._source,
-                    WatchedKind(wanted.api_version, wanted.kind, labels),
-                    self._notifier(wanted.ref),
-                )
+            labels, keep_spec = wanted.labels, wanted.keep_spec
+            if current is not None:
+                keep_spec = keep_spec or current.kind.keep_spec
+                if current.kind.labels != labels:
+                    common = {
+                        key: value
+                        for key, value in (current.kind.labels or {}).items()
+                        if (labels or {}).get(key) == value
+                    }
+                    labels = common or None
+            merged = WatchedKind(wanted.api_version, wanted.kind, labels, keep_spec)
+            if current is None or current.kind != merged:
+                self._informers[wanted.ref] = Informer(self._source, merged, self._notifier(wanted.ref))
 
     def on_change(self, listener: Callable[[KindRef, Manifest], None]) -> None:
         """Call ``listener(kind, object)`` for every change the informers see."""

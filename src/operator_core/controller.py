@@ -18,7 +18,8 @@ module registers every kopf handler it needs:
 
 Inside a reconcile, :func:`apply_report_prune` is the one way to bring an
 object's children to the desired set: server-side apply each, all at once
-(quiet when the cached child already matches), an Event per child created, updated or deleted, the
+(quiet when the cached child already matches), one Event per step taken (created, updated,
+deleted) naming its children, the
 ``ChildrenApplied`` condition, and exactly one Warning when a failure starts or
 changes, not one per retry. What a failure then costs (back-off, or waiting
 for a change) is :func:`operator_core.errors.retry_policy`'s to say; a spec
@@ -178,6 +179,7 @@ class Operator:
         *,
         managed_by: str,
         child_kinds: Kinds = (),
+        observed_kinds: Kinds = (),
         named: Named | None = None,
         named_kinds: Kinds = (),
     ) -> None:
@@ -185,7 +187,9 @@ class Operator:
 
         Every read comes from the operator's watch caches (:mod:`operator_core.cache`):
         ``resource`` itself, ``child_kinds`` ((apiVersion, kind) pairs; objects labelled
-        ``managed-by: <managed_by>``, each waking the owner its instance label names), and
+        ``managed-by: <managed_by>``, each waking the owner its instance label names),
+        ``observed_kinds`` (labelled alike, never applied, held without their spec: a
+        StatefulSet's pods), and
         ``named_kinds``, of which ``named`` says which objects an object's spec names (as
         (kind, name) pairs in its namespace); a change to one of them wakes the objects that
         name it.
@@ -194,7 +198,9 @@ class Operator:
         references = References(named) if named is not None else None
         primary = (resource.api_version, resource.kind)
         self._watched.append(WatchedKind(*primary))
-        self._watched.extend(WatchedKind(v, k, {MANAGED_BY_LABEL: managed_by}) for v, k in child_kinds)
+        labelled = {MANAGED_BY_LABEL: managed_by}
+        self._watched.extend(WatchedKind(v, k, labelled) for v, k in child_kinds)
+        self._watched.extend(WatchedKind(v, k, labelled, keep_spec=False) for v, k in observed_kinds)
         self._watched.extend(WatchedKind(v, k) for v, k in named_kinds)
         self._listeners.append(_waker(wakeups, primary, managed_by, references))
         plural = resource.plural
@@ -288,7 +294,8 @@ async def apply_report_prune(
     """Apply ``desired``, report it, and delete the owner's children of ``prunable`` kinds it no longer names.
 
     The children are applied concurrently, each quiet when the cached child already
-    matches. A Normal Event names each child created, updated or deleted. A failed apply
+    matches. One Normal Event per step taken (Created, Updated, Deleted) names its children:
+    a new cluster's dozen children cost one Event, not a dozen. A failed apply
     sets ``ChildrenApplied=False`` (reason ``ApplyFailed``, the child and the error in
     the message), posts one Warning when that failure starts or changes (not on every
     retry), and is raised again for the loop's error policy. A prunable kind that is not
@@ -302,6 +309,7 @@ async def apply_report_prune(
     ]
     results: list[ApplyResult | errors.KubeError] = []
     applied: list[Manifest] = []
+    changed: dict[StepEventReason, list[str]] = {StepEventReason.CREATED: [], StepEventReason.UPDATED: []}
     for wave in waves:
         results.extend(await asyncio.gather(*(_apply(kube, manifest) for manifest in wave)))
         applied.extend(wave)
@@ -320,8 +328,10 @@ async def apply_report_prune(
             )
             raise result
         if result.written:
-            reason = StepEventReason.CREATED if result.created else StepEventReason.UPDATED
-            await book.event("Normal", reason, f"{reason.lower()} {what}")
+            changed[StepEventReason.CREATED if result.created else StepEventReason.UPDATED].append(what)
+    for reason, children in changed.items():
+        if children:
+            await book.event("Normal", reason, _listed(reason, children))
     await book.set(CHILDREN_APPLIED, "True", "Applied", f"{len(desired)} objects applied")
     live: list[Manifest] = []
     kinds = list(prunable)
@@ -331,7 +341,15 @@ async def apply_report_prune(
         except errors.NotFound:
             continue  # the kind is not served (its CRD is not installed): nothing of it to prune
         live.extend({**item, "apiVersion": api_version, "kind": kind} for item in found)
+    deleted = []
     for stale in stale_children(desired, live, kinds):
         name = stale["metadata"]["name"]
         if await kube.delete(stale["apiVersion"], stale["kind"], name, owner.namespace):
-            await book.event("Normal", StepEventReason.DELETED, f"deleted {stale['kind']} {name}")
+            deleted.append(f"{stale['kind']} {name}")
+    if deleted:
+        await book.event("Normal", StepEventReason.DELETED, _listed(StepEventReason.DELETED, deleted))
+
+
+def _listed(reason: StepEventReason, children: Sequence[str]) -> str:
+    """One Event's note for every child of one reconcile that took the same step."""
+    return f"{reason.lower()} {', '.join(children)}"

@@ -200,6 +200,32 @@ def test_two_selectors_of_one_kind_make_one_informer_of_the_wider() -> None:
     assert pods.kind.labels == {"managed-by": "us"}
 
 
+async def test_an_observed_kind_is_held_without_its_spec_unless_another_reader_wants_it(
+    running: list[Any],
+) -> None:
+    with_spec = {**pod("a", 5), "spec": {"containers": [{"name": "c"}]}, "status": {"podIP": "127.0.0.9"}}
+    source = ScriptedSource([with_spec])
+    informer = Informer(source, WatchedKind("v1", "Pod", keep_spec=False))
+    await source.scripts.put(
+        [("MODIFIED", {**with_spec, "metadata": {**with_spec["metadata"], "resourceVersion": "6"}})]
+    )
+    running.append(asyncio.create_task(informer.run()))
+    await settled()
+    held = informer.get("ns", "a")
+    assert held is not None
+    assert "spec" not in held
+    assert held["status"] == {"podIP": "127.0.0.9"}
+    assert held["metadata"]["resourceVersion"] == "6"
+    informer.offer({**with_spec, "metadata": {**with_spec["metadata"], "resourceVersion": "7"}})
+    assert "spec" not in (informer.get("ns", "a") or {})
+
+    cache = Cache(ScriptedSource([]))
+    cache.watch([WatchedKind("v1", "Pod", keep_spec=False), WatchedKind("v1", "Pod")])
+    merged = cache.informer("v1", "Pod")
+    assert merged is not None
+    assert merged.kind.keep_spec
+
+
 async def test_a_delete_is_refused_while_the_cache_is_not_synced() -> None:
     """Whatever decided a delete may have read a stale view: the adapter refuses before any request."""
     cache = Cache(ScriptedSource([]))

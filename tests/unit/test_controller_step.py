@@ -77,13 +77,12 @@ async def run(kube: FakeKube, book: ConditionBook, desired: list[dict[str, Any]]
     await apply_report_prune(kube, book, WIDGET, desired, PRUNABLE)  # type: ignore[arg-type]
 
 
-async def test_created_updated_and_deleted_children_each_get_one_event() -> None:
+async def test_created_updated_and_deleted_children_get_one_event_per_step() -> None:
     kube, (book, recorder) = FakeKube([config_map("old")]), a_book()
     await run(kube, book, [config_map("a"), config_map("b")])
     await run(kube, book, [config_map("a", "2"), config_map("b")])
     assert recorder.events == [
-        ("Normal", "Created", "created ConfigMap a"),
-        ("Normal", "Created", "created ConfigMap b"),
+        ("Normal", "Created", "created ConfigMap a, ConfigMap b"),
         ("Normal", "Deleted", "deleted ConfigMap old"),
         ("Normal", "Updated", "updated ConfigMap a"),
     ]

@@ -24,12 +24,10 @@ from typesense_operator.resources import PODMONITOR_API_VERSION
 from typesense_operator.resources.model import MANAGED_BY
 
 # Children (found by the labels every child carries), held in the watch caches: a change to one wakes its
-# cluster's loop. The pods carry the labels of the StatefulSet's template: a cluster waiting for its pods
-# is woken by their changes, not by a timer.
+# cluster's loop.
 _CHILD_KINDS = (
     ("v1", "ConfigMap"),
     ("v1", "Service"),
-    ("v1", "Pod"),
     ("apps/v1", "StatefulSet"),
     ("apps/v1", "Deployment"),
     ("policy/v1", "PodDisruptionBudget"),
@@ -71,6 +69,9 @@ OPERATOR.controller(
     _reconcile_cluster,
     managed_by=MANAGED_BY,
     child_kinds=_CHILD_KINDS,
+    # The pods carry the labels of the StatefulSet's template: a cluster waiting for its pods is woken
+    # by their changes, not by a timer. Only their names, labels and status are read.
+    observed_kinds=(("v1", "Pod"),),
     named=_admin_key_secret,
     # Every Secret, not only ours: the one the spec names carries none of our labels.
     named_kinds=(("v1", "Secret"),),
