@@ -31,7 +31,7 @@ typesense-server processes (the node agent), then an idle window. The Go operato
 it: out of cluster it probes the nodes through the API server's pod proxy, which refuses the
 loopback pod addresses the node agent gives.
 
-Usage: python bench/scale.py [--sizes 20,100,1000] [--idle-seconds 60] [--skip-cold-start]
+Usage: python bench/scale.py [--sizes 20,100,1000] [--idle-seconds 60] [--skip-cold-start | --only-cold-start]
        [--go-operator PATH [--go-crds DIR]] [--ready] [--out FILE.json]
 """
 
@@ -477,10 +477,13 @@ async def cold_start(run: Run, clusters: int) -> dict[str, Any]:
     everything = names(0, clusters)
     await create_clusters(run.admin, everything, run.settings.replicas)
     run.audit.new_requests()
+    apiserver = run.apiserver_pid()
+    apiserver_before = cpu_seconds(apiserver)
     started = time.monotonic()
     await asyncio.to_thread(run.operator.start)
     finished = await run.census.wait(everything, reconciled=True, poll=1.0, timeout=300 + 2 * clusters)
     seconds = sorted(t - started for t in finished.values())
+    apiserver_cpu = cpu_seconds(apiserver) - apiserver_before
     requests = run.audit.new_requests()
     return {
         "clusters": clusters,
@@ -493,6 +496,7 @@ async def cold_start(run: Run, clusters: int) -> dict[str, Any]:
         "cpu_seconds": round(cpu_seconds(run.operator.pid), 2),
         "peak_rss_mib": round(proc_status_mib(run.operator.pid, "VmHWM"), 1),
         "rss_mib": round(proc_status_mib(run.operator.pid, "VmRSS"), 1),
+        "apiserver_cpu_seconds": round(apiserver_cpu, 2),
     }
 
 
@@ -649,7 +653,9 @@ async def ready_scenario(side: Side, settings: argparse.Namespace, home: Path) -
 
 
 async def one_side(side: Side, settings: argparse.Namespace, scratch: Path) -> dict[str, Any]:
-    result = await growing_scenarios(side, settings, scratch / f"{side.name}-growing")
+    result: dict[str, Any] = {"idle": {}}
+    if not settings.only_cold_start:
+        result = await growing_scenarios(side, settings, scratch / f"{side.name}-growing")
     if settings.cold_start_size:
         cold = await cold_start_scenario(side, settings, scratch / f"{side.name}-cold")
         result["cold_start"] = cold["cold_start"]
@@ -774,6 +780,7 @@ def main() -> None:
     parser.add_argument("--idle-seconds", type=float, default=60)
     parser.add_argument("--settle-seconds", type=float, default=15, help="wait before an idle window")
     parser.add_argument("--skip-cold-start", action="store_true")
+    parser.add_argument("--only-cold-start", action="store_true", help="the cold start (and its idle) only")
     parser.add_argument("--go-operator", type=Path, help="the Go manager binary, to run the same scenarios")
     parser.add_argument("--go-crds", type=Path, help="its CRD yaml(s); default: the binary's directory")
     parser.add_argument("--ready", action="store_true", help="also 20 Ready clusters (ours only, node agent)")
@@ -786,6 +793,8 @@ def main() -> None:
         if settings.sequential < size < grown or size < 1:
             parser.error(f"size {size}: a size is at most --sequential, --sequential + --burst, or more")
     settings.cold_start_size = None if settings.skip_cold_start else max(settings.sizes)
+    if settings.only_cold_start and settings.skip_cold_start:
+        parser.error("--only-cold-start and --skip-cold-start exclude each other")
     result = asyncio.run(run(settings))
     settings.out.parent.mkdir(parents=True, exist_ok=True)
     settings.out.write_text(json.dumps(result, indent=2) + "\n")
