@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -208,6 +209,9 @@ class Informer:
         key = _key(obj)
         if _is_newer(obj, self._objects.get(key)):
             self._objects[key] = self._trimmed(obj)
+            # Reported now, as the watch event of this version will not be: whoever wrote it is not
+            # woken by it (see operator_core.reconciling.Wakeups), but whoever else reads it is.
+            self._changed(obj)
 
     # -- the watch
 
@@ -277,7 +281,7 @@ class Informer:
         if event_type == "DELETED":
             self._objects.pop(key, None)
         elif current is not None and current["metadata"].get("resourceVersion") == version:
-            return  # our own write, offered already: whoever made it knows; nobody needs waking
+            return  # our own write, offered (and reported) already
         elif _is_newer(obj, current):
             self._objects[key] = self._trimmed(obj)
         self._changed(obj)
@@ -300,12 +304,14 @@ class Cache:
         self._source = source
         self._informers: dict[KindRef, Informer] = {}
         self._listeners: list[Callable[[KindRef, Manifest], None]] = []
-        self._tasks: list[asyncio.Task[None]] = []
+        self._tasks: dict[KindRef, asyncio.Task[None]] = {}
+        self._started = False
 
     def watch(self, kinds: Iterable[WatchedKind]) -> None:
-        """Hold every object of these kinds (before :meth:`start`). One informer per kind: two
-        selectors of the same kind make one informer of the wider, and no selector is the widest; the
-        spec is kept when any of them keeps it."""
+        """Hold every object of these kinds (before :meth:`start`; after it, :meth:`ensure`).
+
+        One informer per kind: two selectors of the same kind make one informer of the wider, and
+        no selector is the widest; the spec is kept when any of them keeps it."""
         for wanted in kinds:
             current = self._informers.get(wanted.ref)
             labels, keep_spec = wanted.labels, wanted.keep_spec
@@ -334,13 +340,43 @@ class Cache:
         return notify
 
     async def start(self) -> None:
+        self._started = True
         for informer in self._informers.values():
-            self._tasks.append(asyncio.create_task(informer.run(), name=f"cache {informer!r}"))
+            self._run(informer)
+
+    def _run(self, informer: Informer) -> None:
+        # A context of its own: one started from a reconcile (ensure) must not carry that reconcile's
+        # identity, or every change it sees would pass for that reconcile's own write.
+        self._tasks[informer.kind.ref] = asyncio.create_task(
+            informer.run(), name=f"cache {informer!r}", context=contextvars.Context()
+        )
+
+    def ensure(self, wanted: WatchedKind) -> Informer:
+        """Hold ``wanted`` from now on, also once started: for kinds known only at run time (what a
+        chart renders, a provider's kind). An informer that already holds it is kept; one that holds
+        less is replaced by a wider one, listed afresh (the cache is unsynced until it has)."""
+        current = self._informers.get(wanted.ref)
+        if (
+            current is not None
+            and selector_covers(current.kind.labels, wanted.labels)
+            and (current.kind.keep_spec or not wanted.keep_spec)
+        ):
+            return current
+        self.watch([wanted])
+        informer = self._informers[wanted.ref]
+        if self._started:
+            old = self._tasks.pop(wanted.ref, None)
+            if old is not None:
+                old.cancel()
+            self._run(informer)
+        return informer
 
     async def stop(self) -> None:
-        for task in self._tasks:
+        self._started = False
+        tasks = list(self._tasks.values())
+        for task in tasks:
             task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await asyncio.gather(*tasks, return_exceptions=True)
         self._tasks.clear()
 
     # -- reads

@@ -33,6 +33,7 @@ Who calls it: the operators' ``controller`` rooms.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
@@ -64,6 +65,8 @@ from operator_core.reconciling import (
     Wakeups,
     connect,
     reconcile_gate,
+    reconciling_as,
+    run_loop,
     run_object_loop,
     write_status,
 )
@@ -72,6 +75,7 @@ from operator_core.settings import KubeSettings, from_env
 
 __all__ = [
     "CHILDREN_APPLIED",
+    "FINALIZED",
     "Context",
     "Operator",
     "StepEventReason",
@@ -122,6 +126,10 @@ class Operator:
         self._listeners: list[Callable[[KindRef, Manifest], None]] = []
         self.reconciles = 0
         """Reconciles run since the start (every pass of every loop), shown on the liveness endpoint."""
+        self._context: Context | None = None
+        self._gate: asyncio.Semaphore | None = None
+        self._finalizing: dict[tuple[str, tuple[Any, Any]], asyncio.Task[None]] = {}
+        self._stopping_flag = _Flag()
         kopf.on.startup(id=f"{name}-start")(self._started)
         kopf.on.cleanup(id=f"{name}-stop")(self._stopping)
         kopf.on.probe(id="reconciles")(self._count_reconciles)
@@ -159,11 +167,18 @@ class Operator:
         memo.gate = reconcile_gate()
         if self._start is not None:
             await self._start(memo.context)
+        # Only now may finalizing loops start (the cache reports objects being deleted from its first list).
+        self._context, self._gate = memo.context, memo.gate
 
     async def _stopping(self, memo: kopf.Memo, **_: Any) -> None:
         context: Context | None = getattr(memo, "context", None)
         if context is None:
             return
+        self._stopping_flag.set()
+        finalizing = list(self._finalizing.values())
+        for task in finalizing:
+            task.cancel()
+        await asyncio.gather(*finalizing, return_exceptions=True)
         try:
             if self._stop is not None:
                 await self._stop(context)
@@ -171,6 +186,73 @@ class Operator:
             if context.kube.cache is not None:
                 await context.kube.cache.stop()
             await context.kube.close()
+
+    def _finalizers(
+        self, resource: CustomResource, finalizer: str, finalize: Reconcile, finalizing: Wakeups
+    ) -> Callable[[KindRef, Manifest], None]:
+        """A listener that starts a finalizing loop for each object of ``resource`` being deleted.
+
+        kopf stops an object's daemon once it is being deleted, so the clean-up runs in a loop of
+        its own, started by the cache (at start too, for objects deleted while the operator was
+        down), woken like the reconcile loop, until ``finalize`` returns :data:`FINALIZED`.
+        """
+        primary = (resource.api_version, resource.kind)
+
+        def maybe_start(kind: KindRef, obj: Manifest) -> None:
+            metadata = obj.get("metadata") or {}
+            if kind != primary or not metadata.get("deletionTimestamp") or self._context is None:
+                return
+            if finalizer not in (metadata.get("finalizers") or []):
+                return
+            key = (metadata.get("namespace"), metadata.get("name"))
+            if (resource.kind, key) in self._finalizing:
+                return
+            task = asyncio.get_running_loop().create_task(
+                self._finalize_loop(resource, key, finalizer, finalize, finalizing),
+                name=f"finalize {resource.kind} {key}",
+            )
+            self._finalizing[(resource.kind, key)] = task
+
+        return maybe_start
+
+    async def _finalize_loop(
+        self,
+        resource: CustomResource,
+        key: tuple[Any, Any],
+        finalizer: str,
+        finalize: Reconcile,
+        finalizing: Wakeups,
+    ) -> None:
+        context = self._context
+        assert context is not None
+        kube, (namespace, name) = context.kube, key
+
+        async def once() -> float | None:
+            if kube.cache is not None:
+                await kube.cache.wait_synced()
+            async with self._gate or contextlib.nullcontext():
+                obj = await kube.get(resource.api_version, resource.kind, name, namespace)
+                if obj is None or finalizer not in (obj["metadata"].get("finalizers") or []):
+                    return None
+                self.reconciles += 1
+                with reconciling_as(finalizing, key):
+                    delay = await finalize(obj, context)
+                    if delay != FINALIZED:
+                        return delay
+                    await _hold_finalizer(kube, obj, finalizer, holds=False)
+                return None
+
+        try:
+            await run_loop(
+                once,
+                finalizing.register(key),
+                self._stopping_flag,
+                what=f"deletion of {namespace}/{name}",
+                logger=self._logger,
+            )
+        finally:
+            finalizing.forget(key)
+            self._finalizing.pop((resource.kind, key), None)
 
     def controller(
         self,
@@ -182,6 +264,9 @@ class Operator:
         observed_kinds: Kinds = (),
         named: Named | None = None,
         named_kinds: Kinds = (),
+        wake_all_on: Kinds = (),
+        finalizer: str | None = None,
+        finalize: Reconcile | None = None,
     ) -> None:
         """Reconcile every object of ``resource`` in a loop of its own, woken by what can change it.
 
@@ -192,17 +277,28 @@ class Operator:
         StatefulSet's pods), and
         ``named_kinds``, of which ``named`` says which objects an object's spec names (as
         (kind, name) pairs in its namespace); a change to one of them wakes the objects that
-        name it.
+        name it. A change to an object of ``wake_all_on`` (held whole) wakes every object of
+        ``resource`` in its namespace: for what any of them may depend on (a Cluster API
+        Cluster using a ClusterClass).
+
+        With ``finalizer``, every object carries it from its first reconcile, and an object being
+        deleted is handed to ``finalize`` (its clean-up, which may wait, returning the seconds
+        until the next look) until it returns :data:`FINALIZED`; then the finalizer is removed.
         """
-        wakeups = Wakeups()
+        wakeups, finalizing = Wakeups(), Wakeups()
         references = References(named) if named is not None else None
         primary = (resource.api_version, resource.kind)
         self._watched.append(WatchedKind(*primary))
         labelled = {MANAGED_BY_LABEL: managed_by}
         self._watched.extend(WatchedKind(v, k, labelled) for v, k in child_kinds)
         self._watched.extend(WatchedKind(v, k, labelled, keep_spec=False) for v, k in observed_kinds)
-        self._watched.extend(WatchedKind(v, k) for v, k in named_kinds)
-        self._listeners.append(_waker(wakeups, primary, managed_by, references))
+        self._watched.extend(WatchedKind(v, k) for v, k in (*named_kinds, *wake_all_on))
+        for book in (wakeups, finalizing):
+            self._listeners.append(_waker(book, primary, managed_by, references, frozenset(wake_all_on)))
+        if (finalizer is None) != (finalize is None):
+            raise TypeError("a finalizer and its finalize step come together")
+        if finalizer is not None and finalize is not None:
+            self._listeners.append(self._finalizers(resource, finalizer, finalize, finalizing))
         plural = resource.plural
 
         async def run_object(
@@ -213,6 +309,8 @@ class Operator:
 
             async def reconcile_object(obj: dict[str, Any]) -> float:
                 self.reconciles += 1
+                if finalizer is not None:
+                    await _hold_finalizer(context.kube, obj, finalizer, holds=True)
                 try:
                     return await reconcile(obj, context)
                 except errors.InvalidSpec as error:
@@ -237,11 +335,47 @@ class Operator:
         )
 
 
+class _Flag:
+    """A stop flag for loops the operator runs itself (kopf's ``DaemonStopped`` for its daemons)."""
+
+    def __init__(self) -> None:
+        self._event = asyncio.Event()
+
+    def set(self) -> None:
+        self._event.set()
+
+    def __bool__(self) -> bool:
+        return self._event.is_set()
+
+    async def wait(self) -> None:
+        await self._event.wait()
+
+
+FINALIZED = -1.0
+"""What a ``finalize`` step returns once its clean-up is done: the finalizer may go."""
+
+
+async def _hold_finalizer(kube: Kube, obj: Manifest, finalizer: str, *, holds: bool) -> None:
+    """Add or remove ``finalizer``; conditional on the object's resourceVersion, since a merge patch
+    replaces the whole list (kopf's own finalizer is in it too)."""
+    metadata = obj["metadata"]
+    current = list(metadata.get("finalizers") or [])
+    if (finalizer in current) == holds:
+        return
+    wanted = [*current, finalizer] if holds else [f for f in current if f != finalizer]
+    patch = {"metadata": {"finalizers": wanted, "resourceVersion": metadata["resourceVersion"]}}
+    await kube.patch(obj["apiVersion"], obj["kind"], metadata["name"], metadata.get("namespace"), patch)
+
+
 def _waker(
-    wakeups: Wakeups, primary: KindRef, managed_by: str, references: References | None
+    wakeups: Wakeups,
+    primary: KindRef,
+    managed_by: str,
+    references: References | None,
+    wake_all_on: frozenset[KindRef] = frozenset(),
 ) -> Callable[[KindRef, Manifest], None]:
     """What a change seen by the caches wakes: the object itself, the owner of a child, the holders of a
-    named object."""
+    named object, every object of its namespace (``wake_all_on``)."""
 
     def changed(kind: KindRef, obj: Manifest) -> None:
         metadata = obj.get("metadata") or {}
@@ -249,6 +383,10 @@ def _waker(
         if kind == primary:
             wakeups.wake((namespace, metadata.get("name")))
             return
+        if kind in wake_all_on:
+            for key in wakeups.registered():
+                if isinstance(key, tuple) and key[0] == namespace:
+                    wakeups.wake(key)
         if labels.get(MANAGED_BY_LABEL) == managed_by and INSTANCE_LABEL in labels:
             wakeups.wake((namespace, labels[INSTANCE_LABEL]))
         if references is not None:

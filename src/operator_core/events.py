@@ -9,6 +9,7 @@ reconcile.
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import uuid
@@ -17,8 +18,11 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, Literal
 
+from operator_core.errors import OperatorError
 from operator_core.kube import Kube
 from operator_core.secrets import scrub
+
+_log = logging.getLogger(__name__)
 
 __all__ = ["EventRecorder", "EventType"]
 
@@ -72,4 +76,12 @@ class EventRecorder:
                 "resourceVersion": metadata.get("resourceVersion"),
             },
         }
-        return await self._kube.create(event)
+        try:
+            return await self._kube.create(event)
+        except OperatorError as error:
+            # An Event is a note, not the work: one the API server refuses (a namespace being deleted,
+            # a rate limit) is logged and the reconcile goes on, as client-go's recorder does.
+            _log.warning(
+                "Event %s about %s %s not posted: %s", reason, regarding["kind"], metadata["name"], error
+            )
+            return {}

@@ -439,6 +439,17 @@ class Kube:
             )
         return response.status_code, response.content
 
+    async def patch(
+        self, api_version: str, kind: str, name: str, namespace: str | None, patch: Mapping[str, Any]
+    ) -> Manifest:
+        """Merge-patch an object. A ``metadata.resourceVersion`` in ``patch`` makes it conditional: a
+        :class:`~operator_core.errors.Conflict` when the object changed since (for a list, such as
+        finalizers, that a merge patch replaces whole)."""
+        path = await self.object_path(api_version, kind, name, namespace)
+        return await self._send(
+            "PATCH", path, f"patching {kind} {name}", patch, content_type=PatchType.MERGE.value
+        )
+
     async def patch_status(
         self,
         api_version: str,

@@ -33,9 +33,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 import math
-from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Hashable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import Enum, StrEnum
 from typing import Any, Protocol, TypeVar
@@ -58,6 +59,7 @@ __all__ = [
     "Wakeups",
     "connect",
     "reconcile_gate",
+    "reconciling_as",
     "run_loop",
     "run_object_loop",
     "run_steps",
@@ -77,8 +79,29 @@ class Stopped(Protocol):
     def wait(self) -> Awaitable[Any]: ...
 
 
+_RECONCILING: contextvars.ContextVar[tuple[Wakeups, Hashable] | None] = contextvars.ContextVar(
+    "reconciling", default=None
+)
+"""The object whose reconcile runs in this task: its own writes do not wake it again."""
+
+
+@contextlib.contextmanager
+def reconciling_as(wakeups: Wakeups, key: Hashable) -> Iterator[None]:
+    """Within: the reconcile of ``key`` (of ``wakeups``) runs in this task; its writes do not wake it."""
+    token = _RECONCILING.set((wakeups, key))
+    try:
+        yield
+    finally:
+        _RECONCILING.reset(token)
+
+
 class Wakeups:
-    """Per-object wake-up events, keyed by whatever names an object (e.g. namespace and name)."""
+    """Per-object wake-up events, keyed by whatever names an object (e.g. namespace and name).
+
+    A change made by an object's own reconcile (its status, its children) does not wake that
+    object: it knows, and a second pass would only find nothing to do. It wakes any other
+    object that reads it (a ClusterStack whose release's status changed).
+    """
 
     def __init__(self) -> None:
         self._events: dict[Hashable, asyncio.Event] = {}
@@ -90,10 +113,13 @@ class Wakeups:
         self._events.pop(key, None)
 
     def wake(self, key: Hashable) -> None:
+        reconciling = _RECONCILING.get()
+        if reconciling is not None and reconciling[0] is self and reconciling[1] == key:
+            return
         if event := self._events.get(key):
             event.set()
 
-    def keys(self) -> list[Hashable]:
+    def registered(self) -> list[Hashable]:
         return list(self._events)
 
 
@@ -173,9 +199,10 @@ async def run_object_loop(
                 obj = await kube.get_live(resource.api_version, resource.kind, name, namespace)
             if obj is None or obj["metadata"].get("deletionTimestamp"):
                 return None
-            if references is not None:
-                references.remember(namespace, name, references.named(obj))
-            return await reconcile(obj)
+            with reconciling_as(wakeups, key):
+                if references is not None:
+                    references.remember(namespace, name, references.named(obj))
+                return await reconcile(obj)
 
     try:
         await run_loop(

@@ -13,6 +13,7 @@ import pytest
 from operator_core import errors
 from operator_core.cache import OPENED, Cache, Informer, KindRef, WatchedKind, selector_covers
 from operator_core.kube import Kube
+from operator_core.reconciling import Wakeups, reconciling_as
 
 Manifest = dict[str, Any]
 
@@ -238,14 +239,30 @@ async def test_a_delete_is_refused_while_the_cache_is_not_synced() -> None:
     assert errors.retry_policy(errors.NotSynced("x")) is errors.Retry.BACK_OFF
 
 
-async def test_the_watch_event_of_our_own_write_wakes_nobody(running: list[Any]) -> None:
+async def test_our_own_write_is_reported_once_when_offered_not_again_by_its_watch_event(
+    running: list[Any],
+) -> None:
     source = ScriptedSource([pod("a", 5)])
     changed: list[str] = []
-    informer = Informer(source, WatchedKind("v1", "Pod"), lambda obj: changed.append(obj["metadata"]["name"]))
+    informer = Informer(
+        source, WatchedKind("v1", "Pod"), lambda obj: changed.append(obj["metadata"]["resourceVersion"])
+    )
     running.append(asyncio.create_task(informer.run()))
     await informer.wait_synced()
     changed.clear()
     informer.offer(pod("a", 9))
     await source.scripts.put([("MODIFIED", pod("a", 9)), ("MODIFIED", pod("a", 10))])
     await settled()
-    assert changed == ["a"]  # only version 10, which someone else wrote
+    assert changed == ["9", "10"]  # 9 when offered (whoever else reads it wakes), 10: someone else's
+
+
+def test_a_change_wakes_every_reader_but_the_reconcile_that_made_it() -> None:
+    wakeups, others = Wakeups(), Wakeups()
+    mine, theirs = wakeups.register(("ns", "a")), others.register(("ns", "a"))
+    with reconciling_as(wakeups, ("ns", "a")):
+        wakeups.wake(("ns", "a"))
+        others.wake(("ns", "a"))
+    assert not mine.is_set(), "a reconcile's own write does not wake it again"
+    assert theirs.is_set(), "another controller's object that reads it is woken"
+    wakeups.wake(("ns", "a"))
+    assert mine.is_set()

@@ -37,6 +37,8 @@ from operator_testkit.controlplane import ControlPlane
 __all__ = [
     "Kubectl",
     "control_plane",
+    "crd_documents",
+    "install_crds",
     "installed_crds",
     "kube",
     "kubectl",
@@ -154,7 +156,8 @@ async def namespace(kube: Kube, request: pytest.FixtureRequest) -> AsyncIterator
         await kube.delete("v1", "Namespace", name)
 
 
-def _crd_documents(directory: Path) -> list[dict[str, object]]:
+def crd_documents(directory: Path) -> list[dict[str, object]]:
+    """Every document of the YAML files in ``directory``."""
     documents: list[dict[str, object]] = []
     for path in sorted(directory.glob("*.yaml")):
         documents.extend(d for d in yaml.safe_load_all(path.read_text()) if d)
@@ -174,12 +177,13 @@ def installed_crds(control_plane: ControlPlane, pytestconfig: pytest.Config) -> 
     if control_plane.api_url not in _installed_crds:
         directory = Path(pytestconfig.rootpath) / "deploy" / "crds"
         _installed_crds[control_plane.api_url] = asyncio.run(
-            _install_crds(control_plane, _crd_documents(directory))
+            install_crds(control_plane, crd_documents(directory))
         )
     return _installed_crds[control_plane.api_url]
 
 
-async def _install_crds(control_plane: ControlPlane, documents: list[dict[str, object]]) -> list[str]:
+async def install_crds(control_plane: ControlPlane, documents: list[dict[str, object]]) -> list[str]:
+    """Apply CRDs (as admin) and wait until each is Established; returns their names."""
     async with Kube.connect(control_plane.kubeconfig) as client:
         names = []
         for document in documents:

@@ -59,7 +59,14 @@ class OperatorProcess:
     that serves a health endpoint at ``/healthz`` on a loopback port it is told.
     """
 
-    def __init__(self, script: str, kubeconfig: Path, log_path: Path, *arguments: str) -> None:
+    def __init__(
+        self,
+        script: str,
+        kubeconfig: Path,
+        log_path: Path,
+        *arguments: str,
+        environment: Mapping[str, str] | None = None,
+    ) -> None:
         # Beside this Python first: the venv's scripts, even when its bin/ is not on PATH.
         executable = shutil.which(
             script, path=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
@@ -69,7 +76,11 @@ class OperatorProcess:
         port = free_port()
         liveness = ["--liveness", f"http://127.0.0.1:{port}/healthz"]
         self._prepare(
-            script, [executable, "--kubeconfig", str(kubeconfig), *liveness, *arguments], port, log_path
+            script,
+            [executable, "--kubeconfig", str(kubeconfig), *liveness, *arguments],
+            port,
+            log_path,
+            environment,
         )
 
     @classmethod
