@@ -4,9 +4,17 @@ metadata.yaml, hashes.json and both charts (as ``csctl`` publishes them; see doc
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
+import tempfile
 from pathlib import Path
 
+import yaml
+
 from clusterstack_operator.releases.versions import ReleaseName
+from operator_testkit.clusterstack_tools import helm_environment
+
+CLUSTER_CLASS_CHART = Path(__file__).parent / "clusterstack" / "cluster-class"
 
 METADATA = """\
 apiVersion: metadata.clusterstack.x-k8s.io/v1alpha1
@@ -27,8 +35,11 @@ def publish_release(
     metadata: str | None = None,
     with_addon_chart: bool = True,
     published_at: float | None = None,
+    helm: Path | None = None,
 ) -> tuple[ReleaseName, Path]:
-    """Write release ``tag`` under ``root`` (charts of random bytes: only their presence is checked)."""
+    """Write release ``tag`` under ``root``. With ``helm``, its cluster-class chart is the tests' real
+    chart (tests/clusterstack/cluster-class) packaged for it; otherwise charts of random bytes (only
+    their presence is checked)."""
     release = ReleaseName.parse(tag)
     directory = root / tag
     directory.mkdir(parents=True)
@@ -39,9 +50,32 @@ def publish_release(
     )
     (directory / "metadata.yaml").write_text(text)
     (directory / "hashes.json").write_text("{}")
-    (directory / release.cluster_class_chart).write_bytes(os.urandom(4096))
+    if helm is not None:
+        package_cluster_class(helm, release, directory)
+    else:
+        (directory / release.cluster_class_chart).write_bytes(os.urandom(4096))
     if with_addon_chart:
         (directory / release.cluster_addon_chart(addon_version)).write_bytes(os.urandom(4096))
     if published_at is not None:
         os.utime(directory, (published_at, published_at))
     return release, directory
+
+
+def package_cluster_class(helm: Path, release: ReleaseName, into: Path) -> Path:
+    """``helm package`` the tests' cluster-class chart as the release's: ``<stack>-cluster-class``,
+    version the release's in dot form, as upstream's ``csctl`` packages it."""
+    with tempfile.TemporaryDirectory(prefix="chart-") as scratch:
+        chart = Path(scratch) / "chart"
+        shutil.copytree(CLUSTER_CLASS_CHART, chart)
+        metadata = yaml.safe_load((chart / "Chart.yaml").read_text())
+        metadata |= {"name": f"{release.stack}-cluster-class", "version": release.version.dot}
+        (chart / "Chart.yaml").write_text(yaml.safe_dump(metadata))
+        subprocess.run(
+            [str(helm), "package", str(chart), "--destination", str(into)],
+            check=True,
+            capture_output=True,
+            env=helm_environment(Path(scratch) / "helm"),
+        )
+    packaged = into / release.cluster_class_chart
+    assert packaged.is_file(), f"helm package wrote no {packaged.name}"
+    return packaged

@@ -9,11 +9,18 @@ import pytest
 from clusterstack_operator.releases.versions import ReleaseName
 from clusterstack_operator.resources import (
     InvalidTemplate,
+    Release,
+    Stack,
+    applied_objects,
     build_cluster_stack_release,
     build_provider_release,
+    capi_conditions,
+    release_summary,
     rendered_objects,
     usable_versions,
 )
+from operator_core.children import INSTANCE_LABEL, MANAGED_BY_LABEL
+from operator_core.conditions import set_condition
 
 RELEASE = ReleaseName.parse("myprovider-xyz-1-26-v6")
 STACK: dict[str, Any] = {
@@ -26,6 +33,18 @@ STACK: dict[str, Any] = {
         "labels": {"team": "stack", "shared": "from-stack"},
         "annotations": {"kubectl.kubernetes.io/last-applied-configuration": "{}", "note": "n"},
     },
+    "spec": {
+        "provider": "myprovider",
+        "name": "xyz",
+        "kubernetesVersion": "1.26",
+        "providerRef": {"apiVersion": "a/v1", "kind": "PTemplate", "name": "t"},
+    },
+}
+RELEASE_OBJECT: dict[str, Any] = {
+    "apiVersion": "clusterstack.x-k8s.io/v1alpha1",
+    "kind": "ClusterStackRelease",
+    "metadata": {"name": RELEASE.tag, "namespace": "cluster", "uid": "uid-2"},
+    "spec": {},
 }
 TEMPLATE: dict[str, Any] = {
     "apiVersion": "infrastructure.clusterstack.x-k8s.io/v1alpha1",
@@ -41,15 +60,23 @@ TEMPLATE: dict[str, Any] = {
 
 
 def test_the_provider_object_copies_the_template_spec_under_the_releases_name() -> None:
-    built = build_provider_release(TEMPLATE, STACK, RELEASE)
+    built = build_provider_release(TEMPLATE, STACK, Release.from_object(RELEASE_OBJECT))
     assert built["kind"] == "MyProviderClusterStackRelease"
     assert built["apiVersion"] == TEMPLATE["apiVersion"]
     assert built["metadata"]["name"] == "myprovider-xyz-1-26-v6"
     assert built["spec"] == {"nodeImages": ["ubuntu-capi-image-v1.26.6"]}
     assert built["spec"] is not TEMPLATE["spec"]["template"]["spec"]
-    assert built["metadata"]["labels"] == {"shared": "from-stack", "image": "y", "team": "stack"}
+    assert built["metadata"]["labels"] == {
+        "shared": "from-stack",
+        "image": "y",
+        "team": "stack",
+        MANAGED_BY_LABEL: "cluster-stack-operator",
+        INSTANCE_LABEL: RELEASE.tag,
+    }
     assert built["metadata"]["annotations"] == {"note": "n"}
-    assert built["metadata"]["ownerReferences"][0]["name"] == "cs-xyz"
+    stack_owner, release_owner = built["metadata"]["ownerReferences"]
+    assert (stack_owner["name"], stack_owner.get("controller")) == ("cs-xyz", None)
+    assert (release_owner["name"], release_owner["controller"]) == (RELEASE.tag, True)
 
 
 @pytest.mark.parametrize(
@@ -61,19 +88,20 @@ def test_the_provider_object_copies_the_template_spec_under_the_releases_name() 
 )
 def test_a_template_that_breaks_the_contract_is_named(template: dict[str, Any], message: str) -> None:
     with pytest.raises(InvalidTemplate, match=message):
-        build_provider_release(template, STACK, RELEASE)
+        build_provider_release(template, STACK, Release.from_object(RELEASE_OBJECT))
 
 
 def test_a_release_is_owned_by_its_stack_and_names_its_provider_object() -> None:
     provider = {"apiVersion": "a/v1", "kind": "P", "name": RELEASE.tag, "namespace": "cluster"}
-    release = build_cluster_stack_release(STACK, RELEASE, provider)
+    release = build_cluster_stack_release(Stack.from_object(STACK), RELEASE, provider)
     assert release["metadata"]["name"] == "myprovider-xyz-1-26-v6"
     assert (
         release["metadata"]["ownerReferences"][0] | {"uid": "uid-1", "controller": True}
         == release["metadata"]["ownerReferences"][0]
     )
     assert release["spec"] == {"providerRef": provider}
-    assert build_cluster_stack_release(STACK, RELEASE, None)["spec"] == {}
+    assert release["metadata"]["labels"][INSTANCE_LABEL] == "cs-xyz", "its changes wake the stack"
+    assert build_cluster_stack_release(Stack.from_object(STACK), RELEASE, None)["spec"] == {}
 
 
 def test_usable_versions_are_ordered_with_hash_versions_last() -> None:
@@ -101,3 +129,93 @@ metadata:
         ("ClusterClass", "cluster"),
         ("ConfigMap", "other"),
     ]
+
+
+def test_applied_objects_are_labelled_for_their_release_and_owned_by_it_without_controlling() -> None:
+    release = Release.from_object(RELEASE_OBJECT)
+    rendered = [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "labels": {"x": "y"}}}]
+    (applied,) = applied_objects(rendered, release)
+    assert applied["metadata"]["labels"] == {
+        "x": "y",
+        MANAGED_BY_LABEL: "cluster-stack-operator",
+        INSTANCE_LABEL: RELEASE.tag,
+    }
+    assert applied["metadata"]["ownerReferences"] == [
+        {
+            "apiVersion": "clusterstack.x-k8s.io/v1alpha1",
+            "kind": "ClusterStackRelease",
+            "name": RELEASE.tag,
+            "uid": "uid-2",
+        }
+    ]
+    assert MANAGED_BY_LABEL not in rendered[0]["metadata"]["labels"], "the rendered object is not changed"
+
+
+def test_conditions_get_cluster_api_severities_only_when_not_true() -> None:
+    conditions = set_condition([], "Ready", "True", "AllConditionsTrue")
+    conditions = set_condition(conditions, "ClusterStackReleaseDownloaded", "False", "IssueWithReleaseAssets")
+    conditions = set_condition(conditions, "HelmChartApplied", "False", "ObjectsApplyingOngoing")
+    conditions = set_condition(conditions, "ProviderClusterStackReleaseReady", "False", "ProcessOngoing")
+    severities = {c["type"]: c.get("severity") for c in capi_conditions(conditions)}
+    assert severities == {
+        "Ready": None,
+        "ClusterStackReleaseDownloaded": "Error",
+        "HelmChartApplied": "Warning",
+        "ProviderClusterStackReleaseReady": "Info",
+    }
+
+
+@pytest.mark.parametrize(
+    ("status", "phase", "ready"),
+    [
+        ({"ready": True}, "done", True),
+        (
+            {
+                "conditions": [
+                    {
+                        "type": "ClusterStackReleaseDownloaded",
+                        "status": "False",
+                        "reason": "R",
+                        "lastTransitionTime": "2026-01-01T00:00:00Z",
+                    }
+                ]
+            },
+            "downloading release assets",
+            False,
+        ),
+        (
+            {
+                "conditions": [
+                    {
+                        "type": "ClusterStackReleaseDownloaded",
+                        "status": "True",
+                        "reason": "R",
+                        "lastTransitionTime": "2026-01-01T00:00:00Z",
+                    }
+                ]
+            },
+            "provider-specific work",
+            False,
+        ),
+        (
+            {
+                "conditions": [
+                    {
+                        "type": "ProviderClusterStackReleaseReady",
+                        "status": "True",
+                        "reason": "R",
+                        "lastTransitionTime": "2026-01-01T00:00:00Z",
+                    }
+                ]
+            },
+            "applying objects",
+            False,
+        ),
+        ({}, "", False),
+    ],
+)
+def test_a_release_is_summarised_with_upstreams_phases(
+    status: dict[str, Any], phase: str, ready: bool
+) -> None:
+    entry = release_summary({**RELEASE_OBJECT, "status": status})
+    assert (entry["name"], entry["phase"], entry["ready"]) == ("v6", phase, ready)

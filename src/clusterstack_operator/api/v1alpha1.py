@@ -66,6 +66,8 @@ class ClusterApiCondition(ApiModel):
     """A CamelCase word for the last transition, for machines."""
     message: str | None = None
     """A human-readable explanation of the last transition."""
+    observed_generation: int | None = None
+    """The .metadata.generation the condition was set from."""
     last_transition_time: datetime
     """When the status last changed from one value to another."""
 

@@ -1,46 +1,91 @@
 """Pure builders of the Cluster Stack operator's objects: from a ClusterStack to its ClusterStackReleases
-and ProviderClusterStackReleases, and from rendered chart output to the objects to apply. No I/O."""
+and ProviderClusterStackReleases, from rendered chart output to the objects to apply, and the status
+both report. No I/O."""
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import yaml
 
-from clusterstack_operator.api.v1alpha1 import CLUSTER_STACK_RELEASE
-from clusterstack_operator.releases.versions import ReleaseName
+from clusterstack_operator.api.reasons import ConditionType, Severity
+from clusterstack_operator.api.v1alpha1 import (
+    CLUSTER_STACK,
+    CLUSTER_STACK_RELEASE,
+    ClusterStackReleaseSpec,
+    ClusterStackSpec,
+)
+from clusterstack_operator.releases.decide import StackIdentity
+from clusterstack_operator.releases.versions import Channel, ReleaseName
+from operator_core.children import INSTANCE_LABEL, MANAGED_BY_LABEL, Owner
+from operator_core.conditions import Condition, find
 
 __all__ = [
+    "MANAGED_BY",
     "InvalidTemplate",
+    "Release",
+    "Stack",
+    "applied_objects",
     "build_cluster_stack_release",
     "build_provider_release",
-    "owner_reference",
+    "capi_conditions",
+    "conditions_of",
     "provider_reference",
+    "release_summary",
     "rendered_objects",
     "usable_versions",
 ]
 
 Manifest = dict[str, Any]
 TEMPLATE_SUFFIX = "Template"
+MANAGED_BY = "cluster-stack-operator"
+STACK_LABEL = "clusterstack.x-k8s.io/cluster-stack"
+"""On a ClusterStackRelease: the ClusterStack it belongs to."""
 
 
 class InvalidTemplate(ValueError):
     """A ProviderClusterStackReleaseTemplate that does not hold what the provider contract needs."""
 
 
-def owner_reference(owner: Mapping[str, Any], *, controller: bool = False) -> dict[str, Any]:
-    metadata = owner["metadata"]
-    reference = {
-        "apiVersion": owner["apiVersion"],
-        "kind": owner["kind"],
-        "name": metadata["name"],
-        "uid": metadata["uid"],
-    }
-    if controller:
-        reference |= {"controller": True, "blockOwnerDeletion": True}
-    return reference
+@dataclass(frozen=True)
+class Stack(Owner[ClusterStackSpec]):
+    """One ClusterStack."""
+
+    resource = CLUSTER_STACK
+    app = "cluster-stack"
+    managed_by = MANAGED_BY
+
+    @property
+    def identity(self) -> StackIdentity:
+        return StackIdentity(
+            self.spec.provider, self.spec.name, self.spec.kubernetes_version, Channel(self.spec.channel)
+        )
+
+
+@dataclass(frozen=True)
+class Release(Owner[ClusterStackReleaseSpec]):
+    """One ClusterStackRelease; its name is the release's tag."""
+
+    resource = CLUSTER_STACK_RELEASE
+    app = "cluster-stack-release"
+    managed_by = MANAGED_BY
+
+    @property
+    def release(self) -> ReleaseName:
+        return ReleaseName.parse(self.name)
+
+
+def _managed(labels: Mapping[str, str], instance: str) -> dict[str, str]:
+    """``labels``, with the two that the operator's watches select on and wake ``instance`` by."""
+    return {**labels, MANAGED_BY_LABEL: MANAGED_BY, INSTANCE_LABEL: instance}
+
+
+def _plain_owner(owner: Owner[Any]) -> dict[str, Any]:
+    """An owner reference that does not make ``owner`` the controller."""
+    return {k: v for k, v in owner.owner_reference().items() if k not in ("controller", "blockOwnerDeletion")}
 
 
 def provider_reference(template: Mapping[str, Any], release: ReleaseName, namespace: str) -> dict[str, str]:
@@ -59,31 +104,35 @@ def provider_reference(template: Mapping[str, Any], release: ReleaseName, namesp
 
 
 def build_provider_release(
-    template: Mapping[str, Any], stack: Mapping[str, Any], release: ReleaseName
+    template: Mapping[str, Any], stack: Mapping[str, Any], release: Release
 ) -> Manifest:
     """The ProviderClusterStackRelease of ``release``: the template's ``spec.template``, named for the
     release, labelled as the template's and the ClusterStack's objects (the stack's win), owned by the
-    ClusterStack (the release adds itself as controller once it exists)."""
+    ClusterStack and controlled by the ClusterStackRelease, whose changes it wakes."""
     inner = (template.get("spec") or {}).get("template")
     if not isinstance(inner, Mapping) or not isinstance(inner.get("spec"), Mapping):
         name = template.get("metadata", {}).get("name")
         raise InvalidTemplate(f"{template.get('kind')} {name} has no spec.template.spec to copy")
     namespace = stack["metadata"]["namespace"]
-    reference = provider_reference(template, release, namespace)
+    reference = provider_reference(template, release.release, namespace)
     inner_metadata = inner.get("metadata") or {}
     stack_metadata = stack["metadata"]
+    labels = {**(inner_metadata.get("labels") or {}), **(stack_metadata.get("labels") or {})}
     return {
         "apiVersion": reference["apiVersion"],
         "kind": reference["kind"],
         "metadata": {
-            "name": release.tag,
+            "name": release.name,
             "namespace": namespace,
-            "labels": {**(inner_metadata.get("labels") or {}), **(stack_metadata.get("labels") or {})},
+            "labels": _managed(labels, release.name),
             "annotations": {
                 **(inner_metadata.get("annotations") or {}),
                 **_user_annotations(stack_metadata.get("annotations") or {}),
             },
-            "ownerReferences": [owner_reference(stack)],
+            "ownerReferences": [
+                _plain_owner(Stack.from_object(stack)),
+                release.owner_reference(),
+            ],
         },
         "spec": copy.deepcopy(dict(inner["spec"])),
     }
@@ -95,7 +144,7 @@ def _user_annotations(annotations: Mapping[str, str]) -> dict[str, str]:
 
 
 def build_cluster_stack_release(
-    stack: Mapping[str, Any], release: ReleaseName, provider: Mapping[str, str] | None
+    stack: Stack, release: ReleaseName, provider: Mapping[str, str] | None
 ) -> Manifest:
     """A ClusterStackRelease, owned by its ClusterStack, naming its provider object (none: no provider)."""
     spec: dict[str, Any] = {"providerRef": dict(provider)} if provider is not None else {}
@@ -104,9 +153,9 @@ def build_cluster_stack_release(
         "kind": CLUSTER_STACK_RELEASE.kind,
         "metadata": {
             "name": release.tag,
-            "namespace": stack["metadata"]["namespace"],
-            "labels": {"clusterstack.x-k8s.io/cluster-stack": stack["metadata"]["name"]},
-            "ownerReferences": [owner_reference(stack, controller=True)],
+            "namespace": stack.namespace,
+            "labels": _managed({STACK_LABEL: stack.name}, stack.name),
+            "ownerReferences": [stack.owner_reference()],
         },
         "spec": spec,
     }
@@ -132,3 +181,76 @@ def rendered_objects(rendered: str, namespace: str) -> list[Manifest]:
         metadata.setdefault("namespace", namespace)
         objects.append(document)
     return objects
+
+
+def applied_objects(rendered: Sequence[Manifest], release: Release) -> list[Manifest]:
+    """The chart's objects as they are applied: labelled so that a change to one wakes its release
+    (drift is repaired at once), and owned by the release (not as its controller: Cluster API may
+    take that role for a template)."""
+    applied = []
+    for obj in rendered:
+        metadata = dict(obj.get("metadata") or {})
+        metadata["labels"] = _managed(metadata.get("labels") or {}, release.name)
+        metadata["ownerReferences"] = [*(metadata.get("ownerReferences") or []), _plain_owner(release)]
+        applied.append({**obj, "metadata": metadata})
+    return applied
+
+
+_SEVERITY_OF_REASON = {
+    "IssueWithReleaseAssets": Severity.ERROR,
+    "FailedToApplyObjects": Severity.ERROR,
+    "HelmTemplateFailed": Severity.ERROR,
+    "ProviderTemplateNotFound": Severity.ERROR,
+    "InvalidProviderTemplate": Severity.ERROR,
+    "ProviderKindNotServed": Severity.ERROR,
+    "ReleaseAssetsNotDownloadedYet": Severity.INFO,
+    "ProcessOngoing": Severity.INFO,
+    "ClusterClassInUse": Severity.INFO,
+    "NoReadyRelease": Severity.INFO,
+}
+
+
+def conditions_of(obj: Mapping[str, Any]) -> list[Condition]:
+    """The conditions in ``obj``'s status, read back from Cluster API's shape (severity is derived)."""
+    return [
+        Condition.model_validate({k: v for k, v in c.items() if k != "severity"})
+        for c in (obj.get("status") or {}).get("conditions") or []
+        if c.get("reason")
+    ]
+
+
+def capi_conditions(conditions: Iterable[Condition]) -> list[dict[str, Any]]:
+    """Conditions as Cluster API writes them: with a severity when not True (Error for what needs
+    someone to act, Info for what is under way, Warning otherwise), none when True."""
+    wire = []
+    for condition in conditions:
+        entry = condition.to_wire()
+        if condition.status != "True":
+            entry["severity"] = str(_SEVERITY_OF_REASON.get(condition.reason, Severity.WARNING))
+        wire.append(entry)
+    return wire
+
+
+def release_summary(release: Mapping[str, Any]) -> dict[str, Any]:
+    """One ``status.summary`` entry for a ClusterStackRelease, with upstream's phases."""
+    name = ReleaseName.parse(release["metadata"]["name"])
+    status = release.get("status") or {}
+    conditions = conditions_of(release)
+    ready = find(conditions, ConditionType.READY)
+    if status.get("ready"):
+        return {"name": name.version.dash, "ready": True, "phase": "done", "message": ""}
+    message = ready.message or ready.reason if ready is not None and ready.status == "False" else ""
+
+    def true(condition_type: str) -> bool:
+        found = find(conditions, condition_type)
+        return found is not None and found.status == "True"
+
+    if true(ConditionType.PROVIDER_READY):
+        phase = "applying objects"
+    elif true(ConditionType.DOWNLOADED):
+        phase = "provider-specific work"
+    elif find(conditions, ConditionType.DOWNLOADED) is not None:
+        phase = "downloading release assets"
+    else:
+        phase = ""
+    return {"name": name.version.dash, "ready": False, "phase": phase, "message": message}

@@ -1,0 +1,78 @@
+"""The words the Cluster Stack operator writes: condition types, their reasons, and Event reasons.
+
+Upstream's own names (cluster-stack-operator's ``conditions_const.go``) wherever upstream has one, so
+that a user's alerts and ``kubectl wait --for=condition=...`` keep working after a switch.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+__all__ = ["ConditionType", "EventReason", "Reason", "Severity"]
+
+
+class ConditionType(StrEnum):
+    READY = "Ready"
+    """ClusterStack: its wanted releases exist and the source answered. ClusterStackRelease: its
+    ClusterClass is applied and its provider object is ready."""
+    RELEASES_SYNCED = "ReleasesSynced"
+    """ClusterStack: the release source was listed (only with autoSubscribe)."""
+    CLUSTER_STACK_RELEASES_SYNCED = "ClusterStackReleasesSynced"
+    """ClusterStack: every wanted ClusterStackRelease exists, and every unwanted one is deleted."""
+    PROVIDER_RELEASES_SYNCED = "ProviderClusterStackReleasesSynced"
+    """ClusterStack: every release's provider object exists as its template says (not with noProvider)."""
+    RELEASE_AVAILABLE = "ClusterStackReleaseAvailable"
+    """ClusterStack: at least one release is ready to be used by a Cluster."""
+    DOWNLOADED = "ClusterStackReleaseDownloaded"
+    """ClusterStackRelease: its assets are downloaded and whole."""
+    PROVIDER_READY = "ProviderClusterStackReleaseReady"
+    """ClusterStackRelease: its provider object reports status.ready (True at once with no provider)."""
+    HELM_CHART_APPLIED = "HelmChartApplied"
+    """ClusterStackRelease: every object of its cluster-class chart is applied as rendered."""
+
+
+class Reason(StrEnum):
+    ALL_TRUE = "AllConditionsTrue"
+    SYNCED = "Synced"
+    FAILED_TO_SYNC = "FailedToSync"
+    FAILED_TO_CREATE_OR_UPDATE = "FailedToCreateOrUpdate"
+    PROVIDER_TEMPLATE_NOT_FOUND = "ProviderTemplateNotFound"
+    PROVIDER_KIND_NOT_SERVED = "ProviderKindNotServed"
+    INVALID_PROVIDER_TEMPLATE = "InvalidProviderTemplate"
+    NO_PROVIDER = "NoProvider"
+    NO_READY_RELEASE = "NoReadyRelease"
+    RELEASE_READY = "ReleaseReady"
+    NOT_DOWNLOADED_YET = "ReleaseAssetsNotDownloadedYet"
+    ISSUE_WITH_ASSETS = "IssueWithReleaseAssets"
+    DOWNLOADED = "Downloaded"
+    PROCESS_ONGOING = "ProcessOngoing"
+    PROVIDER_READY = "ProviderReady"
+    FAILED_TO_APPLY = "FailedToApplyObjects"
+    TEMPLATE_FAILED = "HelmTemplateFailed"
+    APPLIED = "ObjectsApplied"
+    IN_USE = "ClusterClassInUse"
+
+
+class Severity(StrEnum):
+    """How bad a False condition is, as Cluster API grades it."""
+
+    ERROR = "Error"
+    WARNING = "Warning"
+    INFO = "Info"
+
+
+class EventReason(StrEnum):
+    """Event reasons; the children's (Created, Updated, Deleted) are every operator's own."""
+
+    RELEASE_SOURCE_FAILED = "ReleaseSourceFailed"
+    PROVIDER_TEMPLATE_NOT_FOUND = "ProviderTemplateNotFound"
+    CLUSTER_STACK_RELEASE_CREATED = "ClusterStackReleaseCreated"
+    CLUSTER_STACK_RELEASE_DELETED = "ClusterStackReleaseDeleted"
+    CREATE_PROVIDER_STACK_RELEASE = "CreateProviderStackRelease"
+    VALIDATE_HELM_CHART_FAILED = "ValidateHelmChartFailed"
+    DOWNLOAD_FAILED = "DownloadFailed"
+    APPLY_FAILED = "ApplyFailed"
+    RELEASE_READY = "ReleaseReady"
+    RELEASE_NOT_READY = "ReleaseNotReady"
+    DELETION_BLOCKED = "DeletionBlocked"
+    OBJECTS_DELETED = "ObjectsDeleted"

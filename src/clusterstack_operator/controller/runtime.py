@@ -1,0 +1,70 @@
+"""What the Cluster Stack operator's reconciles share in one process: its settings, the release source,
+the store of downloaded releases, the last listing of the source, and rendered charts.
+
+The source is listed at most once per :attr:`ClusterStackSettings.poll_seconds` for every
+ClusterStack together (one request, not one per stack), and a rendered chart is kept: a release's
+chart never changes, so ``helm`` runs once per release and process, not on every reconcile.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from clusterstack_operator.controller.settings import ClusterStackSettings, release_source
+from clusterstack_operator.helm import helm_template
+from clusterstack_operator.releases.versions import ReleaseName
+from clusterstack_operator.sources.base import ReleaseSource, SourceRelease
+from clusterstack_operator.sources.store import ReleaseStore
+
+__all__ = ["RUNTIME", "StackRuntime"]
+
+RUNTIME = "clusterstack"
+"""The key of :class:`StackRuntime` in the controller context's extras."""
+
+
+@dataclass
+class StackRuntime:
+    settings: ClusterStackSettings
+    source: ReleaseSource
+    store: ReleaseStore
+    helm_home: Path
+    _listing: list[SourceRelease] | None = None
+    _listed_at: float = 0.0
+    _listing_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    _rendered: dict[tuple[str, str], str] = field(default_factory=dict)
+
+    @classmethod
+    def from_settings(cls, settings: ClusterStackSettings) -> StackRuntime:
+        return cls(
+            settings=settings,
+            source=release_source(settings),
+            store=ReleaseStore(settings.release_dir / "cluster-stacks"),
+            helm_home=settings.release_dir / "helm",
+        )
+
+    async def releases(self) -> tuple[list[SourceRelease], float]:
+        """What the source offers, and the seconds until it is listed again (raises its SourceError)."""
+        async with self._listing_lock:
+            age = time.monotonic() - self._listed_at
+            if self._listing is None or age >= self.settings.poll_seconds:
+                self._listing = await self.source.list_releases()
+                self._listed_at, age = time.monotonic(), 0.0
+            return self._listing, self.settings.poll_seconds - age
+
+    async def rendered(self, release: ReleaseName, namespace: str) -> str:
+        """The release's cluster-class chart rendered as upstream renders it (raises HelmError)."""
+        key = (release.tag, namespace)
+        if key not in self._rendered:
+            chart = self.store.path(release) / release.cluster_class_chart
+            self._rendered[key] = await helm_template(
+                self.settings.helm, chart, release.stack, namespace, home=self.helm_home
+            )
+        return self._rendered[key]
+
+    def forget(self, release: ReleaseName) -> None:
+        """A release is gone: its rendered chart and its downloaded assets go too."""
+        self._rendered = {key: text for key, text in self._rendered.items() if key[0] != release.tag}
+        self.store.remove(release)

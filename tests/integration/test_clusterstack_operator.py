@@ -1,0 +1,314 @@
+"""The Cluster Stack operator against a real API server with Cluster API's own CRDs: releases from a
+local source, rendered by the real helm, applied and reported per object, repaired, kept while used.
+
+Each test runs its own operator process (as the ServiceAccount of deploy/rbac/cluster-stack-operator.yaml)
+over its own release directory, and publishes releases of a stack of its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from operator_core.kube import Kube
+from operator_testkit.clusterstack_tools import ClusterStackTools
+from operator_testkit.controlplane import ControlPlane
+from operator_testkit.fixtures import crd_documents, install_crds, wait_until
+from operator_testkit.operators import OperatorProcess, service_account_kubeconfig
+from releases import publish_release
+
+pytestmark = pytest.mark.usefixtures("installed_crds")
+
+API = "clusterstack.x-k8s.io/v1alpha1"
+PROVIDER_API = "infrastructure.clusterstack.x-k8s.io/v1alpha1"
+TESTS = Path(__file__).parent.parent
+_crds_on: set[str] = set()
+
+
+@pytest.fixture
+def cluster_api(control_plane: ControlPlane, clusterstack_tools: ClusterStackTools) -> None:
+    """Cluster API's and the Docker provider's CRDs, and the tests' own provider CRDs."""
+    if control_plane.api_url in _crds_on:
+        return
+    documents = [
+        *crd_documents(clusterstack_tools.capi_crds),
+        *crd_documents(clusterstack_tools.capd_crds),
+        *crd_documents(TESTS / "clusterstack"),
+    ]
+    asyncio.run(install_crds(control_plane, documents))
+    _crds_on.add(control_plane.api_url)
+
+
+class Releases:
+    """The operator's local release source: publish a release there as a provider would."""
+
+    def __init__(self, root: Path, helm: Path) -> None:
+        self.root, self.helm = root, helm
+
+    def publish(self, tag: str, **options: Any) -> None:
+        publish_release(self.root, tag, helm=self.helm, **options)
+
+
+@pytest.fixture
+def releases(tmp_path: Path, clusterstack_tools: ClusterStackTools) -> Releases:
+    root = tmp_path / "source"
+    root.mkdir()
+    return Releases(root, clusterstack_tools.helm)
+
+
+@pytest.fixture
+def stack_operator(
+    cluster_api: None,
+    control_plane: ControlPlane,
+    clusterstack_tools: ClusterStackTools,
+    releases: Releases,
+    tmp_path: Path,
+    pytestconfig: pytest.Config,
+) -> Iterator[OperatorProcess]:
+    rbac = pytestconfig.rootpath / "deploy" / "rbac" / "cluster-stack-operator.yaml"
+    kubeconfig = service_account_kubeconfig(control_plane, rbac, tmp_path / "operator.kubeconfig")
+    environment = {
+        **{k: v for k, v in os.environ.items() if not k.startswith(("GIT_", "OCI_"))},
+        "OPERATOR_SUITE_RELEASE_SOURCE": "local",
+        "OPERATOR_SUITE_LOCAL_RELEASES": str(releases.root),
+        "OPERATOR_SUITE_RELEASE_DIR": str(tmp_path / "downloads"),
+        "OPERATOR_SUITE_HELM": str(clusterstack_tools.helm),
+        "OPERATOR_SUITE_POLL_SECONDS": "1",
+    }
+    process = OperatorProcess(
+        "cluster-stack-operator",
+        kubeconfig,
+        tmp_path / "operator.log",
+        "--verbose",
+        environment=environment,
+    )
+    process.start()
+    try:
+        yield process
+    finally:
+        process.stop()
+
+
+def stack(object_name: str, namespace: str, /, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": API,
+        "kind": "ClusterStack",
+        "metadata": {"name": object_name, "namespace": namespace},
+        "spec": {"provider": "docker", "kubernetesVersion": "1.30", **spec},
+    }
+
+
+def provider_template(namespace: str) -> dict[str, Any]:
+    return {
+        "apiVersion": PROVIDER_API,
+        "kind": "TestProviderClusterStackReleaseTemplate",
+        "metadata": {"name": "images", "namespace": namespace},
+        "spec": {"template": {"metadata": {"labels": {"from": "template"}}, "spec": {"nodeImages": ["v1"]}}},
+    }
+
+
+def cluster(name: str, namespace: str, class_name: str, *, version: str = "v1beta2") -> dict[str, Any]:
+    topology: dict[str, Any] = (
+        {"classRef": {"name": class_name}, "version": "v1.30.10"}
+        if version == "v1beta2"
+        else {"class": class_name, "version": "v1.30.10"}
+    )
+    return {
+        "apiVersion": f"cluster.x-k8s.io/{version}",
+        "kind": "Cluster",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"topology": topology},
+    }
+
+
+def condition(obj: dict[str, Any] | None, kind: str) -> dict[str, Any]:
+    for entry in ((obj or {}).get("status") or {}).get("conditions") or []:
+        if entry["type"] == kind:
+            return dict(entry)
+    return {}
+
+
+async def ready_release(kube: Kube, namespace: str, name: str, timeout: float = 60) -> dict[str, Any]:
+    async def ready() -> dict[str, Any] | None:
+        found = await kube.get(API, "ClusterStackRelease", name, namespace)
+        return found if found and (found.get("status") or {}).get("ready") else None
+
+    result: dict[str, Any] = await wait_until(
+        ready, timeout=timeout, what=f"ClusterStackRelease {name} ready"
+    )
+    return result
+
+
+async def gone(
+    kube: Kube, api_version: str, kind: str, name: str, namespace: str, timeout: float = 60
+) -> None:
+    async def absent() -> bool:
+        return await kube.get(api_version, kind, name, namespace) is None
+
+    await wait_until(absent, timeout=timeout, what=f"{kind} {name} to be gone")
+
+
+@pytest.fixture
+def operator_kube(kube: Kube, stack_operator: OperatorProcess) -> Kube:
+    """The test's client, once the operator runs."""
+    return kube
+
+
+async def test_a_listed_release_waits_for_its_provider_then_applies_its_cluster_class_object_by_object(
+    operator_kube: Kube, namespace: str, releases: Releases
+) -> None:
+    kube = operator_kube
+    releases.publish("docker-ferrol-1-30-v1")
+    await kube.create(provider_template(namespace))
+    await kube.create(
+        stack(
+            "ferrol",
+            namespace,
+            name="ferrol",
+            versions=["v1"],
+            autoSubscribe=False,
+            providerRef={
+                "apiVersion": PROVIDER_API,
+                "kind": "TestProviderClusterStackReleaseTemplate",
+                "name": "images",
+            },
+        )
+    )
+    tag = "docker-ferrol-1-30-v1"
+
+    async def waiting_for_provider() -> dict[str, Any] | None:
+        found = await kube.get(API, "ClusterStackRelease", tag, namespace)
+        waiting = condition(found, "ProviderClusterStackReleaseReady")
+        return found if waiting.get("reason") == "ProcessOngoing" else None
+
+    release: Any = await wait_until(
+        waiting_for_provider, timeout=60, what="the release to wait for its provider"
+    )
+    assert condition(release, "ClusterStackReleaseDownloaded")["status"] == "True"
+    assert condition(release, "ProviderClusterStackReleaseReady")["severity"] == "Info"
+    assert release["spec"]["providerRef"]["kind"] == "TestProviderClusterStackRelease"
+    assert (
+        await kube.get("cluster.x-k8s.io/v1beta2", "ClusterClass", "docker-ferrol-1-30-v1", namespace) is None
+    )
+
+    provider = await kube.get(PROVIDER_API, "TestProviderClusterStackRelease", tag, namespace)
+    assert provider is not None
+    assert provider["spec"] == {"nodeImages": ["v1"]}, "the template's spec.template.spec, copied"
+    assert provider["metadata"]["labels"]["from"] == "template"
+    assert {o["kind"] for o in provider["metadata"]["ownerReferences"]} == {
+        "ClusterStack",
+        "ClusterStackRelease",
+    }
+
+    await kube.patch_status(PROVIDER_API, "TestProviderClusterStackRelease", tag, namespace, {"ready": True})
+    release = await ready_release(kube, namespace, tag)
+    assert release["status"]["kubernetesVersion"] == "v1.30.10"
+    assert sorted((r["kind"], r["name"], r["status"]) for r in release["status"]["resources"]) == [
+        ("ClusterClass", "docker-ferrol-1-30-v1", "synced"),
+        ("DockerClusterTemplate", "docker-ferrol-1-30-v1-cluster", "synced"),
+    ]
+    assert await kube.get("cluster.x-k8s.io/v1beta2", "ClusterClass", "docker-ferrol-1-30-v1", namespace)
+
+    async def stack_reports_it() -> dict[str, Any] | None:
+        found = await kube.get(API, "ClusterStack", "ferrol", namespace)
+        return found if (found or {}).get("status", {}).get("usableVersions") == "v1" else None
+
+    reported: Any = await wait_until(stack_reports_it, timeout=30, what="the stack to report v1 usable")
+    assert reported["status"]["latestRelease"] == "docker-ferrol-1-30-v1 | v1.30.10"
+    assert reported["status"]["summary"] == [{"name": "v1", "ready": True, "phase": "done", "message": ""}]
+    assert condition(reported, "Ready")["status"] == "True"
+
+    # An applied object deleted by hand comes back at once (its deletion wakes the release).
+    await kube.delete(
+        "infrastructure.cluster.x-k8s.io/v1beta2", "DockerClusterTemplate", f"{tag}-cluster", namespace
+    )
+
+    async def restored() -> bool:
+        return bool(
+            await kube.get(
+                "infrastructure.cluster.x-k8s.io/v1beta2",
+                "DockerClusterTemplate",
+                f"{tag}-cluster",
+                namespace,
+            )
+        )
+
+    await wait_until(restored, timeout=15, what="the deleted template to be restored")
+
+
+async def test_auto_subscribe_follows_new_releases_and_keeps_the_one_a_cluster_uses(
+    operator_kube: Kube, namespace: str, releases: Releases
+) -> None:
+    kube = operator_kube
+    releases.publish("docker-auto-1-30-v1")
+    await kube.create(stack("auto", namespace, name="auto", noProvider=True))
+    await ready_release(kube, namespace, "docker-auto-1-30-v1")
+    await kube.create(cluster("uses-v1", namespace, "docker-auto-1-30-v1"))
+
+    releases.publish("docker-auto-1-30-v2")  # published while the operator runs
+    await ready_release(kube, namespace, "docker-auto-1-30-v2")
+    await asyncio.sleep(3)  # a few polls: v1 must stay, a Cluster uses it
+    assert await kube.get(API, "ClusterStackRelease", "docker-auto-1-30-v1", namespace) is not None
+
+    await kube.delete("cluster.x-k8s.io/v1beta2", "Cluster", "uses-v1", namespace)
+    await gone(kube, API, "ClusterStackRelease", "docker-auto-1-30-v1", namespace)
+    await gone(kube, "cluster.x-k8s.io/v1beta2", "ClusterClass", "docker-auto-1-30-v1", namespace)
+    assert await kube.get("cluster.x-k8s.io/v1beta2", "ClusterClass", "docker-auto-1-30-v2", namespace)
+
+
+async def test_deleting_a_release_waits_while_a_cluster_uses_its_class(
+    operator_kube: Kube, namespace: str, releases: Releases
+) -> None:
+    kube = operator_kube
+    releases.publish("docker-held-1-30-v1")
+    await kube.create(
+        stack("held", namespace, name="held", versions=["v1"], autoSubscribe=False, noProvider=True)
+    )
+    await ready_release(kube, namespace, "docker-held-1-30-v1")
+    # v1beta2, as Cluster API v1.13 stores it: without Cluster API's conversion webhook the API server
+    # prunes a v1beta1 Cluster's topology.class (tests/unit covers reading both spellings).
+    await kube.create(cluster("user", namespace, "docker-held-1-30-v1"))
+
+    # The stack no longer lists it, and the user deletes it: the Cluster still holds it.
+    await kube.apply(
+        stack("held", namespace, name="held", versions=["v2"], autoSubscribe=False, noProvider=True)
+    )
+    await kube.delete(API, "ClusterStackRelease", "docker-held-1-30-v1", namespace)
+
+    async def held() -> dict[str, Any] | None:
+        found = await kube.get(API, "ClusterStackRelease", "docker-held-1-30-v1", namespace)
+        return found if condition(found, "Ready").get("reason") == "ClusterClassInUse" else None
+
+    waiting: Any = await wait_until(held, timeout=30, what="the deletion to wait for the Cluster")
+    assert "Cluster user" in condition(waiting, "Ready")["message"]
+    assert await kube.get("cluster.x-k8s.io/v1beta2", "ClusterClass", "docker-held-1-30-v1", namespace)
+
+    await kube.delete("cluster.x-k8s.io/v1beta2", "Cluster", "user", namespace)
+    await gone(kube, API, "ClusterStackRelease", "docker-held-1-30-v1", namespace)
+    await gone(kube, "cluster.x-k8s.io/v1beta2", "ClusterClass", "docker-held-1-30-v1", namespace)
+
+
+async def test_a_broken_release_is_reported_and_an_idle_operator_writes_nothing(
+    operator_kube: Kube, namespace: str, releases: Releases, stack_operator: OperatorProcess
+) -> None:
+    kube = operator_kube
+    releases.publish("docker-broken-1-30-v1", with_addon_chart=False)
+    await kube.create(
+        stack("broken", namespace, name="broken", versions=["v1"], autoSubscribe=False, noProvider=True)
+    )
+
+    async def reported() -> dict[str, Any] | None:
+        found = await kube.get(API, "ClusterStackRelease", "docker-broken-1-30-v1", namespace)
+        downloaded = condition(found, "ClusterStackReleaseDownloaded")
+        return found if downloaded.get("reason") == "IssueWithReleaseAssets" else None
+
+    broken: Any = await wait_until(reported, timeout=60, what="the broken release to be reported")
+    downloaded = condition(broken, "ClusterStackReleaseDownloaded")
+    assert downloaded["severity"] == "Error"
+    assert "cluster-addon" in downloaded["message"]
+    assert not broken["status"]["ready"]
