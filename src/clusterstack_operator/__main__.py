@@ -2,9 +2,16 @@
 
 from functools import partial
 
+from clusterstack_operator.controller.settings import check_release_source
 from operator_core.runner import run_operator
 
-main = partial(run_operator, "cluster-stack-operator", "clusterstack_operator.controller.handlers")
+# A release source the settings do not describe is refused before the operator connects.
+main = partial(
+    run_operator,
+    "cluster-stack-operator",
+    "clusterstack_operator.controller.handlers",
+    checks=(check_release_source,),
+)
 
 if __name__ == "__main__":
     main()

@@ -16,7 +16,8 @@ import importlib
 import logging
 import os
 import sys
-from collections.abc import Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -45,12 +46,16 @@ def parse_operator_arguments(name: str, argv: Sequence[str] | None = None) -> ar
     return parser.parse_args(argv)
 
 
-def check_settings(name: str, settings_types: Sequence[type[Any]]) -> None:
-    """Read every settings type once; exit with code 2 and the reason when a variable's value is refused."""
-    every: list[type[Any]] = [KubeSettings, *settings_types]
-    for settings_type in every:
+def check_settings(
+    name: str, settings_types: Sequence[type[Any]], checks: Sequence[Callable[[], object]] = ()
+) -> None:
+    """Read every settings type once, then run ``checks`` (settings that only make sense together);
+    exit with code 2 and the reason when one is refused."""
+    types: list[type[Any]] = [KubeSettings, *settings_types]
+    every: list[Callable[[], object]] = [*(partial(from_env, kind) for kind in types), *checks]
+    for check in every:
         try:
-            from_env(settings_type)
+            check()
         except SettingsError as error:
             print(f"{name}: {error}", file=sys.stderr)
             raise SystemExit(2) from None
@@ -62,10 +67,11 @@ def run_operator(
     argv: Sequence[str] | None = None,
     *,
     settings: Sequence[type[Any]] = (),
+    checks: Sequence[Callable[[], object]] = (),
 ) -> None:
     """Check the settings, import the handlers, then run kopf until SIGTERM or SIGINT."""
     arguments = parse_operator_arguments(name, argv)
-    check_settings(name, settings)
+    check_settings(name, settings, checks)
     if arguments.kubeconfig:
         os.environ["KUBECONFIG"] = str(arguments.kubeconfig.resolve())
     logging.basicConfig(

@@ -18,7 +18,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from clusterstack_operator.sources.base import ReleaseSource
 from clusterstack_operator.sources.github import GitHubReleases
@@ -27,7 +27,7 @@ from clusterstack_operator.sources.oci import OciRegistry, OciSettings
 from operator_core.errors import SettingsError
 from operator_core.settings import from_env
 
-__all__ = ["ClusterStackSettings", "release_source", "settings_from_environment"]
+__all__ = ["ClusterStackSettings", "check_release_source", "release_source", "settings_from_environment"]
 
 
 @dataclass(frozen=True)
@@ -89,11 +89,29 @@ def _required(value: str, variable: str, why: str) -> str:
     return value
 
 
+def check_release_source(environ: Mapping[str, str] | None = None) -> None:
+    """Refuse (:class:`SettingsError`) settings that select a source they do not describe, before the
+    operator connects: the same checks :func:`release_source` makes, without building a client."""
+    _source_parameters(settings_from_environment(environ), environ)
+
+
 def release_source(settings: ClusterStackSettings, environ: Mapping[str, str] | None = None) -> ReleaseSource:
     """The source the settings select, with its credentials from the environment."""
+    kind, parameters = _source_parameters(settings, environ)
+    if kind == "local":
+        return LocalDirectory(**parameters)
+    if kind == "github":
+        return GitHubReleases(**parameters)
+    return OciRegistry(OciSettings(**parameters))
+
+
+def _source_parameters(
+    settings: ClusterStackSettings, environ: Mapping[str, str] | None
+) -> tuple[str, dict[str, Any]]:
+    """Which source the settings select, and what it is made with (its credentials from the environment)."""
     source = os.environ if environ is None else environ
     if settings.release_source == "local":
-        return LocalDirectory(settings.local_releases)
+        return "local", {"root": settings.local_releases}
     if settings.release_source == "github":
         organisation = _required(
             settings.github_organisation,
@@ -106,7 +124,12 @@ def release_source(settings: ClusterStackSettings, environ: Mapping[str, str] | 
             "the GitHub source needs the repository whose releases are the stacks",
         )
         token = source.get("OPERATOR_SUITE_GITHUB_TOKEN") or source.get("GIT_ACCESS_TOKEN") or None
-        return GitHubReleases(organisation, repository, token, base_url=settings.github_api_url or None)
+        return "github", {
+            "organisation": organisation,
+            "repository": repository,
+            "token": token,
+            "base_url": settings.github_api_url or None,
+        }
     repository = _required(
         settings.oci_repository,
         "OPERATOR_SUITE_OCI_REPOSITORY (or OCI_REPOSITORY)",
@@ -116,15 +139,13 @@ def release_source(settings: ClusterStackSettings, environ: Mapping[str, str] | 
         raise SettingsError(
             f"OCI repository {repository!r} names no repository after the host: use host/path"
         )
-    return OciRegistry(
-        OciSettings(
-            repository,
-            username=source.get("OPERATOR_SUITE_OCI_USERNAME") or source.get("OCI_USERNAME") or None,
-            password=source.get("OPERATOR_SUITE_OCI_PASSWORD") or source.get("OCI_PASSWORD") or None,
-            access_token=source.get("OPERATOR_SUITE_OCI_ACCESS_TOKEN")
-            or source.get("OCI_ACCESS_TOKEN")
-            or None,
-            plain_http=settings.oci_plain_http,
-            ca_bundle=Path(settings.oci_ca_bundle) if settings.oci_ca_bundle else None,
-        )
-    )
+    return "oci", {
+        "repository": repository,
+        "username": source.get("OPERATOR_SUITE_OCI_USERNAME") or source.get("OCI_USERNAME") or None,
+        "password": source.get("OPERATOR_SUITE_OCI_PASSWORD") or source.get("OCI_PASSWORD") or None,
+        "access_token": source.get("OPERATOR_SUITE_OCI_ACCESS_TOKEN")
+        or source.get("OCI_ACCESS_TOKEN")
+        or None,
+        "plain_http": settings.oci_plain_http,
+        "ca_bundle": Path(settings.oci_ca_bundle) if settings.oci_ca_bundle else None,
+    }
