@@ -1,0 +1,213 @@
+"""Benchmark: how fast the Cluster Stack operator turns published releases into ClusterClasses, and what it
+costs the API server while idle.
+
+Runs a real local control plane with Cluster API's and the Docker provider's CRDs, the real helm,
+and the cluster-stack-operator process (as the ServiceAccount of deploy/rbac/cluster-stack-operator.yaml)
+over a local release source. Releases are the tests' cluster-class chart packaged per release
+(tests/releases.py), so each renders a ClusterClass and a DockerClusterTemplate. It measures:
+
+- **one release**: a release is published, then a ClusterStack lists its version; seconds until its
+  ClusterClass exists in the management cluster. Listing the version (``spec.versions``) instead of
+  waiting for auto-subscribe leaves the source's poll interval out, as the issue asks;
+- **20 releases**: 20 more are published, and the stack lists them all at once: seconds until
+  every ClusterClass exists, per release and in all (p50, p95 of each release's time);
+- **an idle minute** with those 21 releases ready: the operator's API requests by verb (from the
+  audit log), its writes, CPU seconds and RSS. The target is zero writes.
+
+No Go peer runs beside it: the Go cluster-stack-operator is not built here (see the closing notes of
+the Cluster Stack issue).
+
+Usage: python bench/clusterstack.py [--releases 20] [--idle-seconds 60] [--out FILE.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))  # the tests' release builder
+
+from scale import (  # noqa: E402  (the scale benchmark's audit reading and process figures)
+    Admin,
+    AuditTail,
+    cpu_seconds,
+    memory_gib,
+    proc_status_mib,
+    source_state,
+    spread,
+    summary,
+)
+
+from operator_testkit.clusterstack_tools import ensure_clusterstack_tools  # noqa: E402
+from operator_testkit.controlplane import ControlPlane  # noqa: E402
+from operator_testkit.operators import OperatorProcess, service_account_kubeconfig  # noqa: E402
+from releases import publish_release  # noqa: E402
+
+NAMESPACE = "bench"
+USER = "system:serviceaccount:cluster-stack-system:cluster-stack-operator"
+STACKS = f"/apis/clusterstack.x-k8s.io/v1alpha1/namespaces/{NAMESPACE}/clusterstacks"
+RELEASES = f"/apis/clusterstack.x-k8s.io/v1alpha1/namespaces/{NAMESPACE}/clusterstackreleases"
+CLASSES = f"/apis/cluster.x-k8s.io/v1beta2/namespaces/{NAMESPACE}/clusterclasses"
+
+
+def tag(version: int) -> str:
+    return f"docker-bench-1-30-v{version}"
+
+
+def stack(versions: list[int]) -> dict[str, Any]:
+    return {
+        "apiVersion": "clusterstack.x-k8s.io/v1alpha1",
+        "kind": "ClusterStack",
+        "metadata": {"name": "bench", "namespace": NAMESPACE},
+        "spec": {
+            "provider": "docker",
+            "name": "bench",
+            "kubernetesVersion": "1.30",
+            "autoSubscribe": False,
+            "noProvider": True,
+            "versions": [f"v{v}" for v in versions],
+        },
+    }
+
+
+async def classes_appear(admin: Admin, names: set[str], started: float, timeout: float) -> dict[str, float]:
+    """Seconds from ``started`` until each ClusterClass exists (polling is the measurement)."""
+    seen: dict[str, float] = {}
+    deadline = started + timeout
+    while len(seen) < len(names) and time.monotonic() < deadline:
+        try:
+            present = await admin.names(CLASSES)
+        except httpx.HTTPStatusError as error:  # a fresh CRD's storage answers 429 for a moment
+            if error.response.status_code != 429:
+                raise
+            present = set()
+        now = time.monotonic()
+        for name in names & present:
+            seen.setdefault(name, now - started)
+        await asyncio.sleep(0.05)
+    return seen
+
+
+async def set_versions(admin: Admin, versions: list[int]) -> None:
+    answer = await admin.http.patch(
+        f"{STACKS}/bench",
+        json={"spec": {"versions": [f"v{v}" for v in versions]}},
+        headers={"Content-Type": "application/merge-patch+json"},
+    )
+    answer.raise_for_status()
+
+
+async def run(settings: argparse.Namespace) -> dict[str, Any]:
+    tools = ensure_clusterstack_tools()
+    began = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="bench-clusterstack-") as scratch:
+        home = Path(scratch)
+        source = home / "releases"
+        source.mkdir()
+        with ControlPlane(home / "cp") as plane:
+            for directory in (tools.capi_crds, tools.capd_crds, ROOT / "deploy" / "crds"):
+                await asyncio.to_thread(plane.kubectl, "apply", "--server-side", "-f", str(directory))
+            await asyncio.to_thread(
+                plane.kubectl, "wait", "--for=condition=Established", "--timeout=60s", "crd", "--all"
+            )
+            await asyncio.to_thread(plane.kubectl, "create", "namespace", NAMESPACE)
+            rbac = ROOT / "deploy" / "rbac" / "cluster-stack-operator.yaml"
+            kubeconfig = service_account_kubeconfig(plane, rbac, home / "operator.kubeconfig")
+            environment = {
+                **os.environ,
+                "OPERATOR_SUITE_RELEASE_SOURCE": "local",
+                "OPERATOR_SUITE_LOCAL_RELEASES": str(source),
+                "OPERATOR_SUITE_RELEASE_DIR": str(home / "downloads"),
+                "OPERATOR_SUITE_HELM": str(tools.helm),
+            }
+            operator = OperatorProcess(
+                "cluster-stack-operator", kubeconfig, home / "operator.log", environment=environment
+            )
+            admin = Admin(plane)
+            audit = AuditTail(plane.audit_log, USER)
+            try:
+                await asyncio.to_thread(operator.start)
+                await asyncio.sleep(2)  # its watches are up before the clock starts
+
+                publish_release(source, tag(1), helm=tools.helm)
+                started = time.monotonic()
+                await admin.create(STACKS, stack([1]))
+                first = await classes_appear(admin, {tag(1)}, started, timeout=120)
+
+                versions = list(range(2, settings.releases + 2))
+                for version in versions:
+                    publish_release(source, tag(version), helm=tools.helm)
+                started = time.monotonic()
+                await set_versions(admin, [1, *versions])
+                names = {tag(v) for v in versions}
+                many = await classes_appear(admin, names, started, timeout=60 + 10 * len(names))
+
+                everything = [1, *versions]
+                ready: list[dict[str, Any]] = []
+                deadline = time.monotonic() + 120
+                while time.monotonic() < deadline:
+                    ready = [r for r in await admin.items(RELEASES) if (r.get("status") or {}).get("ready")]
+                    if len(ready) == len(everything):
+                        break
+                    await asyncio.sleep(1)
+                await asyncio.sleep(settings.settle_seconds)
+                audit.new_requests()
+                cpu_before = cpu_seconds(operator.pid)
+                await asyncio.sleep(settings.idle_seconds)
+                idle = {
+                    "releases_ready": len(ready),
+                    "seconds": settings.idle_seconds,
+                    "requests": summary(audit.new_requests()),
+                    "cpu_seconds": round(cpu_seconds(operator.pid) - cpu_before, 2),
+                    "rss_mib": round(proc_status_mib(operator.pid, "VmRSS"), 1),
+                }
+            finally:
+                operator.stop()
+                await admin.close()
+                if settings.keep_log:
+                    settings.keep_log.write_bytes((home / "operator.log").read_bytes())
+    times = list(many.values())
+    return {
+        "benchmark": "clusterstack",
+        "machine": {"cpus": os.cpu_count(), "memory_gib": memory_gib()},
+        "python_operator": source_state(),
+        "settings": {"releases": settings.releases, "idle_seconds": settings.idle_seconds},
+        "one_release_listed_to_cluster_class_seconds": round(first[tag(1)], 3) if first else None,
+        "many_releases": {
+            "releases": len(names),
+            "applied": len(many),
+            "seconds_to_all": round(max(times), 2) if len(times) == len(names) else None,
+            "seconds_per_release": round(max(times) / len(names), 3) if len(times) == len(names) else None,
+            **(spread(times) if times else {}),
+        },
+        "idle": idle,
+        "wall_seconds": round(time.monotonic() - began, 1),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--releases", type=int, default=20)
+    parser.add_argument("--idle-seconds", type=float, default=60)
+    parser.add_argument("--settle-seconds", type=float, default=5)
+    parser.add_argument("--keep-log", type=Path, help="copy the operator's log here")
+    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "clusterstack.json")
+    settings = parser.parse_args()
+    result = asyncio.run(run(settings))
+    settings.out.parent.mkdir(parents=True, exist_ok=True)
+    settings.out.write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
