@@ -9,10 +9,12 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+import oras.client
 import yaml
 
 from clusterstack_operator.releases.versions import ReleaseName
 from operator_testkit.clusterstack_tools import helm_environment
+from operator_testkit.registry import RunningRegistry
 
 CLUSTER_CLASS_CHART = Path(__file__).parent / "clusterstack" / "cluster-class"
 
@@ -79,3 +81,22 @@ def package_cluster_class(helm: Path, release: ReleaseName, into: Path) -> Path:
     packaged = into / release.cluster_class_chart
     assert packaged.is_file(), f"helm package wrote no {packaged.name}"
     return packaged
+
+
+def push_release(registry: RunningRegistry, directory: Path, repository: str) -> None:
+    """Push a release directory as csctl publishes one: one layer per file, titled by its name, tagged
+    with the release (dash form), with oras-py (another client than ours, so that both agree on the
+    format, not only with themselves)."""
+    client = oras.client.OrasClient(
+        hostname=registry.host, insecure=registry.plain_http, tls_verify=str(registry.ca_cert or True)
+    )
+    here = Path.cwd()
+    os.chdir(directory)  # oras-py titles each layer by the path it is given
+    try:
+        client.push(
+            target=f"{registry.host}/{repository}:{directory.name}",
+            files=sorted(p.name for p in directory.iterdir()),
+            disable_path_validation=True,
+        )
+    finally:
+        os.chdir(here)

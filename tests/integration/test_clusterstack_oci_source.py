@@ -4,10 +4,8 @@
 from __future__ import annotations
 
 import asyncio
-import os
 from pathlib import Path
 
-import oras.client
 import pytest
 
 from clusterstack_operator.releases.versions import ReleaseName
@@ -15,26 +13,13 @@ from clusterstack_operator.sources.base import ReleaseNotFound, SourceError
 from clusterstack_operator.sources.oci import OciRegistry, OciSettings
 from clusterstack_operator.sources.store import ReleaseStore
 from operator_testkit.registry import RunningRegistry
-from releases import publish_release
+from releases import publish_release, push_release
 
 REPOSITORY = "kaas/cluster-stacks"
 
 
 def push(registry: RunningRegistry, directory: Path) -> None:
-    """As csctl publishes: one layer per file, titled by its name, tagged with the release (dash form)."""
-    client = oras.client.OrasClient(
-        hostname=registry.host, insecure=registry.plain_http, tls_verify=str(registry.ca_cert or True)
-    )
-    here = Path.cwd()
-    os.chdir(directory)  # oras-py titles each layer by the path it is given
-    try:
-        client.push(
-            target=f"{registry.host}/{REPOSITORY}:{directory.name}",
-            files=sorted(p.name for p in directory.iterdir()),
-            disable_path_validation=True,
-        )
-    finally:
-        os.chdir(here)
+    push_release(registry, directory, REPOSITORY)
 
 
 def source(registry: RunningRegistry) -> OciRegistry:

@@ -20,7 +20,8 @@ from operator_testkit.clusterstack_tools import ClusterStackTools
 from operator_testkit.controlplane import ControlPlane
 from operator_testkit.fixtures import crd_documents, install_crds, wait_until
 from operator_testkit.operators import OperatorProcess, service_account_kubeconfig
-from releases import publish_release
+from operator_testkit.registry import RunningRegistry
+from releases import publish_release, push_release
 
 pytestmark = pytest.mark.usefixtures("installed_crds")
 
@@ -61,6 +62,30 @@ def releases(tmp_path: Path, clusterstack_tools: ClusterStackTools) -> Releases:
     return Releases(root, clusterstack_tools.helm)
 
 
+def launch(
+    control_plane: ControlPlane,
+    tools: ClusterStackTools,
+    home: Path,
+    rootpath: Path,
+    source: dict[str, str],
+) -> OperatorProcess:
+    """The operator as its own ServiceAccount, over the release ``source`` (OPERATOR_SUITE_* variables)."""
+    rbac = rootpath / "deploy" / "rbac" / "cluster-stack-operator.yaml"
+    kubeconfig = service_account_kubeconfig(control_plane, rbac, home / "operator.kubeconfig")
+    environment = {
+        **{k: v for k, v in os.environ.items() if not k.startswith(("GIT_", "OCI_"))},
+        **source,
+        "OPERATOR_SUITE_RELEASE_DIR": str(home / "downloads"),
+        "OPERATOR_SUITE_HELM": str(tools.helm),
+        "OPERATOR_SUITE_POLL_SECONDS": "1",
+    }
+    process = OperatorProcess(
+        "cluster-stack-operator", kubeconfig, home / "operator.log", "--verbose", environment=environment
+    )
+    process.start()
+    return process
+
+
 @pytest.fixture
 def stack_operator(
     cluster_api: None,
@@ -70,24 +95,8 @@ def stack_operator(
     tmp_path: Path,
     pytestconfig: pytest.Config,
 ) -> Iterator[OperatorProcess]:
-    rbac = pytestconfig.rootpath / "deploy" / "rbac" / "cluster-stack-operator.yaml"
-    kubeconfig = service_account_kubeconfig(control_plane, rbac, tmp_path / "operator.kubeconfig")
-    environment = {
-        **{k: v for k, v in os.environ.items() if not k.startswith(("GIT_", "OCI_"))},
-        "OPERATOR_SUITE_RELEASE_SOURCE": "local",
-        "OPERATOR_SUITE_LOCAL_RELEASES": str(releases.root),
-        "OPERATOR_SUITE_RELEASE_DIR": str(tmp_path / "downloads"),
-        "OPERATOR_SUITE_HELM": str(clusterstack_tools.helm),
-        "OPERATOR_SUITE_POLL_SECONDS": "1",
-    }
-    process = OperatorProcess(
-        "cluster-stack-operator",
-        kubeconfig,
-        tmp_path / "operator.log",
-        "--verbose",
-        environment=environment,
-    )
-    process.start()
+    source = {"OPERATOR_SUITE_RELEASE_SOURCE": "local", "OPERATOR_SUITE_LOCAL_RELEASES": str(releases.root)}
+    process = launch(control_plane, clusterstack_tools, tmp_path, pytestconfig.rootpath, source)
     try:
         yield process
     finally:
@@ -312,3 +321,50 @@ async def test_a_broken_release_is_reported_and_an_idle_operator_writes_nothing(
     assert downloaded["severity"] == "Error"
     assert "cluster-addon" in downloaded["message"]
     assert not broken["status"]["ready"]
+
+
+async def test_explicit_versions_jump_from_v1_to_v3_and_v1_goes(
+    operator_kube: Kube, namespace: str, releases: Releases
+) -> None:
+    kube = operator_kube
+    for version in (1, 2, 3):
+        releases.publish(f"docker-jump-1-30-v{version}")
+    spec = {"name": "jump", "autoSubscribe": False, "noProvider": True}
+    await kube.create(stack("jump", namespace, versions=["v1"], **spec))
+    await ready_release(kube, namespace, "docker-jump-1-30-v1")
+    await kube.apply(stack("jump", namespace, versions=["v3"], **spec))
+    await ready_release(kube, namespace, "docker-jump-1-30-v3")
+    await gone(kube, API, "ClusterStackRelease", "docker-jump-1-30-v1", namespace)
+    assert await kube.get(API, "ClusterStackRelease", "docker-jump-1-30-v2", namespace) is None, (
+        "never wanted"
+    )
+
+
+async def test_a_stack_published_to_an_oci_registry_is_followed_and_applied(
+    cluster_api: None,
+    kube: Kube,
+    namespace: str,
+    control_plane: ControlPlane,
+    clusterstack_tools: ClusterStackTools,
+    oci_registry: RunningRegistry,
+    tmp_path: Path,
+    pytestconfig: pytest.Config,
+) -> None:
+    """The whole path a provider's user takes: csctl-style releases in a real registry, auto-subscribe."""
+    repository = f"stacks/{namespace}"
+    source = {"OCI_REPOSITORY": f"{oci_registry.host}/{repository}", "OPERATOR_SUITE_OCI_PLAIN_HTTP": "true"}
+    _, first = publish_release(tmp_path / "published", "docker-oci-1-30-v1", helm=clusterstack_tools.helm)
+    await asyncio.to_thread(push_release, oci_registry, first, repository)
+    process = launch(control_plane, clusterstack_tools, tmp_path, pytestconfig.rootpath, source)
+    try:
+        await kube.create(stack("oci", namespace, name="oci", noProvider=True))
+        await ready_release(kube, namespace, "docker-oci-1-30-v1")
+        _, second = publish_release(
+            tmp_path / "published", "docker-oci-1-30-v2", helm=clusterstack_tools.helm
+        )
+        await asyncio.to_thread(push_release, oci_registry, second, repository)
+        await ready_release(kube, namespace, "docker-oci-1-30-v2")
+        await gone(kube, API, "ClusterStackRelease", "docker-oci-1-30-v1", namespace)
+        assert await kube.get("cluster.x-k8s.io/v1beta2", "ClusterClass", "docker-oci-1-30-v2", namespace)
+    finally:
+        process.stop()
