@@ -266,3 +266,23 @@ def test_a_change_wakes_every_reader_but_the_reconcile_that_made_it() -> None:
     assert theirs.is_set(), "another controller's object that reads it is woken"
     wakeups.wake(("ns", "a"))
     assert mine.is_set()
+
+
+async def test_a_kind_met_at_run_time_gets_an_informer_and_a_wider_one_replaces_a_narrower() -> None:
+    source = ScriptedSource([pod("a", 5, app="x"), pod("b", 6)])
+    cache = Cache(source)
+    cache.watch([WatchedKind("v1", "Secret")])
+    await cache.start()
+    try:
+        narrow = cache.ensure(WatchedKind("v1", "Pod", {"app": "x"}))
+        assert cache.ensure(WatchedKind("v1", "Pod", {"app": "x"})) is narrow, "held already: kept"
+        await cache.wait_synced()
+        wide = cache.ensure(WatchedKind("v1", "Pod"))
+        assert wide is not narrow
+        assert wide.kind.labels is None
+        assert cache.informer("v1", "Pod") is wide
+        await cache.wait_synced()
+        assert sorted(p["metadata"]["name"] for p in wide.list("*")) == ["a", "b"]
+        assert cache.ensure(WatchedKind("v1", "Pod", {"app": "x"})) is wide, "the wider one holds it"
+    finally:
+        await cache.stop()
