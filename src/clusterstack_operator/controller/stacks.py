@@ -238,6 +238,17 @@ async def _provider_template(kube: Any, stack: Stack, book: ConditionBook) -> di
             warn=EventReason.PROVIDER_TEMPLATE_NOT_FOUND,
         )
         return None
+    try:
+        provider_reference(template, stack.identity.release("v0"), namespace)
+    except InvalidTemplate as error:
+        await book.set(
+            ConditionType.PROVIDER_RELEASES_SYNCED,
+            "False",
+            Reason.INVALID_PROVIDER_TEMPLATE,
+            str(error),
+            warn=EventReason.PROVIDER_TEMPLATE_NOT_FOUND,
+        )
+        return None
     await book.set(
         ConditionType.PROVIDER_RELEASES_SYNCED,
         "True",
