@@ -76,7 +76,7 @@ e2e: tools nginx
 crds: install
 	$(BIN)/operator-suite crds
 
-run: binaries nginx
+run: tools nginx
 	$(BIN)/operator-suite-dev sandbox up --dir $(RUN_DIR)
 
 down: install

@@ -31,7 +31,7 @@ from operator_testkit.controlplane import free_port
 from operator_testkit.errors import ControlPlaneError
 from operator_testkit.pki import create_pki
 
-__all__ = ["RunningRegistry", "running_registry"]
+__all__ = ["RunningRegistry", "running_registry", "start_detached_registry"]
 
 _PR_SET_PDEATHSIG = 1
 _STOP_GRACE_SECONDS = 10.0
@@ -126,7 +126,12 @@ def _answers(registry: RunningRegistry) -> bool:
 
 
 def _start(
-    binary: Path, directory: Path, tls: tuple[Path, Path] | None, ca_cert: Path | None
+    binary: Path,
+    directory: Path,
+    tls: tuple[Path, Path] | None,
+    ca_cert: Path | None,
+    *,
+    detached: bool = False,
 ) -> tuple[subprocess.Popen[bytes], RunningRegistry]:
     host = f"127.0.0.1:{free_port()}"
     config = _write_config(directory, host, tls)
@@ -145,7 +150,7 @@ def _start(
             cwd=directory,
             env=environment,
             start_new_session=True,
-            preexec_fn=_die_with_parent,
+            preexec_fn=None if detached else _die_with_parent,
         )
     scheme = "http" if tls is None else "https"
     return process, RunningRegistry(
@@ -221,3 +226,20 @@ def running_registry(
             yield registry
         finally:
             _stop(process)
+
+
+def start_detached_registry(directory: Path, binary: Path, start_timeout: float = 30.0) -> RunningRegistry:
+    """A plain-HTTP registry that outlives this process (a sandbox's): whoever started it stops it, by
+    its pid or by the marker its environment carries (:data:`operator_testkit.sandbox.MARKER`)."""
+    directory = directory.resolve()
+    directory.mkdir(parents=True, exist_ok=True)
+    for _ in range(_PORT_ATTEMPTS):
+        process, registry = _start(binary, directory, None, None, detached=True)
+        try:
+            if _wait_until_answering(process, registry, start_timeout):
+                return registry
+        except BaseException:
+            _stop(process)
+            raise
+        _stop(process)
+    raise ControlPlaneError(f"the registry found no free port in {_PORT_ATTEMPTS} attempts")

@@ -34,7 +34,7 @@ import shutil
 import signal
 import sys
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from pathlib import Path
@@ -99,6 +99,10 @@ class SandboxEntry:
     storage_classes: tuple[str, ...] = ()
     """StorageClasses the operator's objects name when their spec does not (its defaults); those
     the samples name are found in them."""
+    prepare: Callable[[ControlPlane, Path], Mapping[str, str]] | None = None
+    """What the operator needs before it starts (CRDs it reads, a release source), made in the given
+    directory; returns variables for the operator's environment. Processes it starts carry the
+    sandbox's marker, so ``down`` stops them."""
 
 
 @dataclass(frozen=True)
@@ -468,7 +472,8 @@ def _start(record: _Record, options: SandboxOptions) -> None:
         home = directory / "operators" / name
         home.mkdir(parents=True, exist_ok=True)
         kubeconfig = service_account_kubeconfig(plane, root / entry.rbac, home / "kubeconfig")
-        operator = OperatorProcess(entry.script, kubeconfig, home / "operator.log")
+        environment = {**os.environ, **entry.prepare(plane, home)} if entry.prepare is not None else None
+        operator = OperatorProcess(entry.script, kubeconfig, home / "operator.log", environment=environment)
         operator.start()
         record.operators.append({"name": name, "pid": operator.pid, "log": str(operator.log_path)})
         record.save()
@@ -476,10 +481,11 @@ def _start(record: _Record, options: SandboxOptions) -> None:
             _say(f"applying {sample}")
             plane.kubectl("apply", "--server-side", "-n", SAMPLES_NAMESPACE, "-f", str(root / sample))
             for document in samples[sample]:
-                if "." in document["apiVersion"].split("/")[0]:
-                    objects.append(
-                        (document["kind"].lower(), SAMPLES_NAMESPACE, document["metadata"]["name"])
-                    )
+                group = document["apiVersion"].split("/")[0]
+                if "." in group:
+                    # kind.group: a bare kind may also name a category (clusterstack is one)
+                    resource = f"{document['kind'].lower()}.{group}"
+                    objects.append((resource, SAMPLES_NAMESPACE, document["metadata"]["name"]))
     _wait_ready(plane, objects)
     _say(f"ready in {time.monotonic() - started:.0f} s")
     print("\nUse it:")

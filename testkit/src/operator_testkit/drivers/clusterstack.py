@@ -1,0 +1,144 @@
+"""The Cluster Stack operator in the test kit: releases as upstream publishes them, and its sandbox entry.
+
+Releases are built in upstream's layout (one directory per release tag: ``metadata.yaml``,
+``hashes.json`` and both charts, as ``csctl`` publishes them; see docs/clusterstack.md), with a
+real cluster-class chart (``clusterstack_chart/``: a Docker ClusterClass and its template) packaged
+by helm, and pushed to an OCI registry by oras-py.
+
+:data:`SANDBOX` is what ``operator-suite-dev sandbox up`` runs for it: Cluster API's CRDs, a local
+registry with one published stack, and a ClusterStack that follows it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+
+import oras.client
+import yaml
+
+from clusterstack_operator.releases.versions import ReleaseName
+from operator_testkit.clusterstack_tools import ensure_clusterstack_tools, helm_environment
+from operator_testkit.controlplane import ControlPlane
+from operator_testkit.registry import RunningRegistry, start_detached_registry
+from operator_testkit.sandbox import SandboxEntry
+
+__all__ = ["SANDBOX", "package_cluster_class", "publish_release", "push_release"]
+
+CLUSTER_CLASS_CHART = Path(__file__).parent / "clusterstack_chart"
+SANDBOX_REPOSITORY = "stacks/cluster-stacks"
+SANDBOX_RELEASE = "docker-sandbox-1-30-v1"
+
+METADATA = """\
+apiVersion: metadata.clusterstack.x-k8s.io/v1alpha1
+versions:
+  clusterStack: {version}
+  kubernetes: v1.30.10
+  components:
+    clusterAddon: {addon}
+    nodeImage: v1
+"""
+
+
+def publish_release(
+    root: Path,
+    tag: str,
+    *,
+    addon_version: str = "v1",
+    metadata: str | None = None,
+    with_addon_chart: bool = True,
+    published_at: float | None = None,
+    helm: Path | None = None,
+) -> tuple[ReleaseName, Path]:
+    """Write release ``tag`` under ``root``. With ``helm``, its cluster-class chart is the real chart
+    (``clusterstack_chart/``) packaged for it; otherwise charts of random bytes (only their presence
+    is checked)."""
+    release = ReleaseName.parse(tag)
+    directory = root / tag
+    directory.mkdir(parents=True)
+    text = (
+        metadata
+        if metadata is not None
+        else METADATA.format(version=release.version.dot, addon=addon_version)
+    )
+    (directory / "metadata.yaml").write_text(text)
+    (directory / "hashes.json").write_text("{}")
+    if helm is not None:
+        package_cluster_class(helm, release, directory)
+    else:
+        (directory / release.cluster_class_chart).write_bytes(os.urandom(4096))
+    if with_addon_chart:
+        (directory / release.cluster_addon_chart(addon_version)).write_bytes(os.urandom(4096))
+    if published_at is not None:
+        os.utime(directory, (published_at, published_at))
+    return release, directory
+
+
+def package_cluster_class(helm: Path, release: ReleaseName, into: Path) -> Path:
+    """``helm package`` the cluster-class chart as the release's: ``<stack>-cluster-class``,
+    version the release's in dot form, as upstream's ``csctl`` packages it."""
+    with tempfile.TemporaryDirectory(prefix="chart-") as scratch:
+        chart = Path(scratch) / "chart"
+        shutil.copytree(CLUSTER_CLASS_CHART, chart)
+        metadata = yaml.safe_load((chart / "Chart.yaml").read_text())
+        metadata |= {"name": f"{release.stack}-cluster-class", "version": release.version.dot}
+        (chart / "Chart.yaml").write_text(yaml.safe_dump(metadata))
+        subprocess.run(
+            [str(helm), "package", str(chart), "--destination", str(into)],
+            check=True,
+            capture_output=True,
+            env=helm_environment(Path(scratch) / "helm"),
+        )
+    packaged = into / release.cluster_class_chart
+    assert packaged.is_file(), f"helm package wrote no {packaged.name}"
+    return packaged
+
+
+def push_release(registry: RunningRegistry, directory: Path, repository: str) -> None:
+    """Push a release directory as csctl publishes one: one layer per file, titled by its name, tagged
+    with the release (dash form), with oras-py (another client than ours, so that both agree on the
+    format, not only with themselves)."""
+    client = oras.client.OrasClient(
+        hostname=registry.host, insecure=registry.plain_http, tls_verify=str(registry.ca_cert or True)
+    )
+    here = Path.cwd()
+    os.chdir(directory)  # oras-py titles each layer by the path it is given
+    try:
+        client.push(
+            target=f"{registry.host}/{repository}:{directory.name}",
+            files=sorted(p.name for p in directory.iterdir()),
+            disable_path_validation=True,
+        )
+    finally:
+        os.chdir(here)
+
+
+def _prepare_sandbox(plane: ControlPlane, home: Path) -> Mapping[str, str]:
+    """Cluster API's CRDs, a registry on loopback holding one stack, and the operator's settings for it."""
+    tools = ensure_clusterstack_tools()
+    for crds in (tools.capi_crds, tools.capd_crds):
+        plane.kubectl("apply", "--server-side", "-f", str(crds))
+    plane.kubectl("wait", "--for=condition=Established", "crd", "--all", "--timeout=60s")
+    registry = start_detached_registry(home / "registry", tools.registry)
+    _, release = publish_release(home / "published", SANDBOX_RELEASE, helm=tools.helm)
+    push_release(registry, release, SANDBOX_REPOSITORY)
+    return {
+        "OCI_REPOSITORY": f"{registry.host}/{SANDBOX_REPOSITORY}",
+        "OPERATOR_SUITE_OCI_PLAIN_HTTP": "true",
+        "OPERATOR_SUITE_HELM": str(tools.helm),
+        "OPERATOR_SUITE_RELEASE_DIR": str(home / "downloads"),
+    }
+
+
+SANDBOX = SandboxEntry(
+    script="cluster-stack-operator",
+    rbac="deploy/rbac/cluster-stack-operator.yaml",
+    samples=("deploy/samples/clusterstack_sandbox.yaml",),
+    prepare=_prepare_sandbox,
+    usage="""  kubectl get clusterstacks,clusterstackreleases,clusterclasses
+  (a local registry holds the stack docker-sandbox-1-30-v1; the operator follows it by auto-subscribe)""",
+)
