@@ -293,8 +293,9 @@ class Operator:
         self._watched.extend(WatchedKind(v, k, labelled) for v, k in child_kinds)
         self._watched.extend(WatchedKind(v, k, labelled, keep_spec=False) for v, k in observed_kinds)
         self._watched.extend(WatchedKind(v, k) for v, k in (*named_kinds, *wake_all_on))
-        for book in (wakeups, finalizing):
-            self._listeners.append(_waker(book, primary, managed_by, references, frozenset(wake_all_on)))
+        # The finalizing loops are woken as the reconcile loops are (a Cluster that lets a deletion go).
+        books = (wakeups, finalizing) if finalizer is not None else (wakeups,)
+        self._listeners.append(_waker(books, primary, managed_by, references, frozenset(wake_all_on)))
         if (finalizer is None) != (finalize is None):
             raise TypeError("a finalizer and its finalize step come together")
         if finalizer is not None and finalize is not None:
@@ -368,30 +369,34 @@ async def _hold_finalizer(kube: Kube, obj: Manifest, finalizer: str, *, holds: b
 
 
 def _waker(
-    wakeups: Wakeups,
+    books: Sequence[Wakeups],
     primary: KindRef,
     managed_by: str,
     references: References | None,
     wake_all_on: frozenset[KindRef] = frozenset(),
 ) -> Callable[[KindRef, Manifest], None]:
-    """What a change seen by the caches wakes: the object itself, the owner of a child, the holders of a
-    named object, every object of its namespace (``wake_all_on``)."""
+    """What a change seen by the caches wakes, in each of ``books``: the object itself, the owner of a
+    child, the holders of a named object, every object of its namespace (``wake_all_on``)."""
 
     def changed(kind: KindRef, obj: Manifest) -> None:
         metadata = obj.get("metadata") or {}
         namespace, labels = metadata.get("namespace"), metadata.get("labels") or {}
+        keys: list[Any] = []
         if kind == primary:
-            wakeups.wake((namespace, metadata.get("name")))
-            return
-        if kind in wake_all_on:
-            for key in wakeups.registered():
-                if isinstance(key, tuple) and key[0] == namespace:
-                    wakeups.wake(key)
-        if labels.get(MANAGED_BY_LABEL) == managed_by and INSTANCE_LABEL in labels:
-            wakeups.wake((namespace, labels[INSTANCE_LABEL]))
-        if references is not None:
-            for holder in references.holders(kind[1], namespace or "", metadata.get("name", "")):
-                wakeups.wake((namespace, holder))
+            keys.append((namespace, metadata.get("name")))
+        else:
+            if labels.get(MANAGED_BY_LABEL) == managed_by and INSTANCE_LABEL in labels:
+                keys.append((namespace, labels[INSTANCE_LABEL]))
+            if references is not None:
+                holders = references.holders(kind[1], namespace or "", metadata.get("name", ""))
+                keys.extend((namespace, holder) for holder in holders)
+        for wakeups in books:
+            if kind in wake_all_on:
+                for key in wakeups.registered():
+                    if isinstance(key, tuple) and key[0] == namespace:
+                        wakeups.wake(key)
+            for key in keys:
+                wakeups.wake(key)
 
     return changed
 
