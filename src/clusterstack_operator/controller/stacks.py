@@ -26,6 +26,7 @@ from clusterstack_operator.resources import (
     Stack,
     build_cluster_stack_release,
     build_provider_release,
+    check_template,
     provider_reference,
     release_summary,
     usable_versions,
@@ -239,7 +240,7 @@ async def _provider_template(kube: Any, stack: Stack, book: ConditionBook) -> di
         )
         return None
     try:
-        provider_reference(template, stack.identity.release("v0"), namespace)
+        check_template(template)
     except InvalidTemplate as error:
         await book.set(
             ConditionType.PROVIDER_RELEASES_SYNCED,
@@ -261,17 +262,7 @@ async def _provider_template(kube: Any, stack: Stack, book: ConditionBook) -> di
 async def _apply_provider_release(
     kube: Any, template: Mapping[str, Any], stack: Mapping[str, Any], release: Release, book: ConditionBook
 ) -> None:
-    try:
-        provider = build_provider_release(template, stack, release)
-    except InvalidTemplate as error:
-        await book.set(
-            ConditionType.PROVIDER_RELEASES_SYNCED,
-            "False",
-            Reason.INVALID_PROVIDER_TEMPLATE,
-            str(error),
-            warn=EventReason.PROVIDER_TEMPLATE_NOT_FOUND,
-        )
-        return
+    provider = build_provider_release(template, stack, release)  # checked by _provider_template
     if kube.cache is not None:
         kube.cache.ensure(
             WatchedKind(provider["apiVersion"], provider["kind"], {MANAGED_BY_LABEL: MANAGED_BY})

@@ -32,6 +32,7 @@ __all__ = [
     "build_cluster_stack_release",
     "build_provider_release",
     "capi_conditions",
+    "check_template",
     "conditions_of",
     "provider_reference",
     "release_summary",
@@ -88,13 +89,24 @@ def _plain_owner(owner: Owner[Any]) -> dict[str, Any]:
     return {k: v for k, v in owner.owner_reference().items() if k not in ("controller", "blockOwnerDeletion")}
 
 
-def provider_reference(template: Mapping[str, Any], release: ReleaseName, namespace: str) -> dict[str, str]:
-    """Where a release's provider object is: the template's kind without its Template suffix."""
+def check_template(template: Mapping[str, Any]) -> None:
+    """Raise :class:`InvalidTemplate` unless ``template`` holds what the provider contract needs: a kind
+    ending in Template, and a ``spec.template.spec`` to copy."""
     kind = str(template.get("kind", ""))
     if not kind.endswith(TEMPLATE_SUFFIX) or kind == TEMPLATE_SUFFIX:
         raise InvalidTemplate(
             f"spec.providerRef names a {kind}, whose kind does not end in {TEMPLATE_SUFFIX}"
         )
+    inner = (template.get("spec") or {}).get("template")
+    if not isinstance(inner, Mapping) or not isinstance(inner.get("spec"), Mapping):
+        name = template.get("metadata", {}).get("name")
+        raise InvalidTemplate(f"{kind} {name} has no spec.template.spec to copy")
+
+
+def provider_reference(template: Mapping[str, Any], release: ReleaseName, namespace: str) -> dict[str, str]:
+    """Where a release's provider object is: the template's kind without its Template suffix."""
+    check_template(template)
+    kind = str(template["kind"])
     return {
         "apiVersion": str(template["apiVersion"]),
         "kind": kind.removesuffix(TEMPLATE_SUFFIX),
@@ -109,12 +121,9 @@ def build_provider_release(
     """The ProviderClusterStackRelease of ``release``: the template's ``spec.template``, named for the
     release, labelled as the template's and the ClusterStack's objects (the stack's win), owned by the
     ClusterStack and controlled by the ClusterStackRelease, whose changes it wakes."""
-    inner = (template.get("spec") or {}).get("template")
-    if not isinstance(inner, Mapping) or not isinstance(inner.get("spec"), Mapping):
-        name = template.get("metadata", {}).get("name")
-        raise InvalidTemplate(f"{template.get('kind')} {name} has no spec.template.spec to copy")
     namespace = stack["metadata"]["namespace"]
-    reference = provider_reference(template, release.release, namespace)
+    reference = provider_reference(template, release.release, namespace)  # checks the template
+    inner = template["spec"]["template"]
     inner_metadata = inner.get("metadata") or {}
     stack_metadata = stack["metadata"]
     labels = {**(inner_metadata.get("labels") or {}), **(stack_metadata.get("labels") or {})}
