@@ -397,8 +397,13 @@ class Cache:
                 return
             waits = [asyncio.ensure_future(informer.wait_synced()) for informer in behind]
             try:
-                await asyncio.wait_for(asyncio.gather(*waits), SYNC_WARNING_SECONDS)
-            except TimeoutError:
+                # asyncio.wait, not a gather: a wait cancelled by the operator stopping leaves no
+                # gathering future whose CancelledError nobody retrieves (logged with a traceback).
+                _, pending = await asyncio.wait(waits, timeout=SYNC_WARNING_SECONDS)
+            finally:
+                for wait in waits:
+                    wait.cancel()
+            if pending:
                 names = ", ".join(
                     repr(informer) for informer in self._informers.values() if not informer.synced
                 )
