@@ -222,7 +222,9 @@ class ControlPlane:
         """
         if not self.audit_log.exists():
             return []
-        lines = self.audit_log.read_text(errors="replace").splitlines()
+        text = self.audit_log.read_text(errors="replace")
+        # The API server may be writing the last line: only whole lines are events.
+        lines = text[: text.rfind("\n") + 1].splitlines()
         return [json.loads(line) for line in lines if line.strip()]
 
     def _write_audit_policy(self) -> Path:
