@@ -193,7 +193,8 @@ async def install_crds(control_plane: ControlPlane, documents: list[dict[str, ob
         async def all_established() -> bool:
             for name in names:
                 crd = await client.get("apiextensions.k8s.io/v1", "CustomResourceDefinition", name)
-                conditions = (crd or {}).get("status", {}).get("conditions", [])
+                # A CRD just created has "conditions": null until the API server has looked at it.
+                conditions = ((crd or {}).get("status") or {}).get("conditions") or []
                 if not any(c["type"] == "Established" and c["status"] == "True" for c in conditions):
                     return False
             return True
