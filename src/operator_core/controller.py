@@ -43,7 +43,7 @@ from typing import Any
 import kopf
 
 from operator_core import errors
-from operator_core.cache import Cache, KindRef, WatchedKind
+from operator_core.cache import Cache, Informer, KindRef, WatchedKind
 from operator_core.children import (
     CHILDREN_APPLIED,
     INSTANCE_LABEL,
@@ -59,6 +59,7 @@ from operator_core.crdgen import CustomResource
 from operator_core.events import EventRecorder
 from operator_core.kube import ApplyResult, Kube
 from operator_core.manifests import merge_patch
+from operator_core.memory import trim_after_work
 from operator_core.reconciling import (
     ConditionBook,
     References,
@@ -126,18 +127,28 @@ class Operator:
         self._listeners: list[Callable[[KindRef, Manifest], None]] = []
         self.reconciles = 0
         """Reconciles run since the start (every pass of every loop), shown on the liveness endpoint."""
+        self._reconciled: set[tuple[str, str, str]] = set()
+        """(kind, namespace, name) of every object reconciled at least once since the start."""
+        self._first_passes: dict[str, _FirstPass] = {}
         self._context: Context | None = None
         self._gate: asyncio.Semaphore | None = None
         self._finalizing: dict[tuple[str, tuple[Any, Any]], asyncio.Task[None]] = {}
         self._stopping_flag = _Flag()
+        self._trimming: asyncio.Task[None] | None = None
         kopf.on.startup(id=f"{name}-start")(self._started)
         kopf.on.cleanup(id=f"{name}-stop")(self._stopping)
         kopf.on.probe(id="reconciles")(self._count_reconciles)
         kopf.on.probe(id="caches")(self._describe_caches)
 
-    async def _count_reconciles(self, **_: Any) -> dict[str, float]:
-        """How many reconciles ran, and when this was counted (kopf keeps a probe's answer for 10 s)."""
-        return {"count": self.reconciles, "at": time.time()}
+    async def _count_reconciles(self, **_: Any) -> dict[str, Any]:
+        """How many reconciles ran, of how many objects, and when this was counted (kopf keeps a probe's
+        answer for 10 s)."""
+        return {
+            "count": self.reconciles,
+            "objects": len(self._reconciled),
+            "first_pass_done_at": {kind: first.done_at for kind, first in self._first_passes.items()},
+            "at": time.time(),
+        }
 
     async def _describe_caches(self, memo: kopf.Memo, **_: Any) -> dict[str, Any]:
         """What each watch cache holds, and whether it is synced: ``GET /healthz`` answers it."""
@@ -169,16 +180,17 @@ class Operator:
             await self._start(memo.context)
         # Only now may finalizing loops start (the cache reports objects being deleted from its first list).
         self._context, self._gate = memo.context, memo.gate
+        self._trimming = asyncio.create_task(trim_after_work(lambda: self.reconciles), name="memory trim")
 
     async def _stopping(self, memo: kopf.Memo, **_: Any) -> None:
         context: Context | None = getattr(memo, "context", None)
         if context is None:
             return
         self._stopping_flag.set()
-        finalizing = list(self._finalizing.values())
-        for task in finalizing:
+        background = [*self._finalizing.values(), *([self._trimming] if self._trimming else [])]
+        for task in background:
             task.cancel()
-        await asyncio.gather(*finalizing, return_exceptions=True)
+        await asyncio.gather(*background, return_exceptions=True)
         try:
             if self._stop is not None:
                 await self._stop(context)
@@ -301,6 +313,7 @@ class Operator:
         if finalizer is not None and finalize is not None:
             self._listeners.append(self._finalizers(resource, finalizer, finalize, finalizing))
         plural = resource.plural
+        first_pass = self._first_passes.setdefault(resource.kind, _FirstPass())
 
         async def run_object(
             name: str, namespace: str | None, stopped: kopf.DaemonStopped, memo: kopf.Memo, **_: Any
@@ -310,13 +323,20 @@ class Operator:
 
             async def reconcile_object(obj: dict[str, Any]) -> float:
                 self.reconciles += 1
-                if finalizer is not None:
-                    await _hold_finalizer(context.kube, obj, finalizer, holds=True)
+                self._reconciled.add((resource.kind, namespace, name))
                 try:
+                    if finalizer is not None:
+                        await _hold_finalizer(context.kube, obj, finalizer, holds=True)
                     return await reconcile(obj, context)
                 except errors.InvalidSpec as error:
                     await report_invalid_spec(context, resource, obj, error)
                     raise
+                finally:
+                    informer = context.kube.cache.informer(*primary) if context.kube.cache else None
+                    if first_pass.finished(informer, (namespace, name)):
+                        self._logger.info(
+                            "every %s there at the start has been reconciled once", resource.kind
+                        )
 
             await run_object_loop(
                 context.kube,
@@ -334,6 +354,40 @@ class Operator:
         kopf.daemon(resource.group, resource.version, plural, id=f"{plural}-loop", cancellation_timeout=10.0)(
             run_object
         )
+
+
+class _FirstPass:
+    """The objects of one kind that were there at the start and that no reconcile has finished since.
+
+    Once none is left, a (re)started operator has looked at everything it found: logged once, and
+    the time is on the liveness endpoint (``first_pass_done_at``), which is how bench/scale.py times
+    a restart that has nothing to write.
+    """
+
+    def __init__(self) -> None:
+        self._left: set[tuple[str, str]] | None = None
+        self.done_at: float | None = None
+        """Wall time the last of them was reconciled; None until then."""
+
+    def finished(self, informer: Informer | None, key: tuple[str, str]) -> bool:
+        """Note that ``key``'s reconcile finished; whether that was the last one left."""
+        if self.done_at is not None:
+            return False
+        if self._left is None:  # the first reconcile: the caches are synced by now
+            held = informer.list() if informer is not None else []
+            self._left = {(obj["metadata"].get("namespace", ""), obj["metadata"]["name"]) for obj in held}
+        self._left.discard(key)
+        if informer is not None and len(self._left) <= _FIRST_PASS_RECHECK:
+            # Deleted before their turn: nothing left to look at.
+            self._left = {(ns, name) for ns, name in self._left if informer.get(ns, name) is not None}
+        if self._left:
+            return False
+        self.done_at = time.time()
+        return True
+
+
+_FIRST_PASS_RECHECK = 16
+"""How few objects must be left before the first pass looks whether they still exist (cheap then)."""
 
 
 class _Flag:

@@ -1,0 +1,66 @@
+"""What an operator process does beside its reconciles: timing its first pass, giving memory back."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from operator_core import memory
+from operator_core.cache import Informer, WatchedKind
+from operator_core.controller import _FirstPass
+
+
+def cluster(name: str, version: str = "1") -> dict[str, Any]:
+    return {
+        "apiVersion": "example.com/v1",
+        "kind": "Widget",
+        "metadata": {"name": name, "namespace": "ns", "resourceVersion": version},
+    }
+
+
+def informer_holding(*names: str) -> Informer:
+    informer = Informer(source=None, kind=WatchedKind("example.com/v1", "Widget"))  # type: ignore[arg-type]
+    for name in names:
+        informer.offer(cluster(name))
+    return informer
+
+
+def test_the_first_pass_is_done_once_every_object_there_at_the_start_was_reconciled() -> None:
+    informer = informer_holding("a", "b", "c")
+    first = _FirstPass()
+    assert not first.finished(informer, ("ns", "a"))
+    assert not first.finished(informer, ("ns", "a"))  # again: still b and c
+    informer.offer(cluster("d"))  # created after the start: not waited for
+    assert not first.finished(informer, ("ns", "b"))
+    assert first.done_at is None
+    assert first.finished(informer, ("ns", "c"))
+    assert first.done_at is not None
+    assert not first.finished(informer, ("ns", "d"))  # reported once
+
+
+def test_an_object_deleted_before_its_turn_does_not_hold_the_first_pass_forever() -> None:
+    informer = informer_holding("a", "b")
+    first = _FirstPass()
+    informer._objects.pop(("ns", "b"))  # deleted: the watch dropped it
+    assert first.finished(informer, ("ns", "a"))
+
+
+async def test_memory_is_trimmed_only_after_work(monkeypatch: pytest.MonkeyPatch) -> None:
+    trims: list[int] = []
+    work = [0]
+    monkeypatch.setattr(memory, "trimmer", lambda: lambda: trims.append(work[0]))
+    task = asyncio.create_task(memory.trim_after_work(lambda: work[0], interval=0.01))
+    await asyncio.sleep(0.05)
+    assert trims == []  # idle: nothing to give back
+    work[0] = 3
+    await asyncio.sleep(0.05)
+    assert trims == [3]  # once per burst, not on every look
+    task.cancel()
+
+
+def test_glibc_trims_for_real() -> None:
+    release = memory.trimmer()
+    assert release is not None, "this suite runs on glibc"
+    release()
