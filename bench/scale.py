@@ -6,14 +6,19 @@ stays Pending and no cluster ever becomes Ready. It measures:
 
 - seconds from creating a TypesenseCluster to all of its children existing, p50 and p95: for
   ``--sequential`` clusters created one at a time, then for ``--burst`` clusters created at once;
-- one idle window (``--idle-seconds``) with N clusters for each N of ``--sizes``: the operator's API
+- one idle window (``--idle-seconds``) with N clusters for each N of ``--sizes``, opened once the
+  operator has written nothing for 10 s (or after 90 s of waiting for that): the operator's API
   requests by verb (from the API server's audit log, by the operator's user name, each request
   counted once), its CPU seconds (utime + stime from /proc/<pid>/stat over the window), its RSS,
   and the API server's CPU seconds over the same window;
 - a cold start: the largest size's clusters are created while no operator runs, on a fresh control
   plane, then the operator starts; seconds until every cluster is reconciled (all children exist
   and the operator has written a status: observedGeneration for ours, a condition for the Go one),
-  the requests and writes that took, CPU seconds, and peak RSS (VmHWM).
+  the requests and writes that took, CPU seconds, and peak RSS (VmHWM);
+- a restart over those clusters once reconciled (an upgrade, a crash): the operator stopped and started
+  again; seconds until it has reconciled every cluster once (ours reports the moment on its liveness
+  endpoint; the Go one has no such signal), and the requests, writes, CPU and peak RSS of the first
+  minute.
 
 The population grows: the sequential clusters, then the burst on top of them, then (larger sizes)
 clusters created at once; an idle window runs whenever the population equals a size. The largest
@@ -448,6 +453,27 @@ async def pods_made(run: Run, wanted: int, *, timeout: float, still: float = 10)
         await asyncio.sleep(2)
 
 
+QUIET_SECONDS = 10.0
+"""An idle window starts once the operator has written nothing for this long: the scheduler marks
+thousands of new pods unschedulable for a while after they exist, and each mark is a status change
+the operator reports, which is work, not idling."""
+QUIET_TIMEOUT_SECONDS = 90.0
+"""The longest wait for that quiet (an operator that writes all the time never gets it)."""
+
+
+async def writes_stopped(run: Run, *, quiet: float, timeout: float) -> float | None:
+    """Wait until the operator made no write for ``quiet`` seconds (reading its audit log); the seconds
+    that took, or None when ``timeout`` came first. Leaves the audit tail at the end of that wait."""
+    started = last_write = time.monotonic()
+    while time.monotonic() - last_write < quiet:
+        if time.monotonic() - started > timeout:
+            return None
+        await asyncio.sleep(1.0)
+        if any(e["verb"] in WRITE_VERBS for e in run.audit.new_requests()):
+            last_write = time.monotonic()
+    return round(time.monotonic() - started, 1)
+
+
 async def idle(run: Run, population: int) -> dict[str, Any]:
     """Wait until all clusters are reconciled and all their pods made, let things settle, then watch one
     idle window."""
@@ -455,7 +481,7 @@ async def idle(run: Run, population: int) -> dict[str, Any]:
     finished = await run.census.wait(everything, reconciled=True, poll=1.0, timeout=120 + population)
     pods = await pods_made(run, population * run.settings.replicas, timeout=120 + population / 2)
     await asyncio.sleep(run.settings.settle_seconds)
-    run.audit.new_requests()
+    settled = await writes_stopped(run, quiet=QUIET_SECONDS, timeout=QUIET_TIMEOUT_SECONDS)
     apiserver = run.apiserver_pid()
     cpu_before, apiserver_before = cpu_seconds(run.operator.pid), cpu_seconds(apiserver)
     await asyncio.sleep(run.settings.idle_seconds)
@@ -463,6 +489,7 @@ async def idle(run: Run, population: int) -> dict[str, Any]:
     return {
         "clusters": population,
         "unreconciled_before": population - len(finished),
+        "seconds_until_writes_stopped": settled,
         "pods": pods,
         "seconds": run.settings.idle_seconds,
         "requests": summary(run.audit.new_requests()),
@@ -497,6 +524,51 @@ async def cold_start(run: Run, clusters: int) -> dict[str, Any]:
         "peak_rss_mib": round(proc_status_mib(run.operator.pid, "VmHWM"), 1),
         "rss_mib": round(proc_status_mib(run.operator.pid, "VmRSS"), 1),
         "apiserver_cpu_seconds": round(apiserver_cpu, 2),
+    }
+
+
+RESTART_WINDOW_SECONDS = 60.0
+"""The window after a restart whose requests are counted, for both sides (the Go one has no first pass)."""
+
+
+async def first_pass_done(operator: Operator, kind: str, timeout: float) -> float | None:
+    """Wall time at which our operator had reconciled every ``kind`` it found at its start (its liveness
+    endpoint says, with an answer up to 10 s old); None for an operator that does not say, or on timeout."""
+    health = getattr(operator, "health", None)
+    if health is None:
+        return None
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with contextlib.suppress(httpx.HTTPError, ValueError):
+            done_at = (await asyncio.to_thread(health))["reconciles"]["first_pass_done_at"].get(kind)
+            if done_at is not None:
+                return float(done_at)
+        await asyncio.sleep(1.0)
+    return None
+
+
+async def restart(run: Run, clusters: int) -> dict[str, Any]:
+    """Stop the operator and start it again over ``clusters`` reconciled clusters (an upgrade, a crash):
+    seconds until it has looked at every cluster once (ours says when; the Go one does not), and the
+    requests, writes, CPU and peak RSS of the first :data:`RESTART_WINDOW_SECONDS` (or of that look,
+    if longer)."""
+    await asyncio.to_thread(run.operator.stop)
+    run.audit.new_requests()
+    apiserver = run.apiserver_pid()
+    apiserver_before = cpu_seconds(apiserver)
+    started, started_wall = time.monotonic(), time.time()
+    await asyncio.to_thread(run.operator.start)
+    done_at = await first_pass_done(run.operator, "TypesenseCluster", timeout=300 + clusters / 5)
+    await asyncio.sleep(max(0.0, started + RESTART_WINDOW_SECONDS - time.monotonic()))
+    return {
+        "clusters": clusters,
+        "seconds_to_first_pass": round(done_at - started_wall, 1) if done_at is not None else None,
+        "window_seconds": round(time.monotonic() - started, 1),
+        "requests": summary(run.audit.new_requests()),
+        "cpu_seconds": round(cpu_seconds(run.operator.pid), 2),
+        "peak_rss_mib": round(proc_status_mib(run.operator.pid, "VmHWM"), 1),
+        "rss_mib": round(proc_status_mib(run.operator.pid, "VmRSS"), 1),
+        "apiserver_cpu_seconds": round(cpu_seconds(apiserver) - apiserver_before, 2),
     }
 
 
@@ -606,6 +678,7 @@ async def cold_start_scenario(side: Side, settings: argparse.Namespace, home: Pa
             result = {"cold_start": await cold_start(run, size)}
             if size in settings.sizes and not result["cold_start"]["unreconciled_at_timeout"]:
                 result["idle"] = {str(size): await idle(run, size)}
+                result["restart"] = await restart(run, size)
         finally:
             operator.stop()
             keep_log(settings, home / "operator.log", f"{side.name}-cold-start-operator.log")
@@ -659,6 +732,8 @@ async def one_side(side: Side, settings: argparse.Namespace, scratch: Path) -> d
     if settings.cold_start_size:
         cold = await cold_start_scenario(side, settings, scratch / f"{side.name}-cold")
         result["cold_start"] = cold["cold_start"]
+        if "restart" in cold:
+            result["restart"] = cold["restart"]
         result["idle"].update(cold.get("idle", {}))
     result["idle"] = dict(sorted(result["idle"].items(), key=lambda item: int(item[0])))
     if settings.ready and side.name == "python":
@@ -680,8 +755,10 @@ NOT_COMPARED = frozenset(
         "no_children_within_60_s",
         "no_children_within_120_s",
         "unreconciled_before",
+        "seconds_until_writes_stopped",
         "unreconciled_at_timeout",
         "pods",
+        "window_seconds",
     }
 )
 
@@ -724,6 +801,7 @@ async def run(settings: argparse.Namespace) -> dict[str, Any]:
             "replicas": settings.replicas,
             "idle_seconds": settings.idle_seconds,
             "settle_seconds": settings.settle_seconds,
+            "idle_opens_after_quiet_seconds": QUIET_SECONDS,
             "cold_start_clusters": settings.cold_start_size,
             "pods": "Pending: the control plane has no Node (no node agent runs)",
             "control_plane": "controller manager and scheduler: --kube-api-qps=500 --kube-api-burst=1000",
