@@ -280,7 +280,8 @@ async def test_deleting_a_release_waits_while_a_cluster_uses_its_class(
     )
     await ready_release(kube, namespace, "docker-held-1-30-v1")
     # v1beta2, as Cluster API v1.13 stores it: without Cluster API's conversion webhook the API server
-    # prunes a v1beta1 Cluster's topology.class (tests/unit covers reading both spellings).
+    # prunes a v1beta1 Cluster's topology.class here. The v1beta1 spelling has a test of its own, on a
+    # control plane with Cluster API v1.8's CRDs (the last that stores v1beta1).
     await kube.create(cluster("user", namespace, "docker-held-1-30-v1"))
 
     # The stack no longer lists it, and the user deletes it: the Cluster still holds it.
@@ -368,3 +369,68 @@ async def test_a_stack_published_to_an_oci_registry_is_followed_and_applied(
         assert await kube.get("cluster.x-k8s.io/v1beta2", "ClusterClass", "docker-oci-1-30-v2", namespace)
     finally:
         process.stop()
+
+
+@pytest.fixture(scope="module")
+def capi_v1beta1_plane(
+    start_control_plane: Any, clusterstack_tools: ClusterStackTools, pytestconfig: pytest.Config
+) -> ControlPlane:
+    """A management cluster of Cluster API v1.8, its own control plane: Clusters and ClusterClasses are
+    served (and stored) in v1beta1 only, and a Cluster names its class in ``spec.topology.class``."""
+    plane: ControlPlane = start_control_plane("capi-v1beta1")
+    documents = [
+        *crd_documents(pytestconfig.rootpath / "deploy" / "crds"),
+        *crd_documents(clusterstack_tools.capi_v1beta1_crds),
+        *crd_documents(clusterstack_tools.capd_crds),
+    ]
+    asyncio.run(install_crds(plane, documents))
+    return plane
+
+
+async def test_on_cluster_api_v1_8_a_v1beta1_cluster_holds_its_release_until_it_goes(
+    capi_v1beta1_plane: ControlPlane,
+    clusterstack_tools: ClusterStackTools,
+    tmp_path: Path,
+    pytestconfig: pytest.Config,
+) -> None:
+    """The seed's spelling end to end: a stack written for v1beta1, a v1beta1 Cluster using its class,
+    on an API server that serves no v1beta2 at all (the operator's v1beta2 watch finds nothing)."""
+    plane, tools = capi_v1beta1_plane, clusterstack_tools
+    source_root = tmp_path / "source"
+    source_root.mkdir()
+    tag = "docker-old-1-30-v1"
+    publish_release(source_root, tag, helm=tools.helm, cluster_api="v1beta1")
+    source = {"OPERATOR_SUITE_RELEASE_SOURCE": "local", "OPERATOR_SUITE_LOCAL_RELEASES": str(source_root)}
+    async with Kube.connect(plane.kubeconfig) as kube:
+        namespace = "old-capi"
+        await kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+        process = launch(plane, tools, tmp_path, pytestconfig.rootpath, source)
+        try:
+            spec = {"name": "old", "autoSubscribe": False, "noProvider": True}
+            await kube.create(stack("old", namespace, versions=["v1"], **spec))
+            release = await ready_release(kube, namespace, tag)
+            assert sorted((r["kind"], r["version"], r["status"]) for r in release["status"]["resources"]) == [
+                ("ClusterClass", "v1beta1", "synced"),
+                ("DockerClusterTemplate", "v1beta1", "synced"),
+            ]
+            await kube.create(cluster("user", namespace, tag, version="v1beta1"))
+            used = await kube.get("cluster.x-k8s.io/v1beta1", "Cluster", "user", namespace)
+            assert used is not None
+            assert used["spec"]["topology"]["class"] == tag
+
+            await kube.apply(stack("old", namespace, versions=["v2"], **spec))
+            await kube.delete(API, "ClusterStackRelease", tag, namespace)
+
+            async def held() -> dict[str, Any] | None:
+                found = await kube.get(API, "ClusterStackRelease", tag, namespace)
+                return found if condition(found, "Ready").get("reason") == "ClusterClassInUse" else None
+
+            waiting: Any = await wait_until(held, timeout=30, what="the deletion to wait for the Cluster")
+            assert "Cluster user" in condition(waiting, "Ready")["message"]
+            assert await kube.get("cluster.x-k8s.io/v1beta1", "ClusterClass", tag, namespace)
+
+            await kube.delete("cluster.x-k8s.io/v1beta1", "Cluster", "user", namespace)
+            await gone(kube, API, "ClusterStackRelease", tag, namespace)
+            await gone(kube, "cluster.x-k8s.io/v1beta1", "ClusterClass", tag, namespace)
+        finally:
+            process.stop()

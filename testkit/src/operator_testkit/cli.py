@@ -50,7 +50,7 @@ def _binaries(arguments: argparse.Namespace) -> int:
     if arguments.clusterstack:
         tools = ensure_clusterstack_tools()
         print(tools.directory)
-        for path in (tools.helm, tools.registry, tools.capi_crds, tools.capd_crds):
+        for path in (tools.helm, tools.registry, tools.capi_crds, tools.capi_v1beta1_crds, tools.capd_crds):
             print(f"  {path}")
     return 0
 

@@ -6,13 +6,16 @@ control plane: from Go modules pinned under ``hack/``, into a cache directory ou
   ``cmd/registry``), pinned in ``hack/registry/go.mod``;
 - Cluster API's CRDs (``config/crd/bases/`` of ``sigs.k8s.io/cluster-api``), pinned in
   ``hack/cluster-api/go.mod``;
+- the same of Cluster API v1.8, the last release that serves only v1beta1 (a management cluster of
+  that age), pinned in ``hack/cluster-api-v1beta1/go.mod``;
 - the Docker provider's CRDs, its templates among them (``infrastructure/docker/config/crd/bases/``
   of ``sigs.k8s.io/cluster-api/test``), pinned in ``hack/capd/go.mod``.
 
 The versions come from those go.mod files; go.sum checks every download. Everything lands in::
 
     <cache_dir>/clusterstack-helm-V-registry-V-capi-V-capd-V-<hash of the pinned files>/
-        bin/helm  bin/registry  crds/cluster-api/*.yaml  crds/capd/*.yaml  build.log
+        bin/helm  bin/registry  crds/cluster-api/*.yaml  crds/cluster-api-v1beta1/*.yaml
+        crds/capd/*.yaml  build.log
 
 Each part appears at once (built aside, then renamed), and only missing parts are built, so a
 failed build keeps the parts that were done. ``<that directory>.lock`` keeps two builders apart.
@@ -53,18 +56,20 @@ _CLUSTER_API_CRDS = "config/crd/bases"
 _CAPD_CRDS = "infrastructure/docker/config/crd/bases"
 _PINNED_FILES = tuple(
     f"{module}/{name}"
-    for module in ("helm", "registry", "cluster-api", "capd")
+    for module in ("helm", "registry", "cluster-api", "cluster-api-v1beta1", "capd")
     for name in ("go.mod", "go.sum")
 )
 
 
 @dataclass(frozen=True)
 class ClusterStackPins:
-    """The versions pinned in ``hack/{helm,registry,cluster-api,capd}/go.mod``."""
+    """The versions pinned in ``hack/{helm,registry,cluster-api,cluster-api-v1beta1,capd}/go.mod``."""
 
     helm: str
     registry: str
     cluster_api: str
+    cluster_api_v1beta1: str
+    """The Cluster API release whose CRDs serve only v1beta1."""
     capd: str
     helm_client_go: str
     """The k8s.io/client-go version helm is built with; it sets helm's default Kubernetes version."""
@@ -91,6 +96,11 @@ class ClusterStackTools:
         return self.directory / "crds" / "cluster-api"
 
     @property
+    def capi_v1beta1_crds(self) -> Path:
+        """Cluster API v1.8's CRD files: Clusters and ClusterClasses in v1beta1 only."""
+        return self.directory / "crds" / "cluster-api-v1beta1"
+
+    @property
     def capd_crds(self) -> Path:
         """The Docker provider's CRD files (``infrastructure/docker/config/crd/bases/*.yaml``)."""
         return self.directory / "crds" / "capd"
@@ -100,6 +110,7 @@ class ClusterStackTools:
             self.helm.is_file()
             and self.registry.is_file()
             and self.capi_crds.is_dir()
+            and self.capi_v1beta1_crds.is_dir()
             and self.capd_crds.is_dir()
         )
 
@@ -111,6 +122,7 @@ def clusterstack_pins(hack: Path | None = None) -> ClusterStackPins:
         helm=required_version(hack / "helm" / "go.mod", _HELM),
         registry=required_version(hack / "registry" / "go.mod", _REGISTRY),
         cluster_api=required_version(hack / "cluster-api" / "go.mod", _CLUSTER_API),
+        cluster_api_v1beta1=required_version(hack / "cluster-api-v1beta1" / "go.mod", _CLUSTER_API),
         capd=required_version(hack / "capd" / "go.mod", _CAPD),
         helm_client_go=required_version(hack / "helm" / "go.mod", _CLIENT_GO),
     )
@@ -200,6 +212,13 @@ def _parts(tools: ClusterStackTools, hack: Path, log: Path) -> list[tuple[str, P
             f"Cluster API {pins.cluster_api} CRDs",
             tools.capi_crds,
             lambda: _copy_crds(tools.capi_crds, _CLUSTER_API, _CLUSTER_API_CRDS, hack / "cluster-api", log),
+        ),
+        (
+            f"Cluster API {pins.cluster_api_v1beta1} CRDs (v1beta1 only)",
+            tools.capi_v1beta1_crds,
+            lambda: _copy_crds(
+                tools.capi_v1beta1_crds, _CLUSTER_API, _CLUSTER_API_CRDS, hack / "cluster-api-v1beta1", log
+            ),
         ),
         (
             f"Docker provider (cluster-api/test {pins.capd}) CRDs",

@@ -53,10 +53,11 @@ def publish_release(
     with_addon_chart: bool = True,
     published_at: float | None = None,
     helm: Path | None = None,
+    cluster_api: str = "v1beta2",
 ) -> tuple[ReleaseName, Path]:
     """Write release ``tag`` under ``root``. With ``helm``, its cluster-class chart is the real chart
-    (``clusterstack_chart/``) packaged for it; otherwise charts of random bytes (only their presence
-    is checked)."""
+    (``clusterstack_chart/``) packaged for it, rendering Cluster API ``cluster_api`` objects; otherwise
+    charts of random bytes (only their presence is checked)."""
     release = ReleaseName.parse(tag)
     directory = root / tag
     directory.mkdir(parents=True)
@@ -68,7 +69,7 @@ def publish_release(
     (directory / "metadata.yaml").write_text(text)
     (directory / "hashes.json").write_text("{}")
     if helm is not None:
-        package_cluster_class(helm, release, directory)
+        package_cluster_class(helm, release, directory, cluster_api=cluster_api)
     else:
         (directory / release.cluster_class_chart).write_bytes(os.urandom(4096))
     if with_addon_chart:
@@ -78,15 +79,19 @@ def publish_release(
     return release, directory
 
 
-def package_cluster_class(helm: Path, release: ReleaseName, into: Path) -> Path:
+def package_cluster_class(
+    helm: Path, release: ReleaseName, into: Path, *, cluster_api: str = "v1beta2"
+) -> Path:
     """``helm package`` the cluster-class chart as the release's: ``<stack>-cluster-class``,
-    version the release's in dot form, as upstream's ``csctl`` packages it."""
+    version the release's in dot form, as upstream's ``csctl`` packages it; its objects in Cluster API
+    ``cluster_api`` (v1beta2, or v1beta1 for a management cluster older than Cluster API v1.11)."""
     with tempfile.TemporaryDirectory(prefix="chart-") as scratch:
         chart = Path(scratch) / "chart"
         shutil.copytree(CLUSTER_CLASS_CHART, chart)
         metadata = yaml.safe_load((chart / "Chart.yaml").read_text())
         metadata |= {"name": f"{release.stack}-cluster-class", "version": release.version.dot}
         (chart / "Chart.yaml").write_text(yaml.safe_dump(metadata))
+        (chart / "values.yaml").write_text(yaml.safe_dump({"clusterApiVersion": cluster_api}))
         subprocess.run(
             [str(helm), "package", str(chart), "--destination", str(into)],
             check=True,
