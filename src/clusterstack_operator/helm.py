@@ -10,14 +10,20 @@ or helm taking too long.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import shutil
+import tempfile
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
+
+import yaml
 
 from operator_core.errors import OperatorError
 from operator_core.secrets import scrub
 
-__all__ = ["HelmError", "helm_template"]
+__all__ = ["HelmError", "helm_template", "render_values_template"]
 
 _STDERR_TAIL = 2000
 
@@ -27,16 +33,90 @@ class HelmError(OperatorError):
 
 
 async def helm_template(
-    helm: str, chart: Path, release_name: str, namespace: str, *, home: Path, timeout: float = 60.0
+    helm: str,
+    chart: Path,
+    release_name: str,
+    namespace: str,
+    *,
+    home: Path,
+    values: str | None = None,
+    include_crds: bool = False,
+    kube_version: str | None = None,
+    timeout: float = 60.0,
 ) -> str:
-    """The rendered objects of ``chart`` (a packaged .tgz or a directory), as helm prints them."""
+    """The rendered objects of ``chart`` (a packaged .tgz or a directory), as helm prints them.
+
+    ``values`` (YAML) go to helm on stdin; ``include_crds`` renders the chart's crds/ too;
+    ``kube_version`` is what ``.Capabilities.KubeVersion`` says (helm's own default otherwise)."""
+    extra = [*(["-f", "-"] if values is not None else []), *(["--include-crds"] if include_crds else [])]
+    if kube_version is not None:
+        extra += ["--kube-version", kube_version]
+    return await _run_helm(
+        helm,
+        ["template", release_name, str(chart), "--namespace", namespace, *extra],
+        chart.name,
+        home=home,
+        stdin=values,
+        timeout=timeout,
+    )
+
+
+async def render_values_template(
+    helm: str, template: str, data: Mapping[str, Any], *, home: Path, timeout: float = 60.0
+) -> str:
+    """``template`` (a cluster-addon-values.yaml) rendered over ``data`` (``Cluster`` and the objects it
+    references), as upstream renders it: when the result has a string under ``values``, that string
+    is the values; otherwise the whole result is."""
+    with tempfile.TemporaryDirectory(prefix="values-", dir=await _made(home)) as scratch:
+        chart = Path(scratch)
+        (chart / "templates").mkdir()
+        (chart / "Chart.yaml").write_text("apiVersion: v2\nname: cluster-addon-values\nversion: 0.0.0\n")
+        (chart / "values-template.yaml").write_text(template)
+        (chart / "templates" / "values.yaml").write_text(
+            '{{ tpl (.Files.Get "values-template.yaml") .Values }}\n'
+        )
+        rendered = await _run_helm(
+            helm,
+            [
+                "template",
+                "cluster-addon-values",
+                str(chart),
+                "--show-only",
+                "templates/values.yaml",
+                "-f",
+                "-",
+            ],
+            "cluster-addon-values.yaml",
+            home=home,
+            stdin=json.dumps(dict(data)),
+            timeout=timeout,
+        )
+    body = rendered.split("\n", 2)[2] if rendered.startswith("---\n# Source:") else rendered
+    try:
+        parsed = yaml.safe_load(body)
+    except yaml.YAMLError as error:
+        raise HelmError(f"cluster-addon-values.yaml does not render to YAML: {error}") from None
+    if isinstance(parsed, dict) and isinstance(parsed.get("values"), str):
+        return str(parsed["values"])
+    return body
+
+
+async def _made(directory: Path) -> Path:
+    await asyncio.to_thread(directory.mkdir, parents=True, exist_ok=True)
+    return directory
+
+
+async def _run_helm(
+    helm: str, arguments: list[str], what: str, *, home: Path, stdin: str | None, timeout: float
+) -> str:
+    """helm's stdout for ``arguments``; a :class:`HelmError` naming ``what`` when it fails."""
     executable = shutil.which(helm)
     if executable is None:
         raise HelmError(
             f"helm is not installed here ({helm!r} is neither a path nor on PATH): install helm 3, or point "
             "OPERATOR_SUITE_HELM at it"
         )
-    await asyncio.to_thread(home.mkdir, parents=True, exist_ok=True)
+    await _made(home)
     environment = {
         "PATH": os.environ.get("PATH", ""),
         "HOME": str(home),
@@ -46,30 +126,25 @@ async def helm_template(
     }
     process = await asyncio.create_subprocess_exec(
         executable,
-        "template",
-        release_name,
-        str(chart),
-        "--namespace",
-        namespace,
+        *arguments,
+        stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
         env=environment,
     )
     try:
-        stdout, stderr = await asyncio.wait_for(process.communicate(), timeout)
+        stdout, stderr = await asyncio.wait_for(
+            process.communicate(stdin.encode() if stdin is not None else None), timeout
+        )
     except TimeoutError:
         process.kill()
         await process.wait()
-        raise HelmError(
-            f"helm template of {chart.name} took longer than {timeout:.0f} s and was stopped"
-        ) from None
+        raise HelmError(f"helm template of {what} took longer than {timeout:.0f} s and was stopped") from None
     except asyncio.CancelledError:
         process.kill()
         await process.wait()
         raise
     if process.returncode != 0:
         words = stderr.decode(errors="replace").strip()[-_STDERR_TAIL:]
-        raise HelmError(
-            scrub(f"helm template of {chart.name} failed: {words or f'exit {process.returncode}'}")
-        )
+        raise HelmError(scrub(f"helm template of {what} failed: {words or f'exit {process.returncode}'}"))
     return stdout.decode()

@@ -53,6 +53,32 @@ async def test_the_seed_examples_apply_unchanged_status_included(kube: Kube, nam
     assert live is not None
     assert live["status"]["summary"][0] == {"message": "", "name": "v6", "phase": "done", "ready": True}
 
+    addon = seed("clusterstack_v1alpha1_clusteraddon", namespace)
+    addon_status = addon.pop("status")
+    # Its owner is a Cluster, which this test has none of (the garbage collector would take the addon).
+    addon["metadata"].pop("ownerReferences")
+    addon["spec"]["clusterRef"]["namespace"] = namespace
+    await kube.create(addon)
+    patched = await kube.patch_status(API, "ClusterAddon", addon["metadata"]["name"], namespace, addon_status)
+    assert patched["spec"]["clusterStack"] == "myprovider-xyz-1-26-v6"
+    assert patched["status"]["resources"][0]["kind"] == "Deployment"
+    assert [c["type"] for c in patched["status"]["conditions"]] == [
+        "Ready",
+        "ClusterStackReleaseDownloaded",
+        "HelmChartApplied",
+    ]
+
+
+async def test_a_cluster_addon_belongs_to_one_cluster_for_its_whole_life(kube: Kube, namespace: str) -> None:
+    addon = seed("clusterstack_v1alpha1_clusteraddon", namespace)
+    addon.pop("status")
+    addon["metadata"].pop("ownerReferences")
+    await kube.create(addon)
+    moved = copy.deepcopy(addon)
+    moved["spec"]["clusterRef"]["name"] = "another"
+    with pytest.raises(Invalid, match=r"spec\.clusterRef is immutable"):
+        await kube.apply(moved)
+
 
 def test_kubectl_shows_the_columns_a_user_needs(namespace: str, kubectl: Kubectl) -> None:
     document = seed("clusterstack_v1alpha1_clusterstack", namespace)

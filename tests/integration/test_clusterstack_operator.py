@@ -303,6 +303,49 @@ async def test_deleting_a_release_waits_while_a_cluster_uses_its_class(
     await gone(kube, "cluster.x-k8s.io/v1beta2", "ClusterClass", "docker-held-1-30-v1", namespace)
 
 
+async def test_a_cluster_on_a_class_of_the_stack_gets_its_cluster_addon_for_its_whole_life(
+    operator_kube: Kube, namespace: str, releases: Releases
+) -> None:
+    kube = operator_kube
+    tag = "docker-addon-1-30-v1"
+    releases.publish(tag)
+    await kube.create(
+        stack("addon", namespace, name="addon", versions=["v1"], autoSubscribe=False, noProvider=True)
+    )
+    await ready_release(kube, namespace, tag)
+    workload = await kube.create(cluster("workload", namespace, tag))
+    await kube.create(cluster("own-class", namespace, "my-own-class"))
+
+    async def addon_of(name: str, not_uid: str | None = None) -> dict[str, Any] | None:
+        found = await kube.get(API, "ClusterAddon", f"cluster-addon-{name}", namespace)
+        return found if found is not None and found["metadata"]["uid"] != not_uid else None
+
+    addon: Any = await wait_until(lambda: addon_of("workload"), timeout=30, what="the Cluster's ClusterAddon")
+    reference = addon["spec"]["clusterRef"]
+    assert (reference["kind"], reference["name"], reference["uid"]) == (
+        "Cluster",
+        "workload",
+        workload["metadata"]["uid"],
+    )
+    (owner,) = addon["metadata"]["ownerReferences"]
+    assert (owner["kind"], owner["uid"], owner["controller"]) == (
+        "Cluster",
+        workload["metadata"]["uid"],
+        True,
+    )
+
+    # Deleted by hand while its Cluster lives: made again at once.
+    await kube.delete(API, "ClusterAddon", "cluster-addon-workload", namespace)
+    await wait_until(
+        lambda: addon_of("workload", not_uid=addon["metadata"]["uid"]), timeout=15, what="a new ClusterAddon"
+    )
+    assert await addon_of("own-class") is None, "a class of no cluster stack gets no addon"
+
+    # The Cluster goes: the garbage collector takes its ClusterAddon.
+    await kube.delete("cluster.x-k8s.io/v1beta2", "Cluster", "workload", namespace)
+    await gone(kube, API, "ClusterAddon", "cluster-addon-workload", namespace)
+
+
 async def test_a_broken_release_is_reported_and_an_idle_operator_writes_nothing(
     operator_kube: Kube, namespace: str, releases: Releases, stack_operator: OperatorProcess
 ) -> None:
@@ -417,6 +460,12 @@ async def test_on_cluster_api_v1_8_a_v1beta1_cluster_holds_its_release_until_it_
             used = await kube.get("cluster.x-k8s.io/v1beta1", "Cluster", "user", namespace)
             assert used is not None
             assert used["spec"]["topology"]["class"] == tag
+
+            async def addon() -> dict[str, Any] | None:
+                return await kube.get(API, "ClusterAddon", "cluster-addon-user", namespace)
+
+            made: Any = await wait_until(addon, timeout=30, what="the v1beta1 Cluster's ClusterAddon")
+            assert made["spec"]["clusterRef"]["apiVersion"] == "cluster.x-k8s.io/v1beta1"
 
             await kube.apply(stack("old", namespace, versions=["v2"], **spec))
             await kube.delete(API, "ClusterStackRelease", tag, namespace)

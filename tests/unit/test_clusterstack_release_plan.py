@@ -10,6 +10,7 @@ from clusterstack_operator.releases.decide import (
     ExistingRelease,
     StackIdentity,
     cluster_class_of,
+    clusters_without_addon,
     plan_releases,
 )
 from clusterstack_operator.releases.versions import Channel, ReleaseName
@@ -133,3 +134,28 @@ def test_a_release_deleted_by_accident_is_created_again() -> None:
 def test_a_cluster_without_topology_names_no_class() -> None:
     assert cluster_class_of({"spec": {}}) is None
     assert cluster_class_of({}) is None
+
+
+def _cluster(name: str, class_name: str | None, *, v1beta1: bool = False, deleting: bool = False) -> dict:
+    topology = {"class": class_name} if v1beta1 else {"classRef": {"name": class_name}}
+    metadata: dict = {"name": name}
+    if deleting:
+        metadata["deletionTimestamp"] = "2026-11-23T00:00:00Z"
+    return {"metadata": metadata, "spec": {"topology": topology} if class_name else {}}
+
+
+def test_every_cluster_on_a_class_of_the_stack_gets_one_addon() -> None:
+    clusters = [
+        _cluster("new", "docker-scs-1-30-v2"),
+        _cluster("old-spelling", "docker-scs-1-30-v1", v1beta1=True),
+        _cluster("has-one", "docker-scs-1-30-v2"),
+        _cluster("other-stack", "docker-other-1-30-v2"),
+        _cluster("other-kubernetes", "docker-scs-1-31-v2"),
+        _cluster("no-topology", None),
+        _cluster("not-a-release", "my-own-class"),
+        _cluster("going", "docker-scs-1-30-v2", deleting=True),
+    ]
+    wanting = clusters_without_addon(
+        STACK, clusters, ["cluster-addon-has-one"], lambda n: f"cluster-addon-{n}"
+    )
+    assert [c["metadata"]["name"] for c in wanting] == ["new", "old-spelling"]

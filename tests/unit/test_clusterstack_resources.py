@@ -12,6 +12,7 @@ from clusterstack_operator.resources import (
     Release,
     Stack,
     applied_objects,
+    build_cluster_addon,
     build_cluster_stack_release,
     build_provider_release,
     capi_conditions,
@@ -219,3 +220,37 @@ def test_a_release_is_summarised_with_upstreams_phases(
 ) -> None:
     entry = release_summary({**RELEASE_OBJECT, "status": status})
     assert (entry["name"], entry["phase"], entry["ready"]) == ("v6", phase, ready)
+
+
+def test_a_cluster_addon_is_owned_by_its_cluster_and_refers_to_it_as_read() -> None:
+    cluster = {
+        "apiVersion": "cluster.x-k8s.io/v1beta1",
+        "kind": "Cluster",
+        "metadata": {"name": "testcluster", "namespace": "cluster", "uid": "uid-c"},
+        "spec": {"topology": {"class": "myprovider-xyz-1-26-v6"}},
+    }
+    addon = build_cluster_addon(cluster, Stack.from_object(STACK))
+    assert addon["metadata"]["name"] == "cluster-addon-testcluster"
+    assert addon["metadata"]["namespace"] == "cluster"
+    (owner,) = addon["metadata"]["ownerReferences"]
+    assert owner == {
+        "apiVersion": "cluster.x-k8s.io/v1beta1",
+        "kind": "Cluster",
+        "name": "testcluster",
+        "uid": "uid-c",
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+    assert addon["spec"] == {
+        "clusterRef": {
+            "apiVersion": "cluster.x-k8s.io/v1beta1",
+            "kind": "Cluster",
+            "name": "testcluster",
+            "namespace": "cluster",
+            "uid": "uid-c",
+        }
+    }
+    labels = addon["metadata"]["labels"]
+    assert labels[MANAGED_BY_LABEL] == "cluster-stack-operator"
+    assert labels[INSTANCE_LABEL] == "cs-xyz", "its deletion wakes the stack, which makes it again"
+    assert labels["cluster.x-k8s.io/cluster-name"] == "testcluster"

@@ -68,6 +68,7 @@ class EventReason(StrEnum):
     PROVIDER_TEMPLATE_NOT_FOUND = "ProviderTemplateNotFound"
     CLUSTER_STACK_RELEASE_CREATED = "ClusterStackReleaseCreated"
     CLUSTER_STACK_RELEASE_DELETED = "ClusterStackReleaseDeleted"
+    CLUSTER_ADDON_CREATED = "ClusterAddonCreated"
     CREATE_PROVIDER_STACK_RELEASE = "CreateProviderStackRelease"
     VALIDATE_HELM_CHART_FAILED = "ValidateHelmChartFailed"
     DOWNLOAD_FAILED = "DownloadFailed"

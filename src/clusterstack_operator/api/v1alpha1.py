@@ -1,4 +1,5 @@
-"""ClusterStack and ClusterStackRelease, version v1alpha1, in upstream's group clusterstack.x-k8s.io.
+"""ClusterStack, ClusterStackRelease and ClusterAddon, version v1alpha1, in upstream's group
+clusterstack.x-k8s.io.
 
 The seed's YAML examples apply unchanged (apart from its two typos), so manifests
 written for the Go operator are accepted here. CEL rules refuse at admission what
@@ -23,9 +24,12 @@ from operator_core.apimodel import ApiModel, cel, immutable
 from operator_core.crdgen import CustomResource, PrinterColumn
 
 __all__ = [
+    "CLUSTER_ADDON",
     "CLUSTER_STACK",
     "CLUSTER_STACK_RELEASE",
     "CUSTOM_RESOURCES",
+    "ClusterAddonSpec",
+    "ClusterAddonStatus",
     "ClusterApiCondition",
     "ClusterStackReleaseSpec",
     "ClusterStackReleaseStatus",
@@ -189,6 +193,68 @@ class ClusterStackReleaseStatus(ApiModel):
     """The .metadata.generation the status was written from."""
 
 
+class ClusterReference(ApiModel):
+    """The Cluster API Cluster whose workload cluster gets the addons."""
+
+    api_version: str = "cluster.x-k8s.io/v1beta2"
+    """API version of the Cluster: cluster.x-k8s.io/v1beta1 or v1beta2."""
+    kind: Literal["Cluster"] = "Cluster"
+    """Always Cluster."""
+    name: str = Field(min_length=1, max_length=253)
+    """Name of the Cluster."""
+    namespace: str | None = None
+    """Namespace of the Cluster: the ClusterAddon's own (a Cluster's addons live beside it)."""
+    uid: str | None = None
+    """UID of the Cluster, when the reference was made from the object itself."""
+
+
+class ClusterAddonSpec(ApiModel):
+    """Which Cluster gets the addons, and which addons it has; made by the operator for every Cluster
+    whose ClusterClass comes from a cluster stack."""
+
+    cluster_ref: ClusterReference = Field(json_schema_extra=immutable("spec.clusterRef"))
+    """The Cluster whose workload cluster the addons are applied to. Immutable: a ClusterAddon belongs
+    to one Cluster for its whole life."""
+    cluster_stack: str | None = Field(default=None, max_length=253)
+    """The cluster stack release whose addons are applied (<provider>-<name>-<major>-<minor>-<version>),
+    set by the operator; it matches the Cluster's ClusterClass once the addons are up to date."""
+    version: str | None = Field(default=None, max_length=63)
+    """The cluster-addon version applied, from the release's metadata.yaml, set by the operator: a new
+    cluster stack release with the same addon version applies nothing."""
+    hook: str | None = Field(default=None, max_length=63)
+    """The lifecycle hook whose stages run now (for a release with clusteraddon.yaml), set by the
+    operator: AfterControlPlaneInitialized or BeforeClusterUpgrade."""
+
+
+class StageStatus(ApiModel):
+    """One stage of the running hook (one chart of a staged cluster-addon release)."""
+
+    name: str
+    """Name of the stage: its chart's folder in the cluster-addon archive."""
+    action: Literal["apply", "delete"] = "apply"
+    """Whether the stage applies its objects or deletes them."""
+    phase: Literal[
+        "Pending", "waitingForPreCondition", "applyingOrDeleting", "waitingForPostCondition", "done"
+    ]
+    """Where the stage stands; a stage starts only once the one before it is done."""
+
+
+class ClusterAddonStatus(ApiModel):
+    """Whether the addons are applied in the workload cluster, object by object and stage by stage."""
+
+    ready: bool = False
+    """Whether every addon object is applied as rendered in the workload cluster."""
+    resources: list[AppliedResource] = Field(default_factory=list)
+    """Each object rendered from the cluster-addon chart, and its sync status in the workload cluster."""
+    stages: list[StageStatus] = Field(default_factory=list)
+    """The stages of the running hook, in order (a release with clusteraddon.yaml only). Kept here, not
+    in the operator's memory, so that an operator restart resumes the stage it was in."""
+    conditions: list[ClusterApiCondition] = Field(default_factory=list)
+    """ClusterReady, ClusterStackReleaseDownloaded, HelmChartApplied and Ready, among others."""
+    observed_generation: int | None = None
+    """The .metadata.generation the status was written from."""
+
+
 _READY = '.status.conditions[?(@.type=="Ready")].status'
 _READY_REASON = '.status.conditions[?(@.type=="Ready")].reason'
 
@@ -238,4 +304,28 @@ CLUSTER_STACK_RELEASE = CustomResource(
     spec_required=False,
 )
 
-CUSTOM_RESOURCES = [CLUSTER_STACK, CLUSTER_STACK_RELEASE]
+CLUSTER_ADDON = CustomResource(
+    group=GROUP,
+    version=VERSION,
+    kind="ClusterAddon",
+    plural="clusteraddons",
+    spec_model=ClusterAddonSpec,
+    status_model=ClusterAddonStatus,
+    description="The cluster addons of one Cluster API Cluster, applied in its workload cluster.",
+    short_names=("caddon",),
+    categories=("cluster-api", "clusterstack"),
+    printer_columns=(
+        PrinterColumn("Cluster", ".spec.clusterRef.name", description="The Cluster the addons are for"),
+        PrinterColumn("ClusterStack", ".spec.clusterStack", description="Release whose addons are applied"),
+        PrinterColumn("Version", ".spec.version", description="Cluster-addon version applied"),
+        PrinterColumn("Hook", ".spec.hook", description="Hook whose stages run now", priority=1),
+        PrinterColumn("Ready", ".status.ready", "boolean", "Addons applied in the workload cluster"),
+        PrinterColumn("Reason", _READY_REASON, description="Why not ready"),
+        PrinterColumn(
+            "Message", '.status.conditions[?(@.type=="Ready")].message', description="Why", priority=1
+        ),
+        PrinterColumn("Age", ".metadata.creationTimestamp", "date"),
+    ),
+)
+
+CUSTOM_RESOURCES = [CLUSTER_STACK, CLUSTER_STACK_RELEASE, CLUSTER_ADDON]

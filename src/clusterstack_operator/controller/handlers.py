@@ -2,9 +2,10 @@
 
 Both controllers are wired by the shared controller step (:mod:`operator_core.controller`):
 
-- ClusterStack: woken by its ClusterStackReleases (their status changes), by its provider
-  template, and by any Cluster of its namespace (a Cluster that starts or stops using a release);
-  with autoSubscribe, also by the source's poll interval.
+- ClusterStack: woken by its ClusterStackReleases (their status changes), by the ClusterAddons it
+  made (one deleted while its Cluster lives is made again), by its provider template, and by any
+  Cluster of its namespace (a Cluster that starts or stops using a release, or needs its
+  ClusterAddon); with autoSubscribe, also by the source's poll interval.
 - ClusterStackRelease: woken by its provider object, by the objects it applied (an object deleted
   or edited by hand is restored at once), and by Clusters (a deletion waiting for one to go).
 
@@ -14,7 +15,7 @@ reconciles when they first meet them (:meth:`operator_core.cache.Cache.ensure`).
 
 from __future__ import annotations
 
-from clusterstack_operator.api.v1alpha1 import CLUSTER_STACK, CLUSTER_STACK_RELEASE
+from clusterstack_operator.api.v1alpha1 import CLUSTER_ADDON, CLUSTER_STACK, CLUSTER_STACK_RELEASE
 from clusterstack_operator.controller.common import CLUSTER_KINDS
 from clusterstack_operator.controller.releases import FINALIZER, finalize_release, reconcile_release
 from clusterstack_operator.controller.runtime import RUNTIME, StackRuntime
@@ -42,7 +43,10 @@ OPERATOR.controller(
     CLUSTER_STACK,
     reconcile_stack,
     managed_by=MANAGED_BY,
-    child_kinds=((CLUSTER_STACK_RELEASE.api_version, CLUSTER_STACK_RELEASE.kind),),
+    child_kinds=(
+        (CLUSTER_STACK_RELEASE.api_version, CLUSTER_STACK_RELEASE.kind),
+        (CLUSTER_ADDON.api_version, CLUSTER_ADDON.kind),
+    ),
     named=provider_template_of,
     wake_all_on=CLUSTER_KINDS,
 )

@@ -20,7 +20,12 @@ import yaml
 
 from clusterstack_operator.api.reasons import ConditionType, EventReason, Reason
 from clusterstack_operator.api.v1alpha1 import CLUSTER_STACK_RELEASE
-from clusterstack_operator.controller.common import capi_book, clusters_by_class, write_capi_status
+from clusterstack_operator.controller.common import (
+    capi_book,
+    clusters_by_class,
+    clusters_of,
+    write_capi_status,
+)
 from clusterstack_operator.controller.runtime import RUNTIME, StackRuntime
 from clusterstack_operator.helm import HelmError
 from clusterstack_operator.releases.assets import InvalidRelease, ReleaseMetadata
@@ -225,7 +230,7 @@ async def finalize_release(obj: dict[str, Any], context: Context) -> float:
     runtime: StackRuntime = context.extras[RUNTIME]
     release, name = _release_of(obj)
     kube = context.kube
-    in_use = await clusters_by_class(kube, release.namespace)
+    in_use = clusters_by_class(await clusters_of(kube, release.namespace))
     users = sorted(in_use.get(name.cluster_class, set()) | in_use.get(name.tag, set()))
     if users:
         book = capi_book(obj, context.recorder)

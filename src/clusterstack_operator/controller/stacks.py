@@ -5,6 +5,9 @@ Clusters of its namespace, its provider template) and the source's last listing 
 stack, refreshed each poll interval), lets :func:`~clusterstack_operator.releases.decide.plan_releases`
 decide, then creates what is missing (a release deleted by accident comes back), deletes what is no
 longer kept, and reports. A reconcile where nothing changed writes nothing.
+
+It also plays upstream's ClusterAddonCreate controller for its own releases: every Cluster whose
+ClusterClass is one of them gets its ClusterAddon (``cluster-addon-<cluster>``, owned by the Cluster).
 """
 
 from __future__ import annotations
@@ -14,19 +17,26 @@ from datetime import datetime
 from typing import Any
 
 from clusterstack_operator.api.reasons import ConditionType, EventReason, Reason
-from clusterstack_operator.api.v1alpha1 import CLUSTER_STACK, CLUSTER_STACK_RELEASE
-from clusterstack_operator.controller.common import capi_book, clusters_by_class, write_capi_status
+from clusterstack_operator.api.v1alpha1 import CLUSTER_ADDON, CLUSTER_STACK, CLUSTER_STACK_RELEASE
+from clusterstack_operator.controller.common import (
+    capi_book,
+    clusters_by_class,
+    clusters_of,
+    write_capi_status,
+)
 from clusterstack_operator.controller.runtime import RUNTIME, StackRuntime
-from clusterstack_operator.releases.decide import ExistingRelease, plan_releases
+from clusterstack_operator.releases.decide import ExistingRelease, clusters_without_addon, plan_releases
 from clusterstack_operator.releases.versions import InvalidVersion, ReleaseName
 from clusterstack_operator.resources import (
     MANAGED_BY,
     InvalidTemplate,
     Release,
     Stack,
+    build_cluster_addon,
     build_cluster_stack_release,
     build_provider_release,
     check_template,
+    cluster_addon_name,
     provider_reference,
     release_summary,
     usable_versions,
@@ -111,7 +121,8 @@ async def reconcile_stack(obj: dict[str, Any], context: Context) -> float:
         for o in existing_objects.values()
         if (name := _parsed(o["metadata"]["name"])) is not None
     ]
-    in_use = await clusters_by_class(kube, stack.namespace)
+    clusters = await clusters_of(kube, stack.namespace)
+    in_use = clusters_by_class(clusters)
     plan = plan_releases(
         stack.identity,
         listed=stack.spec.versions,
@@ -157,6 +168,7 @@ async def reconcile_stack(obj: dict[str, Any], context: Context) -> float:
             EventReason.CLUSTER_STACK_RELEASE_DELETED,
             f"deleted {', '.join(deleted)} (no longer kept)",
         )
+    await _create_cluster_addons(kube, stack, clusters, book)
     await book.set(
         ConditionType.CLUSTER_STACK_RELEASES_SYNCED,
         "True",
@@ -210,6 +222,30 @@ async def reconcile_stack(obj: dict[str, Any], context: Context) -> float:
         },
     )
     return next_look
+
+
+async def _create_cluster_addons(
+    kube: Any, stack: Stack, clusters: list[dict[str, Any]], book: ConditionBook
+) -> None:
+    """A ClusterAddon for every Cluster whose ClusterClass is one of this stack's releases, where it has
+    none (upstream's ClusterAddonCreate controller): created, not applied, since its spec beyond the
+    Cluster's reference is the ClusterAddon controller's to write."""
+    # Ours only, from the cache; one made by hand without our labels costs a refused create (409).
+    addons = await kube.list(
+        CLUSTER_ADDON.api_version, CLUSTER_ADDON.kind, stack.namespace, labels={MANAGED_BY_LABEL: MANAGED_BY}
+    )
+    wanting = clusters_without_addon(
+        stack.identity, clusters, (a["metadata"]["name"] for a in addons), cluster_addon_name
+    )
+    created = []
+    for cluster in wanting:
+        try:
+            made = await kube.create(build_cluster_addon(cluster, stack))
+        except errors.Conflict:
+            continue  # made meanwhile (by this reconcile's previous pass, say): there is one, as wanted
+        created.append(f"{made['metadata']['name']} for Cluster {cluster['metadata']['name']}")
+    if created:
+        await book.event("Normal", EventReason.CLUSTER_ADDON_CREATED, f"created {', '.join(created)}")
 
 
 async def _provider_template(kube: Any, stack: Stack, book: ConditionBook) -> dict[str, Any] | None:

@@ -26,7 +26,14 @@ from clusterstack_operator.releases.versions import (
     release_of_class,
 )
 
-__all__ = ["ExistingRelease", "ReleasePlan", "StackIdentity", "cluster_class_of", "plan_releases"]
+__all__ = [
+    "ExistingRelease",
+    "ReleasePlan",
+    "StackIdentity",
+    "cluster_class_of",
+    "clusters_without_addon",
+    "plan_releases",
+]
 
 
 @dataclass(frozen=True)
@@ -77,6 +84,29 @@ def cluster_class_of(cluster: Mapping[str, Any]) -> str | None:
     reference = topology.get("classRef") or {}
     name = reference.get("name") or topology.get("class")
     return name if isinstance(name, str) and name else None
+
+
+def clusters_without_addon(
+    stack: StackIdentity, clusters: Iterable[Mapping[str, Any]], addons: Iterable[str], addon_name: Any
+) -> list[Mapping[str, Any]]:
+    """The Clusters whose ClusterClass is a release of ``stack`` and that have no ClusterAddon yet
+    (``addons``: the names of those that exist; ``addon_name``: a Cluster's name to its addon's).
+
+    A Cluster being deleted gets none: the garbage collector would take it at once."""
+    existing = set(addons)
+    wanting = []
+    for cluster in clusters:
+        metadata = cluster.get("metadata") or {}
+        class_name = cluster_class_of(cluster)
+        if class_name is None or metadata.get("deletionTimestamp"):
+            continue
+        try:
+            release = ReleaseName.parse(class_name)
+        except InvalidVersion:
+            continue
+        if stack.owns(release) and addon_name(metadata["name"]) not in existing:
+            wanting.append(cluster)
+    return wanting
 
 
 def _parsed(versions: Iterable[str]) -> list[Version]:

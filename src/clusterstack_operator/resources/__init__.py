@@ -13,6 +13,7 @@ import yaml
 
 from clusterstack_operator.api.reasons import ConditionType, Severity
 from clusterstack_operator.api.v1alpha1 import (
+    CLUSTER_ADDON,
     CLUSTER_STACK,
     CLUSTER_STACK_RELEASE,
     ClusterStackReleaseSpec,
@@ -29,10 +30,12 @@ __all__ = [
     "Release",
     "Stack",
     "applied_objects",
+    "build_cluster_addon",
     "build_cluster_stack_release",
     "build_provider_release",
     "capi_conditions",
     "check_template",
+    "cluster_addon_name",
     "conditions_of",
     "provider_reference",
     "release_summary",
@@ -45,6 +48,8 @@ TEMPLATE_SUFFIX = "Template"
 MANAGED_BY = "cluster-stack-operator"
 STACK_LABEL = "clusterstack.x-k8s.io/cluster-stack"
 """On a ClusterStackRelease: the ClusterStack it belongs to."""
+CLUSTER_NAME_LABEL = "cluster.x-k8s.io/cluster-name"
+"""Cluster API's label for what belongs to one Cluster: on a ClusterAddon, its Cluster."""
 
 
 class InvalidTemplate(ValueError):
@@ -167,6 +172,33 @@ def build_cluster_stack_release(
             "ownerReferences": [stack.owner_reference()],
         },
         "spec": spec,
+    }
+
+
+def cluster_addon_name(cluster: str) -> str:
+    """The one ClusterAddon of a Cluster, named as upstream names it."""
+    return f"cluster-addon-{cluster}"
+
+
+def build_cluster_addon(cluster: Mapping[str, Any], stack: Stack) -> Manifest:
+    """The ClusterAddon of ``cluster`` (as read, in whichever version), whose ClusterClass is a release of
+    ``stack``: owned and controlled by the Cluster (deleting the Cluster collects it), referring to it,
+    and labelled so that its deletion wakes the stack, which makes it again while the Cluster lives.
+
+    Only ``spec.clusterRef`` is set: the rest of the spec is the ClusterAddon controller's to write."""
+    metadata = cluster["metadata"]
+    name, namespace = metadata["name"], metadata["namespace"]
+    reference = {"apiVersion": cluster["apiVersion"], "kind": "Cluster", "name": name, "uid": metadata["uid"]}
+    return {
+        "apiVersion": CLUSTER_ADDON.api_version,
+        "kind": CLUSTER_ADDON.kind,
+        "metadata": {
+            "name": cluster_addon_name(name),
+            "namespace": namespace,
+            "labels": _managed({CLUSTER_NAME_LABEL: name, STACK_LABEL: stack.name}, stack.name),
+            "ownerReferences": [{**reference, "controller": True, "blockOwnerDeletion": True}],
+        },
+        "spec": {"clusterRef": {**reference, "namespace": namespace}},
     }
 
 
