@@ -42,7 +42,7 @@ from typing import Any, Protocol
 
 from operator_core import errors
 
-__all__ = ["Cache", "Informer", "KindRef", "WatchSource", "WatchedKind", "selector_covers"]
+__all__ = ["ANY_VALUE", "Cache", "Informer", "KindRef", "WatchSource", "WatchedKind", "selector_covers"]
 
 Manifest = dict[str, Any]
 KindRef = tuple[str, str]
@@ -82,9 +82,19 @@ class WatchSource(Protocol):
         ...
 
 
+ANY_VALUE = "*"
+"""As a selector's label value: the label is set, to any value (``key`` alone in a label selector, as
+Cluster API's ``cluster.x-k8s.io/cluster-name`` on every kubeconfig Secret). No label value can be "*"."""
+
+
 def selector_covers(informer_labels: Mapping[str, str] | None, wanted: Mapping[str, str] | None) -> bool:
-    """Whether an informer selecting ``informer_labels`` holds every object that ``wanted`` selects."""
-    return all((wanted or {}).get(key) == value for key, value in (informer_labels or {}).items())
+    """Whether an informer selecting ``informer_labels`` holds every object that ``wanted`` selects (or
+    that carries ``wanted`` as its labels)."""
+    wanted = wanted or {}
+    return all(
+        key in wanted and (value == ANY_VALUE or wanted[key] == value)
+        for key, value in (informer_labels or {}).items()
+    )
 
 
 def _matches(obj: Mapping[str, Any], labels: Mapping[str, str] | None) -> bool:
@@ -124,7 +134,8 @@ def _trimmed(obj: Manifest, *, keep_spec: bool = True) -> Manifest:
 
 @dataclass(frozen=True)
 class WatchedKind:
-    """One kind an operator reads from a cache: ``labels`` None means every object of it.
+    """One kind an operator reads from a cache: ``labels`` None means every object of it; a label whose
+    value is :data:`ANY_VALUE` selects the objects that carry it at all.
 
     ``keep_spec`` False holds the objects without their spec: for a kind that is only observed,
     never applied (a StatefulSet's pods, of which only labels and status are read), which saves

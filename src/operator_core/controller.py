@@ -275,7 +275,7 @@ class Operator:
         child_kinds: Kinds = (),
         observed_kinds: Kinds = (),
         named: Named | None = None,
-        named_kinds: Kinds = (),
+        named_kinds: Sequence[tuple[str, str] | WatchedKind] = (),
         wake_all_on: Kinds = (),
         finalizer: str | None = None,
         finalize: Reconcile | None = None,
@@ -289,7 +289,9 @@ class Operator:
         StatefulSet's pods), and
         ``named_kinds``, of which ``named`` says which objects an object's spec names (as
         (kind, name) pairs in its namespace); a change to one of them wakes the objects that
-        name it. A change to an object of ``wake_all_on`` (held whole) wakes every object of
+        name it; a :class:`~operator_core.cache.WatchedKind` there holds only the objects its labels
+        select (the kubeconfig Secrets Cluster API labels, not every Secret). A change to an object
+        of ``wake_all_on`` (held whole) wakes every object of
         ``resource`` in its namespace: for what any of them may depend on (a Cluster API
         Cluster using a ClusterClass).
 
@@ -304,7 +306,10 @@ class Operator:
         labelled = {MANAGED_BY_LABEL: managed_by}
         self._watched.extend(WatchedKind(v, k, labelled) for v, k in child_kinds)
         self._watched.extend(WatchedKind(v, k, labelled, keep_spec=False) for v, k in observed_kinds)
-        self._watched.extend(WatchedKind(v, k) for v, k in (*named_kinds, *wake_all_on))
+        self._watched.extend(
+            kind if isinstance(kind, WatchedKind) else WatchedKind(*kind) for kind in named_kinds
+        )
+        self._watched.extend(WatchedKind(v, k) for v, k in wake_all_on)
         # The finalizing loops are woken as the reconcile loops are (a Cluster that lets a deletion go).
         books = (wakeups, finalizing) if finalizer is not None else (wakeups,)
         self._listeners.append(_waker(books, primary, managed_by, references, frozenset(wake_all_on)))

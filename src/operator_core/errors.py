@@ -12,7 +12,8 @@
     │   └── Expired                 410: a watch's resourceVersion is too old; the cache lists again
     ├── NotSynced                   a destructive step refused a watch cache that may be stale
     ├── PermanentError              only a change of the object (or of what it names) can fix this
-    │   └── InvalidSpec             the spec passed the CRD's schema but its model refuses it
+    │   ├── InvalidSpec             the spec passed the CRD's schema but its model refuses it
+    │   └── InvalidKubeconfig       a kubeconfig read from a Secret is malformed or would run a command
     ├── SettingsError               an OPERATOR_SUITE_* variable has a value the setting does not allow
     └── CRDGenerationError          a model cannot become a structural CRD schema
 
@@ -112,6 +113,11 @@ class PermanentError(OperatorError):
 
 class InvalidSpec(PermanentError):
     """The spec passed the CRD's schema but its model refuses it."""
+
+
+class InvalidKubeconfig(PermanentError):
+    """A kubeconfig read from a Secret (a workload cluster's) is malformed, or would make this process
+    run a command or read its own files; only a new Secret helps."""
 
 
 class SettingsError(OperatorError):

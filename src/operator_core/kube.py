@@ -46,7 +46,7 @@ from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
 from lightkube.types import CascadeType, PatchType
 
 from operator_core import errors
-from operator_core.cache import OPENED, Cache, Informer, KindRef, selector_covers
+from operator_core.cache import ANY_VALUE, OPENED, Cache, Informer, KindRef, selector_covers
 from operator_core.manifests import APPLIED_HASH_ANNOTATION, Manifest, needs_apply, with_applied_hash
 from operator_core.secrets import scrub
 
@@ -143,7 +143,40 @@ def _without_nulls(value: Any) -> Any:
 
 
 def _label_selector(labels: Mapping[str, str] | None) -> dict[str, str]:
-    return {"labelSelector": ",".join(f"{key}={value}" for key, value in labels.items())} if labels else {}
+    if not labels:
+        return {}
+    terms = (key if value == ANY_VALUE else f"{key}={value}" for key, value in labels.items())
+    return {"labelSelector": ",".join(terms)}
+
+
+_FILE_KEYS = {
+    "certificate-authority": "certificate-authority-data",
+    "client-certificate": "client-certificate-data",
+    "client-key": "client-key-data",
+    "tokenFile": "token",
+}
+"""A kubeconfig's keys that name a file of this machine, and what embeds the same instead."""
+_COMMAND_KEYS = ("exec", "auth-provider")
+
+
+def vet_kubeconfig(document: object) -> Mapping[str, Any]:
+    """A kubeconfig read from a Secret, refused (:class:`~operator_core.errors.InvalidKubeconfig`) when it
+    could make this process run a command (``exec``, ``auth-provider``) or read its own files (paths
+    instead of ``-data``): whoever can write the Secret must not gain the operator's powers."""
+    if not isinstance(document, Mapping) or not document.get("clusters") or not document.get("users"):
+        raise errors.InvalidKubeconfig("the kubeconfig is not a YAML mapping with clusters and users")
+    sections = [("user", (e or {}).get("user") or {}) for e in document.get("users") or []]
+    sections += [("cluster", (e or {}).get("cluster") or {}) for e in document.get("clusters") or []]
+    for section, fields in sections:
+        for key in _COMMAND_KEYS:
+            if key in fields:
+                raise errors.InvalidKubeconfig(f"the kubeconfig's {section} runs a command ({key}): refused")
+        for key, embedded in _FILE_KEYS.items():
+            if key in fields:
+                raise errors.InvalidKubeconfig(
+                    f"the kubeconfig's {section} names a file ({key}): embed it as {embedded}"
+                )
+    return document
 
 
 def _describe(manifest: Mapping[str, Any]) -> str:
@@ -190,6 +223,29 @@ class Kube:
             config, field_manager=field_manager, timeout=httpx2.Timeout(timeout), trust_env=False
         )
         return cls(client, field_manager=field_manager, config=config, timeout=timeout)
+
+    @classmethod
+    def from_kubeconfig(
+        cls,
+        document: Mapping[str, Any],
+        *,
+        field_manager: str = DEFAULT_FIELD_MANAGER,
+        timeout: float = 10.0,
+    ) -> Kube:
+        """Connect with a kubeconfig given as data (another cluster's, read from a Secret): its current
+        context. The caller vets it first (:func:`operator_core.kube.vet_kubeconfig`)."""
+        config = KubeConfig.from_dict(dict(document)).get()
+        client = AsyncClient(
+            config, field_manager=field_manager, timeout=httpx2.Timeout(timeout), trust_env=False
+        )
+        return cls(client, field_manager=field_manager, config=config, timeout=timeout)
+
+    async def server_version(self) -> str:
+        """The API server's version (``GET /version``): the cheapest way to learn that it answers."""
+        with _api_call("asking the API server its version"):
+            response = await self._raw().get("/version")
+            response.raise_for_status()
+        return str(response.json().get("gitVersion", ""))
 
     def use_cache(self, cache: Cache) -> None:
         """Read the kinds ``cache`` holds from it, and give it the answers of our writes."""

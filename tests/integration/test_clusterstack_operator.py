@@ -8,6 +8,7 @@ over its own release directory, and publishes releases of a stack of its own.
 from __future__ import annotations
 
 import asyncio
+import base64
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -78,6 +79,7 @@ def launch(
         "OPERATOR_SUITE_RELEASE_DIR": str(home / "downloads"),
         "OPERATOR_SUITE_HELM": str(tools.helm),
         "OPERATOR_SUITE_POLL_SECONDS": "1",
+        "OPERATOR_SUITE_ADDON_CHECK_SECONDS": "2",
     }
     process = OperatorProcess(
         "cluster-stack-operator", kubeconfig, home / "operator.log", "--verbose", environment=environment
@@ -483,3 +485,131 @@ async def test_on_cluster_api_v1_8_a_v1beta1_cluster_holds_its_release_until_it_
             await gone(kube, "cluster.x-k8s.io/v1beta1", "ClusterClass", tag, namespace)
         finally:
             process.stop()
+
+
+@pytest.fixture(scope="module")
+def workload_plane(start_control_plane: Any) -> ControlPlane:
+    """A second control plane: the workload cluster that the Cluster object stands for."""
+    plane: ControlPlane = start_control_plane("workload")
+    return plane
+
+
+def kubeconfig_secret(cluster_name: str, namespace: str, plane: ControlPlane) -> dict[str, Any]:
+    """The Secret Cluster API writes for a workload cluster: its kubeconfig under "value", labelled."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {
+            "name": f"{cluster_name}-kubeconfig",
+            "namespace": namespace,
+            "labels": {"cluster.x-k8s.io/cluster-name": cluster_name},
+        },
+        "type": "cluster.x-k8s.io/secret",
+        "data": {"value": base64.b64encode(plane.kubeconfig.read_bytes()).decode()},
+    }
+
+
+async def test_a_clusters_addons_follow_its_class_in_the_workload_cluster(
+    operator_kube: Kube, namespace: str, releases: Releases, workload_plane: ControlPlane
+) -> None:
+    """The journey of a Cluster's addons: waiting for the workload cluster, applied there with values
+    from the Cluster, repaired, kept across a class with the same addons, replaced by new ones."""
+    kube = operator_kube
+    releases.publish("docker-journey-1-30-v1", addon_version="v1")
+    releases.publish("docker-journey-1-30-v2", addon_version="v1")
+    releases.publish("docker-journey-1-30-v3", addon_version="v2")
+    spec = {"name": "journey", "autoSubscribe": False, "noProvider": True}
+    await kube.create(stack("journey", namespace, versions=["v1", "v2", "v3"], **spec))
+    for version in (1, 2, 3):
+        await ready_release(kube, namespace, f"docker-journey-1-30-v{version}")
+    workload_cluster = cluster("journey", namespace, "docker-journey-1-30-v1")
+    workload_cluster["spec"]["controlPlaneEndpoint"] = {"host": "127.0.0.1", "port": 6443}
+    await kube.create(workload_cluster)
+
+    async def addon_where(check: Any) -> dict[str, Any] | None:
+        found = await kube.get(API, "ClusterAddon", "cluster-addon-journey", namespace)
+        return found if found is not None and check(found) else None
+
+    waiting: Any = await wait_until(
+        lambda: addon_where(lambda a: condition(a, "ClusterReady").get("reason") == "WaitingForKubeconfig"),
+        timeout=30,
+        what="the ClusterAddon to wait for the kubeconfig",
+    )
+    assert "journey-kubeconfig" in condition(waiting, "ClusterReady")["message"]
+
+    await kube.create(kubeconfig_secret("journey", namespace, workload_plane))
+    applied: Any = await wait_until(
+        lambda: addon_where(lambda a: (a.get("status") or {}).get("ready")),
+        timeout=60,
+        what="the addons applied",
+    )
+    assert (applied["spec"]["clusterStack"], applied["spec"]["version"]) == ("docker-journey-1-30-v1", "v1")
+    assert {(r["kind"], r["name"], r["status"]) for r in applied["status"]["resources"]} == {
+        ("CustomResourceDefinition", "addonwidgets.addons.example.com", "synced"),
+        ("Namespace", "addon-system", "synced"),
+        ("ConfigMap", "addon-info", "synced"),
+        ("ConfigMap", "only-in-v1", "synced"),
+    }
+    async with Kube.connect(workload_plane.kubeconfig) as workload:
+        info = await workload.get("v1", "ConfigMap", "addon-info", "kube-system")
+        assert info is not None
+        assert info["data"] == {
+            "controlPlaneHost": "127.0.0.1",
+            "addonVersion": "v1",
+            "kubernetesVersion": "v1.30.10",
+        }
+        assert await workload.get(
+            "apiextensions.k8s.io/v1", "CustomResourceDefinition", "addonwidgets.addons.example.com"
+        )
+
+        # Deleted by hand in the workload cluster: restored at the next look.
+        await workload.delete("v1", "ConfigMap", "addon-info", "kube-system")
+        restored: Any = await wait_until(
+            lambda: workload.get("v1", "ConfigMap", "addon-info", "kube-system"),
+            timeout=30,
+            what="addon-info back",
+        )
+
+        # v2 has the same cluster addons: nothing is applied again.
+        await kube.apply(
+            {
+                **workload_cluster,
+                "spec": {
+                    **workload_cluster["spec"],
+                    "topology": {"classRef": {"name": "docker-journey-1-30-v2"}, "version": "v1.30.10"},
+                },
+            }
+        )
+        same: Any = await wait_until(
+            lambda: addon_where(lambda a: a["spec"]["clusterStack"] == "docker-journey-1-30-v2"),
+            timeout=30,
+            what="the addon to follow the class to v2",
+        )
+        assert "nothing re-applied" in condition(same, "HelmChartApplied")["message"]
+        kept = await workload.get("v1", "ConfigMap", "addon-info", "kube-system")
+        assert kept is not None
+        assert kept["metadata"]["resourceVersion"] == restored["metadata"]["resourceVersion"]
+
+        # v3 has new cluster addons: applied, and what only v1's had is gone.
+        await kube.apply(
+            {
+                **workload_cluster,
+                "spec": {
+                    **workload_cluster["spec"],
+                    "topology": {"classRef": {"name": "docker-journey-1-30-v3"}, "version": "v1.30.10"},
+                },
+            }
+        )
+        await wait_until(
+            lambda: addon_where(lambda a: a["spec"]["version"] == "v2" and a["status"]["ready"]),
+            timeout=30,
+            what="the addons of v3",
+        )
+        assert await workload.get("v1", "ConfigMap", "only-in-v2", "addon-system")
+        assert await workload.get("v1", "ConfigMap", "only-in-v1", "addon-system") is None
+        updated = await workload.get("v1", "ConfigMap", "addon-info", "kube-system")
+        assert updated is not None
+        assert updated["data"]["addonVersion"] == "v2"
+
+    await kube.delete("cluster.x-k8s.io/v1beta2", "Cluster", "journey", namespace)
+    await gone(kube, API, "ClusterAddon", "cluster-addon-journey", namespace)

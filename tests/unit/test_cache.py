@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from operator_core import errors
-from operator_core.cache import OPENED, Cache, Informer, KindRef, WatchedKind, selector_covers
-from operator_core.kube import Kube
+from operator_core.cache import ANY_VALUE, OPENED, Cache, Informer, KindRef, WatchedKind, selector_covers
+from operator_core.kube import Kube, _label_selector
 from operator_core.reconciling import Wakeups, reconciling_as
 
 Manifest = dict[str, Any]
@@ -286,3 +286,14 @@ async def test_a_kind_met_at_run_time_gets_an_informer_and_a_wider_one_replaces_
         assert cache.ensure(WatchedKind("v1", "Pod", {"app": "x"})) is wide, "the wider one holds it"
     finally:
         await cache.stop()
+
+
+def test_a_label_selected_for_any_value_covers_every_object_that_carries_it() -> None:
+    kubeconfigs = {"cluster.x-k8s.io/cluster-name": ANY_VALUE}
+    assert selector_covers(kubeconfigs, {"cluster.x-k8s.io/cluster-name": "workload", "other": "x"})
+    assert not selector_covers(kubeconfigs, {"other": "x"})
+    assert not selector_covers(kubeconfigs, None)
+    assert not selector_covers({"cluster.x-k8s.io/cluster-name": "workload"}, kubeconfigs), "narrower"
+    assert _label_selector({**kubeconfigs, "app": "a"}) == {
+        "labelSelector": "cluster.x-k8s.io/cluster-name,app=a"
+    }

@@ -28,7 +28,10 @@ class ConditionType(StrEnum):
     PROVIDER_READY = "ProviderClusterStackReleaseReady"
     """ClusterStackRelease: its provider object reports status.ready (True at once with no provider)."""
     HELM_CHART_APPLIED = "HelmChartApplied"
-    """ClusterStackRelease: every object of its cluster-class chart is applied as rendered."""
+    """ClusterStackRelease: every object of its cluster-class chart is applied as rendered; ClusterAddon:
+    every object of its cluster-addon chart, in the workload cluster."""
+    CLUSTER_READY = "ClusterReady"
+    """ClusterAddon: its Cluster exists, uses a cluster stack's class, and its workload API server answers."""
 
 
 class Reason(StrEnum):
@@ -51,6 +54,12 @@ class Reason(StrEnum):
     TEMPLATE_FAILED = "HelmTemplateFailed"
     APPLIED = "ObjectsApplied"
     IN_USE = "ClusterClassInUse"
+    CLUSTER_NOT_FOUND = "ClusterNotFound"
+    NO_CLUSTER_STACK_CLASS = "NoClusterStackClass"
+    WAITING_FOR_KUBECONFIG = "WaitingForKubeconfig"
+    INVALID_KUBECONFIG = "InvalidKubeconfig"
+    CONTROL_PLANE_NOT_READY = "ControlPlaneNotReady"
+    CLUSTER_READY = "ClusterReady"
 
 
 class Severity(StrEnum):
@@ -77,3 +86,7 @@ class EventReason(StrEnum):
     RELEASE_NOT_READY = "ReleaseNotReady"
     DELETION_BLOCKED = "DeletionBlocked"
     OBJECTS_DELETED = "ObjectsDeleted"
+    INVALID_KUBECONFIG = "InvalidKubeconfig"
+    ADDONS_APPLIED = "ClusterAddonApplied"
+    ADDONS_READY = "ClusterAddonReady"
+    ADDONS_NOT_READY = "ClusterAddonNotReady"

@@ -1,19 +1,32 @@
-"""Reads and writes both Cluster Stack controllers share: the ClusterClasses Clusters use, and status."""
+"""Reads and writes the Cluster Stack controllers share: the ClusterClasses Clusters use, status, and
+rendered objects applied (and deleted again) one by one with a per-object record."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
+from clusterstack_operator.api.reasons import ConditionType, EventReason, Reason
 from clusterstack_operator.releases.decide import cluster_class_of
-from clusterstack_operator.resources import capi_conditions, conditions_of
+from clusterstack_operator.resources import MANAGED_BY, capi_conditions, conditions_of
+from operator_core import errors
+from operator_core.cache import WatchedKind
+from operator_core.children import MANAGED_BY_LABEL
 from operator_core.crdgen import CustomResource
 from operator_core.events import EventRecorder
 from operator_core.kube import Kube
 from operator_core.manifests import merge_patch
 from operator_core.reconciling import ConditionBook, write_status
 
-__all__ = ["CLUSTER_KINDS", "capi_book", "clusters_by_class", "clusters_of", "write_capi_status"]
+__all__ = [
+    "CLUSTER_KINDS",
+    "apply_each",
+    "capi_book",
+    "clusters_by_class",
+    "clusters_of",
+    "delete_applied",
+    "write_capi_status",
+]
 
 CLUSTER_KINDS = (("cluster.x-k8s.io/v1beta2", "Cluster"), ("cluster.x-k8s.io/v1beta1", "Cluster"))
 """Both versions Cluster API serves: a Cluster names its class in v1beta2's ``spec.topology.classRef.name``
@@ -58,3 +71,74 @@ async def write_capi_status(
     patch = merge_patch(current, wanted)
     if patch:
         await write_status(kube, resource, obj, patch)
+
+
+def _group_version(api_version: str) -> tuple[str, str]:
+    group, _, version = api_version.rpartition("/")
+    return group, version
+
+
+async def apply_each(
+    kube: Kube, objects: list[dict[str, Any]], book: ConditionBook, chart: str, *, watch: bool
+) -> tuple[list[dict[str, Any]], bool]:
+    """Apply ``objects`` (rendered from ``chart``) one by one, so that one refused does not hold up the
+    others; their ``status.resources`` entries, and whether any failed. Sets HelmChartApplied (with
+    one Warning when a failure starts or changes). ``watch``: ``kube`` has a cache, which is to hold
+    these kinds from now on (so that an object deleted or changed by hand wakes its owner)."""
+    resources: list[dict[str, Any]] = []
+    failures: list[str] = []
+    for manifest in objects:
+        metadata = manifest["metadata"]
+        group, version = _group_version(manifest["apiVersion"])
+        entry: dict[str, Any] = {
+            "group": group,
+            "version": version,
+            "kind": manifest["kind"],
+            "namespace": metadata.get("namespace") or "",
+            "name": metadata["name"],
+            "status": "synced",
+        }
+        if watch and kube.cache is not None:
+            kube.cache.ensure(
+                WatchedKind(manifest["apiVersion"], manifest["kind"], {MANAGED_BY_LABEL: MANAGED_BY})
+            )
+        try:
+            await kube.apply(manifest)
+        except errors.KubeError as error:
+            entry |= {"status": "not-synced", "error": str(error)}
+            failures.append(f"{manifest['kind']} {metadata['name']}: {error}")
+        resources.append(entry)
+    if failures:
+        await book.set(
+            ConditionType.HELM_CHART_APPLIED,
+            "False",
+            Reason.FAILED_TO_APPLY,
+            f"{len(failures)} of {len(objects)} objects not applied: " + "; ".join(failures),
+            warn=EventReason.APPLY_FAILED,
+            warn_on_new_message=True,
+        )
+    else:
+        await book.set(
+            ConditionType.HELM_CHART_APPLIED,
+            "True",
+            Reason.APPLIED,
+            f"{len(objects)} objects of {chart} applied",
+        )
+    return resources, bool(failures)
+
+
+async def delete_applied(kube: Kube, resources: list[dict[str, Any]]) -> list[str]:
+    """Delete what ``status.resources`` entries name, last applied first; "Kind name" of each deleted."""
+    deleted = []
+    for resource in reversed(resources):
+        api_version = (
+            f"{resource['group']}/{resource['version']}" if resource.get("group") else resource["version"]
+        )
+        try:
+            if await kube.delete(
+                api_version, resource["kind"], resource["name"], resource.get("namespace") or None
+            ):
+                deleted.append(f"{resource['kind']} {resource['name']}")
+        except errors.NotFound:
+            continue  # its kind is no longer served: nothing of it is left
+    return deleted

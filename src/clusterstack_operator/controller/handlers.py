@@ -8,6 +8,9 @@ Both controllers are wired by the shared controller step (:mod:`operator_core.co
   ClusterAddon); with autoSubscribe, also by the source's poll interval.
 - ClusterStackRelease: woken by its provider object, by the objects it applied (an object deleted
   or edited by hand is restored at once), and by Clusters (a deletion waiting for one to go).
+- ClusterAddon: woken by its Cluster (a class changed), by the Cluster's kubeconfig Secret (written
+  at last, or rotated), and by ClusterStackReleases (the one behind a new class becoming ready); it
+  looks at the workload cluster every ``addon_check_seconds``.
 
 The informers for the kinds known only at run time (the provider's, the chart's) are made by the
 reconciles when they first meet them (:meth:`operator_core.cache.Cache.ensure`).
@@ -16,23 +19,29 @@ reconciles when they first meet them (:meth:`operator_core.cache.Cache.ensure`).
 from __future__ import annotations
 
 from clusterstack_operator.api.v1alpha1 import CLUSTER_ADDON, CLUSTER_STACK, CLUSTER_STACK_RELEASE
+from clusterstack_operator.controller.addons import addon_references, reconcile_addon
 from clusterstack_operator.controller.common import CLUSTER_KINDS
 from clusterstack_operator.controller.releases import FINALIZER, finalize_release, reconcile_release
 from clusterstack_operator.controller.runtime import RUNTIME, StackRuntime
 from clusterstack_operator.controller.settings import settings_from_environment
 from clusterstack_operator.controller.stacks import provider_template_of, reconcile_stack
-from clusterstack_operator.resources import MANAGED_BY
+from clusterstack_operator.resources import CLUSTER_NAME_LABEL, MANAGED_BY
+from operator_core.cache import ANY_VALUE, WatchedKind
 from operator_core.controller import Context, Operator
 
 API_GROUP = "clusterstack.x-k8s.io"
 
 
 async def _start(context: Context) -> None:
-    context.extras[RUNTIME] = StackRuntime.from_settings(settings_from_environment())
+    context.extras[RUNTIME] = StackRuntime.from_settings(
+        settings_from_environment(), context.kube.field_manager
+    )
 
 
 async def _stop(context: Context) -> None:
     runtime = context.extras.get(RUNTIME)
+    if isinstance(runtime, StackRuntime):
+        await runtime.workloads.close()
     close = getattr(getattr(runtime, "source", None), "aclose", None)
     if close is not None:
         await close()
@@ -57,4 +66,14 @@ OPERATOR.controller(
     wake_all_on=CLUSTER_KINDS,
     finalizer=FINALIZER,
     finalize=finalize_release,
+)
+OPERATOR.controller(
+    CLUSTER_ADDON,
+    reconcile_addon,
+    managed_by=MANAGED_BY,
+    named=addon_references,
+    # Only the kubeconfig Secrets Cluster API writes (all labelled with their Cluster), not every Secret.
+    named_kinds=(WatchedKind("v1", "Secret", {CLUSTER_NAME_LABEL: ANY_VALUE}),),
+    # A Cluster that moves to another class, and the release behind it becoming ready.
+    wake_all_on=(*CLUSTER_KINDS, (CLUSTER_STACK_RELEASE.api_version, CLUSTER_STACK_RELEASE.kind)),
 )

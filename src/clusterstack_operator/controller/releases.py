@@ -21,9 +21,11 @@ import yaml
 from clusterstack_operator.api.reasons import ConditionType, EventReason, Reason
 from clusterstack_operator.api.v1alpha1 import CLUSTER_STACK_RELEASE
 from clusterstack_operator.controller.common import (
+    apply_each,
     capi_book,
     clusters_by_class,
     clusters_of,
+    delete_applied,
     write_capi_status,
 )
 from clusterstack_operator.controller.runtime import RUNTIME, StackRuntime
@@ -53,11 +55,6 @@ def _release_of(obj: dict[str, Any]) -> tuple[Release, ReleaseName]:
         return release, ReleaseName.parse(release.name)
     except InvalidVersion as error:
         raise errors.InvalidSpec(f"ClusterStackRelease {release.name}: {error}") from None
-
-
-def _group_version(api_version: str) -> tuple[str, str]:
-    group, _, version = api_version.rpartition("/")
-    return group, version
 
 
 async def reconcile_release(obj: dict[str, Any], context: Context) -> float:
@@ -183,46 +180,7 @@ async def _apply(
             warn_on_new_message=True,
         )
         return [], True
-    resources: list[dict[str, Any]] = []
-    failures: list[str] = []
-    for manifest in objects:
-        metadata = manifest["metadata"]
-        group, version = _group_version(manifest["apiVersion"])
-        entry: dict[str, Any] = {
-            "group": group,
-            "version": version,
-            "kind": manifest["kind"],
-            "namespace": metadata.get("namespace") or "",
-            "name": metadata["name"],
-            "status": "synced",
-        }
-        if kube.cache is not None:
-            kube.cache.ensure(
-                WatchedKind(manifest["apiVersion"], manifest["kind"], {MANAGED_BY_LABEL: MANAGED_BY})
-            )
-        try:
-            await kube.apply(manifest)
-        except errors.KubeError as error:
-            entry |= {"status": "not-synced", "error": str(error)}
-            failures.append(f"{manifest['kind']} {metadata['name']}: {error}")
-        resources.append(entry)
-    if failures:
-        await book.set(
-            ConditionType.HELM_CHART_APPLIED,
-            "False",
-            Reason.FAILED_TO_APPLY,
-            f"{len(failures)} of {len(objects)} objects not applied: " + "; ".join(failures),
-            warn=EventReason.APPLY_FAILED,
-            warn_on_new_message=True,
-        )
-    else:
-        await book.set(
-            ConditionType.HELM_CHART_APPLIED,
-            "True",
-            Reason.APPLIED,
-            f"{len(objects)} objects of {name.cluster_class_chart} applied",
-        )
-    return resources, bool(failures)
+    return await apply_each(kube, objects, book, name.cluster_class_chart, watch=True)
 
 
 async def finalize_release(obj: dict[str, Any], context: Context) -> float:
@@ -243,18 +201,7 @@ async def finalize_release(obj: dict[str, Any], context: Context) -> float:
         )
         await write_capi_status(kube, CLUSTER_STACK_RELEASE, obj, book, {"ready": False})
         return IN_USE_RECHECK_SECONDS
-    deleted = []
-    for resource in reversed((obj.get("status") or {}).get("resources") or []):
-        api_version = (
-            f"{resource['group']}/{resource['version']}" if resource.get("group") else resource["version"]
-        )
-        try:
-            if await kube.delete(
-                api_version, resource["kind"], resource["name"], resource.get("namespace") or None
-            ):
-                deleted.append(f"{resource['kind']} {resource['name']}")
-        except errors.NotFound:
-            continue  # its kind is no longer served: nothing of it is left
+    deleted = await delete_applied(kube, (obj.get("status") or {}).get("resources") or [])
     reference = release.spec.provider_ref
     if reference is not None:
         with contextlib.suppress(errors.NotFound):  # its kind is no longer served

@@ -18,6 +18,7 @@ from clusterstack_operator.helm import helm_template
 from clusterstack_operator.releases.versions import ReleaseName
 from clusterstack_operator.sources.base import ReleaseSource, SourceRelease
 from clusterstack_operator.sources.store import ReleaseStore
+from clusterstack_operator.workload import WorkloadClients
 
 __all__ = ["RUNTIME", "StackRuntime"]
 
@@ -31,18 +32,21 @@ class StackRuntime:
     source: ReleaseSource
     store: ReleaseStore
     helm_home: Path
+    workloads: WorkloadClients
+    """Clients of the workload clusters, made from their kubeconfig Secrets."""
     _listing: list[SourceRelease] | None = None
     _listed_at: float = 0.0
     _listing_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     _rendered: dict[tuple[str, str], str] = field(default_factory=dict)
 
     @classmethod
-    def from_settings(cls, settings: ClusterStackSettings) -> StackRuntime:
+    def from_settings(cls, settings: ClusterStackSettings, field_manager: str) -> StackRuntime:
         return cls(
             settings=settings,
             source=release_source(settings),
             store=ReleaseStore(settings.release_dir / "cluster-stacks"),
             helm_home=settings.release_dir / "helm",
+            workloads=WorkloadClients(field_manager),
         )
 
     async def releases(self) -> tuple[list[SourceRelease], float]:

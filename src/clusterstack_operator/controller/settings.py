@@ -57,6 +57,9 @@ class ClusterStackSettings:
     """The helm binary (a path, or a name on PATH)."""
     poll_seconds: float = 300.0
     """How often a ClusterStack with autoSubscribe looks for new releases."""
+    addon_check_seconds: float = 60.0
+    """How often a ClusterAddon looks at its objects in the workload cluster, and restores one that was
+    deleted or changed there (a look reads them from the workload cluster's API server, not ours)."""
 
 
 def settings_from_environment(environ: Mapping[str, str] | None = None) -> ClusterStackSettings:

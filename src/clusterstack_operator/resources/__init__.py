@@ -16,6 +16,7 @@ from clusterstack_operator.api.v1alpha1 import (
     CLUSTER_ADDON,
     CLUSTER_STACK,
     CLUSTER_STACK_RELEASE,
+    ClusterAddonSpec,
     ClusterStackReleaseSpec,
     ClusterStackSpec,
 )
@@ -26,9 +27,11 @@ from operator_core.conditions import Condition, find
 
 __all__ = [
     "MANAGED_BY",
+    "Addon",
     "InvalidTemplate",
     "Release",
     "Stack",
+    "addon_objects",
     "applied_objects",
     "build_cluster_addon",
     "build_cluster_stack_release",
@@ -48,6 +51,8 @@ TEMPLATE_SUFFIX = "Template"
 MANAGED_BY = "cluster-stack-operator"
 STACK_LABEL = "clusterstack.x-k8s.io/cluster-stack"
 """On a ClusterStackRelease: the ClusterStack it belongs to."""
+ADDON_LABEL = "clusterstack.x-k8s.io/cluster-addon"
+"""On every object applied in a workload cluster: the ClusterAddon (in the management cluster) it is of."""
 CLUSTER_NAME_LABEL = "cluster.x-k8s.io/cluster-name"
 """Cluster API's label for what belongs to one Cluster: on a ClusterAddon, its Cluster."""
 
@@ -82,6 +87,15 @@ class Release(Owner[ClusterStackReleaseSpec]):
     @property
     def release(self) -> ReleaseName:
         return ReleaseName.parse(self.name)
+
+
+@dataclass(frozen=True)
+class Addon(Owner[ClusterAddonSpec]):
+    """One ClusterAddon."""
+
+    resource = CLUSTER_ADDON
+    app = "cluster-addon"
+    managed_by = MANAGED_BY
 
 
 def _managed(labels: Mapping[str, str], instance: str) -> dict[str, str]:
@@ -202,6 +216,25 @@ def build_cluster_addon(cluster: Mapping[str, Any], stack: Stack) -> Manifest:
     }
 
 
+_APPLIED_FIRST = {"CustomResourceDefinition": 0, "Namespace": 1}
+
+
+def addon_objects(rendered: Sequence[Manifest], addon: str) -> list[Manifest]:
+    """A cluster-addon chart's objects as they are applied in the workload cluster: labelled as ours and
+    as ``addon``'s, CRDs first and Namespaces next (nothing before the kind or namespace it needs), the
+    rest in the chart's order."""
+    labelled = []
+    for obj in rendered:
+        metadata = dict(obj.get("metadata") or {})
+        metadata["labels"] = {
+            **(metadata.get("labels") or {}),
+            MANAGED_BY_LABEL: MANAGED_BY,
+            ADDON_LABEL: addon,
+        }
+        labelled.append({**obj, "metadata": metadata})
+    return sorted(labelled, key=lambda o: _APPLIED_FIRST.get(str(o.get("kind")), 2))
+
+
 def usable_versions(ready: Iterable[ReleaseName]) -> str:
     """``status.usableVersions``: the ready versions in dot form, comma-separated: those with an order
     oldest first, then hash versions (which have none) as given."""
@@ -248,6 +281,10 @@ _SEVERITY_OF_REASON = {
     "ProcessOngoing": Severity.INFO,
     "ClusterClassInUse": Severity.INFO,
     "NoReadyRelease": Severity.INFO,
+    "InvalidKubeconfig": Severity.ERROR,
+    "NoClusterStackClass": Severity.INFO,
+    "WaitingForKubeconfig": Severity.INFO,
+    "ControlPlaneNotReady": Severity.INFO,
 }
 
 

@@ -30,6 +30,12 @@ from operator_testkit.sandbox import SandboxEntry
 __all__ = ["SANDBOX", "package_cluster_class", "publish_release", "push_release"]
 
 CLUSTER_CLASS_CHART = Path(__file__).parent / "clusterstack_chart"
+CLUSTER_ADDON_CHART = Path(__file__).parent / "clusterstack_addon_chart"
+CLUSTER_ADDON_VALUES = """\
+# Rendered over the Cluster by the operator, as upstream's cluster-addon-values.yaml is.
+values: |
+  host: {{ .Cluster.spec.controlPlaneEndpoint.host }}
+"""
 SANDBOX_REPOSITORY = "stacks/cluster-stacks"
 SANDBOX_RELEASE = "docker-sandbox-1-30-v1"
 
@@ -72,7 +78,10 @@ def publish_release(
         package_cluster_class(helm, release, directory, cluster_api=cluster_api)
     else:
         (directory / release.cluster_class_chart).write_bytes(os.urandom(4096))
-    if with_addon_chart:
+    if with_addon_chart and helm is not None:
+        _package(helm, CLUSTER_ADDON_CHART, f"{release.stack}-cluster-addon", addon_version, {}, directory)
+        (directory / "cluster-addon-values.yaml").write_text(CLUSTER_ADDON_VALUES)
+    elif with_addon_chart:
         (directory / release.cluster_addon_chart(addon_version)).write_bytes(os.urandom(4096))
     if published_at is not None:
         os.utime(directory, (published_at, published_at))
@@ -85,22 +94,35 @@ def package_cluster_class(
     """``helm package`` the cluster-class chart as the release's: ``<stack>-cluster-class``,
     version the release's in dot form, as upstream's ``csctl`` packages it; its objects in Cluster API
     ``cluster_api`` (v1beta2, or v1beta1 for a management cluster older than Cluster API v1.11)."""
+    _package(
+        helm,
+        CLUSTER_CLASS_CHART,
+        f"{release.stack}-cluster-class",
+        release.version.dot,
+        {"clusterApiVersion": cluster_api},
+        into,
+    )
+    packaged = into / release.cluster_class_chart
+    assert packaged.is_file(), f"helm package wrote no {packaged.name}"
+    return packaged
+
+
+def _package(helm: Path, source: Path, name: str, version: str, values: dict[str, str], into: Path) -> None:
+    """``helm package`` a copy of the chart at ``source`` as ``name`` ``version`` (with ``values``)."""
     with tempfile.TemporaryDirectory(prefix="chart-") as scratch:
         chart = Path(scratch) / "chart"
-        shutil.copytree(CLUSTER_CLASS_CHART, chart)
+        shutil.copytree(source, chart)
         metadata = yaml.safe_load((chart / "Chart.yaml").read_text())
-        metadata |= {"name": f"{release.stack}-cluster-class", "version": release.version.dot}
+        metadata |= {"name": name, "version": version}
         (chart / "Chart.yaml").write_text(yaml.safe_dump(metadata))
-        (chart / "values.yaml").write_text(yaml.safe_dump({"clusterApiVersion": cluster_api}))
+        if values:
+            (chart / "values.yaml").write_text(yaml.safe_dump(values))
         subprocess.run(
             [str(helm), "package", str(chart), "--destination", str(into)],
             check=True,
             capture_output=True,
             env=helm_environment(Path(scratch) / "helm"),
         )
-    packaged = into / release.cluster_class_chart
-    assert packaged.is_file(), f"helm package wrote no {packaged.name}"
-    return packaged
 
 
 def push_release(registry: RunningRegistry, directory: Path, repository: str) -> None:

@@ -1,0 +1,273 @@
+"""The ClusterAddon controller: a Cluster's addons, applied in its workload cluster.
+
+One reconcile reads the Cluster, its class and the release behind it from the watch caches, waits
+for what is not there yet (the release's assets, the kubeconfig Secret, an API server that
+answers), each time saying why in a condition, then renders the release's cluster-addon chart (its
+``cluster-addon-values.yaml`` first, over the Cluster) and applies every object in the workload
+cluster, CRDs first, recording each one's status. Objects of the previously applied set that the
+new one lacks are deleted there. A release with the same cluster-addon version as the one applied
+renders the same objects, so moving a Cluster to it writes nothing in the workload cluster; status
+says so. What it applied is in ``spec.clusterStack`` and ``spec.version``, as upstream keeps it.
+
+The workload cluster is not watched (yet): every ``addon_check_seconds`` a reconcile looks at the
+objects there, which restores one deleted or changed by hand.
+
+Staged releases (``clusteraddon.yaml``) are refused with a condition that says so, for now.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from clusterstack_operator.api.reasons import ConditionType, EventReason, Reason
+from clusterstack_operator.api.v1alpha1 import CLUSTER_ADDON
+from clusterstack_operator.controller.common import (
+    apply_each,
+    capi_book,
+    clusters_of,
+    delete_applied,
+    write_capi_status,
+)
+from clusterstack_operator.controller.runtime import RUNTIME, StackRuntime
+from clusterstack_operator.helm import HelmError, helm_template, render_values_template
+from clusterstack_operator.releases.addons import stale_resources, what_changes
+from clusterstack_operator.releases.assets import InvalidRelease
+from clusterstack_operator.releases.decide import cluster_class_of
+from clusterstack_operator.releases.versions import InvalidVersion, ReleaseName
+from clusterstack_operator.resources import Addon, addon_objects, rendered_objects
+from clusterstack_operator.workload import kubeconfig_secret_name
+from operator_core import errors
+from operator_core.conditions import summarize_ready
+from operator_core.controller import Context
+from operator_core.reconciling import WAIT_FOR_CHANGE, ConditionBook
+
+__all__ = ["addon_references", "reconcile_addon"]
+
+ADDON_NAMESPACE = "kube-system"
+"""Where upstream renders every cluster-addon chart (and where its objects go unless they say)."""
+ADDON_RELEASE_NAME = "cluster-addon"
+"""The Helm release name upstream renders cluster-addon charts with."""
+VALUES_FILE = "cluster-addon-values.yaml"
+STAGES_FILE = "clusteraddon.yaml"
+ASSETS_RETRY_SECONDS = 5.0
+"""A release whose assets are being downloaded (after a restart, say) is looked at again this soon."""
+UNREACHABLE_RETRY_SECONDS = 5.0
+"""A workload API server that does not answer yet is asked again this soon (it is not ours)."""
+REQUIRED = (
+    ConditionType.CLUSTER_READY,
+    ConditionType.DOWNLOADED,
+    ConditionType.HELM_CHART_APPLIED,
+)
+
+
+def addon_references(obj: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """What a ClusterAddon names in its namespace: its Cluster, and the kubeconfig Secret of it (their
+    changes wake it: a class changed, a kubeconfig written at last)."""
+    cluster = ((obj.get("spec") or {}).get("clusterRef") or {}).get("name")
+    return [("Cluster", cluster), ("Secret", kubeconfig_secret_name(cluster))] if cluster else []
+
+
+async def reconcile_addon(obj: dict[str, Any], context: Context) -> float:
+    runtime: StackRuntime = context.extras[RUNTIME]
+    addon = Addon.from_object(obj)
+    book = capi_book(obj, context.recorder)
+    status: dict[str, Any] = {"observedGeneration": obj["metadata"].get("generation")}
+    try:
+        return await _reconcile(addon, obj, context, runtime, book, status)
+    finally:
+        ready, reason, message = summarize_ready(
+            book.conditions, REQUIRED, ready_message="the cluster addons are applied in the workload cluster"
+        )
+        await book.set_ready(
+            ready,
+            reason,
+            message,
+            became_ready=EventReason.ADDONS_READY,
+            became_not_ready=EventReason.ADDONS_NOT_READY,
+        )
+        status["ready"] = ready == "True"
+        await write_capi_status(context.kube, CLUSTER_ADDON, obj, book, status)
+
+
+async def _reconcile(
+    addon: Addon,
+    obj: dict[str, Any],
+    context: Context,
+    runtime: StackRuntime,
+    book: ConditionBook,
+    status: dict[str, Any],
+) -> float:
+    kube = context.kube
+    cluster_name = addon.spec.cluster_ref.name
+    cluster = next(
+        (c for c in await clusters_of(kube, addon.namespace) if c["metadata"]["name"] == cluster_name), None
+    )
+    if cluster is None:
+        await book.set(
+            ConditionType.CLUSTER_READY,
+            "False",
+            Reason.CLUSTER_NOT_FOUND,
+            f"Cluster {cluster_name} does not exist",
+        )
+        return WAIT_FOR_CHANGE
+    class_name = cluster_class_of(cluster)
+    try:
+        release = ReleaseName.parse(class_name or "")
+    except InvalidVersion:
+        await book.set(
+            ConditionType.CLUSTER_READY,
+            "False",
+            Reason.NO_CLUSTER_STACK_CLASS,
+            f"Cluster {cluster_name} uses {class_name or 'no ClusterClass'}, "
+            "which is no cluster stack release's",
+        )
+        return WAIT_FOR_CHANGE
+
+    # The workload cluster: its kubeconfig, then an API server that answers.
+    secret_name = kubeconfig_secret_name(cluster_name)
+    secret = await kube.get("v1", "Secret", secret_name, addon.namespace)
+    if secret is None:
+        await book.set(
+            ConditionType.CLUSTER_READY,
+            "False",
+            Reason.WAITING_FOR_KUBECONFIG,
+            f"waiting for Secret {secret_name}, "
+            "which Cluster API writes once the control plane has its certificates",
+        )
+        return WAIT_FOR_CHANGE
+    try:
+        workload = await runtime.workloads.client(addon.namespace, cluster_name, secret)
+        await workload.server_version()
+    except errors.InvalidKubeconfig as error:
+        await book.set(
+            ConditionType.CLUSTER_READY,
+            "False",
+            Reason.INVALID_KUBECONFIG,
+            str(error),
+            warn=EventReason.INVALID_KUBECONFIG,
+        )
+        return WAIT_FOR_CHANGE
+    except errors.KubeError as error:
+        await book.set(
+            ConditionType.CLUSTER_READY,
+            "False",
+            Reason.CONTROL_PLANE_NOT_READY,
+            f"the workload cluster's API server does not answer yet: {error}",
+        )
+        return UNREACHABLE_RETRY_SECONDS
+    await book.set(
+        ConditionType.CLUSTER_READY, "True", Reason.CLUSTER_READY, "the workload cluster's API server answers"
+    )
+
+    # The release's assets: the ClusterStackRelease controller downloads them; after a restart they may
+    # be on their way again, which is worth a short wait, not a failure.
+    if not runtime.store.has(release):
+        await book.set(
+            ConditionType.DOWNLOADED,
+            "False",
+            Reason.NOT_DOWNLOADED_YET,
+            f"waiting for release {release.tag} to be downloaded (its ClusterStackRelease fetches it)",
+        )
+        return ASSETS_RETRY_SECONDS
+    try:
+        metadata = runtime.store.metadata(release)
+    except InvalidRelease as error:
+        await book.set(
+            ConditionType.DOWNLOADED,
+            "False",
+            Reason.ISSUE_WITH_ASSETS,
+            str(error),
+            warn=EventReason.DOWNLOAD_FAILED,
+        )
+        return WAIT_FOR_CHANGE
+    directory = runtime.store.path(release)
+    if (directory / STAGES_FILE).exists():
+        await book.set(
+            ConditionType.DOWNLOADED,
+            "False",
+            Reason.ISSUE_WITH_ASSETS,
+            f"release {release.tag} has {STAGES_FILE}: staged cluster addons are not supported yet",
+            warn=EventReason.DOWNLOAD_FAILED,
+        )
+        return WAIT_FOR_CHANGE
+    await book.set(
+        ConditionType.DOWNLOADED, "True", Reason.DOWNLOADED, f"release {release.tag} is downloaded"
+    )
+
+    # Render and apply.
+    addon_version = metadata.cluster_addon_version.dot
+    change = what_changes(addon.spec.cluster_stack, addon.spec.version, release.tag, addon_version)
+    try:
+        objects = addon_objects(
+            await _render(runtime, cluster, directory, release, addon_version, metadata.kubernetes_version),
+            addon.name,
+        )
+    except (HelmError, yaml.YAMLError) as error:
+        await book.set(
+            ConditionType.HELM_CHART_APPLIED,
+            "False",
+            Reason.TEMPLATE_FAILED,
+            str(error),
+            warn=EventReason.VALIDATE_HELM_CHART_FAILED,
+            warn_on_new_message=True,
+        )
+        return WAIT_FOR_CHANGE
+    chart = release.cluster_addon_chart(addon_version)
+    resources, failed = await apply_each(workload, objects, book, chart, watch=False)
+    status["resources"] = resources
+    previous = (obj.get("status") or {}).get("resources") or []
+    if not failed:
+        stale = stale_resources(previous, resources)
+        deleted = await delete_applied(workload, stale)
+        if deleted:
+            await book.event(
+                "Normal",
+                EventReason.OBJECTS_DELETED,
+                f"deleted from the workload cluster (no longer in {chart}): {', '.join(deleted)}",
+            )
+        if change.message and not change.new_addons:
+            await book.set(ConditionType.HELM_CHART_APPLIED, "True", Reason.APPLIED, change.message)
+        if (addon.spec.cluster_stack, addon.spec.version) != (release.tag, addon_version):
+            await kube.patch(
+                CLUSTER_ADDON.api_version,
+                CLUSTER_ADDON.kind,
+                addon.name,
+                addon.namespace,
+                {"spec": {"clusterStack": release.tag, "version": addon_version}},
+            )
+            if change.message:
+                await book.event("Normal", EventReason.ADDONS_APPLIED, change.message)
+    return runtime.settings.addon_check_seconds
+
+
+async def _render(
+    runtime: StackRuntime,
+    cluster: dict[str, Any],
+    directory: Path,
+    release: ReleaseName,
+    addon_version: str,
+    kubernetes_version: str,
+) -> list[dict[str, Any]]:
+    """The cluster-addon chart's objects for this Cluster, as upstream renders them."""
+    settings = runtime.settings
+    values = None
+    values_file = directory / VALUES_FILE
+    if values_file.exists():
+        values = await render_values_template(
+            settings.helm, values_file.read_text(), {"Cluster": cluster}, home=runtime.helm_home
+        )
+    rendered = await helm_template(
+        settings.helm,
+        directory / release.cluster_addon_chart(addon_version),
+        ADDON_RELEASE_NAME,
+        ADDON_NAMESPACE,
+        home=runtime.helm_home,
+        values=values,
+        include_crds=True,
+        kube_version=kubernetes_version,
+    )
+    return rendered_objects(rendered, ADDON_NAMESPACE)

@@ -1,0 +1,63 @@
+"""What a ClusterAddon's move to another release means, and what goes from the workload cluster. Pure.
+
+- :func:`what_changes`: whether a Cluster's new class brings new addons: the cluster-addon versions in
+  the two releases' ``metadata.yaml`` decide, not the release names (upstream's rule).
+- :func:`stale_resources`: what the previous set applied that the new set lacks (deleted there).
+
+Who calls it: the ClusterAddon controller.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["AddonChange", "stale_resources", "what_changes"]
+
+
+@dataclass(frozen=True)
+class AddonChange:
+    """What moving to a release means for the addons, in words for an Event and the status."""
+
+    new_addons: bool
+    """Whether the objects may differ from those applied: a first apply, or another addon version."""
+    message: str
+
+
+def what_changes(
+    applied_stack: str | None, applied_version: str | None, release: str, addon_version: str
+) -> AddonChange:
+    """From the release whose addons were applied (``applied_stack``, addon ``applied_version``) to
+    ``release`` (addon ``addon_version``)."""
+    if applied_stack is None or applied_version is None:
+        return AddonChange(True, f"applied cluster addons {addon_version} of {release}")
+    if applied_stack == release:
+        return AddonChange(applied_version != addon_version, "")
+    if applied_version == addon_version:
+        return AddonChange(
+            False,
+            f"{release} has the same cluster addons as {applied_stack} ({addon_version}): nothing re-applied",
+        )
+    return AddonChange(
+        True,
+        f"updated cluster addons from {applied_version} ({applied_stack}) to {addon_version} ({release})",
+    )
+
+
+def _identity(entry: Mapping[str, Any]) -> tuple[str, str, str, str]:
+    return (
+        str(entry.get("group") or ""),
+        str(entry["kind"]),
+        str(entry.get("namespace") or ""),
+        str(entry["name"]),
+    )
+
+
+def stale_resources(
+    previous: Iterable[Mapping[str, Any]], current: Iterable[Mapping[str, Any]]
+) -> list[dict[str, Any]]:
+    """The ``status.resources`` entries of ``previous`` that ``current`` no longer has (by group, kind,
+    namespace and name: a new API version of the same object is the same object)."""
+    kept = {_identity(entry) for entry in current}
+    return [dict(entry) for entry in previous if _identity(entry) not in kept]
