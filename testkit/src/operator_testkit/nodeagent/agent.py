@@ -4,7 +4,8 @@
 
 - pods (every :attr:`AgentSettings.poll_seconds`): every pod bound to one of its
   nodes gets an address at once and a :class:`~.pods.PodWorker` once no further pod
-  arrived in a pass (peers started together know one another's names); updates (a deletion) are handed to it,
+  has come for 1.5 s (peers started together know one another's names); updates (a deletion) are
+  handed to it,
   and a pod that vanished stops its worker at once;
 - names (every :attr:`AgentSettings.names_seconds`): Services and EndpointSlices are
   read and every pod's hosts file is rewritten where it changed;
@@ -60,7 +61,10 @@ log = logging.getLogger(__name__)
 FIELD_MANAGER = "operator-suite-nodeagent"
 # The client reads a namespace of None as the kubeconfig's default namespace; "*" means every namespace.
 ALL_NAMESPACES = "*"
-SANDBOX_SETTLE_LIMIT_SECONDS = 3.0
+SANDBOX_QUIET_SECONDS = 1.5
+"""New pods start once no further pod has come for this long (three poll passes): one pass was too
+short on a loaded machine, where a StatefulSet's third pod came a second after the first two."""
+SANDBOX_SETTLE_LIMIT_SECONDS = 5.0
 Manifest = dict[str, Any]
 
 
@@ -261,7 +265,7 @@ class NodeAgent:
         for uid in [uid for uid in self._sandboxes if uid not in seen]:  # deleted before it started
             del self._sandboxes[uid]
             self.release_ip(uid)
-        starting = bool(self._sandboxes) and self._sandboxes_settled(arrived)
+        starting = bool(self._sandboxes) and self._sandboxes_settled()
         if arrived or starting:
             # Names as of now, not of the last names pass: a Service created just before these pods,
             # and the pods themselves, resolve in their hosts files from the first start.
@@ -281,19 +285,22 @@ class NodeAgent:
         # Here rather than with the names: endpoints follow pod readiness, which changes faster.
         await self.proxy.update(service_backends(self._services, self._pods))
 
-    def _sandboxes_settled(self, arrived: bool) -> bool:
+    def _sandboxes_settled(self) -> bool:
         """Whether the pods waiting for their containers may start now.
 
         A controller creates a StatefulSet's pods one after another, and peers that start together
         must find one another by name from their first start (typesense-server retries an
-        unresolvable peer only after 30 s). So new pods wait, addressed and named, until a poll
-        pass brings no further pod, as a real node spends a moment on each sandbox; a steady
-        stream of new pods holds none of them longer than :data:`SANDBOX_SETTLE_LIMIT_SECONDS`.
+        unresolvable peer only after 30 s). So new pods wait, addressed and named, until no further
+        pod has come for :data:`SANDBOX_QUIET_SECONDS`, as a real node spends a moment on each
+        sandbox; a steady stream of new pods holds none of them longer than
+        :data:`SANDBOX_SETTLE_LIMIT_SECONDS`.
         """
-        if not arrived:
-            return True
-        oldest = min(since for _, since in self._sandboxes.values())
-        return time.monotonic() - oldest >= SANDBOX_SETTLE_LIMIT_SECONDS
+        arrivals = [since for _, since in self._sandboxes.values()]
+        now = time.monotonic()
+        return (
+            now - max(arrivals) >= SANDBOX_QUIET_SECONDS
+            or now - min(arrivals) >= SANDBOX_SETTLE_LIMIT_SECONDS
+        )
 
     async def shutdown(self) -> None:
         """Stop every container process (SIGTERM, then SIGKILL after the shutdown grace), and the servers."""
