@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from operator_core.kube import Kube
+from operator_testkit.assertions import events_for
 from operator_testkit.clusterstack_tools import ClusterStackTools
 from operator_testkit.controlplane import ControlPlane
 from operator_testkit.fixtures import crd_documents, install_crds, wait_until
@@ -580,12 +581,18 @@ async def test_a_clusters_addons_follow_its_class_in_the_workload_cluster(
                 },
             }
         )
-        same: Any = await wait_until(
+        await wait_until(
             lambda: addon_where(lambda a: a["spec"]["clusterStack"] == "docker-journey-1-30-v2"),
             timeout=30,
             what="the addon to follow the class to v2",
         )
-        assert "nothing re-applied" in condition(same, "HelmChartApplied")["message"]
+
+        async def told() -> bool:
+            notes = [e.get("message", "") for e in await events_for(kube, namespace, "ClusterAddonApplied")]
+            return any("docker-journey-1-30-v2 has the same cluster addons" in n for n in notes)
+
+        # The Event tells the story (the condition shows the state, which the next look rewrites).
+        await wait_until(told, timeout=15, what="an Event saying nothing was re-applied")
         kept = await workload.get("v1", "ConfigMap", "addon-info", "kube-system")
         assert kept is not None
         assert kept["metadata"]["resourceVersion"] == restored["metadata"]["resourceVersion"]
