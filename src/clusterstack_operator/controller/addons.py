@@ -30,7 +30,7 @@ from clusterstack_operator.controller.common import (
     capi_book,
     clusters_of,
     delete_applied,
-    write_capi_status,
+    write_ready_status,
 )
 from clusterstack_operator.controller.runtime import RUNTIME, StackRuntime
 from clusterstack_operator.helm import HelmError, helm_template, render_values_template
@@ -41,7 +41,6 @@ from clusterstack_operator.releases.versions import InvalidVersion, ReleaseName
 from clusterstack_operator.resources import Addon, addon_objects, rendered_objects
 from clusterstack_operator.workload import kubeconfig_secret_name
 from operator_core import errors
-from operator_core.conditions import summarize_ready
 from operator_core.controller import Context
 from operator_core.reconciling import WAIT_FOR_CHANGE, ConditionBook
 
@@ -79,18 +78,17 @@ async def reconcile_addon(obj: dict[str, Any], context: Context) -> float:
     try:
         return await _reconcile(addon, obj, context, runtime, book, status)
     finally:
-        ready, reason, message = summarize_ready(
-            book.conditions, REQUIRED, ready_message="the cluster addons are applied in the workload cluster"
-        )
-        await book.set_ready(
-            ready,
-            reason,
-            message,
+        await write_ready_status(
+            context.kube,
+            CLUSTER_ADDON,
+            obj,
+            book,
+            status,
+            REQUIRED,
+            ready_message="the cluster addons are applied in the workload cluster",
             became_ready=EventReason.ADDONS_READY,
             became_not_ready=EventReason.ADDONS_NOT_READY,
         )
-        status["ready"] = ready == "True"
-        await write_capi_status(context.kube, CLUSTER_ADDON, obj, book, status)
 
 
 async def _reconcile(

@@ -3,7 +3,8 @@ rendered objects applied (and deleted again) one by one with a per-object record
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from enum import StrEnum
 from typing import Any
 
 from clusterstack_operator.api.reasons import ConditionType, EventReason, Reason
@@ -12,6 +13,7 @@ from clusterstack_operator.resources import MANAGED_BY, capi_conditions, conditi
 from operator_core import errors
 from operator_core.cache import WatchedKind
 from operator_core.children import MANAGED_BY_LABEL
+from operator_core.conditions import summarize_ready
 from operator_core.crdgen import CustomResource
 from operator_core.events import EventRecorder
 from operator_core.kube import Kube
@@ -26,6 +28,7 @@ __all__ = [
     "clusters_of",
     "delete_applied",
     "write_capi_status",
+    "write_ready_status",
 ]
 
 CLUSTER_KINDS = (("cluster.x-k8s.io/v1beta2", "Cluster"), ("cluster.x-k8s.io/v1beta1", "Cluster"))
@@ -71,6 +74,28 @@ async def write_capi_status(
     patch = merge_patch(current, wanted)
     if patch:
         await write_status(kube, resource, obj, patch)
+
+
+async def write_ready_status(
+    kube: Kube,
+    resource: CustomResource,
+    obj: Mapping[str, Any],
+    book: ConditionBook,
+    fields: dict[str, Any],
+    required: Sequence[str],
+    *,
+    ready_message: str,
+    became_ready: StrEnum,
+    became_not_ready: StrEnum,
+) -> None:
+    """The end of every reconcile of an object with a ``status.ready``: Ready summarised from the
+    ``required`` conditions (an Event when it turns), ``ready`` from it, and status written if changed."""
+    status, reason, message = summarize_ready(book.conditions, required, ready_message=ready_message)
+    await book.set_ready(
+        status, reason, message, became_ready=became_ready, became_not_ready=became_not_ready
+    )
+    fields["ready"] = status == "True"
+    await write_capi_status(kube, resource, obj, book, fields)
 
 
 def _group_version(api_version: str) -> tuple[str, str]:

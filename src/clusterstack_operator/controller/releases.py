@@ -27,6 +27,7 @@ from clusterstack_operator.controller.common import (
     clusters_of,
     delete_applied,
     write_capi_status,
+    write_ready_status,
 )
 from clusterstack_operator.controller.runtime import RUNTIME, StackRuntime
 from clusterstack_operator.helm import HelmError
@@ -37,7 +38,6 @@ from clusterstack_operator.sources.base import SourceError
 from operator_core import errors
 from operator_core.cache import WatchedKind
 from operator_core.children import MANAGED_BY_LABEL
-from operator_core.conditions import summarize_ready
 from operator_core.controller import FINALIZED, Context
 from operator_core.reconciling import WAIT_FOR_CHANGE, ConditionBook
 
@@ -76,18 +76,17 @@ async def reconcile_release(obj: dict[str, Any], context: Context) -> float:
             delay = APPLY_RETRY_SECONDS
         return delay
     finally:
-        status, reason, message = summarize_ready(
-            book.conditions, REQUIRED, ready_message="ClusterClass applied"
-        )
-        await book.set_ready(
-            status,
-            reason,
-            message,
+        await write_ready_status(
+            context.kube,
+            CLUSTER_STACK_RELEASE,
+            obj,
+            book,
+            fields,
+            REQUIRED,
+            ready_message="ClusterClass applied",
             became_ready=EventReason.RELEASE_READY,
             became_not_ready=EventReason.RELEASE_NOT_READY,
         )
-        fields["ready"] = status == "True"
-        await write_capi_status(context.kube, CLUSTER_STACK_RELEASE, obj, book, fields)
 
 
 async def _download(runtime: StackRuntime, name: ReleaseName, book: ConditionBook) -> ReleaseMetadata | None:
