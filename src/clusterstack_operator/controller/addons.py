@@ -6,11 +6,12 @@ answers), each time saying why in a condition, then renders the release's cluste
 ``cluster-addon-values.yaml`` first, over the Cluster) and applies every object in the workload
 cluster, CRDs first, recording each one's status. Objects of the previously applied set that the
 new one lacks are deleted there. A release with the same cluster-addon version as the one applied
-renders the same objects, so moving a Cluster to it writes nothing in the workload cluster; status
-says so. What it applied is in ``spec.clusterStack`` and ``spec.version``, as upstream keeps it.
+renders the same objects, so moving a Cluster to it writes nothing in the workload cluster; an
+Event says so. What it applied is in ``spec.clusterStack`` and ``spec.version``, as upstream keeps it.
 
 The workload cluster is not watched (yet): every ``addon_check_seconds`` a reconcile looks at the
-objects there, which restores one deleted or changed by hand.
+objects there, which restores one deleted or changed by hand. Such a look renders nothing again:
+the runtime keeps a Cluster's rendered addons until the release or the Cluster changes.
 
 Staged releases (``clusteraddon.yaml``) are refused with a condition that says so, for now.
 """
@@ -18,7 +19,6 @@ Staged releases (``clusteraddon.yaml``) are refused with a condition that says s
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import yaml
@@ -32,8 +32,8 @@ from clusterstack_operator.controller.common import (
     delete_applied,
     write_ready_status,
 )
-from clusterstack_operator.controller.runtime import RUNTIME, StackRuntime
-from clusterstack_operator.helm import HelmError, helm_template, render_values_template
+from clusterstack_operator.controller.runtime import ADDON_NAMESPACE, RUNTIME, StackRuntime
+from clusterstack_operator.helm import HelmError
 from clusterstack_operator.releases.addons import stale_resources, what_changes
 from clusterstack_operator.releases.assets import InvalidRelease
 from clusterstack_operator.releases.decide import cluster_class_of
@@ -46,11 +46,6 @@ from operator_core.reconciling import WAIT_FOR_CHANGE, ConditionBook
 
 __all__ = ["addon_references", "reconcile_addon"]
 
-ADDON_NAMESPACE = "kube-system"
-"""Where upstream renders every cluster-addon chart (and where its objects go unless they say)."""
-ADDON_RELEASE_NAME = "cluster-addon"
-"""The Helm release name upstream renders cluster-addon charts with."""
-VALUES_FILE = "cluster-addon-values.yaml"
 STAGES_FILE = "clusteraddon.yaml"
 ASSETS_RETRY_SECONDS = 5.0
 """A release whose assets are being downloaded (after a restart, say) is looked at again this soon."""
@@ -201,7 +196,10 @@ async def _reconcile(
     change = what_changes(addon.spec.cluster_stack, addon.spec.version, release.tag, addon_version)
     try:
         objects = addon_objects(
-            await _render(runtime, cluster, directory, release, addon_version, metadata.kubernetes_version),
+            rendered_objects(
+                await runtime.rendered_addons(release, addon_version, metadata.kubernetes_version, cluster),
+                ADDON_NAMESPACE,
+            ),
             addon.name,
         )
     except (HelmError, yaml.YAMLError) as error:
@@ -240,32 +238,3 @@ async def _reconcile(
             if change.message:
                 await book.event("Normal", EventReason.ADDONS_APPLIED, change.message)
     return runtime.settings.addon_check_seconds
-
-
-async def _render(
-    runtime: StackRuntime,
-    cluster: dict[str, Any],
-    directory: Path,
-    release: ReleaseName,
-    addon_version: str,
-    kubernetes_version: str,
-) -> list[dict[str, Any]]:
-    """The cluster-addon chart's objects for this Cluster, as upstream renders them."""
-    settings = runtime.settings
-    values = None
-    values_file = directory / VALUES_FILE
-    if values_file.exists():
-        values = await render_values_template(
-            settings.helm, values_file.read_text(), {"Cluster": cluster}, home=runtime.helm_home
-        )
-    rendered = await helm_template(
-        settings.helm,
-        directory / release.cluster_addon_chart(addon_version),
-        ADDON_RELEASE_NAME,
-        ADDON_NAMESPACE,
-        home=runtime.helm_home,
-        values=values,
-        include_crds=True,
-        kube_version=kubernetes_version,
-    )
-    return rendered_objects(rendered, ADDON_NAMESPACE)

@@ -1,27 +1,37 @@
 """What the Cluster Stack operator's reconciles share in one process: its settings, the release source,
-the store of downloaded releases, the last listing of the source, and rendered charts.
+the store of downloaded releases, the last listing of the source, rendered charts, and the clients of
+the workload clusters.
 
 The source is listed at most once per :attr:`ClusterStackSettings.poll_seconds` for every
 ClusterStack together (one request, not one per stack), and a rendered chart is kept: a release's
-chart never changes, so ``helm`` runs once per release and process, not on every reconcile.
+chart never changes, so ``helm`` runs once per release and process, not on every reconcile. A
+Cluster's cluster addons are rendered again only when the release or the Cluster (whose values
+they take) changes, not on every look at the workload cluster.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from clusterstack_operator.controller.settings import ClusterStackSettings, release_source
-from clusterstack_operator.helm import helm_template
+from clusterstack_operator.helm import helm_template, render_values_template
 from clusterstack_operator.releases.versions import ReleaseName
 from clusterstack_operator.sources.base import ReleaseSource, SourceRelease
 from clusterstack_operator.sources.store import ReleaseStore
 from clusterstack_operator.workload import WorkloadClients
 
-__all__ = ["RUNTIME", "StackRuntime"]
+__all__ = ["ADDON_NAMESPACE", "ADDON_RELEASE_NAME", "ADDON_VALUES_FILE", "RUNTIME", "StackRuntime"]
 
+ADDON_NAMESPACE = "kube-system"
+"""Where upstream renders every cluster-addon chart (and where its objects go unless they say)."""
+ADDON_RELEASE_NAME = "cluster-addon"
+"""The Helm release name upstream renders cluster-addon charts with."""
+ADDON_VALUES_FILE = "cluster-addon-values.yaml"
 RUNTIME = "clusterstack"
 """The key of :class:`StackRuntime` in the controller context's extras."""
 
@@ -38,6 +48,8 @@ class StackRuntime:
     _listed_at: float = 0.0
     _listing_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     _rendered: dict[tuple[str, str], str] = field(default_factory=dict)
+    _rendered_addons: dict[tuple[str, str], tuple[tuple[str, str], str]] = field(default_factory=dict)
+    """(namespace, Cluster) -> ((release tag, the Cluster's resourceVersion), rendered addons)."""
 
     @classmethod
     def from_settings(cls, settings: ClusterStackSettings, field_manager: str) -> StackRuntime:
@@ -68,7 +80,42 @@ class StackRuntime:
             )
         return self._rendered[key]
 
+    async def rendered_addons(
+        self, release: ReleaseName, addon_version: str, kubernetes_version: str, cluster: Mapping[str, Any]
+    ) -> str:
+        """The release's cluster-addon chart rendered for ``cluster`` as upstream renders it: its
+        ``cluster-addon-values.yaml`` over the Cluster first, then the chart with those values, CRDs
+        included, for the release's Kubernetes version (raises HelmError)."""
+        metadata = cluster["metadata"]
+        key = (metadata["namespace"], metadata["name"])
+        version = (release.tag, str(metadata.get("resourceVersion", "")))
+        held = self._rendered_addons.get(key)
+        if held is not None and held[0] == version:
+            return held[1]
+        directory = self.store.path(release)
+        values = None
+        values_file = directory / ADDON_VALUES_FILE
+        if values_file.exists():
+            values = await render_values_template(
+                self.settings.helm, values_file.read_text(), {"Cluster": cluster}, home=self.helm_home
+            )
+        rendered = await helm_template(
+            self.settings.helm,
+            directory / release.cluster_addon_chart(addon_version),
+            ADDON_RELEASE_NAME,
+            ADDON_NAMESPACE,
+            home=self.helm_home,
+            values=values,
+            include_crds=True,
+            kube_version=kubernetes_version,
+        )
+        self._rendered_addons[key] = (version, rendered)
+        return rendered
+
     def forget(self, release: ReleaseName) -> None:
-        """A release is gone: its rendered chart and its downloaded assets go too."""
+        """A release is gone: its rendered charts and its downloaded assets go too."""
         self._rendered = {key: text for key, text in self._rendered.items() if key[0] != release.tag}
+        self._rendered_addons = {
+            key: held for key, held in self._rendered_addons.items() if held[0][0] != release.tag
+        }
         self.store.remove(release)
