@@ -30,6 +30,7 @@ from clusterstack_operator.controller.common import (
     capi_book,
     clusters_of,
     delete_applied,
+    report_template_failure,
     write_ready_status,
 )
 from clusterstack_operator.controller.runtime import ADDON_NAMESPACE, RUNTIME, StackRuntime
@@ -203,14 +204,7 @@ async def _reconcile(
             addon.name,
         )
     except (HelmError, yaml.YAMLError) as error:
-        await book.set(
-            ConditionType.HELM_CHART_APPLIED,
-            "False",
-            Reason.TEMPLATE_FAILED,
-            str(error),
-            warn=EventReason.VALIDATE_HELM_CHART_FAILED,
-            warn_on_new_message=True,
-        )
+        await report_template_failure(book, error)
         return WAIT_FOR_CHANGE
     chart = release.cluster_addon_chart(addon_version)
     resources, failed = await apply_each(workload, objects, book, chart, watch=False)

@@ -27,6 +27,7 @@ __all__ = [
     "clusters_by_class",
     "clusters_of",
     "delete_applied",
+    "report_template_failure",
     "write_capi_status",
     "write_ready_status",
 ]
@@ -74,6 +75,19 @@ async def write_capi_status(
     patch = merge_patch(current, wanted)
     if patch:
         await write_status(kube, resource, obj, patch)
+
+
+async def report_template_failure(book: ConditionBook, error: Exception) -> None:
+    """helm could not render a chart, or rendered something that is not YAML: HelmChartApplied False,
+    and one Warning when the failure starts or changes."""
+    await book.set(
+        ConditionType.HELM_CHART_APPLIED,
+        "False",
+        Reason.TEMPLATE_FAILED,
+        str(error),
+        warn=EventReason.VALIDATE_HELM_CHART_FAILED,
+        warn_on_new_message=True,
+    )
 
 
 async def write_ready_status(

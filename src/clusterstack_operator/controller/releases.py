@@ -26,6 +26,7 @@ from clusterstack_operator.controller.common import (
     clusters_by_class,
     clusters_of,
     delete_applied,
+    report_template_failure,
     write_capi_status,
     write_ready_status,
 )
@@ -170,14 +171,7 @@ async def _apply(
         rendered = await runtime.rendered(name, release.namespace)
         objects = applied_objects(rendered_objects(rendered, release.namespace), release)
     except (HelmError, yaml.YAMLError) as error:
-        await book.set(
-            ConditionType.HELM_CHART_APPLIED,
-            "False",
-            Reason.TEMPLATE_FAILED,
-            str(error),
-            warn=EventReason.VALIDATE_HELM_CHART_FAILED,
-            warn_on_new_message=True,
-        )
+        await report_template_failure(book, error)
         return [], True
     return await apply_each(kube, objects, book, name.cluster_class_chart, watch=True)
 
