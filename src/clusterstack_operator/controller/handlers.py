@@ -12,6 +12,9 @@ Both controllers are wired by the shared controller step (:mod:`operator_core.co
   at last, or rotated), and by ClusterStackReleases (the one behind a new class becoming ready); it
   looks at the workload cluster every ``addon_check_seconds``.
 
+With ``OPERATOR_SUITE_WEBHOOK`` on, the operator also serves its admission webhooks
+(:mod:`clusterstack_operator.controller.webhooks`) from start to stop.
+
 The informers for the kinds known only at run time (the provider's, the chart's) are made by the
 reconciles when they first meet them (:meth:`operator_core.cache.Cache.ensure`).
 """
@@ -25,6 +28,7 @@ from clusterstack_operator.controller.releases import FINALIZER, finalize_releas
 from clusterstack_operator.controller.runtime import RUNTIME, StackRuntime
 from clusterstack_operator.controller.settings import settings_from_environment
 from clusterstack_operator.controller.stacks import provider_template_of, reconcile_stack
+from clusterstack_operator.controller.webhooks import start_webhooks, stop_webhooks
 from clusterstack_operator.resources import CLUSTER_NAME_LABEL, MANAGED_BY
 from operator_core.cache import ANY_VALUE, WatchedKind
 from operator_core.controller import Context, Operator
@@ -33,12 +37,14 @@ API_GROUP = "clusterstack.x-k8s.io"
 
 
 async def _start(context: Context) -> None:
-    context.extras[RUNTIME] = StackRuntime.from_settings(
-        settings_from_environment(), context.kube.field_manager
-    )
+    settings = settings_from_environment()
+    context.extras[RUNTIME] = StackRuntime.from_settings(settings, context.kube.field_manager)
+    if settings.webhook:
+        await start_webhooks(context, settings)
 
 
 async def _stop(context: Context) -> None:
+    await stop_webhooks(context)
     runtime = context.extras.get(RUNTIME)
     if isinstance(runtime, StackRuntime):
         await runtime.workloads.close()

@@ -7,27 +7,38 @@ own variables are read too, so that a deployment written for the Go operator wor
 Ours win where both are set. Credentials are read only from the environment (a Secret mounted as
 variables), never kept in the settings object, so no log or error can print them.
 
-A setting that cannot work (no repository named for the source chosen, an unknown provider) is a
-:class:`~operator_core.errors.SettingsError` naming the variable, before the operator connects.
+A setting that cannot work (no repository named for the source chosen, an unknown provider, webhooks
+without a usable certificate) is a :class:`~operator_core.errors.SettingsError` naming the variable,
+before the operator connects.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
+import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from clusterstack_operator.sources.base import ReleaseSource
 from clusterstack_operator.sources.github import GitHubReleases
 from clusterstack_operator.sources.local import LocalDirectory
 from clusterstack_operator.sources.oci import OciRegistry, OciSettings
+from operator_core.admission import serving_context
 from operator_core.errors import SettingsError
 from operator_core.settings import from_env
 
-__all__ = ["ClusterStackSettings", "check_release_source", "release_source", "settings_from_environment"]
+__all__ = [
+    "ClusterStackSettings",
+    "WebhookFiles",
+    "check_release_source",
+    "release_source",
+    "settings_from_environment",
+    "webhook_files",
+]
 
 
 @dataclass(frozen=True)
@@ -60,6 +71,24 @@ class ClusterStackSettings:
     addon_check_seconds: float = 60.0
     """How often a ClusterAddon looks at its objects in the workload cluster, and restores one that was
     deleted or changed there (a look reads them from the workload cluster's API server, not ours)."""
+    webhook: bool = False
+    """Serve the admission webhooks (docs/clusterstack.md, "Admission webhooks"): a ClusterStack or
+    ClusterStackRelease a Cluster uses cannot be deleted, a ClusterStack's providerRef must name a
+    template kind the API server serves, a ClusterAddon stays with its Cluster. Off by default."""
+    webhook_host: str = "0.0.0.0"  # noqa: S104 (in a pod, the API server reaches it on the pod's address)
+    """The address the webhooks listen on."""
+    webhook_port: int = 9443
+    """The port the webhooks listen on (HTTPS only)."""
+    webhook_cert_dir: str = ""
+    """A directory holding tls.crt and tls.key, and ca.crt to register by URL: a cert-manager
+    Certificate's Secret, mounted. Read again when its files change."""
+    webhook_url: str = ""
+    """The base URL (https://host:port) by which the API server calls the webhooks. Set, the operator
+    registers its ValidatingWebhookConfiguration at start, trusting ca.crt, and removes it when it
+    stops; empty, a manifest registers them (with cert-manager's CA injection, say)."""
+    webhook_failure_policy: Literal["Fail", "Ignore"] = "Fail"
+    """What the API server does when the webhooks do not answer: Fail refuses the request (nothing a
+    webhook guards gets past it while the operator is down), Ignore lets it through."""
 
 
 def settings_from_environment(environ: Mapping[str, str] | None = None) -> ClusterStackSettings:
@@ -83,7 +112,66 @@ def settings_from_environment(environ: Mapping[str, str] | None = None) -> Clust
     ):
         if source.get(variable) and f"OPERATOR_SUITE_{field.upper()}" not in ours:
             upstream[field] = source[variable]
-    return dataclasses.replace(settings, **upstream)  # type: ignore[arg-type]
+    settings = dataclasses.replace(settings, **upstream)  # type: ignore[arg-type]
+    if settings.webhook:
+        webhook_files(settings)
+    return settings
+
+
+@dataclass(frozen=True)
+class WebhookFiles:
+    """The webhooks' certificate files, checked."""
+
+    certificate: Path
+    key: Path
+    ca: Path | None
+    """The CA the API server is told to trust when the operator registers the webhooks; else None."""
+
+
+def webhook_files(settings: ClusterStackSettings) -> WebhookFiles:
+    """The files the webhooks serve with, once checked: a :class:`SettingsError` names the variable
+    that cannot work (no directory, files that are not a certificate and its key, a URL the API
+    server could not call over TLS)."""
+    variable = "OPERATOR_SUITE_WEBHOOK_CERT_DIR"
+    directory = Path(
+        _required(
+            settings.webhook_cert_dir,
+            variable,
+            "the webhooks are served over TLS only: name a directory with tls.crt and tls.key "
+            "(a cert-manager Certificate's Secret, mounted)",
+        )
+    )
+    certificate, key, ca = directory / "tls.crt", directory / "tls.key", directory / "ca.crt"
+    for path in (certificate, key):
+        if not path.is_file():
+            raise SettingsError(f"{variable}={str(directory)!r} has no {path.name}")
+    try:
+        serving_context(certificate, key)
+    except ssl.SSLError as error:  # an OSError too: caught first
+        raise SettingsError(
+            f"{variable}={str(directory)!r}: tls.crt and tls.key there are not a certificate and its key "
+            f"({error.reason or error})"
+        ) from None
+    except OSError as error:  # ssl names no file: either may be the unreadable one
+        raise SettingsError(
+            f"{variable}={str(directory)!r}: cannot read tls.crt or tls.key: {error.strerror or error}"
+        ) from None
+    if not 0 < settings.webhook_port < 65536:
+        raise SettingsError(f"OPERATOR_SUITE_WEBHOOK_PORT={settings.webhook_port} is not a TCP port")
+    if not settings.webhook_url:
+        return WebhookFiles(certificate, key, None)
+    url = urlsplit(settings.webhook_url)
+    if url.scheme != "https" or not url.hostname or url.query or url.fragment:
+        raise SettingsError(
+            f"OPERATOR_SUITE_WEBHOOK_URL={settings.webhook_url!r} is not a valid value: expected "
+            "https://host:port (the API server calls webhooks over TLS only)"
+        )
+    if not ca.is_file():
+        raise SettingsError(
+            f"{variable}={str(directory)!r} has no ca.crt: registering the webhooks by URL tells the "
+            "API server which CA signed tls.crt"
+        )
+    return WebhookFiles(certificate, key, ca)
 
 
 def _required(value: str, variable: str, why: str) -> str:

@@ -1,0 +1,373 @@
+"""The Cluster Stack operator's admission webhooks: the rules that need more than the object written.
+
+CEL in the CRDs is the first line: immutable fields, formats, providerRef required unless noProvider,
+a ClusterAddon's clusterRef immutable. The API server runs it before any webhook, and without the
+operator. These webhooks add what CEL cannot see, because it needs other objects:
+
+- **In use.** A ClusterStackRelease cannot be deleted while a Cluster of its namespace uses its
+  ClusterClass, nor a ClusterStack while a Cluster uses the ClusterClass of any of its releases. The
+  release's finalizer waits for those Clusters anyway (decision 12); the webhook says so at once, to
+  the one who asked, instead of leaving a release stuck in deletion.
+- **Provider template.** A ClusterStack's providerRef must name a kind that ends in Template and that
+  the API server serves, when it is set or changed (an unrelated update, a finalizer removed, is never
+  refused for a template kind that went away since).
+- **ClusterAddon.** Its clusterRef must name a Cluster of its own namespace (CEL cannot read
+  metadata.namespace), and cannot change: CEL refuses that first; this is the second line, for a CRD
+  installed without its rules.
+
+Each decision is a pure function ``why_..._is_refused`` over what was observed: None allows, a sentence
+says why not. The checks around them read Clusters through :class:`~operator_core.kube.Kube`: from
+the watch cache once it is synced, through the API server before that, never from a cache that may be
+stale; a read that fails denies with a message to try again (upstream lets such a delete through with
+a warning, and a Cluster can lose its ClusterClass that way).
+
+:func:`start_webhooks` serves them (:mod:`operator_core.admission`) and, given a URL, registers them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from clusterstack_operator.api.v1alpha1 import CLUSTER_ADDON, CLUSTER_STACK, CLUSTER_STACK_RELEASE
+from clusterstack_operator.controller.common import CLUSTER_KINDS
+from clusterstack_operator.controller.settings import ClusterStackSettings, webhook_files
+from clusterstack_operator.releases.decide import StackIdentity, cluster_class_of
+from clusterstack_operator.releases.versions import InvalidVersion, ReleaseName
+from clusterstack_operator.resources import MANAGED_BY, TEMPLATE_SUFFIX
+from operator_core import errors
+from operator_core.admission import (
+    AdmissionRequest,
+    AdmissionServer,
+    ValidatingWebhook,
+    Verdict,
+    webhook_configuration,
+)
+from operator_core.children import MANAGED_BY_LABEL
+from operator_core.controller import Context
+from operator_core.crdgen import CustomResource
+from operator_core.kube import Kube
+
+__all__ = [
+    "CONFIGURATION_NAME",
+    "WEBHOOKS",
+    "AdmissionChecks",
+    "ClusterUse",
+    "cluster_stack_webhooks",
+    "provider_template_to_check",
+    "start_webhooks",
+    "stop_webhooks",
+    "uses_of",
+    "why_cluster_ref_is_refused",
+    "why_provider_ref_is_refused",
+    "why_release_deletion_is_refused",
+    "why_stack_deletion_is_refused",
+]
+
+CONFIGURATION_NAME = "cluster-stack-operator.clusterstack.x-k8s.io"
+"""The ValidatingWebhookConfiguration the operator registers (and removes) when given a URL."""
+WEBHOOKS = "webhooks"
+"""Where :func:`start_webhooks` keeps what :func:`stop_webhooks` stops, in the context's extras."""
+_NAMED_AT_MOST = 10
+"""Clusters named in one message; more are counted (a message is read, not scrolled)."""
+
+_log = logging.getLogger(__name__)
+
+
+# -- the decisions (pure)
+
+
+@dataclass(frozen=True)
+class ClusterUse:
+    """A Cluster, and the ClusterClass of a cluster stack release its topology names."""
+
+    cluster: str
+    release: ReleaseName
+    cluster_class: str
+    deleting: bool = False
+    """Being deleted: it still uses the class until it is gone (its machines are torn down from it)."""
+
+
+def uses_of(clusters: Iterable[Mapping[str, Any]]) -> list[ClusterUse]:
+    """The Clusters whose topology names the ClusterClass of a release (by name, in either spelling)."""
+    uses = []
+    for cluster in clusters:
+        class_name = cluster_class_of(cluster)
+        if class_name is None:
+            continue
+        try:
+            release = ReleaseName.parse(class_name)
+        except InvalidVersion:
+            continue  # a ClusterClass of no cluster stack
+        metadata = cluster.get("metadata") or {}
+        uses.append(
+            ClusterUse(
+                str(metadata.get("name", "")), release, class_name, bool(metadata.get("deletionTimestamp"))
+            )
+        )
+    return sorted(uses, key=lambda use: use.cluster)
+
+
+def _clusters_phrase(uses: Sequence[ClusterUse]) -> str:
+    """``Cluster a`` or ``Clusters a, b (being deleted) and 3 more``."""
+    names = [f"{use.cluster} (being deleted)" if use.deleting else use.cluster for use in uses]
+    shown, hidden = names[:_NAMED_AT_MOST], len(names) - _NAMED_AT_MOST
+    if hidden > 0:
+        shown.append(f"{hidden} more")
+    listed = shown[0] if len(shown) == 1 else f"{', '.join(shown[:-1])} and {shown[-1]}"
+    return f"{'Cluster' if len(uses) == 1 else 'Clusters'} {listed}"
+
+
+def _uses_phrase(uses: Sequence[ClusterUse]) -> str:
+    """Which Clusters use which ClusterClass: ``Cluster a uses ClusterClass x; Clusters b and c use y``."""
+    by_class: dict[str, list[ClusterUse]] = {}
+    for use in uses:
+        by_class.setdefault(use.cluster_class, []).append(use)
+    return "; ".join(
+        f"{_clusters_phrase(users)} {'uses' if len(users) == 1 else 'use'} ClusterClass {class_name}"
+        for class_name, users in sorted(by_class.items())
+    )
+
+
+_WHAT_TO_DO = "Move them to another ClusterClass or delete them, then delete the {kind} again."
+
+
+def why_release_deletion_is_refused(
+    release: str, namespace: str, clusters: Iterable[Mapping[str, Any]]
+) -> str | None:
+    """Why ClusterStackRelease ``release`` may not be deleted while these are its namespace's Clusters."""
+    try:
+        wanted = ReleaseName.parse(release)
+    except InvalidVersion:
+        return None  # not a release's name: no ClusterClass is its own
+    users = [use for use in uses_of(clusters) if use.release == wanted]
+    if not users:
+        return None
+    return (
+        f"ClusterStackRelease {release} is still in use in namespace {namespace}: {_uses_phrase(users)}. "
+        + _WHAT_TO_DO.format(kind="ClusterStackRelease")
+    )
+
+
+def why_stack_deletion_is_refused(
+    stack: Mapping[str, Any], clusters: Iterable[Mapping[str, Any]]
+) -> str | None:
+    """Why ClusterStack ``stack`` may not be deleted while these are its namespace's Clusters: one uses
+    the ClusterClass of one of its releases (any version, any channel)."""
+    spec = stack.get("spec") or {}
+    metadata = stack.get("metadata") or {}
+    identity = StackIdentity(
+        str(spec.get("provider", "")), str(spec.get("name", "")), str(spec.get("kubernetesVersion", ""))
+    )
+    try:
+        users = [use for use in uses_of(clusters) if identity.owns(use.release)]
+    except InvalidVersion:
+        return None  # no valid kubernetesVersion (CEL refuses one): no release is the stack's
+    if not users:
+        return None
+    return (
+        f"ClusterStack {metadata.get('name')} is still in use in namespace {metadata.get('namespace')}: "
+        f"{_uses_phrase(users)}, a release of this stack. " + _WHAT_TO_DO.format(kind="ClusterStack")
+    )
+
+
+def provider_template_to_check(
+    stack: Mapping[str, Any], old: Mapping[str, Any] | None
+) -> tuple[str, str] | None:
+    """The (apiVersion, kind) a ClusterStack's providerRef names, when it must be checked: set on a
+    create, or changed by an update. None otherwise, and with noProvider."""
+    spec = stack.get("spec") or {}
+    reference = spec.get("providerRef") or {}
+    if spec.get("noProvider") or not reference:
+        return None
+    wanted = (str(reference.get("apiVersion", "")), str(reference.get("kind", "")))
+    if old is not None:
+        old_spec = old.get("spec") or {}
+        old_reference = old_spec.get("providerRef") or {}
+        was = (str(old_reference.get("apiVersion", "")), str(old_reference.get("kind", "")))
+        if not old_spec.get("noProvider") and was == wanted:
+            return None
+    return wanted
+
+
+def why_provider_ref_is_refused(api_version: str, kind: str, *, served: bool) -> str | None:
+    """Why a providerRef to ``kind`` of ``api_version`` cannot work (``served``: whether the API server
+    serves that kind)."""
+    if not kind.endswith(TEMPLATE_SUFFIX) or kind == TEMPLATE_SUFFIX:
+        return (
+            f"spec.providerRef.kind {kind} does not end in {TEMPLATE_SUFFIX}: name the provider's "
+            "ProviderClusterStackReleaseTemplate kind (each release's provider object is of that kind "
+            f"without {TEMPLATE_SUFFIX})"
+        )
+    if not served:
+        return (
+            f"spec.providerRef names kind {kind} of {api_version}, which this API server does not serve: "
+            "install the provider's CRDs first, or correct apiVersion and kind (a CRD installed in "
+            "the last few seconds may not be seen yet: then try again)"
+        )
+    return None
+
+
+def why_cluster_ref_is_refused(
+    addon: Mapping[str, Any], old: Mapping[str, Any] | None, namespace: str
+) -> str | None:
+    """Why ClusterAddon ``addon`` (``old``: as it is now, for an update) may not be written so."""
+    reference = (addon.get("spec") or {}).get("clusterRef") or {}
+    name = (addon.get("metadata") or {}).get("name")
+    if old is not None:
+        before = (old.get("spec") or {}).get("clusterRef") or {}
+        changed = sorted(key for key in {*before, *reference} if before.get(key) != reference.get(key))
+        if changed:
+            was = ", ".join(f"{key} {before.get(key)!r} to {reference.get(key)!r}" for key in changed)
+            return (
+                f"spec.clusterRef of ClusterAddon {name} cannot change (here: {was}): a ClusterAddon "
+                f"belongs to Cluster {before.get('name')} for its whole life. Delete it instead: the "
+                "operator makes one for every Cluster of a cluster stack"
+            )
+    cluster_namespace = reference.get("namespace")
+    if cluster_namespace and cluster_namespace != namespace:
+        return (
+            f"spec.clusterRef.namespace of ClusterAddon {name} is {cluster_namespace}, but a ClusterAddon "
+            f"lives beside its Cluster: name a Cluster of namespace {namespace}, or leave namespace out"
+        )
+    return None
+
+
+# -- the checks (reads around the decisions)
+
+
+class AdmissionChecks:
+    """The webhooks' checks, reading through one client (its watch cache, when synced)."""
+
+    def __init__(self, kube: Kube) -> None:
+        self._kube = kube
+
+    async def stack(self, request: AdmissionRequest) -> Verdict:
+        if request.operation == "DELETE":
+            clusters = await self._clusters(request.namespace)
+            refused = why_stack_deletion_is_refused(request.subject, clusters)
+        else:
+            wanted = provider_template_to_check(request.subject, request.old_object)
+            if wanted is None:
+                return Verdict.allow()
+            refused = why_provider_ref_is_refused(*wanted, served=await self._serves(*wanted))
+        return Verdict.allow() if refused is None else Verdict.deny(refused)
+
+    async def release(self, request: AdmissionRequest) -> Verdict:
+        if request.operation != "DELETE":
+            return Verdict.allow()
+        clusters = await self._clusters(request.namespace)
+        refused = why_release_deletion_is_refused(request.name, request.namespace, clusters)
+        return Verdict.allow() if refused is None else Verdict.deny(refused)
+
+    async def addon(self, request: AdmissionRequest) -> Verdict:
+        if request.new_object is None:
+            return Verdict.allow()
+        refused = why_cluster_ref_is_refused(request.new_object, request.old_object, request.namespace)
+        return Verdict.allow() if refused is None else Verdict.deny(refused)
+
+    async def _clusters(self, namespace: str) -> list[dict[str, Any]]:
+        """The Clusters of ``namespace`` in every version Cluster API serves, each once.
+
+        ``Kube.list`` answers from the cache only while it is synced, and asks the API server
+        otherwise; a version that is not served has no Clusters.
+        """
+        seen: dict[str, dict[str, Any]] = {}
+        for api_version, kind in CLUSTER_KINDS:
+            with contextlib.suppress(errors.NotFound):
+                for cluster in await self._kube.list(api_version, kind, namespace):
+                    seen.setdefault(cluster["metadata"]["name"], cluster)
+        return list(seen.values())
+
+    async def _serves(self, api_version: str, kind: str) -> bool:
+        try:
+            await self._kube.resource_type(api_version, kind)
+        except errors.NotFound:
+            return False
+        return True
+
+
+def _webhook(resource: CustomResource, operations: tuple[Any, ...], check: Any) -> ValidatingWebhook:
+    return ValidatingWebhook(
+        name=resource.crd_name,
+        group=resource.group,
+        version=resource.version,
+        resource=resource.plural,
+        operations=operations,
+        check=check,
+    )
+
+
+def cluster_stack_webhooks(kube: Kube) -> list[ValidatingWebhook]:
+    """The three webhooks, each asked only about the operations it has a rule for."""
+    checks = AdmissionChecks(kube)
+    return [
+        _webhook(CLUSTER_STACK, ("CREATE", "UPDATE", "DELETE"), checks.stack),
+        _webhook(CLUSTER_STACK_RELEASE, ("DELETE",), checks.release),
+        _webhook(CLUSTER_ADDON, ("CREATE", "UPDATE"), checks.addon),
+    ]
+
+
+# -- serving and registering
+
+
+@dataclass
+class _Running:
+    server: AdmissionServer
+    registrar: Kube | None
+    """The client that registered the configuration (and removes it); None when a manifest did."""
+
+
+async def start_webhooks(context: Context, settings: ClusterStackSettings) -> None:
+    """Serve the webhooks; with ``webhook_url``, register them (replacing what a previous run left)."""
+    files = webhook_files(settings)
+    server = AdmissionServer(
+        cluster_stack_webhooks(context.kube),
+        cert_file=files.certificate,
+        key_file=files.key,
+        host=settings.webhook_host,
+        port=settings.webhook_port,
+    )
+    await server.start()
+    running = _Running(server, None)
+    context.extras[WEBHOOKS] = running
+    if not settings.webhook_url or files.ca is None:
+        return
+    configuration = webhook_configuration(
+        CONFIGURATION_NAME,
+        server.webhooks,
+        base_url=settings.webhook_url,
+        ca_bundle=files.ca.read_bytes(),
+        failure_policy=settings.webhook_failure_policy,
+        labels={MANAGED_BY_LABEL: MANAGED_BY},
+    )
+    # A client without the watch cache: registering decides nothing from it, and its removal at exit
+    # must not wait for a watch that is reconnecting.
+    registrar = Kube.connect(
+        field_manager=context.kube.field_manager, timeout=context.settings.request_timeout
+    )
+    running.registrar = registrar
+    await registrar.apply(configuration)
+    _log.info("admission webhooks registered as %s at %s", CONFIGURATION_NAME, settings.webhook_url)
+
+
+async def stop_webhooks(context: Context) -> None:
+    """Remove the registration (first: no request may wait for a server that is gone), then stop serving."""
+    running = context.extras.pop(WEBHOOKS, None)
+    if not isinstance(running, _Running):
+        return
+    try:
+        if running.registrar is not None:
+            try:
+                await running.registrar.delete(
+                    "admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration", CONFIGURATION_NAME
+                )
+            except errors.KubeError as error:
+                _log.warning("admission webhooks stay registered as %s: %s", CONFIGURATION_NAME, error)
+            finally:
+                await running.registrar.close()
+    finally:
+        await running.server.stop()
