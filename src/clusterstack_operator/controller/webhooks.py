@@ -16,9 +16,10 @@ operator. These webhooks add what CEL cannot see, because it needs other objects
   installed without its rules.
 
 Each decision is a pure function ``why_..._is_refused`` over what was observed: None allows, a sentence
-says why not. The checks around them read Clusters through :class:`~operator_core.kube.Kube`: from
-the watch cache once it is synced, through the API server before that, never from a cache that may be
-stale; a read that fails denies with a message to try again (upstream lets such a delete through with
+says why not. The checks around them read the Clusters of the namespace through the API server, not
+from the watch cache: even a synced cache lags behind by the events in flight, and a delete must be
+refused for the Cluster created a moment before (one LIST per delete of a stack or release, which are
+rare). A read that fails denies with a message to try again (upstream lets such a delete through with
 a warning, and a Cluster can lose its ClusterClass that way).
 
 :func:`start_webhooks` serves them (:mod:`operator_core.admission`) and, given a URL, registers them.
@@ -240,7 +241,7 @@ def why_cluster_ref_is_refused(
 
 
 class AdmissionChecks:
-    """The webhooks' checks, reading through one client (its watch cache, when synced)."""
+    """The webhooks' checks, reading through a client without a watch cache (see the module's docstring)."""
 
     def __init__(self, kube: Kube) -> None:
         self._kube = kube
@@ -270,16 +271,19 @@ class AdmissionChecks:
         return Verdict.allow() if refused is None else Verdict.deny(refused)
 
     async def _clusters(self, namespace: str) -> list[dict[str, Any]]:
-        """The Clusters of ``namespace`` in every version Cluster API serves, each once.
+        """The Clusters of ``namespace`` in every version Cluster API serves, each once: in the first
+        version whose view names its ClusterClass (a version that is not served has none).
 
-        ``Kube.list`` answers from the cache only while it is synced, and asks the API server
-        otherwise; a version that is not served has no Clusters.
+        Without a conversion webhook, a Cluster written as v1beta1 reads as v1beta2 without its
+        ``topology.class``, which v1beta2 does not have: the other view must not hide it.
         """
         seen: dict[str, dict[str, Any]] = {}
         for api_version, kind in CLUSTER_KINDS:
             with contextlib.suppress(errors.NotFound):
                 for cluster in await self._kube.list(api_version, kind, namespace):
-                    seen.setdefault(cluster["metadata"]["name"], cluster)
+                    name = cluster["metadata"]["name"]
+                    if name not in seen or cluster_class_of(seen[name]) is None:
+                        seen[name] = cluster
         return list(seen.values())
 
     async def _serves(self, api_version: str, kind: str) -> bool:
@@ -317,22 +321,30 @@ def cluster_stack_webhooks(kube: Kube) -> list[ValidatingWebhook]:
 @dataclass
 class _Running:
     server: AdmissionServer
-    registrar: Kube | None
-    """The client that registered the configuration (and removes it); None when a manifest did."""
+    client: Kube
+    """The checks' client, which also registers the configuration (and removes it)."""
+    registered: bool = False
 
 
 async def start_webhooks(context: Context, settings: ClusterStackSettings) -> None:
     """Serve the webhooks; with ``webhook_url``, register them (replacing what a previous run left)."""
     files = webhook_files(settings)
+    # Without the watch cache: the checks read what is current (module docstring), and the removal of
+    # the registration at exit must not wait for a watch that is reconnecting.
+    client = Kube.connect(field_manager=context.kube.field_manager, timeout=context.settings.request_timeout)
     server = AdmissionServer(
-        cluster_stack_webhooks(context.kube),
+        cluster_stack_webhooks(client),
         cert_file=files.certificate,
         key_file=files.key,
         host=settings.webhook_host,
         port=settings.webhook_port,
     )
-    await server.start()
-    running = _Running(server, None)
+    try:
+        await server.start()
+    except BaseException:
+        await client.close()
+        raise
+    running = _Running(server, client)
     context.extras[WEBHOOKS] = running
     if not settings.webhook_url or files.ca is None:
         return
@@ -344,13 +356,8 @@ async def start_webhooks(context: Context, settings: ClusterStackSettings) -> No
         failure_policy=settings.webhook_failure_policy,
         labels={MANAGED_BY_LABEL: MANAGED_BY},
     )
-    # A client without the watch cache: registering decides nothing from it, and its removal at exit
-    # must not wait for a watch that is reconnecting.
-    registrar = Kube.connect(
-        field_manager=context.kube.field_manager, timeout=context.settings.request_timeout
-    )
-    running.registrar = registrar
-    await registrar.apply(configuration)
+    running.registered = True
+    await client.apply(configuration)
     _log.info("admission webhooks registered as %s at %s", CONFIGURATION_NAME, settings.webhook_url)
 
 
@@ -360,14 +367,13 @@ async def stop_webhooks(context: Context) -> None:
     if not isinstance(running, _Running):
         return
     try:
-        if running.registrar is not None:
+        if running.registered:
             try:
-                await running.registrar.delete(
+                await running.client.delete(
                     "admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration", CONFIGURATION_NAME
                 )
             except errors.KubeError as error:
                 _log.warning("admission webhooks stay registered as %s: %s", CONFIGURATION_NAME, error)
-            finally:
-                await running.registrar.close()
     finally:
         await running.server.stop()
+        await running.client.close()
