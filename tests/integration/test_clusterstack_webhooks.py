@@ -1,0 +1,340 @@
+"""The Cluster Stack operator's admission webhooks, called by a real API server.
+
+One operator process serves the module's tests, as its ServiceAccount, with a CA and serving
+certificate made for this run (the test kit's PKI: tls.crt, tls.key and ca.crt, as a cert-manager
+Secret mounts them). It registers its ValidatingWebhookConfiguration by a loopback URL, never by a
+Service: the API server would dial the Service's ClusterIP, which no traffic may reach here. When it
+stops, the registration must be gone; the module removes whatever is left in any case.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from operator_core import errors
+from operator_core.kube import Kube
+from operator_testkit.clusterstack_tools import ClusterStackTools
+from operator_testkit.controlplane import ControlPlane, free_port
+from operator_testkit.fixtures import crd_documents, install_crds, wait_until
+from operator_testkit.operators import OperatorProcess, service_account_kubeconfig
+from operator_testkit.pki import create_pki
+
+API = "clusterstack.x-k8s.io/v1alpha1"
+PROVIDER_API = "infrastructure.clusterstack.x-k8s.io/v1alpha1"
+TEMPLATE_KIND = "TestProviderClusterStackReleaseTemplate"
+CONFIGURATION = ("admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration")
+CONFIGURATION_NAME = "cluster-stack-operator.clusterstack.x-k8s.io"
+REGISTRATION_ROLE = "cluster-stack-operator-webhook-registration"
+TESTS = Path(__file__).parent.parent
+
+
+def registration_rbac() -> list[dict[str, Any]]:
+    """What registering by URL needs beyond deploy/rbac: its one ValidatingWebhookConfiguration."""
+    return [
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": {"name": REGISTRATION_ROLE},
+            "rules": [
+                {
+                    "apiGroups": ["admissionregistration.k8s.io"],
+                    "resources": ["validatingwebhookconfigurations"],
+                    "verbs": ["get", "create", "patch", "delete"],
+                }
+            ],
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": REGISTRATION_ROLE},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": REGISTRATION_ROLE,
+            },
+            "subjects": [
+                {
+                    "kind": "ServiceAccount",
+                    "name": "cluster-stack-operator",
+                    "namespace": "cluster-stack-system",
+                }
+            ],
+        },
+    ]
+
+
+def serving_certificates(directory: Path) -> Path:
+    """A CA made for this run, and a serving certificate it signed for 127.0.0.1, laid out as a
+    cert-manager Certificate's Secret is when mounted."""
+    pki = create_pki(directory / "pki", service_ip="127.0.0.1")
+    mounted = directory / "webhook-tls"
+    mounted.mkdir()
+    shutil.copy(pki.serving_cert, mounted / "tls.crt")
+    shutil.copy(pki.serving_key, mounted / "tls.key")
+    shutil.copy(pki.ca_cert, mounted / "ca.crt")
+    return mounted
+
+
+async def _prepare(control_plane: ControlPlane, tools: ClusterStackTools, rootpath: Path) -> None:
+    documents = [
+        *crd_documents(rootpath / "deploy" / "crds"),
+        *crd_documents(tools.capi_crds),
+        *crd_documents(TESTS / "clusterstack"),
+    ]
+    await install_crds(control_plane, documents)
+    async with Kube.connect(control_plane.kubeconfig) as admin:
+        for document in registration_rbac():
+            await admin.apply(document)
+
+
+async def _clean_up(control_plane: ControlPlane) -> bool:
+    """Remove the registration and its role; whether the registration was still there."""
+    async with Kube.connect(control_plane.kubeconfig) as admin:
+        left = await admin.delete(*CONFIGURATION, CONFIGURATION_NAME)
+        for document in registration_rbac():
+            await admin.delete(document["apiVersion"], document["kind"], document["metadata"]["name"])
+        return left
+
+
+async def _webhooks_answer(control_plane: ControlPlane) -> None:
+    """Until the API server calls the webhooks: it learns of a new configuration within a second or
+    so. Asked with a ClusterAddon that only the webhook refuses, deleted again if it got through."""
+    async with Kube.connect(control_plane.kubeconfig) as admin:
+        probe_namespace = "webhook-probe"
+        if await admin.get("v1", "Namespace", probe_namespace) is None:
+            await admin.create(
+                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": probe_namespace}}
+            )
+
+        async def refused() -> bool:
+            try:
+                await admin.create(addon("probe", probe_namespace, cluster_namespace="elsewhere"))
+            except errors.Forbidden as error:
+                return "clusteraddons.clusterstack.x-k8s.io" in str(error)
+            await admin.delete(API, "ClusterAddon", "probe", probe_namespace)
+            return False
+
+        await wait_until(refused, timeout=30, what="the API server to call the webhooks")
+        await admin.delete("v1", "Namespace", probe_namespace)
+
+
+@pytest.fixture(scope="module")
+def webhook_operator(
+    control_plane: ControlPlane,
+    clusterstack_tools: ClusterStackTools,
+    tmp_path_factory: pytest.TempPathFactory,
+    pytestconfig: pytest.Config,
+) -> Iterator[OperatorProcess]:
+    """The operator with its webhooks on, registered by a loopback URL; gone (and unregistered) after."""
+    home = tmp_path_factory.mktemp("webhook-operator")
+    asyncio.run(_prepare(control_plane, clusterstack_tools, pytestconfig.rootpath))
+    rbac = pytestconfig.rootpath / "deploy" / "rbac" / "cluster-stack-operator.yaml"
+    kubeconfig = service_account_kubeconfig(control_plane, rbac, home / "operator.kubeconfig")
+    (home / "releases").mkdir()
+    port = free_port()
+    environment = {
+        **{k: v for k, v in os.environ.items() if not k.startswith(("GIT_", "OCI_", "OPERATOR_SUITE_"))},
+        "OPERATOR_SUITE_RELEASE_SOURCE": "local",
+        "OPERATOR_SUITE_LOCAL_RELEASES": str(home / "releases"),
+        "OPERATOR_SUITE_RELEASE_DIR": str(home / "downloads"),
+        "OPERATOR_SUITE_HELM": str(clusterstack_tools.helm),
+        "OPERATOR_SUITE_WEBHOOK": "true",
+        "OPERATOR_SUITE_WEBHOOK_HOST": "127.0.0.1",
+        "OPERATOR_SUITE_WEBHOOK_PORT": str(port),
+        "OPERATOR_SUITE_WEBHOOK_CERT_DIR": str(serving_certificates(home)),
+        "OPERATOR_SUITE_WEBHOOK_URL": f"https://127.0.0.1:{port}",
+    }
+    process = OperatorProcess(
+        "cluster-stack-operator", kubeconfig, home / "operator.log", "--verbose", environment=environment
+    )
+    left_behind = True
+    try:
+        process.start()
+        asyncio.run(_webhooks_answer(control_plane))
+        yield process
+        process.stop()
+    finally:
+        process.stop()
+        left_behind = asyncio.run(_clean_up(control_plane))
+    assert not left_behind, f"the operator left {CONFIGURATION_NAME} registered:\n{process.log()[-3000:]}"
+
+
+@pytest.fixture
+def kube_with_webhooks(kube: Kube, webhook_operator: OperatorProcess) -> Kube:
+    """The test's (admin) client, once the API server calls the webhooks."""
+    return kube
+
+
+def addon(
+    name: str, namespace: str, *, cluster: str = "alpha", cluster_namespace: str | None = None
+) -> dict[str, Any]:
+    reference: dict[str, Any] = {"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster", "name": cluster}
+    if cluster_namespace is not None:
+        reference["namespace"] = cluster_namespace
+    return {
+        "apiVersion": API,
+        "kind": "ClusterAddon",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"clusterRef": reference},
+    }
+
+
+def cluster(name: str, namespace: str, class_name: str, *, version: str = "v1beta2") -> dict[str, Any]:
+    topology: dict[str, Any] = (
+        {"classRef": {"name": class_name}, "version": "v1.30.10"}
+        if version == "v1beta2"
+        else {"class": class_name, "version": "v1.30.10"}
+    )
+    return {
+        "apiVersion": f"cluster.x-k8s.io/{version}",
+        "kind": "Cluster",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"topology": topology},
+    }
+
+
+def stack(namespace: str, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": API,
+        "kind": "ClusterStack",
+        "metadata": {"name": "ferrol", "namespace": namespace},
+        "spec": {
+            "provider": "docker",
+            "name": "ferrol",
+            "kubernetesVersion": "1.30",
+            "autoSubscribe": False,
+            **spec,
+        },
+    }
+
+
+async def deleted_at_last(kube: Kube, api_version: str, kind: str, name: str, namespace: str) -> None:
+    """Delete, again while the operator's cache still holds what was just removed (a denial then says
+    so), then wait until the object is gone (a release's finalizer runs first)."""
+
+    async def allowed() -> bool:
+        try:
+            await kube.delete(api_version, kind, name, namespace)
+        except errors.Forbidden as error:
+            if "is still in use" not in str(error):
+                raise
+            return False
+        return True
+
+    await wait_until(allowed, timeout=15, what=f"the deletion of {kind} {name} to be allowed")
+
+    async def gone() -> bool:
+        return await kube.get(api_version, kind, name, namespace) is None
+
+    await wait_until(gone, timeout=30, what=f"{kind} {name} to be gone")
+
+
+async def refusal(write: Any) -> str:
+    """What the API server answered to a write it refused."""
+    with pytest.raises(errors.KubeError) as refused:
+        await write
+    return str(refused.value)
+
+
+async def test_a_release_that_a_cluster_uses_is_deleted_only_once_the_cluster_is_gone(
+    kube_with_webhooks: Kube, namespace: str
+) -> None:
+    kube = kube_with_webhooks
+    release = "docker-ferrol-1-30-v1"
+    await kube.create(
+        {
+            "apiVersion": API,
+            "kind": "ClusterStackRelease",
+            "metadata": {"name": release, "namespace": namespace},
+        }
+    )
+    await kube.create(cluster("alpha", namespace, "docker-ferrol-1-30-v1"))
+    await kube.create(cluster("beta", namespace, "docker-ferrol-1-30-v2"))
+
+    message = await refusal(kube.delete(API, "ClusterStackRelease", release, namespace))
+    assert (
+        'admission webhook "clusterstackreleases.clusterstack.x-k8s.io" denied the request: '
+        f"ClusterStackRelease {release} is still in use in namespace {namespace}: "
+        f"Cluster alpha uses ClusterClass {release}. Move them to another ClusterClass or delete them, "
+        "then delete the ClusterStackRelease again."
+    ) in message
+    assert await kube.get(API, "ClusterStackRelease", release, namespace) is not None
+
+    await kube.delete("cluster.x-k8s.io/v1beta2", "Cluster", "alpha", namespace)
+    await deleted_at_last(kube, API, "ClusterStackRelease", release, namespace)
+
+
+async def test_a_stack_that_a_cluster_uses_is_deleted_only_once_the_cluster_is_gone(
+    kube_with_webhooks: Kube, namespace: str
+) -> None:
+    kube = kube_with_webhooks
+    await kube.create(stack(namespace, noProvider=True))
+    await kube.create(cluster("gamma", namespace, "docker-ferrol-1-30-v2"))
+
+    message = await refusal(kube.delete(API, "ClusterStack", "ferrol", namespace))
+    assert (
+        'admission webhook "clusterstacks.clusterstack.x-k8s.io" denied the request: '
+        f"ClusterStack ferrol is still in use in namespace {namespace}: "
+        "Cluster gamma uses ClusterClass docker-ferrol-1-30-v2, a release of this stack."
+    ) in message
+
+    await kube.delete("cluster.x-k8s.io/v1beta2", "Cluster", "gamma", namespace)
+    await deleted_at_last(kube, API, "ClusterStack", "ferrol", namespace)
+
+
+async def test_a_provider_ref_must_name_a_template_kind_the_api_server_serves(
+    kube_with_webhooks: Kube, namespace: str
+) -> None:
+    kube = kube_with_webhooks
+    reference = {"apiVersion": PROVIDER_API, "kind": TEMPLATE_KIND, "name": "images"}
+
+    unknown = await refusal(
+        kube.create(stack(namespace, providerRef={**reference, "kind": "NoSuchTemplate"}))
+    )
+    assert (
+        'admission webhook "clusterstacks.clusterstack.x-k8s.io" denied the request: '
+        f"spec.providerRef names kind NoSuchTemplate of {PROVIDER_API}, which this API server does not "
+        "serve: install the provider's CRDs first"
+    ) in unknown
+    not_a_template = await refusal(
+        kube.create(stack(namespace, providerRef={**reference, "kind": "TestProviderClusterStackRelease"}))
+    )
+    assert "spec.providerRef.kind TestProviderClusterStackRelease does not end in Template" in not_a_template
+
+    # A served template kind passes (the template object itself may come later: the stack waits).
+    await kube.create(stack(namespace, providerRef=reference))
+    await kube.patch(API, "ClusterStack", "ferrol", namespace, {"spec": {"versions": ["v1"]}})
+    moved = await refusal(
+        kube.patch(
+            API, "ClusterStack", "ferrol", namespace, {"spec": {"providerRef": {"kind": "GoneTemplate"}}}
+        )
+    )
+    assert "spec.providerRef names kind GoneTemplate" in moved
+    await deleted_at_last(kube, API, "ClusterStack", "ferrol", namespace)
+
+
+async def test_a_cluster_addon_stays_with_one_cluster_of_its_own_namespace(
+    kube_with_webhooks: Kube, namespace: str
+) -> None:
+    kube = kube_with_webhooks
+    elsewhere = await refusal(kube.create(addon("alpha", namespace, cluster_namespace="kube-system")))
+    assert (
+        'admission webhook "clusteraddons.clusterstack.x-k8s.io" denied the request: '
+        "spec.clusterRef.namespace of ClusterAddon alpha is kube-system, but a ClusterAddon lives beside "
+        f"its Cluster: name a Cluster of namespace {namespace}, or leave namespace out"
+    ) in elsewhere
+
+    await kube.create(addon("alpha", namespace, cluster_namespace=namespace))
+    # CEL in the CRD refuses this first, before the API server calls any webhook.
+    moved = await refusal(
+        kube.patch(API, "ClusterAddon", "alpha", namespace, {"spec": {"clusterRef": {"name": "beta"}}})
+    )
+    assert "spec.clusterRef is immutable once set" in moved
+    await kube.delete(API, "ClusterAddon", "alpha", namespace)
