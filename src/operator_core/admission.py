@@ -262,7 +262,7 @@ class AdmissionServer:
             return await asyncio.wait_for(webhook.check(request), self._decide_within)
         except TimeoutError:
             return Verdict.deny(
-                f"could not decide within {self._decide_within:.0f} s whether to allow this "
+                f"could not decide within {self._decide_within:g} s whether to allow this "
                 f"{request.operation.lower()}: try again"
             )
         except Exception as error:

@@ -12,13 +12,16 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+import ssl
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from operator_core import errors
+from operator_core.admission import AdmissionRequest, AdmissionServer, ValidatingWebhook, Verdict
 from operator_core.kube import Kube
 from operator_testkit.clusterstack_tools import ClusterStackTools
 from operator_testkit.controlplane import ControlPlane, free_port
@@ -338,3 +341,56 @@ async def test_a_cluster_addon_stays_with_one_cluster_of_its_own_namespace(
     )
     assert "spec.clusterRef is immutable once set" in moved
     await kube.delete(API, "ClusterAddon", "alpha", namespace)
+
+
+async def test_a_check_that_fails_or_is_slow_is_a_denial_that_says_to_try_again(tmp_path: Path) -> None:
+    """The server behind the webhooks, on loopback with a CA made for the test, without an API server."""
+
+    async def raises(_: AdmissionRequest) -> Verdict:
+        raise errors.Unavailable("listing Cluster: no answer from the API server")
+
+    async def slow(_: AdmissionRequest) -> Verdict:
+        await asyncio.sleep(5)
+        return Verdict.allow()
+
+    async def allows(_: AdmissionRequest) -> Verdict:
+        return Verdict.allow()
+
+    hooks = [
+        ValidatingWebhook(f"{name}.example.com", "example.com", "v1", "things", ("DELETE",), check)
+        for name, check in (("raises", raises), ("slow", slow), ("allows", allows))
+    ]
+    certificates = serving_certificates(tmp_path)
+    server = AdmissionServer(
+        hooks,
+        cert_file=certificates / "tls.crt",
+        key_file=certificates / "tls.key",
+        host="127.0.0.1",
+        port=0,
+        decide_within=0.5,
+    )
+    await server.start()
+    review = {
+        "request": {"uid": "u-1", "operation": "DELETE", "namespace": "team", "name": "x", "oldObject": {}}
+    }
+    try:
+        async with httpx.AsyncClient(
+            base_url=f"https://127.0.0.1:{server.port}",
+            verify=ssl.create_default_context(cafile=certificates / "ca.crt"),
+            trust_env=False,
+        ) as client:
+            answers = {
+                hook.name: (await client.post(hook.path, json=review)).json()["response"] for hook in hooks
+            }
+            not_a_review = await client.post(hooks[0].path, content=b"{}")
+    finally:
+        await server.stop()
+    assert answers["allows.example.com"] == {"uid": "u-1", "allowed": True}
+    assert answers["raises.example.com"]["status"]["message"] == (
+        "could not decide whether to allow this delete "
+        "(Unavailable: listing Cluster: no answer from the API server): try again"
+    )
+    assert answers["slow.example.com"]["status"]["message"] == (
+        "could not decide within 0.5 s whether to allow this delete: try again"
+    )
+    assert not_a_review.status_code == 400
