@@ -620,3 +620,83 @@ async def test_a_clusters_addons_follow_its_class_in_the_workload_cluster(
 
     await kube.delete("cluster.x-k8s.io/v1beta2", "Cluster", "journey", namespace)
     await gone(kube, API, "ClusterAddon", "cluster-addon-journey", namespace)
+
+
+def stages_of(addon: dict[str, Any] | None) -> list[tuple[str, str]]:
+    return [(s["name"], s["phase"]) for s in ((addon or {}).get("status") or {}).get("stages") or []]
+
+
+async def test_a_staged_release_resumes_its_stages_after_the_operator_is_killed_between_them(
+    kube: Kube,
+    stack_operator: OperatorProcess,
+    namespace: str,
+    releases: Releases,
+    workload_plane: ControlPlane,
+) -> None:
+    """Upstream's clusteraddon.yaml: stage one is applied, stage two waits for its pre-condition; the
+    operator is killed there; once the condition holds, the restarted operator applies stage two
+    (not stage one again) and reports both done, from the state it left in the ClusterAddon's status."""
+    releases.publish("docker-staged-1-30-v1", staged=True)
+    spec = {"name": "staged", "autoSubscribe": False, "noProvider": True}
+    await kube.create(stack("staged", namespace, versions=["v1"], **spec))
+    await ready_release(kube, namespace, "docker-staged-1-30-v1")
+    workload_cluster = cluster("staged", namespace, "docker-staged-1-30-v1")
+    workload_cluster["spec"]["controlPlaneEndpoint"] = {"host": "127.0.0.1", "port": 6443}
+    await kube.create(workload_cluster)
+    await kube.create(kubeconfig_secret("staged", namespace, workload_plane))
+
+    async def addon() -> dict[str, Any] | None:
+        return await kube.get(API, "ClusterAddon", "cluster-addon-staged", namespace)
+
+    async def stages_are(*wanted: tuple[str, str]) -> dict[str, Any] | None:
+        found = await addon()
+        return found if stages_of(found) == list(wanted) else None
+
+    async with Kube.connect(workload_plane.kubeconfig) as workload:
+        try:
+            waiting: Any = await wait_until(
+                lambda: stages_are(("stage-one", "done"), ("stage-two", "waitingForPreCondition")),
+                timeout=60,
+                what="stage one done and stage two waiting for its pre-condition",
+            )
+            assert waiting["status"]["hook"] == "AfterControlPlaneInitialized"
+            assert waiting["status"]["hookRelease"] == "docker-staged-1-30-v1"
+            assert condition(waiting, "EvaluatedCEL")["reason"] == "FailedToEvaluatePreCondition"
+            assert "goAhead to exist" in condition(waiting, "EvaluatedCEL")["message"]
+            assert condition(waiting, "Ready")["status"] == "False"
+            stage_one = await workload.get("v1", "ConfigMap", "stage-one", "kube-system")
+            assert stage_one is not None
+            assert stage_one["data"] == {"host": "127.0.0.1"}  # its overwrite.yaml, over the Cluster
+            assert await workload.get("v1", "ConfigMap", "stage-two", "kube-system") is None
+
+            stack_operator.kill()
+            await workload.create(
+                {
+                    "apiVersion": "v1",
+                    "kind": "ConfigMap",
+                    "metadata": {"name": "go-ahead", "namespace": "kube-system"},
+                    "data": {"ready": "yes"},
+                }
+            )
+            stack_operator.start()
+
+            done: Any = await wait_until(
+                lambda: stages_are(("stage-one", "done"), ("stage-two", "done")),
+                timeout=60,
+                what="both stages done after the restart",
+            )
+            assert await workload.get("v1", "ConfigMap", "stage-two", "kube-system")
+
+            async def ready() -> dict[str, Any] | None:
+                found = await addon()
+                return found if (found or {}).get("status", {}).get("ready") else None
+
+            done = await wait_until(ready, timeout=30, what="the ClusterAddon Ready")
+            assert (done["spec"]["clusterStack"], done["spec"]["version"]) == ("docker-staged-1-30-v1", "v1")
+            assert {r["name"] for r in done["status"]["resources"]} == {"stage-one", "stage-two"}
+            notes = [e.get("message", "") for e in await events_for(kube, namespace, "StageDone")]
+            assert sum("(stage-one)" in n for n in notes) == 1, notes  # not applied again after the restart
+            assert sum("(stage-two)" in n for n in notes) == 1, notes
+        finally:
+            for name in ("go-ahead", "stage-one", "stage-two"):
+                await workload.delete("v1", "ConfigMap", name, "kube-system")

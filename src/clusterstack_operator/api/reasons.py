@@ -30,6 +30,10 @@ class ConditionType(StrEnum):
     HELM_CHART_APPLIED = "HelmChartApplied"
     """ClusterStackRelease: every object of its cluster-class chart is applied as rendered; ClusterAddon:
     every object of its cluster-addon chart, in the workload cluster."""
+    CONFIG_VALIDATED = "ClusterAddonConfigValidated"
+    """ClusterAddon of a staged release: its clusteraddon.yaml can be followed (stages, charts, CEL)."""
+    EVALUATED_CEL = "EvaluatedCEL"
+    """ClusterAddon of a staged release: the running stage's pre- or post-condition holds."""
     CLUSTER_READY = "ClusterReady"
     """ClusterAddon: its Cluster exists, uses a cluster stack's class, and its workload API server answers."""
 
@@ -60,6 +64,14 @@ class Reason(StrEnum):
     INVALID_KUBECONFIG = "InvalidKubeconfig"
     CONTROL_PLANE_NOT_READY = "ControlPlaneNotReady"
     CLUSTER_READY = "ClusterReady"
+    CONFIG_FAILED = "ParsingClusterAddonConfigFailed"
+    HELM_CHART_MISSING = "HelmChartMissing"
+    INVALID_CONDITION = "InvalidCondition"
+    PRE_CONDITION_PENDING = "FailedToEvaluatePreCondition"
+    POST_CONDITION_PENDING = "FailedToEvaluatePostCondition"
+    CONDITIONS_HOLD = "ConditionsHold"
+    CONFIG_VALID = "ConfigValid"
+    STAGES_RUNNING = "StagesRunning"
 
 
 class Severity(StrEnum):
@@ -90,3 +102,5 @@ class EventReason(StrEnum):
     ADDONS_APPLIED = "ClusterAddonApplied"
     ADDONS_READY = "ClusterAddonReady"
     ADDONS_NOT_READY = "ClusterAddonNotReady"
+    CONFIG_FAILED = "ParsingClusterAddonConfigFailed"
+    STAGE_DONE = "StageDone"

@@ -222,8 +222,8 @@ class ClusterAddonSpec(ApiModel):
     """The cluster-addon version applied, from the release's metadata.yaml, set by the operator: a new
     cluster stack release with the same addon version applies nothing."""
     hook: str | None = Field(default=None, max_length=63)
-    """The lifecycle hook whose stages run now (for a release with clusteraddon.yaml), set by the
-    operator: AfterControlPlaneInitialized or BeforeClusterUpgrade."""
+    """Accepted for manifests written for the upstream operator, whose hook server sets it; this
+    operator keeps the hook of a staged release in status.hook, beside the stages' state."""
 
 
 class StageStatus(ApiModel):
@@ -246,9 +246,15 @@ class ClusterAddonStatus(ApiModel):
     """Whether every addon object is applied as rendered in the workload cluster."""
     resources: list[AppliedResource] = Field(default_factory=list)
     """Each object rendered from the cluster-addon chart, and its sync status in the workload cluster."""
+    hook: str | None = Field(default=None, max_length=63)
+    """The lifecycle hook whose stages status.stages shows (a release with clusteraddon.yaml only):
+    AfterControlPlaneInitialized for a Cluster's first addons, BeforeClusterUpgrade for a move to a
+    release with other addons."""
+    hook_release: str | None = Field(default=None, max_length=253)
+    """The release whose stages status.stages shows."""
     stages: list[StageStatus] = Field(default_factory=list)
-    """The stages of the running hook, in order (a release with clusteraddon.yaml only). Kept here, not
-    in the operator's memory, so that an operator restart resumes the stage it was in."""
+    """The stages of the hook, in order, and where each stands. Kept here, not in the operator's
+    memory, so that an operator restart resumes the stage it was in."""
     conditions: list[ClusterApiCondition] = Field(default_factory=list)
     """ClusterReady, ClusterStackReleaseDownloaded, HelmChartApplied and Ready, among others."""
     observed_generation: int | None = None
@@ -318,7 +324,7 @@ CLUSTER_ADDON = CustomResource(
         PrinterColumn("Cluster", ".spec.clusterRef.name", description="The Cluster the addons are for"),
         PrinterColumn("ClusterStack", ".spec.clusterStack", description="Release whose addons are applied"),
         PrinterColumn("Version", ".spec.version", description="Cluster-addon version applied"),
-        PrinterColumn("Hook", ".spec.hook", description="Hook whose stages run now", priority=1),
+        PrinterColumn("Hook", ".status.hook", description="Hook of the stages shown", priority=1),
         PrinterColumn("Ready", ".status.ready", "boolean", "Addons applied in the workload cluster"),
         PrinterColumn("Reason", _READY_REASON, description="Why not ready"),
         PrinterColumn(

@@ -13,11 +13,13 @@ The workload cluster is not watched (yet): every ``addon_check_seconds`` a recon
 objects there, which restores one deleted or changed by hand. Such a look renders nothing again:
 the runtime keeps a Cluster's rendered addons until the release or the Cluster changes.
 
-Staged releases (``clusteraddon.yaml``) are refused with a condition that says so, for now.
+A release with ``clusteraddon.yaml`` applies its addons stage by stage instead
+(:mod:`clusterstack_operator.controller.stages`), with the stages' state in the status.
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping
 from typing import Any
 
@@ -31,23 +33,25 @@ from clusterstack_operator.controller.common import (
     clusters_of,
     delete_applied,
     report_template_failure,
+    write_capi_status,
     write_ready_status,
 )
 from clusterstack_operator.controller.runtime import ADDON_NAMESPACE, RUNTIME, StackRuntime
+from clusterstack_operator.controller.stages import StagedRun, has_stages, run_stages
 from clusterstack_operator.helm import HelmError
-from clusterstack_operator.releases.addons import stale_resources, what_changes
+from clusterstack_operator.releases.addons import AddonChange, stale_resources, what_changes
 from clusterstack_operator.releases.assets import InvalidRelease
 from clusterstack_operator.releases.decide import cluster_class_of
 from clusterstack_operator.releases.versions import InvalidVersion, ReleaseName
-from clusterstack_operator.resources import Addon, addon_objects, rendered_objects
+from clusterstack_operator.resources import Addon, addon_objects, capi_conditions, rendered_objects
 from clusterstack_operator.workload import kubeconfig_secret_name
 from operator_core import errors
 from operator_core.controller import Context
+from operator_core.kube import Kube
 from operator_core.reconciling import WAIT_FOR_CHANGE, ConditionBook
 
 __all__ = ["addon_references", "reconcile_addon"]
 
-STAGES_FILE = "clusteraddon.yaml"
 ASSETS_RETRY_SECONDS = 5.0
 """A release whose assets are being downloaded (after a restart, say) is looked at again this soon."""
 UNREACHABLE_RETRY_SECONDS = 5.0
@@ -71,16 +75,19 @@ async def reconcile_addon(obj: dict[str, Any], context: Context) -> float:
     addon = Addon.from_object(obj)
     book = capi_book(obj, context.recorder)
     status: dict[str, Any] = {"observedGeneration": obj["metadata"].get("generation")}
+    # What the status is on the server: a staged release writes it at every step of its stages.
+    baseline = {**obj, "status": dict(obj.get("status") or {})}
     try:
-        return await _reconcile(addon, obj, context, runtime, book, status)
+        return await _reconcile(addon, obj, baseline, context, runtime, book, status)
     finally:
+        staged = book.get(ConditionType.CONFIG_VALIDATED) is not None
         await write_ready_status(
             context.kube,
             CLUSTER_ADDON,
-            obj,
+            baseline,
             book,
             status,
-            REQUIRED,
+            (*REQUIRED[:2], ConditionType.CONFIG_VALIDATED, *REQUIRED[2:]) if staged else REQUIRED,
             ready_message="the cluster addons are applied in the workload cluster",
             became_ready=EventReason.ADDONS_READY,
             became_not_ready=EventReason.ADDONS_NOT_READY,
@@ -90,6 +97,7 @@ async def reconcile_addon(obj: dict[str, Any], context: Context) -> float:
 async def _reconcile(
     addon: Addon,
     obj: dict[str, Any],
+    baseline: dict[str, Any],
     context: Context,
     runtime: StackRuntime,
     book: ConditionBook,
@@ -178,23 +186,38 @@ async def _reconcile(
             warn=EventReason.DOWNLOAD_FAILED,
         )
         return WAIT_FOR_CHANGE
-    directory = runtime.store.path(release)
-    if (directory / STAGES_FILE).exists():
-        await book.set(
-            ConditionType.DOWNLOADED,
-            "False",
-            Reason.ISSUE_WITH_ASSETS,
-            f"release {release.tag} has {STAGES_FILE}: staged cluster addons are not supported yet",
-            warn=EventReason.DOWNLOAD_FAILED,
-        )
-        return WAIT_FOR_CHANGE
     await book.set(
         ConditionType.DOWNLOADED, "True", Reason.DOWNLOADED, f"release {release.tag} is downloaded"
     )
 
-    # Render and apply.
+    # Render and apply: the whole chart, or stage by stage.
     addon_version = metadata.cluster_addon_version.dot
     change = what_changes(addon.spec.cluster_stack, addon.spec.version, release.tag, addon_version)
+    if has_stages(runtime, release):
+
+        async def save() -> None:
+            await write_capi_status(kube, CLUSTER_ADDON, baseline, book, status)
+            # A copy: the stages go on changing ``status`` in place after it is written.
+            written = copy.deepcopy({**status, "conditions": capi_conditions(book.conditions)})
+            baseline["status"] = {**baseline["status"], **written}
+
+        run = StagedRun(
+            addon.name,
+            release,
+            addon_version,
+            metadata.kubernetes_version,
+            cluster,
+            workload,
+            runtime,
+            book,
+            status,
+            save,
+        )
+        wait, done = await run_stages(run, dict(obj.get("status") or {}), addon.spec.version, change)
+        if done:
+            await _record_applied(kube, addon, release.tag, addon_version, change, book)
+        return wait
+    _forget_stages(obj, status)
     try:
         objects = addon_objects(
             rendered_objects(
@@ -219,16 +242,30 @@ async def _reconcile(
                 EventReason.OBJECTS_DELETED,
                 f"deleted from the workload cluster (no longer in {chart}): {', '.join(deleted)}",
             )
-        if change.message and not change.new_addons:
-            await book.set(ConditionType.HELM_CHART_APPLIED, "True", Reason.APPLIED, change.message)
-        if (addon.spec.cluster_stack, addon.spec.version) != (release.tag, addon_version):
-            await kube.patch(
-                CLUSTER_ADDON.api_version,
-                CLUSTER_ADDON.kind,
-                addon.name,
-                addon.namespace,
-                {"spec": {"clusterStack": release.tag, "version": addon_version}},
-            )
-            if change.message:
-                await book.event("Normal", EventReason.ADDONS_APPLIED, change.message)
+        await _record_applied(kube, addon, release.tag, addon_version, change, book)
     return runtime.settings.addon_check_seconds
+
+
+async def _record_applied(
+    kube: Kube, addon: Addon, release: str, addon_version: str, change: AddonChange, book: ConditionBook
+) -> None:
+    """The addons of ``release`` are applied: ``spec`` says so (as upstream keeps it), and an Event
+    tells what the move meant."""
+    if change.message and not change.new_addons:
+        await book.set(ConditionType.HELM_CHART_APPLIED, "True", Reason.APPLIED, change.message)
+    if (addon.spec.cluster_stack, addon.spec.version) != (release, addon_version):
+        await kube.patch(
+            CLUSTER_ADDON.api_version,
+            CLUSTER_ADDON.kind,
+            addon.name,
+            addon.namespace,
+            {"spec": {"clusterStack": release, "version": addon_version}},
+        )
+        if change.message:
+            await book.event("Normal", EventReason.ADDONS_APPLIED, change.message)
+
+
+def _forget_stages(obj: Mapping[str, Any], status: dict[str, Any]) -> None:
+    """A release without stages: the stage record of an earlier staged release goes from the status."""
+    current = obj.get("status") or {}
+    status |= {key: None for key in ("hook", "hookRelease", "stages") if current.get(key) is not None}

@@ -28,6 +28,7 @@ __all__ = [
     "clusters_of",
     "delete_applied",
     "report_template_failure",
+    "resource_entry",
     "write_capi_status",
     "write_ready_status",
 ]
@@ -112,9 +113,18 @@ async def write_ready_status(
     await write_capi_status(kube, resource, obj, book, fields)
 
 
-def _group_version(api_version: str) -> tuple[str, str]:
-    group, _, version = api_version.rpartition("/")
-    return group, version
+def resource_entry(manifest: Mapping[str, Any], status: str = "synced") -> dict[str, Any]:
+    """The ``status.resources`` entry of a rendered object."""
+    group, _, version = manifest["apiVersion"].rpartition("/")
+    metadata = manifest["metadata"]
+    return {
+        "group": group,
+        "version": version,
+        "kind": manifest["kind"],
+        "namespace": metadata.get("namespace") or "",
+        "name": metadata["name"],
+        "status": status,
+    }
 
 
 async def apply_each(
@@ -128,15 +138,7 @@ async def apply_each(
     failures: list[str] = []
     for manifest in objects:
         metadata = manifest["metadata"]
-        group, version = _group_version(manifest["apiVersion"])
-        entry: dict[str, Any] = {
-            "group": group,
-            "version": version,
-            "kind": manifest["kind"],
-            "namespace": metadata.get("namespace") or "",
-            "name": metadata["name"],
-            "status": "synced",
-        }
+        entry = resource_entry(manifest)
         if watch and kube.cache is not None:
             kube.cache.ensure(
                 WatchedKind(manifest["apiVersion"], manifest["kind"], {MANAGED_BY_LABEL: MANAGED_BY})

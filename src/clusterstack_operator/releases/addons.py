@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["AddonChange", "stale_resources", "what_changes"]
+__all__ = ["AddonChange", "identity", "stale_resources", "what_changes"]
 
 
 @dataclass(frozen=True)
@@ -45,7 +45,9 @@ def what_changes(
     )
 
 
-def _identity(entry: Mapping[str, Any]) -> tuple[str, str, str, str]:
+def identity(entry: Mapping[str, Any]) -> tuple[str, str, str, str]:
+    """(group, kind, namespace, name) of a ``status.resources`` entry: what stays the same object
+    across API versions."""
     return (
         str(entry.get("group") or ""),
         str(entry["kind"]),
@@ -59,5 +61,5 @@ def stale_resources(
 ) -> list[dict[str, Any]]:
     """The ``status.resources`` entries of ``previous`` that ``current`` no longer has (by group, kind,
     namespace and name: a new API version of the same object is the same object)."""
-    kept = {_identity(entry) for entry in current}
-    return [dict(entry) for entry in previous if _identity(entry) not in kept]
+    kept = {identity(entry) for entry in current}
+    return [dict(entry) for entry in previous if identity(entry) not in kept]

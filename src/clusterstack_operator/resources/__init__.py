@@ -285,6 +285,12 @@ _SEVERITY_OF_REASON = {
     "NoClusterStackClass": Severity.INFO,
     "WaitingForKubeconfig": Severity.INFO,
     "ControlPlaneNotReady": Severity.INFO,
+    "ParsingClusterAddonConfigFailed": Severity.ERROR,
+    "HelmChartMissing": Severity.ERROR,
+    "InvalidCondition": Severity.ERROR,
+    "FailedToEvaluatePreCondition": Severity.INFO,
+    "FailedToEvaluatePostCondition": Severity.INFO,
+    "StagesRunning": Severity.INFO,
 }
 
 

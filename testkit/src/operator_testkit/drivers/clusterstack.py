@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import tarfile
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -31,6 +32,8 @@ __all__ = ["SANDBOX", "package_cluster_class", "publish_release", "push_release"
 
 CLUSTER_CLASS_CHART = Path(__file__).parent / "clusterstack_chart"
 CLUSTER_ADDON_CHART = Path(__file__).parent / "clusterstack_addon_chart"
+STAGED_ADDONS = Path(__file__).parent / "clusterstack_staged_addons"
+"""A staged release's addons: clusteraddon.yaml, and one chart folder per stage."""
 CLUSTER_ADDON_VALUES = """\
 # Rendered over the Cluster by the operator, as upstream's cluster-addon-values.yaml is.
 values: |
@@ -60,10 +63,13 @@ def publish_release(
     published_at: float | None = None,
     helm: Path | None = None,
     cluster_api: str = "v1beta2",
+    staged: bool = False,
 ) -> tuple[ReleaseName, Path]:
     """Write release ``tag`` under ``root``. With ``helm``, its cluster-class chart is the real chart
     (``clusterstack_chart/``) packaged for it, rendering Cluster API ``cluster_api`` objects; otherwise
-    charts of random bytes (only their presence is checked)."""
+    charts of random bytes (only their presence is checked). ``staged``: its addons are those of
+    ``clusterstack_staged_addons/``, as upstream publishes staged addons (``clusteraddon.yaml``, and
+    a plain tar of one chart folder per stage)."""
     release = ReleaseName.parse(tag)
     directory = root / tag
     directory.mkdir(parents=True)
@@ -78,7 +84,12 @@ def publish_release(
         package_cluster_class(helm, release, directory, cluster_api=cluster_api)
     else:
         (directory / release.cluster_class_chart).write_bytes(os.urandom(4096))
-    if with_addon_chart and helm is not None:
+    if staged:
+        shutil.copy(STAGED_ADDONS / "clusteraddon.yaml", directory / "clusteraddon.yaml")
+        with tarfile.open(directory / release.cluster_addon_chart(addon_version), "w") as archive:
+            for stage in sorted(p for p in STAGED_ADDONS.iterdir() if p.is_dir()):
+                archive.add(stage, arcname=stage.name)
+    elif with_addon_chart and helm is not None:
         _package(helm, CLUSTER_ADDON_CHART, f"{release.stack}-cluster-addon", addon_version, {}, directory)
         (directory / "cluster-addon-values.yaml").write_text(CLUSTER_ADDON_VALUES)
     elif with_addon_chart:
