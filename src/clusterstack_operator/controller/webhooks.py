@@ -357,7 +357,12 @@ async def start_webhooks(context: Context, settings: ClusterStackSettings) -> No
         labels={MANAGED_BY_LABEL: MANAGED_BY},
     )
     running.registered = True
-    await client.apply(configuration)
+    try:
+        await client.apply(configuration)
+    except BaseException:
+        # Not left serving: a start that is tried again must find the port free.
+        await stop_webhooks(context)
+        raise
     _log.info("admission webhooks registered as %s at %s", CONFIGURATION_NAME, settings.webhook_url)
 
 
