@@ -12,7 +12,13 @@ over a local release source. Releases are the tests' cluster-class chart package
 - **20 releases**: 20 more are published, and the stack lists them all at once: seconds until
   every ClusterClass exists, per release and in all (p50, p95 of each release's time);
 - **an idle minute** with those 21 releases ready: the operator's API requests by verb (from the
-  audit log), its writes, CPU seconds and RSS. The target is zero writes.
+  audit log), its writes, CPU seconds and RSS. The target is zero writes;
+- **cluster addons** in a workload cluster (a second local control plane, reached through the
+  kubeconfig Secret as Cluster API writes it): seconds from a Cluster's creation (with its Secret)
+  until its ClusterAddon is Ready with the addon objects in the workload cluster; then, over
+  ``--class-changes`` moves between two releases with different cluster-addon versions, seconds
+  from the Cluster's class change until the workload cluster has the other version's objects and
+  the ClusterAddon is Ready again (p50, p95).
 
 No Go peer runs beside it: the Go cluster-stack-operator is not built here (see the closing notes of
 the Cluster Stack issue).
@@ -24,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import json
 import os
 import sys
@@ -58,6 +65,10 @@ USER = "system:serviceaccount:cluster-stack-system:cluster-stack-operator"
 STACKS = f"/apis/clusterstack.x-k8s.io/v1alpha1/namespaces/{NAMESPACE}/clusterstacks"
 RELEASES = f"/apis/clusterstack.x-k8s.io/v1alpha1/namespaces/{NAMESPACE}/clusterstackreleases"
 CLASSES = f"/apis/cluster.x-k8s.io/v1beta2/namespaces/{NAMESPACE}/clusterclasses"
+CLUSTERS = f"/apis/cluster.x-k8s.io/v1beta2/namespaces/{NAMESPACE}/clusters"
+ADDONS = f"/apis/clusterstack.x-k8s.io/v1alpha1/namespaces/{NAMESPACE}/clusteraddons"
+SECRETS = f"/api/v1/namespaces/{NAMESPACE}/secrets"
+ADDON_OBJECT = "/api/v1/namespaces/addon-system/configmaps/only-in-{version}"
 
 
 def tag(version: int) -> str:
@@ -107,6 +118,102 @@ async def set_versions(admin: Admin, versions: list[int]) -> None:
     answer.raise_for_status()
 
 
+def workload_cluster(name: str, class_name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "cluster.x-k8s.io/v1beta2",
+        "kind": "Cluster",
+        "metadata": {"name": name, "namespace": NAMESPACE},
+        "spec": {
+            "controlPlaneEndpoint": {"host": "127.0.0.1", "port": 6443},
+            "topology": {"classRef": {"name": class_name}, "version": "v1.30.10"},
+        },
+    }
+
+
+def kubeconfig_secret(name: str, workload: ControlPlane) -> dict[str, Any]:
+    """The Secret Cluster API writes for a workload cluster (the admin kubeconfig of the second plane)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {
+            "name": f"{name}-kubeconfig",
+            "namespace": NAMESPACE,
+            "labels": {"cluster.x-k8s.io/cluster-name": name},
+        },
+        "type": "cluster.x-k8s.io/secret",
+        "data": {"value": base64.b64encode(workload.kubeconfig.read_bytes()).decode()},
+    }
+
+
+async def addons_ready(
+    admin: Admin, workload: Admin, name: str, version: str, started: float, timeout: float = 120
+) -> float | None:
+    """Seconds from ``started`` until ClusterAddon ``cluster-addon-<name>`` is Ready with addon
+    ``version`` applied and that version's own object is in the workload cluster (polled)."""
+    deadline = started + timeout
+    while time.monotonic() < deadline:
+        answer = await admin.http.get(f"{ADDONS}/cluster-addon-{name}")
+        if answer.status_code == 200:
+            addon = answer.json()
+            if (
+                (addon.get("status") or {}).get("ready")
+                and (addon.get("spec") or {}).get("version") == version
+                and await workload.exists(ADDON_OBJECT.format(version=version))
+            ):
+                return time.monotonic() - started
+        await asyncio.sleep(0.05)
+    return None
+
+
+async def measure_addons(
+    admin: Admin, workload_plane: ControlPlane, source: Path, helm: Path, class_changes: int
+) -> dict[str, Any]:
+    """A Cluster's addons: first applied, then moved between two addon versions ``class_changes`` times."""
+    first, second = tag(900), tag(901)  # two releases with different cluster-addon versions
+    publish_release(source, first, helm=helm, addon_version="v1")
+    publish_release(source, second, helm=helm, addon_version="v2")
+    await set_versions(admin, [1, 900, 901])
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        ready = {
+            r["metadata"]["name"] for r in await admin.items(RELEASES) if (r.get("status") or {}).get("ready")
+        }
+        if {first, second} <= ready:
+            break
+        await asyncio.sleep(0.5)
+    workload = Admin(workload_plane)
+    try:
+        started = time.monotonic()
+        await admin.create(SECRETS, kubeconfig_secret("bench", workload_plane))
+        await admin.create(CLUSTERS, workload_cluster("bench", first))
+        created = await addons_ready(admin, workload, "bench", "v1", started)
+        changes: list[float] = []
+        for move in range(class_changes):
+            target, version = (second, "v2") if move % 2 == 0 else (first, "v1")
+            started = time.monotonic()
+            answer = await admin.http.patch(
+                f"{CLUSTERS}/bench",
+                json={"spec": {"topology": {"classRef": {"name": target}}}},
+                headers={"Content-Type": "application/merge-patch+json"},
+            )
+            answer.raise_for_status()
+            took = await addons_ready(admin, workload, "bench", version, started)
+            if took is None:
+                break
+            changes.append(took)
+            await asyncio.sleep(1)
+    finally:
+        await workload.close()
+    return {
+        "cluster_created_to_addons_ready_seconds": round(created, 3) if created is not None else None,
+        "class_change_to_updated_addons": {
+            "changes": class_changes,
+            "completed": len(changes),
+            **(spread(changes) if changes else {}),
+        },
+    }
+
+
 async def run(settings: argparse.Namespace) -> dict[str, Any]:
     tools = ensure_clusterstack_tools()
     began = time.monotonic()
@@ -114,7 +221,7 @@ async def run(settings: argparse.Namespace) -> dict[str, Any]:
         home = Path(scratch)
         source = home / "releases"
         source.mkdir()
-        with ControlPlane(home / "cp") as plane:
+        with ControlPlane(home / "cp") as plane, ControlPlane(home / "workload") as workload_plane:
             for directory in (tools.capi_crds, tools.capd_crds, ROOT / "deploy" / "crds"):
                 await asyncio.to_thread(plane.kubectl, "apply", "--server-side", "-f", str(directory))
             await asyncio.to_thread(
@@ -171,6 +278,9 @@ async def run(settings: argparse.Namespace) -> dict[str, Any]:
                     "cpu_seconds": round(cpu_seconds(operator.pid) - cpu_before, 2),
                     "rss_mib": round(proc_status_mib(operator.pid, "VmRSS"), 1),
                 }
+                addons = await measure_addons(
+                    admin, workload_plane, source, tools.helm, settings.class_changes
+                )
             finally:
                 operator.stop()
                 await admin.close()
@@ -191,6 +301,7 @@ async def run(settings: argparse.Namespace) -> dict[str, Any]:
             **(spread(times) if times else {}),
         },
         "idle": idle,
+        "cluster_addons": addons,
         "wall_seconds": round(time.monotonic() - began, 1),
     }
 
@@ -200,6 +311,7 @@ def main() -> None:
     parser.add_argument("--releases", type=int, default=20)
     parser.add_argument("--idle-seconds", type=float, default=60)
     parser.add_argument("--settle-seconds", type=float, default=5)
+    parser.add_argument("--class-changes", type=int, default=10)
     parser.add_argument("--keep-log", type=Path, help="copy the operator's log here")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "clusterstack.json")
     settings = parser.parse_args()

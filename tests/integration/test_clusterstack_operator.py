@@ -511,11 +511,16 @@ def kubeconfig_secret(cluster_name: str, namespace: str, plane: ControlPlane) ->
 
 
 async def test_a_clusters_addons_follow_its_class_in_the_workload_cluster(
-    operator_kube: Kube, namespace: str, releases: Releases, workload_plane: ControlPlane
+    kube: Kube,
+    stack_operator: OperatorProcess,
+    namespace: str,
+    releases: Releases,
+    workload_plane: ControlPlane,
 ) -> None:
-    """The journey of a Cluster's addons: waiting for the workload cluster, applied there with values
-    from the Cluster, repaired, kept across a class with the same addons, replaced by new ones."""
-    kube = operator_kube
+    """The whole journey of a Cluster's addons: waiting for the workload cluster, applied there with
+    values from the Cluster, repaired, kept across a class with the same addons and across an
+    operator restart (nothing written again), replaced by new ones; once the Cluster is gone, its
+    ClusterAddon goes and the old releases can go."""
     releases.publish("docker-journey-1-30-v1", addon_version="v1")
     releases.publish("docker-journey-1-30-v2", addon_version="v1")
     releases.publish("docker-journey-1-30-v3", addon_version="v2")
@@ -597,6 +602,19 @@ async def test_a_clusters_addons_follow_its_class_in_the_workload_cluster(
         assert kept is not None
         assert kept["metadata"]["resourceVersion"] == restored["metadata"]["resourceVersion"]
 
+        # The operator restarts mid-journey: it looks again, and writes nothing, here or there.
+        before = await kube.get(API, "ClusterAddon", "cluster-addon-journey", namespace)
+        assert before is not None
+        stack_operator.stop()
+        stack_operator.start()
+        await asyncio.sleep(5)  # more than two looks at the workload cluster (every 2 s here)
+        after = await kube.get(API, "ClusterAddon", "cluster-addon-journey", namespace)
+        assert after is not None
+        assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
+        still = await workload.get("v1", "ConfigMap", "addon-info", "kube-system")
+        assert still is not None
+        assert still["metadata"]["resourceVersion"] == restored["metadata"]["resourceVersion"]
+
         # v3 has new cluster addons: applied, and what only v1's had is gone.
         await kube.apply(
             {
@@ -620,6 +638,11 @@ async def test_a_clusters_addons_follow_its_class_in_the_workload_cluster(
 
     await kube.delete("cluster.x-k8s.io/v1beta2", "Cluster", "journey", namespace)
     await gone(kube, API, "ClusterAddon", "cluster-addon-journey", namespace)
+    # No Cluster uses v1 or v2 any more: the stack can let them go.
+    await kube.patch(API, "ClusterStack", "journey", namespace, {"spec": {"versions": ["v3"]}})
+    for old in ("docker-journey-1-30-v1", "docker-journey-1-30-v2"):
+        await gone(kube, API, "ClusterStackRelease", old, namespace)
+    assert await kube.get(API, "ClusterStackRelease", "docker-journey-1-30-v3", namespace)
 
 
 def stages_of(addon: dict[str, Any] | None) -> list[tuple[str, str]]:
