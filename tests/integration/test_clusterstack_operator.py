@@ -716,10 +716,36 @@ async def test_a_staged_release_resumes_its_stages_after_the_operator_is_killed_
 
             done = await wait_until(ready, timeout=30, what="the ClusterAddon Ready")
             assert (done["spec"]["clusterStack"], done["spec"]["version"]) == ("docker-staged-1-30-v1", "v1")
-            assert {r["name"] for r in done["status"]["resources"]} == {"stage-one", "stage-two"}
+            assert {r["name"] for r in done["status"]["resources"]} == {
+                "stage-one",
+                "stage-one-v1",
+                "stage-two",
+            }
             notes = [e.get("message", "") for e in await events_for(kube, namespace, "StageDone")]
             assert sum("(stage-one)" in n for n in notes) == 1, notes  # not applied again after the restart
             assert sum("(stage-two)" in n for n in notes) == 1, notes
+
+            # A release with other addons: its BeforeClusterUpgrade stages run, and what only v1 had goes.
+            releases.publish("docker-staged-1-30-v2", staged=True, addon_version="v2")
+            await kube.patch(API, "ClusterStack", "staged", namespace, {"spec": {"versions": ["v1", "v2"]}})
+            await ready_release(kube, namespace, "docker-staged-1-30-v2")
+            await kube.patch(
+                "cluster.x-k8s.io/v1beta2",
+                "Cluster",
+                "staged",
+                namespace,
+                {"spec": {"topology": {"classRef": {"name": "docker-staged-1-30-v2"}}}},
+            )
+
+            async def upgraded() -> dict[str, Any] | None:
+                found = await addon()
+                return found if (found or {}).get("spec", {}).get("version") == "v2" else None
+
+            moved: Any = await wait_until(upgraded, timeout=60, what="the addons of v2")
+            assert moved["status"]["hook"] == "BeforeClusterUpgrade"
+            assert stages_of(moved) == [("stage-one", "done"), ("stage-two", "done")]
+            assert await workload.get("v1", "ConfigMap", "stage-one-v2", "kube-system")
+            assert await workload.get("v1", "ConfigMap", "stage-one-v1", "kube-system") is None
         finally:
-            for name in ("go-ahead", "stage-one", "stage-two"):
+            for name in ("go-ahead", "stage-one", "stage-two", "stage-one-v1", "stage-one-v2"):
                 await workload.delete("v1", "ConfigMap", name, "kube-system")

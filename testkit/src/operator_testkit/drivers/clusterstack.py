@@ -85,10 +85,8 @@ def publish_release(
     else:
         (directory / release.cluster_class_chart).write_bytes(os.urandom(4096))
     if staged:
+        _archive_stages(directory / release.cluster_addon_chart(addon_version), addon_version)
         shutil.copy(STAGED_ADDONS / "clusteraddon.yaml", directory / "clusteraddon.yaml")
-        with tarfile.open(directory / release.cluster_addon_chart(addon_version), "w") as archive:
-            for stage in sorted(p for p in STAGED_ADDONS.iterdir() if p.is_dir()):
-                archive.add(stage, arcname=stage.name)
     elif with_addon_chart and helm is not None:
         _package(helm, CLUSTER_ADDON_CHART, f"{release.stack}-cluster-addon", addon_version, {}, directory)
         (directory / "cluster-addon-values.yaml").write_text(CLUSTER_ADDON_VALUES)
@@ -97,6 +95,19 @@ def publish_release(
     if published_at is not None:
         os.utime(directory, (published_at, published_at))
     return release, directory
+
+
+def _archive_stages(archive: Path, addon_version: str) -> None:
+    """A plain tar of the stage charts, as upstream publishes staged addons; each chart's version is
+    the addon version (so that a chart can render what only that version has)."""
+    with tempfile.TemporaryDirectory(prefix="stages-") as scratch:
+        stages = Path(scratch) / "stages"
+        shutil.copytree(STAGED_ADDONS, stages)
+        with tarfile.open(archive, "w") as tar:
+            for stage in sorted(p for p in stages.iterdir() if p.is_dir()):
+                chart = yaml.safe_load((stage / "Chart.yaml").read_text())
+                (stage / "Chart.yaml").write_text(yaml.safe_dump({**chart, "version": addon_version}))
+                tar.add(stage, arcname=stage.name)
 
 
 def package_cluster_class(
