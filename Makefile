@@ -13,7 +13,7 @@ export PATH := $(BIN):$(PATH)
 # Keep bytecode and tool caches out of the work tree.
 export PYTHONPYCACHEPREFIX := $(HOME)/.cache/operator-suite/pycache
 
-.PHONY: install binaries tools nginx lint test unit integration e2e run down crds
+.PHONY: install binaries tools nginx lint test unit integration e2e run down journey crds
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -81,3 +81,7 @@ run: tools nginx
 
 down: install
 	$(BIN)/operator-suite-dev sandbox down --dir $(RUN_DIR)
+
+# The Cluster Stack operator's whole journey on two control planes of its own; stops them at the end.
+journey: tools
+	$(BIN)/operator-suite-dev sandbox journey

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shutil
 import ssl
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,62 +26,18 @@ from operator_testkit.clusterstack_tools import ClusterStackTools
 from operator_testkit.controlplane import ControlPlane, free_port
 from operator_testkit.fixtures import crd_documents, install_crds, wait_until
 from operator_testkit.operators import OperatorProcess, service_account_kubeconfig
-from operator_testkit.pki import create_pki
+from operator_testkit.webhooks import (
+    CONFIGURATION_NAME,
+    registration_rbac,
+    serving_certificates,
+    webhook_settings,
+)
 
 API = "clusterstack.x-k8s.io/v1alpha1"
 PROVIDER_API = "infrastructure.clusterstack.x-k8s.io/v1alpha1"
 TEMPLATE_KIND = "TestProviderClusterStackReleaseTemplate"
 CONFIGURATION = ("admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration")
-CONFIGURATION_NAME = "cluster-stack-operator.clusterstack.x-k8s.io"
-REGISTRATION_ROLE = "cluster-stack-operator-webhook-registration"
 TESTS = Path(__file__).parent.parent
-
-
-def registration_rbac() -> list[dict[str, Any]]:
-    """What registering by URL needs beyond deploy/rbac: its one ValidatingWebhookConfiguration."""
-    return [
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "ClusterRole",
-            "metadata": {"name": REGISTRATION_ROLE},
-            "rules": [
-                {
-                    "apiGroups": ["admissionregistration.k8s.io"],
-                    "resources": ["validatingwebhookconfigurations"],
-                    "verbs": ["get", "create", "patch", "delete"],
-                }
-            ],
-        },
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "ClusterRoleBinding",
-            "metadata": {"name": REGISTRATION_ROLE},
-            "roleRef": {
-                "apiGroup": "rbac.authorization.k8s.io",
-                "kind": "ClusterRole",
-                "name": REGISTRATION_ROLE,
-            },
-            "subjects": [
-                {
-                    "kind": "ServiceAccount",
-                    "name": "cluster-stack-operator",
-                    "namespace": "cluster-stack-system",
-                }
-            ],
-        },
-    ]
-
-
-def serving_certificates(directory: Path) -> Path:
-    """A CA made for this run, and a serving certificate it signed for 127.0.0.1, laid out as a
-    cert-manager Certificate's Secret is when mounted."""
-    pki = create_pki(directory / "pki", service_ip="127.0.0.1")
-    mounted = directory / "webhook-tls"
-    mounted.mkdir()
-    shutil.copy(pki.serving_cert, mounted / "tls.crt")
-    shutil.copy(pki.serving_key, mounted / "tls.key")
-    shutil.copy(pki.ca_cert, mounted / "ca.crt")
-    return mounted
 
 
 async def _prepare(control_plane: ControlPlane, tools: ClusterStackTools, rootpath: Path) -> None:
@@ -148,11 +103,7 @@ def webhook_operator(
         "OPERATOR_SUITE_LOCAL_RELEASES": str(home / "releases"),
         "OPERATOR_SUITE_RELEASE_DIR": str(home / "downloads"),
         "OPERATOR_SUITE_HELM": str(clusterstack_tools.helm),
-        "OPERATOR_SUITE_WEBHOOK": "true",
-        "OPERATOR_SUITE_WEBHOOK_HOST": "127.0.0.1",
-        "OPERATOR_SUITE_WEBHOOK_PORT": str(port),
-        "OPERATOR_SUITE_WEBHOOK_CERT_DIR": str(serving_certificates(home)),
-        "OPERATOR_SUITE_WEBHOOK_URL": f"https://127.0.0.1:{port}",
+        **webhook_settings(home, port),
     }
     process = OperatorProcess(
         "cluster-stack-operator", kubeconfig, home / "operator.log", "--verbose", environment=environment

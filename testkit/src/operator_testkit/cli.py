@@ -101,6 +101,10 @@ def _loopback_range(text: str) -> str:
 
 
 def _sandbox(arguments: argparse.Namespace) -> int:
+    if arguments.action == "journey":
+        from operator_testkit.drivers.clusterstack_journey import run_journey
+
+        return run_journey(arguments.dir, pause=arguments.pause)
     if arguments.action == "down":
         return sandbox_down(arguments.dir, arguments.lock)
     options = SandboxOptions(
@@ -170,6 +174,19 @@ def _parser() -> argparse.ArgumentParser:
                 default=SANDBOX_SERVICE_CIDR,
                 help="loopback range for Service addresses (%(default)s)",
             )
+
+    journey = sandbox_actions.add_parser(
+        "journey",
+        help="the Cluster Stack operator's whole user journey on two local control planes, step by step",
+    )
+    journey.add_argument(
+        "--dir",
+        type=Path,
+        default=DEFAULT_SANDBOX_DIR.parent / "journey",
+        help="state directory (%(default)s)",
+    )
+    journey.add_argument("--pause", action="store_true", help="keep it all running until Enter is pressed")
+    journey.set_defaults(run=_sandbox)
 
     add_agent_commands(commands)
 
