@@ -749,3 +749,44 @@ async def test_a_staged_release_resumes_its_stages_after_the_operator_is_killed_
         finally:
             for name in ("go-ahead", "stage-one", "stage-two", "stage-one-v1", "stage-one-v2"):
                 await workload.delete("v1", "ConfigMap", name, "kube-system")
+
+
+BROKEN_STAGES = """\
+apiVersion: clusteraddonconfig.x-k8s.io/v1alpha1
+addonStages:
+  AfterControlPlaneInitialized:
+    - name: stage-one
+      action: apply
+      waitForPostCondition:
+        objects:
+          - {key: one, apiVersion: v1, kind: ConfigMap, name: stage-one, namespace: kube-system}
+        conditions: one.data.host ==
+"""
+
+
+async def test_a_stage_condition_that_does_not_compile_is_reported_with_its_expression_and_nothing_applied(
+    operator_kube: Kube, namespace: str, releases: Releases, workload_plane: ControlPlane
+) -> None:
+    kube = operator_kube
+    releases.publish("docker-broken-1-30-v1", staged=True, stages=BROKEN_STAGES)
+    spec = {"name": "broken", "autoSubscribe": False, "noProvider": True}
+    await kube.create(stack("broken", namespace, versions=["v1"], **spec))
+    await ready_release(kube, namespace, "docker-broken-1-30-v1")
+    await kube.create(cluster("broken", namespace, "docker-broken-1-30-v1"))
+    await kube.create(kubeconfig_secret("broken", namespace, workload_plane))
+
+    async def refused() -> dict[str, Any] | None:
+        found = await kube.get(API, "ClusterAddon", "cluster-addon-broken", namespace)
+        return found if condition(found, "ClusterAddonConfigValidated").get("status") == "False" else None
+
+    addon: Any = await wait_until(refused, timeout=60, what="the broken condition reported")
+    reported = condition(addon, "ClusterAddonConfigValidated")
+    assert reported["reason"] == "InvalidCondition"
+    assert reported["severity"] == "Error"
+    assert "'one.data.host ==' does not compile: syntax error at line 1" in reported["message"]
+    assert condition(addon, "Ready")["reason"] == "InvalidCondition"
+    assert not (addon.get("status") or {}).get("stages")
+    warnings = await events_for(kube, namespace, "ParsingClusterAddonConfigFailed")
+    assert len(warnings) == 1
+    async with Kube.connect(workload_plane.kubeconfig) as workload:
+        assert await workload.get("v1", "ConfigMap", "stage-one", "kube-system") is None

@@ -64,12 +64,13 @@ def publish_release(
     helm: Path | None = None,
     cluster_api: str = "v1beta2",
     staged: bool = False,
+    stages: str | None = None,
 ) -> tuple[ReleaseName, Path]:
     """Write release ``tag`` under ``root``. With ``helm``, its cluster-class chart is the real chart
     (``clusterstack_chart/``) packaged for it, rendering Cluster API ``cluster_api`` objects; otherwise
     charts of random bytes (only their presence is checked). ``staged``: its addons are those of
     ``clusterstack_staged_addons/``, as upstream publishes staged addons (``clusteraddon.yaml``, and
-    a plain tar of one chart folder per stage)."""
+    a plain tar of one chart folder per stage); ``stages``, another clusteraddon.yaml for them."""
     release = ReleaseName.parse(tag)
     directory = root / tag
     directory.mkdir(parents=True)
@@ -86,7 +87,10 @@ def publish_release(
         (directory / release.cluster_class_chart).write_bytes(os.urandom(4096))
     if staged:
         _archive_stages(directory / release.cluster_addon_chart(addon_version), addon_version)
-        shutil.copy(STAGED_ADDONS / "clusteraddon.yaml", directory / "clusteraddon.yaml")
+        if stages is None:
+            shutil.copy(STAGED_ADDONS / "clusteraddon.yaml", directory / "clusteraddon.yaml")
+        else:
+            (directory / "clusteraddon.yaml").write_text(stages)
     elif with_addon_chart and helm is not None:
         _package(helm, CLUSTER_ADDON_CHART, f"{release.stack}-cluster-addon", addon_version, {}, directory)
         (directory / "cluster-addon-values.yaml").write_text(CLUSTER_ADDON_VALUES)
