@@ -31,6 +31,7 @@ from operator_testkit.sandbox import (
     SANDBOX_POD_CIDR,
     SANDBOX_SERVICE_CIDR,
     SandboxOptions,
+    journey_entries,
     loopback_range,
     sandbox_down,
     sandbox_up,
@@ -102,9 +103,17 @@ def _loopback_range(text: str) -> str:
 
 def _sandbox(arguments: argparse.Namespace) -> int:
     if arguments.action == "journey":
-        from operator_testkit.drivers.clusterstack_journey import run_journey
-
-        return run_journey(arguments.dir, pause=arguments.pause)
+        journeys = journey_entries()
+        if arguments.operator not in journeys:
+            print(
+                f"operator-suite-dev: no journey for {arguments.operator!r}; there is one for "
+                + ", ".join(sorted(journeys)),
+                file=sys.stderr,
+            )
+            return 2
+        walk = journeys[arguments.operator].journey
+        assert walk is not None
+        return walk(arguments.dir / arguments.operator, arguments.pause)
     if arguments.action == "down":
         return sandbox_down(arguments.dir, arguments.lock)
     options = SandboxOptions(
@@ -176,14 +185,14 @@ def _parser() -> argparse.ArgumentParser:
             )
 
     journey = sandbox_actions.add_parser(
-        "journey",
-        help="the Cluster Stack operator's whole user journey on two local control planes, step by step",
+        "journey", help="an operator's whole user journey on control planes of its own, step by step"
     )
+    journey.add_argument("--operator", default="clusterstack", help="whose journey (%(default)s)")
     journey.add_argument(
         "--dir",
         type=Path,
         default=DEFAULT_SANDBOX_DIR.parent / "journey",
-        help="state directory (%(default)s)",
+        help="state directory; the journey runs in DIR/OPERATOR (%(default)s)",
     )
     journey.add_argument("--pause", action="store_true", help="keep it all running until Enter is pressed")
     journey.set_defaults(run=_sandbox)

@@ -103,6 +103,10 @@ class SandboxEntry:
     """What the operator needs before it starts (CRDs it reads, a release source), made in the given
     directory; returns variables for the operator's environment. Processes it starts carry the
     sandbox's marker, so ``down`` stops them."""
+    journey: Callable[[Path, bool], int] | None = None
+    """``operator-suite-dev sandbox journey``: the operator's whole user journey, walked step by step
+    in the given directory on control planes of its own (paused before the end when asked); its
+    exit code. Everything it starts stops when it returns."""
 
 
 @dataclass(frozen=True)
@@ -146,6 +150,11 @@ class _Interrupted(BaseException):
     def __init__(self, number: int) -> None:
         super().__init__(signal.Signals(number).name)
         self.number = number
+
+
+def journey_entries() -> dict[str, SandboxEntry]:
+    """The operators whose sandbox entry has a journey, by entry name."""
+    return {name: entry for name, entry in _entries().items() if entry.journey is not None}
 
 
 def _entries() -> dict[str, SandboxEntry]:

@@ -187,11 +187,18 @@ def _prepare_sandbox(plane: ControlPlane, home: Path) -> Mapping[str, str]:
     }
 
 
+def _journey(directory: Path, pause: bool) -> int:
+    from operator_testkit.drivers.clusterstack_journey import run_journey  # it builds on this module
+
+    return run_journey(directory, pause=pause)
+
+
 SANDBOX = SandboxEntry(
     script="cluster-stack-operator",
     rbac="deploy/rbac/cluster-stack-operator.yaml",
     samples=("deploy/samples/clusterstack_sandbox.yaml",),
     prepare=_prepare_sandbox,
+    journey=_journey,
     usage="""  kubectl get clusterstacks,clusterstackreleases,clusterclasses
   (a local registry holds the stack docker-sandbox-1-30-v1; the operator follows it by auto-subscribe)""",
 )
