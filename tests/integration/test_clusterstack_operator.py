@@ -19,7 +19,7 @@ import pytest
 from operator_core.kube import Kube
 from operator_testkit.assertions import events_for
 from operator_testkit.clusterstack_tools import ClusterStackTools
-from operator_testkit.controlplane import ControlPlane
+from operator_testkit.controlplane import ControlPlane, free_port
 from operator_testkit.fixtures import crd_documents, install_crds, wait_until
 from operator_testkit.operators import OperatorProcess, service_account_kubeconfig
 from operator_testkit.registry import RunningRegistry
@@ -790,3 +790,89 @@ async def test_a_stage_condition_that_does_not_compile_is_reported_with_its_expr
     assert len(warnings) == 1
     async with Kube.connect(workload_plane.kubeconfig) as workload:
         assert await workload.get("v1", "ConfigMap", "stage-one", "kube-system") is None
+
+
+class LateServer:
+    """A workload API server that is not reachable yet: a loopback port where nothing listens, until
+    :meth:`come_up` forwards it (TCP, TLS passing through) to the real one."""
+
+    def __init__(self, target_port: int) -> None:
+        self.target_port = target_port
+        self.port = free_port()
+        self._server: asyncio.Server | None = None
+        self._writers: list[asyncio.StreamWriter] = []
+
+    async def come_up(self) -> None:
+        self._server = await asyncio.start_server(self._forward, "127.0.0.1", self.port)
+
+    async def close(self) -> None:
+        """Stop listening and end every forwarded connection (their tasks then end by themselves)."""
+        if self._server is not None:
+            self._server.close()
+        for writer in self._writers:
+            writer.close()
+        await asyncio.sleep(0.1)
+
+    async def _forward(self, client_in: asyncio.StreamReader, client_out: asyncio.StreamWriter) -> None:
+        server_in, server_out = await asyncio.open_connection("127.0.0.1", self.target_port)
+        self._writers += [client_out, server_out]
+
+        async def pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            try:
+                while data := await reader.read(65536):
+                    writer.write(data)
+                    await writer.drain()
+            except (ConnectionError, RuntimeError):
+                pass  # the other side, or close(), ended it
+            finally:
+                writer.close()
+
+        await asyncio.gather(pipe(client_in, server_out), pipe(server_in, client_out))
+
+
+async def test_a_workload_cluster_not_reachable_yet_is_waited_for_and_served_once_it_answers(
+    operator_kube: Kube, namespace: str, releases: Releases, workload_plane: ControlPlane
+) -> None:
+    kube = operator_kube
+    releases.publish("docker-late-1-30-v1", addon_version="v1")
+    spec = {"name": "late", "autoSubscribe": False, "noProvider": True}
+    await kube.create(stack("late", namespace, versions=["v1"], **spec))
+    await ready_release(kube, namespace, "docker-late-1-30-v1")
+    late = LateServer(int(workload_plane.api_url.rsplit(":", 1)[1]))
+    secret = kubeconfig_secret("late", namespace, workload_plane)
+    text = workload_plane.kubeconfig.read_text().replace(
+        workload_plane.api_url, f"https://127.0.0.1:{late.port}"
+    )
+    secret["data"]["value"] = base64.b64encode(text.encode()).decode()
+    await kube.create(secret)
+    workload_cluster = cluster("late", namespace, "docker-late-1-30-v1")
+    workload_cluster["spec"]["controlPlaneEndpoint"] = {"host": "127.0.0.1", "port": late.port}
+    await kube.create(workload_cluster)
+
+    async def addon_where(check: Any) -> dict[str, Any] | None:
+        found = await kube.get(API, "ClusterAddon", "cluster-addon-late", namespace)
+        return found if found is not None and check(found) else None
+
+    try:
+        waiting: Any = await wait_until(
+            lambda: addon_where(
+                lambda a: condition(a, "ClusterReady").get("reason") == "ControlPlaneNotReady"
+            ),
+            timeout=30,
+            what="the ClusterAddon to wait for the workload API server",
+        )
+        said = condition(waiting, "ClusterReady")
+        assert said["status"] == "False"
+        assert said["severity"] == "Info"
+        assert "does not answer yet" in said["message"]
+        assert condition(waiting, "Ready")["reason"] == "ControlPlaneNotReady"
+
+        await late.come_up()
+        applied: Any = await wait_until(
+            lambda: addon_where(lambda a: (a.get("status") or {}).get("ready")),
+            timeout=30,
+            what="the addons applied once the workload API server answers",
+        )
+        assert condition(applied, "ClusterReady")["status"] == "True"
+    finally:
+        await late.close()
