@@ -15,6 +15,7 @@ from clusterstack_operator.releases.stages import (
     kept_after,
     parse_stages,
     stage_progress,
+    stages_to_run,
 )
 
 # Upstream's own test release (test/cluster-stacks/1/.../clusteraddon.yaml), hook names and all.
@@ -91,6 +92,14 @@ def test_a_config_that_cannot_be_followed_says_where(text: str, message: str) ->
 def test_the_first_addons_run_after_the_control_plane_is_up_later_ones_before_the_upgrade() -> None:
     assert hook_to_run(None) == AFTER_CONTROL_PLANE_INITIALIZED
     assert hook_to_run("v1") == BEFORE_CLUSTER_UPGRADE
+
+
+def test_a_release_without_upgrade_stages_brings_new_addons_with_its_first_ones() -> None:
+    only_first = parse_stages(UPSTREAM.split("  BeforeClusterUpgrade:")[0])
+    hook, stages = stages_to_run(only_first, BEFORE_CLUSTER_UPGRADE)
+    assert (hook, [s.name for s in stages]) == (AFTER_CONTROL_PLANE_INITIALIZED, ["cni", "metrics-server"])
+    hook, stages = stages_to_run(parse_stages(UPSTREAM), BEFORE_CLUSTER_UPGRADE)
+    assert (hook, [s.name for s in stages]) == (BEFORE_CLUSTER_UPGRADE, ["ngnix"])
 
 
 def _recorded(hook: str, release: str, *phases: tuple[str, str]) -> dict[str, Any]:

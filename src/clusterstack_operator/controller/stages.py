@@ -40,6 +40,7 @@ from clusterstack_operator.releases.stages import (
     kept_after,
     parse_stages,
     stage_progress,
+    stages_to_run,
 )
 from clusterstack_operator.releases.versions import ReleaseName
 from clusterstack_operator.resources import addon_objects, rendered_objects
@@ -96,8 +97,7 @@ async def run_stages(
         return WAIT_FOR_CHANGE, False
     if not change.new_addons:
         return await _correct_drift(run, config, applied)
-    hook = hook_to_run(applied_version)
-    stages = config.stages(hook)
+    hook, stages = stages_to_run(config, hook_to_run(applied_version))
     run.status |= {
         "hook": hook,
         "hookRelease": run.release.tag,

@@ -18,6 +18,8 @@ upstream's format::
 - :func:`parse_stages` reads it, saying what is wrong in words a release author can act on;
 - :func:`hook_to_run` says which hook a ClusterAddon runs: the first apply of its addons runs
   ``AfterControlPlaneInitialized``, a move to a release with other addons ``BeforeClusterUpgrade``;
+- :func:`stages_to_run` picks the stages of that hook (the first ones when a release has no
+  ``BeforeClusterUpgrade`` stages);
 - :func:`stage_progress` resumes the stages recorded in ``status.stages`` when they are the ones
   of this hook and release, and starts them afresh otherwise: the state lives in the ClusterAddon,
   so that an operator restart resumes the stage it was in;
@@ -49,6 +51,7 @@ __all__ = [
     "kept_after",
     "parse_stages",
     "stage_progress",
+    "stages_to_run",
 ]
 
 STAGES_FILE = "clusteraddon.yaml"
@@ -147,6 +150,16 @@ def hook_to_run(applied_version: str | None) -> str:
     Upstream learns both moments from Cluster API's runtime hooks; here they are the ClusterAddon's
     own history, so that no runtime extension has to be registered (and reached) for stages to run."""
     return AFTER_CONTROL_PLANE_INITIALIZED if applied_version is None else BEFORE_CLUSTER_UPGRADE
+
+
+def stages_to_run(config: StagesConfig, hook: str) -> tuple[str, tuple[Stage, ...]]:
+    """The hook that runs for ``hook``, and its stages: a release without ``BeforeClusterUpgrade``
+    stages brings its new addons with its ``AfterControlPlaneInitialized`` ones, rather than with
+    none (which would leave the new addons unapplied and delete the old ones)."""
+    stages = config.stages(hook)
+    if not stages and hook == BEFORE_CLUSTER_UPGRADE:
+        return AFTER_CONTROL_PLANE_INITIALIZED, config.stages(AFTER_CONTROL_PLANE_INITIALIZED)
+    return hook, stages
 
 
 def stage_progress(
