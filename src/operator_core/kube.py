@@ -207,6 +207,7 @@ class Kube:
         first use)."""
         self.cache: Cache | None = None
         """Where reads come from for the kinds it holds (:meth:`use_cache`)."""
+        self._preferred_versions: dict[str, str] = {}
 
     @classmethod
     def connect(
@@ -291,6 +292,19 @@ class Kube:
                 f"kind {kind} of {api_version} is not served", status=404, reason="NotFound"
             )
         return found
+
+    async def preferred_version(self, group: str) -> str:
+        """The API version the server prefers for ``group`` (``group/version``; ``v1`` for the core
+        group), from its discovery document, asked once per group and client. NotFound when the
+        group is not served."""
+        if not group:
+            return "v1"
+        if group not in self._preferred_versions:
+            with _api_call(f"discovering API group {group}"):
+                response = await self._raw().get(f"/apis/{group}")
+                response.raise_for_status()
+            self._preferred_versions[group] = str(response.json()["preferredVersion"]["groupVersion"])
+        return self._preferred_versions[group]
 
     async def collection_path(self, api_version: str, kind: str, namespace: str | None = ALL) -> str:
         """The URL path of a kind's objects: in every namespace (``/api/v1/pods``, ``/apis/apps/v1/...``)

@@ -528,8 +528,23 @@ async def test_a_clusters_addons_follow_its_class_in_the_workload_cluster(
     await kube.create(stack("journey", namespace, versions=["v1", "v2", "v3"], **spec))
     for version in (1, 2, 3):
         await ready_release(kube, namespace, f"docker-journey-1-30-v{version}")
+    # The infrastructure object the Cluster references: its values template reads it as .InfraCluster.
+    infrastructure = "infrastructure.cluster.x-k8s.io"
+    await kube.create(
+        {
+            "apiVersion": f"{infrastructure}/v1beta2",
+            "kind": "DockerCluster",
+            "metadata": {"name": "journey", "namespace": namespace},
+            "spec": {},
+        }
+    )
     workload_cluster = cluster("journey", namespace, "docker-journey-1-30-v1")
     workload_cluster["spec"]["controlPlaneEndpoint"] = {"host": "127.0.0.1", "port": 6443}
+    workload_cluster["spec"]["infrastructureRef"] = {
+        "apiGroup": infrastructure,
+        "kind": "DockerCluster",
+        "name": "journey",
+    }
     await kube.create(workload_cluster)
 
     async def addon_where(check: Any) -> dict[str, Any] | None:
@@ -561,6 +576,7 @@ async def test_a_clusters_addons_follow_its_class_in_the_workload_cluster(
         assert info is not None
         assert info["data"] == {
             "controlPlaneHost": "127.0.0.1",
+            "infraCluster": "DockerCluster/journey",  # found through the Cluster's v1beta2 reference
             "addonVersion": "v1",
             "kubernetesVersion": "v1.30.10",
         }
@@ -602,8 +618,15 @@ async def test_a_clusters_addons_follow_its_class_in_the_workload_cluster(
         assert kept is not None
         assert kept["metadata"]["resourceVersion"] == restored["metadata"]["resourceVersion"]
 
-        # The operator restarts mid-journey: it looks again, and writes nothing, here or there.
-        before = await kube.get(API, "ClusterAddon", "cluster-addon-journey", namespace)
+        # The operator restarts mid-journey: it looks again, and writes nothing, here or there. First
+        # the look after the move has rewritten HelmChartApplied from the move's words to the steady ones.
+        before = await wait_until(
+            lambda: addon_where(
+                lambda a: "objects of" in condition(a, "HelmChartApplied").get("message", "")
+            ),
+            timeout=15,
+            what="the steady state after the move",
+        )
         assert before is not None
         stack_operator.stop()
         stack_operator.start()

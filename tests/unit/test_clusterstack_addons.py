@@ -8,7 +8,12 @@ from typing import Any
 import pytest
 import yaml
 
-from clusterstack_operator.releases.addons import stale_resources, what_changes
+from clusterstack_operator.releases.addons import (
+    ObjectReference,
+    stale_resources,
+    template_references,
+    what_changes,
+)
 from clusterstack_operator.resources import addon_objects
 from clusterstack_operator.workload import kubeconfig_of
 from operator_core.errors import InvalidKubeconfig
@@ -124,3 +129,39 @@ def test_a_secret_without_the_key_or_with_garbage_says_which_secret_and_nothing_
     with pytest.raises(InvalidKubeconfig, match="is not a base64 YAML kubeconfig") as raised:
         kubeconfig_of({"metadata": {"name": "w-kubeconfig"}, "data": {"value": "%%secret-bytes%%"}})
     assert "secret-bytes" not in str(raised.value)
+
+
+def test_a_clusters_references_are_read_in_either_api_version() -> None:
+    v1beta2 = {
+        "metadata": {"name": "c", "namespace": "ns"},
+        "spec": {
+            "infrastructureRef": {
+                "apiGroup": "infrastructure.cluster.x-k8s.io",
+                "kind": "DockerCluster",
+                "name": "c",
+            },
+            "controlPlaneRef": {"apiGroup": "controlplane.cluster.x-k8s.io", "kind": "KubeadmControlPlane"},
+        },
+    }
+    assert template_references(v1beta2) == {
+        "InfraCluster": ObjectReference(
+            "DockerCluster", "c", "ns", api_group="infrastructure.cluster.x-k8s.io"
+        )
+    }
+    v1beta1 = {
+        "metadata": {"name": "c", "namespace": "ns"},
+        "spec": {
+            "controlPlaneRef": {
+                "apiVersion": "controlplane.cluster.x-k8s.io/v1beta1",
+                "kind": "KubeadmControlPlane",
+                "name": "c-cp",
+                "namespace": "other",
+            }
+        },
+    }
+    assert template_references(v1beta1) == {
+        "ControlPlane": ObjectReference(
+            "KubeadmControlPlane", "c-cp", "other", api_version="controlplane.cluster.x-k8s.io/v1beta1"
+        )
+    }
+    assert template_references({"metadata": {"name": "c", "namespace": "ns"}}) == {}

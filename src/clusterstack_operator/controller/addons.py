@@ -33,6 +33,7 @@ from clusterstack_operator.controller.common import (
     clusters_of,
     delete_applied,
     report_template_failure,
+    values_template_data,
     write_capi_status,
     write_ready_status,
 )
@@ -212,6 +213,7 @@ async def _reconcile(
             book,
             status,
             save,
+            lambda: values_template_data(kube, cluster),
         )
         wait, done = await run_stages(run, dict(obj.get("status") or {}), addon.spec.version, change)
         if done:
@@ -221,7 +223,13 @@ async def _reconcile(
     try:
         objects = addon_objects(
             rendered_objects(
-                await runtime.rendered_addons(release, addon_version, metadata.kubernetes_version, cluster),
+                await runtime.rendered_addons(
+                    release,
+                    addon_version,
+                    metadata.kubernetes_version,
+                    cluster,
+                    template_data=lambda: values_template_data(kube, cluster),
+                ),
                 ADDON_NAMESPACE,
             ),
             addon.name,

@@ -8,6 +8,7 @@ from enum import StrEnum
 from typing import Any
 
 from clusterstack_operator.api.reasons import ConditionType, EventReason, Reason
+from clusterstack_operator.releases.addons import template_references
 from clusterstack_operator.releases.decide import cluster_class_of
 from clusterstack_operator.resources import MANAGED_BY, capi_conditions, conditions_of
 from operator_core import errors
@@ -29,6 +30,7 @@ __all__ = [
     "delete_applied",
     "report_template_failure",
     "resource_entry",
+    "values_template_data",
     "write_capi_status",
     "write_ready_status",
 ]
@@ -56,6 +58,22 @@ def clusters_by_class(clusters: list[dict[str, Any]]) -> dict[str, set[str]]:
         if name is not None:
             used.setdefault(name, set()).add(cluster["metadata"]["name"])
     return used
+
+
+async def values_template_data(kube: Kube, cluster: Mapping[str, Any]) -> dict[str, Any]:
+    """What a cluster-addon values template reads, as upstream gives it: ``.Cluster``, and the objects
+    the Cluster references, as ``.ControlPlane`` and ``.InfraCluster``. A referenced object that does
+    not exist (yet), or whose kind is not served, is left out: a template that needs it says so."""
+    data: dict[str, Any] = {"Cluster": cluster}
+    for key, ref in template_references(cluster).items():
+        try:
+            api_version = ref.api_version or await kube.preferred_version(ref.api_group or "")
+            found = await kube.get(api_version, ref.kind, ref.name, ref.namespace)
+        except errors.NotFound:
+            found = None
+        if found is not None:
+            data[key] = found
+    return data
 
 
 def capi_book(obj: Mapping[str, Any], recorder: EventRecorder) -> ConditionBook:

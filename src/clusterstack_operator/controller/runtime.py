@@ -15,7 +15,7 @@ import asyncio
 import shutil
 import tarfile
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -99,6 +99,8 @@ class StackRuntime:
         kubernetes_version: str,
         cluster: Mapping[str, Any],
         stage: str | None = None,
+        *,
+        template_data: Callable[[], Awaitable[Mapping[str, Any]]] | None = None,
     ) -> str:
         """The release's cluster addons rendered for ``cluster`` as upstream renders them, CRDs
         included, for the release's Kubernetes version (raises HelmError):
@@ -106,7 +108,10 @@ class StackRuntime:
         - the whole cluster-addon chart, with ``cluster-addon-values.yaml`` rendered over the Cluster
           as its values;
         - or, for a ``stage`` of a staged release, that stage's chart folder of the cluster-addon
-          archive, with its ``overwrite.yaml`` rendered over the Cluster as its values."""
+          archive, with its ``overwrite.yaml`` rendered over the Cluster as its values.
+
+        ``template_data`` gives what the values templates read (``.Cluster``, and the objects it
+        references); it is called only when the addons are rendered again."""
         metadata = cluster["metadata"]
         key = (metadata["namespace"], metadata["name"], stage or "")
         version = (release.tag, str(metadata.get("resourceVersion", "")))
@@ -122,8 +127,9 @@ class StackRuntime:
             values_file = chart / STAGE_VALUES_FILE
         values = None
         if values_file.exists():
+            data = await template_data() if template_data is not None else {"Cluster": cluster}
             values = await render_values_template(
-                self.settings.helm, values_file.read_text(), {"Cluster": cluster}, home=self.helm_home
+                self.settings.helm, values_file.read_text(), data, home=self.helm_home
             )
         rendered = await helm_template(
             self.settings.helm,

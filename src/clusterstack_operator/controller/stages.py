@@ -16,7 +16,7 @@ cluster applies the objects the hook left (drift is corrected) without running s
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -73,10 +73,17 @@ class StagedRun:
     status: dict[str, Any]
     """The status being built; :attr:`save` writes it (with the book's conditions) at each step."""
     save: Callable[[], Awaitable[None]]
+    template_data: Callable[[], Awaitable[Mapping[str, Any]]]
+    """What a stage's overwrite.yaml reads: the Cluster and the objects it references."""
 
     async def objects(self, stage: Stage) -> list[Manifest]:
         rendered = await self.runtime.rendered_addons(
-            self.release, self.addon_version, self.kubernetes_version, self.cluster, stage.name
+            self.release,
+            self.addon_version,
+            self.kubernetes_version,
+            self.cluster,
+            stage.name,
+            template_data=self.template_data,
         )
         return addon_objects(rendered_objects(rendered, ADDON_NAMESPACE), self.name)
 

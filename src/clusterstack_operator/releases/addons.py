@@ -2,7 +2,9 @@
 
 - :func:`what_changes`: whether a Cluster's new class brings new addons: the cluster-addon versions in
   the two releases' ``metadata.yaml`` decide, not the release names (upstream's rule).
-- :func:`stale_resources`: what the previous set applied that the new set lacks (deleted there).
+- :func:`stale_resources`: what the previous set applied that the new set lacks (deleted there);
+- :func:`template_references`: the objects a Cluster names that its addons' values may read, besides
+  the Cluster itself (upstream's ``.ControlPlane`` and ``.InfraCluster``).
 
 Who calls it: the ClusterAddon controller.
 """
@@ -13,7 +15,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["AddonChange", "identity", "stale_resources", "what_changes"]
+__all__ = [
+    "AddonChange",
+    "ObjectReference",
+    "identity",
+    "stale_resources",
+    "template_references",
+    "what_changes",
+]
 
 
 @dataclass(frozen=True)
@@ -63,3 +72,39 @@ def stale_resources(
     namespace and name: a new API version of the same object is the same object)."""
     kept = {identity(entry) for entry in current}
     return [dict(entry) for entry in previous if identity(entry) not in kept]
+
+
+@dataclass(frozen=True)
+class ObjectReference:
+    """An object a Cluster names: by API version (v1beta1) or by API group only (v1beta2, whose
+    served version the API server is asked for)."""
+
+    kind: str
+    name: str
+    namespace: str
+    api_version: str | None = None
+    api_group: str | None = None
+
+
+TEMPLATE_REFERENCES = (("ControlPlane", "controlPlaneRef"), ("InfraCluster", "infrastructureRef"))
+"""The names the values templates know the Cluster's referenced objects by (upstream's), and their fields."""
+
+
+def template_references(cluster: Mapping[str, Any]) -> dict[str, ObjectReference]:
+    """Template name -> the object the Cluster's spec names under it (in the Cluster's namespace unless
+    the reference says otherwise); references that name no kind or name are left out."""
+    spec = cluster.get("spec") or {}
+    namespace = str((cluster.get("metadata") or {}).get("namespace") or "")
+    found = {}
+    for key, field in TEMPLATE_REFERENCES:
+        ref = spec.get(field) or {}
+        if not ref.get("kind") or not ref.get("name"):
+            continue
+        found[key] = ObjectReference(
+            kind=str(ref["kind"]),
+            name=str(ref["name"]),
+            namespace=str(ref.get("namespace") or namespace),
+            api_version=ref.get("apiVersion") or None,
+            api_group=None if ref.get("apiVersion") else str(ref.get("apiGroup") or ""),
+        )
+    return found

@@ -38,6 +38,7 @@ CLUSTER_ADDON_VALUES = """\
 # Rendered over the Cluster by the operator, as upstream's cluster-addon-values.yaml is.
 values: |
   host: {{ .Cluster.spec.controlPlaneEndpoint.host }}
+  infraCluster: {{ with .InfraCluster }}{{ .kind }}/{{ .metadata.name }}{{ end }}
 """
 SANDBOX_REPOSITORY = "stacks/cluster-stacks"
 SANDBOX_RELEASE = "docker-sandbox-1-30-v1"
