@@ -12,6 +12,7 @@ from clusterstack_operator.releases.addons import (
     ObjectReference,
     stale_resources,
     template_references,
+    unreachable_retry_seconds,
     what_changes,
 )
 from clusterstack_operator.resources import addon_objects
@@ -165,3 +166,8 @@ def test_a_clusters_references_are_read_in_either_api_version() -> None:
         )
     }
     assert template_references({"metadata": {"name": "c", "namespace": "ns"}}) == {}
+
+
+@pytest.mark.parametrize(("waited", "retry"), [(0, 5), (8, 5), (30, 15), (100, 50), (600, 60), (86400, 60)])
+def test_a_workload_api_server_that_stays_down_is_asked_less_often(waited: float, retry: float) -> None:
+    assert unreachable_retry_seconds(waited) == retry

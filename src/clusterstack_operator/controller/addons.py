@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 import yaml
@@ -40,7 +41,12 @@ from clusterstack_operator.controller.common import (
 from clusterstack_operator.controller.runtime import ADDON_NAMESPACE, RUNTIME, StackRuntime
 from clusterstack_operator.controller.stages import StagedRun, has_stages, run_stages
 from clusterstack_operator.helm import HelmError
-from clusterstack_operator.releases.addons import AddonChange, stale_resources, what_changes
+from clusterstack_operator.releases.addons import (
+    AddonChange,
+    stale_resources,
+    unreachable_retry_seconds,
+    what_changes,
+)
 from clusterstack_operator.releases.assets import InvalidRelease
 from clusterstack_operator.releases.decide import cluster_class_of
 from clusterstack_operator.releases.versions import InvalidVersion, ReleaseName
@@ -55,8 +61,6 @@ __all__ = ["addon_references", "reconcile_addon"]
 
 ASSETS_RETRY_SECONDS = 5.0
 """A release whose assets are being downloaded (after a restart, say) is looked at again this soon."""
-UNREACHABLE_RETRY_SECONDS = 5.0
-"""A workload API server that does not answer yet is asked again this soon (it is not ours)."""
 REQUIRED = (
     ConditionType.CLUSTER_READY,
     ConditionType.DOWNLOADED,
@@ -161,7 +165,9 @@ async def _reconcile(
             Reason.CONTROL_PLANE_NOT_READY,
             f"the workload cluster's API server does not answer yet: {error}",
         )
-        return UNREACHABLE_RETRY_SECONDS
+        down = book.get(ConditionType.CLUSTER_READY)
+        waited = (datetime.now(UTC) - down.last_transition_time).total_seconds() if down else 0.0
+        return unreachable_retry_seconds(waited)
     await book.set(
         ConditionType.CLUSTER_READY, "True", Reason.CLUSTER_READY, "the workload cluster's API server answers"
     )

@@ -21,6 +21,7 @@ __all__ = [
     "identity",
     "stale_resources",
     "template_references",
+    "unreachable_retry_seconds",
     "what_changes",
 ]
 
@@ -108,3 +109,15 @@ def template_references(cluster: Mapping[str, Any]) -> dict[str, ObjectReference
             api_group=None if ref.get("apiVersion") else str(ref.get("apiGroup") or ""),
         )
     return found
+
+
+UNREACHABLE_FIRST_RETRY_SECONDS = 5.0
+UNREACHABLE_LAST_RETRY_SECONDS = 60.0
+
+
+def unreachable_retry_seconds(waited: float) -> float:
+    """When to ask a workload API server that does not answer again, after ``waited`` seconds of it:
+    5 s at first (a control plane coming up answers soon), then half the time waited so far, at most
+    a minute (one that stays down is not asked every few seconds for ever). Derived from the
+    condition's transition time, so a restarted operator backs off as far as the one before it."""
+    return min(UNREACHABLE_LAST_RETRY_SECONDS, max(UNREACHABLE_FIRST_RETRY_SECONDS, waited / 2))
