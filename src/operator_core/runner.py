@@ -105,6 +105,9 @@ async def _quiet_at_exit(operator: Coroutine[Any, Any, None]) -> None:
     await operator
 
 
+_KOPF_API_SCANS = frozenset({"_read_new_apis", "_read_old_api"})
+
+
 def _report_loop_error(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
     """Pass every loop error on, except two harmless kopf races, which get one line and no traceback.
 
@@ -114,9 +117,10 @@ def _report_loop_error(loop: asyncio.AbstractEventLoop, context: dict[str, Any])
       infinite_watch generator that is still inside it. contextlib then complains
       that the closed inner generator "didn't stop after athrow()", while nothing
       is left undone.
-    - kopf's API scan (``_read_new_apis``) runs as a task that nobody awaits. When
-      its connection closes under it (an operator stopped while it scans), asyncio
-      reports the lost exception with a traceback; kopf scans again by itself.
+    - kopf's API scan (``_read_new_apis`` for the groups, ``_read_old_api`` for the
+      core API) runs as tasks that nobody awaits. When a connection closes under one
+      (an operator stopped while it scans), asyncio reports the lost exception with a
+      traceback; kopf scans again by itself.
     """
     log = logging.getLogger(__name__)
     generator = context.get("asyncgen")
@@ -130,8 +134,8 @@ def _report_loop_error(loop: asyncio.AbstractEventLoop, context: dict[str, Any])
         log.debug("kopf watch stream closed out of order at exit")
         return
     coroutine = task.get_coro() if isinstance(task, asyncio.Task) else None
-    if isinstance(error, aiohttp.ClientConnectionError) and getattr(coroutine, "__qualname__", None) == (
-        "_read_new_apis"
+    if isinstance(error, aiohttp.ClientConnectionError) and getattr(coroutine, "__qualname__", None) in (
+        _KOPF_API_SCANS
     ):
         log.warning("kopf's scan of the served APIs lost its connection: %s", error)
         return

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any
 
 import aiohttp
@@ -78,10 +78,15 @@ async def _read_new_apis() -> None:
     raise aiohttp.ClientConnectionError("Connection closed")
 
 
+async def _read_old_api() -> None:
+    raise aiohttp.ClientConnectionError("Connection closed")
+
+
+@pytest.mark.parametrize("scan", [_read_new_apis, _read_old_api])
 async def test_a_lost_connection_in_kopfs_api_scan_is_one_line_not_a_traceback(
-    caplog: pytest.LogCaptureFixture,
+    caplog: pytest.LogCaptureFixture, scan: Callable[[], Coroutine[Any, Any, None]]
 ) -> None:
-    task = asyncio.ensure_future(_read_new_apis())
+    task = asyncio.ensure_future(scan())
     with pytest.raises(aiohttp.ClientConnectionError) as raised:
         await task
     loop = RecordingLoop()
