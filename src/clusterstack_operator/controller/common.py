@@ -96,14 +96,14 @@ async def write_capi_status(
         await write_status(kube, resource, obj, patch)
 
 
-async def report_template_failure(book: ConditionBook, error: Exception) -> None:
-    """helm could not render a chart, or rendered something that is not YAML: HelmChartApplied False,
-    and one Warning when the failure starts or changes."""
+async def report_template_failure(book: ConditionBook, error: Exception, *, where: str = "") -> None:
+    """helm could not render a chart, or rendered something that is not YAML: HelmChartApplied False
+    (its message prefixed with ``where`` when given), and one Warning when the failure starts or changes."""
     await book.set(
         ConditionType.HELM_CHART_APPLIED,
         "False",
         Reason.TEMPLATE_FAILED,
-        str(error),
+        f"{where}: {error}" if where else str(error),
         warn=EventReason.VALIDATE_HELM_CHART_FAILED,
         warn_on_new_message=True,
     )

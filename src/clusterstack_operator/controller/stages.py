@@ -23,7 +23,12 @@ from typing import Any
 import yaml
 
 from clusterstack_operator.api.reasons import ConditionType, EventReason, Reason
-from clusterstack_operator.controller.common import apply_each, delete_applied, resource_entry
+from clusterstack_operator.controller.common import (
+    apply_each,
+    delete_applied,
+    report_template_failure,
+    resource_entry,
+)
 from clusterstack_operator.controller.runtime import ADDON_NAMESPACE, StackRuntime
 from clusterstack_operator.helm import HelmError
 from clusterstack_operator.releases.addons import AddonChange, identity
@@ -226,14 +231,7 @@ async def _apply_or_delete(run: StagedRun, stage: Stage, where: str) -> bool:
     try:
         objects = await run.objects(stage)
     except (HelmError, yaml.YAMLError) as error:
-        await run.book.set(
-            ConditionType.HELM_CHART_APPLIED,
-            "False",
-            Reason.TEMPLATE_FAILED,
-            f"{where}: {error}",
-            warn=EventReason.VALIDATE_HELM_CHART_FAILED,
-            warn_on_new_message=True,
-        )
+        await report_template_failure(run.book, error, where=where)
         return False
     chart = f"{stage.name} ({run.release.tag})"
     recorded = {identity(r): r for r in run.status["resources"]}
@@ -247,7 +245,8 @@ async def _apply_or_delete(run: StagedRun, stage: Stage, where: str) -> bool:
         return True
     gone = [resource_entry(obj) for obj in objects]
     deleted = await delete_applied(run.workload, gone)
-    run.status["resources"] = [r for key, r in recorded.items() if key not in {identity(g) for g in gone}]
+    removed = {identity(entry) for entry in gone}
+    run.status["resources"] = [r for key, r in recorded.items() if key not in removed]
     await run.book.event(
         "Normal", EventReason.STAGE_DONE, f"{where}: deleted {', '.join(deleted) or 'nothing (already gone)'}"
     )
@@ -290,14 +289,7 @@ async def _correct_drift(run: StagedRun, config: StagesConfig, applied: dict[str
     try:
         objects = await _kept(run, config.stages(hook))
     except (HelmError, yaml.YAMLError) as error:
-        await run.book.set(
-            ConditionType.HELM_CHART_APPLIED,
-            "False",
-            Reason.TEMPLATE_FAILED,
-            str(error),
-            warn=EventReason.VALIDATE_HELM_CHART_FAILED,
-            warn_on_new_message=True,
-        )
+        await report_template_failure(run.book, error)
         return WAIT_FOR_CHANGE, False
     entries, failed = await apply_each(run.workload, objects, run.book, f"the addons of {hook}", watch=False)
     run.status["resources"] = entries
