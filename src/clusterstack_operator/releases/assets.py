@@ -15,13 +15,22 @@ A release's assets, as upstream publishes them (``docs/clusterstack.md`` has the
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from clusterstack_operator.releases.versions import InvalidVersion, ReleaseName, Version
 
-__all__ = ["METADATA_FILE", "InvalidRelease", "ReleaseMetadata", "check_release"]
+__all__ = [
+    "METADATA_FILE",
+    "InvalidRelease",
+    "ReleaseMetadata",
+    "check_api_version",
+    "check_release",
+    "validation_problems",
+    "yaml_mapping",
+]
 
 METADATA_FILE = "metadata.yaml"
 METADATA_API_VERSION = "metadata.clusterstack.x-k8s.io/v1alpha1"
@@ -62,22 +71,36 @@ class ReleaseMetadata(BaseModel):
         return Version.parse(self.versions.components.cluster_addon)
 
 
-def _metadata(text: bytes) -> ReleaseMetadata:
+def yaml_mapping(text: str | bytes, file: str, invalid: type[ValueError]) -> Mapping[str, Any]:
+    """A release file's YAML mapping, or ``invalid`` saying that ``file`` is not YAML or not a mapping."""
     try:
         document = yaml.safe_load(text)
     except yaml.YAMLError as error:
-        raise InvalidRelease(f"{METADATA_FILE} is not YAML: {error}") from error
+        raise invalid(f"{file} is not YAML: {error}") from None
     if not isinstance(document, Mapping):
-        raise InvalidRelease(f"{METADATA_FILE} is not a YAML mapping")
+        raise invalid(f"{file} is not a YAML mapping")
+    return document
+
+
+def validation_problems(error: ValidationError) -> str:
+    """pydantic's complaints about a release file, one "field.path: message" each."""
+    return "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors())
+
+
+def check_api_version(found: str, wanted: str, file: str, invalid: type[ValueError]) -> None:
+    if found != wanted:
+        raise invalid(f"{file} has apiVersion {found}, not {wanted}")
+
+
+def _metadata(text: bytes) -> ReleaseMetadata:
+    document = yaml_mapping(text, METADATA_FILE, InvalidRelease)
     try:
         metadata = ReleaseMetadata.model_validate(document)
     except ValidationError as error:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors())
-        raise InvalidRelease(f"{METADATA_FILE} lacks what a release must say ({problems})") from error
-    if metadata.api_version != METADATA_API_VERSION:
         raise InvalidRelease(
-            f"{METADATA_FILE} has apiVersion {metadata.api_version}, not {METADATA_API_VERSION}"
-        )
+            f"{METADATA_FILE} lacks what a release must say ({validation_problems(error)})"
+        ) from None
+    check_api_version(metadata.api_version, METADATA_API_VERSION, METADATA_FILE, InvalidRelease)
     return metadata
 
 

@@ -34,8 +34,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from enum import StrEnum
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from clusterstack_operator.releases.assets import check_api_version, validation_problems, yaml_mapping
 
 __all__ = [
     "AFTER_CONTROL_PLANE_INITIALIZED",
@@ -117,21 +118,14 @@ class StagesConfig(_Model):
 
 def parse_stages(text: str | bytes) -> StagesConfig:
     """``clusteraddon.yaml`` read, or :class:`InvalidStages` saying what is wrong with it."""
-    try:
-        document = yaml.safe_load(text)
-    except yaml.YAMLError as error:
-        raise InvalidStages(f"{STAGES_FILE} is not YAML: {error}") from None
-    if not isinstance(document, Mapping):
-        raise InvalidStages(f"{STAGES_FILE} is not a YAML mapping")
+    document = yaml_mapping(text, STAGES_FILE, InvalidStages)
     try:
         config = StagesConfig.model_validate(
             {**document, "addonStages": {k: v or [] for k, v in (document.get("addonStages") or {}).items()}}
         )
     except ValidationError as error:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors())
-        raise InvalidStages(f"{STAGES_FILE}: {problems}") from None
-    if config.api_version != STAGES_API_VERSION:
-        raise InvalidStages(f"{STAGES_FILE} has apiVersion {config.api_version}, not {STAGES_API_VERSION}")
+        raise InvalidStages(f"{STAGES_FILE}: {validation_problems(error)}") from None
+    check_api_version(config.api_version, STAGES_API_VERSION, STAGES_FILE, InvalidStages)
     for hook, stages in config.addon_stages.items():
         for stage in stages:
             for wait in (stage.wait_for_pre_condition, stage.wait_for_post_condition):
