@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import base64
 import json
 import os
 import sys
@@ -58,7 +57,7 @@ from scale import (  # noqa: E402  (the scale benchmark's audit reading and proc
 from operator_testkit.clusterstack_tools import ensure_clusterstack_tools  # noqa: E402
 from operator_testkit.controlplane import ControlPlane  # noqa: E402
 from operator_testkit.operators import OperatorProcess, service_account_kubeconfig  # noqa: E402
-from releases import publish_release  # noqa: E402
+from releases import capi_cluster, kubeconfig_secret, publish_release  # noqa: E402
 
 NAMESPACE = "bench"
 USER = "system:serviceaccount:cluster-stack-system:cluster-stack-operator"
@@ -118,33 +117,6 @@ async def set_versions(admin: Admin, versions: list[int]) -> None:
     answer.raise_for_status()
 
 
-def workload_cluster(name: str, class_name: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "cluster.x-k8s.io/v1beta2",
-        "kind": "Cluster",
-        "metadata": {"name": name, "namespace": NAMESPACE},
-        "spec": {
-            "controlPlaneEndpoint": {"host": "127.0.0.1", "port": 6443},
-            "topology": {"classRef": {"name": class_name}, "version": "v1.30.10"},
-        },
-    }
-
-
-def kubeconfig_secret(name: str, workload: ControlPlane) -> dict[str, Any]:
-    """The Secret Cluster API writes for a workload cluster (the admin kubeconfig of the second plane)."""
-    return {
-        "apiVersion": "v1",
-        "kind": "Secret",
-        "metadata": {
-            "name": f"{name}-kubeconfig",
-            "namespace": NAMESPACE,
-            "labels": {"cluster.x-k8s.io/cluster-name": name},
-        },
-        "type": "cluster.x-k8s.io/secret",
-        "data": {"value": base64.b64encode(workload.kubeconfig.read_bytes()).decode()},
-    }
-
-
 async def addons_ready(
     admin: Admin, workload: Admin, name: str, version: str, started: float, timeout: float = 120
 ) -> float | None:
@@ -184,8 +156,8 @@ async def measure_addons(
     workload = Admin(workload_plane)
     try:
         started = time.monotonic()
-        await admin.create(SECRETS, kubeconfig_secret("bench", workload_plane))
-        await admin.create(CLUSTERS, workload_cluster("bench", first))
+        await admin.create(SECRETS, kubeconfig_secret("bench", NAMESPACE, workload_plane))
+        await admin.create(CLUSTERS, capi_cluster("bench", NAMESPACE, first, endpoint_port=6443))
         created = await addons_ready(admin, workload, "bench", "v1", started)
         changes: list[float] = []
         for move in range(class_changes):

@@ -23,7 +23,8 @@ from operator_testkit.controlplane import ControlPlane, free_port
 from operator_testkit.fixtures import crd_documents, install_crds, wait_until
 from operator_testkit.operators import OperatorProcess, service_account_kubeconfig
 from operator_testkit.registry import RunningRegistry
-from releases import publish_release, push_release
+from releases import capi_cluster as cluster
+from releases import kubeconfig_secret, publish_release, push_release
 
 pytestmark = pytest.mark.usefixtures("installed_crds")
 
@@ -121,20 +122,6 @@ def provider_template(namespace: str) -> dict[str, Any]:
         "kind": "TestProviderClusterStackReleaseTemplate",
         "metadata": {"name": "images", "namespace": namespace},
         "spec": {"template": {"metadata": {"labels": {"from": "template"}}, "spec": {"nodeImages": ["v1"]}}},
-    }
-
-
-def cluster(name: str, namespace: str, class_name: str, *, version: str = "v1beta2") -> dict[str, Any]:
-    topology: dict[str, Any] = (
-        {"classRef": {"name": class_name}, "version": "v1.30.10"}
-        if version == "v1beta2"
-        else {"class": class_name, "version": "v1.30.10"}
-    )
-    return {
-        "apiVersion": f"cluster.x-k8s.io/{version}",
-        "kind": "Cluster",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {"topology": topology},
     }
 
 
@@ -495,21 +482,6 @@ def workload_plane(start_control_plane: Any) -> ControlPlane:
     return plane
 
 
-def kubeconfig_secret(cluster_name: str, namespace: str, plane: ControlPlane) -> dict[str, Any]:
-    """The Secret Cluster API writes for a workload cluster: its kubeconfig under "value", labelled."""
-    return {
-        "apiVersion": "v1",
-        "kind": "Secret",
-        "metadata": {
-            "name": f"{cluster_name}-kubeconfig",
-            "namespace": namespace,
-            "labels": {"cluster.x-k8s.io/cluster-name": cluster_name},
-        },
-        "type": "cluster.x-k8s.io/secret",
-        "data": {"value": base64.b64encode(plane.kubeconfig.read_bytes()).decode()},
-    }
-
-
 async def test_a_clusters_addons_follow_its_class_in_the_workload_cluster(
     kube: Kube,
     stack_operator: OperatorProcess,
@@ -538,8 +510,7 @@ async def test_a_clusters_addons_follow_its_class_in_the_workload_cluster(
             "spec": {},
         }
     )
-    workload_cluster = cluster("journey", namespace, "docker-journey-1-30-v1")
-    workload_cluster["spec"]["controlPlaneEndpoint"] = {"host": "127.0.0.1", "port": 6443}
+    workload_cluster = cluster("journey", namespace, "docker-journey-1-30-v1", endpoint_port=6443)
     workload_cluster["spec"]["infrastructureRef"] = {
         "apiGroup": infrastructure,
         "kind": "DockerCluster",
@@ -686,8 +657,7 @@ async def test_a_staged_release_resumes_its_stages_after_the_operator_is_killed_
     spec = {"name": "staged", "autoSubscribe": False, "noProvider": True}
     await kube.create(stack("staged", namespace, versions=["v1"], **spec))
     await ready_release(kube, namespace, "docker-staged-1-30-v1")
-    workload_cluster = cluster("staged", namespace, "docker-staged-1-30-v1")
-    workload_cluster["spec"]["controlPlaneEndpoint"] = {"host": "127.0.0.1", "port": 6443}
+    workload_cluster = cluster("staged", namespace, "docker-staged-1-30-v1", endpoint_port=6443)
     await kube.create(workload_cluster)
     await kube.create(kubeconfig_secret("staged", namespace, workload_plane))
 
@@ -868,8 +838,7 @@ async def test_a_workload_cluster_not_reachable_yet_is_waited_for_and_served_onc
     )
     secret["data"]["value"] = base64.b64encode(text.encode()).decode()
     await kube.create(secret)
-    workload_cluster = cluster("late", namespace, "docker-late-1-30-v1")
-    workload_cluster["spec"]["controlPlaneEndpoint"] = {"host": "127.0.0.1", "port": late.port}
+    workload_cluster = cluster("late", namespace, "docker-late-1-30-v1", endpoint_port=late.port)
     await kube.create(workload_cluster)
 
     async def addon_where(check: Any) -> dict[str, Any] | None:

@@ -32,6 +32,7 @@ from operator_testkit.webhooks import (
     serving_certificates,
     webhook_settings,
 )
+from releases import capi_cluster as cluster
 
 API = "clusterstack.x-k8s.io/v1alpha1"
 PROVIDER_API = "infrastructure.clusterstack.x-k8s.io/v1alpha1"
@@ -137,20 +138,6 @@ def addon(
         "kind": "ClusterAddon",
         "metadata": {"name": name, "namespace": namespace},
         "spec": {"clusterRef": reference},
-    }
-
-
-def cluster(name: str, namespace: str, class_name: str, *, version: str = "v1beta2") -> dict[str, Any]:
-    topology: dict[str, Any] = (
-        {"classRef": {"name": class_name}, "version": "v1.30.10"}
-        if version == "v1beta2"
-        else {"class": class_name, "version": "v1.30.10"}
-    )
-    return {
-        "apiVersion": f"cluster.x-k8s.io/{version}",
-        "kind": "Cluster",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {"topology": topology},
     }
 
 

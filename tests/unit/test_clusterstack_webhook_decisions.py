@@ -7,7 +7,6 @@ Clusters of its namespace, whether a kind is served): None allows, a sentence sa
 from __future__ import annotations
 
 import re
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +28,7 @@ from operator_core.admission import (
     webhook_configuration,
 )
 from operator_core.errors import SettingsError
-from operator_testkit.pki import create_pki
+from operator_testkit.webhooks import serving_certificates
 
 
 def cluster(
@@ -289,13 +288,7 @@ def test_the_configuration_calls_each_webhook_by_url_and_trusts_the_ca() -> None
 @pytest.fixture
 def certificates(tmp_path: Path) -> Path:
     """tls.crt, tls.key and ca.crt, as a cert-manager Certificate's Secret mounts them."""
-    pki = create_pki(tmp_path / "pki", service_ip="127.0.0.1")
-    directory = tmp_path / "tls"
-    directory.mkdir()
-    shutil.copy(pki.serving_cert, directory / "tls.crt")
-    shutil.copy(pki.serving_key, directory / "tls.key")
-    shutil.copy(pki.ca_cert, directory / "ca.crt")
-    return directory
+    return serving_certificates(tmp_path)
 
 
 def test_webhooks_are_off_unless_turned_on() -> None:

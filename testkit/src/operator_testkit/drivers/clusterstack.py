@@ -11,6 +11,7 @@ registry with one published stack, and a ClusterStack that follows it.
 
 from __future__ import annotations
 
+import base64
 import os
 import shutil
 import subprocess
@@ -18,6 +19,7 @@ import tarfile
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import oras.client
 import yaml
@@ -28,7 +30,14 @@ from operator_testkit.controlplane import ControlPlane
 from operator_testkit.registry import RunningRegistry, start_detached_registry
 from operator_testkit.sandbox import SandboxEntry
 
-__all__ = ["SANDBOX", "package_cluster_class", "publish_release", "push_release"]
+__all__ = [
+    "SANDBOX",
+    "capi_cluster",
+    "kubeconfig_secret",
+    "package_cluster_class",
+    "publish_release",
+    "push_release",
+]
 
 CLUSTER_CLASS_CHART = Path(__file__).parent / "clusterstack_chart"
 CLUSTER_ADDON_CHART = Path(__file__).parent / "clusterstack_addon_chart"
@@ -150,6 +159,45 @@ def _package(helm: Path, source: Path, name: str, version: str, values: dict[str
             capture_output=True,
             env=helm_environment(Path(scratch) / "helm"),
         )
+
+
+def capi_cluster(
+    name: str, namespace: str, class_name: str, *, version: str = "v1beta2", endpoint_port: int | None = None
+) -> dict[str, Any]:
+    """A Cluster API Cluster on ClusterClass ``class_name``, written in ``version`` (v1beta2 names its
+    class in ``topology.classRef.name``, v1beta1 in ``topology.class``); with ``endpoint_port``, the
+    control-plane endpoint Cluster API would set (on loopback)."""
+    topology: dict[str, Any] = (
+        {"classRef": {"name": class_name}, "version": "v1.30.10"}
+        if version == "v1beta2"
+        else {"class": class_name, "version": "v1.30.10"}
+    )
+    spec: dict[str, Any] = {"topology": topology}
+    if endpoint_port is not None:
+        spec["controlPlaneEndpoint"] = {"host": "127.0.0.1", "port": endpoint_port}
+    return {
+        "apiVersion": f"cluster.x-k8s.io/{version}",
+        "kind": "Cluster",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": spec,
+    }
+
+
+def kubeconfig_secret(cluster_name: str, namespace: str, plane: ControlPlane) -> dict[str, Any]:
+    """The Secret Cluster API writes for a workload cluster once its control plane has certificates:
+    ``<cluster>-kubeconfig``, the kubeconfig under "value", labelled with the Cluster's name (here the
+    admin kubeconfig of ``plane``, the control plane that stands for the workload cluster)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {
+            "name": f"{cluster_name}-kubeconfig",
+            "namespace": namespace,
+            "labels": {"cluster.x-k8s.io/cluster-name": cluster_name},
+        },
+        "type": "cluster.x-k8s.io/secret",
+        "data": {"value": base64.b64encode(plane.kubeconfig.read_bytes()).decode()},
+    }
 
 
 def push_release(registry: RunningRegistry, directory: Path, repository: str) -> None:

@@ -23,7 +23,6 @@ it all running until Enter is pressed, to look around with kubectl.
 from __future__ import annotations
 
 import asyncio
-import base64
 import os
 import sys
 import time
@@ -37,7 +36,7 @@ from operator_testkit.assertions import events_for
 from operator_testkit.binaries import find_hack_dir
 from operator_testkit.clusterstack_tools import ensure_clusterstack_tools
 from operator_testkit.controlplane import ControlPlane, free_port
-from operator_testkit.drivers.clusterstack import publish_release
+from operator_testkit.drivers.clusterstack import capi_cluster, kubeconfig_secret, publish_release
 from operator_testkit.operators import OperatorProcess, service_account_kubeconfig
 from operator_testkit.webhooks import registration_rbac, webhook_settings
 
@@ -99,33 +98,6 @@ def run_journey(directory: Path, *, pause: bool = False) -> int:
     for what, took in narrator.timings:
         print(f"  {took:6.2f} s  {what}")
     return 0
-
-
-def _cluster(class_name: str) -> dict[str, Any]:
-    return {
-        "apiVersion": CLUSTER_API,
-        "kind": "Cluster",
-        "metadata": {"name": NAMESPACE, "namespace": NAMESPACE},
-        "spec": {
-            "controlPlaneEndpoint": {"host": "127.0.0.1", "port": 6443},
-            "topology": {"classRef": {"name": class_name}, "version": "v1.30.10"},
-        },
-    }
-
-
-def _kubeconfig_secret(workload: ControlPlane) -> dict[str, Any]:
-    """The Secret Cluster API writes once a workload cluster's control plane has its certificates."""
-    return {
-        "apiVersion": "v1",
-        "kind": "Secret",
-        "metadata": {
-            "name": f"{NAMESPACE}-kubeconfig",
-            "namespace": NAMESPACE,
-            "labels": {"cluster.x-k8s.io/cluster-name": NAMESPACE},
-        },
-        "type": "cluster.x-k8s.io/secret",
-        "data": {"value": base64.b64encode(workload.kubeconfig.read_bytes()).decode()},
-    }
 
 
 async def _journey(directory: Path, narrator: _Narrator, pause: bool) -> None:
@@ -234,8 +206,8 @@ async def _walk(kube: Kube, there: Kube, workload: ControlPlane, narrator: _Narr
     narrator.show(f"ready in {took:.2f} s: ClusterClasses {', '.join(names)}")
 
     narrator.say(f"2. a Cluster on {STACK}-v1, and the kubeconfig Secret Cluster API would write")
-    await kube.apply(_cluster(f"{STACK}-v1"))
-    await kube.apply(_kubeconfig_secret(workload))
+    await kube.apply(capi_cluster(NAMESPACE, NAMESPACE, f"{STACK}-v1", endpoint_port=6443))
+    await kube.apply(kubeconfig_secret(NAMESPACE, NAMESPACE, workload))
     applied, took = await narrator.until("Cluster created -> its addons Ready", lambda: addon_ready("v1"))
     narrator.show(f"ClusterAddon {ADDON} Ready in {took:.2f} s; in the workload cluster:")
     for resource in applied["status"]["resources"]:
@@ -258,7 +230,7 @@ async def _walk(kube: Kube, there: Kube, workload: ControlPlane, narrator: _Narr
     before = await there.get("v1", "ConfigMap", "addon-info", "kube-system")
 
     narrator.say(f"5. the Cluster moves to {STACK}-v2, whose cluster addons are the same (v1)")
-    await kube.apply(_cluster(f"{STACK}-v2"))
+    await kube.apply(capi_cluster(NAMESPACE, NAMESPACE, f"{STACK}-v2", endpoint_port=6443))
 
     async def told() -> str | None:
         notes = [e.get("message", "") for e in await events_for(kube, NAMESPACE, "ClusterAddonApplied")]
@@ -271,7 +243,7 @@ async def _walk(kube: Kube, there: Kube, workload: ControlPlane, narrator: _Narr
     narrator.show(f"addon-info {'untouched' if unchanged else 'WRITTEN AGAIN'} in the workload cluster")
 
     narrator.say(f"6. the Cluster moves to {STACK}-v3, with new cluster addons (v2)")
-    await kube.apply(_cluster(f"{STACK}-v3"))
+    await kube.apply(capi_cluster(NAMESPACE, NAMESPACE, f"{STACK}-v3", endpoint_port=6443))
     _, took = await narrator.until("class change, new addons -> applied", lambda: addon_ready("v2"))
     gone = await there.get("v1", "ConfigMap", "only-in-v1", "addon-system") is None
     narrator.show(
