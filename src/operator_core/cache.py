@@ -97,9 +97,13 @@ def selector_covers(informer_labels: Mapping[str, str] | None, wanted: Mapping[s
     )
 
 
+def _labels(obj: Mapping[str, Any]) -> Mapping[str, str]:
+    return obj.get("metadata", {}).get("labels") or {}
+
+
 def _matches(obj: Mapping[str, Any], labels: Mapping[str, str] | None) -> bool:
     """Whether ``obj`` carries every one of ``labels``."""
-    return selector_covers(labels, obj.get("metadata", {}).get("labels"))
+    return selector_covers(labels, _labels(obj))
 
 
 def _key(obj: Mapping[str, Any]) -> tuple[str, str]:
@@ -170,6 +174,8 @@ class Informer:
         self._retry_seconds = retry_seconds
         self._watch_timeout = watch_timeout_seconds
         self._objects: dict[tuple[str, str], Manifest] = {}
+        self._by_label: dict[tuple[str, str], set[tuple[str, str]]] = {}
+        """The keys of the objects carrying each label (key, value): a list by label reads only those."""
         self._synced = asyncio.Event()
         self.resource_version: str | None = None
         self.lists = 0
@@ -197,9 +203,14 @@ class Informer:
     def list(self, namespace: str | None = None, labels: Mapping[str, str] | None = None) -> list[Manifest]:
         """Objects in ``namespace`` (None or "*": every namespace) that carry every one of ``labels``."""
         every = namespace in (None, "*")
+        exact = [(key, value) for key, value in (labels or {}).items() if value != ANY_VALUE]
+        candidates: Iterable[tuple[tuple[str, str], Manifest]] = self._objects.items()
+        if exact:
+            fewest = min((self._by_label.get(pair, set()) for pair in exact), key=len)
+            candidates = ((key, self._objects[key]) for key in sorted(fewest))
         return [
             obj
-            for (held_in, _), obj in self._objects.items()
+            for (held_in, _), obj in candidates
             if (every or held_in == namespace) and _matches(obj, labels)
         ]
 
@@ -219,7 +230,7 @@ class Informer:
             return
         key = _key(obj)
         if _is_newer(obj, self._objects.get(key)):
-            self._objects[key] = self._trimmed(obj)
+            self._put(key, self._trimmed(obj))
             # Reported now, as the watch event of this version will not be: whoever wrote it is not
             # woken by it (see operator_core.reconciling.Wakeups), but whoever else reads it is.
             self._changed(obj)
@@ -271,7 +282,10 @@ class Informer:
 
     def _replace(self, fresh: dict[tuple[str, str], Manifest]) -> None:
         """Hold ``fresh`` instead, and report what appeared, changed or vanished."""
-        previous, self._objects = self._objects, fresh
+        previous, self._objects = self._objects, {}
+        self._by_label = {}
+        for key, obj in fresh.items():
+            self._put(key, obj)
         for key, obj in fresh.items():
             old = previous.get(key)
             if old is None or old.get("metadata", {}).get("resourceVersion") != obj["metadata"].get(
@@ -290,12 +304,29 @@ class Informer:
         key = _key(obj)
         current = self._objects.get(key)
         if event_type == "DELETED":
-            self._objects.pop(key, None)
+            self._drop(key)
         elif current is not None and current["metadata"].get("resourceVersion") == version:
             return  # our own write, offered (and reported) already
         elif _is_newer(obj, current):
-            self._objects[key] = self._trimmed(obj)
+            self._put(key, self._trimmed(obj))
         self._changed(obj)
+
+    def _put(self, key: tuple[str, str], obj: Manifest) -> None:
+        self._drop(key)
+        self._objects[key] = obj
+        for label in _labels(obj).items():
+            self._by_label.setdefault(label, set()).add(key)
+
+    def _drop(self, key: tuple[str, str]) -> None:
+        obj = self._objects.pop(key, None)
+        if obj is None:
+            return
+        for label in _labels(obj).items():
+            keys = self._by_label.get(label)
+            if keys is not None:
+                keys.discard(key)
+                if not keys:
+                    del self._by_label[label]
 
     def _trimmed(self, obj: Manifest) -> Manifest:
         return _trimmed(obj, keep_spec=self.kind.keep_spec)

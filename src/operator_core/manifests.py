@@ -14,7 +14,6 @@ operators' status setters.
 from __future__ import annotations
 
 import base64
-import copy
 import hashlib
 import json
 from collections.abc import Mapping
@@ -39,7 +38,7 @@ Manifest = dict[str, Any]
 
 def _secret_data_as_base64(manifest: Mapping[str, Any]) -> Manifest:
     """A Secret's stringData folded into data, as the API server stores it."""
-    folded = copy.deepcopy(dict(manifest))
+    folded = dict(manifest)
     string_data = folded.pop("stringData", None) or {}
     if string_data:
         data = dict(folded.get("data") or {})
@@ -49,18 +48,28 @@ def _secret_data_as_base64(manifest: Mapping[str, Any]) -> Manifest:
     return folded
 
 
+def _without_hash_annotation(manifest: Mapping[str, Any]) -> Manifest:
+    """``manifest`` without our hash annotation; copies only the maps on the way to it, never its values."""
+    subject = dict(manifest)
+    metadata = dict(subject.get("metadata") or {})
+    annotations = dict(metadata.get("annotations") or {})
+    annotations.pop(APPLIED_HASH_ANNOTATION, None)
+    if annotations:
+        metadata["annotations"] = annotations
+    else:
+        metadata.pop("annotations", None)
+    if "metadata" in subject:
+        subject["metadata"] = metadata
+    return subject
+
+
 def applied_hash(desired: Mapping[str, Any]) -> str:
     """A stable hash of the desired manifest, without its own hash annotation and without Secret values.
 
     Secret values stay out so that the annotation never becomes a way to guess them;
     a changed Secret value is still caught by :func:`is_contained`.
     """
-    subject = copy.deepcopy(dict(desired))
-    metadata = subject.get("metadata", {})
-    annotations = metadata.get("annotations") or {}
-    annotations.pop(APPLIED_HASH_ANNOTATION, None)
-    if not annotations:
-        metadata.pop("annotations", None)
+    subject = _without_hash_annotation(desired)
     if subject.get("kind") == "Secret":
         subject.pop("data", None)
         subject.pop("stringData", None)
@@ -121,12 +130,15 @@ def merge_patch(current: Mapping[str, Any], desired: Mapping[str, Any]) -> Manif
 
 
 def with_applied_hash(desired: Mapping[str, Any]) -> Manifest:
-    """The manifest with its hash annotation set."""
-    stamped = copy.deepcopy(dict(desired))
-    metadata = stamped.setdefault("metadata", {})
-    annotations = dict(metadata.get("annotations") or {})
-    annotations[APPLIED_HASH_ANNOTATION] = applied_hash(desired)
-    metadata["annotations"] = annotations
+    """The manifest with its hash annotation set (a new top level and metadata; the values are shared)."""
+    return _stamped(desired, applied_hash(desired))
+
+
+def _stamped(desired: Mapping[str, Any], hash_value: str) -> Manifest:
+    stamped = dict(desired)
+    metadata = dict(stamped.get("metadata") or {})
+    metadata["annotations"] = {**(metadata.get("annotations") or {}), APPLIED_HASH_ANNOTATION: hash_value}
+    stamped["metadata"] = metadata
     return stamped
 
 
@@ -134,6 +146,11 @@ def needs_apply(desired: Mapping[str, Any], live: Mapping[str, Any] | None) -> b
     """Whether server-side applying ``desired`` could change ``live``."""
     if live is None:
         return True
-    stamped = with_applied_hash(desired)
+    hash_value = applied_hash(desired)
+    live_annotations = (live.get("metadata") or {}).get("annotations") or {}
+    if live_annotations.get(APPLIED_HASH_ANNOTATION) != hash_value:
+        # Another manifest was applied last (or none by us): the cheap answer, before any walk.
+        return True
+    stamped = _stamped(desired, hash_value)
     comparable = _secret_data_as_base64(stamped) if stamped.get("kind") == "Secret" else stamped
     return not is_contained(comparable, live)

@@ -115,6 +115,42 @@ async def test_watch_events_update_what_it_holds_and_report_each_change(running:
     assert source.watched_from == ["10"]
 
 
+async def test_a_list_by_label_follows_relabels_deletes_and_relists(running: list[Any]) -> None:
+    source = ScriptedSource([pod("a", 5, app="x"), pod("b", 6, app="x", role="leader"), pod("c", 7, app="y")])
+    informer = Informer(source, WatchedKind("v1", "Pod"))
+    await source.scripts.put(
+        [
+            ("MODIFIED", pod("a", 11, app="y")),
+            ("DELETED", pod("b", 12, app="x")),
+            ("ADDED", pod("d", 13, app="x")),
+        ]
+    )
+    running.append(asyncio.create_task(informer.run()))
+    await settled()
+
+    def names(**labels: str) -> list[str]:
+        return [p["metadata"]["name"] for p in informer.list("ns", labels)]
+
+    assert names(app="x") == ["d"]
+    assert names(app="y") == ["a", "c"]
+    assert names(app="y", role="leader") == []
+    assert sorted(names(app=ANY_VALUE)) == ["a", "c", "d"]
+    assert names(gone="z") == []
+
+
+async def test_a_relist_replaces_what_a_list_by_label_finds(running: list[Any]) -> None:
+    source = ScriptedSource([pod("a", 5, app="x")])
+    informer = Informer(source, WatchedKind("v1", "Pod"))
+    running.append(asyncio.create_task(informer.run()))
+    await informer.wait_synced()
+    source.listing, source.version = [pod("b", 30, app="x")], "31"
+    await source.scripts.put(errors.Expired("too old resource version", status=410))
+    await source.scripts.put([])
+    await asyncio.sleep(0.05)
+    assert informer.lists == 2
+    assert [p["metadata"]["name"] for p in informer.list("ns", {"app": "x"})] == ["b"]
+
+
 async def test_a_failed_watch_makes_it_unsynced_until_the_next_watch_opens(running: list[Any]) -> None:
     source = ScriptedSource([pod("a", 5)])
     informer = Informer(source, WatchedKind("v1", "Pod"), retry_seconds=(0.01,))
