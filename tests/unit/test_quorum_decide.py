@@ -15,6 +15,7 @@ from typesense_operator.quorum.decide import (
     cluster_state,
     decide,
     majority,
+    provable_deadlock,
     requeue_seconds,
 )
 
@@ -284,6 +285,79 @@ def test_the_grace_period_starts_when_loading_ends() -> None:
     assert after_loading.record.loading_since is None
 
 
+# ---- a deadlock that waiting cannot heal: stale raft configurations
+
+NEW = ("10.0.0.4:8107", "10.0.0.5:8107", "10.0.0.6:8107")
+OLD = ("10.0.0.1:8107", "10.0.0.2:8107", "10.0.0.3:8107")
+
+
+def member(
+    index: int, peers: tuple[str, ...] | None, state: str | None = "FOLLOWER", **kw: object
+) -> NodeProbe:
+    kw.setdefault("address", NEW[index])
+    return node(index, state, ok=False, committed=0, raft_peers=peers, **kw)
+
+
+@pytest.mark.parametrize(
+    ("probes", "proven"),
+    [
+        pytest.param(
+            [member(i, OLD) for i in range(3)], True, id="full restart: every peer is an old address"
+        ),
+        pytest.param(
+            [member(i, (NEW[0], OLD[1], OLD[2])) for i in range(3)], True, id="one current peer of three"
+        ),
+        pytest.param(
+            [member(i, (NEW[0], NEW[1], OLD[2])) for i in range(3)], False, id="a stale minority: can elect"
+        ),
+        pytest.param([member(i, NEW) for i in range(3)], False, id="current configuration: an election"),
+        pytest.param(
+            [member(0, OLD), member(1, OLD), member(2, NEW)], False, id="one member could still win"
+        ),
+        pytest.param([member(0, OLD), member(1, OLD), member(2, None)], False, id="a configuration unknown"),
+        pytest.param(
+            [member(0, OLD), member(1, OLD), member(2, OLD, reachable=False)], False, id="a member silent"
+        ),
+        pytest.param([member(0, OLD), member(1, OLD), member(2, OLD, state="LEADER")], False, id="a leader"),
+        pytest.param(
+            [member(0, OLD), member(1, OLD), member(2, OLD, address=None)], False, id="a member without an IP"
+        ),
+        pytest.param([member(0, OLD)], False, id="one member: Typesense resets its own peers"),
+    ],
+)
+def test_a_deadlock_is_proven_only_when_no_member_can_make_a_majority(
+    probes: list[NodeProbe], proven: bool
+) -> None:
+    assert (provable_deadlock(probes) is not None) is proven
+
+
+def test_a_proven_deadlock_is_downgraded_at_once_with_the_reason() -> None:
+    probes = [
+        member(0, OLD, last_log=(3, 40)),
+        member(1, OLD, last_log=(3, 42)),
+        member(2, OLD, last_log=(3, 41)),
+    ]
+    plan = decide(probes, 3, QuorumRecord(), NOW, GRACE)
+    assert plan.action is Action.DOWNGRADE
+    assert plan.survivor == 1
+    assert plan.fenced == ()
+    assert "no member can ever be elected" in plan.message
+    assert "node 0: 0 of 3" in plan.message
+
+
+def test_loading_members_still_wait_even_with_stale_configurations() -> None:
+    probes = [member(0, OLD, state="NOT_READY"), member(1, OLD), member(2, OLD)]
+    plan = decide(probes, 3, QuorumRecord(), NOW, GRACE)
+    assert plan.action is Action.NONE
+    assert "loading" in plan.message
+
+
+def test_a_current_configuration_without_a_leader_waits_out_the_grace_period() -> None:
+    plan = decide([member(i, NEW, state="CANDIDATE") for i in range(3)], 3, QuorumRecord(), NOW, GRACE)
+    assert plan.action is Action.NONE
+    assert "grace" in plan.message
+
+
 # ---- growing back after a downgrade
 
 
@@ -388,11 +462,23 @@ def test_the_next_look_comes_when_the_grace_period_ends() -> None:
     """No waiting out a whole requeue interval past the grace period: recovery starts on time."""
     settings = QuorumSettings(grace_seconds=20)
     leaderless = [node(0, ok=False), node(1, ok=False), down(2)]
-    almost = decide(leaderless, 3, QuorumRecord(unhealthy_since=NOW - timedelta(seconds=18)), NOW, settings)
+    almost = decide(leaderless, 3, QuorumRecord(unhealthy_since=NOW - timedelta(seconds=19.4)), NOW, settings)
     assert almost.action is Action.NONE
-    assert almost.requeue_after == pytest.approx(2.0)
+    assert almost.requeue_after == pytest.approx(0.6)
     started = decide(leaderless, 3, QuorumRecord(), NOW, settings)
     assert started.requeue_after == requeue_seconds(3, unhealthy=True), "never later than usual"
     downgraded = QuorumRecord(members=(0,), survivor=0, downgraded_at=NOW - timedelta(seconds=19.8))
     single = decide([node(0, ok=False)], 3, downgraded, NOW, settings)
     assert single.requeue_after == 0.5, "never a busy loop"
+
+
+def test_a_recovery_in_progress_is_probed_every_second() -> None:
+    """Each step of a recovery waits on Typesense; the operator's interval must not add to it."""
+    growing = decide([node(0, ok=False), node(1, "LEADER"), node(2, ok=False)], 3, downgraded(1), NOW, GRACE)
+    assert growing.action is Action.UPGRADE
+    assert growing.requeue_after == 1.0
+    waiting = decide([node(0, ok=False), node(1, "LEADER"), node(2, ok=False)], 3, growing.record, NOW, GRACE)
+    assert waiting.action is Action.NONE
+    assert waiting.requeue_after == 1.0
+    healthy = decide(healthy_cluster(), 3, waiting.record, NOW, GRACE)
+    assert healthy.requeue_after == requeue_seconds(3, unhealthy=False)

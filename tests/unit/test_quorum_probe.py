@@ -20,6 +20,7 @@ from typesense_operator.quorum.probe import (
     ProbeFailed,
     Unreachable,
     parse_last_log,
+    parse_raft_peers,
     probe_nodes,
 )
 from typesense_operator.quorum.record import record_from_status, status_from_plan
@@ -153,6 +154,26 @@ async def test_the_raft_log_is_asked_for_as_text_on_the_peering_port() -> None:
     (probe,) = await probe_nodes(addressing, [peering], "the-key")
     assert probe.last_log == (2, 15)
     assert "/raft_stat?console=1" in addressing.paths
+    assert probe.raft_peers == ("127.0.77.5:8107",)
+    assert probe.address == "127.50.0.1:8107"
+
+
+@pytest.mark.parametrize(
+    ("page", "peers"),
+    [
+        (RAFT_STAT, ("127.0.77.5:8107",)),
+        (b"peers: 10.0.0.1:8107:8108 10.0.0.2:8107:8108\r\n", ("10.0.0.1:8107", "10.0.0.2:8107")),
+        (b"state: FOLLOWER<br>peers: 10.0.0.1:8107:8108<br>", ("10.0.0.1:8107",)),
+        (b"peers: [::1]:8107:8108\n", ("[::1]:8107",)),
+        (b"peers: c-sts-0.c-sts-svc:8107:8108\n", None),  # a name says nothing about which pod it is
+        (b"peers:\r\nchanging_conf: NO", None),
+        (b"<html>not braft</html>", None),
+    ],
+)
+def test_the_raft_configuration_is_read_from_braft_raft_stat(
+    page: bytes, peers: tuple[str, ...] | None
+) -> None:
+    assert parse_raft_peers(page) == peers
 
 
 async def test_a_bug_in_a_probe_is_not_an_unreachable_node(caplog: pytest.LogCaptureFixture) -> None:

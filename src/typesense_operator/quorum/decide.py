@@ -55,6 +55,7 @@ __all__ = [
     "cluster_state",
     "decide",
     "majority",
+    "provable_deadlock",
     "requeue_seconds",
 ]
 
@@ -102,6 +103,10 @@ class NodeProbe:
     """The pod's Ready condition: what its kubelet's readiness probe last saw, from inside the node."""
     last_log: tuple[int, int] | None = None
     """(term, index) of the last entry in the node's raft log (braft's /raft_stat)."""
+    raft_peers: tuple[str, ...] | None = None
+    """``ip:peering_port`` of every peer in the node's raft configuration (braft's /raft_stat)."""
+    address: str | None = None
+    """This node's own ``ip:peering_port`` now (its pod's IP): where its peers must reach it."""
 
 
 @dataclass(frozen=True)
@@ -163,8 +168,12 @@ def requeue_seconds(size: int, *, unhealthy: bool) -> float:
 
     A healthy 3-node cluster is probed every 11 s: a failure that the pods' readiness probes have
     not reported yet (they need 15 s) is seen within that, and the grace period starts from there.
+    A cluster in trouble (no leader, loading, downgraded or growing back) is probed every second
+    (a third of a second per node beyond three): each step of a recovery waits on Typesense, and a
+    longer interval only adds to the time without writes. Probes are HTTP to the nodes, never API
+    requests.
     """
-    return float(2 + size) if unhealthy else float(5 + 2 * size)
+    return max(1.0, size / 3) if unhealthy else float(5 + 2 * size)
 
 
 def cluster_state(probes: Sequence[NodeProbe]) -> ClusterState:
@@ -207,6 +216,36 @@ def _contradicted(probes: Sequence[NodeProbe]) -> str | None:
     )
 
 
+def provable_deadlock(probes: Sequence[NodeProbe]) -> str | None:
+    """Why no member can ever be elected, when the observations prove it; None when raft may yet heal.
+
+    Proven when every member answers, none is LEADER, and the raft configuration of each names too
+    few of the members' current addresses to make its own majority: a candidate needs the votes of a
+    majority of its configuration, and a peer at an address that no pod has any more never votes.
+    After a full restart with new pod IPs this is every member, and Typesense refuses to reset the
+    peers of a multi-node cluster without a leader, so waiting cannot help. A member whose
+    configuration is unknown (no /raft_stat answer) proves nothing, and neither does a minority of
+    stale peers: an election may still succeed.
+    """
+    if len(probes) < 2 or not all(p.reachable and p.address for p in probes):
+        return None
+    if any(p.state == "LEADER" for p in probes):
+        return None
+    addresses = {p.address for p in probes}
+    stuck = []
+    for probe in probes:
+        if not probe.raft_peers:
+            return None
+        current = sum(1 for peer in probe.raft_peers if peer in addresses)
+        if current >= majority(len(probe.raft_peers)):
+            return None
+        stuck.append(f"node {probe.index}: {current} of {len(probe.raft_peers)}")
+    return (
+        "no member can ever be elected: the raft configurations name too few current pod addresses "
+        f"to make a majority ({'; '.join(stuck)})"
+    )
+
+
 def _loading(probes: Sequence[NodeProbe]) -> bool:
     """Some node answers but has no raft state yet (NOT_READY, or /status not served yet): it is starting."""
     return any(p.reachable and p.state in (None, "NOT_READY") for p in probes)
@@ -240,7 +279,9 @@ class _Decision:
     ) -> Plan:
         """``due_in``: seconds until a running grace period ends; the next look comes no later."""
         new_members = self.members if members is None else members
-        requeue = requeue_seconds(self.desired, unhealthy=not ready or action is not Action.NONE)
+        # A downgraded cluster that is growing back is in trouble too, although it has a leader.
+        recovering = record.survivor is not None or action is not Action.NONE
+        requeue = requeue_seconds(self.desired, unhealthy=not ready or recovering)
         if due_in is not None:
             requeue = min(requeue, max(due_in, MIN_REQUEUE_SECONDS))
         return Plan(
@@ -325,11 +366,13 @@ def decide(
     else:
         record = replace(record, loading_since=None)
 
-    # No single leader: raft may heal itself within an election timeout; give it the grace period.
+    # No single leader: raft may heal itself within an election timeout; give it the grace period,
+    # unless the observations prove that it cannot.
     since = record.unhealthy_since or now
     waited = (now - since).total_seconds()
     stretch = replace(record, unhealthy_since=since)
-    if waited < settings.grace_seconds:
+    deadlock = provable_deadlock(member_probes)
+    if waited < settings.grace_seconds and deadlock is None:
         return decision.plan(
             Action.NONE,
             ReadyReason.QUORUM_NOT_READY,
@@ -362,11 +405,11 @@ def decide(
     if kept.last_log is not None:
         evidence = f"most up-to-date log: term {kept.last_log[0]}, index {kept.last_log[1]}; {evidence}"
     fencing = f"; fencing silent node(s) {', '.join(map(str, silent))}" if silent else ""
+    why = f"{state}, {deadlock}" if deadlock is not None else f"{state} for {waited:.0f} s"
     return decision.plan(
         Action.DOWNGRADE,
         ReadyReason.QUORUM_DEGRADED,
-        f"{state} for {waited:.0f} s: keeping node {survivor} ({evidence}) "
-        f"as a single-node cluster, then growing back{fencing}",
+        f"{why}: keeping node {survivor} ({evidence}) as a single-node cluster, then growing back{fencing}",
         replace(stretch, unhealthy_since=now, survivor=survivor, downgraded_at=now, survivor_restarted=False),
         members=(survivor,),
         survivor=survivor,

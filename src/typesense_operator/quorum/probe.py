@@ -17,6 +17,7 @@ may be healthy for silent (which could fence it).
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import json
 import logging
 import re
@@ -38,6 +39,8 @@ __all__ = [
     "NodeAddressing",
     "NodeTarget",
     "ProbeFailed",
+    "parse_last_log",
+    "parse_raft_peers",
     "probe_nodes",
 ]
 
@@ -129,10 +132,41 @@ unless ``console=1`` is asked; typesense-server 0.24.1 does so, and httpx is not
 _LAST_LOG = re.compile(rb"(?:^|<br>)last_log_id: \(index=(\d+),term=(\d+)\)", re.MULTILINE)
 
 
+# braft writes each peer as ip:port:index; Typesense's index is the node's API port.
+_PEERS = re.compile(rb"(?:^|<br>)peers:((?: [^\s<]+)*)", re.MULTILINE)
+
+
 def parse_last_log(raft_stat: bytes) -> tuple[int, int] | None:
     """(term, index) of the last entry in the node's raft log, from braft's ``/raft_stat`` page."""
     found = _LAST_LOG.search(raft_stat)
     return (int(found.group(2)), int(found.group(1))) if found else None
+
+
+def peer_address(ip: str, port: int | str) -> str | None:
+    """``ip:port`` in one canonical form (IPv6 in brackets), so that braft's peers and pod IPs compare;
+    None when ``ip`` is not an IP address (a host name says nothing about which pod it is)."""
+    try:
+        parsed = ipaddress.ip_address(ip.strip("[]"))
+    except ValueError:
+        return None
+    return f"[{parsed}]:{port}" if parsed.version == 6 else f"{parsed}:{port}"
+
+
+def parse_raft_peers(raft_stat: bytes) -> tuple[str, ...] | None:
+    """The canonical ``ip:peering_port`` of each peer in the node's raft configuration; None when the
+    page names none, or names one that is not an IP address (then nothing is compared)."""
+    found = _PEERS.search(raft_stat)
+    if found is None:
+        return None
+    peers = []
+    for peer in found.group(1).decode(errors="replace").split():
+        host_and_port = peer.rsplit(":", 1)[0]  # without braft's index (Typesense's API port)
+        host, _, port = host_and_port.rpartition(":")
+        address = peer_address(host, port) if port.isdigit() else None
+        if address is None:
+            return None
+        peers.append(address)
+    return tuple(peers) or None
 
 
 def _json(body: bytes) -> dict[str, Any]:
@@ -164,14 +198,14 @@ async def _probe_one(
         answer = await get(target, path, headers)
         return None if answer is None else (answer[0], _json(answer[1]))
 
-    async def last_log() -> tuple[int, int] | None:
+    async def raft_stat() -> bytes:
         if target.peering_port is None:
-            return None
+            return b""
         answer = await get(replace(target, port=target.peering_port), RAFT_STAT_PATH, {})
-        return parse_last_log(answer[1]) if answer is not None and answer[0] == 200 else None
+        return answer[1] if answer is not None and answer[0] == 200 else b""
 
-    status, health, log = await asyncio.gather(
-        ask("/status", {API_KEY_HEADER: api_key}), ask("/health", {}), last_log()
+    status, health, raft = await asyncio.gather(
+        ask("/status", {API_KEY_HEADER: api_key}), ask("/health", {}), raft_stat()
     )
     state = committed = None
     if status is not None and status[0] == 200:
@@ -190,7 +224,11 @@ async def _probe_one(
         health_ok=health_ok,
         resource_error=resource_error,
         kubelet_ready=target.kubelet_ready,
-        last_log=log,
+        last_log=parse_last_log(raft),
+        raft_peers=parse_raft_peers(raft),
+        address=peer_address(target.pod_ip, target.peering_port)
+        if target.pod_ip and target.peering_port
+        else None,
     )
 
 
