@@ -276,6 +276,8 @@ class Recovery:
     """Every write acknowledged from before the fault until Ready again."""
     writes: str = ""
     """What came of the writes from the fault on (:meth:`Writer.story`)."""
+    fault_at: float = 0.0
+    """Wall-clock time of the fault (``time.time()``), to place the operator's Events after it."""
 
 
 async def delete_pods(cluster: TypesenseCluster, pods: list[str]) -> None:
@@ -287,7 +289,7 @@ async def delete_pods(cluster: TypesenseCluster, pods: list[str]) -> None:
 
 async def full_restart(cluster: TypesenseCluster, timeout: float = 180) -> Recovery:
     """Re-create every pod at once (new IPs), keep writing, and time the way back to Ready."""
-    fault = time.monotonic()
+    fault, fault_at = time.monotonic(), time.time()
     await delete_pods(cluster, list(await cluster.pod_ips()))
     after = Writer(cluster)
     after.start("after")
@@ -303,7 +305,46 @@ async def full_restart(cluster: TypesenseCluster, timeout: float = 180) -> Recov
         list(after.acknowledged),
         list(after.acknowledged),
         after.story(fault),
+        fault_at,
     )
+
+
+@dataclass(frozen=True)
+class UserDeletion:
+    """``kubectl delete pods --all`` as a user runs it, and the way back, timed from its return."""
+
+    command_seconds: float
+    """How long the command took: it waits for every pod's graceful termination."""
+    recovery: Recovery
+    """Ready and the first accepted write, in seconds after the command returned."""
+
+
+async def delete_every_pod_as_a_user(
+    cluster: TypesenseCluster, kubectl: Callable[..., object], timeout: float = 180
+) -> UserDeletion:
+    """Run ``kubectl delete pods --all`` in the cluster's namespace under writes: graceful termination,
+    then re-creation (new IPs) by the real StatefulSet controller; time the way back to Ready."""
+    writer = Writer(cluster)
+    writer.start("before")
+    await writer.warmed_up()
+    before = len(writer.acknowledged)
+    fault, fault_at = time.monotonic(), time.time()
+    await asyncio.to_thread(kubectl, "delete", "pods", "--all", "--namespace", cluster.namespace)
+    returned = time.monotonic()
+    await cluster.wait_not_ready()
+    await cluster.wait_ready(timeout=timeout)
+    ready_at = time.monotonic()
+    await writer.acknowledged_after(ready_at)
+    await writer.stop()
+    recovery = Recovery(
+        ready_at - returned,
+        writer.first_ack_after(returned),
+        writer.acknowledged[before:],
+        list(writer.acknowledged),
+        writer.story(fault),
+        fault_at,
+    )
+    return UserDeletion(returned - fault, recovery)
 
 
 @dataclass(frozen=True)
@@ -331,7 +372,7 @@ async def lose_two_of_three(
     writer.start("before")
     await writer.warmed_up()
     before = len(writer.acknowledged)
-    fault = time.monotonic()
+    fault, fault_at = time.monotonic(), time.time()
     for pod in down:
         await take_down(pod)
     await cluster.wait_not_ready()
@@ -348,5 +389,6 @@ async def lose_two_of_three(
         writer.acknowledged[before:],
         list(writer.acknowledged),
         writer.story(fault),
+        fault_at,
     )
     return LostMajority(survivor, down), recovery
