@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import secrets
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -202,7 +203,9 @@ class Writer:
     _acknowledged: asyncio.Event = field(default_factory=asyncio.Event)
 
     def start(self, prefix: str) -> None:
-        self._task = asyncio.create_task(self._run(prefix))
+        """Write ``<prefix>-<token>-1``, ``-2``, ...: the token keeps two writers (or two scenarios on
+        one collection) from writing the same ids, which the second would see refused with 409."""
+        self._task = asyncio.create_task(self._run(f"{prefix}-{secrets.token_hex(3)}"))
 
     async def _run(self, prefix: str) -> None:
         number = 0
