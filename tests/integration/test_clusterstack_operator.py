@@ -740,6 +740,14 @@ async def test_a_staged_release_resumes_its_stages_after_the_operator_is_killed_
             assert await workload.get("v1", "ConfigMap", "stage-one-v2", "kube-system")
             assert await workload.get("v1", "ConfigMap", "stage-one-v1", "kube-system") is None
         finally:
+            # The ClusterAddon goes first: alive, it would restore what the next lines delete, under the
+            # feet of the next test that shares this workload cluster.
+            await kube.delete(workload_cluster["apiVersion"], "Cluster", "staged", namespace)
+
+            async def addon_gone() -> bool:
+                return await addon() is None
+
+            await wait_until(addon_gone, timeout=60, what="the ClusterAddon of the deleted Cluster to go")
             for name in ("go-ahead", "stage-one", "stage-two", "stage-one-v1", "stage-one-v2"):
                 await workload.delete("v1", "ConfigMap", name, "kube-system")
 
