@@ -51,6 +51,7 @@ from operator_core.controller import Context, apply_report_prune
 from operator_core.kube import Kube
 from operator_core.reconciling import WAIT_FOR_CHANGE, ConditionBook, Outcome, run_steps, write_status
 from operator_core.secrets import register_secret
+from operator_core.storage import claim_template_size, requested_size
 
 __all__ = ["Outcome", "Scope", "reconcile"]
 
@@ -164,11 +165,7 @@ async def apply_children(scope: Scope) -> Outcome:
     instance = scope.instance
     assert scope.secret_hash is not None
     live_sts = await scope.kube.get("apps/v1", "StatefulSet", instance.elastic_name, instance.namespace)
-    claim_size = None
-    if live_sts is not None:
-        (template,) = live_sts["spec"].get("volumeClaimTemplates") or [{}]
-        claim_size = ((template.get("spec") or {}).get("resources") or {}).get("requests", {}).get("storage")
-    desired = desired_children(instance, scope.secret_hash, claim_size)
+    desired = desired_children(instance, scope.secret_hash, claim_template_size(live_sts))
     await apply_report_prune(scope.kube, scope.book, instance, desired, PRUNABLE_KINDS)
     return Outcome.CONTINUE
 
@@ -211,7 +208,7 @@ async def expand_storage(scope: Scope) -> Outcome:
     )
     if claim is None:
         return Outcome.CONTINUE
-    claimed = claim["spec"].get("resources", {}).get("requests", {}).get("storage")
+    claimed = requested_size(claim["spec"])
     class_name = claim["spec"].get("storageClassName")
     allows = False
     if class_name:
