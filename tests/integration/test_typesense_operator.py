@@ -361,3 +361,129 @@ async def test_a_change_of_a_pod_wakes_its_cluster_and_costs_no_request(
     await wait_for_reconcile(typesense_operator, more_than=before, since=time.time())
     requests = operator_requests(control_plane, OPERATOR_USER, namespace)[settled:]
     assert requests == [], [(e["verb"], e["objectRef"]) for e in requests]
+
+
+async def _storage_class(kube: Kube, name: str, *, expandable: bool) -> None:
+    await kube.apply(
+        {
+            "apiVersion": "storage.k8s.io/v1",
+            "kind": "StorageClass",
+            "metadata": {"name": name},
+            "provisioner": "kubernetes.io/no-provisioner",
+            "allowVolumeExpansion": expandable,
+            "volumeBindingMode": "Immediate",
+        }
+    )
+
+
+async def _claims(kube: Kube, namespace: str) -> dict[str, dict[str, Any]]:
+    claims = await kube.list("v1", "PersistentVolumeClaim", namespace)
+    return {
+        c["metadata"]["name"]: c for c in claims if c["metadata"]["name"].startswith("data-cluster-1-sts-")
+    }
+
+
+async def test_a_larger_storage_size_grows_every_claim_and_recreates_the_statefulset_around_its_pods(
+    kube: Kube, namespace: str
+) -> None:
+    storage_class, volumes = f"grows-{namespace[-6:]}", [f"pv-{namespace[-6:]}-{i}" for i in range(3)]
+    await _storage_class(kube, storage_class, expandable=True)
+    for volume in volumes:
+        await kube.apply(
+            {
+                "apiVersion": "v1",
+                "kind": "PersistentVolume",
+                "metadata": {"name": volume},
+                "spec": {
+                    "capacity": {"storage": "5Gi"},
+                    "accessModes": ["ReadWriteOnce"],
+                    "storageClassName": storage_class,
+                    "hostPath": {"path": f"/tmp/{volume}"},
+                },
+            }
+        )
+    try:
+        storage = {"storageClassName": storage_class, "size": "1Gi"}
+        await kube.apply(
+            cluster(namespace, {"image": "typesense/typesense:27.1", "replicas": 3, "storage": storage})
+        )
+
+        async def bound() -> bool:
+            claims = await _claims(kube, namespace)
+            return len(claims) == 3 and all(
+                (c.get("status") or {}).get("phase") == "Bound" for c in claims.values()
+            )
+
+        await wait_until(bound, timeout=60, what="the PV controller to bind the three claims")
+        before = await kube.get("apps/v1", "StatefulSet", "cluster-1-sts", namespace)
+        assert before is not None
+        pods = {p["metadata"]["name"]: p["metadata"]["uid"] for p in await kube.list("v1", "Pod", namespace)}
+        assert len(pods) == 3
+
+        await kube.apply(
+            cluster(
+                namespace,
+                {"image": "typesense/typesense:27.1", "replicas": 3, "storage": {**storage, "size": "2Gi"}},
+            )
+        )
+
+        async def recreated() -> bool:
+            sts = await kube.get("apps/v1", "StatefulSet", "cluster-1-sts", namespace)
+            return bool(
+                sts
+                and sts["metadata"]["uid"] != before["metadata"]["uid"]
+                and sts["spec"]["volumeClaimTemplates"][0]["spec"]["resources"]["requests"]["storage"]
+                == "2Gi"
+            )
+
+        await wait_until(recreated, timeout=60, what="the StatefulSet recreated with a 2Gi claim template")
+        claims = await _claims(kube, namespace)
+        assert {c["spec"]["resources"]["requests"]["storage"] for c in claims.values()} == {"2Gi"}
+        after = {p["metadata"]["name"]: p["metadata"]["uid"] for p in await kube.list("v1", "Pod", namespace)}
+        assert after == pods, "the pods were orphaned and adopted, never deleted"
+        (expanded,) = await wait_until(
+            lambda: events_for(kube, namespace, "StorageExpanded"), what="an Event"
+        )
+        assert "growing the Typesense volumes from 1Gi to 2Gi" in expanded["message"]
+        await wait_for_condition(kube, namespace, "StorageReady", "True", "AsRequested")
+    finally:
+        for volume in volumes:
+            await kube.delete("v1", "PersistentVolume", volume)
+        await kube.delete("storage.k8s.io/v1", "StorageClass", storage_class)
+
+
+async def test_a_larger_storage_size_that_the_class_cannot_give_is_reported_and_changes_nothing(
+    kube: Kube, namespace: str
+) -> None:
+    storage_class = f"fixed-{namespace[-6:]}"
+    await _storage_class(kube, storage_class, expandable=False)
+    try:
+        storage = {"storageClassName": storage_class, "size": "1Gi"}
+        await kube.apply(
+            cluster(namespace, {"image": "typesense/typesense:27.1", "replicas": 3, "storage": storage})
+        )
+        await wait_until(lambda: _claims(kube, namespace), timeout=60, what="the claims")
+        before = await wait_for_object(kube, "apps/v1", "StatefulSet", "cluster-1-sts", namespace)
+
+        await kube.apply(
+            cluster(
+                namespace,
+                {"image": "typesense/typesense:27.1", "replicas": 3, "storage": {**storage, "size": "2Gi"}},
+            )
+        )
+        refused = await wait_for_condition(kube, namespace, "StorageReady", "False", "StorageNotExpandable")
+        assert f"StorageClass {storage_class} does not allow volume expansion" in refused["message"]
+        (warning,) = await wait_until(
+            lambda: events_for(kube, namespace, "StorageNotExpandable"), what="a Warning"
+        )
+        assert warning["type"] == "Warning"
+        sts = await kube.get("apps/v1", "StatefulSet", "cluster-1-sts", namespace)
+        assert sts is not None
+        assert sts["metadata"]["uid"] == before["metadata"]["uid"]
+        assert sts["spec"]["volumeClaimTemplates"][0]["spec"]["resources"]["requests"]["storage"] == "1Gi"
+        claims = await _claims(kube, namespace)
+        assert {c["spec"]["resources"]["requests"]["storage"] for c in claims.values()} == {"1Gi"}
+        children = await wait_for_condition(kube, namespace, "ChildrenApplied", "True")
+        assert children["status"] == "True", "the StatefulSet keeps its size: nothing fails to apply"
+    finally:
+        await kube.delete("storage.k8s.io/v1", "StorageClass", storage_class)

@@ -71,9 +71,11 @@ async def test_name_too_long_for_raft_is_refused_with_the_limit(kube: Kube, name
     await kube.create(cluster(namespace, name="a" * 19))
 
 
-async def test_storage_class_cannot_change_after_creation(kube: Kube, namespace: str) -> None:
+async def test_storage_class_cannot_change_and_the_size_may_only_grow(kube: Kube, namespace: str) -> None:
     await kube.apply(cluster(namespace, storage={"storageClassName": "fast"}))
     with pytest.raises(Invalid, match=r"storage\.storageClassName is fixed once the volumes exist"):
         await kube.apply(cluster(namespace, storage={"storageClassName": "slow"}))
-    with pytest.raises(Invalid, match="to grow the volumes, expand each PVC"):
-        await kube.apply(cluster(namespace, storage={"storageClassName": "fast", "size": "1Gi"}))
+    await kube.apply(cluster(namespace, storage={"storageClassName": "fast", "size": "1Gi"}))
+    await kube.apply(cluster(namespace, storage={"storageClassName": "fast", "size": "1024Mi"}))  # the same
+    with pytest.raises(Invalid, match=r"storage\.size may grow, never shrink"):
+        await kube.apply(cluster(namespace, storage={"storageClassName": "fast", "size": "500Mi"}))

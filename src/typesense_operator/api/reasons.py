@@ -20,6 +20,8 @@ class ConditionType(StrEnum):
     """Every child object was applied on the last reconcile (set by the shared apply-report-prune step)."""
     METRICS_READY = "MetricsReady"
     """The PodMonitor exists, or metrics are not requested."""
+    STORAGE_READY = "StorageReady"
+    """Every node's volume has the size spec.storage.size asks for, or is being grown to it."""
 
 
 class ReadyReason(StrEnum):
@@ -48,3 +50,5 @@ class EventReason(StrEnum):
     QUORUM_SURVIVOR_RESTARTED = "QuorumSurvivorRestarted"
     QUORUM_MEMBER_FENCED = "QuorumMemberFenced"
     QUORUM_SURGERY_HELD = "QuorumSurgeryHeld"
+    STORAGE_EXPANDED = "StorageExpanded"
+    STORAGE_NOT_EXPANDABLE = "StorageNotExpandable"

@@ -49,13 +49,15 @@ class StorageSpec(ApiModel):
         json_schema_extra=cel(
             ("isQuantity(self)", "storage.size must be a Kubernetes quantity, such as 100Mi or 10Gi"),
             (
-                "self == oldSelf",
-                "storage.size is fixed once the volumes exist (a StatefulSet's volume claim templates "
-                "cannot change); to grow the volumes, expand each PVC of the cluster",
+                "!isQuantity(self) || !isQuantity(oldSelf) "
+                "|| quantity(self).compareTo(quantity(oldSelf)) >= 0",
+                "storage.size may grow, never shrink: a volume cannot be made smaller",
             ),
         ),
     )
-    """Size of each node's PersistentVolume, as a Kubernetes quantity. Fixed after creation."""
+    """Size of each node's PersistentVolume, as a Kubernetes quantity. It may grow, never shrink: each
+    node's claim is expanded where its StorageClass allows volume expansion (the StorageReady condition
+    says when it does not)."""
     storage_class_name: str = Field(
         default="standard",
         min_length=1,

@@ -31,6 +31,14 @@ from operator_core.events import EventType
 from operator_core.kube import Kube
 from operator_core.reconciling import WAIT_FOR_CHANGE, ConditionBook, Outcome, run_steps, write_status
 from operator_core.secrets import register_secret
+from operator_core.storage import (
+    Expansion,
+    claim_expansion,
+    claim_template_size,
+    decide_expansion,
+    requested_size,
+    smaller,
+)
 from typesense_operator.api import TYPESENSE_CLUSTER
 from typesense_operator.api.reasons import ConditionType, EventReason
 from typesense_operator.controller.settings import TypesenseSettings
@@ -40,6 +48,7 @@ from typesense_operator.quorum.probe import NodeAddressing, NodeTarget, probe_no
 from typesense_operator.quorum.record import record_from_status, status_from_plan
 from typesense_operator.resources import (
     API_KEY_DATA_KEY,
+    CLAIM_TEMPLATE_NAME,
     PODMONITOR_API_VERSION,
     PRUNABLE_KINDS,
     Cluster,
@@ -87,6 +96,9 @@ class Scope:
 
     waiting_for_crd: bool = False
     """spec.metrics asks for a PodMonitor whose CRD is not installed (yet)."""
+
+    claim_size: str | None = None
+    """The size the StatefulSet's claim template keeps (None: the spec's)."""
 
     @property
     def requeue_after(self) -> float:
@@ -328,9 +340,79 @@ async def plan_pod_monitor(scope: Scope) -> Outcome:
     return Outcome.CONTINUE
 
 
+async def grow_storage(scope: Scope) -> Outcome:
+    """Grow every node's claim to spec.storage.size where the StorageClass allows it, then recreate the
+    StatefulSet (its pods orphaned, not deleted) so that its claim template says the new size too.
+
+    The claims are asked first and the StatefulSet deleted last: an operator stopped in between finds
+    the template still small, and asks again (a no-op for the claims already grown). Where the class
+    does not allow expansion, StorageReady says so and nothing changes: the StatefulSet keeps its size.
+    """
+    cluster, kube = scope.cluster, scope.kube
+    live = await kube.get("apps/v1", "StatefulSet", cluster.statefulset_name, cluster.namespace)
+    if live is not None and live["metadata"].get("deletionTimestamp"):
+        # Being orphaned by the garbage collector: its deletion wakes the cluster, which creates it anew.
+        await scope.set_condition(ConditionType.STORAGE_READY, "True", "Expanding", _recreating(cluster))
+        return Outcome.STOP
+    template = claim_template_size(live)
+    wanted = cluster.spec.storage.size
+    if template is None or not smaller(template, wanted):
+        scope.claim_size = template
+        await scope.set_condition(ConditionType.STORAGE_READY, "True", "AsRequested")
+        return Outcome.CONTINUE
+    class_name = cluster.spec.storage.storage_class_name
+    storage_class = await kube.get("storage.k8s.io/v1", "StorageClass", class_name)
+    allows = bool((storage_class or {}).get("allowVolumeExpansion"))
+    plan = decide_expansion(
+        wanted, template, class_name, allows, field="storage.size", volume="Typesense volumes"
+    )
+    if plan.action is not Expansion.EXPAND:
+        scope.claim_size = template
+        await scope.set_condition(
+            ConditionType.STORAGE_READY,
+            "False",
+            "StorageNotExpandable",
+            plan.message,
+            warn=EventReason.STORAGE_NOT_EXPANDABLE,
+        )
+        return Outcome.CONTINUE
+    claims = {}
+    for index in range(cluster.spec.replicas):
+        name = f"{CLAIM_TEMPLATE_NAME}-{cluster.pod_name(index)}"
+        claims[name] = await kube.get("v1", "PersistentVolumeClaim", name, cluster.namespace)
+    unbound = sorted(n for n, c in claims.items() if c and (c.get("status") or {}).get("phase") != "Bound")
+    if unbound:
+        # The API server grows bound claims only; a template grown before them would leave them small.
+        scope.claim_size = template
+        await scope.set_condition(
+            ConditionType.STORAGE_READY,
+            "False",
+            "ClaimsNotBound",
+            f"{plan.message} once every claim is bound; not bound yet: {', '.join(unbound)}",
+        )
+        return Outcome.CONTINUE
+    for name, claim in claims.items():
+        claimed = requested_size((claim or {}).get("spec"))
+        if claimed is not None and smaller(claimed, wanted):
+            await kube.apply(claim_expansion(name, cluster.namespace, wanted))
+    await kube.delete(
+        "apps/v1", "StatefulSet", cluster.statefulset_name, cluster.namespace, propagation="Orphan"
+    )
+    await scope.event("Normal", EventReason.STORAGE_EXPANDED, f"{plan.message}; {_recreating(cluster)}")
+    await scope.set_condition(ConditionType.STORAGE_READY, "True", "Expanding", _recreating(cluster))
+    return Outcome.STOP
+
+
+def _recreating(cluster: Cluster) -> str:
+    return (
+        f"recreating StatefulSet {cluster.statefulset_name} with a {cluster.spec.storage.size} claim "
+        "template; its pods keep running"
+    )
+
+
 async def apply_children(scope: Scope) -> Outcome:
     """Every child (and the PodMonitor, when wanted and served) applied; what the spec dropped, deleted."""
-    desired = desired_children(scope.cluster, scope.members)
+    desired = desired_children(scope.cluster, scope.members, scope.claim_size)
     if scope.pod_monitor is not None:
         desired.append(scope.pod_monitor)
     await apply_report_prune(scope.kube, scope.book, scope.cluster, desired, PRUNABLE_KINDS)
@@ -352,6 +434,7 @@ STEPS: tuple[Step, ...] = (
     ensure_admin_key,
     manage_quorum,
     plan_pod_monitor,
+    grow_storage,
     apply_children,
     observe_nodes,
 )

@@ -11,6 +11,7 @@ from collections.abc import Iterable, Sequence
 
 from operator_core import children
 from typesense_operator.resources.core import (
+    CLAIM_TEMPLATE_NAME,
     build_client_service,
     build_generated_key_secret,
     build_headless_service,
@@ -32,6 +33,7 @@ from typesense_operator.resources.scrapers import build_scraper_cronjobs, invali
 
 __all__ = [
     "API_KEY_DATA_KEY",
+    "CLAIM_TEMPLATE_NAME",
     "PODMONITOR_API_VERSION",
     "PRUNABLE_KINDS",
     "Cluster",
@@ -57,11 +59,14 @@ PRUNABLE_KINDS: tuple[tuple[str, str], ...] = (
 )
 
 
-def desired_children(cluster: Cluster, members: Sequence[int] | None = None) -> list[Manifest]:
+def desired_children(
+    cluster: Cluster, members: Sequence[int] | None = None, claim_size: str | None = None
+) -> list[Manifest]:
     """Every child applied on each reconcile, in apply order (config before its consumers).
 
     ``members`` are the pod ordinals in the nodes list: every desired node normally, fewer
-    while quorum recovery runs. The StatefulSet always keeps ``spec.replicas`` pods.
+    while quorum recovery runs. The StatefulSet always keeps ``spec.replicas`` pods, and
+    ``claim_size`` in its claim template when given (see :func:`build_statefulset`).
 
     The generated key Secret (created once, never overwritten) and the PodMonitor
     (only where its CRD exists) are decided by the controller.
@@ -77,7 +82,7 @@ def desired_children(cluster: Cluster, members: Sequence[int] | None = None) -> 
         build_nodes_configmap(cluster, range(replicas) if members is None else members),
         build_headless_service(cluster),
         build_client_service(cluster),
-        build_statefulset(cluster, replicas),
+        build_statefulset(cluster, replicas, claim_size),
         build_pod_disruption_budget(cluster),
         *(m for m in optional if m is not None),
         *build_scraper_cronjobs(cluster),

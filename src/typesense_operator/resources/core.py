@@ -17,6 +17,7 @@ from typesense_operator.resources.model import (
 )
 
 __all__ = [
+    "CLAIM_TEMPLATE_NAME",
     "build_client_service",
     "build_generated_key_secret",
     "build_headless_service",
@@ -25,6 +26,9 @@ __all__ = [
     "build_statefulset",
     "nodes_list",
 ]
+
+CLAIM_TEMPLATE_NAME = "data"
+"""The StatefulSet's claim template: node N's claim is ``data-<statefulset>-N``."""
 
 NODE = "node"
 METRICS_PORT = 8908
@@ -129,7 +133,7 @@ def _typesense_container(cluster: Cluster) -> dict[str, Any]:
             {"name": "peering", "containerPort": spec.peering_port, "protocol": "TCP"},
         ],
         "volumeMounts": [
-            {"name": "data", "mountPath": DATA_DIR},
+            {"name": CLAIM_TEMPLATE_NAME, "mountPath": DATA_DIR},
             {"name": "nodeslist", "mountPath": NODELIST_DIR},
         ],
         "resources": spec.resources or DEFAULT_RESOURCES,
@@ -184,8 +188,12 @@ def _metrics_container(cluster: Cluster) -> dict[str, Any] | None:
     }
 
 
-def build_statefulset(cluster: Cluster, replicas: int) -> Manifest:
-    """The Typesense nodes, ``replicas`` pods."""
+def build_statefulset(cluster: Cluster, replicas: int, claim_size: str | None = None) -> Manifest:
+    """The Typesense nodes, ``replicas`` pods.
+
+    ``claim_size`` is the size its claim template keeps (the live one's, while the volumes cannot
+    grow to spec.storage.size); the spec's by default.
+    """
     spec = cluster.spec
     containers = [_typesense_container(cluster)]
     sidecar = _metrics_container(cluster)
@@ -226,11 +234,11 @@ def build_statefulset(cluster: Cluster, replicas: int) -> Manifest:
             "template": {"metadata": {"labels": cluster.labels(NODE)}, "spec": pod_spec},
             "volumeClaimTemplates": [
                 {
-                    "metadata": {"name": "data", "labels": cluster.labels(NODE)},
+                    "metadata": {"name": CLAIM_TEMPLATE_NAME, "labels": cluster.labels(NODE)},
                     "spec": {
                         "accessModes": ["ReadWriteOnce"],
                         "storageClassName": spec.storage.storage_class_name,
-                        "resources": {"requests": {"storage": spec.storage.size}},
+                        "resources": {"requests": {"storage": claim_size or spec.storage.size}},
                     },
                 }
             ],
