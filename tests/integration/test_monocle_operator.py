@@ -30,6 +30,7 @@ from operator_testkit.assertions import (
 from operator_testkit.controlplane import ControlPlane
 from operator_testkit.fixtures import Kubectl, wait_until
 from operator_testkit.operators import OperatorProcess
+from operator_testkit.volumes import static_storage
 from samples import load_sample
 
 pytestmark = pytest.mark.usefixtures("monocle_operator")
@@ -397,30 +398,7 @@ async def test_a_larger_storage_size_grows_the_bound_claim_where_the_class_allow
 ) -> None:
     storage_class = f"expandable-{namespace[-6:]}"
     volume = f"pv-{namespace[-6:]}"
-    await kube.apply(
-        {
-            "apiVersion": "storage.k8s.io/v1",
-            "kind": "StorageClass",
-            "metadata": {"name": storage_class},
-            "provisioner": "kubernetes.io/no-provisioner",
-            "allowVolumeExpansion": True,
-            "volumeBindingMode": "Immediate",
-        }
-    )
-    await kube.apply(
-        {
-            "apiVersion": "v1",
-            "kind": "PersistentVolume",
-            "metadata": {"name": volume},
-            "spec": {
-                "capacity": {"storage": "5Gi"},
-                "accessModes": ["ReadWriteOnce"],
-                "storageClassName": storage_class,
-                "hostPath": {"path": f"/tmp/{volume}"},
-            },
-        }
-    )
-    try:
+    async with static_storage(kube, storage_class, [volume], expandable=True):
         elastic = {"storageClassName": storage_class, "storageSize": "1Gi"}
         await kube.apply(monocle(namespace, elastic=elastic))
 
@@ -441,9 +419,6 @@ async def test_a_larger_storage_size_grows_the_bound_claim_where_the_class_allow
         assert sts is not None
         (template,) = sts["spec"]["volumeClaimTemplates"]
         assert template["spec"]["resources"]["requests"]["storage"] == "1Gi", "the template cannot change"
-    finally:
-        await kube.delete("v1", "PersistentVolume", volume)
-        await kube.delete("storage.k8s.io/v1", "StorageClass", storage_class)
 
 
 async def test_a_missing_user_secret_is_reported_once_and_its_creation_is_picked_up_at_once(

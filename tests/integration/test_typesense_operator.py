@@ -23,6 +23,7 @@ from operator_testkit.assertions import (
 from operator_testkit.controlplane import ControlPlane
 from operator_testkit.fixtures import Kubectl, wait_until
 from operator_testkit.operators import OperatorProcess
+from operator_testkit.volumes import static_storage
 from samples import sample_spec
 
 pytestmark = pytest.mark.usefixtures("typesense_operator")
@@ -363,19 +364,6 @@ async def test_a_change_of_a_pod_wakes_its_cluster_and_costs_no_request(
     assert requests == [], [(e["verb"], e["objectRef"]) for e in requests]
 
 
-async def _storage_class(kube: Kube, name: str, *, expandable: bool) -> None:
-    await kube.apply(
-        {
-            "apiVersion": "storage.k8s.io/v1",
-            "kind": "StorageClass",
-            "metadata": {"name": name},
-            "provisioner": "kubernetes.io/no-provisioner",
-            "allowVolumeExpansion": expandable,
-            "volumeBindingMode": "Immediate",
-        }
-    )
-
-
 async def _claims(kube: Kube, namespace: str) -> dict[str, dict[str, Any]]:
     claims = await kube.list("v1", "PersistentVolumeClaim", namespace)
     return {
@@ -387,22 +375,7 @@ async def test_a_larger_storage_size_grows_every_claim_and_recreates_the_statefu
     kube: Kube, namespace: str
 ) -> None:
     storage_class, volumes = f"grows-{namespace[-6:]}", [f"pv-{namespace[-6:]}-{i}" for i in range(3)]
-    await _storage_class(kube, storage_class, expandable=True)
-    for volume in volumes:
-        await kube.apply(
-            {
-                "apiVersion": "v1",
-                "kind": "PersistentVolume",
-                "metadata": {"name": volume},
-                "spec": {
-                    "capacity": {"storage": "5Gi"},
-                    "accessModes": ["ReadWriteOnce"],
-                    "storageClassName": storage_class,
-                    "hostPath": {"path": f"/tmp/{volume}"},
-                },
-            }
-        )
-    try:
+    async with static_storage(kube, storage_class, volumes, expandable=True):
         storage = {"storageClassName": storage_class, "size": "1Gi"}
         await kube.apply(
             cluster(namespace, {"image": "typesense/typesense:27.1", "replicas": 3, "storage": storage})
@@ -446,18 +419,13 @@ async def test_a_larger_storage_size_grows_every_claim_and_recreates_the_statefu
         )
         assert "growing the Typesense volumes from 1Gi to 2Gi" in expanded["message"]
         await wait_for_condition(kube, namespace, "StorageReady", "True", "AsRequested")
-    finally:
-        for volume in volumes:
-            await kube.delete("v1", "PersistentVolume", volume)
-        await kube.delete("storage.k8s.io/v1", "StorageClass", storage_class)
 
 
 async def test_a_larger_storage_size_that_the_class_cannot_give_is_reported_and_changes_nothing(
     kube: Kube, namespace: str
 ) -> None:
     storage_class = f"fixed-{namespace[-6:]}"
-    await _storage_class(kube, storage_class, expandable=False)
-    try:
+    async with static_storage(kube, storage_class, expandable=False):
         storage = {"storageClassName": storage_class, "size": "1Gi"}
         await kube.apply(
             cluster(namespace, {"image": "typesense/typesense:27.1", "replicas": 3, "storage": storage})
@@ -485,5 +453,3 @@ async def test_a_larger_storage_size_that_the_class_cannot_give_is_reported_and_
         assert {c["spec"]["resources"]["requests"]["storage"] for c in claims.values()} == {"1Gi"}
         children = await wait_for_condition(kube, namespace, "ChildrenApplied", "True")
         assert children["status"] == "True", "the StatefulSet keeps its size: nothing fails to apply"
-    finally:
-        await kube.delete("storage.k8s.io/v1", "StorageClass", storage_class)
