@@ -453,3 +453,38 @@ async def test_a_larger_storage_size_that_the_class_cannot_give_is_reported_and_
         assert {c["spec"]["resources"]["requests"]["storage"] for c in claims.values()} == {"1Gi"}
         children = await wait_for_condition(kube, namespace, "ChildrenApplied", "True")
         assert children["status"] == "True", "the StatefulSet keeps its size: nothing fails to apply"
+
+
+async def test_an_edit_of_the_server_configuration_configmap_alone_rolls_the_pod_template(
+    kube: Kube, namespace: str
+) -> None:
+    """No spec change: the ConfigMap the spec names is watched, and its content is part of the pods'."""
+    settings = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "extra", "namespace": namespace},
+    }
+    await kube.apply({**settings, "data": {"TYPESENSE_CACHE_NUM_ENTRIES": "1000"}})
+    spec = {"image": "typesense/typesense:27.1", "additionalServerConfiguration": {"name": "extra"}}
+    await kube.apply(cluster(namespace, spec))
+
+    async def configuration_hash() -> str | None:
+        sts = await kube.get("apps/v1", "StatefulSet", "cluster-1-sts", namespace)
+        annotations = (
+            (((sts or {}).get("spec") or {}).get("template") or {}).get("metadata", {}).get("annotations")
+        )
+        return (annotations or {}).get("ts.opentelekomcloud.com/server-configuration-hash")
+
+    first = await wait_until(configuration_hash, what="the pod template to carry the configuration's hash")
+    generation = (await kube.get(API, "TypesenseCluster", "cluster-1", namespace) or {})["metadata"][
+        "generation"
+    ]
+    await kube.apply({**settings, "data": {"TYPESENSE_CACHE_NUM_ENTRIES": "2000"}})
+
+    async def rolled() -> bool:
+        return await configuration_hash() not in (None, first)
+
+    await wait_until(rolled, timeout=15, what="the ConfigMap edit to reach the pod template")
+    after = await kube.get(API, "TypesenseCluster", "cluster-1", namespace)
+    assert after is not None
+    assert after["metadata"]["generation"] == generation, "no spec change was needed"

@@ -21,6 +21,7 @@ from typesense_operator.resources import (
     invalid_scraper_configs,
     nginx_config,
     nodes_list,
+    server_configuration_hash,
     stale_children,
 )
 
@@ -120,6 +121,26 @@ def test_statefulset_reads_the_users_key_and_lets_spec_override_extra_settings()
     typesense = full["spec"]["template"]["spec"]["containers"][0]
     assert typesense["envFrom"] == [{"configMapRef": {"name": "extra-settings"}}]
     assert {e["name"] for e in typesense["env"]} >= {"TYPESENSE_API_PORT", "TYPESENSE_ENABLE_CORS"}
+
+
+def test_an_edit_of_the_server_configuration_alone_changes_the_pod_template() -> None:
+    """Its pods read the ConfigMap once (envFrom), so its content's hash is part of their template."""
+    first = server_configuration_hash({"data": {"TYPESENSE_CACHE_NUM_ENTRIES": "1000"}})
+    edited = server_configuration_hash({"data": {"TYPESENSE_CACHE_NUM_ENTRIES": "2000"}})
+    assert first is not None
+    assert edited not in (None, first)
+    assert server_configuration_hash({"data": {"A": "1"}, "metadata": {"resourceVersion": "9"}}) == (
+        server_configuration_hash({"data": {"A": "1"}, "metadata": {"resourceVersion": "10"}})
+    ), "only the content counts"
+    assert server_configuration_hash(None) is None
+
+    def template(configuration_hash: str | None) -> dict[str, Any]:
+        children = desired_children(cluster("full"), configuration_hash=configuration_hash)
+        return dict(by_kind_and_name(children)["StatefulSet/cluster-1-sts"]["spec"]["template"]["metadata"])
+
+    assert template(first)["annotations"] == {"ts.opentelekomcloud.com/server-configuration-hash": first}
+    assert template(first) != template(edited)
+    assert "annotations" not in template(None), "a missing ConfigMap adds nothing (its creation rolls once)"
 
 
 def test_statefulset_is_restricted_and_keeps_loading_nodes_alive() -> None:

@@ -37,10 +37,13 @@ _CHILD_KINDS = (
 )
 
 
-def _admin_key_secret(obj: dict[str, Any]) -> list[tuple[str, str]]:
-    """The user's admin key Secret (spec.adminApiKey): created late or changed, it wakes the cluster."""
-    key = ((obj.get("spec") or {}).get("adminApiKey") or {}).get("name")
-    return [("Secret", key)] if key else []
+def _named_by_spec(obj: dict[str, Any]) -> list[tuple[str, str]]:
+    """What the spec names and the pods read: the user's admin key Secret (spec.adminApiKey) and the
+    additionalServerConfiguration ConfigMap. Created late or changed, either wakes the cluster."""
+    spec = obj.get("spec") or {}
+    key = (spec.get("adminApiKey") or {}).get("name")
+    configuration = (spec.get("additionalServerConfiguration") or {}).get("name")
+    return [*([("Secret", key)] if key else []), *([("ConfigMap", configuration)] if configuration else [])]
 
 
 async def _start_probes(context: Context) -> None:
@@ -72,7 +75,7 @@ OPERATOR.controller(
     # The pods carry the labels of the StatefulSet's template: a cluster waiting for its pods is woken
     # by their changes, not by a timer. Only their names, labels and status are read.
     observed_kinds=(("v1", "Pod"),),
-    named=_admin_key_secret,
-    # Every Secret, not only ours: the one the spec names carries none of our labels.
-    named_kinds=(("v1", "Secret"),),
+    named=_named_by_spec,
+    # Every Secret and ConfigMap, not only ours: those the spec names carry none of our labels.
+    named_kinds=(("v1", "Secret"), ("v1", "ConfigMap")),
 )

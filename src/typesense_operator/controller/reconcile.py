@@ -56,6 +56,7 @@ from typesense_operator.resources import (
     build_pod_monitor,
     desired_children,
     invalid_scraper_configs,
+    server_configuration_hash,
 )
 
 __all__ = ["Outcome", "Scope", "reconcile"]
@@ -412,7 +413,14 @@ def _recreating(cluster: Cluster) -> str:
 
 async def apply_children(scope: Scope) -> Outcome:
     """Every child (and the PodMonitor, when wanted and served) applied; what the spec dropped, deleted."""
-    desired = desired_children(scope.cluster, scope.members, scope.claim_size)
+    cluster = scope.cluster
+    configuration = cluster.spec.additional_server_configuration
+    configuration_hash = None
+    if configuration is not None:
+        # Watched: an edit of it alone wakes the cluster, and its new hash rolls the pods.
+        config_map = await scope.kube.get("v1", "ConfigMap", configuration.name, cluster.namespace)
+        configuration_hash = server_configuration_hash(config_map)
+    desired = desired_children(cluster, scope.members, scope.claim_size, configuration_hash)
     if scope.pod_monitor is not None:
         desired.append(scope.pod_monitor)
     await apply_report_prune(scope.kube, scope.book, scope.cluster, desired, PRUNABLE_KINDS)

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Sequence
 from operator_core import children
 from typesense_operator.resources.core import (
     CLAIM_TEMPLATE_NAME,
+    SERVER_CONFIGURATION_HASH,
     build_client_service,
     build_generated_key_secret,
     build_headless_service,
@@ -19,6 +20,7 @@ from typesense_operator.resources.core import (
     build_pod_disruption_budget,
     build_statefulset,
     nodes_list,
+    server_configuration_hash,
 )
 from typesense_operator.resources.ingress import (
     build_ingress,
@@ -36,6 +38,7 @@ __all__ = [
     "CLAIM_TEMPLATE_NAME",
     "PODMONITOR_API_VERSION",
     "PRUNABLE_KINDS",
+    "SERVER_CONFIGURATION_HASH",
     "Cluster",
     "Manifest",
     "build_generated_key_secret",
@@ -44,6 +47,7 @@ __all__ = [
     "invalid_scraper_configs",
     "nginx_config",
     "nodes_list",
+    "server_configuration_hash",
     "stale_children",
 ]
 
@@ -60,13 +64,17 @@ PRUNABLE_KINDS: tuple[tuple[str, str], ...] = (
 
 
 def desired_children(
-    cluster: Cluster, members: Sequence[int] | None = None, claim_size: str | None = None
+    cluster: Cluster,
+    members: Sequence[int] | None = None,
+    claim_size: str | None = None,
+    configuration_hash: str | None = None,
 ) -> list[Manifest]:
     """Every child applied on each reconcile, in apply order (config before its consumers).
 
     ``members`` are the pod ordinals in the nodes list: every desired node normally, fewer
     while quorum recovery runs. The StatefulSet always keeps ``spec.replicas`` pods, and
-    ``claim_size`` in its claim template when given (see :func:`build_statefulset`).
+    ``claim_size`` in its claim template when given, and ``configuration_hash`` (of the
+    additionalServerConfiguration ConfigMap) in its pod template (see :func:`build_statefulset`).
 
     The generated key Secret (created once, never overwritten) and the PodMonitor
     (only where its CRD exists) are decided by the controller.
@@ -82,7 +90,7 @@ def desired_children(
         build_nodes_configmap(cluster, range(replicas) if members is None else members),
         build_headless_service(cluster),
         build_client_service(cluster),
-        build_statefulset(cluster, replicas, claim_size),
+        build_statefulset(cluster, replicas, claim_size, configuration_hash),
         build_pod_disruption_budget(cluster),
         *(m for m in optional if m is not None),
         *build_scraper_cronjobs(cluster),

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import base64
-from collections.abc import Sequence
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from operator_core.podsecurity import restricted_container
@@ -18,6 +20,7 @@ from typesense_operator.resources.model import (
 
 __all__ = [
     "CLAIM_TEMPLATE_NAME",
+    "SERVER_CONFIGURATION_HASH",
     "build_client_service",
     "build_generated_key_secret",
     "build_headless_service",
@@ -25,7 +28,12 @@ __all__ = [
     "build_pod_disruption_budget",
     "build_statefulset",
     "nodes_list",
+    "server_configuration_hash",
 ]
+
+SERVER_CONFIGURATION_HASH = "ts.opentelekomcloud.com/server-configuration-hash"
+"""Pod template annotation: a hash of the additionalServerConfiguration ConfigMap's content. Its pods
+read that content once, at start (envFrom); a new hash is a new template, which rolls them."""
 
 CLAIM_TEMPLATE_NAME = "data"
 """The StatefulSet's claim template: node N's claim is ``data-<statefulset>-N``."""
@@ -188,11 +196,23 @@ def _metrics_container(cluster: Cluster) -> dict[str, Any] | None:
     }
 
 
-def build_statefulset(cluster: Cluster, replicas: int, claim_size: str | None = None) -> Manifest:
+def server_configuration_hash(config_map: Mapping[str, Any] | None) -> str | None:
+    """A hash of a ConfigMap's content (``data`` and ``binaryData``); None when it does not exist."""
+    if config_map is None:
+        return None
+    content = {key: config_map.get(key) or {} for key in ("data", "binaryData")}
+    return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def build_statefulset(
+    cluster: Cluster, replicas: int, claim_size: str | None = None, configuration_hash: str | None = None
+) -> Manifest:
     """The Typesense nodes, ``replicas`` pods.
 
     ``claim_size`` is the size its claim template keeps (the live one's, while the volumes cannot
-    grow to spec.storage.size); the spec's by default.
+    grow to spec.storage.size); the spec's by default. ``configuration_hash`` is
+    :func:`server_configuration_hash` of the additionalServerConfiguration ConfigMap, when it exists:
+    an edit of that ConfigMap alone changes the pod template, and so reaches every node.
     """
     spec = cluster.spec
     containers = [_typesense_container(cluster)]
@@ -220,6 +240,9 @@ def build_statefulset(cluster: Cluster, replicas: int, claim_size: str | None = 
     ):
         if value:
             pod_spec[field] = value
+    template_metadata: dict[str, Any] = {"labels": cluster.labels(NODE)}
+    if configuration_hash is not None:
+        template_metadata["annotations"] = {SERVER_CONFIGURATION_HASH: configuration_hash}
     return {
         "apiVersion": "apps/v1",
         "kind": "StatefulSet",
@@ -231,7 +254,7 @@ def build_statefulset(cluster: Cluster, replicas: int, claim_size: str | None = 
             "podManagementPolicy": "Parallel",
             "selector": {"matchLabels": cluster.selector(NODE)},
             "persistentVolumeClaimRetentionPolicy": {"whenDeleted": "Retain", "whenScaled": "Retain"},
-            "template": {"metadata": {"labels": cluster.labels(NODE)}, "spec": pod_spec},
+            "template": {"metadata": template_metadata, "spec": pod_spec},
             "volumeClaimTemplates": [
                 {
                     "metadata": {"name": CLAIM_TEMPLATE_NAME, "labels": cluster.labels(NODE)},
