@@ -1,0 +1,175 @@
+"""The roll planner: which node of a Typesense cluster to restart next for a new pod template, if any.
+Pure: no I/O, no clock.
+
+A StatefulSet's own rolling update sees readiness only. This planner sees raft:
+
+- nothing is restarted while the cluster is not ``QuorumReady``, nor while a restarted node is not
+  back (its pod Ready, a FOLLOWER of the current leader, its committed index within
+  ``catch_up_entries`` of the leader's);
+- an outdated node that is not caught up goes first: restarting it costs no caught-up node;
+- a caught-up node is restarted only if a majority stays caught up without it;
+- followers before the leader; the leader is not restarted while it leads: an up-to-date follower is
+  asked to take over first (``POST /operations/vote`` on that follower), and the old leader is
+  restarted once it follows;
+- a node that does not come back within ``back_within_seconds`` pauses the roll, with the reason.
+
+Its inputs are observations only (each pod's revision against the StatefulSet's update revision, and
+the probes), so an operator restarted in the middle of a roll resumes it where it stopped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+
+from typesense_operator.quorum.decide import NodeProbe, majority
+
+__all__ = ["RollAction", "RollNode", "RollPlan", "RollSettings", "plan_roll"]
+
+
+class RollAction(StrEnum):
+    DONE = "Done"
+    """Every node runs the update revision."""
+    WAIT = "Wait"
+    """A node is coming back, or the cluster is not QuorumReady: look again soon."""
+    RESTART = "Restart"
+    """Delete this node's pod: the StatefulSet makes it again from the update revision."""
+    HAND_OVER = "HandOver"
+    """Ask this up-to-date follower to stand for election, so that the outdated leader can go."""
+    PAUSE = "Pause"
+    """A node did not come back in time: nothing more is restarted until it does."""
+
+
+@dataclass(frozen=True)
+class RollNode:
+    """One node as observed: its pod and what it answered."""
+
+    probe: NodeProbe
+    revision: str | None
+    """The pod's ``controller-revision-hash`` label; None without a pod."""
+    ready: bool = False
+    """The pod's Ready condition."""
+    deleting: bool = False
+    """The pod has a deletionTimestamp: it is being replaced."""
+
+    @property
+    def index(self) -> int:
+        return self.probe.index
+
+
+@dataclass(frozen=True)
+class RollSettings:
+    catch_up_entries: int = 100
+    """How far behind the leader's committed index a node may be and still count as caught up."""
+    back_within_seconds: float = 300.0
+    """How long a restarted node may take to come back before the roll pauses."""
+
+
+@dataclass(frozen=True)
+class RollPlan:
+    action: RollAction
+    node: int | None
+    """The node to restart, or to hand leadership to."""
+    message: str
+    done: tuple[int, ...]
+    """Nodes that run the update revision."""
+    to_do: tuple[int, ...]
+    """Nodes still to restart."""
+
+
+def _caught_up(node: RollNode, leader: NodeProbe | None, settings: RollSettings) -> bool:
+    probe = node.probe
+    if leader is None or not node.ready or node.deleting or not probe.reachable:
+        return False
+    if probe.index == leader.index:
+        return True
+    if probe.state != "FOLLOWER" or probe.committed_index is None or leader.committed_index is None:
+        return False
+    return leader.committed_index - probe.committed_index <= settings.catch_up_entries
+
+
+def plan_roll(
+    nodes: Sequence[RollNode],
+    update_revision: str,
+    *,
+    quorum_ready: bool,
+    waiting_since: datetime | None,
+    now: datetime,
+    settings: RollSettings | None = None,
+) -> RollPlan:
+    """The next step of a roll to ``update_revision``; ``waiting_since`` is when the current wait for
+    a node to come back began (kept by the caller), None when there is no such wait."""
+    settings = settings or RollSettings()
+    ordered = sorted(nodes, key=lambda n: n.index)
+    done = tuple(n.index for n in ordered if n.revision == update_revision and not n.deleting)
+    to_do = tuple(n.index for n in ordered if n.index not in done)
+    if not to_do:
+        return RollPlan(RollAction.DONE, None, f"every node runs revision {update_revision}", done, to_do)
+
+    leaders = [n.probe for n in ordered if n.probe.state == "LEADER"]
+    leader = leaders[0] if len(leaders) == 1 else None
+    caught_up = {n.index for n in ordered if _caught_up(n, leader, settings)}
+    # A node already restarted (current revision, or being replaced) that is not back holds the roll.
+    coming_back = [n.index for n in ordered if (n.index in done or n.deleting) and n.index not in caught_up]
+    if coming_back:
+        names = ", ".join(map(str, coming_back))
+        waited = (now - waiting_since).total_seconds() if waiting_since is not None else 0.0
+        if waited >= settings.back_within_seconds:
+            return RollPlan(
+                RollAction.PAUSE,
+                coming_back[0],
+                f"paused: node(s) {names} did not come back within {settings.back_within_seconds:.0f} s "
+                "(Ready, following the leader, caught up); the roll goes on once they are",
+                done,
+                to_do,
+            )
+        return RollPlan(
+            RollAction.WAIT, coming_back[0], f"waiting for node(s) {names} to come back", done, to_do
+        )
+    if not quorum_ready or leader is None:
+        return RollPlan(
+            RollAction.WAIT, None, "no node is restarted while the cluster is not QuorumReady", done, to_do
+        )
+
+    outdated = [n for n in ordered if n.index in to_do]
+    lagging = [n for n in outdated if n.index not in caught_up]
+    if lagging:
+        node = lagging[0].index
+        return RollPlan(
+            RollAction.RESTART, node, f"restarting node {node} first: it is not caught up anyway", done, to_do
+        )
+    if len(ordered) == 1:
+        return RollPlan(
+            RollAction.RESTART,
+            ordered[0].index,
+            f"restarting node {ordered[0].index}: a single node has nobody to hand over to, and the cluster "
+            "is unavailable until it is back",
+            done,
+            to_do,
+        )
+    # Every node is caught up by now (one that is not is coming back or goes first); kept as the rule.
+    if len(caught_up) - 1 < majority(len(ordered)):
+        return RollPlan(
+            RollAction.WAIT,
+            None,
+            f"only {len(caught_up)} of {len(ordered)} nodes are caught up: restarting one would leave "
+            "less than a majority",
+            done,
+            to_do,
+        )
+    followers = [n for n in outdated if n.index != leader.index]
+    if followers:
+        node = followers[0].index
+        return RollPlan(RollAction.RESTART, node, f"restarting follower {node}", done, to_do)
+    # Only the leader is left: hand leadership to the most advanced caught-up follower first.
+    candidates = [n.probe for n in ordered if n.index in caught_up and n.index != leader.index]
+    successor = max(candidates, key=lambda p: (p.committed_index or 0, -p.index))
+    return RollPlan(
+        RollAction.HAND_OVER,
+        successor.index,
+        f"asking node {successor.index} to take over from leader {leader.index} before it is restarted",
+        done,
+        to_do,
+    )

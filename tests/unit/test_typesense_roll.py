@@ -1,0 +1,134 @@
+"""The roll planner (typesense_operator.quorum.roll), row by row: order, hand-over, gating, pause."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from typesense_operator.quorum.decide import NodeProbe
+from typesense_operator.quorum.roll import RollAction, RollNode, RollSettings, plan_roll
+
+NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+OLD, NEW = "rev-old", "rev-new"
+
+
+def node(
+    index: int,
+    revision: str | None = OLD,
+    state: str | None = "FOLLOWER",
+    committed: int = 1000,
+    *,
+    ready: bool = True,
+    deleting: bool = False,
+) -> RollNode:
+    probe = NodeProbe(index=index, reachable=state is not None, state=state, committed_index=committed)
+    return RollNode(probe, revision, ready=ready, deleting=deleting)
+
+
+def plan(nodes: list[RollNode], *, quorum_ready: bool = True, waiting: float | None = None):  # type: ignore[no-untyped-def]
+    since = None if waiting is None else NOW - timedelta(seconds=waiting)
+    return plan_roll(
+        nodes, NEW, quorum_ready=quorum_ready, waiting_since=since, now=NOW, settings=RollSettings()
+    )
+
+
+@pytest.mark.parametrize(
+    ("nodes", "action", "target"),
+    [
+        pytest.param(
+            [node(0, NEW, "LEADER"), node(1, NEW), node(2, NEW)], RollAction.DONE, None, id="all new"
+        ),
+        pytest.param(
+            [node(0, state="LEADER"), node(1), node(2)], RollAction.RESTART, 1, id="a follower first"
+        ),
+        pytest.param(
+            [node(0, NEW, "LEADER"), node(1), node(2, NEW)], RollAction.RESTART, 1, id="the last follower"
+        ),
+        pytest.param(
+            [node(0, state="LEADER"), node(1, NEW), node(2, NEW, committed=1500)],
+            RollAction.HAND_OVER,
+            2,
+            id="only the leader left: the most advanced follower takes over",
+        ),
+        pytest.param(
+            [node(0, state="FOLLOWER"), node(1, NEW), node(2, NEW, "LEADER")],
+            RollAction.RESTART,
+            0,
+            id="the old leader follows now: restarted",
+        ),
+        pytest.param(
+            [node(0, state="LEADER"), node(1, NEW, ready=False), node(2)],
+            RollAction.WAIT,
+            1,
+            id="a restarted node not Ready yet",
+        ),
+        pytest.param(
+            [node(0, state="LEADER"), node(1, NEW, committed=200), node(2)],
+            RollAction.WAIT,
+            1,
+            id="a restarted node that answers /health but is behind the leader",
+        ),
+        pytest.param(
+            [node(0, state="LEADER"), node(1, deleting=True), node(2)],
+            RollAction.WAIT,
+            1,
+            id="a pod being replaced",
+        ),
+        pytest.param(
+            [node(0, state="LEADER"), node(1), node(2, state=None, ready=False)],
+            RollAction.RESTART,
+            2,
+            id="an outdated node that is down already goes first",
+        ),
+        pytest.param(
+            [node(0, state="LEADER"), node(1, committed=10), node(2)],
+            RollAction.RESTART,
+            1,
+            id="an outdated node that lags goes first",
+        ),
+    ],
+)
+def test_the_next_step_of_a_roll(nodes: list[RollNode], action: RollAction, target: int | None) -> None:
+    step = plan(nodes)
+    assert (step.action, step.node) == (action, target), step.message
+
+
+def test_nothing_is_restarted_while_the_cluster_is_not_quorum_ready() -> None:
+    step = plan([node(0, state="LEADER"), node(1), node(2)], quorum_ready=False)
+    assert step.action is RollAction.WAIT
+    assert "not QuorumReady" in step.message
+    leaderless = plan([node(0), node(1), node(2)])
+    assert leaderless.action is RollAction.WAIT
+
+
+def test_a_single_node_is_restarted_as_it_is_with_the_cost_in_the_message() -> None:
+    step = plan([node(0, state="LEADER")])
+    assert (step.action, step.node) == (RollAction.RESTART, 0)
+    assert "unavailable until it is back" in step.message
+
+
+def test_no_hand_over_to_a_follower_that_is_behind() -> None:
+    nodes = [
+        node(0, state="LEADER", committed=5000),
+        node(1, NEW, committed=4950),
+        node(2, NEW, committed=4990),
+    ]
+    step = plan(nodes)
+    assert (step.action, step.node) == (RollAction.HAND_OVER, 2)
+
+
+def test_a_node_that_does_not_come_back_pauses_the_roll_with_the_reason() -> None:
+    nodes = [node(0, state="LEADER"), node(1, NEW, ready=False), node(2)]
+    assert plan(nodes, waiting=299).action is RollAction.WAIT
+    paused = plan(nodes, waiting=300)
+    assert paused.action is RollAction.PAUSE
+    assert "node(s) 1 did not come back within 300 s" in paused.message
+    back = plan([node(0, state="LEADER"), node(1, NEW), node(2)], waiting=400)
+    assert (back.action, back.node) == (RollAction.RESTART, 2), "resumed once it is back"
+
+
+def test_progress_names_the_nodes_done_and_to_do() -> None:
+    step = plan([node(0, state="LEADER"), node(1, NEW), node(2)])
+    assert step.done == (1,)
+    assert step.to_do == (0, 2)
