@@ -63,6 +63,7 @@ from operator_core.memory import trim_after_work
 from operator_core.reconciling import (
     ConditionBook,
     References,
+    Stopped,
     Wakeups,
     connect,
     reconcile_gate,
@@ -350,7 +351,9 @@ class Operator:
                 namespace,
                 reconcile_object,
                 wakeups,
-                stopped,
+                # kopf stops its daemons while its clean-up runs, which closes the client: a reconcile
+                # in flight then fails on a closed client, and must end quietly, not with a traceback.
+                _Either(stopped, self._stopping_flag),
                 logger=self._logger,
                 gate=memo.gate,
                 references=references,
@@ -409,6 +412,24 @@ class _Flag:
 
     async def wait(self) -> None:
         await self._event.wait()
+
+
+class _Either:
+    """Stopped once either of two stop flags is."""
+
+    def __init__(self, first: Stopped, second: Stopped) -> None:
+        self._flags = (first, second)
+
+    def __bool__(self) -> bool:
+        return any(self._flags)
+
+    async def wait(self) -> None:
+        waiters = [asyncio.ensure_future(flag.wait()) for flag in self._flags]
+        try:
+            await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiter in waiters:
+                waiter.cancel()
 
 
 FINALIZED = -1.0
