@@ -47,9 +47,9 @@ def plan(nodes: list[RollNode], *, quorum_ready: bool = True, waiting: float | N
         ),
         pytest.param(
             [node(0, state="LEADER"), node(1, NEW), node(2, NEW, committed=1500)],
-            RollAction.HAND_OVER,
-            2,
-            id="only the leader left: the most advanced follower takes over",
+            RollAction.RESTART,
+            0,
+            id="only the leader left: it goes last",
         ),
         pytest.param(
             [node(0, state="FOLLOWER"), node(1, NEW), node(2, NEW, "LEADER")],
@@ -108,14 +108,14 @@ def test_a_single_node_is_restarted_as_it_is_with_the_cost_in_the_message() -> N
     assert "unavailable until it is back" in step.message
 
 
-def test_no_hand_over_to_a_follower_that_is_behind() -> None:
+def test_the_leader_waits_for_a_follower_that_is_behind() -> None:
     nodes = [
         node(0, state="LEADER", committed=5000),
-        node(1, NEW, committed=4950),
+        node(1, NEW, committed=4800),
         node(2, NEW, committed=4990),
     ]
     step = plan(nodes)
-    assert (step.action, step.node) == (RollAction.HAND_OVER, 2)
+    assert (step.action, step.node) == (RollAction.WAIT, 1)
 
 
 def test_a_node_that_does_not_come_back_pauses_the_roll_with_the_reason() -> None:

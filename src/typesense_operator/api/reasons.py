@@ -20,6 +20,8 @@ class ConditionType(StrEnum):
     """Every child object was applied on the last reconcile (set by the shared apply-report-prune step)."""
     METRICS_READY = "MetricsReady"
     """The PodMonitor exists, or metrics are not requested."""
+    PROGRESSING = "Progressing"
+    """A change that needs new pods is being rolled, one node at a time (False once every node runs it)."""
     STORAGE_READY = "StorageReady"
     """Every node's volume has the size spec.storage.size asks for, or is being grown to it."""
 
@@ -50,5 +52,7 @@ class EventReason(StrEnum):
     QUORUM_SURVIVOR_RESTARTED = "QuorumSurvivorRestarted"
     QUORUM_MEMBER_FENCED = "QuorumMemberFenced"
     QUORUM_SURGERY_HELD = "QuorumSurgeryHeld"
+    NODE_RESTARTED = "NodeRestarted"
+    ROLL_PAUSED = "RollPaused"
     STORAGE_EXPANDED = "StorageExpanded"
     STORAGE_NOT_EXPANDABLE = "StorageNotExpandable"

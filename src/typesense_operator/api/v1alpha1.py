@@ -230,6 +230,19 @@ class QuorumStatus(ApiModel):
     """The last quorum step taken: Downgrade, Upgrade, RestartSurvivor, or NeedsIntervention."""
 
 
+class RollStatus(ApiModel):
+    """A change that needs new pods, rolled by the operator one node at a time."""
+
+    update_revision: str | None = None
+    """The StatefulSet revision every node is rolled to."""
+    done: list[int] | None = None
+    """Pod ordinals that run the update revision."""
+    to_do: list[int] | None = None
+    """Pod ordinals still to restart."""
+    waiting_since: datetime | None = None
+    """Since when the roll has waited for a restarted node to come back (it pauses after a timeout)."""
+
+
 class TypesenseClusterStatus(ApiModel):
     """The observed state of the cluster, written only by the operator."""
 
@@ -248,6 +261,8 @@ class TypesenseClusterStatus(ApiModel):
     """One word for the cluster's state, for printer columns."""
     quorum: QuorumStatus | None = None
     """Quorum health and recovery bookkeeping."""
+    roll: RollStatus | None = None
+    """The roll of the last change that needed new pods."""
 
 
 # raft rejects a peer address ({name}-sts-{i}.{name}-sts-svc:{peering}:{api}) longer than 64 characters.

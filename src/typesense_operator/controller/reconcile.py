@@ -22,6 +22,7 @@ import secrets
 import string
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from operator_core import errors
@@ -43,9 +44,14 @@ from typesense_operator.api import TYPESENSE_CLUSTER
 from typesense_operator.api.reasons import ConditionType, EventReason
 from typesense_operator.controller.settings import TypesenseSettings
 from typesense_operator.controller.status import ready_condition, status_patch
-from typesense_operator.quorum.decide import Action, Plan, QuorumSettings, decide
-from typesense_operator.quorum.probe import NodeAddressing, NodeTarget, probe_nodes
+from typesense_operator.quorum.decide import Action, NodeProbe, Plan, QuorumSettings, decide
+from typesense_operator.quorum.probe import (
+    NodeAddressing,
+    NodeTarget,
+    probe_nodes,
+)
 from typesense_operator.quorum.record import record_from_status, status_from_plan
+from typesense_operator.quorum.roll import RollAction, RollNode, plan_roll
 from typesense_operator.resources import (
     API_KEY_DATA_KEY,
     CLAIM_TEMPLATE_NAME,
@@ -61,6 +67,10 @@ from typesense_operator.resources import (
 
 __all__ = ["Outcome", "Scope", "reconcile"]
 
+REVISION_LABEL = "controller-revision-hash"
+"""The StatefulSet controller's label on each pod: the revision it was made from."""
+ROLL_LOOK_SECONDS = 2.0
+"""How soon a cluster in the middle of a roll looks again: for a node catching up, which no watch tells."""
 CRD_RECHECK_SECONDS = 15.0
 """How often a cluster that wants a PodMonitor looks for its CRD again: nothing we watch tells when
 Prometheus Operator is installed."""
@@ -101,8 +111,17 @@ class Scope:
     claim_size: str | None = None
     """The size the StatefulSet's claim template keeps (None: the spec's)."""
 
+    nodes: list[tuple[NodeTarget, NodeProbe, dict[str, Any]]] = field(default_factory=list)
+    """Each node's target, probe and pod, as this reconcile's quorum step saw them."""
+    roll: dict[str, Any] | None = None
+    """status.roll as this reconcile leaves it (None: as it was)."""
+    rolling: bool = False
+    """A roll is under way: the next look comes soon (the pods' changes wake the cluster too)."""
+
     @property
     def requeue_after(self) -> float:
+        if self.rolling:
+            return min(self._next_look, ROLL_LOOK_SECONDS)
         if self.waiting_for_user:
             return WAIT_FOR_CHANGE
         if self.waiting_for_crd:
@@ -217,11 +236,12 @@ async def manage_quorum(scope: Scope) -> Outcome:
     cluster = scope.cluster
     assert scope.api_key is not None
     pods = await scope.kube.list("v1", "Pod", cluster.namespace, labels=cluster.labels("node"))
-    targets = []
+    targets, target_pods = [], []
     for pod in pods:
         index = _ordinal(pod, cluster.statefulset_name)
         if index is None or pod["metadata"].get("deletionTimestamp"):
             continue
+        target_pods.append(pod)
         targets.append(
             NodeTarget(
                 index=index,
@@ -250,6 +270,7 @@ async def manage_quorum(scope: Scope) -> Outcome:
         probes, cluster.spec.replicas, record_from_status(scope.obj.get("status")), utcnow(), settings
     )
     scope.plan, scope.members = plan, plan.members
+    scope.nodes = list(zip(targets, probes, target_pods, strict=True))
     scope.nodes_answered = any(probe.reachable for probe in probes)
     scope.nodes_addressable = any(target.pod_ip for target in targets)
     scope.quorum = status_from_plan(plan, previous)
@@ -429,6 +450,74 @@ async def apply_children(scope: Scope) -> Outcome:
     return Outcome.CONTINUE
 
 
+async def roll_nodes(scope: Scope) -> Outcome:
+    """Take the roll planner's next step (quorum/roll.py) towards the StatefulSet's update revision.
+
+    The StatefulSet's update strategy is OnDelete: a new pod template reaches a node only when this
+    step deletes its pod. Everything it decides from comes from observations (each pod's revision,
+    the probes), so a restarted operator resumes a roll where it stopped; status.roll keeps only
+    since when it has waited for a node, for the pause.
+    """
+    cluster, kube = scope.cluster, scope.kube
+    sts = await kube.get("apps/v1", "StatefulSet", cluster.statefulset_name, cluster.namespace)
+    status = (sts or {}).get("status") or {}
+    revision = status.get("updateRevision")
+    if sts is None or not revision or status.get("observedGeneration") != sts["metadata"].get("generation"):
+        return (
+            Outcome.CONTINUE
+        )  # the StatefulSet controller has not seen the template yet; its status wakes us
+    seen = {target.index: (probe, pod) for target, probe, pod in scope.nodes}
+    nodes = []
+    for index in range(cluster.spec.replicas):
+        if index in seen:
+            probe, pod = seen[index]
+            labels = pod["metadata"].get("labels") or {}
+            nodes.append(RollNode(probe, labels.get(REVISION_LABEL), ready=reports_true(pod)))
+        else:  # no pod, or one being deleted: on its way back
+            nodes.append(RollNode(NodeProbe(index=index, reachable=False), None, deleting=True))
+    previous = ((scope.obj.get("status") or {}).get("roll")) or {}
+    waited = previous.get("waitingSince") if previous.get("updateRevision") == revision else None
+    waiting_since = datetime.fromisoformat(waited.replace("Z", "+00:00")) if waited else None
+    now = utcnow()
+    outdated = any(node.revision not in (None, revision) for node in nodes)
+    # A roll under way goes on until its last restarted node is back; otherwise a missing pod is only
+    # one the StatefulSet controller is about to make, from the update revision.
+    under_way = previous.get("updateRevision") == revision and bool(previous.get("toDo"))
+    step = None
+    if outdated or under_way:
+        quorum_ready = scope.plan is not None and scope.plan.ready
+        step = plan_roll(nodes, revision, quorum_ready=quorum_ready, waiting_since=waiting_since, now=now)
+    if step is None or step.action is RollAction.DONE:
+        scope.roll = {"updateRevision": revision}
+        await scope.set_condition(
+            ConditionType.PROGRESSING, "False", "UpToDate", f"every node runs revision {revision}"
+        )
+        return Outcome.CONTINUE
+    scope.rolling = True
+    coming_back = step.action in (RollAction.WAIT, RollAction.PAUSE) and step.node is not None
+    since = (waiting_since or now) if coming_back else None
+    if step.action is RollAction.RESTART and step.node is not None:
+        pod_name = cluster.pod_name(step.node)
+        await kube.delete("v1", "Pod", pod_name, cluster.namespace)
+        await scope.event(
+            "Normal", EventReason.NODE_RESTARTED, f"{step.message} (pod {pod_name}) for revision {revision}"
+        )
+        since = now
+    done, to_do = ", ".join(map(str, step.done)) or "none", ", ".join(map(str, step.to_do))
+    progress = f"rolling to revision {revision}: done {done}; to do {to_do}. {step.message}"
+    if step.action is RollAction.PAUSE:
+        await scope.set_condition(
+            ConditionType.PROGRESSING, "False", "RollPaused", progress, warn=EventReason.ROLL_PAUSED
+        )
+    else:
+        await scope.set_condition(ConditionType.PROGRESSING, "True", "Rolling", progress)
+    # Keys left out are removed (a merge patch); a None here would be written again on every reconcile.
+    scope.roll = {"updateRevision": revision, "done": list(step.done), "toDo": list(step.to_do)}
+    if since is not None:
+        scope.roll["waitingSince"] = since.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return Outcome.CONTINUE
+
+
 async def observe_nodes(scope: Scope) -> Outcome:
     cluster = scope.cluster
     statefulset = await scope.kube.get("apps/v1", "StatefulSet", cluster.statefulset_name, cluster.namespace)
@@ -444,6 +533,7 @@ STEPS: tuple[Step, ...] = (
     plan_pod_monitor,
     grow_storage,
     apply_children,
+    roll_nodes,
     observe_nodes,
 )
 
@@ -480,6 +570,7 @@ async def _write_status(scope: Scope, completed: bool) -> None:
         scope.book.conditions,
         scope.observed,
         quorum=scope.quorum,
+        roll=scope.roll,
         generation=scope.obj["metadata"].get("generation") if completed else None,
     )
     await write_status(scope.kube, TYPESENSE_CLUSTER, scope.obj, patch)

@@ -56,6 +56,7 @@ def status_patch(
     observed: Mapping[str, int],
     *,
     quorum: Mapping[str, Any] | None = None,
+    roll: Mapping[str, Any] | None = None,
     generation: int | None,
 ) -> dict[str, Any]:
     """The merge patch from ``current`` status to the new one; empty when nothing changed.
@@ -72,6 +73,8 @@ def status_patch(
         desired["readyReplicas"] = observed.get("readyReplicas", 0)
     if quorum:
         desired["quorum"] = dict(quorum)
+    if roll:
+        desired["roll"] = dict(roll)
     if generation is not None:
         desired["observedGeneration"] = generation
     # Fields this function does not own stay as they are; the ones it owns follow exactly.

@@ -8,9 +8,11 @@ A StatefulSet's own rolling update sees readiness only. This planner sees raft:
   ``catch_up_entries`` of the leader's);
 - an outdated node that is not caught up goes first: restarting it costs no caught-up node;
 - a caught-up node is restarted only if a majority stays caught up without it;
-- followers before the leader; the leader is not restarted while it leads: an up-to-date follower is
-  asked to take over first (``POST /operations/vote`` on that follower), and the old leader is
-  restarted once it follows;
+- followers before the leader, and the leader last, once every follower runs the new revision and
+  is caught up: raft then elects one of them within its election timeout. Typesense's
+  ``POST /operations/vote`` cannot hand leadership over first: on typesense-server 0.24.1 it calls
+  braft's ``Node::vote``, which only resets the follower's election timer, and no election starts
+  while the leader's heartbeats arrive (tried: "Triggered vote. Ok? 1", and the leader unchanged);
 - a node that does not come back within ``back_within_seconds`` pauses the roll, with the reason.
 
 Its inputs are observations only (each pod's revision against the StatefulSet's update revision, and
@@ -36,8 +38,6 @@ class RollAction(StrEnum):
     """A node is coming back, or the cluster is not QuorumReady: look again soon."""
     RESTART = "Restart"
     """Delete this node's pod: the StatefulSet makes it again from the update revision."""
-    HAND_OVER = "HandOver"
-    """Ask this up-to-date follower to stand for election, so that the outdated leader can go."""
     PAUSE = "Pause"
     """A node did not come back in time: nothing more is restarted until it does."""
 
@@ -71,7 +71,7 @@ class RollSettings:
 class RollPlan:
     action: RollAction
     node: int | None
-    """The node to restart, or to hand leadership to."""
+    """The node to restart, or the one waited for."""
     message: str
     done: tuple[int, ...]
     """Nodes that run the update revision."""
@@ -88,6 +88,17 @@ def _caught_up(node: RollNode, leader: NodeProbe | None, settings: RollSettings)
     if probe.state != "FOLLOWER" or probe.committed_index is None or leader.committed_index is None:
         return False
     return leader.committed_index - probe.committed_index <= settings.catch_up_entries
+
+
+def _not_caught_up(node: RollNode, leader: NodeProbe) -> str:
+    probe = node.probe
+    if not node.ready:
+        return "its pod is not Ready"
+    if not probe.reachable:
+        return "it does not answer"
+    if probe.state != "FOLLOWER":
+        return f"its raft state is {probe.state}"
+    return f"committed index {probe.committed_index}, the leader's {leader.committed_index}"
 
 
 def plan_roll(
@@ -136,16 +147,21 @@ def plan_roll(
     outdated = [n for n in ordered if n.index in to_do]
     lagging = [n for n in outdated if n.index not in caught_up]
     if lagging:
-        node = lagging[0].index
+        first = lagging[0]
+        why = _not_caught_up(first, leader)
         return RollPlan(
-            RollAction.RESTART, node, f"restarting node {node} first: it is not caught up anyway", done, to_do
+            RollAction.RESTART,
+            first.index,
+            f"restarting node {first.index} first: it is not caught up anyway ({why})",
+            done,
+            to_do,
         )
     if len(ordered) == 1:
         return RollPlan(
             RollAction.RESTART,
             ordered[0].index,
-            f"restarting node {ordered[0].index}: a single node has nobody to hand over to, and the cluster "
-            "is unavailable until it is back",
+            f"restarting node {ordered[0].index}: a single node has no follower to take over, and the "
+            "cluster is unavailable until it is back",
             done,
             to_do,
         )
@@ -163,13 +179,11 @@ def plan_roll(
     if followers:
         node = followers[0].index
         return RollPlan(RollAction.RESTART, node, f"restarting follower {node}", done, to_do)
-    # Only the leader is left: hand leadership to the most advanced caught-up follower first.
-    candidates = [n.probe for n in ordered if n.index in caught_up and n.index != leader.index]
-    successor = max(candidates, key=lambda p: (p.committed_index or 0, -p.index))
+    # Only the leader is left, and every follower is caught up: raft elects one of them.
     return RollPlan(
-        RollAction.HAND_OVER,
-        successor.index,
-        f"asking node {successor.index} to take over from leader {leader.index} before it is restarted",
+        RollAction.RESTART,
+        leader.index,
+        f"restarting leader {leader.index} last: raft elects one of the caught-up followers",
         done,
         to_do,
     )

@@ -252,6 +252,8 @@ def build_statefulset(
             "serviceName": cluster.headless_service_name,
             # Raft needs its peers up together to elect a leader; ordered start would deadlock.
             "podManagementPolicy": "Parallel",
+            # The operator rolls a new template itself, node by node, seeing raft (quorum/roll.py).
+            "updateStrategy": {"type": "OnDelete"},
             "selector": {"matchLabels": cluster.selector(NODE)},
             "persistentVolumeClaimRetentionPolicy": {"whenDeleted": "Retain", "whenScaled": "Retain"},
             "template": {"metadata": template_metadata, "spec": pod_spec},
