@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from typesense_operator.quorum.decide import NodeProbe
+from typesense_operator.quorum.record import roll_status, roll_under_way, roll_waiting_since
 from typesense_operator.quorum.roll import RollAction, RollNode, RollSettings, plan_roll
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
@@ -132,3 +133,20 @@ def test_progress_names_the_nodes_done_and_to_do() -> None:
     step = plan([node(0, state="LEADER"), node(1, NEW), node(2)])
     assert step.done == (1,)
     assert step.to_do == (0, 2)
+
+
+def test_the_roll_bookkeeping_round_trips_through_the_status_and_leaves_unset_fields_out() -> None:
+    waiting = plan([node(0, state="LEADER"), node(1, NEW, ready=False), node(2)], waiting=10)
+    wire = roll_status(NEW, waiting, NOW)
+    assert wire == {
+        "updateRevision": NEW,
+        "done": [1],
+        "toDo": [0, 2],
+        "waitingSince": "2026-01-01T12:00:00Z",
+    }
+    status = {"roll": wire}
+    assert roll_waiting_since(status, NEW) == NOW
+    assert roll_waiting_since(status, "another") is None
+    assert roll_under_way(status, NEW)
+    assert roll_status(NEW, None, None) == {"updateRevision": NEW}, "no None to rewrite on every reconcile"
+    assert not roll_under_way({"roll": roll_status(NEW, None, None)}, NEW)

@@ -22,7 +22,6 @@ import secrets
 import string
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
 from operator_core import errors
@@ -45,12 +44,14 @@ from typesense_operator.api.reasons import ConditionType, EventReason
 from typesense_operator.controller.settings import TypesenseSettings
 from typesense_operator.controller.status import ready_condition, status_patch
 from typesense_operator.quorum.decide import Action, NodeProbe, Plan, QuorumSettings, decide
-from typesense_operator.quorum.probe import (
-    NodeAddressing,
-    NodeTarget,
-    probe_nodes,
+from typesense_operator.quorum.probe import NodeAddressing, NodeTarget, probe_nodes
+from typesense_operator.quorum.record import (
+    record_from_status,
+    roll_status,
+    roll_under_way,
+    roll_waiting_since,
+    status_from_plan,
 )
-from typesense_operator.quorum.record import record_from_status, status_from_plan
 from typesense_operator.quorum.roll import RollAction, RollNode, plan_roll
 from typesense_operator.resources import (
     API_KEY_DATA_KEY,
@@ -463,9 +464,8 @@ async def roll_nodes(scope: Scope) -> Outcome:
     status = (sts or {}).get("status") or {}
     revision = status.get("updateRevision")
     if sts is None or not revision or status.get("observedGeneration") != sts["metadata"].get("generation"):
-        return (
-            Outcome.CONTINUE
-        )  # the StatefulSet controller has not seen the template yet; its status wakes us
+        # The StatefulSet controller has not seen the template yet: its status change wakes the cluster.
+        return Outcome.CONTINUE
     seen = {target.index: (probe, pod) for target, probe, pod in scope.nodes}
     nodes = []
     for index in range(cluster.spec.replicas):
@@ -475,20 +475,17 @@ async def roll_nodes(scope: Scope) -> Outcome:
             nodes.append(RollNode(probe, labels.get(REVISION_LABEL), ready=reports_true(pod)))
         else:  # no pod, or one being deleted: on its way back
             nodes.append(RollNode(NodeProbe(index=index, reachable=False), None, deleting=True))
-    previous = ((scope.obj.get("status") or {}).get("roll")) or {}
-    waited = previous.get("waitingSince") if previous.get("updateRevision") == revision else None
-    waiting_since = datetime.fromisoformat(waited.replace("Z", "+00:00")) if waited else None
+    waiting_since = roll_waiting_since(scope.obj.get("status"), revision)
     now = utcnow()
     outdated = any(node.revision not in (None, revision) for node in nodes)
+    step = None
     # A roll under way goes on until its last restarted node is back; otherwise a missing pod is only
     # one the StatefulSet controller is about to make, from the update revision.
-    under_way = previous.get("updateRevision") == revision and bool(previous.get("toDo"))
-    step = None
-    if outdated or under_way:
+    if outdated or roll_under_way(scope.obj.get("status"), revision):
         quorum_ready = scope.plan is not None and scope.plan.ready
         step = plan_roll(nodes, revision, quorum_ready=quorum_ready, waiting_since=waiting_since, now=now)
     if step is None or step.action is RollAction.DONE:
-        scope.roll = {"updateRevision": revision}
+        scope.roll = roll_status(revision, None, None)
         await scope.set_condition(
             ConditionType.PROGRESSING, "False", "UpToDate", f"every node runs revision {revision}"
         )
@@ -511,10 +508,7 @@ async def roll_nodes(scope: Scope) -> Outcome:
         )
     else:
         await scope.set_condition(ConditionType.PROGRESSING, "True", "Rolling", progress)
-    # Keys left out are removed (a merge patch); a None here would be written again on every reconcile.
-    scope.roll = {"updateRevision": revision, "done": list(step.done), "toDo": list(step.to_do)}
-    if since is not None:
-        scope.roll["waitingSince"] = since.strftime("%Y-%m-%dT%H:%M:%SZ")
+    scope.roll = roll_status(revision, step, since)
     return Outcome.CONTINUE
 
 

@@ -1,4 +1,5 @@
-"""The quorum record in and out of the cluster's status (``status.quorum``). Pure."""
+"""The quorum record and the roll's bookkeeping in and out of the cluster's status (``status.quorum``,
+``status.roll``). Pure."""
 
 from __future__ import annotations
 
@@ -6,8 +7,15 @@ from datetime import datetime
 from typing import Any
 
 from typesense_operator.quorum.decide import Action, Plan, QuorumRecord
+from typesense_operator.quorum.roll import RollAction, RollPlan
 
-__all__ = ["record_from_status", "status_from_plan"]
+__all__ = [
+    "record_from_status",
+    "roll_status",
+    "roll_under_way",
+    "roll_waiting_since",
+    "status_from_plan",
+]
 
 
 def _time(value: Any) -> datetime | None:
@@ -45,5 +53,32 @@ def status_from_plan(plan: Plan, previous: dict[str, Any] | None) -> dict[str, A
         "downgradedAt": _wire_time(record.downgraded_at),
         "survivorRestarted": record.survivor_restarted or None,
         "lastAction": last_action,
+    }
+    return {key: value for key, value in fields.items() if value is not None}
+
+
+def roll_waiting_since(status: dict[str, Any] | None, revision: str) -> datetime | None:
+    """Since when the roll to ``revision`` has waited for a restarted node (``status.roll``); None when
+    it does not wait, or the status speaks of another revision."""
+    roll = (status or {}).get("roll") or {}
+    return _time(roll.get("waitingSince")) if roll.get("updateRevision") == revision else None
+
+
+def roll_under_way(status: dict[str, Any] | None, revision: str) -> bool:
+    """Whether ``status.roll`` says a roll to ``revision`` still has nodes to do."""
+    roll = (status or {}).get("roll") or {}
+    return roll.get("updateRevision") == revision and bool(roll.get("toDo"))
+
+
+def roll_status(revision: str, step: RollPlan | None, waiting_since: datetime | None) -> dict[str, Any]:
+    """``status.roll`` after ``step`` (None: nothing to roll), unset fields left out: a merge patch
+    removes them, where a None would be written again on every reconcile."""
+    if step is None or step.action is RollAction.DONE:
+        return {"updateRevision": revision}
+    fields: dict[str, Any] = {
+        "updateRevision": revision,
+        "done": list(step.done),
+        "toDo": list(step.to_do),
+        "waitingSince": _wire_time(waiting_since),
     }
     return {key: value for key, value in fields.items() if value is not None}
