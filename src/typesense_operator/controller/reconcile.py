@@ -52,7 +52,7 @@ from typesense_operator.quorum.record import (
     roll_waiting_since,
     status_from_plan,
 )
-from typesense_operator.quorum.roll import RollAction, RollNode, plan_roll
+from typesense_operator.quorum.roll import RollAction, RollNode, RollSettings, plan_roll
 from typesense_operator.resources import (
     API_KEY_DATA_KEY,
     CLAIM_TEMPLATE_NAME,
@@ -483,7 +483,17 @@ async def roll_nodes(scope: Scope) -> Outcome:
     # one the StatefulSet controller is about to make, from the update revision.
     if outdated or roll_under_way(scope.obj.get("status"), revision):
         quorum_ready = scope.plan is not None and scope.plan.ready
-        step = plan_roll(nodes, revision, quorum_ready=quorum_ready, waiting_since=waiting_since, now=now)
+        step = plan_roll(
+            nodes,
+            revision,
+            quorum_ready=quorum_ready,
+            waiting_since=waiting_since,
+            now=now,
+            settings=RollSettings(
+                catch_up_entries=scope.settings.roll_catch_up_entries,
+                back_within_seconds=scope.settings.roll_back_within_seconds,
+            ),
+        )
     if step is None or step.action is RollAction.DONE:
         scope.roll = roll_status(revision, None, None)
         await scope.set_condition(
@@ -495,7 +505,11 @@ async def roll_nodes(scope: Scope) -> Outcome:
     since = (waiting_since or now) if coming_back else None
     if step.action is RollAction.RESTART and step.node is not None:
         pod_name = cluster.pod_name(step.node)
-        await kube.delete("v1", "Pod", pod_name, cluster.namespace)
+        # A node that answers nothing (hung) cannot shut down cleanly: its pod's own grace would only
+        # be waited out.
+        silent = step.node not in seen or not seen[step.node][0].reachable
+        grace = scope.settings.stuck_pod_grace_seconds if silent else None
+        await kube.delete("v1", "Pod", pod_name, cluster.namespace, grace_period=grace)
         await scope.event(
             "Normal", EventReason.NODE_RESTARTED, f"{step.message} (pod {pod_name}) for revision {revision}"
         )

@@ -23,13 +23,19 @@ class TypesenseSettings:
     loading_limit_seconds: float = 600.0
     """How long members that are still loading their data may hold the countdown."""
     stuck_pod_grace_seconds: int = 5
-    """The termination grace of a pod the quorum reconciler deletes: a fenced silent member, or a
-    survivor that elected no leader.
+    """The termination grace of a pod the operator deletes that cannot shut down cleanly: a fenced
+    silent member, a survivor that elected no leader, or a node a roll restarts while it answers
+    nothing.
 
     Neither can shut down cleanly: a silent member answers nothing, and a typesense-server 0.24.1
     whose raft thread is stuck in an HTTP call to a hung peer never finishes its shutdown, so the
     pod's own grace (60 s) would only be waited out. Neither accepts writes then, and what they
     wrote before is in the page cache, which a SIGKILL keeps."""
+    roll_back_within_seconds: float = 300.0
+    """How long a node the roll restarted may take to come back (Ready, following the leader, caught
+    up) before the roll pauses with a Warning; it goes on by itself once the node is back."""
+    roll_catch_up_entries: int = 100
+    """How far behind the leader's committed index a node may be and still count as caught up."""
     probe_timeout: float = 2.0
     """Seconds before one /status or /health request is given up."""
     probe_concurrency: int = 8
