@@ -32,7 +32,6 @@ import functools
 import json
 import tempfile
 from collections.abc import Awaitable, Callable, Sequence
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -69,21 +68,9 @@ async def _report(cluster: TypesenseCluster, recovery: Recovery, counted: dict[s
         "acknowledged_writes": len(recovery.acknowledged),
         "acknowledged_missing_after": max((len(lost) for lost in missing.values()), default=0),
         "events": added,
-        "timeline": await _timeline(cluster, recovery.fault_at),
+        "timeline": await cluster.timeline(recovery.fault_at),
         "writes": recovery.writes,
     }
-
-
-async def _timeline(cluster: TypesenseCluster, fault_at: float) -> list[dict[str, Any]]:
-    """The operator's Events about the cluster after the fault, in seconds from it."""
-    moments = []
-    for event in await cluster.kube.list("v1", "Event", cluster.namespace):
-        if event.get("involvedObject", {}).get("kind") != "TypesenseCluster" or not event.get("eventTime"):
-            continue
-        at = datetime.fromisoformat(event["eventTime"].replace("Z", "+00:00")).timestamp() - fault_at
-        if at >= 0:
-            moments.append({"at": round(at, 1), "reason": event["reason"], "message": event["message"][:160]})
-    return sorted(moments, key=lambda moment: moment["at"])
 
 
 async def full_restart_scenario(cluster: TypesenseCluster, counted: dict[str, int]) -> dict[str, Any]:

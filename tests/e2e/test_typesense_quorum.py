@@ -7,13 +7,17 @@ write is lost.
 
 from __future__ import annotations
 
+import asyncio
 import functools
-import time
+import os
+import re
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
 from operator_core.kube import Kube
+from operator_testkit.assertions import condition
 from operator_testkit.drivers.typesense import (
     LostMajority,
     Recovery,
@@ -23,9 +27,10 @@ from operator_testkit.drivers.typesense import (
     full_restart,
     lose_two_of_three,
     ready_condition,
+    roll_under_writes,
 )
 from operator_testkit.fixtures import wait_until
-from operator_testkit.nodeagent.faults import Faults
+from operator_testkit.nodeagent.faults import FaultError, Faults
 from operator_testkit.nodeagent.harness import AgentProcess
 from operator_testkit.operators import OperatorProcess
 
@@ -266,48 +271,191 @@ async def test_a_frozen_leader_is_replaced_by_raft_and_rejoins_without_surgery(
     await cluster.assert_nothing_lost(writer.acknowledged)
 
 
-async def test_a_change_that_needs_new_pods_is_rolled_by_the_operator_with_the_leader_last(
-    cluster: TypesenseCluster, kube: Kube, namespace: str
-) -> None:
-    """Followers first, each back and caught up before the next; the leader last; under writes,
-    nothing acknowledged is lost."""
-    writer = Writer(cluster)
-    writer.start("roll")
-    await writer.warmed_up()
-    before = await kube.get("apps/v1", "StatefulSet", "cluster-1-sts", namespace)
-    assert before is not None
-    await cluster.create(replicas=3, resources={"requests": {"cpu": "100m"}})
+def _progressing(obj: dict[str, Any]) -> dict[str, Any]:
+    return condition(obj, "Progressing") or {}
 
-    async def new_revision() -> str | None:
-        sts = await kube.get("apps/v1", "StatefulSet", "cluster-1-sts", namespace)
-        revision = ((sts or {}).get("status") or {}).get("updateRevision")
-        return revision if revision != before["status"]["updateRevision"] else None
 
-    revision = await wait_until(new_revision, what="the StatefulSet controller to see the new template")
+async def _rolled_by_the_operator(cluster: TypesenseCluster, revision: str) -> None:
+    """Until the operator says every node runs ``revision`` and the cluster is Ready."""
 
-    async def rolled() -> bool:
+    async def up_to_date() -> bool:
         obj = await cluster.get()
-        progressing = next(
-            (c for c in obj.get("status", {}).get("conditions", []) if c["type"] == "Progressing"), {}
-        )
+        progressing = _progressing(obj)
         return (
             progressing.get("reason") == "UpToDate"
-            and str(revision) in progressing.get("message", "")
+            and revision in progressing.get("message", "")
             and ready_condition(obj).get("status") == "True"
         )
 
-    await wait_until(rolled, timeout=240, interval=1, what="the roll to finish and the cluster to be Ready")
-    await writer.acknowledged_after(time.monotonic())
-    await writer.stop()
-    restarts = sorted(await cluster.events("NodeRestarted"), key=lambda e: e["eventTime"])
-    assert len(restarts) == 3, [e["message"] for e in restarts]
+    await wait_until(up_to_date, timeout=120, interval=1, what=f"the operator to report revision {revision}")
+
+
+async def _restarts_in_order(cluster: TypesenseCluster) -> list[str]:
+    """The NodeRestarted Events' messages, oldest first; each names its pod."""
+    events = sorted(await cluster.events("NodeRestarted"), key=lambda e: e["eventTime"])
+    return [e["message"] for e in events]
+
+
+def _restarted_pod(message: str) -> str:
+    found = re.search(r"\(pod ([a-z0-9-]+)\)", message)
+    assert found, message
+    return found.group(1)
+
+
+def _assert_each_node_once_and_the_leader_last(restarts: list[str]) -> None:
+    assert len(restarts) == 3, restarts
+    assert len({_restarted_pod(message) for message in restarts}) == 3, restarts
     # Whoever leads when only it is left goes last (raft may have moved leadership meanwhile).
-    assert "restarting leader" in restarts[-1]["message"], [e["message"] for e in restarts]
-    assert not any("restarting leader" in e["message"] for e in restarts[:-1])
+    assert "restarting leader" in restarts[-1], restarts
+    assert not any("restarting leader" in message for message in restarts[:-1]), restarts
+
+
+async def test_a_change_that_needs_new_pods_is_rolled_by_the_operator_with_the_leader_last(
+    cluster: TypesenseCluster, kube: Kube, namespace: str
+) -> None:
+    """An image change. Followers first, each back and caught up before the next; the leader last;
+    under writes, nothing acknowledged is lost and a majority of the nodes is caught up at every
+    moment."""
+
+    async def change() -> None:
+        await cluster.create(replicas=3, image="typesense/typesense:27.2")
+
+    roll = await roll_under_writes(cluster, change, timeout=240)
+    await _rolled_by_the_operator(cluster, roll.revision)
+    print(
+        f"operator roll: {roll.seconds:.1f} s, longest write gap {roll.longest_write_gap:.2f} s, "
+        f"{roll.failed_writes} failed writes, fewest caught-up nodes {roll.fewest_caught_up}"
+    )
+    _assert_each_node_once_and_the_leader_last(await _restarts_in_order(cluster))
+    assert roll.fewest_caught_up >= 2, roll.writes
     sts = await kube.get("apps/v1", "StatefulSet", "cluster-1-sts", namespace)
     assert sts is not None
     assert sts["spec"]["updateStrategy"]["type"] == "OnDelete"
     pods = await kube.list("v1", "Pod", namespace, labels={"app.kubernetes.io/instance": "cluster-1"})
-    revisions = {p["metadata"]["labels"].get("controller-revision-hash") for p in pods}
-    assert revisions == {sts["status"]["updateRevision"]}
-    await cluster.assert_nothing_lost(writer.acknowledged)
+    assert {p["spec"]["containers"][0]["image"] for p in pods} == {"typesense/typesense:27.2"}
+    await cluster.assert_nothing_lost(roll.acknowledged)
+
+
+async def test_an_edit_of_the_server_configuration_alone_reaches_every_node_through_a_roll(
+    kube: Kube, namespace: str, node_agent: AgentProcess, typesense_operator: OperatorProcess
+) -> None:
+    """No spec change: the additionalServerConfiguration ConfigMap is edited, and every typesense-server
+    process ends up with the new setting in its environment, one node at a time."""
+    faults = Faults.of(node_agent.state_dir)
+    settings = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "extra", "namespace": namespace},
+    }
+    await kube.apply({**settings, "data": {"TYPESENSE_CACHE_NUM_ENTRIES": "1000"}})
+    cluster = TypesenseCluster(kube, namespace)
+    await cluster.create(replicas=3, additionalServerConfiguration={"name": "extra"})
+    try:
+        await cluster.wait_ready()
+        await cluster.create_collection()
+        generation = (await cluster.get())["metadata"]["generation"]
+
+        async def settings_of_every_node() -> set[str | None]:
+            return {
+                (await faults.environment(namespace, pod, "typesense")).get("TYPESENSE_CACHE_NUM_ENTRIES")
+                for pod in await cluster.pod_ips()
+            }
+
+        assert await settings_of_every_node() == {"1000"}
+
+        async def edit() -> None:
+            await kube.apply({**settings, "data": {"TYPESENSE_CACHE_NUM_ENTRIES": "2000"}})
+
+        roll = await roll_under_writes(cluster, edit, timeout=240)
+        await _rolled_by_the_operator(cluster, roll.revision)
+        assert await settings_of_every_node() == {"2000"}
+        assert (await cluster.get())["metadata"]["generation"] == generation, "no spec change was made"
+        _assert_each_node_once_and_the_leader_last(await _restarts_in_order(cluster))
+        assert roll.fewest_caught_up >= 2, roll.writes
+        await cluster.assert_nothing_lost(roll.acknowledged)
+    finally:
+        await cluster.http.aclose()
+
+
+async def _first_restart(cluster: TypesenseCluster) -> str:
+    """The pod of the roll's first NodeRestarted Event, once there is one."""
+
+    async def restarted() -> str | None:
+        restarts = await _restarts_in_order(cluster)
+        return _restarted_pod(restarts[0]) if restarts else None
+
+    return str(await wait_until(restarted, timeout=60, interval=0.5, what="the roll's first restart"))
+
+
+async def test_an_operator_killed_mid_roll_resumes_it_and_restarts_no_node_twice(
+    cluster: TypesenseCluster, typesense_operator: OperatorProcess
+) -> None:
+    async def change_then_kill_the_operator() -> None:
+        await cluster.create(replicas=3, resources={"requests": {"cpu": "110m"}})
+        await _first_restart(cluster)
+        typesense_operator.kill()
+        # While nobody looks, the restarted node comes back: the operator started again finds a roll
+        # half done, from the pods' revisions alone.
+        await asyncio.sleep(5)
+        await asyncio.to_thread(typesense_operator.start)
+
+    roll = await roll_under_writes(cluster, change_then_kill_the_operator, timeout=240)
+    await _rolled_by_the_operator(cluster, roll.revision)
+    _assert_each_node_once_and_the_leader_last(await _restarts_in_order(cluster))
+    assert roll.fewest_caught_up >= 2, roll.writes
+    assert "Traceback" not in typesense_operator.log()
+    await cluster.assert_nothing_lost(roll.acknowledged)
+
+
+@pytest.fixture
+async def impatient_operator(typesense_operator: OperatorProcess) -> AsyncIterator[OperatorProcess]:
+    """The operator, waiting 10 s (not 300 s) for a restarted node before it pauses a roll."""
+    patience = {**os.environ, "OPERATOR_SUITE_ROLL_BACK_WITHIN_SECONDS": "10"}
+    await asyncio.to_thread(typesense_operator.restart, patience)
+    try:
+        yield typesense_operator
+    finally:
+        await asyncio.to_thread(typesense_operator.restart)
+
+
+async def test_a_node_that_does_not_come_back_pauses_the_roll_until_it_does(
+    cluster: TypesenseCluster, impatient_operator: OperatorProcess, node_agent: AgentProcess, namespace: str
+) -> None:
+    faults = Faults.of(node_agent.state_dir)
+    pods = await cluster.kube.list(
+        "v1", "Pod", namespace, labels={"app.kubernetes.io/instance": cluster.name}
+    )
+    old_uids = {p["metadata"]["uid"] for p in pods}
+    await cluster.create(replicas=3, resources={"requests": {"cpu": "120m"}})
+    pod = await _first_restart(cluster)
+
+    # Its new container is held down as soon as it exists: the node does not come back.
+    async def held_down() -> bool:
+        new = await cluster.kube.get("v1", "Pod", pod, namespace)
+        if new is None or new["metadata"]["uid"] in old_uids:
+            return False
+        try:
+            await faults.down(namespace, pod)
+        except FaultError:
+            return False  # its container is not started yet
+        return True
+
+    await wait_until(held_down, timeout=60, interval=0.5, what=f"the new {pod} to be held down")
+
+    async def paused() -> dict[str, Any] | None:
+        progressing = _progressing(await cluster.get())
+        return progressing if progressing.get("reason") == "RollPaused" else None
+
+    progressing: Any = await wait_until(paused, timeout=60, interval=1, what="the roll to pause")
+    assert progressing["status"] == "False"
+    assert "did not come back within 10 s" in progressing["message"], progressing["message"]
+    (warning,) = await cluster.events("RollPaused")
+    assert warning["type"] == "Warning"
+    await asyncio.sleep(5)
+    assert len(await _restarts_in_order(cluster)) == 1, "nothing more is restarted while paused"
+
+    await faults.up(namespace, pod)
+    sts = await cluster.kube.get("apps/v1", "StatefulSet", "cluster-1-sts", namespace)
+    assert sts is not None
+    await _rolled_by_the_operator(cluster, sts["status"]["updateRevision"])
+    assert len(await _restarts_in_order(cluster)) == 3

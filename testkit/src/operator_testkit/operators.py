@@ -168,6 +168,13 @@ class OperatorProcess:
         self.stop()
         raise ControlPlaneError(f"{self.script} never reported live:\n{self.log()}")
 
+    def restart(self, environment: Mapping[str, str] | None = None) -> None:
+        """Stop it and start it again with this environment (None: this process's own), for a test
+        that needs other settings for a while."""
+        self.stop()
+        self._environment = dict(environment) if environment is not None else None
+        self.start()
+
     def kill(self) -> None:
         """SIGKILL, as a crash or an OOM kill would end it; ``start`` brings it back."""
         if self._process is not None and self._process.poll() is None:

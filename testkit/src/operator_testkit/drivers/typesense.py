@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
+import itertools
 import secrets
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 import httpx
@@ -38,6 +41,8 @@ SANDBOX = SandboxEntry(
 API = "ts.opentelekomcloud.com/v1alpha1"
 ACKNOWLEDGED = "201"
 """What came of a write that the cluster acknowledged (:meth:`TypesenseCluster.try_write`)."""
+RAFT_MEMBER = ("LEADER", "FOLLOWER")
+"""The raft states of a node that serves the cluster's data (not a candidate, nor one that loads)."""
 COLLECTION = {"name": "books", "fields": [{"name": "title", "type": "string"}]}
 WARM_UP_WRITES = 5
 """Writes a load acknowledges before a fault is made (:meth:`Writer.warmed_up`): proof that the
@@ -57,6 +62,8 @@ class TypesenseCluster:
     name: str = "cluster-1"
     http: httpx.AsyncClient = field(default_factory=lambda: httpx.AsyncClient(trust_env=False, timeout=3))
     headers: dict[str, str] = field(default_factory=dict)
+    _leader: str | None = None
+    """The node the last acknowledged write went to: writes go there until one is not acknowledged."""
 
     async def create(self, replicas: int = 3, **spec: Any) -> None:
         await self.kube.apply(
@@ -92,6 +99,22 @@ class TypesenseCluster:
         """Events with this reason in the namespace (core/v1 view, which also decodes kopf's own)."""
         return [e for e in await self.kube.list("v1", "Event", self.namespace) if e.get("reason") == reason]
 
+    async def timeline(self, since: float) -> list[dict[str, Any]]:
+        """The operator's Events about the cluster from ``since`` (``time.time()``) on, in seconds from
+        it: where the time of a recovery or a roll went."""
+        moments = []
+        for event in await self.kube.list("v1", "Event", self.namespace):
+            if event.get("involvedObject", {}).get("kind") != "TypesenseCluster" or not event.get(
+                "eventTime"
+            ):
+                continue
+            at = datetime.fromisoformat(event["eventTime"].replace("Z", "+00:00")).timestamp() - since
+            if at >= 0:
+                moments.append(
+                    {"at": round(at, 1), "reason": event["reason"], "message": event["message"][:160]}
+                )
+        return sorted(moments, key=lambda moment: moment["at"])
+
     async def wait_not_ready(self, timeout: float = 60) -> None:
         """Until the operator has seen the fault (Ready is no longer True)."""
 
@@ -124,11 +147,26 @@ class TypesenseCluster:
         return dict(zip(ips, await asyncio.gather(*(state(ip) for ip in ips.values())), strict=True))
 
     async def leader_ip(self) -> str | None:
-        ips = await self.pod_ips()
-        for pod, state in (await self.states()).items():
-            if state == "LEADER":
-                return ips[pod]
-        return None
+        """The IP of the node that says it leads, from the first to say so: a hung node does not
+        hold the answer up."""
+        ips = list((await self.pod_ips()).values())
+
+        async def leads(ip: str) -> str | None:
+            try:
+                answer = await self.http.get(f"http://{ip}:8108/status", headers=self.headers, timeout=1)
+                return ip if answer.json().get("state") == "LEADER" else None
+            except (httpx.HTTPError, ValueError):
+                return None
+
+        asking = [asyncio.ensure_future(leads(ip)) for ip in ips]
+        try:
+            for asked in asyncio.as_completed(asking):
+                if (leader := await asked) is not None:
+                    return leader
+            return None
+        finally:
+            for question in asking:
+                question.cancel()
 
     async def create_collection(self) -> None:
         async def created() -> bool:
@@ -148,10 +186,10 @@ class TypesenseCluster:
 
     async def try_write(self, document_id: str) -> str:
         """Write one document through whichever node leads now; what came of it (ACKNOWLEDGED, or why not)."""
+        self._leader, leader = None, self._leader or await self.leader_ip()
+        if leader is None:
+            return "no leader"
         try:
-            leader = await self.leader_ip()
-            if leader is None:
-                return "no leader"
             answer = await self.http.post(
                 f"http://{leader}:8108/collections/books/documents",
                 headers=self.headers,
@@ -159,7 +197,10 @@ class TypesenseCluster:
             )
         except httpx.HTTPError as error:
             return type(error).__name__
-        return ACKNOWLEDGED if answer.status_code == 201 else f"{answer.status_code} {answer.text[:60]}"
+        if answer.status_code != 201:
+            return f"{answer.status_code} {answer.text[:60]}"
+        self._leader = leader
+        return ACKNOWLEDGED
 
     async def missing_on_every_node(self, document_ids: list[str]) -> dict[str, list[str]]:
         """For each node, the acknowledged documents it does not have."""
@@ -236,6 +277,16 @@ class Writer:
             timeout=timeout,
             what=f"{count} acknowledged writes",
         )
+
+    def longest_gap(self, since: float) -> float:
+        """The longest time between two acknowledged writes from ``since`` on (the first counted from
+        ``since``)."""
+        moments = [since, *(t for t in self.acknowledged_at if t > since)]
+        return max((later - earlier for earlier, later in itertools.pairwise(moments)), default=0.0)
+
+    def failed(self, since: float) -> int:
+        """Write attempts from ``since`` on that were not acknowledged."""
+        return sum(1 for when, outcome in self.outcomes if when >= since and outcome != ACKNOWLEDGED)
 
     def first_ack_after(self, moment: float) -> float | None:
         return next((t - moment for t in self.acknowledged_at if t > moment), None)
@@ -395,3 +446,171 @@ async def lose_two_of_three(
         fault_at,
     )
     return LostMajority(survivor, down), recovery
+
+
+async def seed_documents(cluster: TypesenseCluster, count: int, batch: int = 10_000) -> None:
+    """Import ``count`` documents through the leader, then wait until every node holds them: a node
+    restarted afterwards takes real time to load and catch up."""
+    for start in range(0, count, batch):
+        lines = "\n".join(
+            f'{{"id": "seed-{n}", "title": "seeded document number {n}"}}'
+            for n in range(start, min(start + batch, count))
+        )
+        leader = await cluster.leader_ip()
+        assert leader is not None, "no leader to import through"
+        answer = await cluster.http.post(
+            f"http://{leader}:8108/collections/books/documents/import?action=upsert",
+            headers=cluster.headers,
+            content=lines,
+            timeout=120,
+        )
+        failures = [line for line in answer.text.splitlines() if '"success":true' not in line]
+        assert answer.status_code == 200, f"{answer.status_code}: {answer.text[:200]}"
+        assert not failures, f"{len(failures)} documents refused: {failures[:3]}"
+
+    async def everywhere() -> bool:
+        for ip in (await cluster.pod_ips()).values():
+            answer = await cluster.http.get(f"http://{ip}:8108/collections/books", headers=cluster.headers)
+            if answer.status_code != 200 or answer.json().get("num_documents", 0) < count:
+                return False
+        return True
+
+    await wait_until(everywhere, timeout=300, interval=2, what=f"{count} documents on every node")
+
+
+@dataclass
+class CatchUpWatch:
+    """Every half second, how many nodes hold what the cluster committed: those that answer /status as
+    LEADER or FOLLOWER within ``bound`` entries of the highest committed index any node reports (the
+    operator's own bound). A node whose pod is gone, or that loads, hangs or lags, does not count."""
+
+    cluster: TypesenseCluster
+    bound: int = 100
+    interval: float = 0.5
+    samples: list[tuple[float, int]] = field(default_factory=list)
+    _task: asyncio.Task[None] | None = None
+
+    async def count(self) -> int:
+        async def status(ip: str) -> tuple[str, int] | None:
+            try:
+                answer = await self.cluster.http.get(
+                    f"http://{ip}:8108/status", headers=self.cluster.headers, timeout=1
+                )
+                found = answer.json()
+                return str(found.get("state")), int(found["committed_index"])
+            except (httpx.HTTPError, ValueError, KeyError, TypeError):
+                return None
+
+        answers = await asyncio.gather(*(status(ip) for ip in (await self.cluster.pod_ips()).values()))
+        indexes = [answer[1] for answer in answers if answer is not None and answer[0] in RAFT_MEMBER]
+        return sum(1 for index in indexes if max(indexes) - index <= self.bound)
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run())
+
+    async def _run(self) -> None:
+        while True:
+            self.samples.append((time.monotonic(), await self.count()))
+            await asyncio.sleep(self.interval)
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    @property
+    def latest(self) -> int | None:
+        return self.samples[-1][1] if self.samples else None
+
+    def fewest(self, since: float) -> int:
+        return min((n for when, n in self.samples if when >= since), default=0)
+
+
+@dataclass(frozen=True)
+class Roll:
+    """A change that needs new pods, rolled under a steady write load, and what the writes met."""
+
+    seconds: float
+    """From the change until every pod runs the new revision, is Ready, and every node is caught up."""
+    revision: str
+    acknowledged: list[str]
+    longest_write_gap: float
+    """The longest time between two acknowledged writes, from the change on."""
+    failed_writes: int
+    fewest_caught_up: int
+    """The fewest caught-up nodes (:class:`CatchUpWatch`) at any moment from the change on."""
+    hung: str | None
+    """The follower frozen just before the change, if any."""
+    writes: str
+    started_at: float
+    """Wall-clock time of the change (``time.time()``), to place the operator's Events after it."""
+
+
+async def roll_under_writes(
+    cluster: TypesenseCluster,
+    change: Callable[[], Awaitable[object]],
+    *,
+    freeze: Callable[[str], Awaitable[object]] | None = None,
+    replicas: int = 3,
+    timeout: float = 600,
+) -> Roll:
+    """Make ``change`` (a new pod template, by whatever means) under writes and wait for the roll to end.
+
+    With ``freeze``, the lowest-numbered follower is hung with it first, as a node already unhealthy
+    when a roll starts; nothing thaws it but its own restart.
+    """
+    writer = Writer(cluster)
+    writer.start("roll")
+    await writer.warmed_up()
+    watch = CatchUpWatch(cluster)
+    watch.start()
+    try:
+        await wait_until(lambda: watch.latest == replicas, timeout=60, what="every node caught up")
+        sts_name = f"{cluster.name}-sts"
+        before = await cluster.kube.get("apps/v1", "StatefulSet", sts_name, cluster.namespace)
+        assert before is not None
+        hung = None
+        if freeze is not None:
+            hung = min(pod for pod, state in (await cluster.states()).items() if state == "FOLLOWER")
+            await freeze(hung)
+        started, started_at = time.monotonic(), time.time()
+        await change()
+
+        async def new_revision() -> str | None:
+            sts = await cluster.kube.get("apps/v1", "StatefulSet", sts_name, cluster.namespace)
+            revision = ((sts or {}).get("status") or {}).get("updateRevision")
+            return revision if revision != before["status"]["updateRevision"] else None
+
+        revision = str(await wait_until(new_revision, timeout=60, what="the StatefulSet's new revision"))
+
+        async def rolled() -> bool:
+            pods = await cluster.kube.list(
+                "v1", "Pod", cluster.namespace, labels={"app.kubernetes.io/instance": cluster.name}
+            )
+            current = [
+                p
+                for p in pods
+                if not p["metadata"].get("deletionTimestamp")
+                and p["metadata"].get("labels", {}).get("controller-revision-hash") == revision
+                and (condition(p, "Ready") or {}).get("status") == "True"
+            ]
+            return len(current) == replicas and watch.latest == replicas
+
+        await wait_until(rolled, timeout=timeout, interval=0.5, what=f"every node on revision {revision}")
+        seconds = time.monotonic() - started
+        await writer.acknowledged_after(time.monotonic())
+    finally:
+        await writer.stop()
+        await watch.stop()
+    return Roll(
+        seconds,
+        revision,
+        list(writer.acknowledged),
+        writer.longest_gap(started),
+        writer.failed(started),
+        watch.fewest(started),
+        hung,
+        writer.story(started),
+        started_at,
+    )

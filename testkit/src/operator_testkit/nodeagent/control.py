@@ -11,6 +11,7 @@ Every request is a POST of a JSON object; the answer is a JSON object, with
                             ``restartPolicy``; ``STOP`` / ``CONT``: freeze and thaw)
 ``/v1/down`` / ``/v1/up``   SIGKILL a container and keep it down (a dead node's process: its
                             ports refuse connections) / let it restart again
+``/v1/environment``         a running container's environment, as its process has it (``/proc``)
 ``/v1/delete``              delete a pod through the API, as ``kubectl delete pod`` (optionally waiting)
 ``/v1/crash``               a power cut: SIGKILL every container of the pods, then remove the pod
                             objects at once, so their controllers re-create them (new IPs)
@@ -91,6 +92,7 @@ class ControlServer:
             "signal": self.signal,
             "down": self.down,
             "up": self.up,
+            "environment": self.environment,
             "delete": self.delete,
             "crash": self.crash,
             "restart-statefulset": self.restart_statefulset,
@@ -173,6 +175,18 @@ class ControlServer:
         run = worker.container_run(body.get("container"))
         run.release()
         return {"pod": worker.key, "container": run.name, "down": False}
+
+    async def environment(self, body: Mapping[str, Any]) -> Manifest:
+        """What a test cannot see through the API: the environment a container's process really got."""
+        worker = self._worker(_text(body, "namespace"), _text(body, "pod"))
+        run = worker.container_run(body.get("container"))
+        process = run.process
+        if process is None or process.returncode is not None:
+            raise _Refused(409, f"container {run.name} of {worker.key} is not running")
+        environ = Path(f"/proc/{process.pid}/environ")
+        raw = (await asyncio.to_thread(environ.read_bytes)).decode(errors="replace")
+        variables = dict(item.split("=", 1) for item in raw.split("\0") if "=" in item)
+        return {"pod": worker.key, "container": run.name, "pid": process.pid, "environment": variables}
 
     async def delete(self, body: Mapping[str, Any]) -> Manifest:
         namespace, name = _text(body, "namespace"), _text(body, "pod")

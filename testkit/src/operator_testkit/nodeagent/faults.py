@@ -92,6 +92,11 @@ class Faults:
         """Let a container held down by :meth:`down` start again."""
         return await self._call("up", {"namespace": namespace, "pod": pod, "container": container})
 
+    async def environment(self, namespace: str, pod: str, container: str | None = None) -> dict[str, str]:
+        """The environment a running container's process has."""
+        answer = await self._call("environment", {"namespace": namespace, "pod": pod, "container": container})
+        return dict(answer["environment"])
+
     # -- pods
 
     async def delete_pod(
