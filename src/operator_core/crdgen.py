@@ -162,6 +162,14 @@ def _collapse_any_of(node: dict[str, Any], definitions: dict[str, Any], path: st
     raise CRDGenerationError(f"{path}: a union of {types} has no structural schema; use one type")
 
 
+def _without_nulls(value: Any) -> Any:
+    """An object default without its unset (null) members: the API server refuses a null where the
+    schema wants an object or a string, and an absent member means the same."""
+    if isinstance(value, dict):
+        return {key: _without_nulls(member) for key, member in value.items() if member is not None}
+    return value
+
+
 def prose(docstring: str) -> str:
     """A docstring as ``kubectl explain`` should show it: the lines of each paragraph joined by spaces
     (a docstring wraps at the code's line length, not the reader's), paragraphs kept apart."""
@@ -209,6 +217,8 @@ def _convert(node: dict[str, Any], definitions: dict[str, Any], path: str) -> di
 
     if out.get("default", "unset") is None:
         del out["default"]
+    elif isinstance(out.get("default"), dict):
+        out["default"] = _without_nulls(out["default"])
 
     if kind == "object" or "properties" in node:
         out["type"] = "object"

@@ -24,6 +24,8 @@ class Inner(ApiModel):
 
     size: str = "1Gi"
     """How big."""
+    tags: dict[str, str] | None = None
+    """Unset by default: absent from the outer default, which the API server refuses as null."""
 
 
 class Sample(ApiModel):
