@@ -33,6 +33,7 @@ from operator_testkit.fixtures import wait_until
 from operator_testkit.nodeagent.faults import FaultError, Faults
 from operator_testkit.nodeagent.harness import AgentProcess
 from operator_testkit.operators import OperatorProcess
+from typesense_operator.controller.reconcile import NODES_LIST_ANNOTATION
 
 
 @pytest.fixture
@@ -118,10 +119,17 @@ async def test_full_restart_with_new_ips_is_recovered_without_a_manual_step(
     await cluster.assert_nothing_lost(acknowledged_before)
 
 
+async def _pods(cluster: TypesenseCluster) -> list[dict[str, Any]]:
+    return await cluster.kube.list(
+        "v1", "Pod", cluster.namespace, labels={"app.kubernetes.io/instance": cluster.name}
+    )
+
+
 async def test_scaling_3_to_5_to_3_under_writes_stays_available(cluster: TypesenseCluster) -> None:
     writer = Writer(cluster)
     writer.start("scale")
     for replicas in (5, 3):
+        before = {p["metadata"]["uid"] for p in await _pods(cluster)}
         await cluster.create(replicas=replicas)
 
         async def followed(replicas: int = replicas) -> bool:
@@ -141,6 +149,15 @@ async def test_scaling_3_to_5_to_3_under_writes_stays_available(cluster: Typesen
         states = list((await cluster.states()).values())
         assert states.count("LEADER") == 1
         assert len(states) == replicas
+        # The rewrite of the nodes list touched the pods that were there before it, so that their kubelets
+        # refresh the file at once (a pod made after it reads the new file as it starts).
+        touched = {
+            (p["metadata"].get("annotations") or {}).get(NODES_LIST_ANNOTATION)
+            for p in await _pods(cluster)
+            if p["metadata"]["uid"] in before
+        }
+        assert len(touched) == 1, touched
+        assert None not in touched, touched
     await writer.stop()
     assert writer.acknowledged
     gaps = [

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from operator_core.errors import Invalid
 from operator_core.kube import Kube
+from operator_testkit.fixtures import Kubectl
 
 pytestmark = pytest.mark.usefixtures("installed_crds")
 
@@ -50,6 +53,13 @@ def cluster(namespace: str, name: str = "c1", **spec: Any) -> dict[str, Any]:
         ({"scrapers": [{**SCRAPER, "name": "Docs_Site"}]}, "scraper name must be a DNS label"),
         ({"scrapers": [SCRAPER, SCRAPER]}, "scraper names must be unique"),
         (
+            {"service": {"externalTrafficPolicy": "Local"}},
+            "service.externalTrafficPolicy needs service.type: LoadBalancer",
+        ),
+        ({"service": {"type": "NodePort"}}, 'supported values: "ClusterIP", "LoadBalancer"'),
+        ({"storage": {"accessMode": "ReadOnlyMany"}}, 'supported values: "ReadWriteOnce", "ReadWriteMany"'),
+        ({"healthProbeTimeoutInMilliseconds": 100}, "should be greater than or equal to 500"),
+        (
             {"replicas": "three"},
             'spec.replicas: Invalid value: "string": spec.replicas in body must be of type integer',
         ),
@@ -79,3 +89,54 @@ async def test_storage_class_cannot_change_and_the_size_may_only_grow(kube: Kube
     await kube.apply(cluster(namespace, storage={"storageClassName": "fast", "size": "1024Mi"}))  # the same
     with pytest.raises(Invalid, match=r"storage\.size may grow, never shrink"):
         await kube.apply(cluster(namespace, storage={"storageClassName": "fast", "size": "500Mi"}))
+
+
+async def test_storage_access_mode_and_claim_annotations_cannot_change(kube: Kube, namespace: str) -> None:
+    storage = {"storageClassName": "fast", "accessMode": "ReadWriteMany", "annotations": {"a": "1"}}
+    await kube.apply(cluster(namespace, storage=storage))
+    for changed in ({"accessMode": "ReadWriteOnce"}, {"annotations": {"a": "2"}}, {"annotations": None}):
+        with pytest.raises(Invalid, match=r"storage\.accessMode and storage\.annotations are fixed"):
+            await kube.apply(cluster(namespace, storage={**storage, **changed}))
+    await kube.apply(cluster(namespace, storage={**storage, "size": "1Gi"}))  # the size may still grow
+
+
+GO_OPERATOR_0_4_1_FIELDS: dict[str, Any] = {
+    "imagePullSecrets": [{"name": "registry-credentials"}],
+    "healthProbeTimeoutInMilliseconds": 1500,
+    "forceResetPeersConfigOnUpdate": False,
+    "serviceAnnotations": {"example.com/a": "1"},
+    "statefulSetAnnotations": {"example.com/b": "2"},
+    "podAnnotations": {"example.com/c": "3"},
+    "podsInheritStatefulSetAnnotations": True,
+    "priorityClassName": "search-critical",
+    "ignoreAnnotationsFromExternalMutations": ["kubectl.kubernetes.io/restartedAt"],
+    "service": {
+        "type": "LoadBalancer",
+        "externalTrafficPolicy": "Local",
+        "annotations": {"example.com/d": "4"},
+    },
+    "storage": {
+        "size": "1Gi",
+        "storageClassName": "fast",
+        "accessMode": "ReadWriteMany",
+        "annotations": {"example.com/e": "5"},
+    },
+}
+"""Fields of the Go operator's API (0.4.1) beyond the seed's, as its users' manifests set them."""
+
+
+async def test_the_go_operators_newer_fields_apply_strictly_and_read_back_unchanged(
+    kube: Kube, namespace: str, kubectl: Kubectl, tmp_path: Path
+) -> None:
+    """With strict field validation, an unknown field is refused; none is, and nothing is dropped."""
+    manifest = tmp_path / "cluster.json"
+    manifest.write_text(json.dumps(cluster(namespace, **GO_OPERATOR_0_4_1_FIELDS)))
+    kubectl("apply", "--server-side", "--validate=strict", "-f", str(manifest))
+    stored = await kube.get(API, "TypesenseCluster", "c1", namespace)
+    assert stored is not None
+    assert {key: stored["spec"][key] for key in GO_OPERATOR_0_4_1_FIELDS} == GO_OPERATOR_0_4_1_FIELDS
+    # And strictness is real here: a field that no version of the API has is refused.
+    manifest.write_text(json.dumps(cluster(namespace, name="c2", noSuchField=True)))
+    refused = kubectl("apply", "--server-side", "--validate=strict", "-f", str(manifest), check=False)
+    assert refused.returncode != 0
+    assert "noSuchField" in refused.stderr

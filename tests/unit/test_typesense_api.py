@@ -36,7 +36,7 @@ def test_go_operator_sample_is_accepted_with_defaults() -> None:
     wire = spec.to_wire()
     assert wire["apiPort"] == 8108
     assert wire["peeringPort"] == 8107
-    assert wire["storage"] == {"size": "100Mi", "storageClassName": "csi-disk"}
+    assert wire["storage"] == {"size": "100Mi", "storageClassName": "csi-disk", "accessMode": "ReadWriteOnce"}
     assert wire["resetPeersOnError"] is True
 
 

@@ -60,6 +60,30 @@ SAMPLES: dict[str, dict[str, Any]] = {
         "metrics": {"release": "promstack", "interval": 30},
         "incrementalQuorumRecovery": True,
     },
+    # The fields the Go operator 0.4.1 added to the seed's API, on the seed's sample with scrapers.
+    "go-0.4.1-fields": {
+        **sample_spec("ts_v1alpha1_typesensecluster_opentelekomcloud", "TypesenseCluster"),
+        "imagePullSecrets": [{"name": "registry-credentials"}],
+        "healthProbeTimeoutInMilliseconds": 1500,
+        "forceResetPeersConfigOnUpdate": False,
+        "serviceAnnotations": {"old.example.com/kept": "yes", "example.com/overridden": "by-service"},
+        "service": {
+            "type": "LoadBalancer",
+            "externalTrafficPolicy": "Local",
+            "annotations": {"example.com/overridden": "service-wins"},
+        },
+        "statefulSetAnnotations": {"example.com/owner": "search-team"},
+        "podAnnotations": {"example.com/scrape": "true"},
+        "podsInheritStatefulSetAnnotations": True,
+        "priorityClassName": "search-critical",
+        "ignoreAnnotationsFromExternalMutations": ["kubectl.kubernetes.io/restartedAt"],
+        "storage": {
+            "size": "10Gi",
+            "storageClassName": "fast",
+            "accessMode": "ReadWriteMany",
+            "annotations": {"example.com/backup": "daily"},
+        },
+    },
 }
 
 
@@ -209,6 +233,33 @@ def test_ingress_annotations_tls_and_class() -> None:
     assert ingress["spec"]["tls"] == [
         {"hosts": ["ts.example.de"], "secretName": "cluster-1-reverse-proxy-tls"}
     ]
+
+
+def test_the_go_operators_newer_fields_reach_the_children_they_describe() -> None:
+    children = by_kind_and_name(desired_children(cluster("go-0.4.1-fields")))
+    service = children["Service/cluster-1-svc"]
+    assert service["spec"]["type"] == "LoadBalancer"
+    assert service["spec"]["externalTrafficPolicy"] == "Local"
+    assert service["metadata"]["annotations"] == {
+        "old.example.com/kept": "yes",
+        "example.com/overridden": "service-wins",
+    }
+    sts = children["StatefulSet/cluster-1-sts"]
+    assert sts["metadata"]["annotations"] == {"example.com/owner": "search-team"}
+    template = sts["spec"]["template"]
+    assert template["metadata"]["annotations"] == {
+        "example.com/owner": "search-team",
+        "example.com/scrape": "true",
+    }
+    assert template["spec"]["priorityClassName"] == "search-critical"
+    claim = sts["spec"]["volumeClaimTemplates"][0]
+    assert claim["spec"]["accessModes"] == ["ReadWriteMany"]
+    assert claim["metadata"]["annotations"] == {"example.com/backup": "daily"}
+    pulling = [m for m in children.values() if m["kind"] in ("StatefulSet", "Deployment", "CronJob")]
+    assert {m["kind"] for m in pulling} == {"StatefulSet", "Deployment", "CronJob"}
+    for manifest in pulling:
+        pod_spec = manifest["spec"].get("jobTemplate", manifest)["spec"]["template"]["spec"]
+        assert pod_spec["imagePullSecrets"] == [{"name": "registry-credentials"}], manifest["kind"]
 
 
 def test_scraper_cronjob_passes_target_and_config_as_env() -> None:

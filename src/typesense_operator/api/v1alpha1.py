@@ -70,6 +70,46 @@ class StorageSpec(ApiModel):
         ),
     )
     """StorageClass of the volumes. Fixed after creation."""
+    access_mode: Literal["ReadWriteOnce", "ReadWriteMany"] = "ReadWriteOnce"
+    """Access mode of each node's volume. Fixed after creation."""
+    annotations: dict[str, str] | None = None
+    """Annotations of each node's PersistentVolumeClaim (a storage driver's settings, say). Fixed after
+    creation."""
+
+    model_config = ConfigDict(
+        json_schema_extra=cel(
+            (
+                "self.accessMode == oldSelf.accessMode && has(self.annotations) == has(oldSelf.annotations) "
+                "&& (!has(self.annotations) || self.annotations == oldSelf.annotations)",
+                "storage.accessMode and storage.annotations are fixed once the volumes exist (a "
+                "StatefulSet's volume claim templates cannot change); create a new cluster to change them",
+            )
+        )
+    )
+
+
+class ServiceSpec(ApiModel):
+    """The client Service (<name>-svc) that serves the REST API to ready nodes."""
+
+    type: Literal["ClusterIP", "LoadBalancer"] = "ClusterIP"
+    """ClusterIP (inside the cluster) or LoadBalancer (an external address from the cloud's load
+    balancer)."""
+    external_traffic_policy: Literal["Cluster", "Local"] | None = None
+    """How external traffic reaches the nodes (Local keeps the client's address); for a LoadBalancer
+    Service only."""
+    annotations: dict[str, str] | None = None
+    """Annotations of the client Service (a load balancer's settings, say); they win over
+    serviceAnnotations."""
+
+    model_config = ConfigDict(
+        json_schema_extra=cel(
+            (
+                "!has(self.externalTrafficPolicy) || self.type == 'LoadBalancer'",
+                "service.externalTrafficPolicy needs service.type: LoadBalancer (a ClusterIP Service has "
+                "no external traffic)",
+            )
+        )
+    )
 
 
 class IngressSpec(ApiModel):
@@ -141,6 +181,9 @@ class TypesenseClusterSpec(ApiModel):
 
     image: str = Field(min_length=1)
     """Typesense container image, for example typesense/typesense:27.1."""
+    image_pull_secrets: list[SecretReference] | None = Field(default=None, max_length=16)
+    """Secrets with the registry credentials to pull the images of the cluster's pods (the nodes, the
+    referer proxy, the scrapers)."""
     admin_api_key: SecretReference | None = None
     """Secret holding the admin API key. Without it, the operator generates one."""
     replicas: int = Field(
@@ -154,8 +197,16 @@ class TypesenseClusterSpec(ApiModel):
     """Port of the REST API."""
     peering_port: int = Field(default=8107, ge=1, le=65535)
     """Port of raft peering between nodes."""
+    health_probe_timeout_in_milliseconds: int = Field(default=500, ge=500, le=60000)
+    """How long the operator waits for a node's answer to its health probes (/status, /health). The
+    operator waits at least OPERATOR_SUITE_PROBE_TIMEOUT (2 s by default) all the same, so that a busy
+    operator never mistakes a healthy node for a silent one."""
     reset_peers_on_error: bool = True
     """Let Typesense reset its peers when it hits an error at start."""
+    force_reset_peers_config_on_update: bool = True
+    """After each rewrite of the nodes list (a quorum recovery, a scale), annotate the pods so that
+    their kubelet refreshes the mounted nodes file at once, instead of at its next periodic sync (a
+    minute or more); Typesense then reads the new raft configuration within 10 s."""
     enable_cors: bool = False
     """Enable CORS on the API."""
     cors_domains: str | None = None
@@ -169,7 +220,24 @@ class TypesenseClusterSpec(ApiModel):
     affinity: dict[str, Any] | None = Field(default=None, json_schema_extra=preserve_unknown())
     """Affinity rules of the Typesense pods (a core/v1 Affinity)."""
     additional_server_configuration: ConfigMapReference | None = None
-    """ConfigMap of extra TYPESENSE_* settings. Settings in this spec win over it."""
+    """ConfigMap of extra TYPESENSE_* settings. Settings in this spec win over it. An edit of its
+    content rolls the nodes, one at a time."""
+    service_annotations: dict[str, str] | None = None
+    """Annotations of the client Service. Deprecated upstream for service.annotations, which win."""
+    stateful_set_annotations: dict[str, str] | None = None
+    """Annotations of the StatefulSet."""
+    pod_annotations: dict[str, str] | None = None
+    """Annotations of the Typesense pods. A change rolls the nodes, one at a time."""
+    pods_inherit_stateful_set_annotations: bool = False
+    """Give the pods the StatefulSet's annotations too (podAnnotations win)."""
+    priority_class_name: str | None = Field(default=None, min_length=1, max_length=253)
+    """PriorityClass of the Typesense pods."""
+    ignore_annotations_from_external_mutations: list[str] | None = Field(default=None, max_length=64)
+    """Accepted for the Go operator's manifests: annotation keys that other tools add to the StatefulSet
+    or its pod template and that must not count as drift. This operator never reverts what another tool
+    writes: server-side apply owns only the fields it sets, so every key is ignored already."""
+    service: ServiceSpec | None = None
+    """The client Service's type, external traffic policy and annotations."""
     storage: StorageSpec = StorageSpec()
     """Persistent storage of each node."""
     ingress: IngressSpec | None = None

@@ -100,13 +100,20 @@ def build_headless_service(cluster: Cluster) -> Manifest:
 
 
 def build_client_service(cluster: Cluster) -> Manifest:
-    """The REST API for clients, served by ready nodes only."""
-    return {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": cluster.metadata(cluster.client_service_name, NODE),
-        "spec": {"type": "ClusterIP", "selector": cluster.selector(NODE), "ports": _ports(cluster)[:1]},
+    """The REST API for clients, served by ready nodes only; its type and annotations from the spec."""
+    spec, service = cluster.spec, cluster.spec.service
+    annotations = {**(spec.service_annotations or {}), **((service and service.annotations) or {})}
+    metadata = cluster.metadata(cluster.client_service_name, NODE)
+    if annotations:
+        metadata["annotations"] = annotations
+    service_spec: dict[str, Any] = {
+        "type": service.type if service else "ClusterIP",
+        "selector": cluster.selector(NODE),
+        "ports": _ports(cluster)[:1],
     }
+    if service and service.external_traffic_policy:
+        service_spec["externalTrafficPolicy"] = service.external_traffic_policy
+    return {"apiVersion": "v1", "kind": "Service", "metadata": metadata, "spec": service_spec}
 
 
 def _typesense_env(cluster: Cluster) -> list[dict[str, Any]]:
@@ -237,16 +244,30 @@ def build_statefulset(
         ("tolerations", spec.tolerations),
         ("affinity", spec.affinity),
         ("topologySpreadConstraints", spec.topology_spread_constraints),
+        ("priorityClassName", spec.priority_class_name),
     ):
         if value:
             pod_spec[field] = value
-    template_metadata: dict[str, Any] = {"labels": cluster.labels(NODE)}
+    statefulset_annotations = spec.stateful_set_annotations or {}
+    pod_annotations = {
+        **(statefulset_annotations if spec.pods_inherit_stateful_set_annotations else {}),
+        **(spec.pod_annotations or {}),
+    }
     if configuration_hash is not None:
-        template_metadata["annotations"] = {SERVER_CONFIGURATION_HASH: configuration_hash}
+        pod_annotations[SERVER_CONFIGURATION_HASH] = configuration_hash
+    template_metadata: dict[str, Any] = {"labels": cluster.labels(NODE)}
+    if pod_annotations:
+        template_metadata["annotations"] = pod_annotations
+    metadata = cluster.metadata(cluster.statefulset_name, NODE)
+    if statefulset_annotations:
+        metadata["annotations"] = dict(statefulset_annotations)
+    claim_metadata: dict[str, Any] = {"name": CLAIM_TEMPLATE_NAME, "labels": cluster.labels(NODE)}
+    if spec.storage.annotations:
+        claim_metadata["annotations"] = dict(spec.storage.annotations)
     return {
         "apiVersion": "apps/v1",
         "kind": "StatefulSet",
-        "metadata": cluster.metadata(cluster.statefulset_name, NODE),
+        "metadata": metadata,
         "spec": {
             "replicas": replicas,
             "serviceName": cluster.headless_service_name,
@@ -256,12 +277,12 @@ def build_statefulset(
             "updateStrategy": {"type": "OnDelete"},
             "selector": {"matchLabels": cluster.selector(NODE)},
             "persistentVolumeClaimRetentionPolicy": {"whenDeleted": "Retain", "whenScaled": "Retain"},
-            "template": {"metadata": template_metadata, "spec": pod_spec},
+            "template": {"metadata": template_metadata, "spec": cluster.pulling(pod_spec)},
             "volumeClaimTemplates": [
                 {
-                    "metadata": {"name": CLAIM_TEMPLATE_NAME, "labels": cluster.labels(NODE)},
+                    "metadata": claim_metadata,
                     "spec": {
-                        "accessModes": ["ReadWriteOnce"],
+                        "accessModes": [spec.storage.access_mode],
                         "storageClassName": spec.storage.storage_class_name,
                         "resources": {"requests": {"storage": claim_size or spec.storage.size}},
                     },

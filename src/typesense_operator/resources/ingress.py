@@ -127,10 +127,14 @@ def build_proxy_deployment(cluster: Cluster) -> Manifest | None:
                     "labels": template_labels,
                     "annotations": {"ts.opentelekomcloud.com/nginx-config-hash": config_hash},
                 },
-                "spec": {
-                    "containers": [container],
-                    "volumes": [{"name": "config", "configMap": {"name": f"{cluster.proxy_name}-config"}}],
-                },
+                "spec": cluster.pulling(
+                    {
+                        "containers": [container],
+                        "volumes": [
+                            {"name": "config", "configMap": {"name": f"{cluster.proxy_name}-config"}}
+                        ],
+                    }
+                ),
             },
         },
     }

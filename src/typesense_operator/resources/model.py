@@ -7,6 +7,8 @@ and child metadata come from :class:`operator_core.children.Owner`.
 
 from __future__ import annotations
 
+from typing import Any
+
 from operator_core.children import Manifest, Owner
 from typesense_operator.api import TYPESENSE_CLUSTER, TypesenseClusterSpec
 
@@ -57,6 +59,12 @@ class Cluster(Owner[TypesenseClusterSpec]):
     @property
     def pdb_name(self) -> str:
         return f"{self.name}-pdb"
+
+    def pulling(self, pod_spec: dict[str, Any]) -> dict[str, Any]:
+        """``pod_spec`` with the spec's imagePullSecrets (every pod of the cluster gets them)."""
+        if self.spec.image_pull_secrets:
+            pod_spec["imagePullSecrets"] = [{"name": secret.name} for secret in self.spec.image_pull_secrets]
+        return pod_spec
 
     @property
     def proxy_name(self) -> str:

@@ -58,10 +58,12 @@ def _cronjob(cluster: Cluster, scraper: DocSearchScraperSpec) -> Manifest:
                     "backoffLimit": 1,
                     "template": {
                         "metadata": {"labels": cluster.labels(SCRAPER)},
-                        "spec": {
-                            "restartPolicy": "Never",
-                            "containers": [{"name": "scraper", "image": scraper.image, "env": env}],
-                        },
+                        "spec": cluster.pulling(
+                            {
+                                "restartPolicy": "Never",
+                                "containers": [{"name": "scraper", "image": scraper.image, "env": env}],
+                            }
+                        ),
                     },
                 }
             },
