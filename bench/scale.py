@@ -6,6 +6,9 @@ stays Pending and no cluster ever becomes Ready. It measures:
 
 - seconds from creating a TypesenseCluster to all of its children existing, p50 and p95: for
   ``--sequential`` clusters created one at a time, then for ``--burst`` clusters created at once;
+  measured by polling the children (the poll's own GETs and their interval are in that figure) and,
+  as ``audited``, from the API server's audit log: until it completed the first write of the last
+  child (the same clock as the create's; no poll in the figure);
 - one idle window (``--idle-seconds``) with N clusters for each N of ``--sizes``, opened once the
   operator has written nothing for 10 s (or after 90 s of waiting for that): the operator's API
   requests by verb (from the API server's audit log, by the operator's user name, each request
@@ -57,6 +60,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -419,12 +423,61 @@ class Run:
         return next(c.pid for c in self.plane.state().components if c.name == "kube-apiserver")
 
 
-async def time_sequential(run: Run, name: str, timeout: float = 60) -> float | None:
-    """Seconds from creating the cluster to all its children existing (polling is the measurement).
+@dataclass(frozen=True)
+class Timed:
+    """Seconds from creating a cluster to all of its children existing, measured two ways."""
+
+    polled: float
+    """Until the bench's own GETs of every child found them all (its poll is part of the figure)."""
+    audited: float | None
+    """Until the API server finished the first write of the last child, by its audit log (no poll
+    in the figure; the same clock as the create's, this machine's); None if not found there."""
+
+
+def children_written_at(requests: Iterable[Mapping[str, Any]], side: Side, cluster_name: str) -> float | None:
+    """When the API server completed the first successful write of the last of the cluster's children."""
+    wanted = {(path.rsplit("/", 1)[1], pattern.format(name=cluster_name)) for path, pattern in side.children}
+    first: dict[tuple[str, str], float] = {}
+    for event in requests:
+        ref = event.get("objectRef") or {}
+        key = (ref.get("resource"), ref.get("name"))
+        code = (event.get("responseStatus") or {}).get("code")
+        if (
+            key not in wanted
+            or ref.get("subresource")
+            or event["verb"] not in WRITE_VERBS
+            or code not in (200, 201)
+        ):
+            continue
+        at = datetime.fromisoformat(event["stageTimestamp"]).timestamp()
+        first[key] = min(first.get(key, at), at)
+    return max(first.values()) if len(first) == len(wanted) else None
+
+
+async def audited_seconds(run: Run, started: Mapping[str, float]) -> dict[str, float]:
+    """For each cluster in ``started`` (its wall-clock create time), the audited seconds to its children;
+    reads the operator's audit tail on (waiting a little for the log to hold every write)."""
+    requests: list[dict[str, Any]] = []
+    found: dict[str, float] = {}
+    for _ in range(20):
+        requests.extend(run.audit.new_requests())
+        for name, at in started.items():
+            written = children_written_at(requests, run.side, name)
+            if written is not None:
+                found[name] = written - at
+        if len(found) == len(started):
+            break
+        await asyncio.sleep(0.1)
+    return found
+
+
+async def time_sequential(run: Run, name: str, timeout: float = 60) -> Timed | None:
+    """Seconds from creating the cluster to all its children existing.
 
     None when they are not all there after ``timeout``: the operator missed the new cluster.
     """
-    started = time.monotonic()
+    run.audit.new_requests()  # what came before is not this cluster's
+    started, started_at = time.monotonic(), time.time()
     await run.admin.create(
         CLUSTERS.format(namespace=NAMESPACE), cluster(name, NAMESPACE, run.settings.replicas)
     )
@@ -433,7 +486,9 @@ async def time_sequential(run: Run, name: str, timeout: float = 60) -> float | N
         if time.monotonic() - started > timeout:
             return None
         await asyncio.sleep(0.01)
-    return time.monotonic() - started
+    polled = time.monotonic() - started
+    audited = await audited_seconds(run, {name: started_at})
+    return Timed(polled, audited.get(name))
 
 
 async def pods_made(run: Run, wanted: int, *, timeout: float, still: float = 10) -> int:
@@ -630,32 +685,42 @@ async def growing_scenarios(side: Side, settings: argparse.Namespace, home: Path
         try:
             await asyncio.sleep(3)  # the operator's watches are up before the clock starts
             durations: list[float] = []
+            audited: list[float] = []
             missed = 0
             for i in range(settings.sequential):
-                seconds = await time_sequential(run, names(i, i + 1)[0])
-                if seconds is None:
+                timed = await time_sequential(run, names(i, i + 1)[0])
+                if timed is None:
                     missed += 1
                 else:
-                    durations.append(seconds)
+                    durations.append(timed.polled)
+                    audited.extend([timed.audited] if timed.audited is not None else [])
                 if i + 1 in idle_here:
                     result["idle"][str(i + 1)] = await idle(run, i + 1)
             result["create_to_children_seconds"]["sequential"] = {
                 "clusters": settings.sequential,
                 "first": round(durations[0], 3) if durations else None,
                 **(spread(durations) if durations else {}),
+                "audited": spread(audited) if audited else None,
                 "no_children_within_60_s": missed,
             }
             population = settings.sequential
             if settings.burst:
                 burst = names(population, population + settings.burst)
+                run.audit.new_requests()
                 started = await create_clusters(
                     run.admin, burst, settings.replicas, concurrency=settings.burst
                 )
                 finished = await run.census.wait(burst, reconciled=False, poll=0.1, timeout=120)
+                # The same clock as the audit log's: the create's monotonic time moved to wall-clock.
+                offset = time.time() - time.monotonic()
+                by_audit = await audited_seconds(
+                    run, {c: started[c] + offset for c in burst if c in finished}
+                )
                 result["create_to_children_seconds"]["burst"] = {
                     "clusters": settings.burst,
                     "poll_seconds": 0.1,
                     **spread([finished[c] - started[c] for c in burst if c in finished] or [0.0]),
+                    "audited": spread(list(by_audit.values())) if by_audit else None,
                     "no_children_within_120_s": len(burst) - len(finished),
                 }
                 population += settings.burst
