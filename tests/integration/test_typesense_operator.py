@@ -488,3 +488,52 @@ async def test_an_edit_of_the_server_configuration_configmap_alone_rolls_the_pod
     after = await kube.get(API, "TypesenseCluster", "cluster-1", namespace)
     assert after is not None
     assert after["metadata"]["generation"] == generation, "no spec change was needed"
+
+
+async def test_the_go_operators_security_contexts_pull_secrets_and_service_type_reach_the_pods(
+    kube: Kube, namespace: str, kubectl: Kubectl
+) -> None:
+    """The overrides replace the operator's own contexts; in a namespace that enforces the restricted
+    Pod Security Standard, the StatefulSet controller's pods with them are admitted (they still meet
+    it), and so are the metrics sidecar's."""
+    kubectl("label", "namespace", namespace, "pod-security.kubernetes.io/enforce=restricted")
+    restricted_container = {
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+        "readOnlyRootFilesystem": True,
+    }
+    pod_context = {
+        "runAsNonRoot": True,
+        "runAsUser": 20000,
+        "fsGroup": 20000,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+    spec = {
+        "image": "typesense/typesense:27.1",
+        "imagePullSecrets": [{"name": "registry-credentials"}],
+        "service": {"type": "LoadBalancer", "externalTrafficPolicy": "Local"},
+        "metrics": {"release": "promstack", "logLevel": 4},
+        "securityContext": {
+            "pod": pod_context,
+            "typesense": restricted_container,
+            "metrics": {**restricted_container, "runAsUser": 30000},
+        },
+    }
+    await kube.apply(cluster(namespace, spec))
+
+    async def pods() -> list[dict[str, Any]] | None:
+        found = await kube.list("v1", "Pod", namespace, labels={"app.kubernetes.io/instance": "cluster-1"})
+        return found if len(found) == 3 else None
+
+    made: Any = await wait_until(pods, timeout=60, what="the StatefulSet controller's three pods, admitted")
+    for pod in made:
+        assert pod["spec"]["securityContext"] == pod_context
+        assert pod["spec"]["imagePullSecrets"] == [{"name": "registry-credentials"}]
+        containers = {c["name"]: c for c in pod["spec"]["containers"]}
+        assert containers["typesense"]["securityContext"] == restricted_container
+        assert containers["metrics-exporter"]["securityContext"]["runAsUser"] == 30000
+        assert {"name": "LOG_LEVEL", "value": "4"} in containers["metrics-exporter"]["env"]
+    service = await kube.get("v1", "Service", "cluster-1-svc", namespace)
+    assert service is not None
+    assert service["spec"]["type"] == "LoadBalancer"
+    assert service["spec"]["externalTrafficPolicy"] == "Local"

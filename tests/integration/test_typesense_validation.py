@@ -59,6 +59,8 @@ def cluster(namespace: str, name: str = "c1", **spec: Any) -> dict[str, Any]:
         ({"service": {"type": "NodePort"}}, 'supported values: "ClusterIP", "LoadBalancer"'),
         ({"storage": {"accessMode": "ReadOnlyMany"}}, 'supported values: "ReadWriteOnce", "ReadWriteMany"'),
         ({"healthProbeTimeoutInMilliseconds": 100}, "should be greater than or equal to 500"),
+        ({"metrics": {"release": "p", "interval": 5}}, "should be greater than or equal to 15"),
+        ({"metrics": {"release": "p", "logLevel": 2}}, 'supported values: "-4", "0", "4", "8"'),
         (
             {"replicas": "three"},
             'spec.replicas: Invalid value: "string": spec.replicas in body must be of type integer',
@@ -120,6 +122,24 @@ GO_OPERATOR_0_4_1_FIELDS: dict[str, Any] = {
         "storageClassName": "fast",
         "accessMode": "ReadWriteMany",
         "annotations": {"example.com/e": "5"},
+    },
+    "metrics": {
+        "release": "promstack",
+        "image": "quay.io/akyriako/typesense-prometheus-exporter:0.1.9",
+        "interval": 30,
+        "resources": {"limits": {"memory": "64Mi"}},
+        "logLevel": 4,
+    },
+    "healthcheck": {
+        "image": "quay.io/akyriako/typesense-healthcheck:0.2.0",
+        "resources": {"requests": {"cpu": "10m"}},
+        "logLevel": -4,
+    },
+    "securityContext": {
+        "pod": {"runAsNonRoot": True, "runAsUser": 10000},
+        "typesense": {"allowPrivilegeEscalation": False},
+        "healthcheck": {"readOnlyRootFilesystem": True},
+        "metrics": {"capabilities": {"drop": ["ALL"]}},
     },
 }
 """Fields of the Go operator's API (0.4.1) beyond the seed's, as its users' manifests set them."""

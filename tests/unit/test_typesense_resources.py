@@ -83,6 +83,20 @@ SAMPLES: dict[str, dict[str, Any]] = {
             "accessMode": "ReadWriteMany",
             "annotations": {"example.com/backup": "daily"},
         },
+        "metrics": {
+            "release": "promstack",
+            "image": "registry.example.com/exporter:1",
+            "interval": 60,
+            "resources": {"requests": {"cpu": "50m"}},
+            "logLevel": -4,
+        },
+        "healthcheck": {"image": "quay.io/akyriako/typesense-healthcheck:0.2.0", "logLevel": 8},
+        "securityContext": {
+            "pod": {"runAsNonRoot": True, "runAsUser": 20000},
+            "typesense": {"readOnlyRootFilesystem": True},
+            "healthcheck": {"runAsUser": 1},
+            "metrics": {"runAsUser": 30000},
+        },
     },
 }
 
@@ -192,7 +206,7 @@ def test_metrics_sidecar_and_pod_monitor() -> None:
     c = cluster("full")
     sts = by_kind_and_name(desired_children(c))["StatefulSet/cluster-1-sts"]
     sidecar = sts["spec"]["template"]["spec"]["containers"][1]
-    assert sidecar["image"] == "akyriako78/typesense-prometheus-exporter:0.1.7"
+    assert sidecar["image"] == "quay.io/akyriako/typesense-prometheus-exporter:0.1.9"
     monitor = build_pod_monitor(c)
     assert monitor is not None
     assert monitor["metadata"]["labels"]["release"] == "promstack"

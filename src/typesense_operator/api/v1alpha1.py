@@ -22,7 +22,10 @@ __all__ = ["CUSTOM_RESOURCES", "TYPESENSE_CLUSTER", "TypesenseClusterSpec", "Typ
 
 GROUP = "ts.opentelekomcloud.com"
 VERSION = "v1alpha1"
-DEFAULT_METRICS_IMAGE = "akyriako78/typesense-prometheus-exporter:0.1.7"
+DEFAULT_METRICS_IMAGE = "quay.io/akyriako/typesense-prometheus-exporter:0.1.9"
+DEFAULT_HEALTHCHECK_IMAGE = "quay.io/akyriako/typesense-healthcheck:0.2.0"
+LogLevel = Literal[-4, 0, 4, 8]
+"""A log level of the Go operator's sidecars (slog: -4 debug, 0 info, 4 warn, 8 error)."""
 # One cron field: numbers, ranges, steps, lists, names (JAN, MON) or *; CEL's RE2 syntax.
 _CRON_FIELD = r"[0-9*/,A-Za-z-]+"
 
@@ -170,10 +173,44 @@ class MetricsSpec(ApiModel):
 
     release: str = Field(min_length=1)
     """The Prometheus release (its `release` label) that should scrape the cluster."""
-    image: str = DEFAULT_METRICS_IMAGE
+    image: str = Field(default=DEFAULT_METRICS_IMAGE, min_length=1)
     """Container image of the metrics exporter."""
-    interval: int = Field(default=15, ge=1)
-    """Seconds between two scrapes."""
+    interval: int = Field(default=15, ge=15, le=60)
+    """Seconds between two scrapes, 15 to 60."""
+    resources: dict[str, Any] | None = Field(default=None, json_schema_extra=preserve_unknown())
+    """Compute resources of the exporter container (a core/v1 ResourceRequirements); by default
+    100m CPU, 32Mi of memory, at most 64Mi."""
+    log_level: LogLevel = 0
+    """The exporter's log level (its LOG_LEVEL): -4 debug, 0 info, 4 warn, 8 error."""
+
+
+class HealthCheckSpec(ApiModel):
+    """The Go operator's health-check sidecar, accepted for its manifests. This operator runs no such
+    sidecar: it probes each node's /status, /health and raft state itself, and its quorum decisions
+    need no help from inside the pod."""
+
+    image: str = Field(default=DEFAULT_HEALTHCHECK_IMAGE, min_length=1)
+    """Container image of the Go operator's health-check sidecar (not run here)."""
+    resources: dict[str, Any] | None = Field(default=None, json_schema_extra=preserve_unknown())
+    """Compute resources of that sidecar (not run here)."""
+    log_level: LogLevel = 0
+    """Its log level: -4 debug, 0 info, 4 warn, 8 error (not run here)."""
+
+
+class SecurityContextSpec(ApiModel):
+    """Security contexts that replace the operator's own. Without them every pod meets the restricted
+    Pod Security Standard; with them, meeting it is the author's choice."""
+
+    pod: dict[str, Any] | None = Field(default=None, json_schema_extra=preserve_unknown())
+    """The nodes' pod security context (a core/v1 PodSecurityContext), instead of the operator's
+    (non-root user 10000, group 3000, fsGroup 2000, the runtime's seccomp profile)."""
+    typesense: dict[str, Any] | None = Field(default=None, json_schema_extra=preserve_unknown())
+    """The Typesense container's security context (a core/v1 SecurityContext), instead of the
+    operator's (no privilege escalation, every capability dropped)."""
+    healthcheck: dict[str, Any] | None = Field(default=None, json_schema_extra=preserve_unknown())
+    """The Go operator's health-check sidecar's security context; accepted, no such sidecar runs here."""
+    metrics: dict[str, Any] | None = Field(default=None, json_schema_extra=preserve_unknown())
+    """The metrics exporter container's security context, instead of the operator's."""
 
 
 class TypesenseClusterSpec(ApiModel):
@@ -252,6 +289,11 @@ class TypesenseClusterSpec(ApiModel):
     """DocSearch scrapers run as CronJobs."""
     metrics: MetricsSpec | None = None
     """Optional metrics exporter sidecar and PodMonitor."""
+    healthcheck: HealthCheckSpec | None = None
+    """The Go operator's health-check sidecar, accepted for its manifests; not run here (the operator
+    probes the nodes itself)."""
+    security_context: SecurityContextSpec | None = None
+    """Security contexts that replace the operator's restricted ones."""
     topology_spread_constraints: list[dict[str, Any]] | None = Field(
         default=None, json_schema_extra={"maxItems": 16}
     )

@@ -48,6 +48,22 @@ DEFAULT_RESOURCES: dict[str, Any] = {
 }
 
 
+DEFAULT_METRICS_RESOURCES: dict[str, Any] = {
+    "requests": {"cpu": "100m", "memory": "32Mi"},
+    "limits": {"cpu": "100m", "memory": "64Mi"},
+}
+RESTRICTED_POD_SECURITY_CONTEXT: dict[str, Any] = {
+    "runAsNonRoot": True,
+    "runAsUser": 10000,
+    "runAsGroup": 3000,
+    "fsGroup": 2000,
+    "fsGroupChangePolicy": "OnRootMismatch",
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
+"""The nodes' pod security context unless spec.securityContext.pod replaces it: the restricted Pod
+Security Standard, with the Typesense image's user."""
+
+
 def build_generated_key_secret(cluster: Cluster, api_key: str) -> Manifest | None:
     """The generated admin key Secret, or None when the user brings their own."""
     if cluster.spec.admin_api_key is not None:
@@ -168,7 +184,7 @@ def _typesense_container(cluster: Cluster) -> dict[str, Any]:
             "timeoutSeconds": 5,
             "failureThreshold": 6,
         },
-        "securityContext": restricted_container(),
+        "securityContext": _security_context(cluster, "typesense") or restricted_container(),
     }
     if spec.additional_server_configuration is not None:
         container["envFrom"] = [{"configMapRef": {"name": spec.additional_server_configuration.name}}]
@@ -193,14 +209,19 @@ def _metrics_container(cluster: Cluster) -> dict[str, Any] | None:
             {"name": "TYPESENSE_PORT", "value": str(cluster.spec.api_port)},
             {"name": "TYPESENSE_PROTOCOL", "value": "http"},
             {"name": "TYPESENSE_CLUSTER", "value": cluster.name},
+            {"name": "LOG_LEVEL", "value": str(metrics.log_level)},
         ],
         "ports": [{"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"}],
-        "resources": {
-            "requests": {"cpu": "10m", "memory": "32Mi"},
-            "limits": {"cpu": "100m", "memory": "64Mi"},
-        },
-        "securityContext": restricted_container(),
+        "resources": metrics.resources or DEFAULT_METRICS_RESOURCES,
+        "securityContext": _security_context(cluster, "metrics") or restricted_container(),
     }
+
+
+def _security_context(cluster: Cluster, which: str) -> dict[str, Any] | None:
+    """The spec's securityContext.<which>, which replaces the operator's own; None without it."""
+    overrides = cluster.spec.security_context
+    chosen: dict[str, Any] | None = getattr(overrides, which) if overrides is not None else None
+    return chosen
 
 
 def server_configuration_hash(config_map: Mapping[str, Any] | None) -> str | None:
@@ -227,14 +248,7 @@ def build_statefulset(
     if sidecar is not None:
         containers.append(sidecar)
     pod_spec: dict[str, Any] = {
-        "securityContext": {
-            "runAsNonRoot": True,
-            "runAsUser": 10000,
-            "runAsGroup": 3000,
-            "fsGroup": 2000,
-            "fsGroupChangePolicy": "OnRootMismatch",
-            "seccompProfile": {"type": "RuntimeDefault"},
-        },
+        "securityContext": _security_context(cluster, "pod") or RESTRICTED_POD_SECURITY_CONTEXT,
         "terminationGracePeriodSeconds": 60,
         "containers": containers,
         "volumes": [{"name": "nodeslist", "configMap": {"name": cluster.nodes_configmap_name}}],
