@@ -46,12 +46,20 @@ def cluster(namespace: str, name: str = "c1", **spec: Any) -> dict[str, Any]:
         ({"corsDomains": "https://a.example"}, "corsDomains needs enableCors: true"),
         ({"storage": {"size": "a lot"}}, "storage.size must be a Kubernetes quantity, such as 100Mi or 10Gi"),
         (
-            {"scrapers": [{**SCRAPER, "schedule": "@hourly"}]},
+            {"scrapers": [{**SCRAPER, "schedule": "@reboot"}]},
             "schedule must be a cron expression of 5 fields",
         ),
         ({"scrapers": [{**SCRAPER, "schedule": "0 0 * * * *"}]}, "without seconds or a time zone"),
         ({"scrapers": [{**SCRAPER, "name": "Docs_Site"}]}, "scraper name must be a DNS label"),
         ({"scrapers": [SCRAPER, SCRAPER]}, "scraper names must be unique"),
+        (
+            {"scrapers": [{"name": "docs", "schedule": "@daily"}]},
+            "a scraper needs config (its JSON configuration) or host (the site to scrape)",
+        ),
+        (
+            {"scrapers": [{"name": "docs", "schedule": "@daily", "host": "https://docs.example.com"}]},
+            "scraper host must be a host name",
+        ),
         (
             {"service": {"externalTrafficPolicy": "Local"}},
             "service.externalTrafficPolicy needs service.type: LoadBalancer",
@@ -135,6 +143,16 @@ GO_OPERATOR_0_4_1_FIELDS: dict[str, Any] = {
         "resources": {"requests": {"cpu": "10m"}},
         "logLevel": -4,
     },
+    "scrapers": [
+        {
+            "name": "docs",
+            "image": "typesense/docsearch-scraper:0.12.0.rc14",
+            "protocol": "http",
+            "host": "docs.example.com",
+            "schedule": "@daily",
+            "authConfiguration": {"name": "docs-login"},
+        }
+    ],
     "securityContext": {
         "pod": {"runAsNonRoot": True, "runAsUser": 10000},
         "typesense": {"allowPrivilegeEscalation": False},

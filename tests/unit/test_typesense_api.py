@@ -83,7 +83,10 @@ def _scraper_rules(root_schema: dict[str, Any], field: str) -> list[str]:
         ("0 3 * * MON-FRI", True),
         ("* * * *", False),
         ("0 0 * * * *", False),
-        ("@daily", False),
+        ("@daily", True),
+        ("@midnight", True),
+        ("@reboot", False),
+        ("@every 5m", False),
     ],
 )
 def test_scraper_schedule_rule(root_schema: dict[str, Any], schedule: str, allowed: bool) -> None:

@@ -6,6 +6,7 @@ Regenerate the golden files after an intended change with
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -91,6 +92,15 @@ SAMPLES: dict[str, dict[str, Any]] = {
             "logLevel": -4,
         },
         "healthcheck": {"image": "quay.io/akyriako/typesense-healthcheck:0.2.0", "logLevel": 8},
+        "scrapers": [
+            {
+                "name": "docs",
+                "host": "docs.example.com",
+                "protocol": "http",
+                "schedule": "@daily",
+                "authConfiguration": {"name": "docs-login"},
+            }
+        ],
         "securityContext": {
             "pod": {"runAsNonRoot": True, "runAsUser": 20000},
             "typesense": {"readOnlyRootFilesystem": True},
@@ -274,6 +284,20 @@ def test_the_go_operators_newer_fields_reach_the_children_they_describe() -> Non
     for manifest in pulling:
         pod_spec = manifest["spec"].get("jobTemplate", manifest)["spec"]["template"]["spec"]
         assert pod_spec["imagePullSecrets"] == [{"name": "registry-credentials"}], manifest["kind"]
+
+
+def test_a_scraper_with_a_host_and_no_config_gets_the_generated_docusaurus_config() -> None:
+    children = by_kind_and_name(desired_children(cluster("go-0.4.1-fields")))
+    cronjob = children["CronJob/cluster-1-scraper-docs"]
+    assert cronjob["spec"]["schedule"] == "@daily"
+    container = cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]
+    assert container["image"] == "typesense/docsearch-scraper:0.12.0.rc14"
+    assert container["envFrom"] == [{"secretRef": {"name": "docs-login"}}]
+    config = json.loads(next(e["value"] for e in container["env"] if e["name"] == "CONFIG"))
+    assert config["index_name"] == "docs"
+    assert config["start_urls"] == ["http://docs.example.com"]
+    assert config["sitemap_urls"] == ["http://docs.example.com/sitemap.xml"]
+    assert config["selectors"]["lvl1"] == "article h1, header h1"
 
 
 def test_scraper_cronjob_passes_target_and_config_as_env() -> None:

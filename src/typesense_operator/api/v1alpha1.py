@@ -26,8 +26,13 @@ DEFAULT_METRICS_IMAGE = "quay.io/akyriako/typesense-prometheus-exporter:0.1.9"
 DEFAULT_HEALTHCHECK_IMAGE = "quay.io/akyriako/typesense-healthcheck:0.2.0"
 LogLevel = Literal[-4, 0, 4, 8]
 """A log level of the Go operator's sidecars (slog: -4 debug, 0 info, 4 warn, 8 error)."""
+DEFAULT_SCRAPER_IMAGE = "typesense/docsearch-scraper:0.12.0.rc14"
 # One cron field: numbers, ranges, steps, lists, names (JAN, MON) or *; CEL's RE2 syntax.
 _CRON_FIELD = r"[0-9*/,A-Za-z-]+"
+# The macros a CronJob's schedule takes (the Go operator's list, less @reboot, which a CronJob has not).
+_CRON_MACROS = ("@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly")
+# A DNS host name: labels of letters, digits and '-', joined by dots.
+_HOST_NAME = r"[a-zA-Z0-9]([a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?([.][a-zA-Z0-9]([a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?)*"
 
 
 class SecretReference(ApiModel):
@@ -149,23 +154,50 @@ class DocSearchScraperSpec(ApiModel):
             )
         ),
     )
-    """Name of the scraper; part of the CronJob's name."""
-    image: str = Field(min_length=1)
+    """Name of the scraper; part of the CronJob's name, and the index name of a generated config."""
+    image: str = Field(default=DEFAULT_SCRAPER_IMAGE, min_length=1)
     """Container image of the scraper."""
-    config: str = Field(min_length=1)
-    """The scraper's JSON configuration."""
+    config: str | None = Field(default=None, min_length=1)
+    """The scraper's JSON configuration. Without it, one for a Docusaurus site at host is generated."""
+    host: str | None = Field(
+        default=None,
+        max_length=253,
+        json_schema_extra=cel(
+            (
+                f"self.matches('^{_HOST_NAME}$')",
+                "scraper host must be a host name, such as docs.example.com (no scheme, no path)",
+            )
+        ),
+    )
+    """Host name of the site to scrape when config is not given: the generated config starts at
+    <protocol>://<host> and reads its sitemap.xml."""
+    protocol: Literal["http", "https"] = "https"
+    """Scheme of the site at host, for the generated config."""
     schedule: str = Field(
         max_length=128,
         json_schema_extra=cel(
             (
-                f"self.matches('^{_CRON_FIELD}( {_CRON_FIELD}){{4}}$')",
+                f"self.matches('^{_CRON_FIELD}( {_CRON_FIELD}){{4}}$') || self in {list(_CRON_MACROS)}",
                 "schedule must be a cron expression of 5 fields "
                 "(minute hour day-of-month month day-of-week), without seconds or a time zone, "
-                "for example '*/30 * * * *'",
+                "for example '*/30 * * * *', or one of " + ", ".join(_CRON_MACROS) + " (a CronJob has no "
+                "@reboot)",
             )
         ),
     )
-    """Cron expression with five fields: no time zone, no seconds."""
+    """Cron expression with five fields (no time zone, no seconds), or @hourly, @daily and the like."""
+    auth_configuration: SecretReference | None = None
+    """Secret whose keys become the scraper's environment: the credentials of a site behind a login
+    (the docsearch-scraper reads them from its environment)."""
+
+    model_config = ConfigDict(
+        json_schema_extra=cel(
+            (
+                "has(self.config) || has(self.host)",
+                "a scraper needs config (its JSON configuration) or host (the site to scrape)",
+            )
+        )
+    )
 
 
 class MetricsSpec(ApiModel):
