@@ -67,6 +67,10 @@ def cluster(namespace: str, name: str = "c1", **spec: Any) -> dict[str, Any]:
         ({"service": {"type": "NodePort"}}, 'supported values: "ClusterIP", "LoadBalancer"'),
         ({"storage": {"accessMode": "ReadOnlyMany"}}, 'supported values: "ReadWriteOnce", "ReadWriteMany"'),
         ({"healthProbeTimeoutInMilliseconds": 100}, "should be greater than or equal to 500"),
+        (
+            {"ingress": {"host": "a.example", "ingressClassName": "nginx", "path": "search"}},
+            "ingress.path must start with '/'",
+        ),
         ({"metrics": {"release": "p", "interval": 5}}, "should be greater than or equal to 15"),
         ({"metrics": {"release": "p", "logLevel": 2}}, 'supported values: "-4", "0", "4", "8"'),
         (
@@ -142,6 +146,23 @@ GO_OPERATOR_0_4_1_FIELDS: dict[str, Any] = {
         "image": "quay.io/akyriako/typesense-healthcheck:0.2.0",
         "resources": {"requests": {"cpu": "10m"}},
         "logLevel": -4,
+    },
+    "ingress": {
+        "host": "ts.example.de",
+        "ingressClassName": "nginx",
+        "labels": {"example.com/team": "search"},
+        "annotations": {"example.com/i": "1"},
+        "serviceAnnotations": {"example.com/proxy-service": "1"},
+        "tlsSecretName": "wildcard-example-de",
+        "path": "/search",
+        "pathType": "Prefix",
+        "image": "nginx:alpine",
+        "resources": {"requests": {"cpu": "20m"}},
+        "readOnlyRootFilesystem": {
+            "securityContext": {"readOnlyRootFilesystem": True},
+            "volumes": [{"name": "cache", "emptyDir": {}}],
+            "volumeMounts": [{"name": "cache", "mountPath": "/var/cache/nginx"}],
+        },
     },
     "scrapers": [
         {

@@ -92,6 +92,23 @@ SAMPLES: dict[str, dict[str, Any]] = {
             "logLevel": -4,
         },
         "healthcheck": {"image": "quay.io/akyriako/typesense-healthcheck:0.2.0", "logLevel": 8},
+        "ingress": {
+            "host": "ts.example.de",
+            "ingressClassName": "nginx",
+            "referer": "docs.example.de",
+            "labels": {"example.com/team": "search"},
+            "annotations": {"example.com/i": "1"},
+            "serviceAnnotations": {"example.com/proxy-service": "1"},
+            "tlsSecretName": "wildcard-example-de",
+            "path": "/search",
+            "pathType": "Prefix",
+            "image": "nginx:1.27-alpine",
+            "resources": {"requests": {"cpu": "20m"}},
+            "readOnlyRootFilesystem": {
+                "volumes": [{"name": "cache", "emptyDir": {}}],
+                "volumeMounts": [{"name": "cache", "mountPath": "/var/cache/nginx"}],
+            },
+        },
         "scrapers": [
             {
                 "name": "docs",
@@ -284,6 +301,29 @@ def test_the_go_operators_newer_fields_reach_the_children_they_describe() -> Non
     for manifest in pulling:
         pod_spec = manifest["spec"].get("jobTemplate", manifest)["spec"]["template"]["spec"]
         assert pod_spec["imagePullSecrets"] == [{"name": "registry-credentials"}], manifest["kind"]
+
+
+def test_the_go_operators_ingress_fields_shape_the_ingress_and_the_proxy() -> None:
+    children = by_kind_and_name(desired_children(cluster("go-0.4.1-fields")))
+    ingress = children["Ingress/cluster-1-reverse-proxy-ingress"]
+    assert ingress["metadata"]["labels"]["example.com/team"] == "search"
+    assert ingress["metadata"]["labels"]["app.kubernetes.io/instance"] == "cluster-1"
+    (path,) = ingress["spec"]["rules"][0]["http"]["paths"]
+    assert (path["path"], path["pathType"]) == ("/search", "Prefix")
+    assert ingress["spec"]["tls"] == [{"hosts": ["ts.example.de"], "secretName": "wildcard-example-de"}]
+    service = children["Service/cluster-1-reverse-proxy-svc"]
+    assert service["metadata"]["annotations"] == {"example.com/proxy-service": "1"}
+    pod = children["Deployment/cluster-1-reverse-proxy"]["spec"]["template"]["spec"]
+    (nginx,) = pod["containers"]
+    assert nginx["image"] == "nginx:1.27-alpine"
+    assert nginx["resources"] == {"requests": {"cpu": "20m"}}
+    assert nginx["securityContext"]["readOnlyRootFilesystem"] is True
+    assert {m["mountPath"] for m in nginx["volumeMounts"]} == {
+        "/etc/nginx/nginx.conf",
+        "/var/cache/nginx",
+        "/tmp",
+    }
+    assert {v["name"] for v in pod["volumes"]} == {"config", "cache", "scratch"}
 
 
 def test_a_scraper_with_a_host_and_no_config_gets_the_generated_docusaurus_config() -> None:

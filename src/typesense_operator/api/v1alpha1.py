@@ -120,6 +120,18 @@ class ServiceSpec(ApiModel):
     )
 
 
+class ReadOnlyRootFilesystemSpec(ApiModel):
+    """The proxy's container with a read-only root filesystem."""
+
+    security_context: dict[str, Any] | None = Field(default=None, json_schema_extra=preserve_unknown())
+    """The proxy container's security context (a core/v1 SecurityContext); by default the operator's,
+    with readOnlyRootFilesystem: true."""
+    volumes: list[dict[str, Any]] | None = Field(default=None, max_length=16)
+    """Extra volumes of the proxy's pod (core/v1 Volume objects)."""
+    volume_mounts: list[dict[str, Any]] | None = Field(default=None, max_length=16)
+    """Extra mounts of the proxy container (core/v1 VolumeMount objects)."""
+
+
 class IngressSpec(ApiModel):
     """Expose the cluster through an Ingress, behind an nginx reverse proxy that can check the referer."""
 
@@ -139,6 +151,28 @@ class IngressSpec(ApiModel):
     """Extra nginx directives for the location block of the proxy."""
     annotations: dict[str, str] | None = None
     """Annotations added to the Ingress."""
+    labels: dict[str, str] | None = None
+    """Labels added to the Ingress (the operator's own labels win)."""
+    service_annotations: dict[str, str] | None = None
+    """Annotations of the proxy's Service."""
+    tls_secret_name: str | None = Field(default=None, min_length=1, max_length=253)
+    """Secret with the certificate the Ingress serves; by default <name>-reverse-proxy-tls, which
+    cert-manager fills when clusterIssuer is set. With either, the Ingress serves TLS."""
+    path: str = Field(
+        default="/",
+        json_schema_extra=cel(("self.startsWith('/')", "ingress.path must start with '/'")),
+    )
+    """Path of the Ingress rule."""
+    path_type: Literal["Exact", "Prefix", "ImplementationSpecific"] = "ImplementationSpecific"
+    """How the Ingress matches path."""
+    image: str = Field(default="nginx:alpine", min_length=1)
+    """Container image of the nginx proxy."""
+    resources: dict[str, Any] | None = Field(default=None, json_schema_extra=preserve_unknown())
+    """Compute resources of the proxy container (a core/v1 ResourceRequirements); by default 100m CPU
+    (at most 150m) and 32Mi of memory (at most 64Mi)."""
+    read_only_root_filesystem: ReadOnlyRootFilesystemSpec | None = None
+    """Run the proxy with a read-only root filesystem; nginx then writes only to an emptyDir at /tmp
+    (added unless volumeMounts mount something there)."""
 
 
 class DocSearchScraperSpec(ApiModel):

@@ -22,8 +22,17 @@ __all__ = [
 ]
 
 PROXY = "reverse-proxy"
-PROXY_IMAGE = "nginx:alpine"
 PROXY_PORT = 80
+PROXY_RESOURCES: dict[str, Any] = {
+    "requests": {"cpu": "100m", "memory": "32Mi"},
+    "limits": {"cpu": "150m", "memory": "64Mi"},
+}
+PROXY_SECURITY_CONTEXT: dict[str, Any] = {
+    "allowPrivilegeEscalation": False,
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
+SCRATCH = "/tmp"  # noqa: S108 - a path inside the proxy container, an emptyDir of its own
+"""Where nginx.conf has nginx write (its pid and temporary files): an emptyDir with a read-only root."""
 
 
 def _indent(text: str | None, spaces: int) -> str:
@@ -95,25 +104,35 @@ def build_proxy_deployment(cluster: Cluster) -> Manifest | None:
     # nginx reads its config only at start: a changed config rolls the pods through this hash.
     config_hash = hashlib.sha256(config.encode()).hexdigest()[:16]
     template_labels = cluster.labels(PROXY)
+    ingress = cluster.spec.ingress
+    assert ingress is not None  # nginx_config says so
+    volumes: list[dict[str, Any]] = [
+        {"name": "config", "configMap": {"name": f"{cluster.proxy_name}-config"}}
+    ]
+    mounts: list[dict[str, Any]] = [
+        {"name": "config", "mountPath": "/etc/nginx/nginx.conf", "subPath": "nginx.conf", "readOnly": True}
+    ]
+    security_context = PROXY_SECURITY_CONTEXT
+    read_only = ingress.read_only_root_filesystem
+    if read_only is not None:
+        security_context = read_only.security_context or {
+            **PROXY_SECURITY_CONTEXT,
+            "readOnlyRootFilesystem": True,
+        }
+        volumes += read_only.volumes or []
+        mounts += read_only.volume_mounts or []
+        if not any(mount.get("mountPath") == SCRATCH for mount in mounts):
+            volumes.append({"name": "scratch", "emptyDir": {}})
+            mounts.append({"name": "scratch", "mountPath": SCRATCH})
     container: dict[str, Any] = {
         "name": "nginx",
-        "image": PROXY_IMAGE,
+        "image": ingress.image,
         "ports": [{"name": "http", "containerPort": PROXY_PORT, "protocol": "TCP"}],
-        "volumeMounts": [
-            {
-                "name": "config",
-                "mountPath": "/etc/nginx/nginx.conf",
-                "subPath": "nginx.conf",
-                "readOnly": True,
-            }
-        ],
+        "volumeMounts": mounts,
         "readinessProbe": {"tcpSocket": {"port": PROXY_PORT}, "periodSeconds": 5},
         "livenessProbe": {"tcpSocket": {"port": PROXY_PORT}, "periodSeconds": 10, "failureThreshold": 6},
-        "resources": {
-            "requests": {"cpu": "10m", "memory": "16Mi"},
-            "limits": {"cpu": "200m", "memory": "64Mi"},
-        },
-        "securityContext": {"allowPrivilegeEscalation": False, "seccompProfile": {"type": "RuntimeDefault"}},
+        "resources": ingress.resources or PROXY_RESOURCES,
+        "securityContext": security_context,
     }
     return {
         "apiVersion": "apps/v1",
@@ -127,26 +146,23 @@ def build_proxy_deployment(cluster: Cluster) -> Manifest | None:
                     "labels": template_labels,
                     "annotations": {"ts.opentelekomcloud.com/nginx-config-hash": config_hash},
                 },
-                "spec": cluster.pulling(
-                    {
-                        "containers": [container],
-                        "volumes": [
-                            {"name": "config", "configMap": {"name": f"{cluster.proxy_name}-config"}}
-                        ],
-                    }
-                ),
+                "spec": cluster.pulling({"containers": [container], "volumes": volumes}),
             },
         },
     }
 
 
 def build_proxy_service(cluster: Cluster) -> Manifest | None:
-    if cluster.spec.ingress is None:
+    ingress = cluster.spec.ingress
+    if ingress is None:
         return None
+    metadata = cluster.metadata(f"{cluster.proxy_name}-svc", PROXY)
+    if ingress.service_annotations:
+        metadata["annotations"] = dict(ingress.service_annotations)
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": cluster.metadata(f"{cluster.proxy_name}-svc", PROXY),
+        "metadata": metadata,
         "spec": {
             "type": "ClusterIP",
             "selector": cluster.selector(PROXY),
@@ -163,6 +179,7 @@ def build_ingress(cluster: Cluster) -> Manifest | None:
     if ingress.cluster_issuer:
         annotations["cert-manager.io/cluster-issuer"] = ingress.cluster_issuer
     metadata = cluster.metadata(f"{cluster.proxy_name}-ingress", PROXY)
+    metadata["labels"] = {**(ingress.labels or {}), **metadata["labels"]}
     if annotations:
         metadata["annotations"] = annotations
     spec: dict[str, Any] = {
@@ -173,8 +190,8 @@ def build_ingress(cluster: Cluster) -> Manifest | None:
                 "http": {
                     "paths": [
                         {
-                            "path": "/",
-                            "pathType": "Prefix",
+                            "path": ingress.path,
+                            "pathType": ingress.path_type,
                             "backend": {
                                 "service": {
                                     "name": f"{cluster.proxy_name}-svc",
@@ -187,7 +204,8 @@ def build_ingress(cluster: Cluster) -> Manifest | None:
             }
         ],
     }
-    if ingress.cluster_issuer:
-        # cert-manager fills this Secret; without an issuer there is no certificate to serve.
-        spec["tls"] = [{"hosts": [ingress.host], "secretName": f"{cluster.proxy_name}-tls"}]
+    if ingress.cluster_issuer or ingress.tls_secret_name:
+        # cert-manager fills the default Secret; without an issuer or a Secret there is no certificate.
+        secret = ingress.tls_secret_name or f"{cluster.proxy_name}-tls"
+        spec["tls"] = [{"hosts": [ingress.host], "secretName": secret}]
     return {"apiVersion": "networking.k8s.io/v1", "kind": "Ingress", "metadata": metadata, "spec": spec}
