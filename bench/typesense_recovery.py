@@ -30,13 +30,11 @@ import asyncio
 import dataclasses
 import functools
 import json
-import tempfile
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from operator_core.kube import Kube
-from operator_testkit.controlplane import ENDPOINT_CONTROLLERS, ControlPlane
+from operator_testkit.controlplane import ControlPlane
 from operator_testkit.drivers.typesense import (
     Recovery,
     TypesenseCluster,
@@ -44,10 +42,9 @@ from operator_testkit.drivers.typesense import (
     delete_every_pod_as_a_user,
     full_restart,
     lose_two_of_three,
+    typesense_rig,
 )
 from operator_testkit.nodeagent.faults import Faults
-from operator_testkit.nodeagent.harness import start_agent
-from operator_testkit.operators import OperatorRegistry
 
 ROOT = Path(__file__).resolve().parent.parent
 EVENT_REASONS = ("QuorumDowngraded", "QuorumMemberFenced", "QuorumSurvivorRestarted", "QuorumUpgraded")
@@ -102,43 +99,25 @@ SCENARIOS = ("two-of-three-killed", "two-of-three-hung", "full-restart", "kubect
 
 
 async def run(only: Sequence[str] = SCENARIOS) -> dict[str, Any]:
-    with tempfile.TemporaryDirectory(prefix="bench-") as scratch:
-        directory = Path(scratch)
-        with ControlPlane(directory / "cp", disabled_controllers=ENDPOINT_CONTROLLERS) as plane:
-            await asyncio.to_thread(
-                plane.kubectl, "apply", "--server-side", "-f", str(ROOT / "deploy" / "crds")
-            )
-            agent = start_agent(plane, directory / "agent")
-            operators = OperatorRegistry(directory / "operators")
-            try:
-                operators.get(
-                    "typesense-operator", plane, ROOT / "deploy" / "rbac" / "typesense-operator.yaml"
-                )
-                async with Kube.connect(plane.kubeconfig) as kube:
-                    await kube.create(
-                        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "bench"}}
-                    )
-                    cluster = TypesenseCluster(kube, "bench")
-                    await cluster.create(replicas=3)
-                    bootstrap = await cluster.wait_ready(timeout=300)
-                    await cluster.create_collection()
-                    faults = Faults.of(agent.state_dir)
-                    counted: dict[str, int] = {}
-                    scenarios: dict[str, Callable[[], Awaitable[dict[str, Any]]]] = {
-                        "two-of-three-killed": lambda: two_of_three_scenario(
-                            cluster, functools.partial(faults.down, "bench"), counted
-                        ),
-                        "two-of-three-hung": lambda: two_of_three_scenario(
-                            cluster, functools.partial(faults.freeze, "bench"), counted
-                        ),
-                        "full-restart": lambda: full_restart_scenario(cluster, counted),
-                        "kubectl-delete-pods": lambda: kubectl_delete_scenario(cluster, plane, counted),
-                    }
-                    results = {name: await scenarios[name]() for name in SCENARIOS if name in only}
-                    await cluster.http.aclose()
-            finally:
-                operators.stop_all()
-                agent.stop()
+    async with typesense_rig(ROOT, "bench") as rig:
+        cluster = TypesenseCluster(rig.kube, "bench")
+        await cluster.create(replicas=3)
+        bootstrap = await cluster.wait_ready(timeout=300)
+        await cluster.create_collection()
+        faults = Faults.of(rig.agent.state_dir)
+        counted: dict[str, int] = {}
+        scenarios: dict[str, Callable[[], Awaitable[dict[str, Any]]]] = {
+            "two-of-three-killed": lambda: two_of_three_scenario(
+                cluster, functools.partial(faults.down, "bench"), counted
+            ),
+            "two-of-three-hung": lambda: two_of_three_scenario(
+                cluster, functools.partial(faults.freeze, "bench"), counted
+            ),
+            "full-restart": lambda: full_restart_scenario(cluster, counted),
+            "kubectl-delete-pods": lambda: kubectl_delete_scenario(cluster, rig.plane, counted),
+        }
+        results = {name: await scenarios[name]() for name in SCENARIOS if name in only}
+        await cluster.http.aclose()
     return {
         "benchmark": "typesense_recovery",
         "cluster": "3 nodes, typesense-server 0.24.1, operator grace 20 s",

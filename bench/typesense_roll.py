@@ -29,26 +29,23 @@ import argparse
 import asyncio
 import functools
 import json
-import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from operator_core.kube import Kube
 from operator_testkit.assertions import condition
-from operator_testkit.controlplane import ENDPOINT_CONTROLLERS, ControlPlane
 from operator_testkit.drivers.typesense import (
     Roll,
     TypesenseCluster,
     ready_condition,
     roll_under_writes,
     seed_documents,
+    typesense_rig,
 )
 from operator_testkit.fixtures import wait_until
 from operator_testkit.nodeagent.faults import Faults
-from operator_testkit.nodeagent.harness import start_agent
-from operator_testkit.operators import OperatorProcess, OperatorRegistry
+from operator_testkit.operators import OperatorProcess
 
 ROOT = Path(__file__).resolve().parent.parent
 NAMESPACE = "bench"
@@ -157,44 +154,25 @@ def _ratio(ours: float, theirs: float) -> float | None:
 
 
 async def run(documents: int) -> dict[str, Any]:
-    with tempfile.TemporaryDirectory(prefix="bench-") as scratch:
-        directory = Path(scratch)
-        with ControlPlane(directory / "cp", disabled_controllers=ENDPOINT_CONTROLLERS) as plane:
-            await asyncio.to_thread(
-                plane.kubectl, "apply", "--server-side", "-f", str(ROOT / "deploy" / "crds")
-            )
-            agent = start_agent(plane, directory / "agent")
-            operators = OperatorRegistry(directory / "operators")
-            try:
-                operator = operators.get(
-                    "typesense-operator", plane, ROOT / "deploy" / "rbac" / "typesense-operator.yaml"
-                )
-                async with Kube.connect(plane.kubeconfig) as kube:
-                    await kube.create(
-                        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
-                    )
-                    cluster = TypesenseCluster(kube, NAMESPACE)
-                    await cluster.create(replicas=3, resources={"requests": {"cpu": "100m"}})
-                    await cluster.wait_ready(timeout=300)
-                    await cluster.create_collection()
-                    seeding = time.monotonic()
-                    await seed_documents(cluster, documents)
-                    seed_seconds = time.monotonic() - seeding
-                    freeze = functools.partial(Faults.of(agent.state_dir).freeze, NAMESPACE)
-                    results = {
-                        "operator": await operator_roll(cluster, "101m", None),
-                        "statefulset-rolling-update": await statefulset_roll(
-                            cluster, operator, plane.kubectl, "102m", None
-                        ),
-                        "operator-hung-follower": await operator_roll(cluster, "103m", freeze),
-                        "statefulset-rolling-update-hung-follower": await statefulset_roll(
-                            cluster, operator, plane.kubectl, "104m", freeze
-                        ),
-                    }
-                    await cluster.http.aclose()
-            finally:
-                operators.stop_all()
-                agent.stop()
+    async with typesense_rig(ROOT, NAMESPACE) as rig:
+        cluster = TypesenseCluster(rig.kube, NAMESPACE)
+        await cluster.create(replicas=3, resources={"requests": {"cpu": "100m"}})
+        await cluster.wait_ready(timeout=300)
+        await cluster.create_collection()
+        seeding = time.monotonic()
+        await seed_documents(cluster, documents)
+        seed_seconds = time.monotonic() - seeding
+        freeze = functools.partial(Faults.of(rig.agent.state_dir).freeze, NAMESPACE)
+        kubectl, operator = rig.plane.kubectl, rig.operator
+        results = {
+            "operator": await operator_roll(cluster, "101m", None),
+            "statefulset-rolling-update": await statefulset_roll(cluster, operator, kubectl, "102m", None),
+            "operator-hung-follower": await operator_roll(cluster, "103m", freeze),
+            "statefulset-rolling-update-hung-follower": await statefulset_roll(
+                cluster, operator, kubectl, "104m", freeze
+            ),
+        }
+        await cluster.http.aclose()
     pairs = {
         "no fault": ("operator", "statefulset-rolling-update"),
         "hung follower": ("operator-hung-follower", "statefulset-rolling-update-hung-follower"),

@@ -12,6 +12,7 @@ import pytest
 from operator_core.errors import Invalid
 from operator_core.kube import Kube
 from operator_testkit.fixtures import Kubectl
+from samples import GO_OPERATOR_0_4_1_FIELDS
 
 pytestmark = pytest.mark.usefixtures("installed_crds")
 
@@ -112,76 +113,6 @@ async def test_storage_access_mode_and_claim_annotations_cannot_change(kube: Kub
         with pytest.raises(Invalid, match=r"storage\.accessMode and storage\.annotations are fixed"):
             await kube.apply(cluster(namespace, storage={**storage, **changed}))
     await kube.apply(cluster(namespace, storage={**storage, "size": "1Gi"}))  # the size may still grow
-
-
-GO_OPERATOR_0_4_1_FIELDS: dict[str, Any] = {
-    "imagePullSecrets": [{"name": "registry-credentials"}],
-    "healthProbeTimeoutInMilliseconds": 1500,
-    "forceResetPeersConfigOnUpdate": False,
-    "serviceAnnotations": {"example.com/a": "1"},
-    "statefulSetAnnotations": {"example.com/b": "2"},
-    "podAnnotations": {"example.com/c": "3"},
-    "podsInheritStatefulSetAnnotations": True,
-    "priorityClassName": "search-critical",
-    "ignoreAnnotationsFromExternalMutations": ["kubectl.kubernetes.io/restartedAt"],
-    "service": {
-        "type": "LoadBalancer",
-        "externalTrafficPolicy": "Local",
-        "annotations": {"example.com/d": "4"},
-    },
-    "storage": {
-        "size": "1Gi",
-        "storageClassName": "fast",
-        "accessMode": "ReadWriteMany",
-        "annotations": {"example.com/e": "5"},
-    },
-    "metrics": {
-        "release": "promstack",
-        "image": "quay.io/akyriako/typesense-prometheus-exporter:0.1.9",
-        "interval": 30,
-        "resources": {"limits": {"memory": "64Mi"}},
-        "logLevel": 4,
-    },
-    "healthcheck": {
-        "image": "quay.io/akyriako/typesense-healthcheck:0.2.0",
-        "resources": {"requests": {"cpu": "10m"}},
-        "logLevel": -4,
-    },
-    "ingress": {
-        "host": "ts.example.de",
-        "ingressClassName": "nginx",
-        "labels": {"example.com/team": "search"},
-        "annotations": {"example.com/i": "1"},
-        "serviceAnnotations": {"example.com/proxy-service": "1"},
-        "tlsSecretName": "wildcard-example-de",
-        "path": "/search",
-        "pathType": "Prefix",
-        "image": "nginx:alpine",
-        "resources": {"requests": {"cpu": "20m"}},
-        "readOnlyRootFilesystem": {
-            "securityContext": {"readOnlyRootFilesystem": True},
-            "volumes": [{"name": "cache", "emptyDir": {}}],
-            "volumeMounts": [{"name": "cache", "mountPath": "/var/cache/nginx"}],
-        },
-    },
-    "scrapers": [
-        {
-            "name": "docs",
-            "image": "typesense/docsearch-scraper:0.12.0.rc14",
-            "protocol": "http",
-            "host": "docs.example.com",
-            "schedule": "@daily",
-            "authConfiguration": {"name": "docs-login"},
-        }
-    ],
-    "securityContext": {
-        "pod": {"runAsNonRoot": True, "runAsUser": 10000},
-        "typesense": {"allowPrivilegeEscalation": False},
-        "healthcheck": {"readOnlyRootFilesystem": True},
-        "metrics": {"capabilities": {"drop": ["ALL"]}},
-    },
-}
-"""Fields of the Go operator's API (0.4.1) beyond the seed's, as its users' manifests set them."""
 
 
 async def test_the_go_operators_newer_fields_apply_strictly_and_read_back_unchanged(

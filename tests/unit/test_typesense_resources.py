@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from operator_testkit.tables import assert_golden, by_kind_and_name
-from samples import sample_spec
+from samples import GO_OPERATOR_0_4_1_FIELDS, sample_spec
 from typesense_operator.resources import (
     Cluster,
     build_generated_key_secret,
@@ -64,66 +64,7 @@ SAMPLES: dict[str, dict[str, Any]] = {
     # The fields the Go operator 0.4.1 added to the seed's API, on the seed's sample with scrapers.
     "go-0.4.1-fields": {
         **sample_spec("ts_v1alpha1_typesensecluster_opentelekomcloud", "TypesenseCluster"),
-        "imagePullSecrets": [{"name": "registry-credentials"}],
-        "healthProbeTimeoutInMilliseconds": 1500,
-        "forceResetPeersConfigOnUpdate": False,
-        "serviceAnnotations": {"old.example.com/kept": "yes", "example.com/overridden": "by-service"},
-        "service": {
-            "type": "LoadBalancer",
-            "externalTrafficPolicy": "Local",
-            "annotations": {"example.com/overridden": "service-wins"},
-        },
-        "statefulSetAnnotations": {"example.com/owner": "search-team"},
-        "podAnnotations": {"example.com/scrape": "true"},
-        "podsInheritStatefulSetAnnotations": True,
-        "priorityClassName": "search-critical",
-        "ignoreAnnotationsFromExternalMutations": ["kubectl.kubernetes.io/restartedAt"],
-        "storage": {
-            "size": "10Gi",
-            "storageClassName": "fast",
-            "accessMode": "ReadWriteMany",
-            "annotations": {"example.com/backup": "daily"},
-        },
-        "metrics": {
-            "release": "promstack",
-            "image": "registry.example.com/exporter:1",
-            "interval": 60,
-            "resources": {"requests": {"cpu": "50m"}},
-            "logLevel": -4,
-        },
-        "healthcheck": {"image": "quay.io/akyriako/typesense-healthcheck:0.2.0", "logLevel": 8},
-        "ingress": {
-            "host": "ts.example.de",
-            "ingressClassName": "nginx",
-            "referer": "docs.example.de",
-            "labels": {"example.com/team": "search"},
-            "annotations": {"example.com/i": "1"},
-            "serviceAnnotations": {"example.com/proxy-service": "1"},
-            "tlsSecretName": "wildcard-example-de",
-            "path": "/search",
-            "pathType": "Prefix",
-            "image": "nginx:1.27-alpine",
-            "resources": {"requests": {"cpu": "20m"}},
-            "readOnlyRootFilesystem": {
-                "volumes": [{"name": "cache", "emptyDir": {}}],
-                "volumeMounts": [{"name": "cache", "mountPath": "/var/cache/nginx"}],
-            },
-        },
-        "scrapers": [
-            {
-                "name": "docs",
-                "host": "docs.example.com",
-                "protocol": "http",
-                "schedule": "@daily",
-                "authConfiguration": {"name": "docs-login"},
-            }
-        ],
-        "securityContext": {
-            "pod": {"runAsNonRoot": True, "runAsUser": 20000},
-            "typesense": {"readOnlyRootFilesystem": True},
-            "healthcheck": {"runAsUser": 1},
-            "metrics": {"runAsUser": 30000},
-        },
+        **GO_OPERATOR_0_4_1_FIELDS,
     },
 }
 

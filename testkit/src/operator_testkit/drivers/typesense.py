@@ -13,17 +13,22 @@ import base64
 import contextlib
 import itertools
 import secrets
+import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import httpx
 
 from operator_core.kube import Kube
 from operator_testkit.assertions import condition
+from operator_testkit.controlplane import ENDPOINT_CONTROLLERS, ControlPlane
 from operator_testkit.fixtures import wait_until
+from operator_testkit.nodeagent.harness import AgentProcess, start_agent
+from operator_testkit.operators import OperatorProcess, OperatorRegistry
 from operator_testkit.sandbox import SandboxEntry
 
 SANDBOX = SandboxEntry(
@@ -63,7 +68,8 @@ class TypesenseCluster:
     http: httpx.AsyncClient = field(default_factory=lambda: httpx.AsyncClient(trust_env=False, timeout=3))
     headers: dict[str, str] = field(default_factory=dict)
     _leader: str | None = None
-    """The node the last acknowledged write went to: writes go there until one is not acknowledged."""
+    """The node the last acknowledged write went to: writes go there while its pod exists and is not
+    being deleted (as a Service would route them), until one is not acknowledged."""
 
     async def create(self, replicas: int = 3, **spec: Any) -> None:
         await self.kube.apply(
@@ -185,7 +191,12 @@ class TypesenseCluster:
         return await self.try_write(document_id) == ACKNOWLEDGED
 
     async def try_write(self, document_id: str) -> str:
-        """Write one document through whichever node leads now; what came of it (ACKNOWLEDGED, or why not)."""
+        """Write one document through whichever node leads now; what came of it (ACKNOWLEDGED, or why not).
+
+        A node whose pod is gone or being deleted takes no more writes, even while its process still
+        answers: a client through the cluster's Service could not reach it either."""
+        if self._leader is not None and self._leader not in (await self.pod_ips()).values():
+            self._leader = None
         self._leader, leader = None, self._leader or await self.leader_ip()
         if leader is None:
             return "no leader"
@@ -614,3 +625,38 @@ async def roll_under_writes(
         writer.story(started),
         started_at,
     )
+
+
+@dataclass(frozen=True)
+class Rig:
+    """What a Typesense benchmark runs on: a control plane, the node agent (real typesense-server
+    processes), the typesense-operator as its own ServiceAccount, and an admin client."""
+
+    plane: ControlPlane
+    agent: AgentProcess
+    operator: OperatorProcess
+    kube: Kube
+
+
+@contextlib.asynccontextmanager
+async def typesense_rig(repository: Path, namespace: str) -> AsyncIterator[Rig]:
+    """A :class:`Rig` with the repository's CRDs and RBAC, and ``namespace`` made; all of it stopped
+    and removed at the end."""
+    with tempfile.TemporaryDirectory(prefix="bench-") as scratch:
+        directory = Path(scratch)
+        with ControlPlane(directory / "cp", disabled_controllers=ENDPOINT_CONTROLLERS) as plane:
+            crds = str(repository / "deploy" / "crds")
+            await asyncio.to_thread(plane.kubectl, "apply", "--server-side", "-f", crds)
+            agent = start_agent(plane, directory / "agent")
+            operators = OperatorRegistry(directory / "operators")
+            try:
+                rbac = repository / "deploy" / "rbac" / "typesense-operator.yaml"
+                operator = operators.get("typesense-operator", plane, rbac)
+                async with Kube.connect(plane.kubeconfig) as kube:
+                    await kube.create(
+                        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
+                    )
+                    yield Rig(plane, agent, operator, kube)
+            finally:
+                operators.stop_all()
+                agent.stop()
