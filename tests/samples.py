@@ -77,6 +77,27 @@ GO_OPERATOR_0_4_1_FIELDS: dict[str, Any] = {
             "authConfiguration": {"name": "docs-login"},
         }
     ],
+    "httpRoutes": [
+        {
+            "enabled": True,
+            "name": "public",
+            "parentRef": {"name": "edge", "namespace": "gateways", "section": "https"},
+            "hostnames": ["search.example.com", "*.search.example.com"],
+            "path": "/",
+            "pathType": "PathPrefix",
+            "labels": {"example.com/exposure": "public"},
+            "annotations": {"example.com/rate-limit": "100"},
+            "referenceGrant": True,
+        },
+        {
+            "enabled": False,
+            "name": "legacy",
+            "parentRef": {"name": "internal"},
+            "path": "/v1",
+            "pathType": "Exact",
+            "referenceGrant": False,
+        },
+    ],
     "securityContext": {
         "pod": {"runAsNonRoot": True, "runAsUser": 20000},
         "typesense": {"readOnlyRootFilesystem": True},

@@ -33,6 +33,7 @@ __all__ = [
     "INVALID_SPEC",
     "MANAGED_BY_LABEL",
     "NAME_LABEL",
+    "OWNER_NAMESPACE_LABEL",
     "Manifest",
     "Owner",
     "StepEventReason",
@@ -46,6 +47,9 @@ NAME_LABEL = "app.kubernetes.io/name"
 INSTANCE_LABEL = "app.kubernetes.io/instance"
 COMPONENT_LABEL = "app.kubernetes.io/component"
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+OWNER_NAMESPACE_LABEL = "operator-suite.io/owner-namespace"
+"""On a child in another namespace than its owner's (which no owner reference can name): the owner's
+namespace, so that a change wakes the right owner and a prune or clean-up finds it by label."""
 
 CHILDREN_APPLIED = "ChildrenApplied"
 """The condition that says whether every child was applied on the last reconcile (every operator's)."""
@@ -138,12 +142,12 @@ class Owner(Generic[SpecT]):
 def stale_children(
     desired: Iterable[Manifest], live: Iterable[Manifest], prunable: Iterable[tuple[str, str]]
 ) -> list[Manifest]:
-    """Live children of a prunable (apiVersion, kind) that no desired manifest names."""
-    wanted = {(m["apiVersion"], m["kind"], m["metadata"]["name"]) for m in desired}
+    """Live children of a prunable (apiVersion, kind) that no desired manifest names (in its namespace)."""
+
+    def key(m: Manifest) -> tuple[str, str, str | None, str]:
+        metadata = m["metadata"]
+        return (m["apiVersion"], m["kind"], metadata.get("namespace"), metadata["name"])
+
+    wanted = {key(m) for m in desired}
     kinds = set(prunable)
-    return [
-        m
-        for m in live
-        if (m["apiVersion"], m["kind"]) in kinds
-        and (m["apiVersion"], m["kind"], m["metadata"]["name"]) not in wanted
-    ]
+    return [m for m in live if (m["apiVersion"], m["kind"]) in kinds and key(m) not in wanted]

@@ -49,6 +49,7 @@ from operator_core.children import (
     INSTANCE_LABEL,
     INVALID_SPEC,
     MANAGED_BY_LABEL,
+    OWNER_NAMESPACE_LABEL,
     Manifest,
     Owner,
     StepEventReason,
@@ -57,7 +58,7 @@ from operator_core.children import (
 from operator_core.conditions import READY
 from operator_core.crdgen import CustomResource
 from operator_core.events import EventRecorder
-from operator_core.kube import ApplyResult, Kube
+from operator_core.kube import ALL, ApplyResult, Kube
 from operator_core.manifests import merge_patch
 from operator_core.memory import trim_after_work
 from operator_core.reconciling import (
@@ -82,6 +83,7 @@ __all__ = [
     "Operator",
     "StepEventReason",
     "apply_report_prune",
+    "owned_children",
     "report_invalid_spec",
 ]
 
@@ -280,6 +282,7 @@ class Operator:
         wake_all_on: Kinds = (),
         finalizer: str | None = None,
         finalize: Reconcile | None = None,
+        needs_finalizer: Callable[[Manifest], bool] | None = None,
     ) -> None:
         """Reconcile every object of ``resource`` in a loop of its own, woken by what can change it.
 
@@ -299,6 +302,9 @@ class Operator:
         With ``finalizer``, every object carries it from its first reconcile, and an object being
         deleted is handed to ``finalize`` (its clean-up, which may wait, returning the seconds
         until the next look) until it returns :data:`FINALIZED`; then the finalizer is removed.
+        With ``needs_finalizer`` too, only an object for which it returns True carries it (one
+        whose spec leaves something behind that no owner reference cleans up), and loses it again
+        when it no longer does.
         """
         wakeups, finalizing = Wakeups(), Wakeups()
         references = References(named) if named is not None else None
@@ -332,7 +338,8 @@ class Operator:
                 self._reconciled.add((resource.kind, namespace, name))
                 try:
                     if finalizer is not None:
-                        await _hold_finalizer(context.kube, obj, finalizer, holds=True)
+                        holds = needs_finalizer is None or needs_finalizer(obj)
+                        await _hold_finalizer(context.kube, obj, finalizer, holds=holds)
                     return await reconcile(obj, context)
                 except errors.InvalidSpec as error:
                     await report_invalid_spec(context, resource, obj, error)
@@ -466,7 +473,7 @@ def _waker(
             keys.append((namespace, metadata.get("name")))
         else:
             if labels.get(MANAGED_BY_LABEL) == managed_by and INSTANCE_LABEL in labels:
-                keys.append((namespace, labels[INSTANCE_LABEL]))
+                keys.append((labels.get(OWNER_NAMESPACE_LABEL, namespace), labels[INSTANCE_LABEL]))
             if references is not None:
                 holders = references.holders(kind[1], namespace or "", metadata.get("name", ""))
                 keys.extend((namespace, holder) for holder in holders)
@@ -520,6 +527,7 @@ async def apply_report_prune(
     owner: Owner[Any],
     desired: Sequence[Manifest],
     prunable: Iterable[tuple[str, str]],
+    prunable_elsewhere: Iterable[tuple[str, str]] = (),
 ) -> None:
     """Apply ``desired``, report it, and delete the owner's children of ``prunable`` kinds it no longer names.
 
@@ -529,7 +537,9 @@ async def apply_report_prune(
     sets ``ChildrenApplied=False`` (reason ``ApplyFailed``, the child and the error in
     the message), posts one Warning when that failure starts or changes (not on every
     retry), and is raised again for the loop's error policy. A prunable kind that is not
-    served (its CRD is not installed) has nothing to prune.
+    served (its CRD is not installed) has nothing to prune. Children of a ``prunable_elsewhere``
+    kind live in other namespaces than the owner's: they carry :data:`OWNER_NAMESPACE_LABEL` and are
+    looked for in every namespace.
     """
     # Children are applied all at once, in two waves: what runs pods comes after what pods read (their
     # ConfigMaps and Secrets), so that no pod starts before its configuration exists.
@@ -564,21 +574,40 @@ async def apply_report_prune(
         if children:
             await book.event("Normal", reason, _listed(reason, children))
     await book.set(CHILDREN_APPLIED, "True", "Applied", f"{len(desired)} objects applied")
-    live: list[Manifest] = []
     kinds = list(prunable)
-    for api_version, kind in kinds:
-        try:
-            found = await kube.list(api_version, kind, owner.namespace, labels=owner.instance_selector())
-        except errors.NotFound:
-            continue  # the kind is not served (its CRD is not installed): nothing of it to prune
-        live.extend({**item, "apiVersion": api_version, "kind": kind} for item in found)
+    elsewhere = list(prunable_elsewhere)
+    live = await owned_children(kube, owner, kinds) + await owned_children(
+        kube, owner, elsewhere, anywhere=True
+    )
     deleted = []
-    for stale in stale_children(desired, live, kinds):
-        name = stale["metadata"]["name"]
-        if await kube.delete(stale["apiVersion"], stale["kind"], name, owner.namespace):
-            deleted.append(f"{stale['kind']} {name}")
+    for stale in stale_children(desired, live, kinds + elsewhere):
+        metadata = stale["metadata"]
+        name, namespace = metadata["name"], metadata.get("namespace", owner.namespace)
+        if await kube.delete(stale["apiVersion"], stale["kind"], name, namespace):
+            deleted.append(
+                f"{stale['kind']} {name}" + ("" if namespace == owner.namespace else f" in {namespace}")
+            )
     if deleted:
         await book.event("Normal", StepEventReason.DELETED, _listed(StepEventReason.DELETED, deleted))
+
+
+async def owned_children(
+    kube: Kube, owner: Owner[Any], kinds: Iterable[tuple[str, str]], *, anywhere: bool = False
+) -> list[Manifest]:
+    """The owner's live children of ``kinds``, each with its apiVersion and kind: in the owner's
+    namespace, or (``anywhere``) in every namespace, labelled with the owner's namespace. A kind that
+    is not served (its CRD is not installed) has none."""
+    selector = owner.instance_selector()
+    if anywhere:
+        selector = {**selector, OWNER_NAMESPACE_LABEL: owner.namespace}
+    live: list[Manifest] = []
+    for api_version, kind in kinds:
+        try:
+            found = await kube.list(api_version, kind, ALL if anywhere else owner.namespace, labels=selector)
+        except errors.NotFound:
+            continue
+        live.extend({**item, "apiVersion": api_version, "kind": kind} for item in found)
+    return live
 
 
 def _listed(reason: StepEventReason, children: Sequence[str]) -> str:

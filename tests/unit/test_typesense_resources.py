@@ -14,10 +14,13 @@ import pytest
 
 from operator_testkit.tables import assert_golden, by_kind_and_name
 from samples import GO_OPERATOR_0_4_1_FIELDS, sample_spec
+from typesense_operator.controller.reconcile import needs_finalizer
 from typesense_operator.resources import (
     Cluster,
     build_generated_key_secret,
+    build_http_routes,
     build_pod_monitor,
+    build_reference_grants,
     desired_children,
     invalid_scraper_configs,
     nginx_config,
@@ -80,7 +83,7 @@ def test_children_match_golden_files(sample: str) -> None:
     c = cluster(sample)
     manifests = desired_children(c)
     extra = [build_generated_key_secret(c, "generated-key-value"), build_pod_monitor(c)]
-    manifests += [m for m in extra if m is not None]
+    manifests += [m for m in extra if m is not None] + build_http_routes(c) + build_reference_grants(c)
     assert_golden(manifests, GOLDEN / f"{sample}.yaml")
 
 
@@ -321,3 +324,84 @@ def test_stale_children_are_the_prunable_ones_no_longer_wanted() -> None:
         "Service/cluster-1-reverse-proxy-svc",
     ]
     assert stale_children(with_ingress, with_ingress) == []
+
+
+def _with_routes(*routes: dict[str, Any]) -> Cluster:
+    spec = {"image": "typesense/typesense:27.1", "httpRoutes": list(routes)}
+    return Cluster.from_object(
+        {"metadata": {"name": "cluster-1", "namespace": "search", "uid": "u"}, "spec": spec}
+    )
+
+
+def test_an_http_route_sends_its_gateway_traffic_to_the_client_service() -> None:
+    (route,) = build_http_routes(_with_routes({"name": "public", "parentRef": {"name": "edge"}}))
+    assert route["apiVersion"] == "gateway.networking.k8s.io/v1"
+    assert route["metadata"]["name"] == "cluster-1-public"
+    assert route["metadata"]["ownerReferences"][0]["uid"] == "u"
+    assert route["spec"]["parentRefs"] == [
+        {"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": "edge", "namespace": "search"}
+    ]
+    assert "hostnames" not in route["spec"], "every host name of the listener"
+    (rule,) = route["spec"]["rules"]
+    assert rule["matches"] == [{"path": {"type": "PathPrefix", "value": "/"}}]
+    assert rule["backendRefs"] == [
+        {"group": "", "kind": "Service", "name": "cluster-1-svc", "port": 8108, "weight": 1}
+    ]
+
+
+def test_the_operators_labels_win_over_a_routes_labels() -> None:
+    labels = {"app.kubernetes.io/managed-by": "someone-else", "team": "search"}
+    (route,) = build_http_routes(_with_routes({"name": "r", "parentRef": {"name": "edge"}, "labels": labels}))
+    assert route["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "typesense-operator"
+    assert route["metadata"]["labels"]["team"] == "search"
+
+
+@pytest.mark.parametrize(
+    ("route", "grants"),
+    [
+        ({"name": "r", "parentRef": {"name": "edge", "namespace": "gateways"}, "referenceGrant": True}, 1),
+        # The Gateway in the cluster's own namespace: nothing to grant.
+        ({"name": "r", "parentRef": {"name": "edge", "namespace": "search"}, "referenceGrant": True}, 0),
+        ({"name": "r", "parentRef": {"name": "edge"}, "referenceGrant": True}, 0),
+        ({"name": "r", "parentRef": {"name": "edge", "namespace": "gateways"}}, 0),
+        # A disabled entry has neither a route nor a grant.
+        (
+            {
+                "name": "r",
+                "enabled": False,
+                "parentRef": {"name": "edge", "namespace": "gateways"},
+                "referenceGrant": True,
+            },
+            0,
+        ),
+    ],
+)
+def test_a_reference_grant_only_for_a_gateway_in_another_namespace(
+    route: dict[str, Any], grants: int
+) -> None:
+    cluster = _with_routes(route)
+    assert len(build_reference_grants(cluster)) == grants
+    assert needs_finalizer(
+        {
+            "metadata": {"name": "cluster-1", "namespace": "search"},
+            "spec": cluster.spec.model_dump(by_alias=True, exclude_none=True),
+        }
+    ) is bool(grants)
+
+
+def test_a_reference_grant_lets_the_clusters_routes_refer_to_the_gateway_and_names_its_owner() -> None:
+    (grant,) = build_reference_grants(
+        _with_routes(
+            {"name": "public", "parentRef": {"name": "edge", "namespace": "gateways"}, "referenceGrant": True}
+        )
+    )
+    assert grant["apiVersion"] == "gateway.networking.k8s.io/v1beta1"
+    metadata = grant["metadata"]
+    assert (metadata["namespace"], metadata["name"]) == ("gateways", "cluster-1-public-reference-grant")
+    assert "ownerReferences" not in metadata, "an owner in another namespace would have it garbage collected"
+    assert metadata["labels"]["operator-suite.io/owner-namespace"] == "search"
+    assert metadata["labels"]["app.kubernetes.io/instance"] == "cluster-1"
+    assert grant["spec"] == {
+        "from": [{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "namespace": "search"}],
+        "to": [{"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": "edge"}],
+    }

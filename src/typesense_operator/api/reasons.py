@@ -22,6 +22,8 @@ class ConditionType(StrEnum):
     """The PodMonitor exists, or metrics are not requested."""
     PROGRESSING = "Progressing"
     """A change that needs new pods is being rolled, one node at a time (False once every node runs it)."""
+    ROUTES_READY = "RoutesReady"
+    """The HTTPRoutes (and ReferenceGrants) of spec.httpRoutes are applied, or none are requested."""
     STORAGE_READY = "StorageReady"
     """Every node's volume has the size spec.storage.size asks for, or is being grown to it."""
 
@@ -44,6 +46,7 @@ class EventReason(StrEnum):
     ADMIN_KEY_MISSING = "AdminKeyMissing"
     INVALID_CONFIGURATION = "InvalidConfiguration"
     POD_MONITOR_UNAVAILABLE = "PodMonitorUnavailable"
+    ROUTES_UNAVAILABLE = "RoutesUnavailable"
     QUORUM_READY = "QuorumReady"
     QUORUM_NOT_READY = "QuorumNotReady"
     QUORUM_DOWNGRADED = "QuorumDowngraded"

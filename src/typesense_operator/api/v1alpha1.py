@@ -175,6 +175,61 @@ class IngressSpec(ApiModel):
     (added unless volumeMounts mount something there)."""
 
 
+# Gateway API's own patterns, so that what the HTTPRoute CRD would refuse is refused here first.
+_GATEWAY_HOSTNAME = r"^(\*\.)?[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+_DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+_SECTION_NAME = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+
+
+class GatewayParentRef(ApiModel):
+    """The Gateway an HTTPRoute attaches to."""
+
+    name: str = Field(min_length=1, max_length=253)
+    """Name of the Gateway."""
+    namespace: str | None = Field(default=None, min_length=1, max_length=63, pattern=_DNS_LABEL)
+    """Namespace of the Gateway; the cluster's own by default."""
+    section: str | None = Field(default=None, min_length=1, max_length=253, pattern=_SECTION_NAME)
+    """The Gateway's listener to attach to (its sectionName); every listener that allows the route by
+    default."""
+
+
+class HttpRouteSpec(ApiModel):
+    """A Gateway API HTTPRoute (<cluster>-<name>) that sends a Gateway's traffic to the client Service."""
+
+    enabled: bool = True
+    """Whether the route exists; false removes it (and its ReferenceGrant) and keeps the entry."""
+    name: str = Field(min_length=1, max_length=63, pattern=_DNS_LABEL)
+    """Name of the entry; the HTTPRoute is named <cluster>-<name>."""
+    parent_ref: GatewayParentRef
+    """The Gateway the route attaches to."""
+    hostnames: list[str] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=16,
+        json_schema_extra={"items": {"type": "string", "maxLength": 253, "pattern": _GATEWAY_HOSTNAME}},
+    )
+    """Host names the route answers (a leading *. matches every subdomain); every host name of the
+    Gateway's listener when unset."""
+    path: str = Field(
+        default="/",
+        max_length=1024,
+        json_schema_extra=cel(("self.startsWith('/')", "httpRoutes[].path must start with /")),
+    )
+    """Path the route matches."""
+    path_type: Literal["Exact", "PathPrefix", "ImplementationSpecific"] = "PathPrefix"
+    """How path is matched."""
+    labels: dict[str, str] | None = None
+    """Labels of the HTTPRoute (the operator's own labels win)."""
+    annotations: dict[str, str] | None = None
+    """Annotations of the HTTPRoute."""
+    reference_grant: bool = False
+    """Create a ReferenceGrant (<cluster>-<name>-reference-grant) in the Gateway's namespace that lets
+    HTTPRoutes of the cluster's namespace refer to that Gateway, as the Go operator does. Only a
+    Gateway in another namespace needs one; for one in the cluster's namespace nothing is created. It
+    is removed with the route, the entry or the cluster (a finalizer holds the cluster until it is
+    gone, since an object in another namespace cannot be owned)."""
+
+
 class DocSearchScraperSpec(ApiModel):
     """A DocSearch scraper, run on a schedule as a CronJob."""
 
@@ -345,6 +400,15 @@ class TypesenseClusterSpec(ApiModel):
     """Persistent storage of each node."""
     ingress: IngressSpec | None = None
     """Optional Ingress with a referer-checking nginx proxy."""
+    http_routes: list[HttpRouteSpec] | None = Field(
+        default=None,
+        max_length=16,
+        json_schema_extra=cel(
+            ("self.all(a, self.exists_one(b, b.name == a.name))", "httpRoutes[].name must be unique")
+        ),
+    )
+    """Gateway API HTTPRoutes to the client Service, each attached to a Gateway (needs the Gateway API
+    CRDs; the RoutesReady condition says when they are missing)."""
     scrapers: list[DocSearchScraperSpec] | None = Field(
         default=None,
         max_length=32,

@@ -17,10 +17,19 @@ from typing import Any
 from operator_core.controller import Context, Operator
 from operator_core.settings import from_env
 from typesense_operator.api import TYPESENSE_CLUSTER
-from typesense_operator.controller.reconcile import reconcile
+from typesense_operator.controller.reconcile import (
+    REFERENCE_GRANTS_FINALIZER,
+    finalize,
+    needs_finalizer,
+    reconcile,
+)
 from typesense_operator.controller.settings import TypesenseSettings
 from typesense_operator.quorum.probe import ApiServerProxy, DirectToPod, NodeAddressing
-from typesense_operator.resources import PODMONITOR_API_VERSION
+from typesense_operator.resources import (
+    HTTPROUTE_API_VERSION,
+    PODMONITOR_API_VERSION,
+    REFERENCEGRANT_API_VERSION,
+)
 from typesense_operator.resources.model import MANAGED_BY
 
 # Children (found by the labels every child carries), held in the watch caches: a change to one wakes its
@@ -34,6 +43,9 @@ _CHILD_KINDS = (
     ("networking.k8s.io/v1", "Ingress"),
     ("batch/v1", "CronJob"),
     (PODMONITOR_API_VERSION, "PodMonitor"),
+    (HTTPROUTE_API_VERSION, "HTTPRoute"),
+    # In the Gateways' namespaces: their owner-namespace label says which cluster they wake.
+    (REFERENCEGRANT_API_VERSION, "ReferenceGrant"),
 )
 
 
@@ -78,4 +90,8 @@ OPERATOR.controller(
     named=_named_by_spec,
     # Every Secret and ConfigMap, not only ours: those the spec names carry none of our labels.
     named_kinds=(("v1", "Secret"), ("v1", "ConfigMap")),
+    # Only a cluster with a ReferenceGrant in another namespace holds it: no owner reference reaches there.
+    finalizer=REFERENCE_GRANTS_FINALIZER,
+    finalize=finalize,
+    needs_finalizer=needs_finalizer,
 )

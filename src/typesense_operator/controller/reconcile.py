@@ -28,7 +28,7 @@ from typing import Any
 
 from operator_core import errors
 from operator_core.conditions import ConditionStatus, reports_true, utcnow
-from operator_core.controller import Context, apply_report_prune
+from operator_core.controller import FINALIZED, Context, apply_report_prune, owned_children
 from operator_core.events import EventType
 from operator_core.kube import Kube
 from operator_core.reconciling import WAIT_FOR_CHANGE, ConditionBook, Outcome, run_steps, write_status
@@ -58,25 +58,33 @@ from typesense_operator.quorum.roll import RollAction, RollNode, RollSettings, p
 from typesense_operator.resources import (
     API_KEY_DATA_KEY,
     CLAIM_TEMPLATE_NAME,
+    HTTPROUTE_API_VERSION,
     PODMONITOR_API_VERSION,
+    PRUNABLE_ELSEWHERE,
     PRUNABLE_KINDS,
+    REFERENCEGRANT_API_VERSION,
     Cluster,
     build_generated_key_secret,
+    build_http_routes,
     build_pod_monitor,
+    build_reference_grants,
     desired_children,
     invalid_scraper_configs,
     server_configuration_hash,
 )
 
-__all__ = ["Outcome", "Scope", "reconcile"]
+__all__ = ["REFERENCE_GRANTS_FINALIZER", "Outcome", "Scope", "finalize", "needs_finalizer", "reconcile"]
 
 REVISION_LABEL = "controller-revision-hash"
 """The StatefulSet controller's label on each pod: the revision it was made from."""
 ROLL_LOOK_SECONDS = 2.0
 """How soon a cluster in the middle of a roll looks again: for a node catching up, which no watch tells."""
 CRD_RECHECK_SECONDS = 15.0
-"""How often a cluster that wants a PodMonitor looks for its CRD again: nothing we watch tells when
-Prometheus Operator is installed."""
+"""How often a cluster that wants a PodMonitor or HTTPRoutes looks for their CRDs again: nothing we
+watch tells when Prometheus Operator or the Gateway API is installed."""
+REFERENCE_GRANTS_FINALIZER = "ts.opentelekomcloud.com/reference-grants"
+"""Held by a cluster whose spec wants a ReferenceGrant in a Gateway's namespace, which no owner
+reference can clean up: the cluster goes only once its grants are gone."""
 _KEY_ALPHABET = string.ascii_letters + string.digits
 _KEY_LENGTH = 48
 
@@ -109,7 +117,10 @@ class Scope:
     Secret the spec names wakes the cluster when it changes."""
 
     waiting_for_crd: bool = False
-    """spec.metrics asks for a PodMonitor whose CRD is not installed (yet)."""
+    """spec.metrics asks for a PodMonitor, or spec.httpRoutes for routes, whose CRD is not installed (yet)."""
+    routes: list[dict[str, Any]] = field(default_factory=list)
+    """The HTTPRoutes and ReferenceGrants to apply with the children (none: not requested, or the
+    Gateway API CRDs are not installed)."""
 
     claim_size: str | None = None
     """The size the StatefulSet's claim template keeps (None: the spec's)."""
@@ -338,9 +349,9 @@ async def _delete_stuck_pod(scope: Scope, pod: str) -> bool:
     return await scope.kube.delete("v1", "Pod", pod, scope.cluster.namespace, grace_period=grace)
 
 
-async def _pod_monitor_served(kube: Kube) -> bool:
+async def _served(kube: Kube, api_version: str, kind: str) -> bool:
     try:
-        await kube.resource_type(PODMONITOR_API_VERSION, "PodMonitor")
+        await kube.resource_type(api_version, kind)
     except errors.NotFound:
         return False
     return True
@@ -351,7 +362,7 @@ async def plan_pod_monitor(scope: Scope) -> Outcome:
     monitor = build_pod_monitor(scope.cluster)
     if monitor is None:
         await scope.set_condition(ConditionType.METRICS_READY, "True", "NotRequested")
-    elif not await _pod_monitor_served(scope.kube):
+    elif not await _served(scope.kube, PODMONITOR_API_VERSION, "PodMonitor"):
         scope.waiting_for_crd = True
         await scope.set_condition(
             ConditionType.METRICS_READY,
@@ -363,6 +374,35 @@ async def plan_pod_monitor(scope: Scope) -> Outcome:
         )
     else:
         scope.pod_monitor = monitor
+    return Outcome.CONTINUE
+
+
+async def plan_routes(scope: Scope) -> Outcome:
+    """Gateway API HTTPRoutes (and ReferenceGrants) only where their CRDs exist; without them, a Warning
+    and the rest of the cluster as usual. What stays unapplied is kept: nothing is pruned meanwhile."""
+    routes, grants = build_http_routes(scope.cluster), build_reference_grants(scope.cluster)
+    wanted = [(HTTPROUTE_API_VERSION, "HTTPRoute")] if routes else []
+    if grants:
+        wanted.append((REFERENCEGRANT_API_VERSION, "ReferenceGrant"))
+    missing = [
+        f"{kind} ({api_version})"
+        for api_version, kind in wanted
+        if not await _served(scope.kube, api_version, kind)
+    ]
+    if not routes:
+        await scope.set_condition(ConditionType.ROUTES_READY, "True", "NotRequested")
+    elif missing:
+        scope.waiting_for_crd = True
+        await scope.set_condition(
+            ConditionType.ROUTES_READY,
+            "False",
+            "GatewayAPIMissing",
+            f"spec.httpRoutes is set but the Gateway API CRDs of {' and '.join(missing)} are not installed; "
+            "the cluster is served through its Services only until they are",
+            warn=EventReason.ROUTES_UNAVAILABLE,
+        )
+    else:
+        scope.routes = [*routes, *grants]
     return Outcome.CONTINUE
 
 
@@ -448,6 +488,7 @@ async def apply_children(scope: Scope) -> Outcome:
     desired = desired_children(cluster, scope.members, scope.claim_size, configuration_hash)
     if scope.pod_monitor is not None:
         desired.append(scope.pod_monitor)
+    desired.extend(scope.routes)
     # Every pod that runs: a node not in the nodes list yet (growing back, scaling up) reads it too.
     pods = [
         pod
@@ -459,12 +500,52 @@ async def apply_children(scope: Scope) -> Outcome:
         nodes_list_before = await scope.kube.get(
             "v1", "ConfigMap", cluster.nodes_configmap_name, cluster.namespace
         )
-    await apply_report_prune(scope.kube, scope.book, scope.cluster, desired, PRUNABLE_KINDS)
+    await apply_report_prune(
+        scope.kube, scope.book, scope.cluster, desired, PRUNABLE_KINDS, prunable_elsewhere=PRUNABLE_ELSEWHERE
+    )
     if nodes_list_before is not None:
         await _hurry_the_nodes_list(scope, nodes_list_before, desired, pods)
     if scope.pod_monitor is not None:
         await scope.set_condition(ConditionType.METRICS_READY, "True", "PodMonitorApplied")
+    if scope.routes:
+        routes = [m["metadata"]["name"] for m in scope.routes if m["kind"] == "HTTPRoute"]
+        grants = [
+            f"{m['metadata']['namespace']}/{m['metadata']['name']}"
+            for m in scope.routes
+            if m["kind"] == "ReferenceGrant"
+        ]
+        message = f"HTTPRoute {', '.join(routes)}" + (
+            f"; ReferenceGrant {', '.join(grants)}" if grants else ""
+        )
+        await scope.set_condition(ConditionType.ROUTES_READY, "True", "Applied", message)
     return Outcome.CONTINUE
+
+
+def _cluster_of(obj: dict[str, Any]) -> Cluster | None:
+    try:
+        return Cluster.from_object(obj)
+    except errors.InvalidSpec:
+        return None
+
+
+def needs_finalizer(obj: dict[str, Any]) -> bool:
+    """Whether the cluster wants a ReferenceGrant in another namespace (a spec its model refuses keeps
+    whatever it holds now)."""
+    cluster = _cluster_of(obj)
+    if cluster is None:
+        return REFERENCE_GRANTS_FINALIZER in (obj["metadata"].get("finalizers") or [])
+    return bool(build_reference_grants(cluster))
+
+
+async def finalize(obj: dict[str, Any], context: Context) -> float:
+    """A deleted cluster's ReferenceGrants, in the Gateways' namespaces, deleted; the rest is garbage
+    collected through owner references."""
+    # Only the identity is needed here: a spec its model refuses must not hold the deletion.
+    cluster = _cluster_of(obj) or Cluster.from_object({**obj, "spec": {"image": "unused"}})
+    for grant in await owned_children(context.kube, cluster, PRUNABLE_ELSEWHERE, anywhere=True):
+        metadata = grant["metadata"]
+        await context.kube.delete(grant["apiVersion"], grant["kind"], metadata["name"], metadata["namespace"])
+    return FINALIZED
 
 
 NODES_LIST_ANNOTATION = "ts.opentelekomcloud.com/nodes-list-hash"
@@ -579,6 +660,7 @@ STEPS: tuple[Step, ...] = (
     ensure_admin_key,
     manage_quorum,
     plan_pod_monitor,
+    plan_routes,
     grow_storage,
     apply_children,
     roll_nodes,

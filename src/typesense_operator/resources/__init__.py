@@ -31,18 +31,29 @@ from typesense_operator.resources.ingress import (
 )
 from typesense_operator.resources.metrics import PODMONITOR_API_VERSION, build_pod_monitor
 from typesense_operator.resources.model import API_KEY_DATA_KEY, Cluster, Manifest
+from typesense_operator.resources.routes import (
+    HTTPROUTE_API_VERSION,
+    REFERENCEGRANT_API_VERSION,
+    build_http_routes,
+    build_reference_grants,
+)
 from typesense_operator.resources.scrapers import build_scraper_cronjobs, invalid_scraper_configs
 
 __all__ = [
     "API_KEY_DATA_KEY",
     "CLAIM_TEMPLATE_NAME",
+    "HTTPROUTE_API_VERSION",
     "PODMONITOR_API_VERSION",
+    "PRUNABLE_ELSEWHERE",
     "PRUNABLE_KINDS",
+    "REFERENCEGRANT_API_VERSION",
     "SERVER_CONFIGURATION_HASH",
     "Cluster",
     "Manifest",
     "build_generated_key_secret",
+    "build_http_routes",
     "build_pod_monitor",
+    "build_reference_grants",
     "desired_children",
     "invalid_scraper_configs",
     "nginx_config",
@@ -60,7 +71,10 @@ PRUNABLE_KINDS: tuple[tuple[str, str], ...] = (
     ("networking.k8s.io/v1", "Ingress"),
     ("batch/v1", "CronJob"),
     (PODMONITOR_API_VERSION, "PodMonitor"),
+    (HTTPROUTE_API_VERSION, "HTTPRoute"),
 )
+PRUNABLE_ELSEWHERE: tuple[tuple[str, str], ...] = ((REFERENCEGRANT_API_VERSION, "ReferenceGrant"),)
+"""Prunable kinds whose objects live in other namespaces (a Gateway's), found by the owner-namespace label."""
 
 
 def desired_children(
@@ -76,8 +90,8 @@ def desired_children(
     ``claim_size`` in its claim template when given, and ``configuration_hash`` (of the
     additionalServerConfiguration ConfigMap) in its pod template (see :func:`build_statefulset`).
 
-    The generated key Secret (created once, never overwritten) and the PodMonitor
-    (only where its CRD exists) are decided by the controller.
+    The generated key Secret (created once, never overwritten), the PodMonitor and the
+    Gateway API routes (only where their CRDs exist) are decided by the controller.
     """
     optional = [
         build_proxy_configmap(cluster),

@@ -3,7 +3,8 @@
 Subcommands:
 
 - ``binaries [--clusterstack]``: build (or reuse) the control-plane binaries (and with
-  ``--clusterstack``, helm, the OCI registry and the Cluster API CRDs too) and print where they are;
+  ``--clusterstack``, helm, the OCI registry, the Cluster API CRDs and the Gateway API CRDs too) and
+  print where they are;
 - ``controlplane up|down --dir DIR``: a detached local control plane, with ``DIR/kubeconfig``;
 - ``sandbox up|down``: control plane, node agent, operators and their samples; one per machine;
 - ``agent kill|freeze|thaw|delete-pod|restart-statefulset|wipe|fill|free``: faults on demand;
@@ -25,6 +26,7 @@ from operator_core.cli import run_command
 from operator_testkit.binaries import KUBERNETES_COMMANDS, ensure_binaries
 from operator_testkit.clusterstack_tools import ensure_clusterstack_tools
 from operator_testkit.controlplane import ControlPlane, ControlPlaneState, running_components, stop_recorded
+from operator_testkit.gateway_api import ensure_gateway_api_crds
 from operator_testkit.nodeagent.cli import add_agent_commands
 from operator_testkit.sandbox import (
     DEFAULT_LOCK,
@@ -53,6 +55,7 @@ def _binaries(arguments: argparse.Namespace) -> int:
         print(tools.directory)
         for path in (tools.helm, tools.registry, tools.capi_crds, tools.capi_v1beta1_crds, tools.capd_crds):
             print(f"  {path}")
+        print(f"  {ensure_gateway_api_crds()}")
     return 0
 
 

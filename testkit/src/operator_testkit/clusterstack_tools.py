@@ -43,6 +43,7 @@ __all__ = [
     "ClusterStackPins",
     "ClusterStackTools",
     "clusterstack_pins",
+    "copy_module_crds",
     "ensure_clusterstack_tools",
     "helm_environment",
 ]
@@ -170,7 +171,7 @@ def _build_binary(target: Path, package: str, ldflags: str, module_dir: Path, lo
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def _copy_crds(target: Path, module: str, subdirectory: str, module_dir: Path, log: Path) -> None:
+def copy_module_crds(target: Path, module: str, subdirectory: str, module_dir: Path, log: Path) -> None:
     """Download ``module`` at its pinned version (checked against go.sum) and copy its CRD files."""
     output = run_go(["mod", "download", "-json", module], module_dir, log, capture_stdout=True)
     try:
@@ -211,19 +212,21 @@ def _parts(tools: ClusterStackTools, hack: Path, log: Path) -> list[tuple[str, P
         (
             f"Cluster API {pins.cluster_api} CRDs",
             tools.capi_crds,
-            lambda: _copy_crds(tools.capi_crds, _CLUSTER_API, _CLUSTER_API_CRDS, hack / "cluster-api", log),
+            lambda: copy_module_crds(
+                tools.capi_crds, _CLUSTER_API, _CLUSTER_API_CRDS, hack / "cluster-api", log
+            ),
         ),
         (
             f"Cluster API {pins.cluster_api_v1beta1} CRDs (v1beta1 only)",
             tools.capi_v1beta1_crds,
-            lambda: _copy_crds(
+            lambda: copy_module_crds(
                 tools.capi_v1beta1_crds, _CLUSTER_API, _CLUSTER_API_CRDS, hack / "cluster-api-v1beta1", log
             ),
         ),
         (
             f"Docker provider (cluster-api/test {pins.capd}) CRDs",
             tools.capd_crds,
-            lambda: _copy_crds(tools.capd_crds, _CAPD, _CAPD_CRDS, hack / "capd", log),
+            lambda: copy_module_crds(tools.capd_crds, _CAPD, _CAPD_CRDS, hack / "capd", log),
         ),
     ]
 

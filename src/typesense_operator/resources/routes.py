@@ -1,0 +1,112 @@
+"""Builders for the Gateway API HTTPRoutes (spec.httpRoutes) and their ReferenceGrants.
+
+Each enabled entry becomes an HTTPRoute ``<cluster>-<name>`` in the cluster's
+namespace, attached to the Gateway its ``parentRef`` names and sending every
+request that matches its path to the client Service. With ``referenceGrant``
+and a Gateway in another namespace, a ReferenceGrant in the Gateway's namespace
+lets the routes of the cluster's namespace refer to that Gateway (the Go
+operator's object, name and meaning). An object in another namespace cannot
+be owned, so the grant carries no owner reference: it is found by its labels,
+the owner's namespace among them, and removed by the controller.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from operator_core.children import OWNER_NAMESPACE_LABEL
+from typesense_operator.api.v1alpha1 import HttpRouteSpec
+from typesense_operator.resources.model import Cluster, Manifest
+
+__all__ = [
+    "GATEWAY_GROUP",
+    "HTTPROUTE_API_VERSION",
+    "REFERENCEGRANT_API_VERSION",
+    "build_http_routes",
+    "build_reference_grants",
+]
+
+GATEWAY_GROUP = "gateway.networking.k8s.io"
+HTTPROUTE_API_VERSION = f"{GATEWAY_GROUP}/v1"
+REFERENCEGRANT_API_VERSION = f"{GATEWAY_GROUP}/v1beta1"
+"""ReferenceGrant is served as v1beta1 only (Gateway API v1.4)."""
+ROUTE = "route"
+
+
+def _enabled(cluster: Cluster) -> list[HttpRouteSpec]:
+    return [route for route in cluster.spec.http_routes or [] if route.enabled]
+
+
+def _route_name(cluster: Cluster, route: HttpRouteSpec) -> str:
+    return f"{cluster.name}-{route.name}"
+
+
+def _gateway_namespace(cluster: Cluster, route: HttpRouteSpec) -> str:
+    return route.parent_ref.namespace or cluster.namespace
+
+
+def build_http_routes(cluster: Cluster) -> list[Manifest]:
+    """One HTTPRoute per enabled entry of spec.httpRoutes."""
+    routes = []
+    for route in _enabled(cluster):
+        metadata = cluster.metadata(_route_name(cluster, route), ROUTE)
+        metadata["labels"] = {**(route.labels or {}), **metadata["labels"]}
+        if route.annotations:
+            metadata["annotations"] = dict(route.annotations)
+        parent: dict[str, Any] = {
+            "group": GATEWAY_GROUP,
+            "kind": "Gateway",
+            "name": route.parent_ref.name,
+            "namespace": _gateway_namespace(cluster, route),
+        }
+        if route.parent_ref.section:
+            parent["sectionName"] = route.parent_ref.section
+        spec: dict[str, Any] = {
+            "parentRefs": [parent],
+            "rules": [
+                {
+                    "matches": [{"path": {"type": route.path_type, "value": route.path}}],
+                    "backendRefs": [
+                        {
+                            "group": "",
+                            "kind": "Service",
+                            "name": cluster.client_service_name,
+                            "port": cluster.spec.api_port,
+                            "weight": 1,
+                        }
+                    ],
+                }
+            ],
+        }
+        if route.hostnames:
+            spec["hostnames"] = list(route.hostnames)
+        routes.append(
+            {"apiVersion": HTTPROUTE_API_VERSION, "kind": "HTTPRoute", "metadata": metadata, "spec": spec}
+        )
+    return routes
+
+
+def build_reference_grants(cluster: Cluster) -> list[Manifest]:
+    """A ReferenceGrant for each enabled entry with referenceGrant whose Gateway is in another namespace."""
+    grants = []
+    for route in _enabled(cluster):
+        namespace = _gateway_namespace(cluster, route)
+        if not route.reference_grant or namespace == cluster.namespace:
+            continue
+        labels = {**cluster.labels(ROUTE), OWNER_NAMESPACE_LABEL: cluster.namespace}
+        grants.append(
+            {
+                "apiVersion": REFERENCEGRANT_API_VERSION,
+                "kind": "ReferenceGrant",
+                "metadata": {
+                    "name": f"{_route_name(cluster, route)}-reference-grant",
+                    "namespace": namespace,
+                    "labels": labels,
+                },
+                "spec": {
+                    "from": [{"group": GATEWAY_GROUP, "kind": "HTTPRoute", "namespace": cluster.namespace}],
+                    "to": [{"group": GATEWAY_GROUP, "kind": "Gateway", "name": route.parent_ref.name}],
+                },
+            }
+        )
+    return grants
