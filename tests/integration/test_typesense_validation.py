@@ -24,6 +24,8 @@ SCRAPER = {
     "schedule": "0 * * * *",
 }
 
+ROUTE = {"name": "public", "parentRef": {"name": "edge"}}
+
 
 def cluster(namespace: str, name: str = "c1", **spec: Any) -> dict[str, Any]:
     return {
@@ -72,6 +74,11 @@ def cluster(namespace: str, name: str = "c1", **spec: Any) -> dict[str, Any]:
             {"ingress": {"host": "a.example", "ingressClassName": "nginx", "path": "search"}},
             "ingress.path must start with '/'",
         ),
+        ({"httpRoutes": [{**ROUTE, "path": "api"}]}, "httpRoutes[].path must start with /"),
+        ({"httpRoutes": [ROUTE, ROUTE]}, "httpRoutes[].name must be unique"),
+        ({"httpRoutes": [{**ROUTE, "hostnames": ["Search.Example.com"]}]}, "should match"),
+        ({"httpRoutes": [{**ROUTE, "pathType": "Prefix"}]}, 'supported values: "Exact", "PathPrefix"'),
+        ({"httpRoutes": [{"name": "public"}]}, "parentRef: Required value"),
         ({"metrics": {"release": "p", "interval": 5}}, "should be greater than or equal to 15"),
         ({"metrics": {"release": "p", "logLevel": 2}}, 'supported values: "-4", "0", "4", "8"'),
         (

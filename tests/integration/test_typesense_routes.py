@@ -1,0 +1,153 @@
+"""spec.httpRoutes against the real API server and the Gateway API's own CRDs (sigs.k8s.io/gateway-api,
+pinned in hack/gateway-api): HTTPRoutes, ReferenceGrants in a Gateway's namespace, and their clean-up."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+import pytest_asyncio
+
+from operator_core.kube import Kube
+from operator_testkit import assertions
+from operator_testkit.assertions import events_for, wait_for_object
+from operator_testkit.fixtures import Kubectl, crd_documents, wait_until
+from operator_testkit.gateway_api import ensure_gateway_api_crds
+from operator_testkit.operators import OperatorProcess
+
+pytestmark = pytest.mark.usefixtures("typesense_operator")
+
+API = "ts.opentelekomcloud.com/v1alpha1"
+ROUTE = ("gateway.networking.k8s.io/v1", "HTTPRoute")
+GRANT = ("gateway.networking.k8s.io/v1beta1", "ReferenceGrant")
+FINALIZER = "ts.opentelekomcloud.com/reference-grants"
+
+
+@pytest_asyncio.fixture
+async def gateway_namespace(kube: Kube) -> AsyncIterator[str]:
+    """Where the Gateway lives: another namespace than the cluster's."""
+    name = f"gateways-{uuid.uuid4().hex[:6]}"
+    await kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    try:
+        yield name
+    finally:
+        await kube.delete("v1", "Namespace", name)
+
+
+def _cluster(namespace: str, gateway_namespace: str, *, enabled: bool = True) -> dict[str, Any]:
+    routes = [
+        {
+            "name": "public",
+            "enabled": enabled,
+            "parentRef": {"name": "edge", "namespace": gateway_namespace, "section": "https"},
+            "hostnames": ["search.example.com"],
+            "path": "/api",
+            "referenceGrant": True,
+        },
+        {"name": "internal", "parentRef": {"name": "mesh"}, "pathType": "Exact", "path": "/health"},
+    ]
+    return {
+        "apiVersion": API,
+        "kind": "TypesenseCluster",
+        "metadata": {"name": "cluster-1", "namespace": namespace},
+        "spec": {"image": "typesense/typesense:27.1", "httpRoutes": routes},
+    }
+
+
+async def _condition(kube: Kube, namespace: str, status: str, reason: str) -> dict[str, Any]:
+    return await assertions.wait_for_condition(
+        kube, API, "TypesenseCluster", "cluster-1", namespace, "RoutesReady", status, reason, timeout=60
+    )
+
+
+async def _finalizers(kube: Kube, namespace: str) -> list[str]:
+    obj = await kube.get_live(API, "TypesenseCluster", "cluster-1", namespace)
+    return list(((obj or {}).get("metadata") or {}).get("finalizers") or [])
+
+
+async def test_http_routes_and_a_reference_grant_follow_the_spec_and_go_with_the_cluster(
+    kube: Kube, namespace: str, gateway_namespace: str, kubectl: Kubectl, typesense_operator: OperatorProcess
+) -> None:
+    crds = ensure_gateway_api_crds()
+    names = [
+        str(d["metadata"]["name"]) for d in crd_documents(crds) if d.get("kind") == "CustomResourceDefinition"
+    ]  # type: ignore[index]
+    await kube.apply(_cluster(namespace, gateway_namespace))
+    # Without the Gateway API: said once, and the rest of the cluster is applied all the same.
+    missing = await _condition(kube, namespace, "False", "GatewayAPIMissing")
+    assert "HTTPRoute" in missing["message"]
+    assert "ReferenceGrant" in missing["message"]
+    await wait_for_object(kube, "apps/v1", "StatefulSet", "cluster-1-sts", namespace)
+    (warning,) = await wait_until(lambda: events_for(kube, namespace, "RoutesUnavailable"), what="a warning")  # type: ignore[misc]
+    assert warning["type"] == "Warning"
+
+    await asyncio.to_thread(kubectl, "apply", "--server-side", "-f", str(crds))
+    await asyncio.to_thread(
+        kubectl, "wait", "--for=condition=Established", "--timeout=60s", *(f"crd/{name}" for name in names)
+    )
+    try:
+        applied = await _condition(kube, namespace, "True", "Applied")
+        assert f"ReferenceGrant {gateway_namespace}/cluster-1-public-reference-grant" in applied["message"]
+        public = await wait_for_object(kube, *ROUTE, "cluster-1-public", namespace, timeout=60)
+        (parent,) = public["spec"]["parentRefs"]
+        assert (parent["name"], parent["namespace"], parent["sectionName"]) == (
+            "edge",
+            gateway_namespace,
+            "https",
+        )
+        assert public["spec"]["rules"][0]["matches"] == [{"path": {"type": "PathPrefix", "value": "/api"}}]
+        internal = await wait_for_object(kube, *ROUTE, "cluster-1-internal", namespace)
+        assert internal["spec"]["parentRefs"][0]["namespace"] == namespace
+        grant = await wait_for_object(kube, *GRANT, "cluster-1-public-reference-grant", gateway_namespace)
+        assert grant["spec"]["from"] == [
+            {"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "namespace": namespace}
+        ]
+        assert FINALIZER in await _finalizers(kube, namespace)
+
+        # A grant deleted by hand comes back: its owner-namespace label wakes the right cluster.
+        await kube.delete(*GRANT, "cluster-1-public-reference-grant", gateway_namespace)
+        await wait_until(
+            lambda: kube.get_live(*GRANT, "cluster-1-public-reference-grant", gateway_namespace),
+            timeout=30,
+            what="the ReferenceGrant restored",
+        )
+
+        # Disabled: its route and grant go, the other route stays, and nothing holds the cluster any more.
+        await kube.apply(_cluster(namespace, gateway_namespace, enabled=False))
+
+        async def public_gone() -> bool:
+            return (
+                await kube.get_live(*ROUTE, "cluster-1-public", namespace) is None
+                and await kube.get_live(*GRANT, "cluster-1-public-reference-grant", gateway_namespace) is None
+                and FINALIZER not in await _finalizers(kube, namespace)
+            )
+
+        await wait_until(public_gone, timeout=30, what="the disabled route, its grant and the finalizer gone")
+        assert await kube.get_live(*ROUTE, "cluster-1-internal", namespace) is not None
+
+        # Enabled again, then the cluster deleted: the grant in the Gateway's namespace goes with it.
+        await kube.apply(_cluster(namespace, gateway_namespace))
+        await wait_for_object(kube, *GRANT, "cluster-1-public-reference-grant", gateway_namespace)
+        await wait_until(
+            lambda: _has_finalizer(kube, namespace), timeout=30, what="the finalizer on the cluster again"
+        )
+        await kube.delete(API, "TypesenseCluster", "cluster-1", namespace)
+
+        async def cluster_and_grant_gone() -> bool:
+            return (
+                await kube.get_live(API, "TypesenseCluster", "cluster-1", namespace) is None
+                and await kube.get_live(*GRANT, "cluster-1-public-reference-grant", gateway_namespace) is None
+            )
+
+        await wait_until(cluster_and_grant_gone, timeout=60, what="the cluster and its grant gone")
+        assert "Traceback" not in typesense_operator.log()
+    finally:
+        for name in names:
+            await kube.delete("apiextensions.k8s.io/v1", "CustomResourceDefinition", name)
+
+
+async def _has_finalizer(kube: Kube, namespace: str) -> bool:
+    return FINALIZER in await _finalizers(kube, namespace)
