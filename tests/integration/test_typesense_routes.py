@@ -84,6 +84,39 @@ async def test_http_routes_and_a_reference_grant_follow_the_spec_and_go_with_the
     (warning,) = await wait_until(lambda: events_for(kube, namespace, "RoutesUnavailable"), what="a warning")  # type: ignore[misc]
     assert warning["type"] == "Warning"
 
+    # HTTPRoute alone served: the routes are applied, the grant waits, and the message names it alone.
+    await asyncio.to_thread(
+        kubectl, "apply", "--server-side", "-f", str(crds / "gateway.networking.k8s.io_httproutes.yaml")
+    )
+    await asyncio.to_thread(
+        kubectl,
+        "wait",
+        "--for=condition=Established",
+        "--timeout=60s",
+        "crd/httproutes.gateway.networking.k8s.io",
+    )
+    try:
+        await wait_for_object(kube, *ROUTE, "cluster-1-public", namespace, timeout=60)
+        await wait_for_object(kube, *ROUTE, "cluster-1-internal", namespace)
+        grant_missing = await assertions.wait_for_condition(
+            kube,
+            API,
+            "TypesenseCluster",
+            "cluster-1",
+            namespace,
+            "RoutesReady",
+            "False",
+            "GatewayAPIMissing",
+            message="the Gateway API CRDs of ReferenceGrant (",
+            timeout=60,
+        )
+        assert "HTTPRoute (" not in grant_missing["message"]
+    except BaseException:
+        await kube.delete(
+            "apiextensions.k8s.io/v1", "CustomResourceDefinition", "httproutes.gateway.networking.k8s.io"
+        )
+        raise
+
     await asyncio.to_thread(kubectl, "apply", "--server-side", "-f", str(crds))
     await asyncio.to_thread(
         kubectl, "wait", "--for=condition=Established", "--timeout=60s", *(f"crd/{name}" for name in names)

@@ -58,11 +58,9 @@ from typesense_operator.quorum.roll import RollAction, RollNode, RollSettings, p
 from typesense_operator.resources import (
     API_KEY_DATA_KEY,
     CLAIM_TEMPLATE_NAME,
-    HTTPROUTE_API_VERSION,
     PODMONITOR_API_VERSION,
     PRUNABLE_ELSEWHERE,
     PRUNABLE_KINDS,
-    REFERENCEGRANT_API_VERSION,
     Cluster,
     build_generated_key_secret,
     build_http_routes,
@@ -119,8 +117,9 @@ class Scope:
     waiting_for_crd: bool = False
     """spec.metrics asks for a PodMonitor, or spec.httpRoutes for routes, whose CRD is not installed (yet)."""
     routes: list[dict[str, Any]] = field(default_factory=list)
-    """The HTTPRoutes and ReferenceGrants to apply with the children (none: not requested, or the
-    Gateway API CRDs are not installed)."""
+    """The HTTPRoutes and ReferenceGrants to apply with the children: those whose kind is served."""
+    routes_applied: str | None = None
+    """RoutesReady's message once they are applied (None: none requested, or a Gateway API CRD missing)."""
 
     claim_size: str | None = None
     """The size the StatefulSet's claim template keeps (None: the spec's)."""
@@ -379,16 +378,18 @@ async def plan_pod_monitor(scope: Scope) -> Outcome:
 
 async def plan_routes(scope: Scope) -> Outcome:
     """Gateway API HTTPRoutes (and ReferenceGrants) only where their CRDs exist; without them, a Warning
-    and the rest of the cluster as usual. What stays unapplied is kept: nothing is pruned meanwhile."""
+    and the rest of the cluster as usual. A kind that is not served is neither applied nor pruned, and
+    one that is served is applied (not pruned for want of the other)."""
     routes, grants = build_http_routes(scope.cluster), build_reference_grants(scope.cluster)
-    wanted = [(HTTPROUTE_API_VERSION, "HTTPRoute")] if routes else []
-    if grants:
-        wanted.append((REFERENCEGRANT_API_VERSION, "ReferenceGrant"))
-    missing = [
-        f"{kind} ({api_version})"
-        for api_version, kind in wanted
-        if not await _served(scope.kube, api_version, kind)
-    ]
+    missing = []
+    for manifests in (routes, grants):
+        if not manifests:
+            continue
+        api_version, kind = manifests[0]["apiVersion"], manifests[0]["kind"]
+        if await _served(scope.kube, api_version, kind):
+            scope.routes.extend(manifests)
+        else:
+            missing.append(f"{kind} ({api_version})")
     if not routes:
         await scope.set_condition(ConditionType.ROUTES_READY, "True", "NotRequested")
     elif missing:
@@ -402,7 +403,9 @@ async def plan_routes(scope: Scope) -> Outcome:
             warn=EventReason.ROUTES_UNAVAILABLE,
         )
     else:
-        scope.routes = [*routes, *grants]
+        names = ", ".join(m["metadata"]["name"] for m in routes)
+        granted = ", ".join(f"{m['metadata']['namespace']}/{m['metadata']['name']}" for m in grants)
+        scope.routes_applied = f"HTTPRoute {names}" + (f"; ReferenceGrant {granted}" if grants else "")
     return Outcome.CONTINUE
 
 
@@ -507,17 +510,8 @@ async def apply_children(scope: Scope) -> Outcome:
         await _hurry_the_nodes_list(scope, nodes_list_before, desired, pods)
     if scope.pod_monitor is not None:
         await scope.set_condition(ConditionType.METRICS_READY, "True", "PodMonitorApplied")
-    if scope.routes:
-        routes = [m["metadata"]["name"] for m in scope.routes if m["kind"] == "HTTPRoute"]
-        grants = [
-            f"{m['metadata']['namespace']}/{m['metadata']['name']}"
-            for m in scope.routes
-            if m["kind"] == "ReferenceGrant"
-        ]
-        message = f"HTTPRoute {', '.join(routes)}" + (
-            f"; ReferenceGrant {', '.join(grants)}" if grants else ""
-        )
-        await scope.set_condition(ConditionType.ROUTES_READY, "True", "Applied", message)
+    if scope.routes_applied is not None:
+        await scope.set_condition(ConditionType.ROUTES_READY, "True", "Applied", scope.routes_applied)
     return Outcome.CONTINUE
 
 
@@ -531,6 +525,8 @@ def _cluster_of(obj: dict[str, Any]) -> Cluster | None:
 def needs_finalizer(obj: dict[str, Any]) -> bool:
     """Whether the cluster wants a ReferenceGrant in another namespace (a spec its model refuses keeps
     whatever it holds now)."""
+    if not (obj.get("spec") or {}).get("httpRoutes"):
+        return False  # most clusters: no second validation of the spec on every reconcile
     cluster = _cluster_of(obj)
     if cluster is None:
         return REFERENCE_GRANTS_FINALIZER in (obj["metadata"].get("finalizers") or [])
