@@ -59,8 +59,10 @@ from operator_core.conditions import READY
 from operator_core.crdgen import CustomResource
 from operator_core.events import EventRecorder
 from operator_core.kube import ALL, ApplyResult, Kube
+from operator_core.logs import about_object
 from operator_core.manifests import merge_patch
 from operator_core.memory import trim_after_work
+from operator_core.metrics import REPLICA, timed_reconcile
 from operator_core.reconciling import (
     ConditionBook,
     References,
@@ -138,6 +140,7 @@ class Operator:
         self._finalizing: dict[tuple[str, tuple[Any, Any]], asyncio.Task[None]] = {}
         self._stopping_flag = _Flag()
         self._trimming: asyncio.Task[None] | None = None
+        self._synced_watch: asyncio.Task[None] | None = None
         kopf.on.startup(id=f"{name}-start")(self._started)
         kopf.on.cleanup(id=f"{name}-stop")(self._stopping)
         kopf.on.probe(id="reconciles")(self._count_reconciles)
@@ -177,6 +180,7 @@ class Operator:
             cache.on_change(listener)
         kube.use_cache(cache)
         await cache.start()
+        self._synced_watch = asyncio.create_task(_report_synced(cache), name="report caches synced")
         memo.context = Context(kube, recorder, from_env(KubeSettings))
         memo.gate = reconcile_gate()
         if self._start is not None:
@@ -190,7 +194,11 @@ class Operator:
         if context is None:
             return
         self._stopping_flag.set()
-        background = [*self._finalizing.values(), *([self._trimming] if self._trimming else [])]
+        background = [
+            *self._finalizing.values(),
+            *([self._trimming] if self._trimming else []),
+            *([self._synced_watch] if self._synced_watch else []),
+        ]
         for task in background:
             task.cancel()
         await asyncio.gather(*background, return_exceptions=True)
@@ -340,7 +348,8 @@ class Operator:
                     if finalizer is not None:
                         holds = needs_finalizer is None or needs_finalizer(obj)
                         await _hold_finalizer(context.kube, obj, finalizer, holds=holds)
-                    return await reconcile(obj, context)
+                    with timed_reconcile(resource.kind):
+                        return await reconcile(obj, context)
                 except errors.InvalidSpec as error:
                     await report_invalid_spec(context, resource, obj, error)
                     raise
@@ -351,20 +360,21 @@ class Operator:
                             "every %s there at the start has been reconciled once", resource.kind
                         )
 
-            await run_object_loop(
-                context.kube,
-                resource,
-                name,
-                namespace,
-                reconcile_object,
-                wakeups,
-                # kopf stops its daemons while its clean-up runs, which closes the client: a reconcile
-                # in flight then fails on a closed client, and must end quietly, not with a traceback.
-                _Either(stopped, self._stopping_flag),
-                logger=self._logger,
-                gate=memo.gate,
-                references=references,
-            )
+            with about_object(resource.kind, namespace, name):
+                await run_object_loop(
+                    context.kube,
+                    resource,
+                    name,
+                    namespace,
+                    reconcile_object,
+                    wakeups,
+                    # kopf stops its daemons while its clean-up runs, which closes the client: a reconcile
+                    # in flight then fails on a closed client, and must end quietly, not with a traceback.
+                    _Either(stopped, self._stopping_flag),
+                    logger=self._logger,
+                    gate=memo.gate,
+                    references=references,
+                )
 
         kopf.daemon(resource.group, resource.version, plural, id=f"{plural}-loop", cancellation_timeout=10.0)(
             run_object
@@ -441,6 +451,12 @@ class _Either:
 
 FINALIZED = -1.0
 """What a ``finalize`` step returns once its clean-up is done: the finalizer may go."""
+
+
+async def _report_synced(cache: Cache) -> None:
+    """/readyz and the gauge: ready once every watch cache has listed its kind."""
+    await cache.wait_synced()
+    REPLICA.caches_synced(True)
 
 
 async def _hold_finalizer(kube: Kube, obj: Manifest, finalizer: str, *, holds: bool) -> None:

@@ -28,7 +28,7 @@ import builtins
 import contextlib
 import json
 import time
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -179,6 +179,31 @@ def vet_kubeconfig(document: object) -> Mapping[str, Any]:
     return document
 
 
+RequestCounter = Callable[[str, str, Mapping[str, Any], int], None]
+"""Told of one answered request: its method, path, query parameters, and its answer's status."""
+
+
+def _httpx_of(client: AsyncClient) -> httpx2.AsyncClient | None:
+    """lightkube's own HTTP client inside ``client`` (None if a lightkube release moves it)."""
+    inner = getattr(getattr(client, "_client", None), "_client", None)
+    return inner if isinstance(inner, httpx2.AsyncClient) else None
+
+
+def _count_with(http: httpx2.AsyncClient | None, counter: RequestCounter) -> None:
+    """Have ``counter`` told of every request ``http`` sends, when its answer comes (a watch: when its
+    stream opens)."""
+    if http is None:
+        return
+
+    async def answered(response: httpx2.Response) -> None:
+        request = response.request
+        counter(request.method, request.url.path, dict(request.url.params), response.status_code)
+
+    hooks = dict(http.event_hooks)
+    hooks["response"] = [*hooks.get("response", []), answered]
+    http.event_hooks = hooks
+
+
 def _describe(manifest: Mapping[str, Any]) -> str:
     metadata = manifest.get("metadata", {})
     where = f"{metadata.get('namespace')}/" if metadata.get("namespace") else ""
@@ -195,8 +220,13 @@ class Kube:
         field_manager: str = DEFAULT_FIELD_MANAGER,
         config: SingleConfig | None = None,
         timeout: float = 10.0,
+        on_request: RequestCounter | None = None,
     ) -> None:
         self._client = client
+        self._on_request = on_request
+        """Told of every request and its answer's status (the operator's /metrics count them)."""
+        if on_request is not None:
+            _count_with(_httpx_of(client), on_request)
         self.field_manager = field_manager
         self.write_calls = 0
         self._crds_loaded_at: float | None = None
@@ -217,13 +247,14 @@ class Kube:
         field_manager: str = DEFAULT_FIELD_MANAGER,
         context: str | None = None,
         timeout: float = 10.0,
+        on_request: RequestCounter | None = None,
     ) -> Kube:
         """Connect with a kubeconfig file, or else in-cluster config, $KUBECONFIG, or ~/.kube/config."""
         config = (KubeConfig.from_file(kubeconfig) if kubeconfig else KubeConfig.from_env()).get(context)
         client = AsyncClient(
             config, field_manager=field_manager, timeout=httpx2.Timeout(timeout), trust_env=False
         )
-        return cls(client, field_manager=field_manager, config=config, timeout=timeout)
+        return cls(client, field_manager=field_manager, config=config, timeout=timeout, on_request=on_request)
 
     @classmethod
     def from_kubeconfig(
@@ -261,6 +292,8 @@ class Kube:
                 timeout=httpx2.Timeout(self._timeout), trust_env=False
             )
             self._http = client_adapter.AsyncClient(self._config, parameters)
+            if self._on_request is not None:
+                _count_with(self._http, self._on_request)
         return self._http
 
     async def close(self) -> None:

@@ -47,6 +47,7 @@ from operator_core.crdgen import CustomResource
 from operator_core.errors import Retry, retry_policy
 from operator_core.events import EventRecorder, EventType
 from operator_core.kube import Kube
+from operator_core.metrics import count_request
 from operator_core.settings import KubeSettings, from_env
 
 __all__ = [
@@ -126,7 +127,9 @@ class Wakeups:
 def connect(controller: str) -> tuple[Kube, EventRecorder]:
     """The API client (:class:`KubeSettings`, from OPERATOR_SUITE_* variables) and an Event recorder."""
     settings = from_env(KubeSettings)
-    kube = Kube.connect(field_manager=settings.field_manager, timeout=settings.request_timeout)
+    kube = Kube.connect(
+        field_manager=settings.field_manager, timeout=settings.request_timeout, on_request=count_request
+    )
     return kube, EventRecorder(kube, controller=controller)
 
 

@@ -15,23 +15,29 @@ import asyncio
 import importlib
 import logging
 import os
+import signal
 import sys
 from collections.abc import Callable, Coroutine, Sequence
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import aiohttp
 import kopf
 
 from operator_core.errors import SettingsError
-from operator_core.secrets import install_log_scrubbing
+from operator_core.kube import Kube
+from operator_core.leader import LeaderElectionSettings, LeaderElector, default_identity, default_namespace
+from operator_core.logs import LOG_FORMATS, LOG_LEVELS, configure_logging
+from operator_core.metrics import REPLICA, count_request, serve_probes
 from operator_core.settings import KubeSettings, from_env
 
-__all__ = ["check_settings", "configure_kopf", "parse_operator_arguments", "run_operator"]
+__all__ = ["ProcessSettings", "check_settings", "configure_kopf", "parse_operator_arguments", "run_operator"]
 
 
 def parse_operator_arguments(name: str, argv: Sequence[str] | None = None) -> argparse.Namespace:
+    process = from_env(ProcessSettings)
     parser = argparse.ArgumentParser(prog=name, description=f"Run the {name} against a Kubernetes cluster.")
     parser.add_argument(
         "--kubeconfig",
@@ -41,9 +47,44 @@ def parse_operator_arguments(name: str, argv: Sequence[str] | None = None) -> ar
     parser.add_argument(
         "--namespace", "-n", action="append", default=[], help="watch only this namespace (repeatable)"
     )
-    parser.add_argument("--liveness", default="http://0.0.0.0:8080/healthz", help="liveness endpoint URL")
-    parser.add_argument("--verbose", action="store_true", help="debug logging")
+    parser.add_argument(
+        "--liveness",
+        default=None,
+        help="kopf's own liveness endpoint URL, with its probes' answers (e.g. http://0.0.0.0:8080/healthz); "
+        "default: none (--health-address serves /healthz)",
+    )
+    parser.add_argument(
+        "--health-address",
+        default=process.health_address,
+        help="host:port serving /healthz, /readyz and /metrics (default: %(default)s; "
+        "OPERATOR_SUITE_HEALTH_ADDRESS); an empty value serves none",
+    )
+    parser.add_argument(
+        "--log-level", choices=LOG_LEVELS, default=process.log_level, help="default: %(default)s"
+    )
+    parser.add_argument(
+        "--log-format", choices=LOG_FORMATS, default=process.log_format, help="default: %(default)s"
+    )
+    parser.add_argument("--verbose", action="store_true", help="debug logging (--log-level debug)")
+    parser.add_argument(
+        "--leader-elect",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="elect a leader among replicas with a Lease (default: OPERATOR_SUITE_LEADER_ELECTION, off)",
+    )
     return parser.parse_args(argv)
+
+
+@dataclass(frozen=True)
+class ProcessSettings:
+    """How an operator process logs and where it answers its probes (a flag overrides each)."""
+
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+    """The least severe records logged."""
+    log_format: Literal["text", "json"] = "text"
+    """``json``: one JSON object per line, with the object and namespace as fields."""
+    health_address: str = "0.0.0.0:8081"
+    """host:port of /healthz (alive), /readyz (ready to act or to stand by) and /metrics."""
 
 
 def check_settings(
@@ -51,14 +92,28 @@ def check_settings(
 ) -> None:
     """Read every settings type once, then run ``checks`` (settings that only make sense together);
     exit with code 2 and the reason when one is refused."""
-    types: list[type[Any]] = [KubeSettings, *settings_types]
-    every: list[Callable[[], object]] = [*(partial(from_env, kind) for kind in types), *checks]
+    types: list[type[Any]] = [KubeSettings, ProcessSettings, LeaderElectionSettings, *settings_types]
+    every: list[Callable[[], object]] = [
+        *(partial(from_env, kind) for kind in types),
+        lambda: from_env(LeaderElectionSettings).check(),
+        *checks,
+    ]
     for check in every:
         try:
             check()
         except SettingsError as error:
             print(f"{name}: {error}", file=sys.stderr)
             raise SystemExit(2) from None
+
+
+def _address(value: str) -> tuple[str, int] | None:
+    """``host:port`` as a pair; None for an empty value; SystemExit(2) with the reason otherwise."""
+    if not value:
+        return None
+    host, _, port = value.rpartition(":")
+    if not port.isdigit() or not 0 < int(port) < 65536:
+        raise SystemExit(f"--health-address {value!r}: expected host:port, e.g. 0.0.0.0:8081")
+    return host or "0.0.0.0", int(port)  # noqa: S104 -- a pod's probes come from its node
 
 
 def run_operator(
@@ -69,40 +124,111 @@ def run_operator(
     settings: Sequence[type[Any]] = (),
     checks: Sequence[Callable[[], object]] = (),
 ) -> None:
-    """Check the settings, import the handlers, then run kopf until SIGTERM or SIGINT."""
-    arguments = parse_operator_arguments(name, argv)
+    """Check the settings, import the handlers, then run kopf until SIGTERM or SIGINT (as the leader,
+    once elected, with ``--leader-elect``)."""
     check_settings(name, settings, checks)
+    arguments = parse_operator_arguments(name, argv)
+    health = _address(arguments.health_address)
     if arguments.kubeconfig:
         os.environ["KUBECONFIG"] = str(arguments.kubeconfig.resolve())
-    logging.basicConfig(
-        level=logging.DEBUG if arguments.verbose else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    configure_logging("debug" if arguments.verbose else arguments.log_level, arguments.log_format)
     # One line per HTTP request (a node probe every few seconds, each API call), and one per handled
-    # watch event, would bury what matters; they are there with --verbose.
-    if not arguments.verbose:
-        for client_logger in ("httpx", "httpx2", "httpcore"):
-            logging.getLogger(client_logger).setLevel(logging.WARNING)
-    if not arguments.verbose:
-        logging.getLogger("kopf.objects").setLevel(logging.WARNING)
-    install_log_scrubbing()
+    # watch event, would bury what matters; they are there with --log-level debug.
+    if not arguments.verbose and arguments.log_level != "debug":
+        for quiet_logger in ("httpx", "httpx2", "httpcore", "kopf.objects"):
+            logging.getLogger(quiet_logger).setLevel(logging.WARNING)
     importlib.import_module(handlers_module)
+    election = from_env(LeaderElectionSettings)
+    if arguments.leader_elect is not None:
+        election = replace(election, leader_election=arguments.leader_elect)
     namespaces = arguments.namespace
-    asyncio.run(
-        _quiet_at_exit(
-            kopf.operator(
-                clusterwide=not namespaces,
-                namespaces=namespaces,
-                standalone=True,
-                liveness_endpoint=arguments.liveness,
-            )
-        )
+    kopf_run = partial(
+        kopf.operator,
+        clusterwide=not namespaces,
+        namespaces=namespaces,
+        standalone=True,
+        liveness_endpoint=arguments.liveness,
     )
+    code = asyncio.run(_quiet_at_exit(_lead_then_run(name, kopf_run, health, election)))
+    if code:
+        raise SystemExit(code)
 
 
-async def _quiet_at_exit(operator: Coroutine[Any, Any, None]) -> None:
+async def _lead_then_run(
+    name: str,
+    kopf_run: Callable[..., Coroutine[Any, Any, None]],
+    health: tuple[str, int] | None,
+    election: LeaderElectionSettings,
+) -> int:
+    """Serve the probes, win the Lease when electing, run kopf; release the Lease after a clean stop.
+
+    Returns the exit code: 0 after SIGTERM or SIGINT, 1 when leadership was lost (the process
+    must not act any more, and its pod's restart makes it a standby).
+    """
+    server = await serve_probes(*health) if health is not None else None
+    try:
+        if not election.leader_election:
+            REPLICA.leading(True)
+            await kopf_run()
+            return 0
+        return await _run_as_leader(name, kopf_run, election)
+    finally:
+        if server is not None:
+            await server.cleanup()
+
+
+async def _run_as_leader(
+    name: str, kopf_run: Callable[..., Coroutine[Any, Any, None]], election: LeaderElectionSettings
+) -> int:
+    loop = asyncio.get_running_loop()
+    stopping = asyncio.Event()
+    for signal_number in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signal_number, stopping.set)
+    kube = Kube.connect(on_request=count_request)
+    elector = LeaderElector(
+        kube,
+        election,
+        name=election.leader_election_lease or f"{name}-leader",
+        namespace=election.leader_election_namespace or default_namespace(),
+        identity=default_identity(),
+    )
+    REPLICA.leading(False)
+    try:
+        if not await elector.acquire(stopping):
+            return 0
+        REPLICA.leading(True)
+        lost = asyncio.Event()
+        stop_kopf = asyncio.Event()
+
+        def leadership_lost() -> None:
+            # Another replica may lead within a few seconds: act no more, at once (no clean-up handlers).
+            logging.getLogger(__name__).error("leadership lost: exiting so that only one replica acts")
+            REPLICA.leading(False)
+            lost.set()
+            sys.stderr.flush()
+            os._exit(1)
+
+        keeping = asyncio.create_task(elector.keep(leadership_lost), name="lease renewal")
+        # kopf installs its own SIGTERM/SIGINT handlers when it starts; a signal that came while
+        # this replica stood by is passed on.
+        if stopping.is_set():
+            stop_kopf.set()
+        try:
+            await kopf_run(stop_flag=stop_kopf)
+        finally:
+            keeping.cancel()
+            await asyncio.gather(keeping, return_exceptions=True)
+        if not lost.is_set():
+            await elector.release()
+        return 1 if lost.is_set() else 0
+    finally:
+        REPLICA.leading(False)
+        await kube.close()
+
+
+async def _quiet_at_exit(operator: Coroutine[Any, Any, int]) -> int:
     asyncio.get_running_loop().set_exception_handler(_report_loop_error)
-    await operator
+    return await operator
 
 
 _KOPF_API_SCANS = frozenset({"_read_new_apis", "_read_old_api"})

@@ -73,15 +73,18 @@ class OperatorProcess:
         )
         if executable is None:
             raise ControlPlaneError(f"console script {script} is not installed")
-        port = free_port()
+        port, probes_port = free_port(), free_port()
         liveness = ["--liveness", f"http://127.0.0.1:{port}/healthz"]
+        probes = ["--health-address", f"127.0.0.1:{probes_port}"]
         self._prepare(
             script,
-            [executable, "--kubeconfig", str(kubeconfig), *liveness, *arguments],
+            [executable, "--kubeconfig", str(kubeconfig), *liveness, *probes, *arguments],
             port,
             log_path,
             environment,
         )
+        self.probes_port: int | None = probes_port
+        """Where the suite's own /healthz, /readyz and /metrics answer (None for another operator)."""
 
     @classmethod
     def of_command(
@@ -100,6 +103,7 @@ class OperatorProcess:
         port = free_port()
         process._prepare(name, argv_for_port(port), port, log_path, environment)
         process._before_exec = die_with_parent
+        process.probes_port = None
         return process
 
     def _prepare(
@@ -137,6 +141,14 @@ class OperatorProcess:
         answer = httpx.get(f"http://127.0.0.1:{self.port}/healthz", timeout=5)
         answer.raise_for_status()
         return dict(answer.json())
+
+    def metrics(self) -> str:
+        """The operator's ``/metrics`` page, in Prometheus' text format."""
+        if self.probes_port is None:
+            raise ControlPlaneError(f"{self.script} serves no /metrics of the suite's")
+        answer = httpx.get(f"http://127.0.0.1:{self.probes_port}/metrics", timeout=5)
+        answer.raise_for_status()
+        return answer.text
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
