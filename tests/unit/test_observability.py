@@ -100,9 +100,7 @@ def test_a_json_line_takes_kopfs_object_reference() -> None:
 
 
 @pytest.mark.parametrize("log_format", ["text", "json"])
-def test_no_format_lets_a_secret_value_through(
-    log_format: str, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_no_format_lets_a_secret_value_through(log_format: str, capsys: pytest.CaptureFixture[str]) -> None:
     secret = "s3cr3t-api-key-value"
     register_secret(secret)
     root = logging.getLogger()
