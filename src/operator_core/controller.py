@@ -291,6 +291,7 @@ class Operator:
         finalizer: str | None = None,
         finalize: Reconcile | None = None,
         needs_finalizer: Callable[[Manifest], bool] | None = None,
+        on_gone: Callable[[str, str], None] | None = None,
     ) -> None:
         """Reconcile every object of ``resource`` in a loop of its own, woken by what can change it.
 
@@ -313,6 +314,9 @@ class Operator:
         With ``needs_finalizer`` too, only an object for which it returns True carries it (one
         whose spec leaves something behind that no owner reference cleans up), and loses it again
         when it no longer does.
+
+        ``on_gone(namespace, name)`` runs when an object's loop ends because it is gone or being
+        deleted: to drop what the operator keeps about it (its metrics' series).
         """
         wakeups, finalizing = Wakeups(), Wakeups()
         references = References(named) if named is not None else None
@@ -375,6 +379,8 @@ class Operator:
                     gate=memo.gate,
                     references=references,
                 )
+            if on_gone is not None and not stopped and not self._stopping_flag:
+                on_gone(namespace, name)
 
         kopf.daemon(resource.group, resource.version, plural, id=f"{plural}-loop", cancellation_timeout=10.0)(
             run_object

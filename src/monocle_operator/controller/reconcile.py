@@ -20,6 +20,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from prometheus_client import Counter
+
 from monocle_operator.api import MONOCLE
 from monocle_operator.api.reasons import ConditionType, EventReason
 from monocle_operator.controller.status import (
@@ -49,11 +51,18 @@ from monocle_operator.resources import (
 from operator_core.children import StepEventReason
 from operator_core.controller import Context, apply_report_prune
 from operator_core.kube import Kube
+from operator_core.metrics import REGISTRY
 from operator_core.reconciling import WAIT_FOR_CHANGE, ConditionBook, Outcome, run_steps, write_status
 from operator_core.secrets import register_secret
 from operator_core.storage import claim_template_size, requested_size
 
 __all__ = ["Outcome", "Scope", "reconcile"]
+
+UPDATE_IDENTS_JOBS = Counter(
+    "monocle_update_idents_jobs_total",
+    "update-idents Jobs started because an instance's config.yaml changed.",
+    registry=REGISTRY,
+)
 
 
 @dataclass
@@ -193,6 +202,7 @@ async def run_update_idents(scope: Scope) -> Outcome:
     # The Job for this config may exist already: created, but its hash never reached status.
     if not any(job["metadata"]["name"] == name for job in jobs):
         await scope.kube.create(build_update_idents_job(instance, wanted))
+        UPDATE_IDENTS_JOBS.inc()
         await scope.book.event(
             "Normal", EventReason.UPDATE_IDENTS_STARTED, f"config.yaml changed: started Job {name}"
         )

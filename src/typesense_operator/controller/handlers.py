@@ -17,6 +17,7 @@ from typing import Any
 from operator_core.controller import Context, Operator
 from operator_core.settings import from_env
 from typesense_operator.api import TYPESENSE_CLUSTER
+from typesense_operator.controller.metrics import forget_cluster
 from typesense_operator.controller.reconcile import (
     REFERENCE_GRANTS_FINALIZER,
     finalize,
@@ -94,4 +95,5 @@ OPERATOR.controller(
     finalizer=REFERENCE_GRANTS_FINALIZER,
     finalize=finalize,
     needs_finalizer=needs_finalizer,
+    on_gone=forget_cluster,
 )

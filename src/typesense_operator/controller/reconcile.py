@@ -43,6 +43,7 @@ from operator_core.storage import (
 )
 from typesense_operator.api import TYPESENSE_CLUSTER
 from typesense_operator.api.reasons import ConditionType, EventReason
+from typesense_operator.controller.metrics import RECOVERIES, observe_quorum
 from typesense_operator.controller.settings import TypesenseSettings
 from typesense_operator.controller.status import ready_condition, status_patch
 from typesense_operator.quorum.decide import Action, NodeProbe, Plan, QuorumSettings, decide
@@ -295,17 +296,26 @@ async def manage_quorum(scope: Scope) -> Outcome:
         # Surgery decided from a stale list of pods could fence the wrong members: refuse it, and
         # look again once the watch caught up (NotSynced is temporary: the loop backs off).
         scope.kube.cache.require_synced("taking quorum surgery")
-    if plan.action is Action.DOWNGRADE:
-        await scope.event("Warning", EventReason.QUORUM_DOWNGRADED, plan.message)
-        await _fence(scope, plan)
-    elif plan.action is Action.UPGRADE:
-        await scope.event("Normal", EventReason.QUORUM_UPGRADED, plan.message)
-    elif plan.action is Action.NEEDS_INTERVENTION and changed_action:
-        await scope.event("Warning", EventReason.QUORUM_NEEDS_INTERVENTION, "; ".join(plan.warnings))
-    elif plan.action is Action.RESTART_SURVIVOR:
-        await _restart_survivor(scope, plan)
-    elif plan.action is Action.HOLD and changed_action:
-        await scope.event("Warning", EventReason.QUORUM_SURGERY_HELD, plan.message)
+    observe_quorum(cluster.namespace, cluster.name, plan, probes)
+    try:
+        if plan.action is Action.DOWNGRADE:
+            await scope.event("Warning", EventReason.QUORUM_DOWNGRADED, plan.message)
+            await _fence(scope, plan)
+        elif plan.action is Action.UPGRADE:
+            await scope.event("Normal", EventReason.QUORUM_UPGRADED, plan.message)
+        elif plan.action is Action.NEEDS_INTERVENTION and changed_action:
+            await scope.event("Warning", EventReason.QUORUM_NEEDS_INTERVENTION, "; ".join(plan.warnings))
+            RECOVERIES.labels(plan.action.value, "needed").inc()
+        elif plan.action is Action.RESTART_SURVIVOR:
+            await _restart_survivor(scope, plan)
+        elif plan.action is Action.HOLD and changed_action:
+            await scope.event("Warning", EventReason.QUORUM_SURGERY_HELD, plan.message)
+            RECOVERIES.labels(plan.action.value, "needed").inc()
+    except Exception:
+        RECOVERIES.labels(plan.action.value, "failed").inc()
+        raise
+    if plan.action in (Action.DOWNGRADE, Action.UPGRADE, Action.RESTART_SURVIVOR):
+        RECOVERIES.labels(plan.action.value, "taken").inc()
     return Outcome.CONTINUE
 
 
