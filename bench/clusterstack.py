@@ -2,7 +2,7 @@
 costs the API server while idle.
 
 Runs a real local control plane with Cluster API's and the Docker provider's CRDs, the real helm,
-and the cluster-stack-operator process (as the ServiceAccount of deploy/rbac/cluster-stack-operator.yaml)
+and the cluster-stack-operator process (with the RBAC of its chart)
 over a local release source. Releases are the tests' cluster-class chart packaged per release
 (tests/releases.py), so each renders a ClusterClass and a DockerClusterTemplate. It measures:
 
@@ -200,7 +200,7 @@ async def run(settings: argparse.Namespace) -> dict[str, Any]:
                 plane.kubectl, "wait", "--for=condition=Established", "--timeout=60s", "crd", "--all"
             )
             await asyncio.to_thread(plane.kubectl, "create", "namespace", NAMESPACE)
-            rbac = ROOT / "deploy" / "rbac" / "cluster-stack-operator.yaml"
+            rbac = ROOT / "charts" / "cluster-stack-operator" / "files" / "rbac-rules.yaml"
             kubeconfig = service_account_kubeconfig(plane, rbac, home / "operator.kubeconfig")
             environment = {
                 **os.environ,

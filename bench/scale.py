@@ -169,7 +169,7 @@ class Side:
 
 def our_side() -> Side:
     def launch(plane: ControlPlane, home: Path) -> Operator:
-        rbac = ROOT / "deploy" / "rbac" / "typesense-operator.yaml"
+        rbac = ROOT / "charts" / "typesense-operator" / "files" / "rbac-rules.yaml"
         kubeconfig = service_account_kubeconfig(plane, rbac, home / "operator.kubeconfig")
         return OperatorProcess("typesense-operator", kubeconfig, home / "operator.log")
 

@@ -102,7 +102,9 @@ async def run(clusters: int, many: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="bench-") as scratch, ControlPlane(Path(scratch) / "cp") as plane:
         await asyncio.to_thread(plane.kubectl, "apply", "--server-side", "-f", str(ROOT / "deploy" / "crds"))
         kubeconfig = service_account_kubeconfig(
-            plane, ROOT / "deploy" / "rbac" / "typesense-operator.yaml", Path(scratch) / "operator.kubeconfig"
+            plane,
+            ROOT / "charts" / "typesense-operator" / "files" / "rbac-rules.yaml",
+            Path(scratch) / "operator.kubeconfig",
         )
         async with Kube.connect(plane.kubeconfig) as kube:
             namespace = "bench"

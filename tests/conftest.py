@@ -67,8 +67,8 @@ def monocle_operator(
 def _operator(
     script: str, operators: OperatorRegistry, control_plane: ControlPlane, pytestconfig: pytest.Config
 ) -> OperatorProcess:
-    """The operator's console script, as the ServiceAccount its deploy/rbac/<script>.yaml defines."""
-    rbac = pytestconfig.rootpath / "deploy" / "rbac" / f"{script}.yaml"
+    """The operator's console script, with the RBAC its chart grants (files/rbac-rules.yaml)."""
+    rbac = pytestconfig.rootpath / "charts" / script / "files" / "rbac-rules.yaml"
     return operators.get(script, control_plane, rbac, "--verbose")
 
 

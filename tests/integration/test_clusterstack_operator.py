@@ -1,7 +1,7 @@
 """The Cluster Stack operator against a real API server with Cluster API's own CRDs: releases from a
 local source, rendered by the real helm, applied and reported per object, repaired, kept while used.
 
-Each test runs its own operator process (as the ServiceAccount of deploy/rbac/cluster-stack-operator.yaml)
+Each test runs its own operator process (with the RBAC of its chart)
 over its own release directory, and publishes releases of a stack of its own.
 """
 
@@ -73,7 +73,7 @@ def launch(
     source: dict[str, str],
 ) -> OperatorProcess:
     """The operator as its own ServiceAccount, over the release ``source`` (OPERATOR_SUITE_* variables)."""
-    rbac = rootpath / "deploy" / "rbac" / "cluster-stack-operator.yaml"
+    rbac = rootpath / "charts" / "cluster-stack-operator" / "files" / "rbac-rules.yaml"
     kubeconfig = service_account_kubeconfig(control_plane, rbac, home / "operator.kubeconfig")
     environment = {
         **{k: v for k, v in os.environ.items() if not k.startswith(("GIT_", "OCI_"))},

@@ -94,7 +94,7 @@ def webhook_operator(
     """The operator with its webhooks on, registered by a loopback URL; gone (and unregistered) after."""
     home = tmp_path_factory.mktemp("webhook-operator")
     asyncio.run(_prepare(control_plane, clusterstack_tools, pytestconfig.rootpath))
-    rbac = pytestconfig.rootpath / "deploy" / "rbac" / "cluster-stack-operator.yaml"
+    rbac = pytestconfig.rootpath / "charts" / "cluster-stack-operator" / "files" / "rbac-rules.yaml"
     kubeconfig = service_account_kubeconfig(control_plane, rbac, home / "operator.kubeconfig")
     (home / "releases").mkdir()
     port = free_port()

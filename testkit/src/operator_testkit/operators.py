@@ -1,7 +1,8 @@
-"""Run an operator's console script as a real process, as a ServiceAccount bound to its own RBAC.
+"""Run an operator's console script as a real process, as a ServiceAccount bound to its chart's RBAC.
 
 Tests see the operator exactly as a cluster would run it: its own process, its
-own identity, and only the permissions its committed RBAC grants. A missing
+own identity, and only the permissions its Helm chart grants
+(``charts/<operator>/files/rbac-rules.yaml``). A missing
 RBAC rule therefore fails a test instead of surfacing in production.
 """
 
@@ -24,25 +25,46 @@ from operator_testkit.controlplane import ControlPlane, free_port
 from operator_testkit.errors import ControlPlaneError
 from operator_testkit.nodeagent.processes import die_with_parent
 
-__all__ = ["OperatorProcess", "OperatorRegistry", "service_account_kubeconfig"]
+__all__ = ["OperatorProcess", "OperatorRegistry", "operator_rbac", "service_account_kubeconfig"]
 
 
-def _service_account(documents: list[dict[str, Any]]) -> tuple[str, str]:
-    for document in documents:
-        if document.get("kind") == "ServiceAccount":
-            return document["metadata"]["namespace"], document["metadata"]["name"]
-    raise ControlPlaneError("the RBAC file has no ServiceAccount")
+def operator_rbac(rules_file: Path) -> list[dict[str, Any]]:
+    """What the chart grants in its cluster-wide mode, from the chart's ``files/rbac-rules.yaml``: its
+    ServiceAccount (``<chart>`` in ``<operator>-system``), a ClusterRole with every rule, its binding,
+    and leader election's Lease rule."""
+    chart = rules_file.resolve().parent.parent.name
+    namespace = chart.removesuffix("-operator") + "-system"
+    rules = yaml.safe_load(rules_file.read_text())
+    subjects = [{"kind": "ServiceAccount", "name": chart, "namespace": namespace}]
+    rbac = "rbac.authorization.k8s.io/v1"
+    lease_rules = [
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create", "get", "patch"]}
+    ]
+    return [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": chart, "namespace": namespace}},
+        {"apiVersion": rbac, "kind": "ClusterRole", "metadata": {"name": chart},
+         "rules": [*rules["namespaced"], *rules["cluster"], *lease_rules]},
+        {"apiVersion": rbac, "kind": "ClusterRoleBinding", "metadata": {"name": chart},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": chart},
+         "subjects": subjects},
+    ]  # fmt: skip
 
 
-def service_account_kubeconfig(control_plane: ControlPlane, rbac_file: Path, out: Path) -> Path:
-    """Apply ``rbac_file`` (as admin), then write a kubeconfig with a token of its ServiceAccount."""
+def service_account_kubeconfig(control_plane: ControlPlane, rules_file: Path, out: Path) -> Path:
+    """Grant the chart's rules (:func:`operator_rbac`, as admin), then write a kubeconfig with a token of
+    its ServiceAccount."""
     kubectl = [str(control_plane.binaries.kubectl), f"--kubeconfig={control_plane.kubeconfig}"]
+    documents = operator_rbac(rules_file)
     subprocess.run(
-        [*kubectl, "apply", "--server-side", "-f", str(rbac_file)], check=True, capture_output=True
+        [*kubectl, "apply", "--server-side", "-f", "-"],
+        input=yaml.safe_dump_all(documents).encode(),
+        check=True,
+        capture_output=True,
     )
-    namespace, name = _service_account([d for d in yaml.safe_load_all(rbac_file.read_text()) if d])
+    account = documents[1]["metadata"]
     token = subprocess.run(
-        [*kubectl, "create", "token", name, "-n", namespace, "--duration=24h"],
+        [*kubectl, "create", "token", account["name"], "-n", account["namespace"], "--duration=24h"],
         check=True,
         capture_output=True,
         text=True,

@@ -17,7 +17,7 @@ REGISTRATION_ROLE = "cluster-stack-operator-webhook-registration"
 
 
 def registration_rbac() -> list[dict[str, Any]]:
-    """What registering by URL needs beyond deploy/rbac: its one ValidatingWebhookConfiguration."""
+    """What registering by URL needs beyond the chart's RBAC: its one ValidatingWebhookConfiguration."""
     return [
         {
             "apiVersion": "rbac.authorization.k8s.io/v1",

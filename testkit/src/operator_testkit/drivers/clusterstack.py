@@ -244,7 +244,7 @@ def _journey(directory: Path, pause: bool) -> int:
 
 SANDBOX = SandboxEntry(
     script="cluster-stack-operator",
-    rbac="deploy/rbac/cluster-stack-operator.yaml",
+    rbac="charts/cluster-stack-operator/files/rbac-rules.yaml",
     samples=("deploy/samples/clusterstack_sandbox.yaml",),
     prepare=_prepare_sandbox,
     journey=_journey,

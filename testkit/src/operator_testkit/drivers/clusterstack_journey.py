@@ -125,7 +125,9 @@ async def _journey(directory: Path, narrator: _Narrator, pause: bool) -> None:
         home = directory / "operator"
         home.mkdir(exist_ok=True)
         kubeconfig = service_account_kubeconfig(
-            management, root / "deploy" / "rbac" / "cluster-stack-operator.yaml", home / "kubeconfig"
+            management,
+            root / "charts" / "cluster-stack-operator" / "files" / "rbac-rules.yaml",
+            home / "kubeconfig",
         )
         environment = {
             **{k: v for k, v in os.environ.items() if not k.startswith(("GIT_", "OCI_", "OPERATOR_SUITE_"))},

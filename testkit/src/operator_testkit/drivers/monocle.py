@@ -8,7 +8,7 @@ from operator_testkit.sandbox import SandboxEntry
 
 SANDBOX = SandboxEntry(
     script="monocle-operator",
-    rbac="deploy/rbac/monocle-operator.yaml",
+    rbac="charts/monocle-operator/files/rbac-rules.yaml",
     samples=(),
     usage="""\
   The monocle-operator runs, with no instance (Monocle's images run only as stand-ins here):

@@ -33,7 +33,7 @@ from operator_testkit.sandbox import SandboxEntry
 
 SANDBOX = SandboxEntry(
     script="typesense-operator",
-    rbac="deploy/rbac/typesense-operator.yaml",
+    rbac="charts/typesense-operator/files/rbac-rules.yaml",
     samples=("deploy/samples/ts_v1alpha1_typesensecluster_aws.yaml",),
     storage_classes=("standard",),  # a TypesenseCluster's storage.storageClassName when unset
     usage="""\
@@ -650,7 +650,7 @@ async def typesense_rig(repository: Path, namespace: str) -> AsyncIterator[Rig]:
             agent = start_agent(plane, directory / "agent")
             operators = OperatorRegistry(directory / "operators")
             try:
-                rbac = repository / "deploy" / "rbac" / "typesense-operator.yaml"
+                rbac = repository / "charts" / "typesense-operator" / "files" / "rbac-rules.yaml"
                 operator = operators.get("typesense-operator", plane, rbac)
                 async with Kube.connect(plane.kubeconfig) as kube:
                     await kube.create(
