@@ -15,7 +15,7 @@ from operator_core.kube import Kube
 from operator_testkit import assertions
 from operator_testkit.assertions import events_for, wait_for_object
 from operator_testkit.fixtures import Kubectl, crd_documents, wait_until
-from operator_testkit.gateway_api import ensure_gateway_api_crds
+from operator_testkit.module_crds import ensure_gateway_api_crds
 from operator_testkit.operators import OperatorProcess
 
 pytestmark = pytest.mark.usefixtures("typesense_operator")

@@ -26,7 +26,7 @@ from operator_core.cli import run_command
 from operator_testkit.binaries import KUBERNETES_COMMANDS, ensure_binaries
 from operator_testkit.clusterstack_tools import ensure_clusterstack_tools
 from operator_testkit.controlplane import ControlPlane, ControlPlaneState, running_components, stop_recorded
-from operator_testkit.gateway_api import ensure_gateway_api_crds
+from operator_testkit.module_crds import ensure_gateway_api_crds, ensure_prometheus_operator_crds
 from operator_testkit.nodeagent.cli import add_agent_commands
 from operator_testkit.sandbox import (
     DEFAULT_LOCK,
@@ -56,6 +56,7 @@ def _binaries(arguments: argparse.Namespace) -> int:
         for path in (tools.helm, tools.registry, tools.capi_crds, tools.capi_v1beta1_crds, tools.capd_crds):
             print(f"  {path}")
         print(f"  {ensure_gateway_api_crds()}")
+        print(f"  {ensure_prometheus_operator_crds()}")
     return 0
 
 

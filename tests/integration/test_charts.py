@@ -1,0 +1,212 @@
+"""The Helm charts under charts/: linted and rendered by the real helm, accepted by a real API server
+(server-side dry run, every chart in both RBAC modes, with the Prometheus Operator's real CRDs), and RBAC
+that grants what the operator needs and denies the rest."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from operator_testkit.clusterstack_tools import ensure_clusterstack_tools
+from operator_testkit.controlplane import ControlPlane
+from operator_testkit.module_crds import ensure_prometheus_operator_crds
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+CHARTS = ("typesense-operator", "monocle-operator", "cluster-stack-operator")
+RELEASE_NAMESPACE = "operators"
+WATCHED = ("team-a", "team-b")
+EVERYTHING_ON = [
+    "--set", "metrics.serviceMonitor.enabled=true",
+    "--set", "prometheusRule.enabled=true",
+    "--set", "replicas=2",
+]  # fmt: skip
+MODES = {
+    "cluster-wide": [],
+    "namespaced": ["--set", "watchNamespaces={" + ",".join(WATCHED) + "}"],
+}
+
+
+def helm(*arguments: str) -> str:
+    done = subprocess.run(
+        [str(ensure_clusterstack_tools().helm), *arguments],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def render(chart: str, *values: str, release: str = "suite") -> list[dict[str, Any]]:
+    text = helm("template", release, str(ROOT / "charts" / chart), "-n", RELEASE_NAMESPACE, *values)
+    return [document for document in yaml.safe_load_all(text) if document]
+
+
+@pytest.fixture(scope="module")
+def plane(start_control_plane: Any) -> ControlPlane:
+    """A control plane of this module's own: the Prometheus Operator's CRDs would change what the
+    shared one's Typesense tests see (a PodMonitor CRD that arrives during a test)."""
+    control_plane: ControlPlane = start_control_plane("charts")
+    crds = ensure_prometheus_operator_crds()
+    control_plane.kubectl("apply", "--server-side", "-f", str(crds))
+    # The suite's own too, so that `kubectl auth can-i` knows the custom kinds' names.
+    control_plane.kubectl("apply", "--server-side", "-f", str(ROOT / "deploy" / "crds"))
+    control_plane.kubectl("wait", "--for=condition=Established", "crd", "--all", "--timeout=60s")
+    for namespace in (RELEASE_NAMESPACE, *WATCHED, "team-c"):
+        control_plane.kubectl("create", "namespace", namespace)
+    return control_plane
+
+
+@pytest.mark.parametrize("chart", CHARTS)
+def test_every_chart_lints_strictly_with_its_defaults_and_with_every_option(chart: str) -> None:
+    path = str(ROOT / "charts" / chart)
+    helm("lint", "--strict", path)
+    helm("lint", "--strict", path, *EVERYTHING_ON, *MODES["namespaced"])
+
+
+def test_two_replicas_without_leader_election_are_refused_with_the_reason() -> None:
+    done = subprocess.run(
+        [
+            str(ensure_clusterstack_tools().helm), "template", "x",
+            str(ROOT / "charts" / "typesense-operator"), "--set", "replicas=2",
+            "--set", "leaderElection.enabled=false",
+        ],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode != 0
+    assert "replicas > 1 needs leaderElection.enabled" in done.stderr
+
+
+@pytest.mark.parametrize("mode", sorted(MODES))
+@pytest.mark.parametrize("chart", CHARTS)
+def test_the_api_server_accepts_every_object_of_every_chart(
+    plane: ControlPlane, chart: str, mode: str
+) -> None:
+    values = [*EVERYTHING_ON, *MODES[mode]]
+    if chart == "typesense-operator":
+        values += ["--set", "dashboard.enabled=true"]
+    text = helm(
+        "template", "suite", str(ROOT / "charts" / chart), "-n", RELEASE_NAMESPACE, "--include-crds", *values
+    )
+    kinds = {document["kind"] for document in yaml.safe_load_all(text) if document}
+    expected = {
+        "CustomResourceDefinition",
+        "Deployment",
+        "ServiceAccount",
+        "ClusterRole",
+        "ClusterRoleBinding",
+    }
+    expected |= {"Role", "RoleBinding", "Service", "ServiceMonitor", "PrometheusRule"}
+    assert expected <= kinds
+    done = subprocess.run(
+        [
+            str(plane.binaries.kubectl), f"--kubeconfig={plane.kubeconfig}",
+            "apply", "--dry-run=server", "--server-side", "--field-manager=helm-test", "-f", "-",
+        ],
+        input=text, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "(server dry run)" in done.stdout
+
+
+def _deployment(documents: list[dict[str, Any]]) -> dict[str, Any]:
+    (deployment,) = (d for d in documents if d["kind"] == "Deployment")
+    return deployment
+
+
+def test_the_deployment_runs_restricted_with_probes_and_the_chosen_options() -> None:
+    documents = render(
+        "typesense-operator", *MODES["namespaced"], "--set", "logFormat=text", "--set", "logLevel=debug"
+    )
+    pod = _deployment(documents)["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert container["command"] == ["typesense-operator"]
+    assert set(container["args"]) >= {
+        "--leader-elect", "--log-format=text", "--log-level=debug",
+        "--namespace=team-a", "--namespace=team-b",
+    }  # fmt: skip
+    assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert container["securityContext"] == {
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "capabilities": {"drop": ["ALL"]},
+    }
+
+
+def _can_i(plane: ControlPlane, *question: str) -> bool:
+    account = f"system:serviceaccount:{RELEASE_NAMESPACE}:rbac-typesense-operator"
+    done = subprocess.run(
+        [
+            str(plane.binaries.kubectl), f"--kubeconfig={plane.kubeconfig}", "auth", "can-i", *question,
+            f"--as={account}",
+        ],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    return done.stdout.strip() == "yes"
+
+
+@pytest.fixture
+def granted(plane: ControlPlane, request: pytest.FixtureRequest) -> Iterator[str]:
+    """The RBAC objects of the Typesense chart in the mode the test names, applied for real."""
+    mode: str = request.param
+    documents = [
+        d
+        for d in render("typesense-operator", *MODES[mode], release="rbac")
+        if d["kind"] in ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
+    ]
+    text = yaml.safe_dump_all(documents)
+    kubectl = [str(plane.binaries.kubectl), f"--kubeconfig={plane.kubeconfig}"]
+    subprocess.run([*kubectl, "apply", "-f", "-"], input=text, text=True, check=True, capture_output=True)
+    try:
+        yield mode
+    finally:
+        subprocess.run(
+            [*kubectl, "delete", "-f", "-"], input=text, text=True, check=True, capture_output=True
+        )
+
+
+@pytest.mark.parametrize("granted", ["cluster-wide"], indirect=True)
+def test_cluster_wide_rbac_grants_what_the_operator_needs_and_denies_what_it_does_not(
+    plane: ControlPlane, granted: str
+) -> None:
+    for question in (
+        ("watch", "typesenseclusters.ts.opentelekomcloud.com", "--all-namespaces"),
+        ("patch", "statefulsets", "-n", "team-c"),
+        ("delete", "pods", "-n", "team-a"),
+        ("create", "leases", "-n", RELEASE_NAMESPACE),
+        ("list", "customresourcedefinitions"),
+    ):
+        assert _can_i(plane, *question), question
+    for question in (
+        ("create", "pods", "-n", "team-a"),  # the StatefulSet controller makes them, not the operator
+        ("delete", "typesenseclusters.ts.opentelekomcloud.com", "-n", "team-a"),  # a user's to delete
+        ("update", "customresourcedefinitions"),
+        ("delete", "namespaces"),
+        ("create", "clusterroles"),
+        ("create", "leases", "-n", "team-a"),  # the Lease lives in the operator's own namespace only
+        ("impersonate", "users"),
+    ):
+        assert not _can_i(plane, *question), question
+
+
+@pytest.mark.parametrize("granted", ["namespaced"], indirect=True)
+def test_namespaced_rbac_reaches_only_the_watched_namespaces(plane: ControlPlane, granted: str) -> None:
+    for namespace in WATCHED:
+        assert _can_i(plane, "watch", "typesenseclusters.ts.opentelekomcloud.com", "-n", namespace)
+        assert _can_i(plane, "create", "secrets", "-n", namespace)
+    assert not _can_i(plane, "watch", "typesenseclusters.ts.opentelekomcloud.com", "-n", "team-c")
+    assert not _can_i(plane, "get", "secrets", "-n", "team-c")
+    assert not _can_i(plane, "list", "secrets", "--all-namespaces")
+    # What is cluster-scoped stays readable: the operator finds its kinds through their CRDs.
+    assert _can_i(plane, "list", "customresourcedefinitions")
+    assert not _can_i(plane, "update", "customresourcedefinitions")
