@@ -20,6 +20,7 @@ from typing import IO, Any, Self
 
 import httpx
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
 
 from operator_testkit.controlplane import ControlPlane, free_port
 from operator_testkit.errors import ControlPlaneError
@@ -164,6 +165,14 @@ class OperatorProcess:
         answer.raise_for_status()
         return dict(answer.json())
 
+    def sample(self, name: str, **labels: str) -> float | None:
+        """One sample of the operator's ``/metrics`` (None when it has no such series)."""
+        for family in text_string_to_metric_families(self.metrics()):
+            for found in family.samples:
+                if found.name == name and all(found.labels.get(k) == v for k, v in labels.items()):
+                    return float(found.value)
+        return None
+
     def metrics(self) -> str:
         """The operator's ``/metrics`` page, in Prometheus' text format."""
         if self.probes_port is None:
@@ -194,7 +203,9 @@ class OperatorProcess:
                     f"{self.script} exited with {self._process.returncode}:\n{self.log()}"
                 )
             try:
-                if httpx.get(f"http://127.0.0.1:{self.port}/healthz", timeout=1).status_code == 200:
+                # The suite's own /healthz answers a standby too (kopf's starts only with the Lease).
+                port = self.probes_port if self.probes_port is not None else self.port
+                if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
                     return
             except httpx.HTTPError:
                 pass
