@@ -55,6 +55,19 @@ RECOVERIES = Counter(
 )
 
 
+# Every series exists from the start, at 0: an alert on increase() sees the first recovery too, and a
+# dashboard shows that none happened rather than nothing.
+for _kind, _outcomes in (
+    ("Downgrade", ("taken", "failed")),
+    ("Upgrade", ("taken", "failed")),
+    ("RestartSurvivor", ("taken", "failed")),
+    ("NeedsIntervention", ("needed", "failed")),
+    ("Hold", ("needed", "failed")),
+):
+    for _outcome in _outcomes:
+        RECOVERIES.labels(_kind, _outcome)
+
+
 def observe_quorum(namespace: str, cluster: str, plan: Plan, probes: Sequence[NodeProbe]) -> None:
     for state in ClusterState:
         QUORUM_STATE.labels(namespace, cluster, state.value).set(1 if plan.state is state else 0)
