@@ -13,7 +13,7 @@ export PATH := $(BIN):$(PATH)
 # Keep bytecode and tool caches out of the work tree.
 export PYTHONPYCACHEPREFIX := $(HOME)/.cache/operator-suite/pycache
 
-.PHONY: install binaries tools nginx lint test unit integration e2e run down journey crds
+.PHONY: install binaries tools nginx image-tools image lint test unit integration e2e run down journey crds
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -43,6 +43,14 @@ tools: install
 nginx:
 	@test -x /usr/sbin/nginx || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx)
 
+# The runtime image is built without a Docker engine: mmdebstrap makes its Debian base, buildah builds
+# the Dockerfile (operator_testkit.image).
+image-tools:
+	@test -x /usr/bin/buildah -a -x /usr/bin/mmdebstrap || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq buildah mmdebstrap)
+
+image: install image-tools
+	$(BIN)/operator-suite-dev image
+
 lint: install
 	$(BIN)/ruff check src testkit tests bench
 	$(BIN)/ruff format --check src testkit tests bench
@@ -61,7 +69,7 @@ endef
 # two cores; each worker starts its own control planes and node agent, on its own loopback addresses.
 TEST_WORKERS ?= 2
 
-test: tools nginx lint
+test: tools nginx image-tools lint
 	$(call pytest,-n $(TEST_WORKERS) --dist worksteal --durations=15 tests)
 
 unit: install

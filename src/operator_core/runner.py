@@ -37,7 +37,11 @@ __all__ = ["ProcessSettings", "check_settings", "configure_kopf", "parse_operato
 
 
 def parse_operator_arguments(name: str, argv: Sequence[str] | None = None) -> argparse.Namespace:
-    process = from_env(ProcessSettings)
+    try:
+        process = from_env(ProcessSettings)
+    except SettingsError as error:
+        print(f"{name}: {error}", file=sys.stderr)
+        raise SystemExit(2) from None
     parser = argparse.ArgumentParser(prog=name, description=f"Run the {name} against a Kubernetes cluster.")
     parser.add_argument(
         "--kubeconfig",
@@ -126,8 +130,8 @@ def run_operator(
 ) -> None:
     """Check the settings, import the handlers, then run kopf until SIGTERM or SIGINT (as the leader,
     once elected, with ``--leader-elect``)."""
-    check_settings(name, settings, checks)
     arguments = parse_operator_arguments(name, argv)
+    check_settings(name, settings, checks)
     health = _address(arguments.health_address)
     if arguments.kubeconfig:
         os.environ["KUBECONFIG"] = str(arguments.kubeconfig.resolve())

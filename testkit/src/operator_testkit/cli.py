@@ -23,9 +23,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from operator_core.cli import run_command
-from operator_testkit.binaries import KUBERNETES_COMMANDS, ensure_binaries
+from operator_testkit.binaries import KUBERNETES_COMMANDS, ensure_binaries, find_hack_dir
 from operator_testkit.clusterstack_tools import ensure_clusterstack_tools
 from operator_testkit.controlplane import ControlPlane, ControlPlaneState, running_components, stop_recorded
+from operator_testkit.image import build_image, push_image
 from operator_testkit.module_crds import ensure_gateway_api_crds, ensure_prometheus_operator_crds
 from operator_testkit.nodeagent.cli import add_agent_commands
 from operator_testkit.sandbox import (
@@ -126,6 +127,18 @@ def _sandbox(arguments: argparse.Namespace) -> int:
     return sandbox_up(arguments.dir, options)
 
 
+def _image(arguments: argparse.Namespace) -> int:
+    image = build_image(find_hack_dir().parent, arguments.tag)
+    print(
+        f"{image.name} {image.digest} {image.size_bytes / 2**20:.1f} MiB (uncompressed layers), "
+        f"base {image.base}"
+    )
+    if arguments.push:
+        push_image(image.name, arguments.push)
+        print(f"pushed to {arguments.push}")
+    return 0
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="operator-suite-dev", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -138,6 +151,13 @@ def _parser() -> argparse.ArgumentParser:
         "and the CRDs of Cluster API and its Docker provider (from hack/{helm,registry,cluster-api,capd})",
     )
     binaries.set_defaults(run=_binaries)
+
+    image = commands.add_parser(
+        "image", help="build the runtime image from the Dockerfile with buildah, on a base made by mmdebstrap"
+    )
+    image.add_argument("--tag", default="dev", help="tag of localhost/operator-suite (%(default)s)")
+    image.add_argument("--push", help="then copy it there, e.g. docker://127.0.0.1:5000/operator-suite:dev")
+    image.set_defaults(run=_image)
 
     controlplane = commands.add_parser("controlplane", help="a local control plane for people and scripts")
     actions = controlplane.add_subparsers(dest="action", required=True)

@@ -1,0 +1,32 @@
+# The operator-suite runtime image: the runtime distribution (core and the three operators) and nothing
+# else; its command selects the operator: typesense-operator (the default), monocle-operator or
+# cluster-stack-operator.
+#
+# Built here without a Docker engine: `operator-suite-dev image` makes the base with mmdebstrap (Debian
+# bookworm minbase with python3, reproducible for a given archive state) and builds this file with
+# buildah, passing BASE pinned by the base's digest. Elsewhere, any Debian bookworm image with python3
+# and python3-venv will do: BASE=<image>@sha256:<digest>.
+ARG BASE=localhost/operator-suite-base:bookworm
+
+FROM ${BASE} AS build
+ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1
+RUN python3 -m venv /opt/operator-suite
+COPY pyproject.toml README.md /src/
+COPY src /src/src
+# An optional CA bundle for pip, for a network that intercepts TLS (buildah bud --secret id=pipca,src=...);
+# a build secret, so it ends up in no layer.
+RUN --mount=type=secret,id=pipca \
+    if [ -s /run/secrets/pipca ]; then export PIP_CERT=/run/secrets/pipca; fi; \
+    /opt/operator-suite/bin/pip install /src \
+ && /opt/operator-suite/bin/pip uninstall --yes pip setuptools
+
+FROM ${BASE}
+COPY --from=build /opt/operator-suite /opt/operator-suite
+ENV PATH=/opt/operator-suite/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+    PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1
+# Not root; the charts also run it with a read-only root filesystem and /tmp as its only writable place.
+USER 65532:65532
+WORKDIR /tmp
+EXPOSE 8081
+CMD ["typesense-operator"]

@@ -1,0 +1,189 @@
+"""The runtime image, built without a Docker engine: a Debian base from mmdebstrap, the Dockerfile by buildah.
+
+No Docker engine runs on these machines, and none is needed:
+
+- the base is a Debian bookworm ``minbase`` root filesystem with ``python3`` and ``python3-venv``,
+  made by ``mmdebstrap`` with a fixed ``SOURCE_DATE_EPOCH`` (the same archive state gives the same
+  bytes), imported into buildah as ``localhost/operator-suite-base:bookworm`` and cached by the hash of
+  its recipe under ``<cache_dir>/image-base-<hash>/``;
+- the Dockerfile at the repository's root is built by ``buildah bud --isolation chroot`` (this host's
+  OCI runtime refuses its cgroups: "cgroups in hybrid mode not supported"), with the base pinned by its
+  digest, into buildah storage of our own under ``<cache_dir>/buildah/``;
+- :func:`run_in_image` runs a command inside the image (``buildah run``, chroot isolation), and
+  :func:`push_image` copies it to an OCI registry on loopback.
+
+buildah and mmdebstrap come from Debian (``make image-tools``); a missing one is named with the command
+that installs it. The host's CA bundle is passed to pip as a build secret, so that a network that
+intercepts TLS works too; it lands in no layer.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from operator_core.settings import from_env
+from operator_testkit.binaries import build_once, say
+from operator_testkit.errors import ControlPlaneError
+from operator_testkit.settings import ControlPlaneSettings
+
+__all__ = ["BASE_NAME", "Image", "build_image", "push_image", "run_in_image"]
+
+BASE_NAME = "localhost/operator-suite-base"
+IMAGE_NAME = "localhost/operator-suite"
+SOURCE_DATE_EPOCH = "1747699200"  # the Debian snapshot this machine's apt sources name (2025-05-20)
+_MMDEBSTRAP = [
+    "--mode=root",
+    "--variant=minbase",
+    "--include=python3,python3-venv",
+    "--dpkgopt=path-exclude=/usr/share/man/*",
+    "--dpkgopt=path-exclude=/usr/share/doc/*",
+    "--dpkgopt=path-include=/usr/share/doc/*/copyright",
+    "--dpkgopt=path-exclude=/usr/share/locale/*",
+    "--dpkgopt=path-exclude=/usr/share/info/*",
+    "bookworm",
+]
+_MIRROR = "http://deb.debian.org/debian"
+_CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
+_TIMEOUT = 900
+
+
+@dataclass(frozen=True)
+class Image:
+    name: str  # localhost/operator-suite:<tag>
+    digest: str
+    size_bytes: int
+    base: str  # the base, pinned by digest
+
+
+def _tool(name: str) -> str:
+    found = shutil.which(name)
+    if found is None:
+        raise ControlPlaneError(
+            f"building the image needs {name}, which is not on this machine: "
+            f"apt-get install buildah mmdebstrap (make image-tools does)"
+        )
+    return found
+
+
+class Buildah:
+    """buildah on storage of our own (overlay, under the cache directory), never the host's default."""
+
+    def __init__(self, root: Path, log: Path) -> None:
+        self.root, self.log = root, log
+
+    def __call__(self, *arguments: str, capture: bool = False) -> str:
+        command = [
+            _tool("buildah"),
+            "--root", str(self.root / "storage"),
+            "--runroot", str(self.root / "run"),
+            "--storage-driver", "overlay",
+            *arguments,
+        ]  # fmt: skip
+        environment = {**os.environ, "TMPDIR": str(self.root / "tmp"), "SOURCE_DATE_EPOCH": SOURCE_DATE_EPOCH}
+        (self.root / "tmp").mkdir(parents=True, exist_ok=True)
+        with self.log.open("a") as log:
+            log.write(f"$ {' '.join(command)}\n")
+            log.flush()
+            done = subprocess.run(
+                command,
+                stdout=subprocess.PIPE if capture else log,
+                stderr=log,
+                text=True,
+                env=environment,
+                timeout=_TIMEOUT,
+                check=False,
+            )
+        if done.returncode != 0:
+            tail = "".join(self.log.read_text(errors="replace").splitlines(keepends=True)[-15:])
+            raise ControlPlaneError(
+                f"buildah {arguments[0]} failed (exit {done.returncode}); see {self.log}:\n{tail}"
+            )
+        return (done.stdout or "").strip() if capture else ""
+
+
+def _buildah(settings: ControlPlaneSettings) -> Buildah:
+    root = settings.cache_dir / "buildah"
+    root.mkdir(parents=True, exist_ok=True)
+    return Buildah(root, root / "build.log")
+
+
+def _ensure_base(settings: ControlPlaneSettings, buildah: Buildah) -> str:
+    """The base image's name pinned by digest; made once per recipe."""
+    recipe = hashlib.sha256(json.dumps([_MMDEBSTRAP, _MIRROR, SOURCE_DATE_EPOCH]).encode()).hexdigest()[:12]
+    root = settings.cache_dir / f"image-base-{recipe}"
+    tag = f"{BASE_NAME}:bookworm-{recipe}"
+
+    def present() -> bool:
+        try:
+            return bool(buildah("images", "--quiet", tag, capture=True))
+        except ControlPlaneError:
+            return False
+
+    def make() -> None:
+        tarball = root / "rootfs.tar"
+        if not tarball.exists():
+            say("making the Debian bookworm base with mmdebstrap (about a minute)", "image")
+            partial = root / "rootfs.tar.partial"
+            with (root / "mmdebstrap.log").open("w") as log:
+                subprocess.run(
+                    [_tool("mmdebstrap"), *_MMDEBSTRAP, str(partial), _MIRROR],
+                    stdout=log, stderr=log, check=True, timeout=_TIMEOUT,
+                    env={**os.environ, "SOURCE_DATE_EPOCH": SOURCE_DATE_EPOCH},
+                )  # fmt: skip
+            partial.rename(tarball)
+        container = buildah("from", "scratch", capture=True)
+        try:
+            buildah("add", container, str(tarball), "/")
+            buildah("config", "--cmd", '["/bin/bash"]', container)
+            buildah("commit", "--quiet", "--timestamp", SOURCE_DATE_EPOCH, container, tag)
+        finally:
+            buildah("rm", container)
+
+    build_once(root, present, make)
+    digest = buildah("inspect", "--type", "image", "--format", "{{.FromImageDigest}}", tag, capture=True)
+    return f"{BASE_NAME}@{digest}"
+
+
+def build_image(context: Path, tag: str = "dev", settings: ControlPlaneSettings | None = None) -> Image:
+    """Build the repository's Dockerfile in ``context`` as ``localhost/operator-suite:<tag>``."""
+    settings = settings or from_env(ControlPlaneSettings)
+    buildah = _buildah(settings)
+    base = _ensure_base(settings, buildah)
+    name = f"{IMAGE_NAME}:{tag}"
+    say(f"building {name} from {context / 'Dockerfile'} (log: {buildah.log})", "image")
+    secret = ["--secret", f"id=pipca,src={_CA_BUNDLE}"] if _CA_BUNDLE.exists() else []
+    buildah(
+        "bud", "--isolation", "chroot", "--layers=false", *secret,
+        "--build-arg", f"BASE={base}", "--tag", name, str(context),
+    )  # fmt: skip
+    digest = buildah("inspect", "--type", "image", "--format", "{{.FromImageDigest}}", name, capture=True)
+    return Image(name=name, digest=digest, size_bytes=_size(buildah, name), base=base)
+
+
+def _size(buildah: Buildah, name: str) -> int:
+    """The image's size in bytes, unpacked: the sum of its layers (a registry stores them compressed)."""
+    details = json.loads(buildah("inspect", "--type", "image", name, capture=True))
+    manifest = json.loads(details["Manifest"])
+    return sum(int(layer.get("size", 0)) for layer in manifest.get("layers", []))
+
+
+def run_in_image(image: str, *command: str, settings: ControlPlaneSettings | None = None) -> str:
+    """Run ``command`` in a container of ``image`` (as the image's user), and return its output."""
+    buildah = _buildah(settings or from_env(ControlPlaneSettings))
+    container = buildah("from", "--quiet", image, capture=True)
+    try:
+        return buildah("run", "--isolation", "chroot", container, "--", *command, capture=True)
+    finally:
+        buildah("rm", container)
+
+
+def push_image(image: str, destination: str, settings: ControlPlaneSettings | None = None) -> None:
+    """Copy ``image`` to ``destination`` (``docker://127.0.0.1:PORT/name:tag`` or ``oci:/dir:tag``)."""
+    buildah = _buildah(settings or from_env(ControlPlaneSettings))
+    buildah("push", "--tls-verify=false", image, destination)

@@ -1,0 +1,60 @@
+"""The runtime image, built for real without a Docker engine (mmdebstrap's Debian base, buildah and the
+repository's Dockerfile): it runs each of the three operators by its command, as a user that is not root,
+with the runtime distribution and nothing of the test kit; its size is reported."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from operator_testkit.image import Image, build_image, run_in_image
+
+pytestmark = pytest.mark.packaging
+
+ROOT = Path(__file__).resolve().parents[2]
+# Debian's Python and the runtime's dependencies (githubkit's models are most of them); a bound that
+# catches a stray build tool or test dependency, not a target.
+MAX_SIZE_MIB = 350
+
+
+@pytest.fixture(scope="module")
+def image() -> Image:
+    return build_image(ROOT, "test")
+
+
+@pytest.mark.parametrize(
+    ("command", "says"),
+    [
+        ("typesense-operator", "usage: typesense-operator"),
+        ("monocle-operator", "usage: monocle-operator"),
+        ("cluster-stack-operator", "usage: cluster-stack-operator"),
+        ("operator-suite", "usage: operator-suite"),
+    ],
+)
+def test_the_image_runs_each_operator_by_its_command(image: Image, command: str, says: str) -> None:
+    assert says in run_in_image(image.name, command, "--help")
+
+
+def test_the_image_runs_as_a_user_that_is_not_root_with_the_runtime_only(image: Image) -> None:
+    assert run_in_image(image.name, "id", "-u") == "65532"
+    probe = (
+        "import importlib.util, json; print(json.dumps({name: importlib.util.find_spec(name) is not None "
+        "for name in ('operator_core', 'typesense_operator', 'operator_testkit', 'pytest', 'pip')}))"
+    )
+    found = json.loads(run_in_image(image.name, "python3", "-c", probe))
+    assert found == {
+        "operator_core": True,
+        "typesense_operator": True,
+        "operator_testkit": False,
+        "pytest": False,
+        "pip": False,
+    }
+
+
+def test_the_image_is_small_enough_and_its_base_is_pinned(image: Image) -> None:
+    size_mib = image.size_bytes / 2**20
+    print(f"image {image.name}: {size_mib:.1f} MiB unpacked, base {image.base}")
+    assert size_mib < MAX_SIZE_MIB
+    assert "@sha256:" in image.base
