@@ -379,7 +379,9 @@ class Operator:
                     gate=memo.gate,
                     references=references,
                 )
-            if on_gone is not None and not stopped and not self._stopping_flag:
+            # kopf stops a deleted object's daemon too (its stop flag then says RESOURCE_DELETED): only an
+            # operator on its way out keeps what it knows.
+            if on_gone is not None and not self._stopping_flag and not _operator_exiting(stopped):
                 on_gone(namespace, name)
 
         kopf.daemon(resource.group, resource.version, plural, id=f"{plural}-loop", cancellation_timeout=10.0)(
@@ -457,6 +459,12 @@ class _Either:
 
 FINALIZED = -1.0
 """What a ``finalize`` step returns once its clean-up is done: the finalizer may go."""
+
+
+def _operator_exiting(stopped: kopf.DaemonStopped) -> bool:
+    reason = stopped.reason
+    exiting = kopf.DaemonStoppingReason.OPERATOR_EXITING | kopf.DaemonStoppingReason.OPERATOR_PAUSING
+    return reason is not None and bool(reason & exiting)
 
 
 async def _report_synced(cache: Cache) -> None:
