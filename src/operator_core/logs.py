@@ -18,15 +18,24 @@ import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from operator_core.secrets import install_log_scrubbing, scrub
 
-__all__ = ["LOG_FORMATS", "LOG_LEVELS", "JsonFormatter", "about_object", "configure_logging"]
+__all__ = [
+    "LOG_FORMATS",
+    "LOG_LEVELS",
+    "JsonFormatter",
+    "LogFormat",
+    "LogLevel",
+    "about_object",
+    "configure_logging",
+]
 
 LogFormat = Literal["text", "json"]
-LOG_FORMATS: tuple[LogFormat, ...] = ("text", "json")
-LOG_LEVELS = ("debug", "info", "warning", "error")
+LogLevel = Literal["debug", "info", "warning", "error"]
+LOG_FORMATS: tuple[str, ...] = get_args(LogFormat)
+LOG_LEVELS: tuple[str, ...] = get_args(LogLevel)
 
 _OBJECT: contextvars.ContextVar[tuple[str, str, str] | None] = contextvars.ContextVar(
     "operator_core_log_object", default=None
@@ -83,7 +92,7 @@ class _TextFormatter(logging.Formatter):
         return scrub(super().format(record))
 
 
-def configure_logging(level: str = "info", log_format: LogFormat = "text") -> None:
+def configure_logging(level: LogLevel = "info", log_format: LogFormat = "text") -> None:
     """Send every record to stderr in ``log_format`` at ``level``, with Secret values scrubbed."""
     handler = logging.StreamHandler()
     if log_format == "json":

@@ -36,6 +36,8 @@ from prometheus_client import (
 )
 from prometheus_client import REGISTRY as _DEFAULT_REGISTRY
 
+from operator_core import errors
+
 __all__ = [
     "API_REQUESTS",
     "CACHES_SYNCED",
@@ -95,9 +97,8 @@ def timed_reconcile(kind: str) -> Iterator[None]:
     try:
         yield
         result = "success"
-    except Exception as error:
-        if type(error).__name__ == "InvalidSpec":
-            result = "invalid_spec"
+    except errors.InvalidSpec:
+        result = "invalid_spec"
         raise
     finally:
         RECONCILE_SECONDS.labels(kind).observe(time.perf_counter() - started)

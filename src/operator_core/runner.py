@@ -21,7 +21,7 @@ from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import aiohttp
 import kopf
@@ -29,7 +29,7 @@ import kopf
 from operator_core.errors import SettingsError
 from operator_core.kube import Kube
 from operator_core.leader import LeaderElectionSettings, LeaderElector, default_identity, default_namespace
-from operator_core.logs import LOG_FORMATS, LOG_LEVELS, configure_logging
+from operator_core.logs import LOG_FORMATS, LOG_LEVELS, LogFormat, LogLevel, configure_logging
 from operator_core.metrics import REPLICA, count_request, serve_probes
 from operator_core.settings import KubeSettings, from_env
 
@@ -83,9 +83,9 @@ def parse_operator_arguments(name: str, argv: Sequence[str] | None = None) -> ar
 class ProcessSettings:
     """How an operator process logs and where it answers its probes (a flag overrides each)."""
 
-    log_level: Literal["debug", "info", "warning", "error"] = "info"
+    log_level: LogLevel = "info"
     """The least severe records logged."""
-    log_format: Literal["text", "json"] = "text"
+    log_format: LogFormat = "text"
     """``json``: one JSON object per line, with the object and namespace as fields."""
     health_address: str = "0.0.0.0:8081"
     """host:port of /healthz (alive), /readyz (ready to act or to stand by) and /metrics."""
@@ -110,13 +110,15 @@ def check_settings(
             raise SystemExit(2) from None
 
 
-def _address(value: str) -> tuple[str, int] | None:
-    """``host:port`` as a pair; None for an empty value; SystemExit(2) with the reason otherwise."""
+def _address(name: str, value: str) -> tuple[str, int] | None:
+    """``host:port`` as a pair; None for an empty value; exit code 2 with the reason otherwise, as for
+    every refused setting."""
     if not value:
         return None
     host, _, port = value.rpartition(":")
     if not port.isdigit() or not 0 < int(port) < 65536:
-        raise SystemExit(f"--health-address {value!r}: expected host:port, e.g. 0.0.0.0:8081")
+        print(f"{name}: --health-address {value!r}: expected host:port, e.g. 0.0.0.0:8081", file=sys.stderr)
+        raise SystemExit(2)
     return host or "0.0.0.0", int(port)  # noqa: S104 -- a pod's probes come from its node
 
 
@@ -132,7 +134,7 @@ def run_operator(
     once elected, with ``--leader-elect``)."""
     arguments = parse_operator_arguments(name, argv)
     check_settings(name, settings, checks)
-    health = _address(arguments.health_address)
+    health = _address(name, arguments.health_address)
     if arguments.kubeconfig:
         os.environ["KUBECONFIG"] = str(arguments.kubeconfig.resolve())
     configure_logging("debug" if arguments.verbose else arguments.log_level, arguments.log_format)
@@ -153,9 +155,7 @@ def run_operator(
         standalone=True,
         liveness_endpoint=arguments.liveness,
     )
-    code = asyncio.run(_quiet_at_exit(_lead_then_run(name, kopf_run, health, election)))
-    if code:
-        raise SystemExit(code)
+    asyncio.run(_quiet_at_exit(_lead_then_run(name, kopf_run, health, election)))
 
 
 async def _lead_then_run(
@@ -163,19 +163,19 @@ async def _lead_then_run(
     kopf_run: Callable[..., Coroutine[Any, Any, None]],
     health: tuple[str, int] | None,
     election: LeaderElectionSettings,
-) -> int:
+) -> None:
     """Serve the probes, win the Lease when electing, run kopf; release the Lease after a clean stop.
 
-    Returns the exit code: 0 after SIGTERM or SIGINT, 1 when leadership was lost (the process
-    must not act any more, and its pod's restart makes it a standby).
+    A leader that loses its Lease exits at once with code 1 (:meth:`LeaderElector.keep`): it must
+    not act any more, and its pod's restart makes it a standby.
     """
     server = await serve_probes(*health) if health is not None else None
     try:
         if not election.leader_election:
             REPLICA.leading(True)
             await kopf_run()
-            return 0
-        return await _run_as_leader(name, kopf_run, election)
+            return
+        await _run_as_leader(name, kopf_run, election)
     finally:
         if server is not None:
             await server.cleanup()
@@ -183,8 +183,10 @@ async def _lead_then_run(
 
 async def _run_as_leader(
     name: str, kopf_run: Callable[..., Coroutine[Any, Any, None]], election: LeaderElectionSettings
-) -> int:
+) -> None:
     loop = asyncio.get_running_loop()
+    # One flag for the whole life: a SIGTERM while standing by ends the wait, and one that comes
+    # before kopf has installed its own handlers still stops kopf (its stop flag).
     stopping = asyncio.Event()
     for signal_number in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signal_number, stopping.set)
@@ -199,40 +201,30 @@ async def _run_as_leader(
     REPLICA.leading(False)
     try:
         if not await elector.acquire(stopping):
-            return 0
+            return
         REPLICA.leading(True)
-        lost = asyncio.Event()
-        stop_kopf = asyncio.Event()
 
         def leadership_lost() -> None:
             # Another replica may lead within a few seconds: act no more, at once (no clean-up handlers).
             logging.getLogger(__name__).error("leadership lost: exiting so that only one replica acts")
-            REPLICA.leading(False)
-            lost.set()
             sys.stderr.flush()
             os._exit(1)
 
         keeping = asyncio.create_task(elector.keep(leadership_lost), name="lease renewal")
-        # kopf installs its own SIGTERM/SIGINT handlers when it starts; a signal that came while
-        # this replica stood by is passed on.
-        if stopping.is_set():
-            stop_kopf.set()
         try:
-            await kopf_run(stop_flag=stop_kopf)
+            await kopf_run(stop_flag=stopping)
         finally:
             keeping.cancel()
             await asyncio.gather(keeping, return_exceptions=True)
-        if not lost.is_set():
-            await elector.release()
-        return 1 if lost.is_set() else 0
+        await elector.release()
     finally:
         REPLICA.leading(False)
         await kube.close()
 
 
-async def _quiet_at_exit(operator: Coroutine[Any, Any, int]) -> int:
+async def _quiet_at_exit(operator: Coroutine[Any, Any, None]) -> None:
     asyncio.get_running_loop().set_exception_handler(_report_loop_error)
-    return await operator
+    await operator
 
 
 _KOPF_API_SCANS = frozenset({"_read_new_apis", "_read_old_api"})
