@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from operator_testkit.clusterstack_tools import ensure_clusterstack_tools
+from operator_testkit.clusterstack_tools import ensure_clusterstack_tools, helm_environment
 from operator_testkit.controlplane import ControlPlane
 from operator_testkit.module_crds import ensure_prometheus_operator_crds
 
@@ -33,14 +33,28 @@ MODES = {
 }
 
 
-def helm(*arguments: str) -> str:
-    done = subprocess.run(
+@pytest.fixture(scope="module", autouse=True)
+def _helm_home(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """helm's cache, configuration and data for this module: never the user's (helm_environment)."""
+    _HELM_HOME.append(tmp_path_factory.mktemp("helm"))
+
+
+_HELM_HOME: list[Path] = []
+
+
+def run_helm(*arguments: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
         [str(ensure_clusterstack_tools().helm), *arguments],
         capture_output=True,
         text=True,
         timeout=120,
         check=False,
+        env=helm_environment(_HELM_HOME[-1]),
     )
+
+
+def helm(*arguments: str) -> str:
+    done = run_helm(*arguments)
     assert done.returncode == 0, done.stderr
     return done.stdout
 
@@ -73,13 +87,9 @@ def test_every_chart_lints_strictly_with_its_defaults_and_with_every_option(char
 
 
 def test_two_replicas_without_leader_election_are_refused_with_the_reason() -> None:
-    done = subprocess.run(
-        [
-            str(ensure_clusterstack_tools().helm), "template", "x",
-            str(ROOT / "charts" / "typesense-operator"), "--set", "replicas=2",
-            "--set", "leaderElection.enabled=false",
-        ],
-        capture_output=True, text=True, timeout=60, check=False,
+    done = run_helm(
+        "template", "x", str(ROOT / "charts" / "typesense-operator"),
+        "--set", "replicas=2", "--set", "leaderElection.enabled=false",
     )  # fmt: skip
     assert done.returncode != 0
     assert "replicas > 1 needs leaderElection.enabled" in done.stderr
