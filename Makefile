@@ -35,7 +35,8 @@ install: $(STAMP)
 binaries: install
 	$(BIN)/operator-suite-dev binaries
 
-# The control-plane binaries, then the Cluster Stack tests' helm, OCI registry and Cluster API CRDs.
+# The control-plane binaries, then the Cluster Stack tests' helm, OCI registry and Cluster API CRDs,
+# and Prometheus and promtool for the alert-rule tests.
 tools: install
 	$(BIN)/operator-suite-dev binaries --clusterstack
 

@@ -39,6 +39,9 @@ spec:
     - port: http-metrics
       path: /metrics
       interval: {{ .Values.metrics.serviceMonitor.interval }}
+      # The metrics' own namespace label (a Typesense cluster's) wins over the target's (the
+      # operator's), which would otherwise push it aside into exported_namespace.
+      honorLabels: true
 {{- end }}
 {{- if .Values.prometheusRule.enabled }}
 ---

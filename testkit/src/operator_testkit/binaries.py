@@ -10,8 +10,9 @@ changed pin builds afresh. A file lock keeps two builders from racing.
 ``operator-suite-dev binaries`` is the command-line face of :func:`ensure_binaries`.
 
 The build-and-cache steps (:func:`find_hack_dir`, :func:`pin_digest`, :func:`required_version`,
-:func:`build_once`, :func:`run_go`, :func:`say`) are shared with
-:mod:`operator_testkit.clusterstack_tools`, which builds more tools the same way.
+:func:`build_once`, :func:`run_go`, :func:`build_binary`, :func:`say`) are shared with
+:mod:`operator_testkit.clusterstack_tools` and :mod:`operator_testkit.prometheus_tools`, which build
+more tools the same way.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from operator_testkit.settings import ControlPlaneSettings
 __all__ = [
     "KUBERNETES_COMMANDS",
     "Binaries",
+    "build_binary",
     "build_once",
     "ensure_binaries",
     "find_hack_dir",
@@ -214,8 +216,23 @@ def run_go(arguments: list[str], workdir: Path, log: Path, *, capture_stdout: bo
     if result.returncode != 0:
         tail = "".join(log.read_text(errors="replace").splitlines(keepends=True)[-30:])
         command = " ".join(arguments[:2] if arguments[0] == "mod" else arguments[:1])
-        raise ControlPlaneError(f"go {command} failed in {workdir} (exit {result.returncode}):\n{tail}")
+        raise ControlPlaneError(
+            f"go {command} failed in {workdir} (exit {result.returncode}; whole log: {log}):\n{tail}"
+        )
     return result.stdout if capture_stdout else ""
+
+
+def build_binary(target: Path, package: str, ldflags: str, module_dir: Path, log: Path) -> None:
+    """``go build`` one ``package`` of the module pinned in ``module_dir`` into ``target``, which
+    appears at once (built aside, then renamed) or not at all."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".build-{target.name}-", dir=target.parent))
+    try:
+        built = staging / target.name
+        run_go(["build", "-trimpath", "-ldflags", ldflags, "-o", str(built), package], module_dir, log)
+        built.replace(target)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
 
 
 def _build(settings: ControlPlaneSettings, hack: Path, target: Path) -> None:

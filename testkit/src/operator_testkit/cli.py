@@ -3,8 +3,8 @@
 Subcommands:
 
 - ``binaries [--clusterstack]``: build (or reuse) the control-plane binaries (and with
-  ``--clusterstack``, helm, the OCI registry, the Cluster API CRDs and the Gateway API CRDs too) and
-  print where they are;
+  ``--clusterstack``, helm, the OCI registry, the Cluster API CRDs, the Gateway API CRDs, and
+  Prometheus and promtool too) and print where they are;
 - ``controlplane up|down --dir DIR``: a detached local control plane, with ``DIR/kubeconfig``;
 - ``sandbox up|down``: control plane, node agent, operators and their samples; one per machine;
 - ``agent kill|freeze|thaw|delete-pod|restart-statefulset|wipe|fill|free``: faults on demand;
@@ -29,6 +29,7 @@ from operator_testkit.controlplane import ControlPlane, ControlPlaneState, runni
 from operator_testkit.image import build_image, push_image
 from operator_testkit.module_crds import ensure_gateway_api_crds, ensure_prometheus_operator_crds
 from operator_testkit.nodeagent.cli import add_agent_commands
+from operator_testkit.prometheus_tools import ensure_prometheus_tools
 from operator_testkit.sandbox import (
     DEFAULT_LOCK,
     SANDBOX_POD_CIDR,
@@ -58,6 +59,9 @@ def _binaries(arguments: argparse.Namespace) -> int:
             print(f"  {path}")
         print(f"  {ensure_gateway_api_crds()}")
         print(f"  {ensure_prometheus_operator_crds()}")
+        prometheus = ensure_prometheus_tools()
+        print(prometheus.directory)
+        print(f"  {prometheus.prometheus}\n  {prometheus.promtool}")
     return 0
 
 
@@ -147,8 +151,9 @@ def _parser() -> argparse.ArgumentParser:
     binaries.add_argument(
         "--clusterstack",
         action="store_true",
-        help="also build or fetch the Cluster Stack tests' tools: helm, the OCI registry (distribution) "
-        "and the CRDs of Cluster API and its Docker provider (from hack/{helm,registry,cluster-api,capd})",
+        help="also build or fetch the Cluster Stack tests' tools: helm, the OCI registry (distribution), "
+        "the CRDs of Cluster API and its Docker provider, Prometheus and promtool "
+        "(from hack/{helm,registry,cluster-api,capd,prometheus})",
     )
     binaries.set_defaults(run=_binaries)
 

@@ -35,7 +35,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from operator_core.settings import from_env
-from operator_testkit.binaries import build_once, find_hack_dir, pin_digest, required_version, run_go, say
+from operator_testkit.binaries import (
+    build_binary,
+    build_once,
+    find_hack_dir,
+    pin_digest,
+    required_version,
+    run_go,
+    say,
+)
 from operator_testkit.errors import ControlPlaneError
 from operator_testkit.settings import ControlPlaneSettings
 
@@ -160,17 +168,6 @@ def _cache_directory(settings: ControlPlaneSettings, hack: Path, pins: ClusterSt
     return settings.cache_dir / label
 
 
-def _build_binary(target: Path, package: str, ldflags: str, module_dir: Path, log: Path) -> None:
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".build-{target.name}-", dir=target.parent))
-    try:
-        built = staging / target.name
-        run_go(["build", "-trimpath", "-ldflags", ldflags, "-o", str(built), package], module_dir, log)
-        built.replace(target)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-
-
 def copy_module_crds(target: Path, module: str, subdirectory: str, module_dir: Path, log: Path) -> None:
     """Download ``module`` at its pinned version (checked against go.sum) and copy its CRD files."""
     output = run_go(["mod", "download", "-json", module], module_dir, log, capture_stdout=True)
@@ -200,12 +197,12 @@ def _parts(tools: ClusterStackTools, hack: Path, log: Path) -> list[tuple[str, P
         (
             f"helm {pins.helm}",
             tools.helm,
-            lambda: _build_binary(tools.helm, f"{_HELM}/cmd/helm", _helm_ldflags(pins), hack / "helm", log),
+            lambda: build_binary(tools.helm, f"{_HELM}/cmd/helm", _helm_ldflags(pins), hack / "helm", log),
         ),
         (
             f"registry {pins.registry} (distribution)",
             tools.registry,
-            lambda: _build_binary(
+            lambda: build_binary(
                 tools.registry, f"{_REGISTRY}/cmd/registry", _registry_ldflags(pins), hack / "registry", log
             ),
         ),

@@ -1,0 +1,124 @@
+"""Build, or reuse, Prometheus and promtool, which test the charts' alert rules, the way
+:mod:`.clusterstack_tools` builds helm: from the Go module ``github.com/prometheus/prometheus``
+(``cmd/prometheus``, ``cmd/promtool``), pinned in ``hack/prometheus/go.mod``, into::
+
+    <cache_dir>/prometheus-V-<hash of the pinned files and the build flags>/
+        bin/prometheus  bin/promtool  build.log
+
+Each binary appears at once (built aside, then renamed), and only a missing one is built;
+``<that directory>.lock`` keeps two builders apart. ``operator-suite-dev binaries --clusterstack``
+builds them with the other tools, so that ``make test`` has them before any test starts.
+
+:func:`chart_alert_rules` renders a chart's PrometheusRule with the test kit's helm and returns what
+Prometheus and promtool read: a rules file (its ``groups``).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from operator_core.settings import from_env
+from operator_testkit.binaries import (
+    build_binary,
+    build_once,
+    find_hack_dir,
+    pin_digest,
+    required_version,
+    say,
+)
+from operator_testkit.clusterstack_tools import ensure_clusterstack_tools, helm_environment
+from operator_testkit.errors import ControlPlaneError
+from operator_testkit.settings import ControlPlaneSettings
+
+__all__ = ["PrometheusTools", "chart_alert_rules", "ensure_prometheus_tools", "prometheus_release"]
+
+_PROMETHEUS = "github.com/prometheus/prometheus"
+_PINNED_FILES = ("prometheus/go.mod", "prometheus/go.sum")
+_COMMANDS = ("prometheus", "promtool")
+
+
+@dataclass(frozen=True)
+class PrometheusTools:
+    """Where Prometheus and promtool are, and which module version they are built from."""
+
+    directory: Path
+    version: str
+    """The pinned module version (``v0.316.0`` is Prometheus 3.16.0: :func:`prometheus_release`)."""
+
+    @property
+    def prometheus(self) -> Path:
+        return self.directory / "bin" / "prometheus"
+
+    @property
+    def promtool(self) -> Path:
+        return self.directory / "bin" / "promtool"
+
+    def complete(self) -> bool:
+        return self.prometheus.is_file() and self.promtool.is_file()
+
+
+def prometheus_release(module_version: str) -> str:
+    """The release a module version stands for: Prometheus tags its Go module v0.3YY.Z for 3.YY.Z."""
+    _, minor, patch = module_version.lstrip("v").split("-")[0].split(".")
+    return f"{int(minor) // 100}.{int(minor) % 100}.{patch}"
+
+
+def _ldflags(version: str) -> str:
+    """The version stamp of Prometheus's release build (without the git revision, which the module
+    proxy lacks), so that ``--version`` and ``prometheus_build_info`` name the release."""
+    return f"-s -w -X github.com/prometheus/common/version.Version={prometheus_release(version)}"
+
+
+def _build(tools: PrometheusTools, hack: Path) -> None:
+    log = tools.directory / "build.log"
+    for command in _COMMANDS:
+        target = tools.directory / "bin" / command
+        if target.exists():
+            continue
+        say(f"building {command} {tools.version} (log: {log})")
+        started = time.monotonic()
+        package = f"{_PROMETHEUS}/cmd/{command}"
+        build_binary(target, package, _ldflags(tools.version), hack / "prometheus", log)
+        say(f"{command}: done in {time.monotonic() - started:.0f} s")
+
+
+def ensure_prometheus_tools(settings: ControlPlaneSettings | None = None) -> PrometheusTools:
+    """Prometheus and promtool at the pinned version, built first if the cache lacks them.
+
+    A failed build raises :class:`ControlPlaneError` naming the ``go`` command, its directory and
+    its log (whose last lines it quotes)."""
+    settings = settings or from_env(ControlPlaneSettings)
+    hack = find_hack_dir()
+    version = required_version(hack / "prometheus" / "go.mod", _PROMETHEUS)
+    label = f"prometheus-{version}-{pin_digest(hack, _PINNED_FILES, _ldflags(version))}"
+    tools = PrometheusTools(settings.cache_dir / label, version)
+    build_once(tools.directory, tools.complete, lambda: _build(tools, hack))
+    return tools
+
+
+def chart_alert_rules(
+    chart: Path, helm_home: Path, *values: str, release: str = "suite", namespace: str = "operators"
+) -> dict[str, Any]:
+    """The alert rules of ``chart`` as a Prometheus rules file: the ``spec`` (``groups``) of the
+    PrometheusRule that ``helm template`` renders with ``prometheusRule.enabled=true`` and ``values``
+    (more ``--set`` arguments and the like). helm keeps its cache and configuration in ``helm_home``."""
+    command = [
+        str(ensure_clusterstack_tools().helm), "template", release, str(chart), "-n", namespace,
+        "--set", "prometheusRule.enabled=true", *values,
+    ]  # fmt: skip
+    done = subprocess.run(
+        command, capture_output=True, text=True, timeout=120, check=False, env=helm_environment(helm_home)
+    )
+    if done.returncode != 0:
+        raise ControlPlaneError(f"helm template {chart} failed (exit {done.returncode}):\n{done.stderr}")
+    rules = [d for d in yaml.safe_load_all(done.stdout) if d and d.get("kind") == "PrometheusRule"]
+    if len(rules) != 1:
+        raise ControlPlaneError(f"helm template {chart} rendered {len(rules)} PrometheusRules, not one")
+    spec: dict[str, Any] = rules[0]["spec"]
+    return spec
