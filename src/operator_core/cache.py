@@ -1,8 +1,11 @@
 """Watch-fed caches: what an operator reads instead of asking the API server.
 
-An :class:`Informer` holds every object of one kind (all namespaces, optionally
-label-selected) in memory: it lists once, then watches from the list's
-resourceVersion, as client-go's informers do. Each change calls ``on_change``
+An :class:`Informer` holds every object of one kind (all namespaces, or only the
+namespaces the operator watches; optionally label-selected) in memory: it lists
+once, then watches from the list's resourceVersion, as client-go's informers do.
+An operator limited to some namespaces may list nothing else (its RBAC is a Role
+in each), so there a namespaced kind is listed and watched in each namespace on
+its own, as controller-runtime's multi-namespace cache does. Each change calls ``on_change``
 with the object, so that a controller can wake the owner at once; a re-list
 (after the watch fell too far behind: 410 Gone) reports what appeared, changed
 or vanished in between as changes too. A :class:`Cache` is an operator's set
@@ -36,13 +39,22 @@ import asyncio
 import contextlib
 import contextvars
 import logging
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from operator_core import errors
 
-__all__ = ["ANY_VALUE", "Cache", "Informer", "KindRef", "WatchSource", "WatchedKind", "selector_covers"]
+__all__ = [
+    "ANY_VALUE",
+    "EVERY_NAMESPACE",
+    "Cache",
+    "Informer",
+    "KindRef",
+    "WatchSource",
+    "WatchedKind",
+    "selector_covers",
+]
 
 Manifest = dict[str, Any]
 KindRef = tuple[str, str]
@@ -58,6 +70,8 @@ a LIST of every CRD, the only request an idle operator made (one a minute, in be
 own write of the kind (a PodMonitor applied once its CRD is there) makes it look at once."""
 RETRY_SECONDS = (0.5, 1.0, 2.0, 5.0, 10.0)
 """Waits before opening a watch again after it failed, growing with each failure in a row."""
+EVERY_NAMESPACE = "*"
+"""The scope of a list or watch across every namespace (and of a cluster-scoped kind)."""
 OPENED = "OPENED"
 """The event a :class:`WatchSource` yields first, once the API server accepted the watch."""
 
@@ -65,16 +79,26 @@ _log = logging.getLogger("operator_core.cache")
 
 
 class WatchSource(Protocol):
-    """The two calls an informer needs: one consistent list, and a watch from its resourceVersion."""
+    """The calls an informer needs: one consistent list, a watch from its resourceVersion, and
+    whether a kind lives in namespaces."""
 
     async def list_objects(
-        self, kind: KindRef, labels: Mapping[str, str] | None
+        self, kind: KindRef, labels: Mapping[str, str] | None, namespace: str = EVERY_NAMESPACE
     ) -> tuple[list[Manifest], str]:
-        """Every object of ``kind`` (all namespaces) and the list's resourceVersion."""
+        """Every object of ``kind`` in ``namespace`` (or all) and the list's resourceVersion."""
+        ...
+
+    async def namespaced(self, kind: KindRef) -> bool:
+        """Whether ``kind`` lives in namespaces; NotFound when it is not served."""
         ...
 
     def watch_objects(
-        self, kind: KindRef, labels: Mapping[str, str] | None, resource_version: str, timeout_seconds: int
+        self,
+        kind: KindRef,
+        labels: Mapping[str, str] | None,
+        resource_version: str,
+        timeout_seconds: int,
+        namespace: str = EVERY_NAMESPACE,
     ) -> AsyncIterator[tuple[str, Manifest]]:
         """(type, object) events after ``resource_version``: :data:`OPENED` first, then ADDED,
         MODIFIED, DELETED and BOOKMARK; raises :class:`~operator_core.errors.Expired` when the
@@ -165,27 +189,43 @@ class Informer:
         kind: WatchedKind,
         on_change: Callable[[Manifest], None] | None = None,
         *,
+        namespaces: Sequence[str] | None = None,
         retry_seconds: tuple[float, ...] = RETRY_SECONDS,
         watch_timeout_seconds: int = WATCH_TIMEOUT_SECONDS,
     ) -> None:
         self.kind = kind
         self._source = source
         self._on_change = on_change
+        self._namespaces = tuple(namespaces) if namespaces else None
+        """Only these namespaces (None: every one), for a kind that lives in namespaces."""
         self._retry_seconds = retry_seconds
         self._watch_timeout = watch_timeout_seconds
         self._objects: dict[tuple[str, str], Manifest] = {}
         self._by_label: dict[tuple[str, str], set[tuple[str, str]]] = {}
         """The keys of the objects carrying each label (key, value): a list by label reads only those."""
+        self._versions: dict[str, str | None] = {}
+        """The resourceVersion each scope (a namespace, or every one) watches from; None: list first."""
+        self._scope_synced: dict[str, bool] = {}
         self._synced = asyncio.Event()
-        self.resource_version: str | None = None
+        """Set while every scope is listed and its watch open."""
         self.lists = 0
         """How many times the informer listed (1 after the start; more after each 410 Gone)."""
         self.served = True
         """False while the API server does not serve the kind (a CRD not installed): it holds nothing."""
         self._look_again = asyncio.Event()
 
+    @property
+    def resource_version(self) -> str | None:
+        """Where the every-namespace watch resumes (None: it lists first)."""
+        return self._versions.get(EVERY_NAMESPACE)
+
+    @resource_version.setter
+    def resource_version(self, version: str | None) -> None:
+        self._versions[EVERY_NAMESPACE] = version
+
     def __repr__(self) -> str:
-        return f"Informer({self.kind.kind} {dict(self.kind.labels or {})})"
+        where = f" in {', '.join(self._namespaces)}" if self._namespaces else ""
+        return f"Informer({self.kind.kind} {dict(self.kind.labels or {})}{where})"
 
     # -- reads
 
@@ -239,51 +279,98 @@ class Informer:
 
     async def run(self) -> None:
         """List, then watch, until cancelled; a failure costs a retry, never the informer."""
+        scopes = await self._scopes()
+        self._scope_synced = dict.fromkeys(scopes, False)
+        self._synced.clear()
+        await asyncio.gather(*(self._follow(scope) for scope in scopes))
+
+    async def _scopes(self) -> tuple[str, ...]:
+        """Each watched namespace for a kind that lives in namespaces, when the operator watches only
+        some; else the one scope of every namespace."""
+        if self._namespaces is None:
+            return (EVERY_NAMESPACE,)
         failures = 0
         while True:
             try:
-                if self.resource_version is None:
-                    await self._list()
+                namespaced = await self._source.namespaced(self.kind.ref)
+            except errors.NotFound:
+                self._scope_synced = {EVERY_NAMESPACE: False}
+                await self._wait_while_not_served(EVERY_NAMESPACE)
+                continue
+            except Exception as error:
+                failures = await self._back_off(failures, error)
+                continue
+            return self._namespaces if namespaced else (EVERY_NAMESPACE,)
+
+    async def _follow(self, scope: str) -> None:
+        """List, then watch, one scope (a namespace, or every one)."""
+        failures = 0
+        while True:
+            try:
+                if self._versions.get(scope) is None:
+                    await self._list(scope)
                 async for event_type, obj in self._source.watch_objects(
-                    self.kind.ref, self.kind.labels, self.resource_version or "", self._watch_timeout
+                    self.kind.ref,
+                    self.kind.labels,
+                    self._versions.get(scope) or "",
+                    self._watch_timeout,
+                    namespace=scope,
                 ):
                     if event_type == OPENED:
-                        self._synced.set()
+                        self._mark(scope, True)
                         failures = 0
                     else:
-                        self._receive(event_type, obj)
+                        self._receive(event_type, obj, scope)
             except errors.NotFound:
-                # Not served: nothing of the kind exists, which is a synced view too. Look again later.
-                if self.served:
-                    _log.info("%r: not served; looking again every %.0f s", self, UNSERVED_RECHECK_SECONDS)
-                self.served, self.resource_version = False, None
-                self._replace({})
-                self._synced.set()
-                self._look_again.clear()
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._look_again.wait(), UNSERVED_RECHECK_SECONDS)
+                self._versions[scope] = None
+                await self._wait_while_not_served(scope)
             except errors.Expired:
                 # Too far behind to resume: list again (and report what changed meanwhile).
                 _log.info("%r: watch expired, listing again", self)
-                self._synced.clear()
-                self.resource_version = None
+                self._mark(scope, False)
+                self._versions[scope] = None
             except Exception as error:
-                self._synced.clear()
-                delay = self._retry_seconds[min(failures, len(self._retry_seconds) - 1)]
-                failures += 1
-                _log.warning("%r: watch failed, again in %.1f s: %s", self, delay, error)
-                await asyncio.sleep(delay)
+                self._mark(scope, False)
+                failures = await self._back_off(failures, error)
 
-    async def _list(self) -> None:
-        items, version = await self._source.list_objects(self.kind.ref, self.kind.labels)
-        self.resource_version, self.lists, self.served = version, self.lists + 1, True
-        self._replace({_key(obj): self._trimmed(obj) for obj in items})
-        self._synced.set()
+    async def _wait_while_not_served(self, scope: str) -> None:
+        """Not served: nothing of the kind exists, which is a synced view too. Look again later."""
+        if self.served:
+            _log.info("%r: not served; looking again every %.0f s", self, UNSERVED_RECHECK_SECONDS)
+        self.served = False
+        self._replace({}, scope)
+        self._mark(scope, True)
+        self._look_again.clear()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._look_again.wait(), UNSERVED_RECHECK_SECONDS)
 
-    def _replace(self, fresh: dict[tuple[str, str], Manifest]) -> None:
-        """Hold ``fresh`` instead, and report what appeared, changed or vanished."""
-        previous, self._objects = self._objects, {}
-        self._by_label = {}
+    async def _back_off(self, failures: int, error: Exception) -> int:
+        delay = self._retry_seconds[min(failures, len(self._retry_seconds) - 1)]
+        _log.warning("%r: watch failed, again in %.1f s: %s", self, delay, error)
+        await asyncio.sleep(delay)
+        return failures + 1
+
+    def _mark(self, scope: str, synced: bool) -> None:
+        self._scope_synced[scope] = synced
+        if synced and all(self._scope_synced.values()):
+            self._synced.set()
+        else:
+            self._synced.clear()
+
+    async def _list(self, scope: str) -> None:
+        items, version = await self._source.list_objects(self.kind.ref, self.kind.labels, namespace=scope)
+        self._versions[scope], self.lists, self.served = version, self.lists + 1, True
+        self._replace({_key(obj): self._trimmed(obj) for obj in items}, scope)
+        self._mark(scope, True)
+
+    def _replace(self, fresh: dict[tuple[str, str], Manifest], scope: str) -> None:
+        """Hold ``fresh`` instead of what the scope held, and report what appeared, changed or vanished."""
+        if scope == EVERY_NAMESPACE:
+            previous, self._objects, self._by_label = self._objects, {}, {}
+        else:
+            previous = {key: obj for key, obj in self._objects.items() if key[0] == scope}
+            for key in previous:
+                self._drop(key)
         for key, obj in fresh.items():
             self._put(key, obj)
         for key, obj in fresh.items():
@@ -295,10 +382,10 @@ class Informer:
         for key in previous.keys() - fresh.keys():
             self._changed(previous[key])
 
-    def _receive(self, event_type: str, obj: Manifest) -> None:
+    def _receive(self, event_type: str, obj: Manifest, scope: str = EVERY_NAMESPACE) -> None:
         version = obj.get("metadata", {}).get("resourceVersion")
         if version:
-            self.resource_version = version
+            self._versions[scope] = version
         if event_type == "BOOKMARK":
             return
         key = _key(obj)
@@ -342,8 +429,10 @@ class Informer:
 class Cache:
     """An operator's informers, one per kind, and the one place that says whether all are synced."""
 
-    def __init__(self, source: WatchSource) -> None:
+    def __init__(self, source: WatchSource, namespaces: Sequence[str] | None = None) -> None:
         self._source = source
+        self._namespaces = namespaces
+        """Only these namespaces (None: every one): what the operator watches."""
         self._informers: dict[KindRef, Informer] = {}
         self._listeners: list[Callable[[KindRef, Manifest], None]] = []
         self._tasks: dict[KindRef, asyncio.Task[None]] = {}
@@ -368,7 +457,9 @@ class Cache:
                     labels = common or None
             merged = WatchedKind(wanted.api_version, wanted.kind, labels, keep_spec)
             if current is None or current.kind != merged:
-                self._informers[wanted.ref] = Informer(self._source, merged, self._notifier(wanted.ref))
+                self._informers[wanted.ref] = Informer(
+                    self._source, merged, self._notifier(wanted.ref), namespaces=self._namespaces
+                )
 
     def on_change(self, listener: Callable[[KindRef, Manifest], None]) -> None:
         """Call ``listener(kind, object)`` for every change the informers see."""

@@ -75,7 +75,7 @@ from operator_core.reconciling import (
     run_object_loop,
     write_status,
 )
-from operator_core.runner import configure_kopf
+from operator_core.runner import configure_kopf, watched_namespaces
 from operator_core.settings import KubeSettings, from_env
 
 __all__ = [
@@ -174,7 +174,7 @@ class Operator:
     async def _started(self, settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
         configure_kopf(settings, self.api_group)
         kube, recorder = connect(self.controller_name)
-        cache = Cache(kube)
+        cache = Cache(kube, namespaces=watched_namespaces())
         cache.watch(self._watched)
         for listener in self._listeners:
             cache.on_change(listener)

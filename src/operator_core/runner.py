@@ -148,6 +148,7 @@ def run_operator(
     if arguments.leader_elect is not None:
         election = replace(election, leader_election=arguments.leader_elect)
     namespaces = arguments.namespace
+    _watch_only(namespaces)
     kopf_run = partial(
         kopf.operator,
         clusterwide=not namespaces,
@@ -262,6 +263,20 @@ def _report_loop_error(loop: asyncio.AbstractEventLoop, context: dict[str, Any])
         log.warning("kopf's scan of the served APIs lost its connection: %s", error)
         return
     loop.default_exception_handler(context)
+
+
+_watched_namespaces: tuple[str, ...] | None = None
+
+
+def _watch_only(namespaces: Sequence[str]) -> None:
+    global _watched_namespaces  # one scope per process, set once before kopf starts, as kopf's own
+    _watched_namespaces = tuple(namespaces) or None
+
+
+def watched_namespaces() -> tuple[str, ...] | None:
+    """The namespaces this process watches (``--namespace``; None: every one). Its controllers' watch
+    caches list and watch only there, which is all a namespace-scoped operator's Roles allow."""
+    return _watched_namespaces
 
 
 def configure_kopf(settings: kopf.OperatorSettings, api_group: str) -> None:

@@ -11,7 +11,16 @@ from typing import Any
 import pytest
 
 from operator_core import errors
-from operator_core.cache import ANY_VALUE, OPENED, Cache, Informer, KindRef, WatchedKind, selector_covers
+from operator_core.cache import (
+    ANY_VALUE,
+    EVERY_NAMESPACE,
+    OPENED,
+    Cache,
+    Informer,
+    KindRef,
+    WatchedKind,
+    selector_covers,
+)
 from operator_core.kube import Kube, _label_selector
 from operator_core.reconciling import Wakeups, reconciling_as
 
@@ -40,18 +49,28 @@ class ScriptedSource:
         self.scripts: asyncio.Queue[list[tuple[str, Manifest]] | BaseException] = asyncio.Queue()
         self.lists = 0
         self.watched_from: list[str] = []
+        self.listed_in: list[str] = []
         self.list_error: BaseException | None = None
 
     async def list_objects(
-        self, kind: KindRef, labels: Mapping[str, str] | None
+        self, kind: KindRef, labels: Mapping[str, str] | None, namespace: str = EVERY_NAMESPACE
     ) -> tuple[list[Manifest], str]:
         self.lists += 1
+        self.listed_in.append(namespace)
         if self.list_error is not None:
             raise self.list_error
-        return list(self.listing), self.version
+        return [p for p in self.listing if namespace in ("*", p["metadata"].get("namespace"))], self.version
+
+    async def namespaced(self, kind: KindRef) -> bool:
+        return kind[1] != "Node"
 
     async def watch_objects(
-        self, kind: KindRef, labels: Mapping[str, str] | None, resource_version: str, timeout_seconds: int
+        self,
+        kind: KindRef,
+        labels: Mapping[str, str] | None,
+        resource_version: str,
+        timeout_seconds: int,
+        namespace: str = EVERY_NAMESPACE,
     ) -> AsyncIterator[tuple[str, Manifest]]:
         self.watched_from.append(resource_version)
         script = await self.scripts.get()
@@ -90,6 +109,49 @@ async def test_not_synced_until_listed_then_holds_the_list_without_managed_field
     assert "managedFields" not in informer.get("ns", "a")["metadata"]
     assert [p["metadata"]["name"] for p in informer.list("other")] == ["b"]
     assert len(informer.list("*")) == 2
+
+
+async def test_an_operator_limited_to_namespaces_lists_each_of_them_and_holds_nothing_else(
+    running: list[Any],
+) -> None:
+    # A namespace-scoped operator's Roles allow a list in its namespaces only, never across all.
+    source = ScriptedSource([pod("a", 5, namespace="team-a"), pod("b", 6, namespace="team-b"), pod("c", 7)])
+    informer = Informer(source, WatchedKind("v1", "Pod"), namespaces=["team-a", "team-b"])
+    for _ in range(2):
+        await source.scripts.put([])
+    running.append(asyncio.create_task(informer.run()))
+    await informer.wait_synced()
+    assert sorted(source.listed_in) == ["team-a", "team-b"]
+    assert sorted(p["metadata"]["name"] for p in informer.list()) == ["a", "b"]
+
+
+async def test_a_relist_of_one_namespace_keeps_the_others_objects(running: list[Any]) -> None:
+    source = ScriptedSource([pod("a", 5, namespace="team-a"), pod("b", 6, namespace="team-b")])
+    informer = Informer(source, WatchedKind("v1", "Pod"), namespaces=["team-a", "team-b"])
+    await source.scripts.put([])
+    await source.scripts.put(
+        errors.Expired("too old", status=410, reason="Expired")
+    )  # one scope falls behind
+    running.append(asyncio.create_task(informer.run()))
+    await settled()
+    source.listing = [pod("a2", 9, namespace="team-a"), pod("b", 6, namespace="team-b")]
+    await source.scripts.put([])
+    await informer.wait_synced()
+    await settled()
+    held = sorted(p["metadata"]["name"] for p in informer.list())
+    assert held in (["a", "b"], ["a2", "b"])  # whichever scope relisted, the other's objects stay
+    assert informer.lists == 3
+
+
+async def test_a_cluster_scoped_kind_is_watched_once_for_every_namespace(running: list[Any]) -> None:
+    node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1", "resourceVersion": "3"}}
+    source = ScriptedSource([node])
+    informer = Informer(source, WatchedKind("v1", "Node"), namespaces=["team-a", "team-b"])
+    await source.scripts.put([])
+    running.append(asyncio.create_task(informer.run()))
+    await informer.wait_synced()
+    assert source.listed_in == ["*"]
+    assert informer.get(None, "n1") is not None
 
 
 async def test_watch_events_update_what_it_holds_and_report_each_change(running: list[Any]) -> None:
