@@ -34,6 +34,7 @@ from typing import Any
 
 from operator_core import errors
 from operator_core.kube import Kube
+from operator_core.metrics import REPLICA
 
 __all__ = ["Action", "LeaderElectionSettings", "LeaderElector", "LeaseView", "decide", "default_identity"]
 
@@ -200,12 +201,15 @@ class LeaderElector:
         announced = False
         while not stopping.is_set():
             try:
-                if await self.try_once():
+                took = await self.try_once()
+                REPLICA.lease_reachable(True)
+                if took:
                     return True
                 if not announced:
                     log.info("standing by: another replica holds Lease %s/%s", self.namespace, self.name)
                     announced = True
             except errors.KubeError as error:
+                REPLICA.lease_reachable(False)
                 log.warning("cannot read or write Lease %s/%s: %s", self.namespace, self.name, error)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stopping.wait(), self._settings.lease_retry_seconds)

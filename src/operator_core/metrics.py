@@ -142,11 +142,13 @@ def count_request(method: str, path: str, params: Mapping[str, Any], status: int
 
 
 class ReplicaState:
-    """Whether this replica leads and whether its watch caches are synced: /readyz and two gauges."""
+    """Whether this replica leads, whether its watch caches are synced, and whether a standby reaches
+    the Lease: /readyz and two gauges."""
 
     def __init__(self) -> None:
         self._leading = False
         self._synced = False
+        self._lease_reachable = True
 
     def leading(self, value: bool) -> None:
         self._leading = value
@@ -158,9 +160,18 @@ class ReplicaState:
         self._synced = value
         CACHES_SYNCED.set(1 if value else 0)
 
+    def lease_reachable(self, value: bool) -> None:
+        self._lease_reachable = value
+
+    def not_ready_because(self) -> str | None:
+        """None when ready: a leader once its caches are synced (it acts on them), a standby while it
+        reads the Lease (it could take over); else why not."""
+        if self._leading:
+            return None if self._synced else "the watch caches are not synced yet"
+        return None if self._lease_reachable else "a standby that cannot read its Lease cannot take over"
+
     def ready(self) -> bool:
-        """A standby is ready (to take over); a leader once its caches are synced (it acts on them)."""
-        return self._synced or not self._leading
+        return self.not_ready_because() is None
 
 
 REPLICA = ReplicaState()
@@ -176,9 +187,10 @@ async def _alive(_: web.Request) -> web.Response:
 
 
 async def _ready(_: web.Request) -> web.Response:
-    if REPLICA.ready():
+    reason = REPLICA.not_ready_because()
+    if reason is None:
         return web.Response(text="ok\n")
-    return web.Response(status=503, text="the watch caches are not synced yet\n")
+    return web.Response(status=503, text=f"{reason}\n")
 
 
 async def serve_probes(host: str, port: int) -> web.AppRunner:

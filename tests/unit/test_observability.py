@@ -61,20 +61,24 @@ def test_timed_reconcile_counts_each_result_and_observes_its_duration() -> None:
 
 
 @pytest.mark.parametrize(
-    ("leading", "synced", "ready"),
+    ("leading", "synced", "lease_reachable", "ready"),
     [
-        (False, False, True),  # a standby: ready to take over
-        (True, False, False),  # a new leader, still listing
-        (True, True, True),
+        (False, False, True, True),  # a standby: ready to take over
+        (False, False, False, False),  # a standby that cannot read its Lease could not take over
+        (True, False, True, False),  # a new leader, still listing
+        (True, True, True, True),
+        (True, True, False, True),  # a leader answers for its caches; its renewals have a deadline
     ],
 )
-def test_a_standby_is_ready_and_a_leader_once_its_caches_are_synced(
-    leading: bool, synced: bool, ready: bool
+def test_a_standby_is_ready_while_it_reads_its_lease_and_a_leader_once_its_caches_are_synced(
+    leading: bool, synced: bool, lease_reachable: bool, ready: bool
 ) -> None:
     state = ReplicaState()
     state.leading(leading)
     state.caches_synced(synced)
+    state.lease_reachable(lease_reachable)
     assert state.ready() is ready
+    assert (state.not_ready_because() is None) is ready
 
 
 def _record(message: str, *args: object) -> logging.LogRecord:
