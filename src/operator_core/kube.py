@@ -46,14 +46,14 @@ from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
 from lightkube.types import CascadeType, PatchType
 
 from operator_core import errors
-from operator_core.cache import ANY_VALUE, OPENED, Cache, Informer, KindRef, selector_covers
+from operator_core.cache import ANY_VALUE, EVERY_NAMESPACE, OPENED, Cache, Informer, KindRef, selector_covers
 from operator_core.manifests import APPLIED_HASH_ANNOTATION, Manifest, needs_apply, with_applied_hash
 from operator_core.secrets import scrub
 
 __all__ = ["ALL", "APPLIED_HASH_ANNOTATION", "ApplyResult", "Kube"]
 
 DEFAULT_FIELD_MANAGER = "operator-suite"
-ALL = "*"
+ALL = EVERY_NAMESPACE
 """The namespace that means every namespace, in :meth:`Kube.list` (lightkube's spelling)."""
 # How stale the list of custom kinds may be when a kind is not found.
 CRD_REFRESH_SECONDS = 10.0
@@ -272,6 +272,11 @@ class Kube:
         )
         return cls(client, field_manager=field_manager, config=config, timeout=timeout)
 
+    @property
+    def server(self) -> str | None:
+        """The API server's URL, as the kubeconfig names it (None for a client made without one)."""
+        return self._config.cluster.server if self._config is not None else None
+
     async def server_version(self) -> str:
         """The API server's version (``GET /version``): the cheapest way to learn that it answers."""
         with _api_call("asking the API server its version"):
@@ -488,6 +493,14 @@ class Kube:
         path = await self.collection_path(manifest["apiVersion"], manifest["kind"], metadata.get("namespace"))
         return await self._send("POST", path, f"creating {_describe(manifest)}", manifest)
 
+    async def create_subresource(
+        self, api_version: str, kind: str, name: str, namespace: str | None, subresource: str, body: Manifest
+    ) -> Manifest:
+        """POST to an object's subresource (a ServiceAccount's ``token``, a Pod's ``eviction``); the
+        answer is another kind (a TokenRequest), which no cache holds."""
+        path = f"{await self.object_path(api_version, kind, name, namespace)}/{subresource}"
+        return await self._send("POST", path, f"creating {kind} {name}/{subresource}", body)
+
     async def delete(
         self,
         api_version: str,
@@ -574,10 +587,15 @@ class Kube:
     # -- the informers' calls (operator_core.cache.WatchSource)
 
     async def list_objects(
-        self, kind: KindRef, labels: Mapping[str, str] | None
+        self, kind: KindRef, labels: Mapping[str, str] | None, namespace: str = ALL
     ) -> tuple[builtins.list[Manifest], str]:
-        """Every object of ``kind`` in every namespace, in pages, and the list's resourceVersion."""
-        return await self._list_pages(kind, labels, ALL)
+        """Every object of ``kind`` in ``namespace`` (default: every one), in pages, and the list's
+        resourceVersion."""
+        return await self._list_pages(kind, labels, namespace)
+
+    async def namespaced(self, kind: KindRef) -> bool:
+        """Whether ``kind`` lives in namespaces (NotFound when it is not served)."""
+        return issubclass(await self.resource_type(*kind), NamespacedResource)
 
     async def _list_pages(
         self, kind: KindRef, labels: Mapping[str, str] | None, namespace: str | None
@@ -607,16 +625,21 @@ class Kube:
             parameters["continue"] = metadata["continue"]
 
     async def watch_objects(
-        self, kind: KindRef, labels: Mapping[str, str] | None, resource_version: str, timeout_seconds: int
+        self,
+        kind: KindRef,
+        labels: Mapping[str, str] | None,
+        resource_version: str,
+        timeout_seconds: int,
+        namespace: str = ALL,
     ) -> AsyncIterator[tuple[str, Manifest]]:
-        """Watch ``kind`` in every namespace from ``resource_version``, with bookmarks.
+        """Watch ``kind`` in ``namespace`` (default: every one) from ``resource_version``, with bookmarks.
 
         Yields :data:`~operator_core.cache.OPENED` once the API server accepted the watch, then
         its events; an ERROR event is raised as its error (410 Gone as
         :class:`~operator_core.errors.Expired`). Ends when the server closes the watch.
         """
         api_version, kind_name = kind
-        path = await self.collection_path(api_version, kind_name)
+        path = await self.collection_path(api_version, kind_name, namespace)
         parameters = {
             "watch": "true",
             "allowWatchBookmarks": "true",

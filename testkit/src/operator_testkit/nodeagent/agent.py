@@ -51,7 +51,7 @@ from operator_testkit.nodeagent.kubelet import KubeletServer
 from operator_testkit.nodeagent.nodes import NodeSet, node_identities
 from operator_testkit.nodeagent.pods import PodWorker
 from operator_testkit.nodeagent.runners import REGISTRY, WITHOUT_STAND_INS, Runner
-from operator_testkit.nodeagent.serviceproxy import ServiceProxy, service_backends
+from operator_testkit.nodeagent.serviceproxy import ServiceProxy, api_server_backend, service_backends
 from operator_testkit.nodeagent.storage import Provisioner
 
 __all__ = ["FIELD_MANAGER", "AgentSettings", "NodeAgent"]
@@ -110,6 +110,7 @@ class NodeAgent:
         self._sandboxes: dict[str, tuple[Manifest, float]] = {}  # new pods by uid: (pod, since when)
         self.provisioner = Provisioner(self.kube, self.state_dir / "volumes", mounts=settings.private_mounts)
         self.proxy = ServiceProxy()
+        self._api_server = api_server_backend(self.kube.server)  # behind the `kubernetes` Service
         self.kubelet = KubeletServer(self.state_dir, self._live_log_dir)
         self._token = secrets.token_urlsafe(24)
         self.control = ControlServer(self, self._token)
@@ -283,7 +284,7 @@ class NodeAgent:
             if worker.finished:
                 del self.workers[uid]
         # Here rather than with the names: endpoints follow pod readiness, which changes faster.
-        await self.proxy.update(service_backends(self._services, self._pods))
+        await self.proxy.update(service_backends(self._services, self._pods, self._api_server))
 
     def _sandboxes_settled(self) -> bool:
         """Whether the pods waiting for their containers may start now.

@@ -11,12 +11,22 @@ kubelet does.
 from __future__ import annotations
 
 import base64
+import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["ConfigError", "PodFacts", "ResolvedEnv", "expand", "resolve_env"]
+__all__ = [
+    "ConfigError",
+    "PodFacts",
+    "ResolvedEnv",
+    "downward_file",
+    "expand",
+    "field_value",
+    "master_service_env",
+    "resolve_env",
+]
 
 Manifest = Mapping[str, Any]
 
@@ -70,7 +80,8 @@ def _config_map_data(config_map: Manifest) -> dict[str, str]:
     return data
 
 
-def _field_value(path: str, pod: Manifest, facts: PodFacts) -> str:
+def field_value(path: str, pod: Manifest, facts: PodFacts) -> str:
+    """One downward-API field of the pod, as an env value (``fieldRef.fieldPath``)."""
     metadata = pod.get("metadata", {})
     spec = pod.get("spec", {})
     simple = {
@@ -90,6 +101,49 @@ def _field_value(path: str, pod: Manifest, facts: PodFacts) -> str:
     if indexed:
         return str((metadata.get(indexed.group(1)) or {}).get(indexed.group(2), ""))
     raise ConfigError(f"unsupported fieldRef {path!r}")
+
+
+def downward_file(path: str, pod: Manifest, facts: PodFacts) -> str:
+    """One downward-API field as a volume file holds it: all labels or annotations are ``key="value"``
+    lines, sorted (the kubelet's format); anything else as :func:`field_value` gives it."""
+    if path in ("metadata.labels", "metadata.annotations"):
+        entries = (pod.get("metadata", {}).get(path.split(".", 1)[1]) or {}).items()
+        return "\n".join(f"{key}={json.dumps(str(value))}" for key, value in sorted(entries))
+    return field_value(path, pod, facts)
+
+
+def master_service_env(services: Iterable[Manifest]) -> dict[str, str]:
+    """The env every container gets for the API server's ``default/kubernetes`` Service (the kubelet
+    adds it whatever ``enableServiceLinks`` says): how an in-cluster client finds the API server.
+
+    The other Services' links are left out: ``TYPESENSE_PORT=tcp://…`` from a Service named
+    ``typesense`` would be read as a server setting, and nothing here relies on them.
+    """
+    for service in services:
+        metadata, spec = service.get("metadata", {}), service.get("spec", {})
+        if (metadata.get("namespace"), metadata.get("name")) != ("default", "kubernetes"):
+            continue
+        host = spec.get("clusterIP")
+        ports = [p for p in spec.get("ports") or [] if p.get("protocol", "TCP") == "TCP"]
+        if not host or host == "None" or not ports:
+            return {}
+        env = {"KUBERNETES_SERVICE_HOST": str(host), "KUBERNETES_SERVICE_PORT": str(ports[0]["port"])}
+        env["KUBERNETES_PORT"] = f"tcp://{host}:{ports[0]['port']}"
+        for port in ports:
+            number = port["port"]
+            if port.get("name"):
+                env[f"KUBERNETES_SERVICE_PORT_{port['name'].upper().replace('-', '_')}"] = str(number)
+            prefix = f"KUBERNETES_PORT_{number}_TCP"
+            env.update(
+                {
+                    prefix: f"tcp://{host}:{number}",
+                    f"{prefix}_PROTO": "tcp",
+                    f"{prefix}_PORT": str(number),
+                    f"{prefix}_ADDR": str(host),
+                }
+            )
+        return env
+    return {}
 
 
 def _resource_value(reference: Manifest, container: Manifest) -> str:
@@ -160,7 +214,7 @@ def resolve_env(
             ref = source["configMapKeyRef"]
             value = _keyed(lookup.config_map(ref["name"], bool(ref.get("optional"))), ref, "configmap")
         elif "fieldRef" in source:
-            value = _field_value(source["fieldRef"]["fieldPath"], pod, facts)
+            value = field_value(source["fieldRef"]["fieldPath"], pod, facts)
         elif "resourceFieldRef" in source:
             value = _resource_value(source["resourceFieldRef"], container)
         else:

@@ -10,7 +10,9 @@ A :class:`PodWorker` takes a pod from binding to removal:
    that cannot start waits with a reason and a message (:mod:`.failures`), posts a
    Warning Event and logs a line, once per new failure, and is retried;
 3. writes the pod status whenever it changes (and only then);
-4. keeps ConfigMap and Secret volumes in sync with their sources;
+4. keeps ConfigMap, Secret and downward-API volumes in sync with their sources, and
+   projected ServiceAccount tokens fresh (asked of the API server's TokenRequest, bound
+   to the pod, renewed after 80 % of their lifetime, as the kubelet does);
 5. on deletion: SIGTERM to every container, SIGKILL after the grace period, a final
    (terminal) status, then removes the pod object, as the kubelet does.
 
@@ -23,6 +25,7 @@ import asyncio
 import contextlib
 import logging
 import signal
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -32,10 +35,18 @@ from typing import Any, Protocol
 
 import httpx
 
+from operator_core import errors
 from operator_core.events import EventRecorder, EventType
 from operator_core.kube import Kube
 from operator_core.secrets import REDACTED, register_secret, scrub
-from operator_testkit.nodeagent.env import ConfigError, PodFacts, ResolvedEnv, expand, resolve_env
+from operator_testkit.nodeagent.env import (
+    ConfigError,
+    PodFacts,
+    ResolvedEnv,
+    expand,
+    master_service_env,
+    resolve_env,
+)
 from operator_testkit.nodeagent.failures import waiting_for
 from operator_testkit.nodeagent.hosts import build_hosts, write_in_place
 from operator_testkit.nodeagent.probes import ProbeSpec, ProbeTracker, probe_once
@@ -44,9 +55,11 @@ from operator_testkit.nodeagent.runners import Launch, LaunchContext, Runner, ru
 from operator_testkit.nodeagent.status import ContainerSnapshot, pod_status, timestamp
 from operator_testkit.nodeagent.volumes import (
     Mount,
+    TokenRequest,
     is_file_volume,
     mount_table,
     sync_files,
+    token_requests,
     translate,
     translate_all,
     volume_files,
@@ -62,6 +75,7 @@ BASE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 BACKOFF_START, BACKOFF_MAX, BACKOFF_RESET_AFTER = 1.0, 30.0, 60.0
 VOLUME_SYNC_SECONDS = 3.0
 RETRY_SECONDS = 2.0
+TOKEN_RENEW_AFTER = 0.8  # of a token's lifetime, as the kubelet does
 
 Manifest = dict[str, Any]
 
@@ -271,6 +285,7 @@ class ContainerRun:
             cwd=worker.working_dir(self),
             hosts_file=worker.hosts_file,
             log_path=self.log_path(),
+            mounts=launch.mounts,
         )
         self.run = _Run(
             state="running",
@@ -399,6 +414,7 @@ class PodWorker:
         self._written: Manifest | None = None
         self._start_time = _now()
         self._stand_ins: set[str] = set()
+        self._tokens: dict[TokenRequest, tuple[bytes, float]] = {}  # token, when to renew it
         self._helpers: list[asyncio.Task[None]] = []
         self._supervisors: asyncio.Future[Any] | None = None
         self.task: asyncio.Task[None] | None = None
@@ -512,15 +528,21 @@ class PodWorker:
         config_map_names, secret_names = _env_references(container)
         config_maps = await self._namespace_objects("ConfigMap", config_map_names)
         secrets = await self._namespace_objects("Secret", secret_names)
-        assert self.ip is not None
-        facts = PodFacts(pod_ip=self.ip, host_ip=self.host_ip, node_name=self.pod["spec"]["nodeName"])
+        facts = self.facts
         resolved: ResolvedEnv = resolve_env(self.pod, container, facts, config_maps, secrets)
         for value in resolved.secret_values:
             register_secret(value)
-        env = {"PATH": BASE_PATH, "HOSTNAME": self.hostname, "HOME": "/root", **resolved.values}
+        services, _ = self.services.cluster_names()
+        env = {
+            "PATH": BASE_PATH,
+            "HOSTNAME": self.hostname,
+            "HOME": "/root",
+            **master_service_env(services),
+            **resolved.values,
+        }
         context = LaunchContext(
             container=container,
-            pod_ip=self.ip,
+            pod_ip=facts.pod_ip,
             command=[expand(str(c), resolved.values) for c in container.get("command") or []],
             args=[expand(str(a), resolved.values) for a in container.get("args") or []],
             env=env,
@@ -561,6 +583,11 @@ class PodWorker:
     @property
     def host_ip(self) -> str:
         return self.services.host_ip(self.pod["spec"]["nodeName"])
+
+    @property
+    def facts(self) -> PodFacts:
+        assert self.ip is not None, "the pod has no address yet"
+        return PodFacts(pod_ip=self.ip, host_ip=self.host_ip, node_name=self.pod["spec"]["nodeName"])
 
     # -- the pod's life
 
@@ -719,11 +746,40 @@ class PodWorker:
                 (secret_names if kind == "secret" else config_map_names).add(name)
         config_maps = await self._namespace_objects("ConfigMap", config_map_names)
         secrets = await self._namespace_objects("Secret", secret_names)
+        tokens = await self._service_account_tokens(token_requests(volumes))
         for volume in volumes:
-            files = volume_files(volume, config_maps, secrets)
+            files = volume_files(volume, config_maps, secrets, pod=self.pod, facts=self.facts, tokens=tokens)
             directory = self.volume_dirs[volume["name"]]
             if files is not None and await asyncio.to_thread(sync_files, directory, files):
                 log.info("pod %s: volume %s updated", self.key, volume["name"])
+
+    async def _service_account_tokens(self, wanted: set[TokenRequest]) -> dict[TokenRequest, bytes]:
+        """A token for each request, bound to this pod: kept until 80 % of its lifetime, then renewed."""
+        account = str(self.pod["spec"].get("serviceAccountName") or "default")
+        now = time.monotonic()
+        for request in wanted:
+            if request in self._tokens and now < self._tokens[request][1]:
+                continue
+            body = {
+                "apiVersion": "authentication.k8s.io/v1",
+                "kind": "TokenRequest",
+                "spec": {
+                    "audiences": [request.audience] if request.audience else [],
+                    "expirationSeconds": request.expiration_seconds,
+                    "boundObjectRef": {"apiVersion": "v1", "kind": "Pod", "name": self.name, "uid": self.uid},
+                },
+            }
+            try:
+                answer = await self.services.kube.create_subresource(
+                    "v1", "ServiceAccount", account, self.namespace, "token", body
+                )
+            except errors.NotFound as error:
+                raise ConfigError(f'serviceaccount "{account}" not found') from error
+            token = str(answer["status"]["token"])
+            register_secret(token)
+            lifetime = float(answer["spec"].get("expirationSeconds") or request.expiration_seconds)
+            self._tokens[request] = (token.encode(), now + TOKEN_RENEW_AFTER * lifetime)
+        return {request: self._tokens[request][0] for request in wanted}
 
     async def _volume_loop(self) -> None:
         while True:

@@ -6,10 +6,16 @@ Each container process runs as::
 
 so it sees the pod's hosts file (see :mod:`.hosts`) as ``/etc/hosts`` and
 nothing else on the machine changes; the namespace's mounts are private, and
-they vanish with the process. ``unshare``, ``sh`` and the program are one
-process (each ``exec`` s the next), so the pid we hold is the program's. A
-program that is not on this machine is refused before anything starts
-(:class:`.failures.ProgramMissing`).
+they vanish with the process. A runner that runs an image's program unchanged
+(one that reads fixed paths, such as the ServiceAccount token under
+``/var/run/secrets/kubernetes.io/serviceaccount``) also gets the pod's volumes
+bound at their mount paths (:func:`mount_script`): ``/run`` becomes a fresh
+tmpfs of the process's own first, as a container's is, so a mount path under it
+needs no directory on the machine; any other mount path must exist already.
+
+``unshare``, ``sh`` and the program are one process (each ``exec`` s the next),
+so the pid we hold is the program's. A program that is not on this machine is
+refused before anything starts (:class:`.failures.ProgramMissing`).
 
 Every process starts a new session (so its whole group can be signalled) and
 gets ``PR_SET_PDEATHSIG`` = SIGKILL, which survives ``exec``: if the agent dies,
@@ -23,6 +29,7 @@ import asyncio
 import contextlib
 import ctypes
 import os
+import shlex
 import shutil
 import signal
 import time
@@ -31,11 +38,57 @@ from pathlib import Path
 from typing import IO
 
 from operator_testkit.nodeagent.failures import ProgramMissing
+from operator_testkit.nodeagent.volumes import Mount
 
-__all__ = ["ContainerProcess", "die_with_parent", "run_to_exit", "wrapped_argv"]
+__all__ = [
+    "ContainerProcess",
+    "die_with_parent",
+    "mount_script",
+    "private_mount_path",
+    "run_to_exit",
+    "wrapped_argv",
+]
 
 _PR_SET_PDEATHSIG = 1
-_MOUNT_HOSTS = 'mount --bind "$0" /etc/hosts && exec "$@"'
+_STAGING = "/run/.pod-volumes"
+_PRIVATE_ROOTS = ("/run", "/var/run")  # /var/run is /run on Debian; both become the process's own tmpfs
+
+
+def private_mount_path(container_path: str) -> bool:
+    """Whether a mount path lies in the process's own ``/run`` (no directory on the machine needed)."""
+    return any(container_path == root or container_path.startswith(root + "/") for root in _PRIVATE_ROOTS)
+
+
+def mount_script(mounts: Sequence[Mount] = ()) -> str:
+    """The ``sh -c`` script run in the new mount namespace before the program: the pod's hosts file
+    over /etc/hosts (``$0``), then each volume bound at its path (read-only when asked). It reads
+    only which host paths are files.
+
+    A mount may hide the host path behind another (a ``/tmp`` volume hides a state directory under
+    /tmp), so every volume is first bound into a staging directory in the new ``/run``, then from
+    there to its path, outer paths first so that a nested mount lands on top.
+    """
+    steps = ['mount --bind "$0" /etc/hosts']
+    if not mounts:
+        return " && ".join([*steps, 'exec "$@"'])
+    steps.append("mount -t tmpfs -o mode=0755,nosuid,nodev,size=16m pod-run /run")
+    steps.append(f"mkdir -p {_STAGING}")
+    chosen = sorted(mounts, key=lambda m: len(m.container_path))
+    for index, mount in enumerate(chosen):
+        make = "mkdir" if mount.host_path.is_dir() else ":>"
+        staged = f"{_STAGING}/{index}"
+        steps += [f"{make} {staged}", f"mount --bind {shlex.quote(str(mount.host_path))} {staged}"]
+    for index, mount in enumerate(chosen):
+        target = shlex.quote(mount.container_path)
+        if private_mount_path(mount.container_path):  # in the new /run: made here
+            if mount.host_path.is_dir():
+                steps.append(f"mkdir -p {target}")
+            else:
+                steps.append(f"mkdir -p {shlex.quote(str(Path(mount.container_path).parent))} && :> {target}")
+        steps.append(f"mount --bind {_STAGING}/{index} {target}")
+        if mount.read_only:
+            steps.append(f"mount -o remount,bind,ro {target}")
+    return " && ".join([*steps, 'exec "$@"'])
 
 
 def die_with_parent() -> None:
@@ -44,9 +97,10 @@ def die_with_parent() -> None:
     libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
-def wrapped_argv(argv: Sequence[str], hosts_file: Path) -> list[str]:
-    """``argv`` run in a private mount namespace with ``hosts_file`` bound over /etc/hosts."""
-    return ["unshare", "-m", "sh", "-c", _MOUNT_HOSTS, str(hosts_file), *argv]
+def wrapped_argv(argv: Sequence[str], hosts_file: Path, mounts: Sequence[Mount] = ()) -> list[str]:
+    """``argv`` run in a private mount namespace with ``hosts_file`` bound over /etc/hosts, and
+    ``mounts`` bound at their paths."""
+    return ["unshare", "-m", "sh", "-c", mount_script(mounts), str(hosts_file), *argv]
 
 
 _EXIT_CHECK_SECONDS = 3.0
@@ -102,6 +156,7 @@ class ContainerProcess:
         cwd: Path,
         hosts_file: Path,
         log_path: Path,
+        mounts: Sequence[Mount] = (),
     ) -> ContainerProcess:
         program = argv[0] if argv else ""
         if shutil.which(program, path=env.get("PATH", os.defpath)) is None:
@@ -111,7 +166,7 @@ class ContainerProcess:
         log = log_path.open("ab")
         try:
             process = await asyncio.create_subprocess_exec(
-                *wrapped_argv(argv, hosts_file),
+                *wrapped_argv(argv, hosts_file, mounts),
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=log,
                 stderr=asyncio.subprocess.STDOUT,

@@ -10,6 +10,10 @@ against the image without ``docker.io/`` and ``library/``); the first match wins
                            PyPI package, with the container's args and ``TYPESENSE_*`` env
 ``nginx:*``                Debian's real nginx (``/usr/sbin/nginx``, ``apt-get install nginx``) with
                            the pod's mounted configuration, rewritten by :mod:`.nginxconf`
+``operator-suite:*``       this suite's own image: its command (``typesense-operator``, ...) from
+``*/operator-suite:*``     the runtime distribution installed beside the agent's Python, with the
+                           pod's volumes bound at their paths (the ServiceAccount token too), so
+                           it finds the API server through the in-cluster configuration
 ``*`` (anything else)      a clearly labelled stand-in (:mod:`.standin`): serves the declared
                            ports with a stock answer and logs what it would have run; in a Job
                            (or any run-to-completion container) it logs and exits 0
@@ -21,7 +25,8 @@ pod worker reports as the container's waiting reason (see :mod:`.failures`).
 
 Every runner binds what it serves to the pod's loopback address, as if the
 process had its own network namespace; paths under volume mounts are
-translated to the host directories behind them (:func:`.volumes.translate`).
+translated to the host directories behind them (:func:`.volumes.translate`),
+except for this suite's image, which sees its volumes mounted (:mod:`.processes`).
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ import fnmatch
 import functools
 import glob
 import importlib
+import importlib.metadata
 import itertools
 import json
 import shlex
@@ -43,6 +49,7 @@ from typing import Any, Protocol
 from operator_testkit.nodeagent import nginxconf
 from operator_testkit.nodeagent.env import ConfigError
 from operator_testkit.nodeagent.failures import NoRunner, ProgramMissing
+from operator_testkit.nodeagent.processes import private_mount_path
 from operator_testkit.nodeagent.volumes import Mount, translate, translate_all
 
 __all__ = [
@@ -51,9 +58,11 @@ __all__ = [
     "Launch",
     "LaunchContext",
     "NginxRunner",
+    "OperatorSuiteRunner",
     "Runner",
     "StandInRunner",
     "TypesenseRunner",
+    "bound_to_pod",
     "declared_ports",
     "normalize_image",
     "runner_for",
@@ -91,6 +100,7 @@ class Launch:
     env: dict[str, str]
     stand_in: bool
     description: str  # safe to log: no Secret values
+    mounts: Sequence[Mount] = ()  # volumes bound at their paths in the process's mount namespace
 
 
 class Runner(Protocol):
@@ -303,6 +313,96 @@ class NginxRunner:
         )
 
 
+# ---------------------------------------------------------------- this suite's own image
+
+RUNTIME_DISTRIBUTION = "operator-suite"
+IMAGE_COMMAND = ("typesense-operator",)
+"""The image's CMD (the Dockerfile's last line), run when a container names no command."""
+_EVERY_ADDRESS = ("0.0.0.0", "::", "[::]", "")  # noqa: S104 (what is rebound, never listened on)
+_LISTEN_FLAGS = ("--health-address",)
+
+
+def bound_to_pod(arguments: Sequence[str], pod_ip: str) -> list[str]:
+    """The operator's arguments, with an address that listens everywhere (``0.0.0.0:8081``, as a
+    container does in its own network namespace) bound to the pod's address instead (pure)."""
+    bound: list[str] = []
+    rebind_next = False
+    for argument in arguments:
+        flag, equals, value = argument.partition("=")
+        if rebind_next or (equals and flag in _LISTEN_FLAGS):
+            host, colon, port = (argument if rebind_next else value).rpartition(":")
+            if colon and host in _EVERY_ADDRESS:
+                argument = f"{pod_ip}:{port}" if rebind_next else f"{flag}={pod_ip}:{port}"
+        rebind_next = not equals and argument in _LISTEN_FLAGS
+        bound.append(argument)
+    return bound
+
+
+@functools.cache
+def runtime_commands() -> dict[str, str]:
+    """The runtime distribution's console scripts (what its image can run): name -> the script
+    installed beside this Python. Not cached while the distribution is missing."""
+    try:
+        distribution = importlib.metadata.distribution(RUNTIME_DISTRIBUTION)
+    except importlib.metadata.PackageNotFoundError as error:
+        raise ProgramMissing(
+            f"operator-suite images run the {RUNTIME_DISTRIBUTION} distribution, which is not installed "
+            f"for {sys.executable} (make install does)"
+        ) from error
+    scripts = Path(sys.executable).parent
+    return {
+        entry.name: str(scripts / entry.name)
+        for entry in distribution.entry_points
+        if entry.group == "console_scripts"
+    }
+
+
+class OperatorSuiteRunner:
+    """This suite's own image: one of its operators, from the runtime distribution installed here.
+
+    The program is run unchanged, as in the image: it reads the ServiceAccount token, CA and
+    namespace at ``/var/run/secrets/kubernetes.io/serviceaccount`` and finds the API server
+    through ``KUBERNETES_SERVICE_HOST``, so the pod's volumes are bound at their paths rather
+    than translated. A mount path outside ``/run`` must be a directory of this machine (``/tmp``
+    is); the process shares the machine's filesystem, so nothing else can be made for it.
+    """
+
+    name = "operator-suite"
+
+    def __init__(self, commands: Callable[[], Mapping[str, str]] = runtime_commands) -> None:
+        self._commands = commands
+
+    def launch(self, context: LaunchContext) -> Launch:
+        words = [*(context.command or IMAGE_COMMAND), *context.args]
+        commands = self._commands()
+        program = commands.get(PurePosixPath(words[0]).name)
+        if program is None:
+            raise ProgramMissing(
+                f"the operator-suite image has no command {words[0]!r} "
+                f"(it has: {', '.join(sorted(commands))})"
+            )
+        for mount in context.mounts:
+            if not private_mount_path(mount.container_path) and not Path(mount.container_path).is_dir():
+                raise ConfigError(
+                    f"cannot mount a volume at {mount.container_path}: pods of this image share this "
+                    f"machine's filesystem, where it is not a directory (mount under /run or /tmp)"
+                )
+        env = dict(context.env)
+        env["PATH"] = f"{Path(program).parent}:{env.get('PATH', '')}"
+        env.update({"PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1"})  # the image's ENV
+        # The image's user has no home, so a container runtime sets HOME=/; and so no client here
+        # falls back to a kubeconfig in this machine's /root/.kube: the in-cluster config or nothing.
+        env["HOME"] = "/"
+        argv = [program, *bound_to_pod(words[1:], context.pod_ip)]
+        return Launch(
+            argv=argv,
+            env=env,
+            stand_in=False,
+            description=context.redact(shlex.join([PurePosixPath(program).name, *argv[1:]])),
+            mounts=tuple(context.mounts),
+        )
+
+
 # ---------------------------------------------------------------- the stand-in
 
 
@@ -340,6 +440,8 @@ class StandInRunner:
 REGISTRY: list[tuple[str, Runner]] = [
     ("typesense/typesense:*", TypesenseRunner()),
     ("nginx:*", NginxRunner()),
+    ("operator-suite:*", OperatorSuiteRunner()),
+    ("*/operator-suite:*", OperatorSuiteRunner()),
     ("*", StandInRunner()),
 ]
 

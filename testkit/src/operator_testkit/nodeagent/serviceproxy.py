@@ -8,6 +8,12 @@ pod's container ports), round robin, trying the next one when a pod refuses.
 Anything on this machine (tests, operators, pods through their hosts files)
 reaches a Service by its ClusterIP without knowing about the agent.
 
+The API server's own Service, ``default/kubernetes``, has no selector: the API
+server lists its own address as the endpoint, and refuses loopback ones. Here
+it forwards to the API server the agent talks to, so that a pod's in-cluster
+client (``KUBERNETES_SERVICE_HOST``) reaches it through its Service, as in a
+real cluster; the serving certificate names the Service's ClusterIP.
+
 :func:`service_backends` is pure; :class:`ServiceProxy` opens and closes the
 listeners as Services come and go. Only loopback addresses are ever listened on
 or connected to. A listener that cannot bind (another agent on the same control
@@ -22,12 +28,13 @@ import functools
 import ipaddress
 import itertools
 import logging
+import urllib.parse
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from operator_core.conditions import reports_true
 
-__all__ = ["Backend", "Listener", "ServiceProxy", "service_backends"]
+__all__ = ["Backend", "Listener", "ServiceProxy", "api_server_backend", "service_backends"]
 
 log = logging.getLogger(__name__)
 
@@ -65,8 +72,22 @@ def _target_port(pod: Manifest, target: int | str) -> int | None:
     return None
 
 
-def service_backends(services: Iterable[Manifest], pods: Iterable[Manifest]) -> dict[Listener, list[Backend]]:
-    """Every TCP ClusterIP:port on loopback, with its ready endpoints, in a stable order (pure)."""
+def api_server_backend(server: str | None) -> Backend | None:
+    """The API server's loopback address and port, from its URL (``https://127.0.0.1:6443``); None for
+    any other address, which is never forwarded to (pure)."""
+    if not server:
+        return None
+    parsed = urllib.parse.urlsplit(server)
+    if not _loopback(parsed.hostname) or parsed.hostname is None:
+        return None
+    return parsed.hostname, parsed.port or 443
+
+
+def service_backends(
+    services: Iterable[Manifest], pods: Iterable[Manifest], api_server: Backend | None = None
+) -> dict[Listener, list[Backend]]:
+    """Every TCP ClusterIP:port on loopback, with its ready endpoints, in a stable order (pure); the
+    ``default/kubernetes`` Service's port forwards to ``api_server``."""
     by_namespace: dict[str, list[Manifest]] = {}
     for pod in pods:
         by_namespace.setdefault(pod["metadata"]["namespace"], []).append(pod)
@@ -75,6 +96,11 @@ def service_backends(services: Iterable[Manifest], pods: Iterable[Manifest]) -> 
         metadata, spec = service.get("metadata", {}), service.get("spec", {})
         cluster_ip = spec.get("clusterIP")
         selector = spec.get("selector") or {}
+        if (metadata.get("namespace"), metadata.get("name")) == ("default", "kubernetes"):
+            if api_server is not None and _loopback(cluster_ip):
+                for port in spec.get("ports") or []:
+                    table[(str(cluster_ip), int(port["port"]))] = [api_server]
+            continue
         if not cluster_ip or cluster_ip == "None" or not _loopback(cluster_ip) or not selector:
             continue
         chosen = [
@@ -148,6 +174,10 @@ class ServiceProxy:
             self._connections.add(task)
         try:
             await self._forward(listener, reader, writer)
+        except asyncio.CancelledError:
+            # stop() cancels open connections; re-raised, asyncio's stream callback would log it as
+            # an error of its own.
+            pass
         finally:
             writer.close()
             if task is not None:

@@ -3,9 +3,11 @@
 A container's processes run on this machine's filesystem, so every path under
 a volume mount (``/usr/share/typesense/data``, say) is translated to the host
 directory that backs that mount. :func:`mount_table` and :func:`translate` are
-pure; :func:`volume_files` decides the files of a ConfigMap, Secret or projected
-volume (pure), and :func:`sync_files` writes them, changing only what changed,
-as the kubelet keeps such volumes in sync with their sources.
+pure; :func:`volume_files` decides the files of a ConfigMap, Secret, downward-API or
+projected volume (pure), and :func:`sync_files` writes them, changing only what changed,
+as the kubelet keeps such volumes in sync with their sources. A projected volume's
+ServiceAccount token comes from the API server's TokenRequest (:func:`token_requests`
+says which tokens a pod needs; the pod worker asks for them and hands them in).
 
 Every volume lives under the agent's state directory: emptyDir and file
 volumes under the pod's directory, persistentVolumeClaims in the directory of
@@ -23,13 +25,60 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from operator_testkit.nodeagent.env import ConfigError
+from operator_testkit.nodeagent.env import ConfigError, PodFacts, downward_file
 
-__all__ = ["Mount", "mount_table", "sync_files", "translate", "translate_all", "volume_files"]
+__all__ = [
+    "Mount",
+    "TokenRequest",
+    "mount_table",
+    "sync_files",
+    "token_requests",
+    "translate",
+    "translate_all",
+    "volume_files",
+]
 
 Manifest = Mapping[str, Any]
 
-_FILE_VOLUME_KINDS = ("configMap", "secret", "projected")
+_FILE_VOLUME_KINDS = ("configMap", "secret", "projected", "downwardAPI")
+DEFAULT_TOKEN_SECONDS = 3600
+
+
+@dataclass(frozen=True)
+class TokenRequest:
+    """A ServiceAccount token a projected volume asks for: its audience ("" for the API server's) and
+    lifetime; the API server binds it to the pod."""
+
+    audience: str
+    expiration_seconds: int
+
+
+def _token_request(source: Manifest) -> TokenRequest:
+    return TokenRequest(
+        audience=str(source.get("audience") or ""),
+        expiration_seconds=int(source.get("expirationSeconds") or DEFAULT_TOKEN_SECONDS),
+    )
+
+
+def token_requests(volumes: Sequence[Manifest]) -> set[TokenRequest]:
+    """Every ServiceAccount token the pod's projected volumes hold (pure)."""
+    return {
+        _token_request(source["serviceAccountToken"])
+        for volume in volumes
+        for source in (volume.get("projected") or {}).get("sources") or []
+        if "serviceAccountToken" in source
+    }
+
+
+def _downward_files(source: Manifest, pod: Manifest, facts: PodFacts | None) -> dict[str, bytes]:
+    files = {}
+    for item in source.get("items") or []:
+        if "fieldRef" not in item:
+            raise ConfigError(f"downwardAPI item {item.get('path')!r}: only fieldRef is supported here")
+        if facts is None:
+            raise ConfigError("downwardAPI files need the pod's facts")
+        files[str(item["path"])] = downward_file(item["fieldRef"]["fieldPath"], pod, facts).encode()
+    return files
 
 
 @dataclass(frozen=True)
@@ -105,13 +154,23 @@ def _source_data(kind: str, source: Manifest, objects: Mapping[str, Manifest]) -
 
 
 def volume_files(
-    volume: Manifest, config_maps: Mapping[str, Manifest], secrets: Mapping[str, Manifest]
+    volume: Manifest,
+    config_maps: Mapping[str, Manifest],
+    secrets: Mapping[str, Manifest],
+    *,
+    pod: Manifest | None = None,
+    facts: PodFacts | None = None,
+    tokens: Mapping[TokenRequest, bytes] | None = None,
 ) -> dict[str, bytes] | None:
-    """The files of a ConfigMap, Secret or projected volume by relative path; None for other kinds."""
+    """The files of a ConfigMap, Secret, downward-API or projected volume by relative path; None for
+    other kinds. ``tokens`` holds the ServiceAccount tokens issued for the pod (see
+    :func:`token_requests`); a projected token not among them is a :class:`.ConfigError`."""
     if "configMap" in volume:
         return _source_data("configmap", volume["configMap"], config_maps) or {}
     if "secret" in volume:
         return _source_data("secret", volume["secret"], secrets) or {}
+    if "downwardAPI" in volume:
+        return _downward_files(volume["downwardAPI"], pod or {}, facts)
     if "projected" in volume:
         files: dict[str, bytes] = {}
         for source in volume["projected"].get("sources") or []:
@@ -119,7 +178,14 @@ def volume_files(
                 files.update(_source_data("configmap", source["configMap"], config_maps) or {})
             elif "secret" in source:
                 files.update(_source_data("secret", source["secret"], secrets) or {})
-            # serviceAccountToken and downwardAPI sources are not written yet.
+            elif "downwardAPI" in source:
+                files.update(_downward_files(source["downwardAPI"], pod or {}, facts))
+            elif "serviceAccountToken" in source:
+                wanted = _token_request(source["serviceAccountToken"])
+                token = (tokens or {}).get(wanted)
+                if token is None:
+                    raise ConfigError("the ServiceAccount token is not issued yet")
+                files[str(source["serviceAccountToken"]["path"])] = token
         return files
     return None
 

@@ -1,0 +1,93 @@
+"""The suite's Helm charts (``charts/``) driven by the real helm, for tests and benchmarks.
+
+:func:`run_helm` runs the pinned helm (:mod:`.clusterstack_tools`) with its cache, configuration
+and data under a directory of the caller's, never the user's; :func:`render_chart` is
+``helm template`` parsed into documents; :func:`install_chart` and :func:`uninstall_chart`
+install into and remove from a control plane, failing with helm's own words.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from operator_testkit.clusterstack_tools import ensure_clusterstack_tools, helm_environment
+
+__all__ = ["CHARTS_DIR", "HelmFailed", "install_chart", "render_chart", "run_helm", "uninstall_chart"]
+
+CHARTS_DIR = Path(__file__).resolve().parents[3] / "charts"
+"""The charts of this checkout (the test kit is installed editable from it)."""
+
+
+class HelmFailed(RuntimeError):
+    """helm exited non-zero; the message holds its command and its standard error."""
+
+
+def run_helm(
+    home: Path, *arguments: str, kubeconfig: Path | None = None, timeout: float = 180
+) -> subprocess.CompletedProcess[str]:
+    """helm ``arguments`` as is (the caller checks the exit code); against ``kubeconfig`` when given."""
+    env = helm_environment(home)
+    if kubeconfig is not None:
+        env["KUBECONFIG"] = str(kubeconfig)
+    return subprocess.run(
+        [str(ensure_clusterstack_tools().helm), *arguments],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        env=env,
+    )
+
+
+def _checked(home: Path, *arguments: str, kubeconfig: Path | None = None, timeout: float = 180) -> str:
+    done = run_helm(home, *arguments, kubeconfig=kubeconfig, timeout=timeout)
+    if done.returncode != 0:
+        raise HelmFailed(
+            f"helm {' '.join(arguments[:3])} ... failed (exit {done.returncode}):\n{done.stderr}"
+        )
+    return done.stdout
+
+
+def render_chart(
+    home: Path, chart: str, *values: str, release: str = "suite", namespace: str = "operators"
+) -> list[dict[str, Any]]:
+    """``helm template`` of ``charts/<chart>``, as documents."""
+    text = _checked(home, "template", release, str(CHARTS_DIR / chart), "-n", namespace, *values)
+    return [document for document in yaml.safe_load_all(text) if document]
+
+
+def install_chart(
+    home: Path,
+    kubeconfig: Path,
+    release: str,
+    chart: str,
+    namespace: str,
+    values: Sequence[str] = (),
+    *,
+    timeout: float = 180,
+) -> str:
+    """``helm install --wait``: returns once the operator's Deployment is ready, else raises with why."""
+    return _checked(
+        home,
+        "install", release, str(CHARTS_DIR / chart), "-n", namespace, "--create-namespace",
+        "--wait", f"--timeout={int(timeout)}s", *values,
+        kubeconfig=kubeconfig,
+        timeout=timeout + 30,
+    )  # fmt: skip
+
+
+def uninstall_chart(
+    home: Path, kubeconfig: Path, release: str, namespace: str, *, timeout: float = 120
+) -> str:
+    """``helm uninstall --wait``: the release's objects are gone (its CRDs stay, as helm keeps them)."""
+    return _checked(
+        home,
+        "uninstall", release, "-n", namespace, "--wait", f"--timeout={int(timeout)}s",
+        kubeconfig=kubeconfig,
+        timeout=timeout + 30,
+    )  # fmt: skip

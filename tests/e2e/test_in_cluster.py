@@ -1,0 +1,176 @@
+"""The operators installed as users install them, and running inside the cluster.
+
+The real helm installs a chart onto a local control plane of this module's own (the CRDs come from
+the chart too). The node agent runs the operator's pod from this suite's image: the image's command
+from the runtime distribution, the pod's env, its volumes mounted at their paths, and a
+ServiceAccount token bound to the pod. The operator finds the API server as in any cluster, through
+``KUBERNETES_SERVICE_HOST`` (the ``kubernetes`` Service) and the token file, with no kubeconfig, so
+it can do exactly what the chart's RBAC grants.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+
+from operator_core.kube import Kube
+from operator_testkit.assertions import wait_for_condition
+from operator_testkit.charts import install_chart, uninstall_chart
+from operator_testkit.controlplane import ENDPOINT_CONTROLLERS, ControlPlane
+from operator_testkit.fixtures import wait_until, worker_slice
+from operator_testkit.nodeagent.harness import AgentProcess, processes_under, start_agent
+
+pytestmark = pytest.mark.e2e
+
+TYPESENSE = "ts.opentelekomcloud.com/v1alpha1"
+MONOCLE = "monocle.monocle.change-metrics.io/v1alpha1"
+# /var/run is a symlink to /run, which /proc/PID/root would resolve in the caller's mount namespace.
+TOKEN_DIR = "run/secrets/kubernetes.io/serviceaccount"
+
+
+@pytest.fixture(scope="module")
+def plane(start_control_plane: Any) -> ControlPlane:
+    """A control plane of this module's own: helm installs the CRDs here, and no operator of the
+    session's runs beside the installed one."""
+    control_plane: ControlPlane = start_control_plane(
+        "in-cluster",
+        service_cidr=worker_slice("127.103.0.0/16"),
+        disabled_controllers=ENDPOINT_CONTROLLERS,
+    )
+    return control_plane
+
+
+@pytest.fixture(scope="module")
+def agent(plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[AgentProcess]:
+    started = start_agent(
+        plane, tmp_path_factory.mktemp("in-cluster-agent"), "--pod-cidr", worker_slice("127.53.0.0/16")
+    )
+    try:
+        yield started
+    finally:
+        started.stop()
+
+
+@pytest.fixture(scope="module")
+def helm_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("helm")
+
+
+@pytest_asyncio.fixture
+async def kube(plane: ControlPlane) -> Any:
+    client = Kube.connect(plane.kubeconfig)
+    try:
+        yield client
+    finally:
+        await client.close()
+
+
+def operator_process(agent: AgentProcess, command: str) -> int:
+    """The pid of the operator the agent runs for a pod (its process's working directory is the pod's)."""
+    for pid in processes_under(agent.state_dir):
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        if any(Path(word.decode()).name == command for word in argv[:2] if word):
+            return pid
+    raise AssertionError(f"no {command} process under {agent.state_dir}")
+
+
+def token_claims(pid: int) -> dict[str, Any]:
+    """The claims of the token the process sees at the in-cluster path (in its own mount namespace)."""
+    token = Path(f"/proc/{pid}/root/{TOKEN_DIR}/token").read_text()
+    payload = token.split(".")[1]
+    claims: dict[str, Any] = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+    return claims
+
+
+def environment(pid: int) -> dict[str, str]:
+    entries = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    return dict(entry.decode().split("=", 1) for entry in entries if b"=" in entry)
+
+
+async def ready_condition(kube: Kube, api: str, kind: str, name: str, namespace: str) -> dict[str, Any]:
+    """The Ready=True condition, once there."""
+    return await wait_for_condition(kube, api, kind, name, namespace, "Ready", "True", timeout=180)
+
+
+async def test_typesense_chart_installs_a_namespaced_operator_that_runs_a_cluster_in_its_namespace_only(
+    plane: ControlPlane,
+    agent: AgentProcess,
+    helm_home: Path,
+    kube: Kube,
+    samples: dict[str, list[dict[str, Any]]],
+) -> None:
+    for namespace in ("search", "elsewhere"):
+        plane.kubectl("create", "namespace", namespace)
+    install_chart(
+        helm_home, plane.kubeconfig, "ts", "typesense-operator", "typesense-system",
+        ["--set", "watchNamespaces={search}", "--set", "logFormat=json"],
+    )  # fmt: skip
+
+    # The pod runs the image's command with the in-cluster configuration, and no kubeconfig.
+    pid = operator_process(agent, "typesense-operator")
+    env = environment(pid)
+    assert "KUBECONFIG" not in env
+    assert env["KUBERNETES_SERVICE_HOST"] == str(plane.service_cidr[1])
+    assert env["KUBERNETES_SERVICE_PORT"] == "443"
+    claims = token_claims(pid)
+    assert claims["sub"] == "system:serviceaccount:typesense-system:ts-typesense-operator"
+    pods = await kube.list("v1", "Pod", "typesense-system")
+    assert claims["kubernetes.io"]["pod"]["name"] == pods[0]["metadata"]["name"], "a token bound to the pod"
+
+    (sample,) = samples["ts_v1alpha1_typesensecluster_aws"]
+    for namespace in ("search", "elsewhere"):
+        await kube.apply({**sample, "metadata": {**sample["metadata"], "namespace": namespace}})
+    await ready_condition(kube, TYPESENSE, "TypesenseCluster", "cluster-1", "search")
+    cluster = await kube.get(TYPESENSE, "TypesenseCluster", "cluster-1", "search")
+    assert cluster is not None
+    assert cluster["status"]["quorum"]["state"] == "OK"
+    members = await kube.list("v1", "Pod", "search", labels={"app.kubernetes.io/instance": "cluster-1"})
+    assert len(members) == 3
+
+    # The cluster in a namespace it does not watch was never touched: no status, no children.
+    ignored = await kube.get(TYPESENSE, "TypesenseCluster", "cluster-1", "elsewhere")
+    assert ignored is not None
+    assert not ignored.get("status")
+    assert not ignored["metadata"].get("finalizers")
+    assert await kube.list("apps/v1", "StatefulSet", "elsewhere") == []
+    assert await kube.list("v1", "Secret", "elsewhere") == []
+
+    claims_before = {p["metadata"]["name"] for p in await kube.list("v1", "PersistentVolumeClaim", "search")}
+    assert len(claims_before) == 3
+    uninstall_chart(helm_home, plane.kubeconfig, "ts", "typesense-system")
+
+    async def operator_gone() -> bool:
+        return not await kube.list("v1", "Pod", "typesense-system")
+
+    await wait_until(operator_gone, timeout=60, interval=0.5, what="the operator's pod to go")
+    assert await kube.get("apps/v1", "Deployment", "ts-typesense-operator", "typesense-system") is None
+    claims_after = {p["metadata"]["name"] for p in await kube.list("v1", "PersistentVolumeClaim", "search")}
+    assert claims_after == claims_before, "uninstalling the operator keeps the clusters' data"
+    assert await kube.get(TYPESENSE, "TypesenseCluster", "cluster-1", "search") is not None
+
+
+async def test_monocle_chart_installs_a_cluster_wide_operator_that_brings_a_sample_to_ready(
+    plane: ControlPlane,
+    agent: AgentProcess,
+    helm_home: Path,
+    kube: Kube,
+    samples: dict[str, list[dict[str, Any]]],
+) -> None:
+    install_chart(helm_home, plane.kubeconfig, "mon", "monocle-operator", "monocle-system")
+    pid = operator_process(agent, "monocle-operator")
+    assert token_claims(pid)["sub"] == "system:serviceaccount:monocle-system:mon-monocle-operator"
+
+    plane.kubectl("create", "namespace", "metrics")
+    (sample,) = samples["monocle_v1alpha1_monocle"]
+    await kube.apply({**sample, "metadata": {**sample["metadata"], "namespace": "metrics"}})
+    # Monocle and Elasticsearch run as the agent's stand-ins: Ready is as far as they go.
+    await ready_condition(kube, MONOCLE, "Monocle", sample["metadata"]["name"], "metrics")
+
+    uninstall_chart(helm_home, plane.kubeconfig, "mon", "monocle-system")
+    assert await kube.get("apps/v1", "Deployment", "mon-monocle-operator", "monocle-system") is None
