@@ -22,11 +22,12 @@ import pytest
 import yaml
 
 from operator_core.kube import Kube
+from operator_testkit.charts import chart_alert_rules
 from operator_testkit.controlplane import ControlPlane, free_port
 from operator_testkit.fixtures import wait_until
 from operator_testkit.nodeagent.processes import die_with_parent
 from operator_testkit.operators import OperatorProcess, service_account_kubeconfig
-from operator_testkit.prometheus_tools import chart_alert_rules, ensure_prometheus_tools
+from operator_testkit.prometheus_tools import ensure_prometheus_tools
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "typesense-operator"
@@ -144,7 +145,7 @@ class PrometheusAPI:
 async def test_a_real_prometheus_scrapes_the_operator_and_its_alerts_fire(
     control_plane: ControlPlane, installed_crds: list[str], kube: Kube, namespace: str, tmp_path: Path
 ) -> None:
-    rules = chart_alert_rules(CHART, tmp_path / "helm", *SHORT_FOR)
+    rules = chart_alert_rules(tmp_path / "helm", CHART.name, *SHORT_FOR)
     kubeconfig = service_account_kubeconfig(
         control_plane, CHART / "files" / "rbac-rules.yaml", tmp_path / "kubeconfig"
     )

@@ -21,8 +21,9 @@ from typing import Any
 import pytest
 import yaml
 
+from operator_testkit.charts import chart_alert_rules
 from operator_testkit.errors import ControlPlaneError
-from operator_testkit.prometheus_tools import PrometheusTools, chart_alert_rules, ensure_prometheus_tools
+from operator_testkit.prometheus_tools import PrometheusTools, ensure_prometheus_tools
 from operator_testkit.settings import ControlPlaneSettings
 
 pytestmark = pytest.mark.integration
@@ -52,7 +53,7 @@ def rules_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     directory = tmp_path_factory.mktemp("alert-rules")
     helm_home = tmp_path_factory.mktemp("helm")
     for chart in KINDS:
-        rules = chart_alert_rules(ROOT / "charts" / chart, helm_home)
+        rules = chart_alert_rules(helm_home, chart)
         (directory / f"{chart}.rules.yaml").write_text(yaml.safe_dump(rules, sort_keys=False))
     return directory
 

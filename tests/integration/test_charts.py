@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from operator_testkit.clusterstack_tools import ensure_clusterstack_tools, helm_environment
+from operator_testkit import charts
 from operator_testkit.controlplane import ControlPlane
 from operator_testkit.module_crds import ensure_prometheus_operator_crds
 
@@ -35,7 +35,7 @@ MODES = {
 
 @pytest.fixture(scope="module", autouse=True)
 def _helm_home(tmp_path_factory: pytest.TempPathFactory) -> None:
-    """helm's cache, configuration and data for this module: never the user's (helm_environment)."""
+    """helm's cache, configuration and data for this module: never the user's."""
     _HELM_HOME.append(tmp_path_factory.mktemp("helm"))
 
 
@@ -43,14 +43,7 @@ _HELM_HOME: list[Path] = []
 
 
 def run_helm(*arguments: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(ensure_clusterstack_tools().helm), *arguments],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        env=helm_environment(_HELM_HOME[-1]),
-    )
+    return charts.run_helm(_HELM_HOME[-1], *arguments)
 
 
 def helm(*arguments: str) -> str:
@@ -60,8 +53,7 @@ def helm(*arguments: str) -> str:
 
 
 def render(chart: str, *values: str, release: str = "suite") -> list[dict[str, Any]]:
-    text = helm("template", release, str(ROOT / "charts" / chart), "-n", RELEASE_NAMESPACE, *values)
-    return [document for document in yaml.safe_load_all(text) if document]
+    return charts.render_chart(_HELM_HOME[-1], chart, *values, release=release, namespace=RELEASE_NAMESPACE)
 
 
 @pytest.fixture(scope="module")

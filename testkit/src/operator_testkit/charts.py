@@ -2,8 +2,9 @@
 
 :func:`run_helm` runs the pinned helm (:mod:`.clusterstack_tools`) with its cache, configuration
 and data under a directory of the caller's, never the user's; :func:`render_chart` is
-``helm template`` parsed into documents; :func:`install_chart` and :func:`uninstall_chart`
-install into and remove from a control plane, failing with helm's own words.
+``helm template`` parsed into documents, and :func:`chart_alert_rules` a chart's alert rules as
+Prometheus and promtool read them; :func:`install_chart` and :func:`uninstall_chart` install into
+and remove from a control plane, failing with helm's own words.
 """
 
 from __future__ import annotations
@@ -17,7 +18,15 @@ import yaml
 
 from operator_testkit.clusterstack_tools import ensure_clusterstack_tools, helm_environment
 
-__all__ = ["CHARTS_DIR", "HelmFailed", "install_chart", "render_chart", "run_helm", "uninstall_chart"]
+__all__ = [
+    "CHARTS_DIR",
+    "HelmFailed",
+    "chart_alert_rules",
+    "install_chart",
+    "render_chart",
+    "run_helm",
+    "uninstall_chart",
+]
 
 CHARTS_DIR = Path(__file__).resolve().parents[3] / "charts"
 """The charts of this checkout (the test kit is installed editable from it)."""
@@ -59,6 +68,21 @@ def render_chart(
     """``helm template`` of ``charts/<chart>``, as documents."""
     text = _checked(home, "template", release, str(CHARTS_DIR / chart), "-n", namespace, *values)
     return [document for document in yaml.safe_load_all(text) if document]
+
+
+def chart_alert_rules(
+    home: Path, chart: str, *values: str, release: str = "suite", namespace: str = "operators"
+) -> dict[str, Any]:
+    """The alert rules of ``charts/<chart>`` as a Prometheus rules file: the ``spec`` (``groups``) of
+    the PrometheusRule it renders with ``prometheusRule.enabled=true`` and ``values``."""
+    documents = render_chart(
+        home, chart, "--set", "prometheusRule.enabled=true", *values, release=release, namespace=namespace
+    )
+    rules = [document for document in documents if document.get("kind") == "PrometheusRule"]
+    if len(rules) != 1:
+        raise HelmFailed(f"charts/{chart} rendered {len(rules)} PrometheusRules, not one")
+    spec: dict[str, Any] = rules[0]["spec"]
+    return spec
 
 
 def install_chart(

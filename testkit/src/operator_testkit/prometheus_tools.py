@@ -8,20 +8,14 @@
 Each binary appears at once (built aside, then renamed), and only a missing one is built;
 ``<that directory>.lock`` keeps two builders apart. ``operator-suite-dev binaries --clusterstack``
 builds them with the other tools, so that ``make test`` has them before any test starts.
-
-:func:`chart_alert_rules` renders a chart's PrometheusRule with the test kit's helm and returns what
-Prometheus and promtool read: a rules file (its ``groups``).
+The rules they test come from :func:`operator_testkit.charts.chart_alert_rules`.
 """
 
 from __future__ import annotations
 
-import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import yaml
 
 from operator_core.settings import from_env
 from operator_testkit.binaries import (
@@ -32,11 +26,9 @@ from operator_testkit.binaries import (
     required_version,
     say,
 )
-from operator_testkit.clusterstack_tools import ensure_clusterstack_tools, helm_environment
-from operator_testkit.errors import ControlPlaneError
 from operator_testkit.settings import ControlPlaneSettings
 
-__all__ = ["PrometheusTools", "chart_alert_rules", "ensure_prometheus_tools", "prometheus_release"]
+__all__ = ["PrometheusTools", "ensure_prometheus_tools", "prometheus_release"]
 
 _PROMETHEUS = "github.com/prometheus/prometheus"
 _PINNED_FILES = ("prometheus/go.mod", "prometheus/go.sum")
@@ -100,25 +92,3 @@ def ensure_prometheus_tools(settings: ControlPlaneSettings | None = None) -> Pro
     tools = PrometheusTools(settings.cache_dir / label, version)
     build_once(tools.directory, tools.complete, lambda: _build(tools, hack))
     return tools
-
-
-def chart_alert_rules(
-    chart: Path, helm_home: Path, *values: str, release: str = "suite", namespace: str = "operators"
-) -> dict[str, Any]:
-    """The alert rules of ``chart`` as a Prometheus rules file: the ``spec`` (``groups``) of the
-    PrometheusRule that ``helm template`` renders with ``prometheusRule.enabled=true`` and ``values``
-    (more ``--set`` arguments and the like). helm keeps its cache and configuration in ``helm_home``."""
-    command = [
-        str(ensure_clusterstack_tools().helm), "template", release, str(chart), "-n", namespace,
-        "--set", "prometheusRule.enabled=true", *values,
-    ]  # fmt: skip
-    done = subprocess.run(
-        command, capture_output=True, text=True, timeout=120, check=False, env=helm_environment(helm_home)
-    )
-    if done.returncode != 0:
-        raise ControlPlaneError(f"helm template {chart} failed (exit {done.returncode}):\n{done.stderr}")
-    rules = [d for d in yaml.safe_load_all(done.stdout) if d and d.get("kind") == "PrometheusRule"]
-    if len(rules) != 1:
-        raise ControlPlaneError(f"helm template {chart} rendered {len(rules)} PrometheusRules, not one")
-    spec: dict[str, Any] = rules[0]["spec"]
-    return spec
