@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -174,3 +175,61 @@ async def test_monocle_chart_installs_a_cluster_wide_operator_that_brings_a_samp
 
     uninstall_chart(helm_home, plane.kubeconfig, "mon", "monocle-system")
     assert await kube.get("apps/v1", "Deployment", "mon-monocle-operator", "monocle-system") is None
+
+
+async def test_two_replicas_hand_over_within_seconds_when_the_leaders_pod_is_deleted(
+    plane: ControlPlane, agent: AgentProcess, helm_home: Path, kube: Kube
+) -> None:
+    plane.kubectl("create", "namespace", "ha-watched")
+    install_chart(
+        helm_home, plane.kubeconfig, "ha", "typesense-operator", "ha-system",
+        ["--set", "replicas=2", "--set", "watchNamespaces={ha-watched}"],
+    )  # fmt: skip
+    # Its pods select a node label no node has: the operator makes its children, nothing runs.
+    await kube.apply(
+        {
+            "apiVersion": TYPESENSE,
+            "kind": "TypesenseCluster",
+            "metadata": {"name": "parked", "namespace": "ha-watched"},
+            "spec": {
+                "image": "typesense/typesense:27.1",
+                "storage": {"size": "100Mi"},
+                "nodeSelector": {"operator-suite.test/no-node-has-this": "true"},
+            },
+        }
+    )
+    nodes_list = "parked-nodeslist"
+
+    async def holder() -> str | None:
+        lease = await kube.get("coordination.k8s.io/v1", "Lease", "ha-typesense-operator-leader", "ha-system")
+        return ((lease or {}).get("spec") or {}).get("holderIdentity") or None
+
+    async def children_made() -> bool:
+        return await kube.get("v1", "ConfigMap", nodes_list, "ha-watched") is not None
+
+    await wait_until(
+        children_made, timeout=60, interval=0.5, what="the leader to make the cluster's children"
+    )
+    leader = await holder()
+    assert leader is not None
+    leader_pod = leader.rsplit("_", 1)[0]  # the identity is the pod's host name, then the process id
+    replicas = {p["metadata"]["name"] for p in await kube.list("v1", "Pod", "ha-system")}
+    assert leader_pod in replicas, f"the Lease names a pod: {leader} among {replicas}"
+
+    started = time.monotonic()
+    plane.kubectl("delete", "pod", leader_pod, "-n", "ha-system", "--wait=false")
+
+    async def taken_over() -> str | None:
+        now = await holder()
+        return now if now is not None and not now.startswith(leader_pod + "_") else None
+
+    successor = await wait_until(taken_over, timeout=30, interval=0.1, what="the standby to take the Lease")
+    handover = time.monotonic() - started
+    assert str(successor).rsplit("_", 1)[0] in replicas, "the other replica, not the Deployment's new pod"
+    assert handover < 15, f"handover took {handover:.1f} s"
+
+    # The new leader acts: a child deleted now comes back.
+    await kube.delete("v1", "ConfigMap", nodes_list, "ha-watched")
+    await wait_until(children_made, timeout=30, interval=0.2, what="the new leader to restore the child")
+    print(f"in-cluster handover after deleting the leader's pod: {handover:.1f} s")
+    uninstall_chart(helm_home, plane.kubeconfig, "ha", "ha-system")

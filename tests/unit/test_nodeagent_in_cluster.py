@@ -118,6 +118,7 @@ def test_volumes_are_staged_before_any_is_mounted_so_none_hides_another(tmp_path
     assert "mount -o remount,bind,ro /var/run/secrets/kubernetes.io/serviceaccount" in steps
     assert steps[-1] == 'exec "$@"'
     assert mount_script([]) == 'mount --bind "$0" /etc/hosts && exec "$@"'
+    assert mount_script([], "op-1") == 'mount --bind "$0" /etc/hosts && hostname op-1 && exec "$@"'
 
 
 def _context(command: list[str], mounts: list[Mount]) -> LaunchContext:

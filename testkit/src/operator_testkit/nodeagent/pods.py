@@ -286,6 +286,7 @@ class ContainerRun:
             hosts_file=worker.hosts_file,
             log_path=self.log_path(),
             mounts=launch.mounts,
+            hostname=worker.hostname,
         )
         self.run = _Run(
             state="running",
@@ -381,6 +382,8 @@ class ContainerRun:
             cwd=self.worker.working_dir(self),
             hosts_file=self.worker.hosts_file,
             limit=limit,
+            mounts=launch.mounts,
+            hostname=self.worker.hostname,
         )
 
     async def stop(self, grace: float) -> None:

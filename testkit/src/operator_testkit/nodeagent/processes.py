@@ -1,11 +1,12 @@
-"""Container processes: started in their own mount namespace and session, stopped as the kubelet stops them.
+"""Container processes: started in their own mount and UTS namespaces and session, stopped as the
+kubelet stops them.
 
 Each container process runs as::
 
-    unshare -m sh -c 'mount --bind "$0" /etc/hosts && exec "$@"' POD_HOSTS ARGV...
+    unshare -m -u sh -c 'mount --bind "$0" /etc/hosts && hostname POD && exec "$@"' POD_HOSTS ARGV...
 
-so it sees the pod's hosts file (see :mod:`.hosts`) as ``/etc/hosts`` and
-nothing else on the machine changes; the namespace's mounts are private, and
+so it sees the pod's hosts file (see :mod:`.hosts`) as ``/etc/hosts`` and the
+pod's host name, and nothing else on the machine changes; the namespace's mounts are private, and
 they vanish with the process. A runner that runs an image's program unchanged
 (one that reads fixed paths, such as the ServiceAccount token under
 ``/var/run/secrets/kubernetes.io/serviceaccount``) also gets the pod's volumes
@@ -59,16 +60,18 @@ def private_mount_path(container_path: str) -> bool:
     return any(container_path == root or container_path.startswith(root + "/") for root in _PRIVATE_ROOTS)
 
 
-def mount_script(mounts: Sequence[Mount] = ()) -> str:
-    """The ``sh -c`` script run in the new mount namespace before the program: the pod's hosts file
-    over /etc/hosts (``$0``), then each volume bound at its path (read-only when asked). It reads
-    only which host paths are files.
+def mount_script(mounts: Sequence[Mount] = (), hostname: str | None = None) -> str:
+    """The ``sh -c`` script run in the new namespaces before the program: the pod's hosts file over
+    /etc/hosts (``$0``), its host name (in a UTS namespace of its own), then each volume bound at its
+    path (read-only when asked). It reads only which host paths are files.
 
     A mount may hide the host path behind another (a ``/tmp`` volume hides a state directory under
     /tmp), so every volume is first bound into a staging directory in the new ``/run``, then from
     there to its path, outer paths first so that a nested mount lands on top.
     """
     steps = ['mount --bind "$0" /etc/hosts']
+    if hostname:
+        steps.append(f"hostname {shlex.quote(hostname)}")
     if not mounts:
         return " && ".join([*steps, 'exec "$@"'])
     steps.append("mount -t tmpfs -o mode=0755,nosuid,nodev,size=16m pod-run /run")
@@ -97,10 +100,14 @@ def die_with_parent() -> None:
     libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
-def wrapped_argv(argv: Sequence[str], hosts_file: Path, mounts: Sequence[Mount] = ()) -> list[str]:
-    """``argv`` run in a private mount namespace with ``hosts_file`` bound over /etc/hosts, and
-    ``mounts`` bound at their paths."""
-    return ["unshare", "-m", "sh", "-c", mount_script(mounts), str(hosts_file), *argv]
+def wrapped_argv(
+    argv: Sequence[str], hosts_file: Path, mounts: Sequence[Mount] = (), hostname: str | None = None
+) -> list[str]:
+    """``argv`` run in a private mount namespace with ``hosts_file`` bound over /etc/hosts and
+    ``mounts`` bound at their paths, and with the pod's ``hostname`` (``gethostname()`` is the pod's
+    name, as in a pod) in a UTS namespace of its own."""
+    namespaces = ["-m", "-u"] if hostname else ["-m"]
+    return ["unshare", *namespaces, "sh", "-c", mount_script(mounts, hostname), str(hosts_file), *argv]
 
 
 _EXIT_CHECK_SECONDS = 3.0
@@ -157,6 +164,7 @@ class ContainerProcess:
         hosts_file: Path,
         log_path: Path,
         mounts: Sequence[Mount] = (),
+        hostname: str | None = None,
     ) -> ContainerProcess:
         program = argv[0] if argv else ""
         if shutil.which(program, path=env.get("PATH", os.defpath)) is None:
@@ -166,7 +174,7 @@ class ContainerProcess:
         log = log_path.open("ab")
         try:
             process = await asyncio.create_subprocess_exec(
-                *wrapped_argv(argv, hosts_file, mounts),
+                *wrapped_argv(argv, hosts_file, mounts, hostname),
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=log,
                 stderr=asyncio.subprocess.STDOUT,
@@ -222,11 +230,18 @@ class ContainerProcess:
 
 
 async def run_to_exit(
-    argv: Sequence[str], *, env: Mapping[str, str], cwd: Path, hosts_file: Path, limit: float
+    argv: Sequence[str],
+    *,
+    env: Mapping[str, str],
+    cwd: Path,
+    hosts_file: Path,
+    limit: float,
+    mounts: Sequence[Mount] = (),
+    hostname: str | None = None,
 ) -> int:
     """Run a short command (an exec probe) in the container's context; -1 when it timed out."""
     process = await asyncio.create_subprocess_exec(
-        *wrapped_argv(argv, hosts_file),
+        *wrapped_argv(argv, hosts_file, mounts, hostname),
         stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.DEVNULL,
