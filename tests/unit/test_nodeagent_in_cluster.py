@@ -15,6 +15,7 @@ from operator_testkit.nodeagent.runners import (
     REGISTRY,
     LaunchContext,
     OperatorSuiteRunner,
+    Runtime,
     bound_to_pod,
     runner_for,
 )
@@ -121,6 +122,18 @@ def test_volumes_are_staged_before_any_is_mounted_so_none_hides_another(tmp_path
     assert mount_script([], "op-1") == 'mount --bind "$0" /etc/hosts && hostname op-1 && exec "$@"'
 
 
+def test_a_volume_over_the_programs_own_code_does_not_hide_it(tmp_path: Path) -> None:
+    # A checkout under /tmp (CI's clean clone) holds the runtime of an editable install; the
+    # chart's /tmp emptyDir would hide it.
+    script = mount_script([Mount("/tmp", tmp_path)], keep=["/tmp/ci/src", "/root/.cache/venv"])
+    steps = script.split(" && ")
+    staged = steps.index("mount --bind /tmp/ci/src /run/.pod-volumes/keep-0")
+    mounted = steps.index("mount --bind /run/.pod-volumes/0 /tmp")
+    restored = steps.index("mount --bind /run/.pod-volumes/keep-0 /tmp/ci/src")
+    assert staged < mounted < restored
+    assert "/root/.cache/venv" not in script, "only what a mount hides is bound back"
+
+
 def _context(command: list[str], mounts: list[Mount]) -> LaunchContext:
     return LaunchContext(
         container={"name": "operator", "image": "localhost/operator-suite:0.1.0"},
@@ -137,11 +150,13 @@ def _context(command: list[str], mounts: list[Mount]) -> LaunchContext:
 def test_the_suites_image_runs_its_command_from_the_runtime_with_its_volumes_mounted(tmp_path: Path) -> None:
     assert isinstance(runner_for("localhost/operator-suite:0.1.0", REGISTRY), OperatorSuiteRunner)
     assert isinstance(runner_for("127.0.0.1:5000/operator-suite:dev", REGISTRY), OperatorSuiteRunner)
-    runner = OperatorSuiteRunner(lambda: {"typesense-operator": "/venv/bin/typesense-operator"})
+    runtime = Runtime({"typesense-operator": "/venv/bin/typesense-operator"}, ("/tmp/checkout/src",))
+    runner = OperatorSuiteRunner(lambda: runtime)
     mounts = [Mount("/var/run/secrets/kubernetes.io/serviceaccount", tmp_path)]
     launch = runner.launch(_context([], mounts))
     assert launch.argv == ["/venv/bin/typesense-operator", "--health-address=127.50.0.9:8081"]
     assert launch.mounts == tuple(mounts)
+    assert launch.keep == ("/tmp/checkout/src",)
     assert launch.env["HOME"] == "/", "no fallback to this machine's ~/.kube/config"
     assert launch.env["PATH"].startswith("/venv/bin:")
     with pytest.raises(ProgramMissing, match="no command 'monocle-operator'"):

@@ -287,6 +287,7 @@ class ContainerRun:
             log_path=self.log_path(),
             mounts=launch.mounts,
             hostname=worker.hostname,
+            keep=launch.keep,
         )
         self.run = _Run(
             state="running",
@@ -384,6 +385,7 @@ class ContainerRun:
             limit=limit,
             mounts=launch.mounts,
             hostname=self.worker.hostname,
+            keep=launch.keep,
         )
 
     async def stop(self, grace: float) -> None:

@@ -60,14 +60,19 @@ def private_mount_path(container_path: str) -> bool:
     return any(container_path == root or container_path.startswith(root + "/") for root in _PRIVATE_ROOTS)
 
 
-def mount_script(mounts: Sequence[Mount] = (), hostname: str | None = None) -> str:
+def _under(path: str, directory: str) -> bool:
+    return path == directory or path.startswith(directory.rstrip("/") + "/")
+
+
+def mount_script(mounts: Sequence[Mount] = (), hostname: str | None = None, keep: Sequence[str] = ()) -> str:
     """The ``sh -c`` script run in the new namespaces before the program: the pod's hosts file over
     /etc/hosts (``$0``), its host name (in a UTS namespace of its own), then each volume bound at its
     path (read-only when asked). It reads only which host paths are files.
 
     A mount may hide the host path behind another (a ``/tmp`` volume hides a state directory under
     /tmp), so every volume is first bound into a staging directory in the new ``/run``, then from
-    there to its path, outer paths first so that a nested mount lands on top.
+    there to its path, outer paths first so that a nested mount lands on top. A path of ``keep``
+    (the program's own code) that a mount hides is bound back over it at the end.
     """
     steps = ['mount --bind "$0" /etc/hosts']
     if hostname:
@@ -77,10 +82,16 @@ def mount_script(mounts: Sequence[Mount] = (), hostname: str | None = None) -> s
     steps.append("mount -t tmpfs -o mode=0755,nosuid,nodev,size=16m pod-run /run")
     steps.append(f"mkdir -p {_STAGING}")
     chosen = sorted(mounts, key=lambda m: len(m.container_path))
+    hidden = [path for path in keep if any(_under(path, m.container_path) for m in chosen)]
     for index, mount in enumerate(chosen):
         make = "mkdir" if mount.host_path.is_dir() else ":>"
         staged = f"{_STAGING}/{index}"
         steps += [f"{make} {staged}", f"mount --bind {shlex.quote(str(mount.host_path))} {staged}"]
+    for index, path in enumerate(hidden):
+        steps += [
+            f"mkdir {_STAGING}/keep-{index}",
+            f"mount --bind {shlex.quote(path)} {_STAGING}/keep-{index}",
+        ]
     for index, mount in enumerate(chosen):
         target = shlex.quote(mount.container_path)
         if private_mount_path(mount.container_path):  # in the new /run: made here
@@ -91,6 +102,11 @@ def mount_script(mounts: Sequence[Mount] = (), hostname: str | None = None) -> s
         steps.append(f"mount --bind {_STAGING}/{index} {target}")
         if mount.read_only:
             steps.append(f"mount -o remount,bind,ro {target}")
+    for index, path in enumerate(hidden):
+        steps += [
+            f"mkdir -p {shlex.quote(path)}",
+            f"mount --bind {_STAGING}/keep-{index} {shlex.quote(path)}",
+        ]
     return " && ".join([*steps, 'exec "$@"'])
 
 
@@ -101,13 +117,18 @@ def die_with_parent() -> None:
 
 
 def wrapped_argv(
-    argv: Sequence[str], hosts_file: Path, mounts: Sequence[Mount] = (), hostname: str | None = None
+    argv: Sequence[str],
+    hosts_file: Path,
+    mounts: Sequence[Mount] = (),
+    hostname: str | None = None,
+    keep: Sequence[str] = (),
 ) -> list[str]:
     """``argv`` run in a private mount namespace with ``hosts_file`` bound over /etc/hosts and
     ``mounts`` bound at their paths, and with the pod's ``hostname`` (``gethostname()`` is the pod's
     name, as in a pod) in a UTS namespace of its own."""
     namespaces = ["-m", "-u"] if hostname else ["-m"]
-    return ["unshare", *namespaces, "sh", "-c", mount_script(mounts, hostname), str(hosts_file), *argv]
+    script = mount_script(mounts, hostname, keep)
+    return ["unshare", *namespaces, "sh", "-c", script, str(hosts_file), *argv]
 
 
 _EXIT_CHECK_SECONDS = 3.0
@@ -165,6 +186,7 @@ class ContainerProcess:
         log_path: Path,
         mounts: Sequence[Mount] = (),
         hostname: str | None = None,
+        keep: Sequence[str] = (),
     ) -> ContainerProcess:
         program = argv[0] if argv else ""
         if shutil.which(program, path=env.get("PATH", os.defpath)) is None:
@@ -174,7 +196,7 @@ class ContainerProcess:
         log = log_path.open("ab")
         try:
             process = await asyncio.create_subprocess_exec(
-                *wrapped_argv(argv, hosts_file, mounts, hostname),
+                *wrapped_argv(argv, hosts_file, mounts, hostname, keep),
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=log,
                 stderr=asyncio.subprocess.STDOUT,
@@ -238,10 +260,11 @@ async def run_to_exit(
     limit: float,
     mounts: Sequence[Mount] = (),
     hostname: str | None = None,
+    keep: Sequence[str] = (),
 ) -> int:
     """Run a short command (an exec probe) in the container's context; -1 when it timed out."""
     process = await asyncio.create_subprocess_exec(
-        *wrapped_argv(argv, hosts_file, mounts, hostname),
+        *wrapped_argv(argv, hosts_file, mounts, hostname, keep),
         stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.DEVNULL,

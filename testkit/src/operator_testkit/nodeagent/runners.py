@@ -36,6 +36,7 @@ import functools
 import glob
 import importlib
 import importlib.metadata
+import importlib.util
 import itertools
 import json
 import shlex
@@ -101,6 +102,7 @@ class Launch:
     stand_in: bool
     description: str  # safe to log: no Secret values
     mounts: Sequence[Mount] = ()  # volumes bound at their paths in the process's mount namespace
+    keep: Sequence[str] = ()  # machine paths the program needs, kept visible under those mounts
 
 
 class Runner(Protocol):
@@ -338,10 +340,19 @@ def bound_to_pod(arguments: Sequence[str], pod_ip: str) -> list[str]:
     return bound
 
 
+@dataclass(frozen=True)
+class Runtime:
+    """The runtime distribution installed beside the agent's Python: what its image can run."""
+
+    commands: Mapping[str, str]
+    """Its console scripts: name -> the installed script."""
+    paths: tuple[str, ...]
+    """Where its code and Python live; a pod's volume mounted above one must not hide it."""
+
+
 @functools.cache
-def runtime_commands() -> dict[str, str]:
-    """The runtime distribution's console scripts (what its image can run): name -> the script
-    installed beside this Python. Not cached while the distribution is missing."""
+def installed_runtime() -> Runtime:
+    """The runtime distribution as installed for this Python. Not cached while it is missing."""
     try:
         distribution = importlib.metadata.distribution(RUNTIME_DISTRIBUTION)
     except importlib.metadata.PackageNotFoundError as error:
@@ -350,11 +361,13 @@ def runtime_commands() -> dict[str, str]:
             f"for {sys.executable} (make install does)"
         ) from error
     scripts = Path(sys.executable).parent
-    return {
-        entry.name: str(scripts / entry.name)
-        for entry in distribution.entry_points
-        if entry.group == "console_scripts"
-    }
+    entries = [entry for entry in distribution.entry_points if entry.group == "console_scripts"]
+    paths = {sys.prefix, sys.base_prefix}
+    for entry in entries:  # an editable install's code lives in its checkout, maybe under /tmp
+        spec = importlib.util.find_spec(entry.module.split(".")[0])
+        for location in (spec.submodule_search_locations or []) if spec else []:
+            paths.add(str(Path(location).parent))
+    return Runtime({entry.name: str(scripts / entry.name) for entry in entries}, tuple(sorted(paths)))
 
 
 class OperatorSuiteRunner:
@@ -369,12 +382,13 @@ class OperatorSuiteRunner:
 
     name = "operator-suite"
 
-    def __init__(self, commands: Callable[[], Mapping[str, str]] = runtime_commands) -> None:
-        self._commands = commands
+    def __init__(self, runtime: Callable[[], Runtime] = installed_runtime) -> None:
+        self._runtime = runtime
 
     def launch(self, context: LaunchContext) -> Launch:
         words = [*(context.command or IMAGE_COMMAND), *context.args]
-        commands = self._commands()
+        runtime = self._runtime()
+        commands = runtime.commands
         program = commands.get(PurePosixPath(words[0]).name)
         if program is None:
             raise ProgramMissing(
@@ -400,6 +414,7 @@ class OperatorSuiteRunner:
             stand_in=False,
             description=context.redact(shlex.join([PurePosixPath(program).name, *argv[1:]])),
             mounts=tuple(context.mounts),
+            keep=runtime.paths,
         )
 
 
