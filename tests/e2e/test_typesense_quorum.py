@@ -10,24 +10,27 @@ from __future__ import annotations
 import asyncio
 import functools
 import os
-import re
 from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
 from operator_core.kube import Kube
-from operator_testkit.assertions import condition
 from operator_testkit.drivers.typesense import (
     LostMajority,
     Recovery,
     TypesenseCluster,
     Writer,
+    assert_each_node_once_and_the_leader_last,
     delete_pods,
+    first_restart,
     full_restart,
     lose_two_of_three,
+    progressing_condition,
     ready_condition,
+    restarts_in_order,
     roll_under_writes,
+    rolled_by_the_operator,
 )
 from operator_testkit.fixtures import wait_until
 from operator_testkit.nodeagent.faults import FaultError, Faults
@@ -293,45 +296,6 @@ async def test_a_frozen_leader_is_replaced_by_raft_and_rejoins_without_surgery(
     await cluster.assert_nothing_lost(writer.acknowledged)
 
 
-def _progressing(obj: dict[str, Any]) -> dict[str, Any]:
-    return condition(obj, "Progressing") or {}
-
-
-async def _rolled_by_the_operator(cluster: TypesenseCluster, revision: str) -> None:
-    """Until the operator says every node runs ``revision`` and the cluster is Ready."""
-
-    async def up_to_date() -> bool:
-        obj = await cluster.get()
-        progressing = _progressing(obj)
-        return (
-            progressing.get("reason") == "UpToDate"
-            and revision in progressing.get("message", "")
-            and ready_condition(obj).get("status") == "True"
-        )
-
-    await wait_until(up_to_date, timeout=120, interval=1, what=f"the operator to report revision {revision}")
-
-
-async def _restarts_in_order(cluster: TypesenseCluster) -> list[str]:
-    """The NodeRestarted Events' messages, oldest first; each names its pod."""
-    events = sorted(await cluster.events("NodeRestarted"), key=lambda e: e["eventTime"])
-    return [e["message"] for e in events]
-
-
-def _restarted_pod(message: str) -> str:
-    found = re.search(r"\(pod ([a-z0-9-]+)\)", message)
-    assert found, message
-    return found.group(1)
-
-
-def _assert_each_node_once_and_the_leader_last(restarts: list[str]) -> None:
-    assert len(restarts) == 3, restarts
-    assert len({_restarted_pod(message) for message in restarts}) == 3, restarts
-    # Whoever leads when only it is left goes last (raft may have moved leadership meanwhile).
-    assert "restarting leader" in restarts[-1], restarts
-    assert not any("restarting leader" in message for message in restarts[:-1]), restarts
-
-
 async def test_a_change_that_needs_new_pods_is_rolled_by_the_operator_with_the_leader_last(
     cluster: TypesenseCluster, kube: Kube, namespace: str
 ) -> None:
@@ -343,12 +307,12 @@ async def test_a_change_that_needs_new_pods_is_rolled_by_the_operator_with_the_l
         await cluster.create(replicas=3, image="typesense/typesense:27.2")
 
     roll = await roll_under_writes(cluster, change, timeout=240)
-    await _rolled_by_the_operator(cluster, roll.revision)
+    await rolled_by_the_operator(cluster, roll.revision)
     print(
         f"operator roll: {roll.seconds:.1f} s, longest write gap {roll.longest_write_gap:.2f} s, "
         f"{roll.failed_writes} failed writes, fewest caught-up nodes {roll.fewest_caught_up}"
     )
-    _assert_each_node_once_and_the_leader_last(await _restarts_in_order(cluster))
+    assert_each_node_once_and_the_leader_last(await restarts_in_order(cluster))
     assert roll.fewest_caught_up >= 2, roll.writes
     sts = await kube.get("apps/v1", "StatefulSet", "cluster-1-sts", namespace)
     assert sts is not None
@@ -389,24 +353,14 @@ async def test_an_edit_of_the_server_configuration_alone_reaches_every_node_thro
             await kube.apply({**settings, "data": {"TYPESENSE_CACHE_NUM_ENTRIES": "2000"}})
 
         roll = await roll_under_writes(cluster, edit, timeout=240)
-        await _rolled_by_the_operator(cluster, roll.revision)
+        await rolled_by_the_operator(cluster, roll.revision)
         assert await settings_of_every_node() == {"2000"}
         assert (await cluster.get())["metadata"]["generation"] == generation, "no spec change was made"
-        _assert_each_node_once_and_the_leader_last(await _restarts_in_order(cluster))
+        assert_each_node_once_and_the_leader_last(await restarts_in_order(cluster))
         assert roll.fewest_caught_up >= 2, roll.writes
         await cluster.assert_nothing_lost(roll.acknowledged)
     finally:
         await cluster.http.aclose()
-
-
-async def _first_restart(cluster: TypesenseCluster) -> str:
-    """The pod of the roll's first NodeRestarted Event, once there is one."""
-
-    async def restarted() -> str | None:
-        restarts = await _restarts_in_order(cluster)
-        return _restarted_pod(restarts[0]) if restarts else None
-
-    return str(await wait_until(restarted, timeout=60, interval=0.5, what="the roll's first restart"))
 
 
 async def test_an_operator_killed_mid_roll_resumes_it_and_restarts_no_node_twice(
@@ -414,7 +368,7 @@ async def test_an_operator_killed_mid_roll_resumes_it_and_restarts_no_node_twice
 ) -> None:
     async def change_then_kill_the_operator() -> None:
         await cluster.create(replicas=3, resources={"requests": {"cpu": "110m"}})
-        await _first_restart(cluster)
+        await first_restart(cluster)
         typesense_operator.kill()
         # While nobody looks, the restarted node comes back: the operator started again finds a roll
         # half done, from the pods' revisions alone.
@@ -422,8 +376,8 @@ async def test_an_operator_killed_mid_roll_resumes_it_and_restarts_no_node_twice
         await asyncio.to_thread(typesense_operator.start)
 
     roll = await roll_under_writes(cluster, change_then_kill_the_operator, timeout=240)
-    await _rolled_by_the_operator(cluster, roll.revision)
-    _assert_each_node_once_and_the_leader_last(await _restarts_in_order(cluster))
+    await rolled_by_the_operator(cluster, roll.revision)
+    assert_each_node_once_and_the_leader_last(await restarts_in_order(cluster))
     assert roll.fewest_caught_up >= 2, roll.writes
     assert "Traceback" not in typesense_operator.log()
     await cluster.assert_nothing_lost(roll.acknowledged)
@@ -449,7 +403,7 @@ async def test_a_node_that_does_not_come_back_pauses_the_roll_until_it_does(
     )
     old_uids = {p["metadata"]["uid"] for p in pods}
     await cluster.create(replicas=3, resources={"requests": {"cpu": "120m"}})
-    pod = await _first_restart(cluster)
+    pod = await first_restart(cluster)
 
     # Its new container is held down as soon as it exists: the node does not come back.
     async def held_down() -> bool:
@@ -465,7 +419,7 @@ async def test_a_node_that_does_not_come_back_pauses_the_roll_until_it_does(
     await wait_until(held_down, timeout=60, interval=0.5, what=f"the new {pod} to be held down")
 
     async def paused() -> dict[str, Any] | None:
-        progressing = _progressing(await cluster.get())
+        progressing = progressing_condition(await cluster.get())
         return progressing if progressing.get("reason") == "RollPaused" else None
 
     progressing: Any = await wait_until(paused, timeout=60, interval=1, what="the roll to pause")
@@ -474,10 +428,10 @@ async def test_a_node_that_does_not_come_back_pauses_the_roll_until_it_does(
     (warning,) = await cluster.events("RollPaused")
     assert warning["type"] == "Warning"
     await asyncio.sleep(5)
-    assert len(await _restarts_in_order(cluster)) == 1, "nothing more is restarted while paused"
+    assert len(await restarts_in_order(cluster)) == 1, "nothing more is restarted while paused"
 
     await faults.up(namespace, pod)
     sts = await cluster.kube.get("apps/v1", "StatefulSet", "cluster-1-sts", namespace)
     assert sts is not None
-    await _rolled_by_the_operator(cluster, sts["status"]["updateRevision"])
-    assert len(await _restarts_in_order(cluster)) == 3
+    await rolled_by_the_operator(cluster, sts["status"]["updateRevision"])
+    assert len(await restarts_in_order(cluster)) == 3

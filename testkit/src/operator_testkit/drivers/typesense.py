@@ -3,7 +3,8 @@
 :data:`SANDBOX` is what ``operator-suite-dev sandbox up`` runs for it: its RBAC and the older seed
 sample. The driver, for end-to-end tests and benchmarks, finds the nodes by pod IP, writes through
 whichever node leads, reads back from every node, and keeps a steady write load that records what
-was acknowledged.
+was acknowledged; a roll is followed as the operator reports it (its Progressing condition and
+NodeRestarted Events).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import asyncio
 import base64
 import contextlib
 import itertools
+import re
 import secrets
 import tempfile
 import time
@@ -625,6 +627,58 @@ async def roll_under_writes(
         writer.story(started),
         started_at,
     )
+
+
+# ---------------------------------------------------------------- rolls, as the operator reports them
+
+
+def progressing_condition(obj: dict[str, Any]) -> dict[str, Any]:
+    return condition(obj, "Progressing") or {}
+
+
+async def rolled_by_the_operator(cluster: TypesenseCluster, revision: str) -> None:
+    """Until the operator says every node runs ``revision`` and the cluster is Ready."""
+
+    async def up_to_date() -> bool:
+        obj = await cluster.get()
+        progressing = progressing_condition(obj)
+        return (
+            progressing.get("reason") == "UpToDate"
+            and revision in progressing.get("message", "")
+            and ready_condition(obj).get("status") == "True"
+        )
+
+    await wait_until(up_to_date, timeout=120, interval=1, what=f"the operator to report revision {revision}")
+
+
+async def restarts_in_order(cluster: TypesenseCluster) -> list[str]:
+    """The NodeRestarted Events' messages, oldest first; each names its pod."""
+    events = sorted(await cluster.events("NodeRestarted"), key=lambda e: e["eventTime"])
+    return [e["message"] for e in events]
+
+
+def restarted_pod(message: str) -> str:
+    found = re.search(r"\(pod ([a-z0-9-]+)\)", message)
+    assert found, message
+    return found.group(1)
+
+
+def assert_each_node_once_and_the_leader_last(restarts: list[str]) -> None:
+    assert len(restarts) == 3, restarts
+    assert len({restarted_pod(message) for message in restarts}) == 3, restarts
+    # Whoever leads when only it is left goes last (raft may have moved leadership meanwhile).
+    assert "restarting leader" in restarts[-1], restarts
+    assert not any("restarting leader" in message for message in restarts[:-1]), restarts
+
+
+async def first_restart(cluster: TypesenseCluster) -> str:
+    """The pod of the roll's first NodeRestarted Event, once there is one."""
+
+    async def restarted() -> str | None:
+        restarts = await restarts_in_order(cluster)
+        return restarted_pod(restarts[0]) if restarts else None
+
+    return str(await wait_until(restarted, timeout=60, interval=0.5, what="the roll's first restart"))
 
 
 @dataclass(frozen=True)
