@@ -1,15 +1,18 @@
 """The runtime image, built for real without a Docker engine (mmdebstrap's Debian base, buildah and the
 repository's Dockerfile): it runs each of the three operators by its command, as a user that is not root,
-with the runtime distribution and nothing of the test kit; its size is reported."""
+with the runtime distribution and nothing of the test kit; its size is reported; it is pushed to a local
+OCI registry (the CNCF distribution registry), whose manifest names the image's config."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+import httpx
 import pytest
 
-from operator_testkit.image import Image, build_image, run_in_image
+from operator_testkit.image import Image, build_image, push_image, run_in_image
+from operator_testkit.registry import RunningRegistry
 
 pytestmark = pytest.mark.packaging
 
@@ -58,3 +61,18 @@ def test_the_image_is_small_enough_and_its_base_is_pinned(image: Image) -> None:
     print(f"image {image.name}: {size_mib:.1f} MiB unpacked, base {image.base}")
     assert size_mib < MAX_SIZE_MIB
     assert "@sha256:" in image.base
+
+
+def test_the_image_is_pushed_to_a_local_oci_registry(image: Image, oci_registry: RunningRegistry) -> None:
+    push_image(image.name, f"docker://{oci_registry.host}/operator-suite:test")
+    accept = (
+        "application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.v2+json"
+    )
+    with httpx.Client(base_url=oci_registry.url, trust_env=False, timeout=10) as registry:
+        tags = registry.get("/v2/operator-suite/tags/list").json()
+        manifest = registry.get("/v2/operator-suite/manifests/test", headers={"Accept": accept})
+    assert tags["tags"] == ["test"]
+    assert manifest.status_code == 200
+    layers = manifest.json()["layers"]
+    assert sum(layer["size"] for layer in layers) > 0
+    assert len(layers) >= 2, "the base and the runtime"
