@@ -591,13 +591,16 @@ async def test_a_clusters_addons_follow_its_class_in_the_workload_cluster(
 
         # The operator restarts mid-journey: it looks again, and writes nothing, here or there. First
         # the look after the move has rewritten HelmChartApplied from the move's words to the steady ones.
-        before = await wait_until(
-            lambda: addon_where(
+        async def steady() -> dict[str, Any] | None:
+            found = await addon_where(
                 lambda a: "objects of" in condition(a, "HelmChartApplied").get("message", "")
-            ),
-            timeout=15,
-            what="the steady state after the move",
-        )
+            )
+            await asyncio.sleep(3)  # more than one look: a status write still under way shows now
+            again = await kube.get(API, "ClusterAddon", "cluster-addon-journey", namespace)
+            unchanged = found is not None and again is not None
+            return found if unchanged and found["metadata"] == again["metadata"] else None
+
+        before = await wait_until(steady, timeout=30, what="the steady state after the move")
         assert before is not None
         stack_operator.stop()
         stack_operator.start()
@@ -666,7 +669,9 @@ async def test_a_staged_release_resumes_its_stages_after_the_operator_is_killed_
 
     async def stages_are(*wanted: tuple[str, str]) -> dict[str, Any] | None:
         found = await addon()
-        return found if stages_of(found) == list(wanted) else None
+        # The stages and the Ready condition may land in two status writes: wait for both.
+        ready = condition(found or {}, "Ready") or {}
+        return found if stages_of(found) == list(wanted) and "status" in ready else None
 
     async with Kube.connect(workload_plane.kubeconfig) as workload:
         try:

@@ -64,7 +64,7 @@ def test_the_image_is_small_enough_and_its_base_is_pinned(image: Image) -> None:
 
 
 def test_the_image_is_pushed_to_a_local_oci_registry(image: Image, oci_registry: RunningRegistry) -> None:
-    push_image(image.name, f"docker://{oci_registry.host}/operator-suite:test")
+    push_image(image.name, f"docker://{oci_registry.host}/operator-suite:test", compress=False)
     accept = (
         "application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.v2+json"
     )
