@@ -55,13 +55,13 @@ _STAGING = "/run/.pod-volumes"
 _PRIVATE_ROOTS = ("/run", "/var/run")  # /var/run is /run on Debian; both become the process's own tmpfs
 
 
-def private_mount_path(container_path: str) -> bool:
-    """Whether a mount path lies in the process's own ``/run`` (no directory on the machine needed)."""
-    return any(container_path == root or container_path.startswith(root + "/") for root in _PRIVATE_ROOTS)
-
-
 def _under(path: str, directory: str) -> bool:
     return path == directory or path.startswith(directory.rstrip("/") + "/")
+
+
+def private_mount_path(container_path: str) -> bool:
+    """Whether a mount path lies in the process's own ``/run`` (no directory on the machine needed)."""
+    return any(_under(container_path, root) for root in _PRIVATE_ROOTS)
 
 
 def mount_script(mounts: Sequence[Mount] = (), hostname: str | None = None, keep: Sequence[str] = ()) -> str:
@@ -83,8 +83,9 @@ def mount_script(mounts: Sequence[Mount] = (), hostname: str | None = None, keep
     steps.append(f"mkdir -p {_STAGING}")
     chosen = sorted(mounts, key=lambda m: len(m.container_path))
     hidden = [path for path in keep if any(_under(path, m.container_path) for m in chosen)]
+    directories = [mount.host_path.is_dir() for mount in chosen]
     for index, mount in enumerate(chosen):
-        make = "mkdir" if mount.host_path.is_dir() else ":>"
+        make = "mkdir" if directories[index] else ":>"
         staged = f"{_STAGING}/{index}"
         steps += [f"{make} {staged}", f"mount --bind {shlex.quote(str(mount.host_path))} {staged}"]
     for index, path in enumerate(hidden):
@@ -95,7 +96,7 @@ def mount_script(mounts: Sequence[Mount] = (), hostname: str | None = None, keep
     for index, mount in enumerate(chosen):
         target = shlex.quote(mount.container_path)
         if private_mount_path(mount.container_path):  # in the new /run: made here
-            if mount.host_path.is_dir():
+            if directories[index]:
                 steps.append(f"mkdir -p {target}")
             else:
                 steps.append(f"mkdir -p {shlex.quote(str(Path(mount.container_path).parent))} && :> {target}")
