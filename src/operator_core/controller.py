@@ -1,7 +1,7 @@
 """One controller step for every operator: its wiring, and the apply-report-prune of an object's children.
 
 An operator's ``controller.handlers`` module describes itself once, and this
-module registers every kopf handler it needs:
+module registers the kopf handlers it needs (start-up, clean-up, probes):
 
 - :class:`Operator`: one per process. At start it checks its settings, connects
   (:func:`operator_core.reconciling.connect`), starts the watch caches
@@ -12,9 +12,10 @@ module registers every kopf handler it needs:
 - :meth:`Operator.controller`: one per custom resource. It adds to the caches
   the resource itself, its labelled children and what its spec names but does
   not own (a user's Secret, through :class:`~operator_core.reconciling.References`);
-  a change to any of them wakes the object's loop at once. kopf runs one daemon
-  per object, :func:`~operator_core.reconciling.run_object_loop` with the
-  operator's ``reconcile``.
+  a change to any of them wakes the object's loop at once. The cache starts one
+  loop per object as soon as it holds it,
+  :func:`~operator_core.reconciling.run_object_loop` with the operator's
+  ``reconcile``; kopf itself watches no resource (decision 20).
 
 Inside a reconcile, :func:`apply_report_prune` is the one way to bring an
 object's children to the desired set: server-side apply each, all at once
@@ -36,7 +37,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -66,7 +67,6 @@ from operator_core.metrics import REPLICA, timed_reconcile
 from operator_core.reconciling import (
     ConditionBook,
     References,
-    Stopped,
     Wakeups,
     connect,
     reconcile_gate,
@@ -75,7 +75,7 @@ from operator_core.reconciling import (
     run_object_loop,
     write_status,
 )
-from operator_core.runner import configure_kopf, watched_namespaces
+from operator_core.runner import configure_kopf, kopf_finalizer, watched_namespaces
 from operator_core.settings import KubeSettings, from_env
 
 __all__ = [
@@ -138,6 +138,13 @@ class Operator:
         self._context: Context | None = None
         self._gate: asyncio.Semaphore | None = None
         self._finalizing: dict[tuple[str, tuple[Any, Any]], asyncio.Task[None]] = {}
+        self._loops: dict[tuple[str, str, str, str], asyncio.Task[None]] = {}
+        """(purpose, kind, namespace, name) -> the loop reconciling that object, or letting it go."""
+        self._primaries: list[KindRef] = []
+        self.legacy_finalizer = kopf_finalizer(api_group)
+        """The finalizer kopf's per-object daemons put on every object before the loops were the cache's
+        own (decision 20): removed wherever it is found, so that an object an older version reconciled
+        can still be deleted."""
         self._stopping_flag = _Flag()
         self._trimming: asyncio.Task[None] | None = None
         self._synced_watch: asyncio.Task[None] | None = None
@@ -185,8 +192,14 @@ class Operator:
         memo.gate = reconcile_gate()
         if self._start is not None:
             await self._start(memo.context)
-        # Only now may finalizing loops start (the cache reports objects being deleted from its first list).
+        # Only now may loops start: one per object the first lists found (each listener saw it then, too
+        # early), and from now on as the watches report new ones.
         self._context, self._gate = memo.context, memo.gate
+        for kind in self._primaries:
+            informer = cache.informer(*kind)
+            for obj in informer.list() if informer is not None else []:
+                for listener in self._listeners:
+                    listener(kind, obj)
         self._trimming = asyncio.create_task(trim_after_work(lambda: self.reconciles), name="memory trim")
 
     async def _stopping(self, memo: kopf.Memo, **_: Any) -> None:
@@ -194,6 +207,13 @@ class Operator:
         if context is None:
             return
         self._stopping_flag.set()
+        # A reconcile in flight may finish (its loop then sees the flag); one that takes longer is cancelled.
+        loops = list(self._loops.values())
+        if loops:
+            _finished, unfinished = await asyncio.wait(loops, timeout=LOOP_STOP_SECONDS)
+            for task in unfinished:
+                task.cancel()
+            await asyncio.gather(*loops, return_exceptions=True)
         background = [
             *self._finalizing.values(),
             *([self._trimming] if self._trimming else []),
@@ -210,12 +230,92 @@ class Operator:
                 await context.kube.cache.stop()
             await context.kube.close()
 
+    def _object_loops(
+        self, resource: CustomResource, run_object: Callable[[str, str], Coroutine[Any, Any, None]]
+    ) -> Callable[[KindRef, Manifest], None]:
+        """A listener that keeps one reconcile loop running for each object of ``resource`` in the cache
+        that is not being deleted, from the moment the cache first holds it.
+
+        The loop ends by itself once its object is gone or being deleted. The cache, not kopf, starts
+        it: a new object is reconciled as soon as its ADDED event lands, with no second watch of the
+        kind and no finalizer written first (kopf's daemons wanted one on every object).
+        """
+        primary = (resource.api_version, resource.kind)
+        self._primaries.append(primary)
+
+        def maybe_start(kind: KindRef, obj: Manifest) -> None:
+            context = self._context
+            if kind != primary or context is None or self._stopping_flag:
+                return
+            metadata = obj.get("metadata") or {}
+            namespace, name = metadata.get("namespace") or "", metadata.get("name") or ""
+            informer = context.kube.cache.informer(*primary) if context.kube.cache is not None else None
+            held = informer.get(namespace, name) if informer is not None else obj
+            if held is None:
+                return
+            if held["metadata"].get("deletionTimestamp"):
+                if self.legacy_finalizer in (held["metadata"].get("finalizers") or []):
+                    self._start_loop(("release", resource.kind, namespace, name), self._release_legacy(held))
+                return
+            key = ("reconcile", resource.kind, namespace, name)
+
+            def restart_if_back() -> None:
+                # Deleted and made again while the old loop was ending: the new object needs its own.
+                if informer is not None and (again := informer.get(namespace, name)) is not None:
+                    maybe_start(kind, again)
+
+            self._start_loop(key, run_object(namespace, name), ended=restart_if_back)
+
+        return maybe_start
+
+    def _start_loop(
+        self,
+        key: tuple[str, str, str, str],
+        loop: Coroutine[Any, Any, None],
+        ended: Callable[[], None] | None = None,
+    ) -> None:
+        """Run ``loop`` as the one task for ``key``, unless one runs already; ``ended`` when it ends."""
+        if key in self._loops:
+            loop.close()
+            return
+        purpose, kind, namespace, name = key
+        task = asyncio.get_running_loop().create_task(loop, name=f"{purpose} {kind} {namespace}/{name}")
+        self._loops[key] = task
+
+        def done(_: asyncio.Task[None]) -> None:
+            self._loops.pop(key, None)
+            if ended is not None and not self._stopping_flag:
+                ended()
+
+        task.add_done_callback(done)
+
+    async def _release_legacy(self, obj: Manifest) -> None:
+        """Remove :attr:`legacy_finalizer` from an object being deleted (retried as a reconcile is)."""
+        context = self._context
+        assert context is not None
+        metadata = obj["metadata"]
+
+        async def once() -> None:
+            current = await context.kube.get(
+                obj["apiVersion"], obj["kind"], metadata["name"], metadata["namespace"]
+            )
+            if current is not None:
+                await _set_finalizers(context.kube, current, remove=[self.legacy_finalizer])
+
+        await run_loop(
+            once,
+            asyncio.Event(),
+            self._stopping_flag,
+            what=f"{metadata['namespace']}/{metadata['name']}'s old kopf finalizer",
+            logger=self._logger,
+        )
+
     def _finalizers(
         self, resource: CustomResource, finalizer: str, finalize: Reconcile, finalizing: Wakeups
     ) -> Callable[[KindRef, Manifest], None]:
         """A listener that starts a finalizing loop for each object of ``resource`` being deleted.
 
-        kopf stops an object's daemon once it is being deleted, so the clean-up runs in a loop of
+        An object's reconcile loop ends once it is being deleted, so the clean-up runs in a loop of
         its own, started by the cache (at start too, for objects deleted while the operator was
         down), woken like the reconcile loop, until ``finalize`` returns :data:`FINALIZED`.
         """
@@ -262,7 +362,7 @@ class Operator:
                     delay = await finalize(obj, context)
                     if delay != FINALIZED:
                         return delay
-                    await _hold_finalizer(kube, obj, finalizer, holds=False)
+                    await _set_finalizers(kube, obj, remove=[finalizer, self.legacy_finalizer])
                 return None
 
         try:
@@ -336,57 +436,51 @@ class Operator:
             raise TypeError("a finalizer and its finalize step come together")
         if finalizer is not None and finalize is not None:
             self._listeners.append(self._finalizers(resource, finalizer, finalize, finalizing))
-        plural = resource.plural
         first_pass = self._first_passes.setdefault(resource.kind, _FirstPass())
 
-        async def run_object(
-            name: str, namespace: str | None, stopped: kopf.DaemonStopped, memo: kopf.Memo, **_: Any
-        ) -> None:
-            assert namespace is not None, f"{resource.kind} is namespaced"
-            context: Context = memo.context
+        async def reconcile_object(obj: dict[str, Any], context: Context) -> float:
+            namespace, name = obj["metadata"]["namespace"], obj["metadata"]["name"]
+            self.reconciles += 1
+            self._reconciled.add((resource.kind, namespace, name))
+            try:
+                ours = [finalizer] if finalizer is not None else []
+                holds = needs_finalizer is None or needs_finalizer(obj)
+                await _set_finalizers(
+                    context.kube,
+                    obj,
+                    add=ours if holds else [],
+                    remove=[self.legacy_finalizer, *([] if holds else ours)],
+                )
+                with timed_reconcile(resource.kind):
+                    return await reconcile(obj, context)
+            except errors.InvalidSpec as error:
+                await report_invalid_spec(context, resource, obj, error)
+                raise
+            finally:
+                informer = context.kube.cache.informer(*primary) if context.kube.cache else None
+                if first_pass.finished(informer, (namespace, name)):
+                    self._logger.info("every %s there at the start has been reconciled once", resource.kind)
 
-            async def reconcile_object(obj: dict[str, Any]) -> float:
-                self.reconciles += 1
-                self._reconciled.add((resource.kind, namespace, name))
-                try:
-                    if finalizer is not None:
-                        holds = needs_finalizer is None or needs_finalizer(obj)
-                        await _hold_finalizer(context.kube, obj, finalizer, holds=holds)
-                    with timed_reconcile(resource.kind):
-                        return await reconcile(obj, context)
-                except errors.InvalidSpec as error:
-                    await report_invalid_spec(context, resource, obj, error)
-                    raise
-                finally:
-                    informer = context.kube.cache.informer(*primary) if context.kube.cache else None
-                    if first_pass.finished(informer, (namespace, name)):
-                        self._logger.info(
-                            "every %s there at the start has been reconciled once", resource.kind
-                        )
-
+        async def run_object(namespace: str, name: str) -> None:
+            context = self._context
+            assert context is not None, "object loops start once the operator has"
             with about_object(resource.kind, namespace, name):
                 await run_object_loop(
                     context.kube,
                     resource,
                     name,
                     namespace,
-                    reconcile_object,
+                    lambda obj: reconcile_object(obj, context),
                     wakeups,
-                    # kopf stops its daemons while its clean-up runs, which closes the client: a reconcile
-                    # in flight then fails on a closed client, and must end quietly, not with a traceback.
-                    _Either(stopped, self._stopping_flag),
+                    self._stopping_flag,
                     logger=self._logger,
-                    gate=memo.gate,
+                    gate=self._gate,
                     references=references,
                 )
-            # kopf stops a deleted object's daemon too (its stop flag then says RESOURCE_DELETED): only an
-            # operator on its way out keeps what it knows.
-            if on_gone is not None and not self._stopping_flag and not _operator_exiting(stopped):
+            if on_gone is not None and not self._stopping_flag:
                 on_gone(namespace, name)
 
-        kopf.daemon(resource.group, resource.version, plural, id=f"{plural}-loop", cancellation_timeout=10.0)(
-            run_object
-        )
+        self._listeners.append(self._object_loops(resource, run_object))
 
 
 class _FirstPass:
@@ -424,7 +518,7 @@ _FIRST_PASS_RECHECK = 16
 
 
 class _Flag:
-    """A stop flag for loops the operator runs itself (kopf's ``DaemonStopped`` for its daemons)."""
+    """The stop flag of the loops the operator runs: set once it is stopping."""
 
     def __init__(self) -> None:
         self._event = asyncio.Event()
@@ -439,32 +533,12 @@ class _Flag:
         await self._event.wait()
 
 
-class _Either:
-    """Stopped once either of two stop flags is."""
-
-    def __init__(self, first: Stopped, second: Stopped) -> None:
-        self._flags = (first, second)
-
-    def __bool__(self) -> bool:
-        return any(self._flags)
-
-    async def wait(self) -> None:
-        waiters = [asyncio.ensure_future(flag.wait()) for flag in self._flags]
-        try:
-            await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for waiter in waiters:
-                waiter.cancel()
-
-
 FINALIZED = -1.0
 """What a ``finalize`` step returns once its clean-up is done: the finalizer may go."""
 
 
-def _operator_exiting(stopped: kopf.DaemonStopped) -> bool:
-    reason = stopped.reason
-    exiting = kopf.DaemonStoppingReason.OPERATOR_EXITING | kopf.DaemonStoppingReason.OPERATOR_PAUSING
-    return reason is not None and bool(reason & exiting)
+LOOP_STOP_SECONDS = 10.0
+"""How long a stopping operator lets the reconciles in flight finish before cancelling them."""
 
 
 async def _report_synced(cache: Cache) -> None:
@@ -473,14 +547,16 @@ async def _report_synced(cache: Cache) -> None:
     REPLICA.caches_synced(True)
 
 
-async def _hold_finalizer(kube: Kube, obj: Manifest, finalizer: str, *, holds: bool) -> None:
-    """Add or remove ``finalizer``; conditional on the object's resourceVersion, since a merge patch
-    replaces the whole list (kopf's own finalizer is in it too)."""
+async def _set_finalizers(
+    kube: Kube, obj: Manifest, *, add: Sequence[str] = (), remove: Sequence[str] = ()
+) -> None:
+    """Add ``add`` to the finalizers and take ``remove`` out, in one patch or none; conditional on the
+    object's resourceVersion, since a merge patch replaces the whole list (with others' finalizers)."""
     metadata = obj["metadata"]
     current = list(metadata.get("finalizers") or [])
-    if (finalizer in current) == holds:
+    wanted = [f for f in current if f not in remove] + [f for f in add if f not in current]
+    if wanted == current:
         return
-    wanted = [*current, finalizer] if holds else [f for f in current if f != finalizer]
     patch = {"metadata": {"finalizers": wanted, "resourceVersion": metadata["resourceVersion"]}}
     await kube.patch(obj["apiVersion"], obj["kind"], metadata["name"], metadata.get("namespace"), patch)
 

@@ -7,10 +7,10 @@ One loop per custom object, woken by changes:
 - :class:`Wakeups`: one event per object; a change the watch caches see to the
   object, one of its children or something it names (:class:`References`) sets
   it, and the object's loop wakes at once.
-- :func:`run_object_loop`: the body of an operator's per-object kopf daemon:
-  wait until the watch caches have listed, read the object (from them),
-  reconcile it until it is gone or being deleted, taking turns through
-  :func:`reconcile_gate` with the operator's other objects.
+- :func:`run_object_loop`: the body of an operator's per-object loop, which the
+  watch cache starts as soon as it holds a new object: wait until the watch
+  caches have listed, read the object (from them), reconcile it until it is
+  gone or being deleted, taking turns through :func:`reconcile_gate` with the operator's other objects.
 - :func:`run_loop`: reconcile, then sleep until woken, stopped, or the delay the
   reconcile asked for passes; failures never end the loop, and
   :func:`operator_core.errors.retry_policy` says whether one backs off or waits
@@ -73,7 +73,7 @@ WAIT_FOR_CHANGE = math.inf
 
 
 class Stopped(Protocol):
-    """What kopf's ``DaemonStopped`` offers: truthy once stopping, and awaitable until then."""
+    """A stop flag: truthy once stopping, and awaitable until then."""
 
     def __bool__(self) -> bool: ...
 
@@ -195,11 +195,8 @@ async def run_object_loop(
             # Nothing is decided from a cache that has not listed yet (after a start, or a 410).
             await kube.cache.wait_synced()
         async with gate or contextlib.nullcontext():
+            # The cache started this loop, and tells it of the object's deletion: what it holds is enough.
             obj = await kube.get(resource.api_version, resource.kind, name, namespace)
-            if obj is None and kube.cache is not None:
-                # kopf's own watch may have told of a new object before the cache's did: only the API
-                # server can say it is gone (the loop ends then, and kopf does not start it again).
-                obj = await kube.get_live(resource.api_version, resource.kind, name, namespace)
             if obj is None or obj["metadata"].get("deletionTimestamp"):
                 return None
             with reconciling_as(wakeups, key):

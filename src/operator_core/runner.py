@@ -279,11 +279,17 @@ def watched_namespaces() -> tuple[str, ...] | None:
     return _watched_namespaces
 
 
+def kopf_finalizer(api_group: str) -> str:
+    """The finalizer kopf puts on the objects its daemons run for, in this suite."""
+    return f"{api_group}/finalizer"
+
+
 def configure_kopf(settings: kopf.OperatorSettings, api_group: str) -> None:
     """Settings every operator of the suite shares; called from each operator's startup handler."""
-    # Progress and diff-base live in annotations under the operator's own API group,
-    # so that they never clash between operators watching the same objects.
-    settings.persistence.finalizer = f"{api_group}/finalizer"
+    # kopf watches no resource of ours (the watch caches start the loops, decision 20); should a kopf
+    # resource handler come back, its finalizer, progress and diff-base are under the operator's own
+    # API group, so that they never clash between operators watching the same objects.
+    settings.persistence.finalizer = kopf_finalizer(api_group)
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=api_group)
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
         prefix=api_group, key="last-handled-configuration"

@@ -56,6 +56,8 @@ POD_MONITOR_CRD: dict[str, Any] = {
     },
 }
 OPERATOR_USER = "system:serviceaccount:typesense-system:typesense-operator"
+KOPF_FINALIZER = "ts.opentelekomcloud.com/finalizer"
+"""What kopf's daemons put on every cluster, before the watch caches started the loops (decision 20)."""
 SEED_SAMPLE = "ts_v1alpha1_typesensecluster_opentelekomcloud"
 SEED_SAMPLE_SPEC = sample_spec(SEED_SAMPLE, "TypesenseCluster")
 
@@ -315,6 +317,44 @@ async def test_steady_state_reconcile_makes_no_request_at_all(
     await wait_for_reconcile(typesense_operator, more_than=before, since=time.time())
     requests = operator_requests(control_plane, OPERATOR_USER, namespace)[settled:]
     assert requests == [], [(e["verb"], e["objectRef"]) for e in requests]
+
+
+async def test_no_finalizer_is_written_and_an_older_versions_kopf_finalizer_is_let_go(
+    kube: Kube, namespace: str, typesense_operator: OperatorProcess
+) -> None:
+    """A cluster whose children all have it as their owner carries no finalizer: nothing is written
+    before its children. Clusters an older version reconciled carry kopf's finalizer: it goes, from a
+    cluster that lives and from one deleted while the operator was down (which it held until now)."""
+    spec = {"image": "typesense/typesense:27.1", "replicas": 1, "storage": {"size": "100Mi"}}
+
+    def older(name: str) -> dict[str, Any]:
+        made = cluster(namespace, spec, name)
+        made["metadata"]["finalizers"] = [KOPF_FINALIZER]
+        return made
+
+    typesense_operator.stop()
+    try:
+        await kube.create(older("reconciled-before"))
+        await kube.create(older("deleted-while-down"))
+        await kube.delete(API, "TypesenseCluster", "deleted-while-down", namespace)
+        held = await kube.get_live(API, "TypesenseCluster", "deleted-while-down", namespace)
+        assert held is not None
+        assert held["metadata"].get("deletionTimestamp"), "kopf's finalizer holds it"
+    finally:
+        typesense_operator.start()
+    await kube.apply(cluster(namespace, spec))
+
+    async def let_go() -> bool:
+        gone = await kube.get_live(API, "TypesenseCluster", "deleted-while-down", namespace) is None
+        kept = await kube.get_live(API, "TypesenseCluster", "reconciled-before", namespace)
+        return gone and kept is not None and not kept["metadata"].get("finalizers")
+
+    await wait_until(let_go, timeout=30, what="kopf's old finalizer removed from both clusters")
+    await wait_for_condition(kube, namespace, "ChildrenApplied", "True")
+    new = await kube.get_live(API, "TypesenseCluster", "cluster-1", namespace)
+    assert new is not None
+    assert not new["metadata"].get("finalizers")
+    assert "Traceback" not in typesense_operator.log()
 
 
 async def test_deleting_the_cluster_removes_children_and_keeps_volumes(
