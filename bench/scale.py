@@ -65,11 +65,12 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import httpx
+import yaml
 
 from operator_testkit.assertions import WRITE_VERBS
 from operator_testkit.controlplane import ENDPOINT_CONTROLLERS, ControlPlane
 from operator_testkit.nodeagent.harness import start_agent
-from operator_testkit.operators import OperatorProcess, service_account_kubeconfig
+from operator_testkit.operators import OperatorProcess, account_kubeconfig, service_account_kubeconfig
 
 ROOT = Path(__file__).resolve().parent.parent
 API = "ts.opentelekomcloud.com/v1alpha1"
@@ -182,8 +183,8 @@ def our_side() -> Side:
 
 def go_side(binary: Path, crds: Path) -> Side:
     def launch(plane: ControlPlane, home: Path) -> Operator:
-        (home / "go-rbac.yaml").write_text(GO_RBAC)
-        kubeconfig = service_account_kubeconfig(plane, home / "go-rbac.yaml", home / "operator.kubeconfig")
+        rbac = list(yaml.safe_load_all(GO_RBAC))
+        kubeconfig = account_kubeconfig(plane, rbac, home / "operator.kubeconfig")
         # No proxy settings, and no KUBECONFIG to compete with the flag.
         environment = {k: v for k, v in os.environ.items() if "proxy" not in k.lower() and k != "KUBECONFIG"}
         return OperatorProcess.of_command(

@@ -226,6 +226,7 @@ class Operator:
             if self._stop is not None:
                 await self._stop(context)
         finally:
+            await context.recorder.flush()
             if context.kube.cache is not None:
                 await context.kube.cache.stop()
             await context.kube.close()

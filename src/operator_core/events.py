@@ -9,6 +9,7 @@ reconcile.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import socket
@@ -43,6 +44,7 @@ class EventRecorder:
         self._kube = kube
         self.controller = controller
         self.instance = instance or os.environ.get("POD_NAME") or socket.gethostname()
+        self._pending: set[asyncio.Task[dict[str, Any]]] = set()
 
     async def emit(
         self,
@@ -54,9 +56,45 @@ class EventRecorder:
         action: str | None = None,
     ) -> dict[str, Any]:
         """Post one Event about ``regarding`` (any object dict with apiVersion, kind and metadata)."""
+        return await self._post(self._event(regarding, event_type, reason, note, action))
+
+    def emit_soon(
+        self, regarding: Mapping[str, Any], event_type: EventType, reason: StrEnum, note: str
+    ) -> None:
+        """Post one Event in the background, as client-go's recorder does: a reconcile does not wait for
+        a note before its next write (a new cluster's children). The Event is made now (its time, its
+        note); :meth:`flush` waits for what is still on its way."""
+        event = self._event(regarding, event_type, reason, note, None)
+        task = asyncio.get_running_loop().create_task(self._post(event), name=f"Event {reason}")
+        self._pending.add(task)
+        task.add_done_callback(self._posted)
+
+    def _posted(self, task: asyncio.Task[dict[str, Any]]) -> None:
+        self._pending.discard(task)
+        if not task.cancelled() and (error := task.exception()) is not None:
+            _log.warning("Event not posted: %s", scrub(str(error)))
+
+    async def flush(self, timeout: float = 5.0) -> None:
+        """Wait up to ``timeout`` seconds for the Events still being posted; cancel the rest."""
+        pending = list(self._pending)
+        if not pending:
+            return
+        _finished, unfinished = await asyncio.wait(pending, timeout=timeout)
+        for task in unfinished:
+            task.cancel()
+        await asyncio.gather(*unfinished, return_exceptions=True)
+
+    def _event(
+        self,
+        regarding: Mapping[str, Any],
+        event_type: EventType,
+        reason: StrEnum,
+        note: str,
+        action: str | None,
+    ) -> dict[str, Any]:
         metadata = regarding["metadata"]
         namespace = metadata.get("namespace") or "default"
-        event = {
+        return {
             "apiVersion": "events.k8s.io/v1",
             "kind": "Event",
             "metadata": {"name": f"{metadata['name']}.{uuid.uuid4().hex[:16]}", "namespace": namespace},
@@ -76,12 +114,19 @@ class EventRecorder:
                 "resourceVersion": metadata.get("resourceVersion"),
             },
         }
+
+    async def _post(self, event: dict[str, Any]) -> dict[str, Any]:
         try:
             return await self._kube.create(event)
         except OperatorError as error:
             # An Event is a note, not the work: one the API server refuses (a namespace being deleted,
             # a rate limit) is logged and the reconcile goes on, as client-go's recorder does.
+            regarding = event["regarding"]
             _log.warning(
-                "Event %s about %s %s not posted: %s", reason, regarding["kind"], metadata["name"], error
+                "Event %s about %s %s not posted: %s",
+                event["reason"],
+                regarding["kind"],
+                regarding["name"],
+                error,
             )
             return {}

@@ -403,18 +403,25 @@ class Kube:
         return informer
 
     async def get(
-        self, api_version: str, kind: str, name: str, namespace: str | None = None
+        self,
+        api_version: str,
+        kind: str,
+        name: str,
+        namespace: str | None = None,
+        *,
+        labelled_only: bool = False,
     ) -> Manifest | None:
         """The object as a dict, or None when it does not exist; from the cache when it holds the kind
         (without its spec if the cache holds the kind so: :attr:`~operator_core.cache.WatchedKind.keep_spec`).
 
         An informer that selects by label answers "absent" only by asking the API server: the
-        object may exist without our labels.
+        object may exist without our labels. With ``labelled_only``, the caller's own child that it is
+        about to apply anyway, one without our labels counts as absent, and no request is made.
         """
         informer = self._informer_for(api_version, kind, of_one=True)
         if informer is not None:
             found: Manifest | None = informer.get(namespace, name)
-            if found is not None or informer.kind.labels is None:
+            if found is not None or informer.kind.labels is None or labelled_only:
                 return found
         return await self.get_live(api_version, kind, name, namespace)
 

@@ -383,7 +383,8 @@ class ConditionBook:
         return find(self.conditions, condition_type)
 
     async def event(self, event_type: EventType, reason: StrEnum, note: str) -> None:
-        await self.recorder.emit(self.regarding, event_type, reason, note)
+        # In the background: the reconcile's next write does not wait for a note.
+        self.recorder.emit_soon(self.regarding, event_type, reason, note)
 
 
 async def write_status(

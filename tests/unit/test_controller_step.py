@@ -23,6 +23,9 @@ class Recorder:
     async def emit(self, regarding: Any, event_type: str, reason: str, note: str) -> None:
         self.events.append((event_type, str(reason), note))
 
+    def emit_soon(self, regarding: Any, event_type: str, reason: str, note: str) -> None:
+        self.events.append((event_type, str(reason), note))
+
 
 class Widget(Owner[ApiModel]):
     resource: ClassVar[CustomResource] = CustomResource(

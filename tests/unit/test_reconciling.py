@@ -44,6 +44,9 @@ class Recorder:
     async def emit(self, regarding: Any, event_type: str, reason: str, note: str) -> None:
         self.events.append((event_type, str(reason), note))
 
+    def emit_soon(self, regarding: Any, event_type: str, reason: str, note: str) -> None:
+        self.events.append((event_type, str(reason), note))
+
 
 def a_book(conditions: list[dict[str, Any]] | None = None) -> tuple[ConditionBook, Recorder]:
     recorder = Recorder()

@@ -428,7 +428,11 @@ async def grow_storage(scope: Scope) -> Outcome:
     does not allow expansion, StorageReady says so and nothing changes: the StatefulSet keeps its size.
     """
     cluster, kube = scope.cluster, scope.kube
-    live = await kube.get("apps/v1", "StatefulSet", cluster.statefulset_name, cluster.namespace)
+    # A new cluster's StatefulSet is not there yet, and asking the API server to be sure would delay
+    # every child; one there without our labels gets them from the apply, and is looked at next time.
+    live = await kube.get(
+        "apps/v1", "StatefulSet", cluster.statefulset_name, cluster.namespace, labelled_only=True
+    )
     if live is not None and live["metadata"].get("deletionTimestamp"):
         # Being orphaned by the garbage collector: its deletion wakes the cluster, which creates it anew.
         await scope.set_condition(ConditionType.STORAGE_READY, "True", "Expanding", _recreating(cluster))

@@ -26,7 +26,13 @@ from operator_testkit.controlplane import ControlPlane, free_port
 from operator_testkit.errors import ControlPlaneError
 from operator_testkit.nodeagent.processes import die_with_parent
 
-__all__ = ["OperatorProcess", "OperatorRegistry", "operator_rbac", "service_account_kubeconfig"]
+__all__ = [
+    "OperatorProcess",
+    "OperatorRegistry",
+    "account_kubeconfig",
+    "operator_rbac",
+    "service_account_kubeconfig",
+]
 
 
 def operator_rbac(rules_file: Path) -> list[dict[str, Any]]:
@@ -55,8 +61,14 @@ def operator_rbac(rules_file: Path) -> list[dict[str, Any]]:
 def service_account_kubeconfig(control_plane: ControlPlane, rules_file: Path, out: Path) -> Path:
     """Grant the chart's rules (:func:`operator_rbac`, as admin), then write a kubeconfig with a token of
     its ServiceAccount."""
+    return account_kubeconfig(control_plane, operator_rbac(rules_file), out)
+
+
+def account_kubeconfig(control_plane: ControlPlane, documents: list[dict[str, Any]], out: Path) -> Path:
+    """Apply ``documents`` (as admin; the second is the ServiceAccount, the rest grant it what it may do),
+    then write a kubeconfig with a token of that ServiceAccount: for another operator (a benchmark's Go
+    peer) as much as for ours."""
     kubectl = [str(control_plane.binaries.kubectl), f"--kubeconfig={control_plane.kubeconfig}"]
-    documents = operator_rbac(rules_file)
     subprocess.run(
         [*kubectl, "apply", "--server-side", "-f", "-"],
         input=yaml.safe_dump_all(documents).encode(),
