@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -14,6 +15,14 @@ NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 OLD, NEW = "rev-old", "rev-new"
 
 
+EVERY_NODE = ("every node",)
+"""A leader's raft configuration that names every node of the table at its address (filled in by plan)."""
+
+
+def address(index: int) -> str:
+    return f"10.0.0.{index + 1}:8107"
+
+
 def node(
     index: int,
     revision: str | None = OLD,
@@ -22,12 +31,25 @@ def node(
     *,
     ready: bool = True,
     deleting: bool = False,
+    peers: tuple[str, ...] | None = EVERY_NODE,
 ) -> RollNode:
-    probe = NodeProbe(index=index, reachable=state is not None, state=state, committed_index=committed)
+    probe = NodeProbe(
+        index=index,
+        reachable=state is not None,
+        state=state,
+        committed_index=committed,
+        raft_peers=peers,
+        address=address(index),
+    )
     return RollNode(probe, revision, ready=ready, deleting=deleting)
 
 
 def plan(nodes: list[RollNode], *, quorum_ready: bool = True, waiting: float | None = None):  # type: ignore[no-untyped-def]
+    every = tuple(n.probe.address for n in nodes if n.probe.address is not None)
+    nodes = [
+        replace(n, probe=replace(n.probe, raft_peers=every)) if n.probe.raft_peers == EVERY_NODE else n
+        for n in nodes
+    ]
     since = None if waiting is None else NOW - timedelta(seconds=waiting)
     return plan_roll(
         nodes, NEW, quorum_ready=quorum_ready, waiting_since=since, now=NOW, settings=RollSettings()
@@ -150,3 +172,25 @@ def test_the_roll_bookkeeping_round_trips_through_the_status_and_leaves_unset_fi
     assert roll_under_way(status, NEW)
     assert roll_status(NEW, None, None) == {"updateRevision": NEW}, "no None to rewrite on every reconcile"
     assert not roll_under_way({"roll": roll_status(NEW, None, None)}, NEW)
+
+
+def test_a_node_back_at_a_new_address_holds_the_roll_until_the_leaders_configuration_names_it() -> None:
+    """Its committed index looks caught up, but the leader replicates to the old address only: restarting
+    another node now would leave the configuration with no majority that can elect a leader."""
+    before_refresh = (address(0), "10.0.0.9:8107", address(2))
+    nodes = [node(0, state="LEADER", peers=before_refresh), node(1, NEW, committed=990), node(2)]
+    step = plan(nodes)
+    assert (step.action, step.node) == (RollAction.WAIT, 1)
+    assert f"does not name its address {address(1)} yet" in step.message
+    refreshed = [node(0, state="LEADER"), node(1, NEW, committed=990), node(2)]
+    assert (plan(refreshed).action, plan(refreshed).node) == (RollAction.RESTART, 2)
+
+
+def test_nothing_is_restarted_while_the_leaders_configuration_names_a_gone_address_or_is_unknown() -> None:
+    stale = [node(0, state="LEADER", peers=(*map(address, range(3)), "10.0.0.9:8107")), node(1), node(2)]
+    step = plan(stale)
+    assert step.action is RollAction.WAIT
+    assert "still names 10.0.0.9:8107, which no node has now" in step.message
+    unknown = plan([node(0, state="LEADER", peers=None), node(1), node(2)])
+    assert unknown.action is RollAction.WAIT
+    assert "cannot be read" in unknown.message

@@ -4,8 +4,13 @@ Pure: no I/O, no clock.
 A StatefulSet's own rolling update sees readiness only. This planner sees raft:
 
 - nothing is restarted while the cluster is not ``QuorumReady``, nor while a restarted node is not
-  back (its pod Ready, a FOLLOWER of the current leader, its committed index within
-  ``catch_up_entries`` of the leader's);
+  back (its pod Ready, a FOLLOWER, its committed index within ``catch_up_entries`` of the leader's,
+  and its address, new after a restart, in the leader's raft configuration), nor while that
+  configuration names an address that no node has any more. A node back at a new address follows
+  nobody until the leader's next nodes-file refresh (every 10 s) puts it in the configuration, and
+  its committed index only looks caught up; restarting another node before that leaves a
+  configuration whose reachable members are no majority: no leader can be elected, and quorum
+  recovery has to step in, in the middle of a roll;
 - an outdated node that is not caught up goes first: restarting it costs no caught-up node;
 - a caught-up node is restarted only if a majority stays caught up without it;
 - followers before the leader, and the leader last, once every follower runs the new revision and
@@ -87,7 +92,22 @@ def _caught_up(node: RollNode, leader: NodeProbe | None, settings: RollSettings)
         return True
     if probe.state != "FOLLOWER" or probe.committed_index is None or leader.committed_index is None:
         return False
+    if not _in_configuration(probe, leader):
+        return False
     return leader.committed_index - probe.committed_index <= settings.catch_up_entries
+
+
+def _in_configuration(probe: NodeProbe, leader: NodeProbe) -> bool:
+    """Whether the leader's raft configuration names the node's current address (unknown: no)."""
+    return leader.raft_peers is not None and probe.address is not None and probe.address in leader.raft_peers
+
+
+def _stale_peers(nodes: Sequence[RollNode], leader: NodeProbe) -> list[str] | None:
+    """The addresses in the leader's raft configuration that no node has now; None when unknown."""
+    if leader.raft_peers is None:
+        return None
+    current = {node.probe.address for node in nodes if node.probe.address is not None}
+    return [peer for peer in leader.raft_peers if peer not in current]
 
 
 def _not_caught_up(node: RollNode, leader: NodeProbe) -> str:
@@ -98,6 +118,8 @@ def _not_caught_up(node: RollNode, leader: NodeProbe) -> str:
         return "it does not answer"
     if probe.state != "FOLLOWER":
         return f"its raft state is {probe.state}"
+    if not _in_configuration(probe, leader):
+        return f"the leader's raft configuration does not name its address {probe.address} yet"
     return f"committed index {probe.committed_index}, the leader's {leader.committed_index}"
 
 
@@ -136,12 +158,27 @@ def plan_roll(
                 done,
                 to_do,
             )
+        first = next(n for n in ordered if n.index == coming_back[0])
+        why = f" (node {first.index}: {_not_caught_up(first, leader)})" if leader is not None else ""
         return RollPlan(
-            RollAction.WAIT, coming_back[0], f"waiting for node(s) {names} to come back", done, to_do
+            RollAction.WAIT, coming_back[0], f"waiting for node(s) {names} to come back{why}", done, to_do
         )
     if not quorum_ready or leader is None:
         return RollPlan(
             RollAction.WAIT, None, "no node is restarted while the cluster is not QuorumReady", done, to_do
+        )
+    stale = _stale_peers(ordered, leader)
+    if stale is None or stale:
+        known = (
+            "cannot be read" if stale is None else f"still names {', '.join(stale)}, which no node has now"
+        )
+        return RollPlan(
+            RollAction.WAIT,
+            None,
+            f"no node is restarted while the leader's raft configuration {known}: the nodes left could "
+            "be no majority of it",
+            done,
+            to_do,
         )
 
     outdated = [n for n in ordered if n.index in to_do]
