@@ -635,6 +635,7 @@ async def apply_report_prune(
     desired: Sequence[Manifest],
     prunable: Iterable[tuple[str, str]],
     prunable_elsewhere: Iterable[tuple[str, str]] = (),
+    created_already: Sequence[str] = (),
 ) -> None:
     """Apply ``desired``, report it, and delete the owner's children of ``prunable`` kinds it no longer names.
 
@@ -646,7 +647,9 @@ async def apply_report_prune(
     retry), and is raised again for the loop's error policy. A prunable kind that is not
     served (its CRD is not installed) has nothing to prune. Children of a ``prunable_elsewhere``
     kind live in other namespaces than the owner's: they carry :data:`OWNER_NAMESPACE_LABEL` and are
-    looked for in every namespace.
+    looked for in every namespace. ``created_already`` names children the reconcile created itself
+    before (a generated key's Secret, made once and never applied): they join the Created Event, which
+    saves a write of its own per new object.
     """
     # Children are applied all at once, in two waves: what runs pods comes after what pods read (their
     # ConfigMaps and Secrets), so that no pod starts before its configuration exists.
@@ -657,7 +660,10 @@ async def apply_report_prune(
     ]
     results: list[ApplyResult | errors.KubeError] = []
     applied: list[Manifest] = []
-    changed: dict[StepEventReason, list[str]] = {StepEventReason.CREATED: [], StepEventReason.UPDATED: []}
+    changed: dict[StepEventReason, list[str]] = {
+        StepEventReason.CREATED: list(created_already),
+        StepEventReason.UPDATED: [],
+    }
     for wave in waves:
         results.extend(await asyncio.gather(*(_apply(kube, manifest) for manifest in wave)))
         applied.extend(wave)

@@ -42,7 +42,6 @@ class EventReason(StrEnum):
     """The operator's own Event reasons; the children's (Created, Updated, Deleted, ApplyFailed) are
     every operator's: :class:`operator_core.children.StepEventReason`."""
 
-    ADMIN_KEY_GENERATED = "AdminKeyGenerated"
     ADMIN_KEY_MISSING = "AdminKeyMissing"
     INVALID_CONFIGURATION = "InvalidConfiguration"
     POD_MONITOR_UNAVAILABLE = "PodMonitorUnavailable"

@@ -122,6 +122,8 @@ class Scope:
     routes_applied: str | None = None
     """RoutesReady's message once they are applied (None: none requested, or a Gateway API CRD missing)."""
 
+    created: list[str] = field(default_factory=list)
+    """Children this reconcile created before applying the others (the generated key's Secret)."""
     claim_size: str | None = None
     """The size the StatefulSet's claim template keeps (None: the spec's)."""
 
@@ -207,9 +209,8 @@ async def ensure_admin_key(scope: Scope) -> Outcome:
         manifest = build_generated_key_secret(cluster, generated)
         assert manifest is not None
         secret = await scope.kube.create(manifest)
-        await scope.event(
-            "Normal", EventReason.ADMIN_KEY_GENERATED, f"generated admin API key in Secret {name}"
-        )
+        # Told in the Created Event of the children: one Event for a new cluster, not two.
+        scope.created.append(f"Secret {name} (a generated admin API key)")
     if secret is None:
         await scope.set_condition(
             ConditionType.ADMIN_KEY_READY,
@@ -518,7 +519,13 @@ async def apply_children(scope: Scope) -> Outcome:
             "v1", "ConfigMap", cluster.nodes_configmap_name, cluster.namespace
         )
     await apply_report_prune(
-        scope.kube, scope.book, scope.cluster, desired, PRUNABLE_KINDS, prunable_elsewhere=PRUNABLE_ELSEWHERE
+        scope.kube,
+        scope.book,
+        scope.cluster,
+        desired,
+        PRUNABLE_KINDS,
+        prunable_elsewhere=PRUNABLE_ELSEWHERE,
+        created_already=scope.created,
     )
     if nodes_list_before is not None:
         await _hurry_the_nodes_list(scope, nodes_list_before, desired, pods)
