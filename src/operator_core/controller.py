@@ -628,6 +628,13 @@ async def _apply(kube: Kube, manifest: Manifest) -> ApplyResult | errors.KubeErr
         return error
 
 
+async def _create(kube: Kube, manifest: Manifest) -> ApplyResult | errors.KubeError:
+    try:
+        return ApplyResult(await kube.create(manifest), written=True, created=True)
+    except errors.KubeError as error:
+        return error
+
+
 async def apply_report_prune(
     kube: Kube,
     book: ConditionBook,
@@ -635,7 +642,7 @@ async def apply_report_prune(
     desired: Sequence[Manifest],
     prunable: Iterable[tuple[str, str]],
     prunable_elsewhere: Iterable[tuple[str, str]] = (),
-    created_already: Sequence[str] = (),
+    create_once: Sequence[tuple[Manifest, str]] = (),
 ) -> None:
     """Apply ``desired``, report it, and delete the owner's children of ``prunable`` kinds it no longer names.
 
@@ -647,9 +654,10 @@ async def apply_report_prune(
     retry), and is raised again for the loop's error policy. A prunable kind that is not
     served (its CRD is not installed) has nothing to prune. Children of a ``prunable_elsewhere``
     kind live in other namespaces than the owner's: they carry :data:`OWNER_NAMESPACE_LABEL` and are
-    looked for in every namespace. ``created_already`` names children the reconcile created itself
-    before (a generated key's Secret, made once and never applied): they join the Created Event, which
-    saves a write of its own per new object.
+    looked for in every namespace. ``create_once`` holds children that are created, never applied (a
+    generated key's Secret must never be replaced), each with what it is for the Created Event: they
+    go with the first wave, and a 409 (made meanwhile by someone else) fails the reconcile like a
+    refused apply, so that the next one reads what is there.
     """
     # Children are applied all at once, in two waves: what runs pods comes after what pods read (their
     # ConfigMaps and Secrets), so that no pod starts before its configuration exists.
@@ -660,13 +668,17 @@ async def apply_report_prune(
     ]
     results: list[ApplyResult | errors.KubeError] = []
     applied: list[Manifest] = []
-    changed: dict[StepEventReason, list[str]] = {
-        StepEventReason.CREATED: list(created_already),
-        StepEventReason.UPDATED: [],
-    }
-    for wave in waves:
-        results.extend(await asyncio.gather(*(_apply(kube, manifest) for manifest in wave)))
-        applied.extend(wave)
+    changed: dict[StepEventReason, list[str]] = {StepEventReason.CREATED: [], StepEventReason.UPDATED: []}
+    notes = {id(manifest): f" ({why})" for manifest, why in create_once}
+    for number, wave in enumerate(waves):
+        created = [manifest for manifest, _ in create_once] if number == 0 else []
+        results.extend(
+            await asyncio.gather(
+                *(_create(kube, manifest) for manifest in created),
+                *(_apply(kube, manifest) for manifest in wave),
+            )
+        )
+        applied.extend([*created, *wave])
         if any(isinstance(result, errors.KubeError) for result in results):
             break
     for manifest, result in zip(applied, results, strict=True):
@@ -682,7 +694,8 @@ async def apply_report_prune(
             )
             raise result
         if result.written:
-            changed[StepEventReason.CREATED if result.created else StepEventReason.UPDATED].append(what)
+            step = StepEventReason.CREATED if result.created else StepEventReason.UPDATED
+            changed[step].append(what + notes.get(id(manifest), ""))
     for reason, children in changed.items():
         if children:
             await book.event("Normal", reason, _listed(reason, children))

@@ -158,7 +158,7 @@ async def test_generated_key_is_created_once_and_never_replaced(
     key = secret["data"]["typesense-api-key"]
     assert len(base64.b64decode(key)) == 48
     (event,) = await wait_until(lambda: events_for(kube, namespace, "Created"), what="event")  # type: ignore[misc]
-    assert "Secret cluster-1-admin-key (a generated admin API key)" in event["message"]
+    assert "Secret cluster-1-admin-key (a generated admin API key)" in event["message"], event["message"]
     assert base64.b64decode(key).decode() not in event["message"]
     await kube.apply(cluster(namespace, {"image": "typesense/typesense:27.1", "replicas": 5}))
     await wait_until(

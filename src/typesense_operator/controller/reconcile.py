@@ -122,8 +122,8 @@ class Scope:
     routes_applied: str | None = None
     """RoutesReady's message once they are applied (None: none requested, or a Gateway API CRD missing)."""
 
-    created: list[str] = field(default_factory=list)
-    """Children this reconcile created before applying the others (the generated key's Secret)."""
+    create_once: list[tuple[dict[str, Any], str]] = field(default_factory=list)
+    """Children to create, never apply, with the others, and what each is for (the generated key)."""
     claim_size: str | None = None
     """The size the StatefulSet's claim template keeps (None: the spec's)."""
 
@@ -208,9 +208,10 @@ async def ensure_admin_key(scope: Scope) -> Outcome:
         register_secret(generated)
         manifest = build_generated_key_secret(cluster, generated)
         assert manifest is not None
-        secret = await scope.kube.create(manifest)
-        # Told in the Created Event of the children: one Event for a new cluster, not two.
-        scope.created.append(f"Secret {name} (a generated admin API key)")
+        # Created with the first children, not before them: a new cluster's children wait for no
+        # write of their own, and its Created Event names the Secret too.
+        scope.create_once.append((manifest, "a generated admin API key"))
+        secret = manifest
     if secret is None:
         await scope.set_condition(
             ConditionType.ADMIN_KEY_READY,
@@ -525,7 +526,7 @@ async def apply_children(scope: Scope) -> Outcome:
         desired,
         PRUNABLE_KINDS,
         prunable_elsewhere=PRUNABLE_ELSEWHERE,
-        created_already=scope.created,
+        create_once=scope.create_once,
     )
     if nodes_list_before is not None:
         await _hurry_the_nodes_list(scope, nodes_list_before, desired, pods)
