@@ -14,17 +14,7 @@ from operator_core.crdgen import CustomResource
 from operator_core.kube import ApplyResult
 from operator_core.reconciling import ConditionBook
 from operator_core.settings import KubeSettings
-
-
-class Recorder:
-    def __init__(self) -> None:
-        self.events: list[tuple[str, str, str]] = []
-
-    async def emit(self, regarding: Any, event_type: str, reason: str, note: str) -> None:
-        self.events.append((event_type, str(reason), note))
-
-    def emit_soon(self, regarding: Any, event_type: str, reason: str, note: str) -> None:
-        self.events.append((event_type, str(reason), note))
+from recording import Recorder
 
 
 class Widget(Owner[ApiModel]):

@@ -21,6 +21,7 @@ from operator_core.reconciling import (
     run_steps,
     write_status,
 )
+from recording import Recorder
 
 
 class Reason(StrEnum):
@@ -35,17 +36,6 @@ class NeverStopped:
 
     async def wait(self) -> None:
         await asyncio.Event().wait()
-
-
-class Recorder:
-    def __init__(self) -> None:
-        self.events: list[tuple[str, str, str]] = []
-
-    async def emit(self, regarding: Any, event_type: str, reason: str, note: str) -> None:
-        self.events.append((event_type, str(reason), note))
-
-    def emit_soon(self, regarding: Any, event_type: str, reason: str, note: str) -> None:
-        self.events.append((event_type, str(reason), note))
 
 
 def a_book(conditions: list[dict[str, Any]] | None = None) -> tuple[ConditionBook, Recorder]:
