@@ -83,9 +83,14 @@ class WatchSource(Protocol):
     whether a kind lives in namespaces."""
 
     async def list_objects(
-        self, kind: KindRef, labels: Mapping[str, str] | None, namespace: str = EVERY_NAMESPACE
+        self,
+        kind: KindRef,
+        labels: Mapping[str, str] | None,
+        namespace: str = EVERY_NAMESPACE,
+        each: Callable[[Manifest], Manifest] | None = None,
     ) -> tuple[list[Manifest], str]:
-        """Every object of ``kind`` in ``namespace`` (or all) and the list's resourceVersion."""
+        """Every object of ``kind`` in ``namespace`` (or all), each passed through ``each`` as it
+        arrives, and the list's resourceVersion."""
         ...
 
     async def namespaced(self, kind: KindRef) -> bool:
@@ -358,9 +363,11 @@ class Informer:
             self._synced.clear()
 
     async def _list(self, scope: str) -> None:
-        items, version = await self._source.list_objects(self.kind.ref, self.kind.labels, namespace=scope)
+        items, version = await self._source.list_objects(
+            self.kind.ref, self.kind.labels, namespace=scope, each=self._trimmed
+        )
         self._versions[scope], self.lists, self.served = version, self.lists + 1, True
-        self._replace({_key(obj): self._trimmed(obj) for obj in items}, scope)
+        self._replace({_key(obj): obj for obj in items}, scope)
         self._mark(scope, True)
 
     def _replace(self, fresh: dict[tuple[str, str], Manifest], scope: str) -> None:

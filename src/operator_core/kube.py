@@ -594,24 +594,33 @@ class Kube:
     # -- the informers' calls (operator_core.cache.WatchSource)
 
     async def list_objects(
-        self, kind: KindRef, labels: Mapping[str, str] | None, namespace: str = ALL
+        self,
+        kind: KindRef,
+        labels: Mapping[str, str] | None,
+        namespace: str = ALL,
+        each: Callable[[Manifest], Manifest] | None = None,
     ) -> tuple[builtins.list[Manifest], str]:
         """Every object of ``kind`` in ``namespace`` (default: every one), in pages, and the list's
-        resourceVersion."""
-        return await self._list_pages(kind, labels, namespace)
+        resourceVersion; ``each`` is applied to every object as its page arrives."""
+        return await self._list_pages(kind, labels, namespace, each)
 
     async def namespaced(self, kind: KindRef) -> bool:
         """Whether ``kind`` lives in namespaces (NotFound when it is not served)."""
         return issubclass(await self.resource_type(*kind), NamespacedResource)
 
     async def _list_pages(
-        self, kind: KindRef, labels: Mapping[str, str] | None, namespace: str | None
+        self,
+        kind: KindRef,
+        labels: Mapping[str, str] | None,
+        namespace: str | None,
+        each: Callable[[Manifest], Manifest] | None = None,
     ) -> tuple[builtins.list[Manifest], str]:
         """Objects of ``kind`` in ``namespace`` (:data:`ALL`: every one), in pages, and the list's
         resourceVersion.
 
         Plain JSON, not lightkube's models: an informer of thousands of objects has no use for
-        them, and building them costs time and memory.
+        them, and building them costs time and memory. ``each`` (an informer's trim) is applied page
+        by page, so that a list of thousands of pods is never held whole at its full size.
         """
         api_version, kind_name = kind
         path = await self.collection_path(api_version, kind_name, namespace)
@@ -623,9 +632,10 @@ class Kube:
                 response.raise_for_status()
             page = response.json()
             # A list's items carry no apiVersion and kind; a watch's objects do.
-            items.extend(
+            typed = (
                 {**item, "apiVersion": api_version, "kind": kind_name} for item in page.get("items") or []
             )
+            items.extend(typed if each is None else map(each, typed))
             metadata = page.get("metadata") or {}
             if not metadata.get("continue"):
                 return items, str(metadata.get("resourceVersion") or "")

@@ -5,7 +5,7 @@ tests/integration/test_watch_cache_api_server.py.)"""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 import pytest
@@ -53,13 +53,18 @@ class ScriptedSource:
         self.list_error: BaseException | None = None
 
     async def list_objects(
-        self, kind: KindRef, labels: Mapping[str, str] | None, namespace: str = EVERY_NAMESPACE
+        self,
+        kind: KindRef,
+        labels: Mapping[str, str] | None,
+        namespace: str = EVERY_NAMESPACE,
+        each: Callable[[Manifest], Manifest] | None = None,
     ) -> tuple[list[Manifest], str]:
         self.lists += 1
         self.listed_in.append(namespace)
         if self.list_error is not None:
             raise self.list_error
-        return [p for p in self.listing if namespace in ("*", p["metadata"].get("namespace"))], self.version
+        listed = [p for p in self.listing if namespace in ("*", p["metadata"].get("namespace"))]
+        return [each(p) for p in listed] if each else listed, self.version
 
     async def namespaced(self, kind: KindRef) -> bool:
         return kind[1] != "Node"
