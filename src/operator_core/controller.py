@@ -621,18 +621,16 @@ with the pods, not before them. A Service costs the API server a ClusterIP alloc
 write of a reconcile, and the pods need not wait for it. (Our containers read no ``*_SERVICE_HOST``.)"""
 
 
-async def _apply(kube: Kube, manifest: Manifest) -> ApplyResult | errors.KubeError:
+async def _outcome(write: Awaitable[ApplyResult]) -> ApplyResult | errors.KubeError:
+    """What one child's write came to: its result, or the API server's refusal (reported with the rest)."""
     try:
-        return await kube.apply(manifest)
+        return await write
     except errors.KubeError as error:
         return error
 
 
-async def _create(kube: Kube, manifest: Manifest) -> ApplyResult | errors.KubeError:
-    try:
-        return ApplyResult(await kube.create(manifest), written=True, created=True)
-    except errors.KubeError as error:
-        return error
+async def _create(kube: Kube, manifest: Manifest) -> ApplyResult:
+    return ApplyResult(await kube.create(manifest), written=True, created=True)
 
 
 async def apply_report_prune(
@@ -674,8 +672,8 @@ async def apply_report_prune(
         created = [manifest for manifest, _ in create_once] if number == 0 else []
         results.extend(
             await asyncio.gather(
-                *(_create(kube, manifest) for manifest in created),
-                *(_apply(kube, manifest) for manifest in wave),
+                *(_outcome(_create(kube, manifest)) for manifest in created),
+                *(_outcome(kube.apply(manifest)) for manifest in wave),
             )
         )
         applied.extend([*created, *wave])
