@@ -65,9 +65,9 @@ def service_account_kubeconfig(control_plane: ControlPlane, rules_file: Path, ou
 
 
 def account_kubeconfig(control_plane: ControlPlane, documents: list[dict[str, Any]], out: Path) -> Path:
-    """Apply ``documents`` (as admin; the second is the ServiceAccount, the rest grant it what it may do),
-    then write a kubeconfig with a token of that ServiceAccount: for another operator (a benchmark's Go
-    peer) as much as for ours."""
+    """Apply ``documents`` (as admin: one ServiceAccount, and what grants it what it may do), then write
+    a kubeconfig with a token of that ServiceAccount: for another operator (a benchmark's Go peer) as
+    much as for ours."""
     kubectl = [str(control_plane.binaries.kubectl), f"--kubeconfig={control_plane.kubeconfig}"]
     subprocess.run(
         [*kubectl, "apply", "--server-side", "-f", "-"],
@@ -75,7 +75,7 @@ def account_kubeconfig(control_plane: ControlPlane, documents: list[dict[str, An
         check=True,
         capture_output=True,
     )
-    account = documents[1]["metadata"]
+    (account,) = [document["metadata"] for document in documents if document["kind"] == "ServiceAccount"]
     token = subprocess.run(
         [*kubectl, "create", "token", account["name"], "-n", account["namespace"], "--duration=24h"],
         check=True,
