@@ -648,8 +648,11 @@ class Kube:
         resource_version: str,
         timeout_seconds: int,
         namespace: str = ALL,
+        *,
+        name: str | None = None,
     ) -> AsyncIterator[tuple[str, Manifest]]:
-        """Watch ``kind`` in ``namespace`` (default: every one) from ``resource_version``, with bookmarks.
+        """Watch ``kind`` in ``namespace`` (default: every one) from ``resource_version``, with bookmarks;
+        only the object called ``name``, if given (RBAC's ``resourceNames`` then apply).
 
         Yields :data:`~operator_core.cache.OPENED` once the API server accepted the watch, then
         its events; an ERROR event is raised as its error (410 Gone as
@@ -663,8 +666,9 @@ class Kube:
             "resourceVersion": resource_version,
             "timeoutSeconds": str(timeout_seconds),
             **_label_selector(labels),
+            **({"fieldSelector": f"metadata.name={name}"} if name is not None else {}),
         }
-        what = f"watching {kind_name}"
+        what = f"watching {kind_name}" if name is None else f"watching {kind_name} {name}"
         # The server ends the watch after timeout_seconds; reading may wait that long between events.
         timeout = httpx2.Timeout(self._timeout, read=timeout_seconds + self._timeout)
         with _api_call(what):

@@ -1,13 +1,15 @@
 """Leader election on a ``coordination.k8s.io/v1`` Lease: of two replicas, only one acts.
 
 A replica that is not the leader runs no handler and no watch cache: it serves
-its health and metrics endpoints and tries the Lease every ``retry_seconds``.
+its health and metrics endpoints, watches the Lease, and tries it whenever it
+changes and every ``retry_seconds`` (a Lease that expires sends no event).
 The leader renews it every ``retry_seconds``; a renewal that has not succeeded
 for ``renew_deadline_seconds`` means another replica may take over soon, so the
 leader exits at once (as controller-runtime does), before its Lease can expire,
 and never acts beside a new leader. A leader that stops cleanly (SIGTERM, a pod
 deleted) first finishes what kopf is doing, then releases the Lease, so the
-standby takes over within one retry period instead of a whole Lease duration.
+standby takes over at once (it sees the release) instead of after a whole Lease
+duration, and before a replica that is only starting can take it.
 
 Why not kopf's peering: it needs cluster-wide CRDs of its own, and it pauses a
 replica only after it sees a peer of higher priority, which is a race at start;
@@ -33,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from operator_core import errors
+from operator_core.cache import OPENED
 from operator_core.kube import Kube
 from operator_core.metrics import REPLICA
 
@@ -123,6 +126,20 @@ def default_namespace() -> str:
         return "default"
 
 
+WATCH_SECONDS = 300
+"""How long one watch of the Lease lasts before the server ends it and it is opened again."""
+
+
+async def _first_of(*events: asyncio.Event, timeout: float) -> None:
+    """Until one of ``events`` is set, or ``timeout`` seconds."""
+    waits = [asyncio.ensure_future(event.wait()) for event in events]
+    try:
+        await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for wait in waits:
+            wait.cancel()
+
+
 def _parse_time(stamp: str) -> float:
     return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
 
@@ -149,6 +166,7 @@ class LeaderElector:
         self.name, self.namespace, self.identity = name, namespace, identity
         self._clock = clock
         self._last_renewed = 0.0  # monotonic, for the renew deadline
+        self._seen_version = ""  # the Lease's resourceVersion at the last look: where a watch starts
 
     def _manifest(
         self, view: LeaseView | None, *, acquiring: bool, resource_version: str | None
@@ -175,6 +193,7 @@ class LeaderElector:
         """
         lease = await self._kube.get_live(LEASE_API, "Lease", self.name, self.namespace)
         view = LeaseView.of(lease) if lease is not None else None
+        self._seen_version = str((lease or {}).get("metadata", {}).get("resourceVersion") or "")
         action = decide(view, self.identity, self._clock())
         try:
             if action is Action.WAIT:
@@ -197,23 +216,63 @@ class LeaderElector:
         return True
 
     async def acquire(self, stopping: asyncio.Event) -> bool:
-        """Until this replica leads (True) or ``stopping`` is set (False)."""
+        """Until this replica leads (True) or ``stopping`` is set (False).
+
+        It tries again every retry period, and at once when the Lease changes (:meth:`_watch`): a
+        released Lease goes to the replica that stood by, within a moment, not to one that is only
+        starting (a Deployment's replacement pod) because it happened to try first.
+        """
         announced = False
-        while not stopping.is_set():
+        changed = asyncio.Event()
+        watching: asyncio.Task[None] | None = None
+        try:
+            while not stopping.is_set():
+                changed.clear()
+                try:
+                    took = await self.try_once()
+                    REPLICA.lease_reachable(True)
+                    if took:
+                        return True
+                    if not announced:
+                        log.info("standing by: another replica holds Lease %s/%s", self.namespace, self.name)
+                        announced = True
+                    if watching is None:
+                        watching = asyncio.create_task(self._watch(changed))
+                except errors.KubeError as error:
+                    REPLICA.lease_reachable(False)
+                    log.warning("cannot read or write Lease %s/%s: %s", self.namespace, self.name, error)
+                await _first_of(stopping, changed, timeout=self._settings.lease_retry_seconds)
+            return False
+        finally:
+            if watching is not None:
+                watching.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await watching
+
+    async def _watch(self, changed: asyncio.Event) -> None:
+        """Set ``changed`` whenever the Lease changes, from the version last read on. When watching is
+        refused (a chart's RBAC from before this watch), the standby goes on trying every retry period."""
+        while True:
             try:
-                took = await self.try_once()
-                REPLICA.lease_reachable(True)
-                if took:
-                    return True
-                if not announced:
-                    log.info("standing by: another replica holds Lease %s/%s", self.namespace, self.name)
-                    announced = True
+                version = self._seen_version
+                events = self._kube.watch_objects(
+                    (LEASE_API, "Lease"), None, version, WATCH_SECONDS, self.namespace, name=self.name
+                )
+                async for event_type, lease in events:
+                    if event_type in (OPENED, "BOOKMARK"):
+                        continue
+                    self._seen_version = str(lease.get("metadata", {}).get("resourceVersion") or "")
+                    changed.set()
+            except errors.Expired:
+                self._seen_version = ""
+                continue
+            except errors.Forbidden as error:
+                log.info("not watching Lease %s/%s (trying it every %.0f s): %s", self.namespace, self.name,
+                         self._settings.lease_retry_seconds, error)  # fmt: skip
+                return
             except errors.KubeError as error:
-                REPLICA.lease_reachable(False)
-                log.warning("cannot read or write Lease %s/%s: %s", self.namespace, self.name, error)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stopping.wait(), self._settings.lease_retry_seconds)
-        return False
+                log.debug("watching Lease %s/%s: %s", self.namespace, self.name, error)
+            await asyncio.sleep(self._settings.lease_retry_seconds)
 
     async def keep(self, lost: Callable[[], None]) -> None:
         """Renew every retry period; call ``lost`` once renewals have failed for the renew deadline."""

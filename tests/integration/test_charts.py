@@ -186,6 +186,7 @@ def test_cluster_wide_rbac_grants_what_the_operator_needs_and_denies_what_it_doe
         ("patch", "statefulsets", "-n", "team-c"),
         ("delete", "pods", "-n", "team-a"),
         ("create", "leases", "-n", RELEASE_NAMESPACE),
+        ("watch", "leases/rbac-typesense-operator-leader", "-n", RELEASE_NAMESPACE),  # a standby's
         ("list", "customresourcedefinitions"),
     ):
         assert _can_i(plane, *question), question
@@ -196,6 +197,7 @@ def test_cluster_wide_rbac_grants_what_the_operator_needs_and_denies_what_it_doe
         ("delete", "namespaces"),
         ("create", "clusterroles"),
         ("create", "leases", "-n", "team-a"),  # the Lease lives in the operator's own namespace only
+        ("watch", "leases", "-n", RELEASE_NAMESPACE),  # its own Lease, not every other one there
         ("impersonate", "users"),
     ):
         assert not _can_i(plane, *question), question

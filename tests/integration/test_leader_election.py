@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 from operator_core.kube import Kube
+from operator_core.leader import LeaderElectionSettings, LeaderElector
 from operator_testkit.controlplane import ControlPlane
 from operator_testkit.fixtures import wait_until
 from operator_testkit.operators import OperatorProcess, service_account_kubeconfig
@@ -92,8 +93,9 @@ async def test_only_the_leader_acts_and_the_standby_takes_over_after_a_stop_and_
         # A clean stop (what deleting its pod does): the leader releases the Lease on its way out.
         stopped = time.monotonic()
         assert first.stop() == 0
+        exited = time.monotonic()
         await _until(lambda: _leading(second), "the standby to lead", 20)
-        clean_handover = time.monotonic() - stopped
+        clean_handover, after_exit = time.monotonic() - stopped, time.monotonic() - exited
         await _until(lambda: _reconciles(second) > 0, "the new leader to reconcile", 30)
         assert clean_handover < 15, f"handover after a clean stop took {clean_handover:.1f} s"
 
@@ -108,10 +110,43 @@ async def test_only_the_leader_acts_and_the_standby_takes_over_after_a_stop_and_
         transitions = await kube.get_live("coordination.k8s.io/v1", "Lease", lease, namespace)
         assert transitions is not None
         assert transitions["spec"]["leaseTransitions"] >= 2
-        print(f"handover: {clean_handover:.1f} s after a clean stop, {crash_handover:.1f} s after a crash")
+        print(
+            f"handover: {clean_handover:.1f} s after a clean stop ({after_exit:.1f} s after the leader's exit), "
+            f"{crash_handover:.1f} s after a crash"
+        )
         assert first.stop() == 0
     finally:
         first.stop()
         second.stop()
     for process in (first, second):
         assert "Traceback" not in process.log(), process.log()
+
+
+async def test_a_standby_sees_a_released_lease_at_once_rather_than_at_its_next_try(
+    kube: Kube, namespace: str
+) -> None:
+    """Ten seconds between tries: only the standby's watch of the Lease explains a takeover within two.
+    (This is also why a Deployment's replacement pod, which tries as it starts, does not beat it.)"""
+    slow = LeaderElectionSettings(
+        leader_election=True,
+        lease_duration_seconds=60,
+        lease_renew_deadline_seconds=30,
+        lease_retry_seconds=10,
+    )
+    lease = f"handover-{uuid.uuid4().hex[:6]}"
+    leader, standby = (
+        LeaderElector(kube, slow, name=lease, namespace=namespace, identity=identity)
+        for identity in ("leader", "standby")
+    )
+    assert await leader.try_once()
+    standing_by = asyncio.create_task(standby.acquire(asyncio.Event()))
+    await asyncio.sleep(1.5)  # it looked, found the Lease held, and waits
+    assert not standing_by.done()
+    released = time.monotonic()
+    await leader.release()
+    assert await asyncio.wait_for(standing_by, timeout=5)
+    took = time.monotonic() - released
+    held = await kube.get_live("coordination.k8s.io/v1", "Lease", lease, namespace)
+    assert held is not None
+    assert held["spec"]["holderIdentity"] == "standby"
+    assert took < 2, f"the standby took {took:.1f} s to see the release"

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
 import pytest
 
+from operator_core import errors
 from operator_core.errors import SettingsError
-from operator_core.leader import Action, LeaderElectionSettings, LeaseView, decide
+from operator_core.leader import Action, LeaderElectionSettings, LeaderElector, LeaseView, decide
 
 pytestmark = pytest.mark.unit
 
@@ -59,3 +64,58 @@ def test_lease_timings_that_cannot_work_are_refused(retry: float, deadline: floa
 
 def test_client_gos_defaults_are_accepted() -> None:
     LeaderElectionSettings().check()
+
+
+class LeaseKube:
+    """One Lease in memory; watching it is refused, as a chart's RBAC from before the watch refuses it."""
+
+    def __init__(self) -> None:
+        self.lease: dict[str, Any] | None = None
+        self.version = 0
+        self.watches = 0
+
+    async def get_live(self, api_version: str, kind: str, name: str, namespace: str) -> dict[str, Any] | None:
+        return self.lease
+
+    async def create(self, manifest: dict[str, Any]) -> dict[str, Any]:
+        return self._store(manifest)
+
+    async def patch(self, *where_and_patch: Any) -> dict[str, Any]:
+        patch = where_and_patch[-1]
+        assert self.lease is not None
+        if patch["metadata"].get("resourceVersion") != self.lease["metadata"]["resourceVersion"]:
+            raise errors.Conflict("the Lease changed", status=409)
+        return self._store({**self.lease, "spec": {**self.lease["spec"], **patch["spec"]}})
+
+    def _store(self, manifest: dict[str, Any]) -> dict[str, Any]:
+        self.version += 1
+        self.lease = {**manifest, "metadata": {**manifest["metadata"], "resourceVersion": str(self.version)}}
+        return self.lease
+
+    async def watch_objects(self, *arguments: Any, **options: Any) -> AsyncIterator[tuple[str, Any]]:
+        self.watches += 1
+        raise errors.Forbidden("leases is forbidden: cannot watch", status=403)
+        yield  # an async generator, as the real one
+
+
+async def test_a_standby_refused_its_watch_still_takes_a_released_lease_at_its_next_try() -> None:
+    kube = LeaseKube()
+    fast = LeaderElectionSettings(
+        leader_election=True,
+        lease_duration_seconds=3,
+        lease_renew_deadline_seconds=2,
+        lease_retry_seconds=0.05,
+    )
+    leader, standby = (
+        LeaderElector(kube, fast, name="l", namespace="n", identity=identity)  # type: ignore[arg-type]
+        for identity in ("leader", "standby")
+    )
+    assert await leader.try_once()
+    standing_by = asyncio.create_task(standby.acquire(asyncio.Event()))
+    await asyncio.sleep(0.2)
+    assert not standing_by.done()
+    assert kube.watches == 1, "a refused watch is not asked for again"
+    await leader.release()
+    assert await asyncio.wait_for(standing_by, timeout=1)
+    assert kube.lease is not None
+    assert kube.lease["spec"]["holderIdentity"] == "standby"

@@ -71,14 +71,14 @@ metadata:
   labels:
     {{- include "operator.labels" . | nindent 4 }}
 rules:
-  # One Lease, read and renewed by its holder; created by the first replica.
+  # One Lease, read and renewed by its holder, watched by a standby; created by the first replica.
   - apiGroups: [coordination.k8s.io]
     resources: [leases]
     verbs: [create]
   - apiGroups: [coordination.k8s.io]
     resources: [leases]
     resourceNames: [{{ $name }}-leader]
-    verbs: [get, patch]
+    verbs: [get, patch, watch]
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: RoleBinding

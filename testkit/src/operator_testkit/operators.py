@@ -45,7 +45,11 @@ def operator_rbac(rules_file: Path) -> list[dict[str, Any]]:
     subjects = [{"kind": "ServiceAccount", "name": chart, "namespace": namespace}]
     rbac = "rbac.authorization.k8s.io/v1"
     lease_rules = [
-        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create", "get", "patch"]}
+        {
+            "apiGroups": ["coordination.k8s.io"],
+            "resources": ["leases"],
+            "verbs": ["create", "get", "patch", "watch"],
+        }
     ]
     return [
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
