@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any, ClassVar
 
 import pytest
@@ -109,6 +110,48 @@ async def test_a_failing_apply_sets_the_condition_and_warns_once_per_failure_not
     applied = book.get(CHILDREN_APPLIED)
     assert applied is not None
     assert applied.status == "True"
+
+
+class TimedKube(FakeKube):
+    """Applies after a delay per name, and logs when each apply starts and ends."""
+
+    def __init__(self, delays: dict[str, float]) -> None:
+        super().__init__()
+        self.delays = delays
+        self.log: list[tuple[str, str]] = []
+
+    async def apply(self, manifest: dict[str, Any]) -> ApplyResult:
+        name = manifest["metadata"]["name"]
+        self.log.append(("start", name))
+        try:
+            await asyncio.sleep(self.delays.get(name, 0))
+            return await super().apply(manifest)
+        finally:
+            self.log.append(("end", name))
+
+
+def child(kind: str, name: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": kind, "metadata": {"name": name}}
+
+
+async def test_pods_wait_for_what_they_read() -> None:
+    kube, (book, recorder) = TimedKube({"config": 0.05}), a_book()
+    desired = [child("ConfigMap", "config"), child("Service", "service"), child("StatefulSet", "nodes")]
+    await run(kube, book, desired)
+    log = kube.log
+    assert log.index(("start", "nodes")) > log.index(("end", "config")), "no pod before its configuration"
+    assert recorder.events == [
+        ("Normal", "Created", "created ConfigMap config, Service service, StatefulSet nodes")
+    ]
+
+
+async def test_a_refused_configuration_starts_no_pods() -> None:
+    kube, (book, _) = TimedKube({}), a_book()
+    kube.failing["config"] = errors.Invalid("ConfigMap config: data: too long", status=422)
+    desired = [child("ConfigMap", "config"), child("Service", "service"), child("StatefulSet", "nodes")]
+    with pytest.raises(errors.Invalid):
+        await run(kube, book, desired)
+    assert "nodes" not in {name for step, name in kube.log if step == "start"}
 
 
 class StatusKube:
