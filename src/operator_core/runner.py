@@ -213,7 +213,7 @@ async def _run_as_leader(
 
         keeping = asyncio.create_task(elector.keep(leadership_lost), name="lease renewal")
         try:
-            await kopf_run(stop_flag=stopping)
+            await _run_kopf_until(kopf_run, stopping)
         finally:
             keeping.cancel()
             await asyncio.gather(keeping, return_exceptions=True)
@@ -221,6 +221,33 @@ async def _run_as_leader(
     finally:
         REPLICA.leading(False)
         await kube.close()
+
+
+async def _run_kopf_until(
+    kopf_run: Callable[..., Coroutine[Any, Any, None]], stopping: asyncio.Event
+) -> None:
+    """Run kopf until ``stopping`` is set (by SIGTERM or SIGINT, or before kopf started).
+
+    kopf puts signal handlers of its own in as it starts. They stop it too, but leave its waiter of
+    the stop flag pending, and kopf then gives that waiter 5 s before it returns: the Lease was
+    released 5 s late. Once kopf is ready, the signals set ``stopping`` again, and kopf stops
+    through its flag at once.
+    """
+    ready = asyncio.Event()
+    running = asyncio.create_task(kopf_run(stop_flag=stopping, ready_flag=ready))
+    readying = asyncio.create_task(ready.wait())
+    try:
+        await asyncio.wait({running, readying}, return_when=asyncio.FIRST_COMPLETED)
+    except asyncio.CancelledError:
+        running.cancel()
+        raise
+    finally:
+        readying.cancel()
+    if ready.is_set():
+        loop = asyncio.get_running_loop()
+        for signal_number in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signal_number, stopping.set)
+    await running
 
 
 async def _quiet_at_exit(operator: Coroutine[Any, Any, None]) -> None:

@@ -97,7 +97,7 @@ async def test_only_the_leader_acts_and_the_standby_takes_over_after_a_stop_and_
         await _until(lambda: _leading(second), "the standby to lead", 20)
         clean_handover, after_exit = time.monotonic() - stopped, time.monotonic() - exited
         await _until(lambda: _reconciles(second) > 0, "the new leader to reconcile", 30)
-        assert clean_handover < 15, f"handover after a clean stop took {clean_handover:.1f} s"
+        assert clean_handover < 3, f"handover after a clean stop took {clean_handover:.1f} s"
 
         # A crash: nobody releases the Lease; it expires.
         first.start()
