@@ -111,7 +111,8 @@ async def test_only_the_leader_acts_and_the_standby_takes_over_after_a_stop_and_
         assert transitions is not None
         assert transitions["spec"]["leaseTransitions"] >= 2
         print(
-            f"handover: {clean_handover:.1f} s after a clean stop ({after_exit:.1f} s after the leader's exit), "
+            f"handover: {clean_handover:.1f} s after a clean stop "
+            f"({after_exit:.1f} s after the leader's exit), "
             f"{crash_handover:.1f} s after a crash"
         )
         assert first.stop() == 0
