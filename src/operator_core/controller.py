@@ -477,6 +477,7 @@ class Operator:
                     logger=self._logger,
                     gate=self._gate,
                     references=references,
+                    batch_seconds=context.settings.batch_seconds,
                 )
             if on_gone is not None and not self._stopping_flag:
                 on_gone(namespace, name)

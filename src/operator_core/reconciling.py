@@ -180,6 +180,7 @@ async def run_object_loop(
     gate: asyncio.Semaphore | None = None,
     references: References | None = None,
     retry_seconds: tuple[float, ...] = DEFAULT_RETRY_SECONDS,
+    batch_seconds: float = 0.0,
 ) -> None:
     """Reconcile one namespaced custom object until it is deleted (or being deleted) or ``stopped``.
 
@@ -212,6 +213,7 @@ async def run_object_loop(
             what=f"{namespace}/{name}",
             logger=logger,
             retry_seconds=retry_seconds,
+            batch_seconds=batch_seconds,
         )
     finally:
         wakeups.forget(key)
@@ -227,6 +229,7 @@ async def run_loop(
     what: str,
     logger: logging.Logger,
     retry_seconds: tuple[float, ...] = DEFAULT_RETRY_SECONDS,
+    batch_seconds: float = 0.0,
 ) -> None:
     """Call ``once`` until it returns None (the object is gone) or ``stopped``.
 
@@ -234,7 +237,8 @@ async def run_loop(
     woken). A failure never ends the loop (kopf would wait a minute before restarting it);
     :func:`operator_core.errors.retry_policy` says what it costs: a temporary error is
     retried with back-off, a bug with its traceback in the log; a permanent one is logged
-    once and waits until the object, or something it names or owns, changes.
+    once and waits until the object, or something it names or owns, changes. Once woken,
+    the loop waits ``batch_seconds`` more, and every wake-up meanwhile joins the same pass.
     """
     failures = 0
     last_permanent = ""
@@ -262,11 +266,14 @@ async def run_loop(
                     logger.warning("reconcile of %s failed, retrying in %.0f s: %s", what, delay, error)
                 else:
                     logger.exception("reconcile of %s crashed, retrying in %.0f s", what, delay)
-        await _sleep(wakeup, stopped, delay)
+        if await _sleep(wakeup, stopped, delay) and batch_seconds > 0:
+            # A change rarely comes alone (a new StatefulSet's status, then its pods, one by one):
+            # what comes with it is taken in the same pass, and written in one status write.
+            await _sleep(asyncio.Event(), stopped, batch_seconds)
 
 
-async def _sleep(wakeup: asyncio.Event, stopped: Stopped, seconds: float) -> None:
-    """Until woken, stopped, or ``seconds`` pass (never, for :data:`WAIT_FOR_CHANGE`)."""
+async def _sleep(wakeup: asyncio.Event, stopped: Stopped, seconds: float) -> bool:
+    """Until woken (True), stopped, or ``seconds`` pass (never, for :data:`WAIT_FOR_CHANGE`)."""
     waiters = {asyncio.ensure_future(wakeup.wait()), asyncio.ensure_future(stopped.wait())}
     timeout = None if math.isinf(seconds) else seconds
     try:
@@ -274,6 +281,7 @@ async def _sleep(wakeup: asyncio.Event, stopped: Stopped, seconds: float) -> Non
     finally:
         for waiter in waiters:
             waiter.cancel()
+    return wakeup.is_set() and not stopped
 
 
 class Outcome(Enum):

@@ -42,6 +42,10 @@ class KubeSettings:
     keeps at most 100 connections, a dozen of them held by the watches. A cold start over 1,000
     clusters took 61.5 s with 8, 52.1 s with 12 and 52.9 s with 16 (bench/scale.py), at the same
     peak memory."""
+    batch_seconds: float = 0.1
+    """Once a change wakes an object, how long its loop waits for more before it reconciles: the
+    StatefulSet controller's few updates of a new StatefulSet, and its pods, then cost one reconcile
+    and one status write, not one each. kopf's batch window does the same (0.1 s by default)."""
     resync_seconds: float = 600.0
     """A full reconcile of each object this often even when nothing was seen to change: the safety
     net under the watches that wake an object when it, its children or what it names change."""

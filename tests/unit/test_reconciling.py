@@ -154,6 +154,27 @@ async def test_a_wakeup_cuts_the_wait_short() -> None:
     assert calls == 2
 
 
+async def test_wakeups_that_come_together_make_one_pass() -> None:
+    wakeup, calls = asyncio.Event(), 0
+
+    async def once() -> float | None:
+        nonlocal calls
+        calls += 1
+        return 3600.0 if calls < 3 else None
+
+    loop = asyncio.ensure_future(
+        run_loop(once, wakeup, NeverStopped(), what="x", logger=logging.getLogger(), batch_seconds=0.2)
+    )
+    await asyncio.sleep(0.05)
+    for _ in range(3):  # a StatefulSet's status, then its pods
+        wakeup.set()
+        await asyncio.sleep(0.02)
+    await asyncio.sleep(0.3)
+    assert calls == 2, "three changes within the batch window: one pass"
+    wakeup.set()
+    await asyncio.wait_for(loop, timeout=2)
+
+
 class OneObjectKube:
     """Answers every get with a fresh copy of one object (a unit-test stand-in for the adapter)."""
 
