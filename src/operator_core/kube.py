@@ -28,7 +28,7 @@ import builtins
 import contextlib
 import json
 import time
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from collections.abc import AsyncGenerator, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -650,7 +650,7 @@ class Kube:
         namespace: str = ALL,
         *,
         name: str | None = None,
-    ) -> AsyncIterator[tuple[str, Manifest]]:
+    ) -> AsyncGenerator[tuple[str, Manifest]]:
         """Watch ``kind`` in ``namespace`` (default: every one) from ``resource_version``, with bookmarks;
         only the object called ``name``, if given (RBAC's ``resourceNames`` then apply).
 

@@ -258,11 +258,13 @@ class LeaderElector:
                 events = self._kube.watch_objects(
                     (LEASE_API, "Lease"), None, version, WATCH_SECONDS, self.namespace, name=self.name
                 )
-                async for event_type, lease in events:
-                    if event_type in (OPENED, "BOOKMARK"):
-                        continue
-                    self._seen_version = str(lease.get("metadata", {}).get("resourceVersion") or "")
-                    changed.set()
+                # Closed here, not by the garbage collector, when acquire cancels the watch.
+                async with contextlib.aclosing(events):
+                    async for event_type, lease in events:
+                        if event_type in (OPENED, "BOOKMARK"):
+                            continue
+                        self._seen_version = str(lease.get("metadata", {}).get("resourceVersion") or "")
+                        changed.set()
             except errors.Expired:
                 self._seen_version = ""
                 continue
