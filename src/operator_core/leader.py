@@ -38,6 +38,7 @@ from operator_core import errors
 from operator_core.cache import OPENED
 from operator_core.kube import Kube
 from operator_core.metrics import REPLICA
+from operator_core.reconciling import first_of
 
 __all__ = ["Action", "LeaderElectionSettings", "LeaderElector", "LeaseView", "decide", "default_identity"]
 
@@ -128,16 +129,6 @@ def default_namespace() -> str:
 
 WATCH_SECONDS = 300
 """How long one watch of the Lease lasts before the server ends it and it is opened again."""
-
-
-async def _first_of(*events: asyncio.Event, timeout: float) -> None:
-    """Until one of ``events`` is set, or ``timeout`` seconds."""
-    waits = [asyncio.ensure_future(event.wait()) for event in events]
-    try:
-        await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for wait in waits:
-            wait.cancel()
 
 
 def _parse_time(stamp: str) -> float:
@@ -241,7 +232,7 @@ class LeaderElector:
                 except errors.KubeError as error:
                     REPLICA.lease_reachable(False)
                     log.warning("cannot read or write Lease %s/%s: %s", self.namespace, self.name, error)
-                await _first_of(stopping, changed, timeout=self._settings.lease_retry_seconds)
+                await first_of(stopping, changed, timeout=self._settings.lease_retry_seconds)
             return False
         finally:
             if watching is not None:

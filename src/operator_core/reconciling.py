@@ -59,6 +59,7 @@ __all__ = [
     "Stopped",
     "Wakeups",
     "connect",
+    "first_of",
     "reconcile_gate",
     "reconciling_as",
     "run_loop",
@@ -72,12 +73,16 @@ WAIT_FOR_CHANGE = math.inf
 """What a reconcile returns when only a change can help (a Secret only the user can create): no timer."""
 
 
-class Stopped(Protocol):
+class Flag(Protocol):
+    """Something to wait for: an :class:`asyncio.Event`, a stop flag."""
+
+    def wait(self) -> Awaitable[Any]: ...
+
+
+class Stopped(Flag, Protocol):
     """A stop flag: truthy once stopping, and awaitable until then."""
 
     def __bool__(self) -> bool: ...
-
-    def wait(self) -> Awaitable[Any]: ...
 
 
 _RECONCILING: contextvars.ContextVar[tuple[Wakeups, Hashable] | None] = contextvars.ContextVar(
@@ -269,19 +274,25 @@ async def run_loop(
         if await _sleep(wakeup, stopped, delay) and batch_seconds > 0:
             # A change rarely comes alone (a new StatefulSet's status, then its pods, one by one):
             # what comes with it is taken in the same pass, and written in one status write.
-            await _sleep(asyncio.Event(), stopped, batch_seconds)
+            await first_of(stopped, timeout=batch_seconds)
 
 
 async def _sleep(wakeup: asyncio.Event, stopped: Stopped, seconds: float) -> bool:
     """Until woken (True), stopped, or ``seconds`` pass (never, for :data:`WAIT_FOR_CHANGE`)."""
-    waiters = {asyncio.ensure_future(wakeup.wait()), asyncio.ensure_future(stopped.wait())}
-    timeout = None if math.isinf(seconds) else seconds
+    await first_of(wakeup, stopped, timeout=seconds)
+    return wakeup.is_set() and not stopped
+
+
+async def first_of(*flags: Flag, timeout: float) -> None:
+    """Until one of ``flags`` is set, or ``timeout`` seconds pass (never, for :data:`WAIT_FOR_CHANGE`)."""
+    waiters = [asyncio.ensure_future(flag.wait()) for flag in flags]
     try:
-        await asyncio.wait(waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait(
+            waiters, timeout=None if math.isinf(timeout) else timeout, return_when=asyncio.FIRST_COMPLETED
+        )
     finally:
         for waiter in waiters:
             waiter.cancel()
-    return wakeup.is_set() and not stopped
 
 
 class Outcome(Enum):
