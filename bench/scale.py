@@ -248,12 +248,6 @@ class Admin:
         if answer.status_code != 201:
             raise RuntimeError(f"POST {path}: {answer.status_code} {answer.text[:500]}")
 
-    async def exists(self, path: str) -> bool:
-        answer = await self.http.get(path)
-        if answer.status_code not in (200, 404):
-            raise RuntimeError(f"GET {path}: {answer.status_code} {answer.text[:500]}")
-        return answer.status_code == 200
-
     async def get(self, path: str) -> dict[str, Any]:
         answer = await self.http.get(path)
         answer.raise_for_status()
@@ -336,8 +330,12 @@ class Sightings:
         loop = asyncio.get_running_loop()
         opened = {path: loop.create_future() for path in self._paths}
         self._watches = [asyncio.create_task(self._watch(path, opened[path])) for path in self._paths]
-        # A watch that fails before it opens fails the run here, not as a timeout later.
-        await asyncio.wait_for(asyncio.gather(*opened.values()), timeout=30)
+        try:
+            # A watch that fails before it opens fails the run here, not as a timeout later.
+            await asyncio.wait_for(asyncio.gather(*opened.values()), timeout=30)
+        except BaseException:
+            await self.__aexit__()
+            raise
         return self
 
     async def __aexit__(self, *_: object) -> None:
@@ -371,6 +369,7 @@ class Sightings:
         except Exception as error:
             if not opened.done():
                 opened.set_exception(error)
+            self._arrived.set()  # the waiter looks, and raises this
             raise
 
     async def all_seen(self, clusters: Collection[str], *, timeout: float) -> dict[str, float]:
@@ -381,6 +380,9 @@ class Sightings:
         }
         deadline = time.monotonic() + timeout
         while True:
+            for watch in self._watches:  # a watch that broke says why, rather than a timeout later
+                if watch.done() and not watch.cancelled() and (error := watch.exception()) is not None:
+                    raise error
             self._arrived.clear()
             complete = {
                 name: max(self._first_seen[key] for key in keys)
