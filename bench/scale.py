@@ -265,7 +265,7 @@ class Admin:
 
 
 class Census:
-    """Which clusters of a namespace are done: all children exist and, if asked, the operator wrote a status.
+    """Which clusters of a namespace are done: all children exist and the operator wrote a status.
 
     Children never go away here, so a kind is listed again only while one of its children is missing.
     """
@@ -277,7 +277,7 @@ class Census:
         self._seen: dict[str, set[str]] = {path: set() for path, _ in side.children}
         self._reconciled: set[str] = set()
 
-    async def done(self, clusters: Collection[str], *, reconciled: bool) -> set[str]:
+    async def done(self, clusters: Collection[str]) -> set[str]:
         for path in self._seen:
             wanted = {p.format(name=c) for kind, p in self.side.children if kind == path for c in clusters}
             if wanted - self._seen[path]:
@@ -287,19 +287,17 @@ class Census:
             for c in clusters
             if all(pattern.format(name=c) in self._seen[path] for path, pattern in self.side.children)
         }
-        if reconciled and complete - self._reconciled:
+        if complete - self._reconciled:
             items = await self.admin.items(CLUSTERS.format(namespace=self.namespace))
             self._reconciled |= {i["metadata"]["name"] for i in items if self.side.reconciled(i)}
-        return complete & self._reconciled if reconciled else complete
+        return complete & self._reconciled
 
-    async def wait(
-        self, clusters: Collection[str], *, reconciled: bool, poll: float, timeout: float
-    ) -> dict[str, float]:
+    async def wait(self, clusters: Collection[str], *, poll: float, timeout: float) -> dict[str, float]:
         """Poll until every cluster is done or ``timeout``; the monotonic time each was first seen done."""
         finished: dict[str, float] = {}
         deadline = time.monotonic() + timeout
         while len(finished) < len(clusters) and time.monotonic() < deadline:
-            done = await self.done([c for c in clusters if c not in finished], reconciled=reconciled)
+            done = await self.done([c for c in clusters if c not in finished])
             now = time.monotonic()
             finished.update(dict.fromkeys(done, now))
             if len(finished) < len(clusters):
@@ -619,7 +617,7 @@ async def idle(run: Run, population: int) -> dict[str, Any]:
     """Wait until all clusters are reconciled and all their pods made, let things settle, then watch one
     idle window."""
     everything = names(0, population)
-    finished = await run.census.wait(everything, reconciled=True, poll=1.0, timeout=120 + population)
+    finished = await run.census.wait(everything, poll=1.0, timeout=120 + population)
     pods = await pods_made(run, population * run.settings.replicas, timeout=120 + population / 2)
     await asyncio.sleep(run.settings.settle_seconds)
     settled = await writes_stopped(run, quiet=QUIET_SECONDS, timeout=QUIET_TIMEOUT_SECONDS)
@@ -649,7 +647,7 @@ async def cold_start(run: Run, clusters: int) -> dict[str, Any]:
     apiserver_before = cpu_seconds(apiserver)
     started = time.monotonic()
     await asyncio.to_thread(run.operator.start)
-    finished = await run.census.wait(everything, reconciled=True, poll=1.0, timeout=300 + 2 * clusters)
+    finished = await run.census.wait(everything, poll=1.0, timeout=300 + 2 * clusters)
     seconds = sorted(t - started for t in finished.values())
     apiserver_cpu = cpu_seconds(apiserver) - apiserver_before
     requests = run.audit.new_requests()
