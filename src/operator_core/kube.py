@@ -2,9 +2,11 @@
 
 :class:`Kube` works on plain manifest dicts of any kind, built-in or custom
 (custom kinds are found through their CRDs, with lightkube's registry). Reads and
-writes are plain JSON over lightkube's HTTP client: building lightkube's models
-for every object cost most of an operator's CPU at scale, and a model drops the
-fields it does not know. Writes go through server-side apply with one field manager.
+writes are plain JSON over an aiohttp connection (:mod:`operator_core.connection`, with
+the kubeconfig's TLS and credentials as lightkube reads them): building lightkube's models
+for every object cost most of an operator's CPU at scale, a model drops the fields it does
+not know, and lightkube's HTTP client cost four times aiohttp's CPU a request. Writes go
+through server-side apply with one field manager.
 
 Quiet writes: :meth:`Kube.apply` skips the call when the pure
 :func:`operator_core.manifests.needs_apply` says the live object already holds
@@ -32,21 +34,20 @@ from collections.abc import AsyncGenerator, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
-import httpx2
-from lightkube import ApiError, AsyncClient, KubeConfig
+from lightkube import KubeConfig
 from lightkube.codecs import resource_registry
-from lightkube.config import client_adapter
 from lightkube.config.kubeconfig import SingleConfig
 from lightkube.core.exceptions import LoadResourceError
 from lightkube.core.resource import NamespacedResource
 from lightkube.generic_resource import create_resources_from_crd
 from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
-from lightkube.types import CascadeType, PatchType
+from lightkube.types import PatchType
 
 from operator_core import errors
 from operator_core.cache import ANY_VALUE, EVERY_NAMESPACE, OPENED, Cache, Informer, KindRef, selector_covers
+from operator_core.connection import Answer, AnswerCounter, Connection, NoAnswer
 from operator_core.manifests import APPLIED_HASH_ANNOTATION, Manifest, needs_apply, with_applied_hash
 from operator_core.secrets import scrub
 
@@ -89,40 +90,25 @@ def _error_for(code: int) -> type[errors.KubeError]:
 
 
 @contextlib.contextmanager
-def _api_call(what: str) -> Iterator[None]:
-    """Translate whatever lightkube raises for a failed call into the suite's error tree, once.
-
-    lightkube raises ApiError when the server answered with a Status object, the plain
-    HTTP error otherwise (a 404 page for an API group that is not served, say), and the
-    transport's error when no answer came at all.
-    """
+def _no_answer_is_unavailable(what: str) -> Iterator[None]:
+    """No answer at all, in the suite's error tree."""
     try:
         yield
-    except ApiError as error:
-        status = error.status
-        code = int(status.code or 0)
-        reason = status.reason or ""
-        message = scrub(f"{what}: {status.message or reason or 'API error'}")
-        raise _error_for(code)(message, status=code, reason=reason) from error
-    except httpx2.HTTPStatusError as error:
-        code = error.response.status_code
-        message, reason = _status_of(error.response)
-        raise _error_for(code)(scrub(f"{what}: {message}"), status=code, reason=reason) from error
-    except httpx2.TransportError as error:
-        reason = type(error).__name__
+    except NoAnswer as error:
         raise errors.Unavailable(
-            scrub(f"{what}: no answer from the API server ({reason}: {error})"), reason=reason
+            scrub(f"{what}: no answer from the API server ({error})"), reason=error.reason
         ) from error
 
 
-def _status_of(response: httpx2.Response) -> tuple[str, str]:
-    """The message and reason of the Status object an error answer carries (its HTTP code and no
-    reason when it has none: a 404 page for an API group that is not served, say)."""
-    with contextlib.suppress(ValueError, AttributeError, httpx2.ResponseNotRead):
-        status = json.loads(response.content)
+def _refusal(answer: Answer, what: str) -> errors.KubeError:
+    """The error an answer of 400 or more stands for, with the message of the Status object it carries
+    (its HTTP code when it has none: a 404 page for an API group that is not served, say)."""
+    message, reason = f"HTTP {answer.status}", ""
+    with contextlib.suppress(ValueError):
+        status = answer.json()
         if isinstance(status, dict) and status.get("message"):
-            return str(status["message"]), str(status.get("reason") or "")
-    return f"HTTP {response.status_code}", ""
+            message, reason = str(status["message"]), str(status.get("reason") or "")
+    return _error_for(answer.status)(scrub(f"{what}: {message}"), status=answer.status, reason=reason)
 
 
 def _json_value(value: Any) -> Any:
@@ -179,29 +165,9 @@ def vet_kubeconfig(document: object) -> Mapping[str, Any]:
     return document
 
 
-RequestCounter = Callable[[str, str, Mapping[str, Any], int], None]
-"""Told of one answered request: its method, path, query parameters, and its answer's status."""
-
-
-def _httpx_of(client: AsyncClient) -> httpx2.AsyncClient | None:
-    """lightkube's own HTTP client inside ``client`` (None if a lightkube release moves it)."""
-    inner = getattr(getattr(client, "_client", None), "_client", None)
-    return inner if isinstance(inner, httpx2.AsyncClient) else None
-
-
-def _count_with(http: httpx2.AsyncClient | None, counter: RequestCounter) -> None:
-    """Have ``counter`` told of every request ``http`` sends, when its answer comes (a watch: when its
-    stream opens)."""
-    if http is None:
-        return
-
-    async def answered(response: httpx2.Response) -> None:
-        request = response.request
-        counter(request.method, request.url.path, dict(request.url.params), response.status_code)
-
-    hooks = dict(http.event_hooks)
-    hooks["response"] = [*hooks.get("response", []), answered]
-    http.event_hooks = hooks
+RequestCounter = AnswerCounter
+"""Told of one answered request (a watch: when its stream opens): its method, path, query
+parameters, and its answer's status."""
 
 
 def _describe(manifest: Mapping[str, Any]) -> str:
@@ -213,28 +179,12 @@ def _describe(manifest: Mapping[str, Any]) -> str:
 class Kube:
     """Async access to one API server, on plain manifest dicts, with one field manager."""
 
-    def __init__(
-        self,
-        client: AsyncClient,
-        *,
-        field_manager: str = DEFAULT_FIELD_MANAGER,
-        config: SingleConfig | None = None,
-        timeout: float = 10.0,
-        on_request: RequestCounter | None = None,
-    ) -> None:
-        self._client = client
-        self._on_request = on_request
-        """Told of every request and its answer's status (the operator's /metrics count them)."""
-        if on_request is not None:
-            _count_with(_httpx_of(client), on_request)
+    def __init__(self, connection: Connection | None, *, field_manager: str = DEFAULT_FIELD_MANAGER) -> None:
+        self._connection = connection
+        """Every request goes here; None for a client that may make none (a test's)."""
         self.field_manager = field_manager
         self.write_calls = 0
         self._crds_loaded_at: float | None = None
-        self._config = config
-        self._timeout = timeout
-        self._http: httpx2.AsyncClient | None = None
-        """A plain HTTP client on the same kubeconfig, for calls lightkube has no method for (made on
-        first use)."""
         self.cache: Cache | None = None
         """Where reads come from for the kinds it holds (:meth:`use_cache`)."""
         self._preferred_versions: dict[str, str] = {}
@@ -249,12 +199,23 @@ class Kube:
         timeout: float = 10.0,
         on_request: RequestCounter | None = None,
     ) -> Kube:
-        """Connect with a kubeconfig file, or else in-cluster config, $KUBECONFIG, or ~/.kube/config."""
+        """Connect with a kubeconfig file, or else in-cluster config, $KUBECONFIG, or ~/.kube/config.
+        ``on_request`` is told of every request and its answer's status (the operator's /metrics)."""
         config = (KubeConfig.from_file(kubeconfig) if kubeconfig else KubeConfig.from_env()).get(context)
-        client = AsyncClient(
-            config, field_manager=field_manager, timeout=httpx2.Timeout(timeout), trust_env=False
-        )
-        return cls(client, field_manager=field_manager, config=config, timeout=timeout, on_request=on_request)
+        return cls._of(config, field_manager, timeout, on_request)
+
+    @classmethod
+    def _of(
+        cls,
+        config: SingleConfig | None,
+        field_manager: str,
+        timeout: float,
+        on_request: RequestCounter | None,
+    ) -> Kube:
+        # lightkube's KubeConfig.get raises rather than answer None, when given no default.
+        assert config is not None
+        connection = Connection(config, timeout=timeout, user_agent=field_manager, on_answer=on_request)
+        return cls(connection, field_manager=field_manager)
 
     @classmethod
     def from_kubeconfig(
@@ -266,11 +227,11 @@ class Kube:
     ) -> Kube:
         """Connect with a kubeconfig given as data (another cluster's, read from a Secret): its current
         context. The caller vets it first (:func:`operator_core.kube.vet_kubeconfig`)."""
-        config = KubeConfig.from_dict(dict(document)).get()
-        client = AsyncClient(
-            config, field_manager=field_manager, timeout=httpx2.Timeout(timeout), trust_env=False
-        )
-        return cls(client, field_manager=field_manager, config=config, timeout=timeout)
+        return cls._of(KubeConfig.from_dict(dict(document)).get(), field_manager, timeout, None)
+
+    @property
+    def _config(self) -> SingleConfig | None:
+        return self._connection.config if self._connection is not None else None
 
     @property
     def server(self) -> str | None:
@@ -279,32 +240,44 @@ class Kube:
 
     async def server_version(self) -> str:
         """The API server's version (``GET /version``): the cheapest way to learn that it answers."""
-        with _api_call("asking the API server its version"):
-            response = await self._raw().get("/version")
-            response.raise_for_status()
-        return str(response.json().get("gitVersion", ""))
+        answer = await self._call("GET", "/version", "asking the API server its version")
+        return str(answer.json().get("gitVersion", ""))
 
     def use_cache(self, cache: Cache) -> None:
         """Read the kinds ``cache`` holds from it, and give it the answers of our writes."""
         self.cache = cache
 
-    def _raw(self) -> httpx2.AsyncClient:
-        """The plain HTTP client, built by lightkube's public adapter from the same kubeconfig."""
-        if self._http is None:
-            if self._config is None:
-                raise errors.OperatorError("this client was not made from a kubeconfig: no raw HTTP calls")
-            parameters = client_adapter.ConnectionParams(
-                timeout=httpx2.Timeout(self._timeout), trust_env=False
+    def _connected(self) -> Connection:
+        if self._connection is None:
+            raise errors.OperatorError("this client was not made from a kubeconfig: it makes no requests")
+        return self._connection
+
+    async def _call(
+        self,
+        method: str,
+        path: str,
+        what: str,
+        *,
+        params: Mapping[str, str] | None = None,
+        body: bytes | None = None,
+        content_type: str = "application/json",
+    ) -> Answer:
+        """One request; an answer of 400 or more raised as its error."""
+        with _no_answer_is_unavailable(what):
+            answer = await self._connected().request(
+                method,
+                path,
+                params=params,
+                body=body,
+                headers={"Content-Type": content_type} if body is not None else None,
             )
-            self._http = client_adapter.AsyncClient(self._config, parameters)
-            if self._on_request is not None:
-                _count_with(self._http, self._on_request)
-        return self._http
+        if answer.status >= 400:
+            raise _refusal(answer, what)
+        return answer
 
     async def close(self) -> None:
-        if self._http is not None:
-            await self._http.aclose()
-        await self._client.close()
+        if self._connection is not None:
+            await self._connection.close()
 
     async def __aenter__(self) -> Kube:
         return self
@@ -338,10 +311,8 @@ class Kube:
         if not group:
             return "v1"
         if group not in self._preferred_versions:
-            with _api_call(f"discovering API group {group}"):
-                response = await self._raw().get(f"/apis/{group}")
-                response.raise_for_status()
-            self._preferred_versions[group] = str(response.json()["preferredVersion"]["groupVersion"])
+            answer = await self._call("GET", f"/apis/{group}", f"discovering API group {group}")
+            self._preferred_versions[group] = str(answer.json()["preferredVersion"]["groupVersion"])
         return self._preferred_versions[group]
 
     async def collection_path(self, api_version: str, kind: str, namespace: str | None = ALL) -> str:
@@ -375,21 +346,20 @@ class Kube:
         """One write as plain JSON both ways (no lightkube models: they cost time and drop fields they
         do not know), its answer offered to the cache."""
         self.write_calls += 1
-        with _api_call(what):
-            response = await self._raw().request(
-                method,
-                path,
-                content=json.dumps(body, default=_json_value),
-                params={"fieldManager": self.field_manager, **(params or {})},
-                headers={"Content-Type": content_type},
-            )
-            response.raise_for_status()
-        return self._remember(response.json())
+        answer = await self._call(
+            method,
+            path,
+            what,
+            params={"fieldManager": self.field_manager, **(params or {})},
+            body=json.dumps(body, default=_json_value).encode(),
+            content_type=content_type,
+        )
+        return self._remember(answer.json())
 
     async def _load_crds(self) -> None:
-        with _api_call("listing CustomResourceDefinitions"):
-            async for crd in self._client.list(CustomResourceDefinition):
-                create_resources_from_crd(crd)
+        crds, _ = await self._list_pages(("apiextensions.k8s.io/v1", "CustomResourceDefinition"), None, ALL)
+        for crd in crds:
+            create_resources_from_crd(cast(CustomResourceDefinition, CustomResourceDefinition.from_dict(crd)))
         self._crds_loaded_at = time.monotonic()
 
     # -- reads
@@ -431,12 +401,10 @@ class Kube:
         """The object as the API server has it now (a request, whatever the cache holds)."""
         path = await self.object_path(api_version, kind, name, namespace)
         try:
-            with _api_call(f"reading {kind} {name}"):
-                response = await self._raw().get(path)
-                response.raise_for_status()
+            answer = await self._call("GET", path, f"reading {kind} {name}")
         except errors.NotFound:
             return None
-        found: Manifest = response.json()
+        found: Manifest = answer.json()
         return found
 
     async def list(
@@ -527,17 +495,17 @@ class Kube:
         """
         if self.cache is not None:
             self.cache.require_synced(f"deleting {kind} {name}")
-        resource = await self.resource_type(api_version, kind)
+        path = await self.object_path(api_version, kind, name, namespace)
+        options: dict[str, Any] = {
+            "apiVersion": "v1",
+            "kind": "DeleteOptions",
+            "propagationPolicy": propagation,
+        }
+        if grace_period is not None:
+            options["gracePeriodSeconds"] = grace_period
         self.write_calls += 1
         try:
-            with _api_call(f"deleting {kind} {name}"):
-                await self._client.delete(
-                    resource,
-                    name,
-                    namespace=namespace,
-                    cascade=CascadeType[propagation.upper()],
-                    grace_period=grace_period,
-                )
+            await self._call("DELETE", path, f"deleting {kind} {name}", body=json.dumps(options).encode())
         except errors.NotFound:
             return False
         return True
@@ -548,19 +516,18 @@ class Kube:
         """GET ``path`` on a pod's port through the API server's pod proxy: (status code, body).
 
         For an operator that runs outside the cluster, where pod addresses are not routable.
-        lightkube has no call for subresource proxies, so this uses an HTTP client built by
-        lightkube's public client adapter from the same kubeconfig (same server, CA and
-        credentials). No answer at all is :class:`~operator_core.errors.Unavailable`; any
-        answer, an error page included, is returned as it came.
+        It goes the same connection as every other request (same server, CA and credentials).
+        No answer at all is :class:`~operator_core.errors.Unavailable`; any answer, an error page
+        included, is returned as it came.
         """
-        client = self._raw()
-        with _api_call(f"proxying to pod {namespace}/{pod}:{port}"):
-            response = await client.get(
+        with _no_answer_is_unavailable(f"proxying to pod {namespace}/{pod}:{port}"):
+            answer = await self._connected().request(
+                "GET",
                 f"/api/v1/namespaces/{namespace}/pods/{pod}:{port}/proxy{path}",
-                headers=dict(headers),
+                headers=headers,
                 timeout=timeout,
             )
-        return response.status_code, response.content
+        return answer.status, answer.body
 
     async def patch(
         self, api_version: str, kind: str, name: str, namespace: str | None, patch: Mapping[str, Any]
@@ -627,10 +594,7 @@ class Kube:
         parameters = {"limit": "500", **_label_selector(labels)}
         items: builtins.list[Manifest] = []
         while True:
-            with _api_call(f"listing {kind_name}"):
-                response = await self._raw().get(path, params=parameters)
-                response.raise_for_status()
-            page = response.json()
+            page = (await self._call("GET", path, f"listing {kind_name}", params=parameters)).json()
             # A list's items carry no apiVersion and kind; a watch's objects do.
             typed = (
                 {**item, "apiVersion": api_version, "kind": kind_name} for item in page.get("items") or []
@@ -670,16 +634,13 @@ class Kube:
         }
         what = f"watching {kind_name}" if name is None else f"watching {kind_name} {name}"
         # The server ends the watch after timeout_seconds; reading may wait that long between events.
-        timeout = httpx2.Timeout(self._timeout, read=timeout_seconds + self._timeout)
-        with _api_call(what):
-            async with self._raw().stream("GET", path, params=parameters, timeout=timeout) as response:
-                if response.status_code >= 400:
-                    await response.aread()  # the Status object that says why
-                    response.raise_for_status()
+        read_timeout = timeout_seconds + self._connected().timeout
+        with _no_answer_is_unavailable(what):
+            async with self._connected().stream(path, params=parameters, read_timeout=read_timeout) as answer:
+                if answer.status >= 400:
+                    raise _refusal(Answer(answer.status, await answer.body()), what)
                 yield OPENED, {}
-                async for line in response.aiter_lines():
-                    if not line.strip():
-                        continue
+                async for line in answer.lines():
                     event = json.loads(line)
                     event_type, obj = event.get("type", ""), event.get("object") or {}
                     if event_type == "ERROR":

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from operator_core.errors import NotFound, Retry, Unavailable, retry_policy
+from operator_core.errors import KubeError, NotFound, Retry, Unavailable, retry_policy
 from operator_core.events import EventRecorder
 from operator_core.kube import APPLIED_HASH_ANNOTATION, Kube
 from operator_core.secrets import register_secret
@@ -135,3 +135,55 @@ async def test_no_answer_at_all_is_unavailable_and_temporary(tmp_path: Path) -> 
             await nowhere.get("v1", "ConfigMap", "settings", "ns")
     for error in (proxied.value, read.value):
         assert retry_policy(error) is Retry.BACK_OFF
+
+
+def exec_plugin(token_file: Path) -> dict[str, Any]:
+    """A kubeconfig user whose credential plugin prints the token ``token_file`` holds at each run."""
+    script = token_file.with_suffix(".sh")
+    script.write_text(
+        "#!/bin/sh\n"
+        'printf \'{"apiVersion": "client.authentication.k8s.io/v1beta1", "kind": "ExecCredential", '
+        f'"status": {{"token": "%s"}}}}\' "$(cat {token_file})"\n'
+    )
+    script.chmod(0o700)
+    return {"exec": {"apiVersion": "client.authentication.k8s.io/v1beta1", "command": str(script)}}
+
+
+@pytest.mark.parametrize("credentials", ["token file", "exec plugin"])
+async def test_a_refused_credential_says_so_and_a_renewed_one_is_taken_without_a_restart(
+    kube: Kube, namespace: str, control_plane: ControlPlane, tmp_path: Path, credentials: str
+) -> None:
+    """The kubelet rotates a token file, and an exec plugin's token expires: after a 401 the client
+    reads the file or runs the plugin again, and tries once more."""
+    await kube.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": {"name": "rotating", "namespace": namespace},
+        }
+    )
+    granted = await kube.create_subresource(
+        "v1",
+        "ServiceAccount",
+        "rotating",
+        namespace,
+        "token",
+        {
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenRequest",
+            "spec": {"expirationSeconds": 600},
+        },
+    )
+    token_file = tmp_path / "token"
+    token_file.write_text("not-a-token")
+    user = {"tokenFile": str(token_file)} if credentials == "token file" else exec_plugin(token_file)
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(control_plane.kubeconfig_text(user))
+    review = {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
+    async with Kube.connect(kubeconfig, timeout=5) as rotating:
+        with pytest.raises(KubeError, match="Unauthorized") as refused:
+            await rotating.create(review)
+        assert refused.value.status == 401
+        token_file.write_text(granted["status"]["token"])
+        who = await rotating.create(review)
+    assert who["status"]["userInfo"]["username"] == f"system:serviceaccount:{namespace}:rotating"

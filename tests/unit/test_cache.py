@@ -334,7 +334,7 @@ async def test_a_delete_is_refused_while_the_cache_is_not_synced() -> None:
     """Whatever decided a delete may have read a stale view: the adapter refuses before any request."""
     cache = Cache(ScriptedSource([]))
     cache.watch([WatchedKind("v1", "Pod")])
-    kube = Kube(client=None)  # type: ignore[arg-type]  # no request may be made
+    kube = Kube(None)  # no request may be made
     kube.use_cache(cache)
     with pytest.raises(errors.NotSynced, match="not deleting Pod web-0 while the cache may be stale"):
         await kube.delete("v1", "Pod", "web-0", "ns")

@@ -31,7 +31,7 @@ import socket
 import ssl
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO, Any, Self
@@ -412,7 +412,7 @@ class ControlPlane:
             raise ControlPlaneError(f"kubectl {' '.join(arguments)} failed: {result.stderr.strip()}")
         return result.stdout
 
-    def kubeconfig_text(self, user: dict[str, str]) -> str:
+    def kubeconfig_text(self, user: Mapping[str, Any]) -> str:
         """A kubeconfig for this control plane with the given user entry (certificate or token)."""
         assert self.pki is not None
         config: dict[str, Any] = {
