@@ -264,70 +264,42 @@ class Admin:
         return {item["metadata"]["name"] for item in answer.json()["items"] or []}
 
 
-class Census:
-    """Which clusters of a namespace are done: all children exist and the operator wrote a status.
+WATCH_METADATA_ONLY = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
 
-    Children never go away here, so a kind is listed again only while one of its children is missing.
+
+class Sightings:
+    """When each child was first seen, and each cluster first seen reconciled, by watches of one namespace.
+
+    The children's kinds are watched metadata-only, the clusters whole (their status says whether they
+    are reconciled); each watch lists first, so what already exists counts as seen when listed.
+
+    A watch sees a write a few milliseconds after the API server made it. Polling did not: under the
+    load of a creation a round of GETs took 15 to 35 ms, a quantum as large as the differences measured,
+    and its requests loaded the API server it was timing (more of them for a side with more children).
+    Polled every second during a cold start, lists of every child kind and of the 1,000 clusters took
+    a tenth to a fifth of the machine's two cores from the operator being timed.
     """
 
     def __init__(self, admin: Admin, side: Side, namespace: str) -> None:
         self.admin = admin
         self.side = side
-        self.namespace = namespace
-        self._seen: dict[str, set[str]] = {path: set() for path, _ in side.children}
-        self._reconciled: set[str] = set()
-
-    async def done(self, clusters: Collection[str]) -> set[str]:
-        for path in self._seen:
-            wanted = {p.format(name=c) for kind, p in self.side.children if kind == path for c in clusters}
-            if wanted - self._seen[path]:
-                self._seen[path] |= await self.admin.names(path.format(namespace=self.namespace))
-        complete = {
-            c
-            for c in clusters
-            if all(pattern.format(name=c) in self._seen[path] for path, pattern in self.side.children)
-        }
-        if complete - self._reconciled:
-            items = await self.admin.items(CLUSTERS.format(namespace=self.namespace))
-            self._reconciled |= {i["metadata"]["name"] for i in items if self.side.reconciled(i)}
-        return complete & self._reconciled
-
-    async def wait(self, clusters: Collection[str], *, poll: float, timeout: float) -> dict[str, float]:
-        """Poll until every cluster is done or ``timeout``; the monotonic time each was first seen done."""
-        finished: dict[str, float] = {}
-        deadline = time.monotonic() + timeout
-        while len(finished) < len(clusters) and time.monotonic() < deadline:
-            done = await self.done([c for c in clusters if c not in finished])
-            now = time.monotonic()
-            finished.update(dict.fromkeys(done, now))
-            if len(finished) < len(clusters):
-                await asyncio.sleep(poll)
-        return finished
-
-
-WATCH_METADATA_ONLY = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
-
-
-class Sightings:
-    """When each child was first seen, by metadata-only watches of the children's kinds in one namespace.
-
-    A watch sees a write a few milliseconds after the API server made it. Polling did not: under the
-    load of a creation a round of GETs took 15 to 35 ms, a quantum as large as the differences measured,
-    and its requests loaded the API server it was timing (more of them for a side with more children).
-    """
-
-    def __init__(self, admin: Admin, side: Side, namespace: str) -> None:
-        self.admin = admin
         self._children = [(path.format(namespace=namespace), pattern) for path, pattern in side.children]
+        self._clusters = CLUSTERS.format(namespace=namespace)
         self._paths = sorted({path for path, _ in self._children})
         self._first_seen: dict[tuple[str, str], float] = {}
+        """(collection path, name): when first seen; for a cluster, when first seen reconciled."""
+        self._touched: set[tuple[str, str]] = set()
+        """What was first seen since a waiter last looked."""
         self._arrived = asyncio.Event()
         self._watches: list[asyncio.Task[None]] = []
 
     async def __aenter__(self) -> Sightings:
         loop = asyncio.get_running_loop()
-        opened = {path: loop.create_future() for path in self._paths}
-        self._watches = [asyncio.create_task(self._watch(path, opened[path])) for path in self._paths]
+        watched = [(path, False) for path in self._paths] + [(self._clusters, True)]
+        opened = {path: loop.create_future() for path, _ in watched}
+        self._watches = [
+            asyncio.create_task(self._watch(path, whole, opened[path])) for path, whole in watched
+        ]
         try:
             # A watch that fails before it opens fails the run here, not as a timeout later.
             await asyncio.wait_for(asyncio.gather(*opened.values()), timeout=30)
@@ -341,15 +313,28 @@ class Sightings:
             watch.cancel()
         await asyncio.gather(*self._watches, return_exceptions=True)
 
-    async def _watch(self, path: str, opened: asyncio.Future[None]) -> None:
+    def _saw(self, path: str, obj: Mapping[str, Any]) -> None:
+        if path == self._clusters and not self.side.reconciled(obj):
+            return
+        key = (path, obj["metadata"]["name"])
+        if key not in self._first_seen:
+            self._first_seen[key] = time.monotonic()
+            self._touched.add(key)
+            self._arrived.set()
+
+    async def _watch(self, path: str, whole: bool, opened: asyncio.Future[None]) -> None:
+        listing, watching = ("application/json",) * 2 if whole else (METADATA_ONLY, WATCH_METADATA_ONLY)
         try:
-            listed = await self.admin.http.get(path, params={"limit": "1"}, headers={"Accept": METADATA_ONLY})
+            listed = await self.admin.http.get(path, headers={"Accept": listing})
             listed.raise_for_status()
-            version = listed.json()["metadata"]["resourceVersion"]
+            page = listed.json()
+            for item in page.get("items") or []:
+                self._saw(path, item)
+            version = page["metadata"]["resourceVersion"]
             while True:  # the server ends a watch after its timeout: the next one goes on from there
                 parameters = {"watch": "true", "resourceVersion": version, "timeoutSeconds": "1800"}
                 async with self.admin.http.stream(
-                    "GET", path, params=parameters, headers={"Accept": WATCH_METADATA_ONLY}, timeout=None
+                    "GET", path, params=parameters, headers={"Accept": watching}, timeout=None
                 ) as response:
                     response.raise_for_status()
                     if not opened.done():
@@ -360,10 +345,8 @@ class Sightings:
                         event = json.loads(line)
                         if event["type"] == "ERROR":
                             raise RuntimeError(f"watching {path}: {event['object'].get('message')}")
-                        metadata = event["object"]["metadata"]
-                        version = metadata["resourceVersion"]
-                        self._first_seen.setdefault((path, metadata["name"]), time.monotonic())
-                        self._arrived.set()
+                        version = event["object"]["metadata"]["resourceVersion"]
+                        self._saw(path, event["object"])
         except Exception as error:
             if not opened.done():
                 opened.set_exception(error)
@@ -373,25 +356,43 @@ class Sightings:
     async def all_seen(self, clusters: Collection[str], *, timeout: float) -> dict[str, float]:
         """Wait until every child of ``clusters`` was seen, or ``timeout``; for each cluster whose children
         were all seen, the monotonic time the last of them was."""
-        wanted = {
-            name: [(path, pattern.format(name=name)) for path, pattern in self._children] for name in clusters
+        return await self._until(clusters, reconciled=False, timeout=timeout)
+
+    async def all_done(self, clusters: Collection[str], *, timeout: float) -> dict[str, float]:
+        """As :meth:`all_seen`, and each cluster reconciled too (for ours, a status of its generation; for
+        the Go one, a condition)."""
+        return await self._until(clusters, reconciled=True, timeout=timeout)
+
+    async def _until(
+        self, clusters: Collection[str], *, reconciled: bool, timeout: float
+    ) -> dict[str, float]:
+        pending = {
+            name: [(path, pattern.format(name=name)) for path, pattern in self._children]
+            + ([(self._clusters, name)] if reconciled else [])
+            for name in clusters
         }
+        owner = {key: name for name, keys in pending.items() for key in keys}
+        complete: dict[str, float] = {}
+        looking_at: Collection[str] = list(pending)  # first every cluster, then those just touched
+        self._touched.clear()
         deadline = time.monotonic() + timeout
         while True:
             for watch in self._watches:  # a watch that broke says why, rather than a timeout later
                 if watch.done() and not watch.cancelled() and (error := watch.exception()) is not None:
                     raise error
             self._arrived.clear()
-            complete = {
-                name: max(self._first_seen[key] for key in keys)
-                for name, keys in wanted.items()
-                if all(key in self._first_seen for key in keys)
-            }
+            for name in looking_at:
+                keys = pending.get(name)
+                if keys is not None and all(key in self._first_seen for key in keys):
+                    complete[name] = max(self._first_seen[key] for key in keys)
+                    del pending[name]
             left = deadline - time.monotonic()
-            if len(complete) == len(wanted) or left <= 0:
+            if not pending or left <= 0:
                 return complete
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._arrived.wait(), timeout=left)
+            looking_at = {owner[key] for key in self._touched if key in owner}
+            self._touched.clear()
 
 
 async def create_clusters(
@@ -493,15 +494,13 @@ class Run:
     admin: Admin
     operator: Operator
     audit: AuditTail
-    census: Census
     settings: argparse.Namespace
 
     @classmethod
     def of(
         cls, side: Side, plane: ControlPlane, admin: Admin, operator: Operator, settings: argparse.Namespace
     ) -> Run:
-        census = Census(admin, side, NAMESPACE)
-        return cls(side, plane, admin, operator, AuditTail(plane.audit_log, side.user), census, settings)
+        return cls(side, plane, admin, operator, AuditTail(plane.audit_log, side.user), settings)
 
     def apiserver_pid(self) -> int:
         return next(c.pid for c in self.plane.state().components if c.name == "kube-apiserver")
@@ -617,7 +616,8 @@ async def idle(run: Run, population: int) -> dict[str, Any]:
     """Wait until all clusters are reconciled and all their pods made, let things settle, then watch one
     idle window."""
     everything = names(0, population)
-    finished = await run.census.wait(everything, poll=1.0, timeout=120 + population)
+    async with Sightings(run.admin, run.side, NAMESPACE) as sightings:
+        finished = await sightings.all_done(everything, timeout=120 + population)
     pods = await pods_made(run, population * run.settings.replicas, timeout=120 + population / 2)
     await asyncio.sleep(run.settings.settle_seconds)
     settled = await writes_stopped(run, quiet=QUIET_SECONDS, timeout=QUIET_TIMEOUT_SECONDS)
@@ -642,12 +642,13 @@ async def cold_start(run: Run, clusters: int) -> dict[str, Any]:
     """Start the operator (already built, not running) with ``clusters`` clusters it has never seen."""
     everything = names(0, clusters)
     await create_clusters(run.admin, everything, run.settings.replicas)
-    run.audit.new_requests()
-    apiserver = run.apiserver_pid()
-    apiserver_before = cpu_seconds(apiserver)
-    started = time.monotonic()
-    await asyncio.to_thread(run.operator.start)
-    finished = await run.census.wait(everything, poll=1.0, timeout=300 + 2 * clusters)
+    async with Sightings(run.admin, run.side, NAMESPACE) as sightings:
+        run.audit.new_requests()
+        apiserver = run.apiserver_pid()
+        apiserver_before = cpu_seconds(apiserver)
+        started = time.monotonic()
+        await asyncio.to_thread(run.operator.start)
+        finished = await sightings.all_done(everything, timeout=300 + 2 * clusters)
     seconds = sorted(t - started for t in finished.values())
     apiserver_cpu = cpu_seconds(apiserver) - apiserver_before
     requests = run.audit.new_requests()
