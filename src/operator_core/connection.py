@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,7 +30,7 @@ from lightkube.config import client_adapter
 from lightkube.config.kubeconfig import SingleConfig
 from lightkube.config.models import User
 
-__all__ = ["Answer", "AnswerCounter", "Connection", "NoAnswer", "Streamed"]
+__all__ = ["Answer", "AnswerCounter", "Connection", "NoAnswer", "Streamed", "lines_of"]
 
 CONNECTIONS = 100
 """Requests in flight at once, each on its own keep-alive connection (HTTP/1.1, as client-go by default)."""
@@ -69,23 +69,27 @@ class Streamed:
     async def body(self) -> bytes:
         return await self._response.read()
 
-    async def lines(self) -> AsyncIterator[bytes]:
-        """The body's non-empty lines, however long (an object of several MiB is one line), each
-        whole; the chunks of a line that spans several are joined once, when its end comes."""
-        partial: list[bytes] = []
-        async for chunk in self._response.content.iter_any():
-            *complete, rest = chunk.split(b"\n")
-            if complete:
-                complete[0] = b"".join([*partial, complete[0]])
-                partial = []
-                for line in complete:
-                    if line.strip():
-                        yield line
-            if rest:
-                partial.append(rest)
-        tail = b"".join(partial)
-        if tail.strip():
-            yield tail
+    def lines(self) -> AsyncIterator[bytes]:
+        return lines_of(self._response.content.iter_any())
+
+
+async def lines_of(chunks: AsyncIterable[bytes]) -> AsyncIterator[bytes]:
+    """The non-empty lines of a body that comes in ``chunks``, however long (an object of several MiB
+    is one line of a watch), each whole; a line that spans several chunks is joined once, at its end."""
+    partial: list[bytes] = []
+    async for chunk in chunks:
+        *complete, rest = chunk.split(b"\n")
+        if complete:
+            complete[0] = b"".join([*partial, complete[0]])
+            partial = []
+            for line in complete:
+                if line.strip():
+                    yield line
+        if rest:
+            partial.append(rest)
+    tail = b"".join(partial)
+    if tail.strip():
+        yield tail
 
 
 class _Credentials:

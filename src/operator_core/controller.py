@@ -62,7 +62,7 @@ from operator_core.events import EventRecorder
 from operator_core.kube import ALL, ApplyResult, Kube
 from operator_core.logs import about_object
 from operator_core.manifests import merge_patch
-from operator_core.memory import trim_after_work
+from operator_core.memory import freeze_long_lived, trim_after_work
 from operator_core.metrics import REPLICA, timed_reconcile
 from operator_core.reconciling import (
     ConditionBook,
@@ -544,9 +544,11 @@ LOOP_STOP_SECONDS = 10.0
 
 
 async def _report_synced(cache: Cache) -> None:
-    """/readyz and the gauge: ready once every watch cache has listed its kind."""
+    """/readyz and the gauge: ready once every watch cache has listed its kind. The start is over then:
+    what lives now (the code, the first lists) is left out of the garbage collector's later passes."""
     await cache.wait_synced()
     REPLICA.caches_synced(True)
+    freeze_long_lived()
 
 
 async def _set_finalizers(
