@@ -1,9 +1,9 @@
 """The HTTP connection to one API server (aiohttp), with a kubeconfig's TLS settings and credentials.
 
 :class:`operator_core.kube.Kube` sends every request through a :class:`Connection`. lightkube's own
-client (httpx2) spent 1.0-1.8 ms of CPU on each request against the local API server, most of an
-operator's CPU at scale, and added about 2 ms to each answer; aiohttp, kopf's client and already
-installed, spends 0.2-0.3 ms (decision 21).
+client (httpx2) spent 0.5-0.9 ms of CPU on each request against the local API server, the largest part
+of an operator's CPU at scale; aiohttp, kopf's client and already installed, spends 0.2-0.35 ms
+(decision 21).
 
 lightkube still reads the kubeconfig and makes the TLS context (the cluster's CA, a client
 certificate) and the credentials: a token; a token file, read again after a 401 because the kubelet

@@ -5,7 +5,7 @@
 writes are plain JSON over an aiohttp connection (:mod:`operator_core.connection`, with
 the kubeconfig's TLS and credentials as lightkube reads them): building lightkube's models
 for every object cost most of an operator's CPU at scale, a model drops the fields it does
-not know, and lightkube's HTTP client cost four times aiohttp's CPU a request. Writes go
+not know, and lightkube's HTTP client cost two to three times aiohttp's CPU a request. Writes go
 through server-side apply with one field manager.
 
 Quiet writes: :meth:`Kube.apply` skips the call when the pure
