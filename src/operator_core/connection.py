@@ -220,7 +220,7 @@ class Connection:
         sent = dict(headers or {})
         authorization = await self._credentials.header()
         try:
-            while True:
+            for tries_left in (1, 0):  # once more after a 401, never more: a plugin may mint tokens forever
                 if authorization is not None:
                     sent["Authorization"] = authorization
                 response = await session.request(
@@ -231,13 +231,13 @@ class Connection:
                     headers=sent,
                     timeout=timeout if timeout is not None else self._timeout,
                 )
-                if response.status == 401 and "Authorization" in sent:
-                    renewed = await self._credentials.renewed(authorization)
-                    if renewed is not None and renewed != sent["Authorization"]:
-                        response.release()
-                        authorization = renewed
-                        continue
-                break
+                if response.status != 401 or authorization is None or not tries_left:
+                    break
+                renewed = await self._credentials.renewed(authorization)
+                if renewed is None:
+                    break
+                response.release()
+                authorization = renewed
             if self._on_answer is not None:
                 self._on_answer(method, path, params or {}, response.status)
             async with response:

@@ -187,3 +187,25 @@ async def test_a_refused_credential_says_so_and_a_renewed_one_is_taken_without_a
         token_file.write_text(granted["status"]["token"])
         who = await rotating.create(review)
     assert who["status"]["userInfo"]["username"] == f"system:serviceaccount:{namespace}:rotating"
+
+
+async def test_a_plugin_whose_every_token_is_refused_is_asked_once_more_not_forever(
+    control_plane: ControlPlane, tmp_path: Path
+) -> None:
+    runs = tmp_path / "runs"
+    script = tmp_path / "minting.sh"
+    script.write_text(
+        "#!/bin/sh\n"
+        f"echo run >> {runs}\n"
+        'printf \'{"apiVersion": "client.authentication.k8s.io/v1beta1", "kind": "ExecCredential", '
+        '"status": {"token": "minted-%s"}}\' "$(date +%s%N)"\n'
+    )
+    script.chmod(0o700)
+    user = {"exec": {"apiVersion": "client.authentication.k8s.io/v1beta1", "command": str(script)}}
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(control_plane.kubeconfig_text(user))
+    async with Kube.connect(kubeconfig, timeout=5) as refused:
+        with pytest.raises(KubeError, match="Unauthorized") as error:
+            await refused.list("v1", "ConfigMap", "default")
+    assert error.value.status == 401
+    assert runs.read_text().split() == ["run", "run"]  # its first token, and one more after the 401
