@@ -36,7 +36,8 @@ CONNECTIONS = 100
 """Requests in flight at once, each on its own keep-alive connection (HTTP/1.1, as client-go by default)."""
 
 AnswerCounter = Callable[[str, str, Mapping[str, Any], int], None]
-"""Told of one answered request: its method, path, query parameters, and its answer's status."""
+"""Told of one answered request (a watch: when its stream opens): its method, path, query parameters,
+and its answer's status."""
 
 
 class NoAnswer(Exception):

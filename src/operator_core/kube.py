@@ -165,11 +165,6 @@ def vet_kubeconfig(document: object) -> Mapping[str, Any]:
     return document
 
 
-RequestCounter = AnswerCounter
-"""Told of one answered request (a watch: when its stream opens): its method, path, query
-parameters, and its answer's status."""
-
-
 def _describe(manifest: Mapping[str, Any]) -> str:
     metadata = manifest.get("metadata", {})
     where = f"{metadata.get('namespace')}/" if metadata.get("namespace") else ""
@@ -197,7 +192,7 @@ class Kube:
         field_manager: str = DEFAULT_FIELD_MANAGER,
         context: str | None = None,
         timeout: float = 10.0,
-        on_request: RequestCounter | None = None,
+        on_request: AnswerCounter | None = None,
     ) -> Kube:
         """Connect with a kubeconfig file, or else in-cluster config, $KUBECONFIG, or ~/.kube/config.
         ``on_request`` is told of every request and its answer's status (the operator's /metrics)."""
@@ -210,7 +205,7 @@ class Kube:
         config: SingleConfig | None,
         field_manager: str,
         timeout: float,
-        on_request: RequestCounter | None,
+        on_request: AnswerCounter | None,
     ) -> Kube:
         # lightkube's KubeConfig.get raises rather than answer None, when given no default.
         assert config is not None

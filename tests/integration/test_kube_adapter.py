@@ -137,13 +137,14 @@ async def test_no_answer_at_all_is_unavailable_and_temporary(tmp_path: Path) -> 
         assert retry_policy(error) is Retry.BACK_OFF
 
 
-def exec_plugin(token_file: Path) -> dict[str, Any]:
-    """A kubeconfig user whose credential plugin prints the token ``token_file`` holds at each run."""
-    script = token_file.with_suffix(".sh")
+def exec_plugin(script: Path, token: str) -> dict[str, Any]:
+    """A kubeconfig user whose credential plugin prints the token the shell word ``token`` gives at each
+    run, and notes each run in ``<script>.runs``."""
     script.write_text(
         "#!/bin/sh\n"
+        f"echo run >> {script.with_suffix('.runs')}\n"
         'printf \'{"apiVersion": "client.authentication.k8s.io/v1beta1", "kind": "ExecCredential", '
-        f'"status": {{"token": "%s"}}}}\' "$(cat {token_file})"\n'
+        f'"status": {{"token": "%s"}}}}\' "{token}"\n'
     )
     script.chmod(0o700)
     return {"exec": {"apiVersion": "client.authentication.k8s.io/v1beta1", "command": str(script)}}
@@ -176,7 +177,11 @@ async def test_a_refused_credential_says_so_and_a_renewed_one_is_taken_without_a
     )
     token_file = tmp_path / "token"
     token_file.write_text("not-a-token")
-    user = {"tokenFile": str(token_file)} if credentials == "token file" else exec_plugin(token_file)
+    user = (
+        {"tokenFile": str(token_file)}
+        if credentials == "token file"
+        else exec_plugin(tmp_path / "rotating.sh", f"$(cat {token_file})")
+    )
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text(control_plane.kubeconfig_text(user))
     review = {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
@@ -192,20 +197,12 @@ async def test_a_refused_credential_says_so_and_a_renewed_one_is_taken_without_a
 async def test_a_plugin_whose_every_token_is_refused_is_asked_once_more_not_forever(
     control_plane: ControlPlane, tmp_path: Path
 ) -> None:
-    runs = tmp_path / "runs"
-    script = tmp_path / "minting.sh"
-    script.write_text(
-        "#!/bin/sh\n"
-        f"echo run >> {runs}\n"
-        'printf \'{"apiVersion": "client.authentication.k8s.io/v1beta1", "kind": "ExecCredential", '
-        '"status": {"token": "minted-%s"}}\' "$(date +%s%N)"\n'
-    )
-    script.chmod(0o700)
-    user = {"exec": {"apiVersion": "client.authentication.k8s.io/v1beta1", "command": str(script)}}
+    user = exec_plugin(tmp_path / "minting.sh", "minted-$(date +%s%N)")
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text(control_plane.kubeconfig_text(user))
     async with Kube.connect(kubeconfig, timeout=5) as refused:
         with pytest.raises(KubeError, match="Unauthorized") as error:
             await refused.list("v1", "ConfigMap", "default")
     assert error.value.status == 401
-    assert runs.read_text().split() == ["run", "run"]  # its first token, and one more after the 401
+    runs = (tmp_path / "minting.runs").read_text().split()
+    assert runs == ["run", "run"]  # its first token, and one more after the 401
