@@ -26,6 +26,11 @@ ENV PATH=/opt/operator-suite/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/b
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1
 # Not root; the charts also run it with a read-only root filesystem and /tmp as its only writable place.
+# The user has entries in passwd and group, as distroless images' "nonroot" does, so that a tool that
+# asks for its name finds one; the operators themselves never ask (they take the pod's name).
+RUN echo 'nonroot:x:65532:65532:nonroot:/home/nonroot:/usr/sbin/nologin' >> /etc/passwd \
+ && echo 'nonroot:x:65532:' >> /etc/group \
+ && install -d -o 65532 -g 65532 -m 0700 /home/nonroot
 USER 65532:65532
 WORKDIR /tmp
 EXPOSE 8081

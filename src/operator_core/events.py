@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
-import socket
 import uuid
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -20,6 +18,7 @@ from enum import StrEnum
 from typing import Any, Literal
 
 from operator_core.errors import OperatorError
+from operator_core.identity import pod_name
 from operator_core.kube import Kube
 from operator_core.secrets import scrub
 
@@ -43,7 +42,7 @@ class EventRecorder:
     def __init__(self, kube: Kube, controller: str, instance: str | None = None) -> None:
         self._kube = kube
         self.controller = controller
-        self.instance = instance or os.environ.get("POD_NAME") or socket.gethostname()
+        self.instance = instance or pod_name()
         self._pending: set[asyncio.Task[dict[str, Any]]] = set()
 
     async def emit(

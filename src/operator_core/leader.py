@@ -24,8 +24,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
-import socket
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -40,7 +38,7 @@ from operator_core.kube import Kube
 from operator_core.metrics import REPLICA
 from operator_core.reconciling import first_of
 
-__all__ = ["Action", "LeaderElectionSettings", "LeaderElector", "LeaseView", "decide", "default_identity"]
+__all__ = ["Action", "LeaderElectionSettings", "LeaderElector", "LeaseView", "decide"]
 
 log = logging.getLogger(__name__)
 
@@ -113,11 +111,6 @@ def decide(lease: LeaseView | None, identity: str, now: float) -> Action:
     if not lease.holder or now > lease.renewed_at + lease.duration:
         return Action.TAKE
     return Action.WAIT
-
-
-def default_identity() -> str:
-    """The pod's name (its host name in a cluster) and the process id: unique among replicas."""
-    return f"{socket.gethostname()}_{os.getpid()}"
 
 
 def default_namespace() -> str:

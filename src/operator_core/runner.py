@@ -27,8 +27,9 @@ import aiohttp
 import kopf
 
 from operator_core.errors import SettingsError
+from operator_core.identity import pod_name, process_identity
 from operator_core.kube import Kube
-from operator_core.leader import LeaderElectionSettings, LeaderElector, default_identity, default_namespace
+from operator_core.leader import LeaderElectionSettings, LeaderElector, default_namespace
 from operator_core.logs import LOG_FORMATS, LOG_LEVELS, LogFormat, LogLevel, configure_logging
 from operator_core.metrics import REPLICA, count_request, serve_probes
 from operator_core.settings import KubeSettings, from_env
@@ -155,6 +156,8 @@ def run_operator(
         namespaces=namespaces,
         standalone=True,
         liveness_endpoint=arguments.liveness,
+        # kopf's default id asks the user database (getpass), which has no entry for a pod's user.
+        identity=pod_name(),  # type: ignore[arg-type]  # kopf.peering.Identity is a NewType of str
     )
     asyncio.run(_quiet_at_exit(_lead_then_run(name, kopf_run, health, election)))
 
@@ -197,7 +200,7 @@ async def _run_as_leader(
         election,
         name=election.leader_election_lease or f"{name}-leader",
         namespace=election.leader_election_namespace or default_namespace(),
-        identity=default_identity(),
+        identity=process_identity(),
     )
     REPLICA.leading(False)
     try:
