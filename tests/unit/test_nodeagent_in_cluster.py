@@ -1,6 +1,7 @@
 """What lets a pod of this suite's own image run in-cluster on the node agent (pure parts): the
 ``kubernetes`` Service's env and forwarding, the ServiceAccount token and downward-API files, the
-mounts in the process's own namespace, and the operator's listen address bound to the pod."""
+image's own root with the pod's mounts, user and environment, and the operator's listen address bound
+to the pod."""
 
 from __future__ import annotations
 
@@ -8,15 +9,28 @@ from pathlib import Path
 
 import pytest
 
-from operator_testkit.nodeagent.env import ConfigError, PodFacts, downward_file, master_service_env
+from operator_testkit.image import ImageConfig, ImageNotStored, UnpackedImage
+from operator_testkit.nodeagent.env import (
+    ConfigError,
+    PodFacts,
+    downward_file,
+    master_service_env,
+    service_links,
+)
 from operator_testkit.nodeagent.failures import ProgramMissing
 from operator_testkit.nodeagent.processes import mount_script
+from operator_testkit.nodeagent.rootfs import (
+    container_environment,
+    container_identity,
+    path_in_tree,
+    root_script,
+)
 from operator_testkit.nodeagent.runners import (
     REGISTRY,
+    ImageRootRunner,
     LaunchContext,
-    OperatorSuiteRunner,
-    Runtime,
     bound_to_pod,
+    image_words,
     runner_for,
 )
 from operator_testkit.nodeagent.serviceproxy import api_server_backend, service_backends
@@ -99,67 +113,204 @@ def test_an_address_that_listens_everywhere_is_bound_to_the_pod() -> None:
     assert bound_to_pod(["--namespace=0.0.0.0:1"], pod_ip) == ["--namespace=0.0.0.0:1"]
 
 
-def test_volumes_are_staged_before_any_is_mounted_so_none_hides_another(tmp_path: Path) -> None:
-    tmp_volume, token_volume = tmp_path / "tmp", tmp_path / "token"
-    tmp_volume.mkdir()
-    token_volume.mkdir()
-    script = mount_script(
-        [
-            Mount("/var/run/secrets/kubernetes.io/serviceaccount", token_volume, read_only=True),
-            Mount("/tmp", tmp_volume),
-        ]
+def test_a_program_of_this_machine_sees_the_pods_hosts_file_and_host_name() -> None:
+    assert mount_script() == 'mount --bind "$0" /etc/hosts && exec "$@"'
+    assert mount_script("op-1") == 'mount --bind "$0" /etc/hosts && hostname op-1 && exec "$@"'
+
+
+def image_tree(tmp_path: Path) -> Path:
+    """A small image tree: Debian's /var/run link, a venv whose python links out absolutely, a user."""
+    tree = tmp_path / "tree"
+    for directory in ("run", "tmp", "etc", "usr/bin", "opt/suite/bin", "proc", "dev", "sys"):
+        (tree / directory).mkdir(parents=True)
+    (tree / "var").mkdir()
+    (tree / "var/run").symlink_to("/run")
+    (tree / "usr/bin/python3").write_text("")
+    (tree / "usr/bin/python3").chmod(0o755)
+    (tree / "opt/suite/bin/python3").symlink_to("/usr/bin/python3")
+    (tree / "opt/suite/bin/typesense-operator").write_text("#!/opt/suite/bin/python3\n")
+    (tree / "opt/suite/bin/typesense-operator").chmod(0o755)
+    (tree / "etc/passwd").write_text(
+        "root:x:0:0:root:/root:/bin/bash\nnonroot:x:65532:65532::/home/nonroot:/x\n"
     )
-    steps = script.split(" && ")
-    assert steps[0] == 'mount --bind "$0" /etc/hosts'
-    assert steps[1].startswith("mount -t tmpfs")
-    assert steps[1].endswith(" /run")
-    staged = [i for i, step in enumerate(steps) if str(tmp_path) in step]
-    first_target = min(i for i, step in enumerate(steps) if step.endswith(" /tmp"))
-    assert max(staged) < first_target, "a /tmp mount would hide the volumes' host paths under /tmp"
-    assert "mount -o remount,bind,ro /var/run/secrets/kubernetes.io/serviceaccount" in steps
-    assert steps[-1] == 'exec "$@"'
-    assert mount_script([]) == 'mount --bind "$0" /etc/hosts && exec "$@"'
-    assert mount_script([], "op-1") == 'mount --bind "$0" /etc/hosts && hostname op-1 && exec "$@"'
+    (tree / "etc/group").write_text("root:x:0:\nnonroot:x:65532:\n")
+    return tree
 
 
-def test_a_volume_over_the_programs_own_code_does_not_hide_it(tmp_path: Path) -> None:
-    # A checkout under /tmp (CI's clean clone) holds the runtime of an editable install; the
-    # chart's /tmp emptyDir would hide it.
-    script = mount_script([Mount("/tmp", tmp_path)], keep=["/tmp/ci/src", "/root/.cache/venv"])
-    steps = script.split(" && ")
-    staged = steps.index("mount --bind /tmp/ci/src /run/.pod-volumes/keep-0")
-    mounted = steps.index("mount --bind /run/.pod-volumes/0 /tmp")
-    restored = steps.index("mount --bind /run/.pod-volumes/keep-0 /tmp/ci/src")
-    assert staged < mounted < restored
-    assert "/root/.cache/venv" not in script, "only what a mount hides is bound back"
+def test_paths_resolve_inside_the_image_never_on_this_machine(tmp_path: Path) -> None:
+    tree = image_tree(tmp_path)
+    token = "/var/run/secrets/kubernetes.io/serviceaccount"
+    assert path_in_tree(tree, token) == "/run/secrets/kubernetes.io/serviceaccount"
+    assert path_in_tree(tree, "/opt/suite/bin/python3") == "/usr/bin/python3"
+    assert path_in_tree(tree, "/../../etc/passwd") == "/etc/passwd", "no way out of the root"
+    (tree / "etc/out").symlink_to("../../../../../../root")
+    assert path_in_tree(tree, "/etc/out/.kube") == "/root/.kube"
+    (tree / "loop").symlink_to("/loop")
+    with pytest.raises(ConfigError, match="too many levels of symbolic links"):
+        path_in_tree(tree, "/loop/x")
 
 
-def _context(command: list[str], mounts: list[Mount]) -> LaunchContext:
+IMAGE_USER = "65532:65532"
+PASSWD = (
+    "root:x:0:0:root:/root:/bin/bash\nnonroot:x:65532:65532::/home/nonroot:/x\napp:x:1000:1001::/app:/x\n"
+)
+GROUP = "root:x:0:\nnonroot:x:65532:\nstaff:x:50:\n"
+
+
+@pytest.mark.parametrize(
+    ("pod_context", "container_context", "image_user", "expected"),
+    [
+        ({}, {}, IMAGE_USER, (65532, 65532, ())),
+        ({}, {}, "", (0, 0, ())),
+        ({}, {}, "app", (1000, 1001, ())),
+        ({}, {}, "nonroot:staff", (65532, 50, ())),
+        ({"runAsUser": 1000}, {}, IMAGE_USER, (1000, 1001, ())),
+        ({"runAsUser": 4242}, {}, IMAGE_USER, (4242, 0, ())),
+        ({"runAsUser": 1000, "runAsGroup": 7}, {"runAsUser": 65532}, IMAGE_USER, (65532, 7, ())),
+        ({"fsGroup": 2000, "supplementalGroups": [3000, 2000]}, {}, IMAGE_USER, (65532, 65532, (2000, 3000))),
+        ({"runAsNonRoot": True}, {}, IMAGE_USER, (65532, 65532, ())),
+    ],
+)
+def test_a_containers_user_is_the_pods_security_context_else_the_images(
+    pod_context: dict[str, object],
+    container_context: dict[str, object],
+    image_user: str,
+    expected: tuple[int, int, tuple[int, ...]],
+) -> None:
+    pod = {"spec": {"securityContext": pod_context}}
+    container = {"securityContext": container_context}
+    assert container_identity(pod, container, image_user, PASSWD, GROUP) == expected
+
+
+def test_a_container_that_would_run_as_root_is_refused_under_run_as_non_root() -> None:
+    pod = {"spec": {"securityContext": {"runAsNonRoot": True}}}
+    with pytest.raises(ConfigError, match="runAsNonRoot and image will run as root"):
+        container_identity(pod, {}, "", PASSWD, GROUP)
+    with pytest.raises(ConfigError, match="unable to find user ghost"):
+        container_identity({}, {}, "ghost", PASSWD, GROUP)
+
+
+def test_a_containers_environment_is_the_images_then_the_kubelets_then_its_own() -> None:
+    image_env = ["PATH=/opt/suite/bin:/usr/bin", "PYTHONUNBUFFERED=1", "MODE=image"]
+    kubelet = {"HOSTNAME": "op-1", "KUBERNETES_SERVICE_HOST": "127.100.0.1"}
+    env = container_environment(image_env, 65532, PASSWD, kubelet, {"MODE": "pod"})
+    assert env == {
+        "PATH": "/opt/suite/bin:/usr/bin",
+        "PYTHONUNBUFFERED": "1",
+        "MODE": "pod",
+        "HOME": "/home/nonroot",
+        "HOSTNAME": "op-1",
+        "KUBERNETES_SERVICE_HOST": "127.100.0.1",
+    }
+    bare = container_environment([], 4242, PASSWD, {}, {})
+    assert bare == {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/"}
+
+
+def test_service_links_name_every_service_of_the_pods_namespace_unless_turned_off() -> None:
+    search = {
+        "metadata": {"namespace": "ops", "name": "search-svc"},
+        "spec": {"clusterIP": "127.100.0.7", "ports": [{"name": "http", "port": 8108}]},
+    }
+    headless = {"metadata": {"namespace": "ops", "name": "peers"}, "spec": {"clusterIP": "None", "ports": []}}
+    elsewhere = {"metadata": {"namespace": "other", "name": "db"}, "spec": {"clusterIP": "127.100.0.8"}}
+    env = service_links([search, headless, elsewhere, KUBERNETES], "ops")
+    assert env["SEARCH_SVC_SERVICE_HOST"] == "127.100.0.7"
+    assert env["SEARCH_SVC_SERVICE_PORT_HTTP"] == "8108"
+    assert env["SEARCH_SVC_PORT_8108_TCP"] == "tcp://127.100.0.7:8108"
+    assert env["KUBERNETES_SERVICE_HOST"] == "127.100.0.1"
+    assert not any(key.startswith(("PEERS_", "DB_")) for key in env)
+    assert service_links([search, KUBERNETES], "ops", enabled=False) == master_service_env([KUBERNETES])
+
+
+def test_command_replaces_the_entrypoint_and_drops_cmd_args_replace_cmd() -> None:
+    config = ImageConfig(entrypoint=("/entry",), cmd=("serve", "--x"))
+    assert image_words([], [], config) == ["/entry", "serve", "--x"]
+    assert image_words([], ["--y"], config) == ["/entry", "--y"]
+    assert image_words(["run"], [], config) == ["run"]
+    assert image_words(["run"], ["--y"], config) == ["run", "--y"]
+
+
+def _context(tmp_path: Path, command: list[str], security: dict[str, object]) -> LaunchContext:
     return LaunchContext(
-        container={"name": "operator", "image": "localhost/operator-suite:0.1.0"},
+        container={
+            "name": "operator",
+            "image": "localhost/operator-suite:0.1.0",
+            "securityContext": security,
+        },
         pod_ip="127.50.0.9",
         command=command,
         args=["--health-address=0.0.0.0:8081"],
-        env={"PATH": "/usr/bin", "HOME": "/root"},
-        mounts=mounts,
+        env={},
+        mounts=[Mount("/var/run/secrets/kubernetes.io/serviceaccount", tmp_path, read_only=True)],
         runs_to_completion=False,
         redact=lambda text: text,
+        scratch=tmp_path / "scratch",
+        pod={"spec": {"securityContext": {"runAsNonRoot": True}}},
+        kubelet_env={"HOSTNAME": "op-1"},
+        container_env={"LOG": "1"},
     )
 
 
-def test_the_suites_image_runs_its_command_from_the_runtime_with_its_volumes_mounted(tmp_path: Path) -> None:
-    assert isinstance(runner_for("localhost/operator-suite:0.1.0", REGISTRY), OperatorSuiteRunner)
-    assert isinstance(runner_for("127.0.0.1:5000/operator-suite:dev", REGISTRY), OperatorSuiteRunner)
-    runtime = Runtime({"typesense-operator": "/venv/bin/typesense-operator"}, ("/tmp/checkout/src",))
-    runner = OperatorSuiteRunner(lambda: runtime)
-    mounts = [Mount("/var/run/secrets/kubernetes.io/serviceaccount", tmp_path)]
-    launch = runner.launch(_context([], mounts))
-    assert launch.argv == ["/venv/bin/typesense-operator", "--health-address=127.50.0.9:8081"]
-    assert launch.mounts == tuple(mounts)
-    assert launch.keep == ("/tmp/checkout/src",)
-    assert launch.env["HOME"] == "/", "no fallback to this machine's ~/.kube/config"
-    assert launch.env["PATH"].startswith("/venv/bin:")
-    with pytest.raises(ProgramMissing, match="no command 'monocle-operator'"):
-        runner.launch(_context(["monocle-operator"], mounts))
-    with pytest.raises(ConfigError, match="cannot mount a volume at /no/such/dir"):
-        runner.launch(_context([], [Mount("/no/such/dir", tmp_path)]))
+def test_the_suites_image_runs_from_its_own_root_as_its_own_user(tmp_path: Path) -> None:
+    assert isinstance(runner_for("localhost/operator-suite:0.1.0", REGISTRY), ImageRootRunner)
+    assert isinstance(runner_for("127.0.0.1:5000/operator-suite:dev", REGISTRY), ImageRootRunner)
+    tree = image_tree(tmp_path)
+    config = ImageConfig(
+        user=IMAGE_USER,
+        env=("PATH=/opt/suite/bin:/usr/bin",),
+        cmd=("typesense-operator",),
+        working_dir="/tmp",
+    )
+    asked: list[str] = []
+
+    def store(name: str) -> UnpackedImage:
+        asked.append(name)
+        return UnpackedImage("sha256:1", tree, config)
+
+    runner = ImageRootRunner(store)
+    security = {
+        "readOnlyRootFilesystem": True,
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+    }
+    launch = runner.launch(_context(tmp_path, ["typesense-operator"], security))
+    assert asked == ["localhost/operator-suite:0.1.0"]
+    assert launch.argv == ["typesense-operator", "--health-address=127.50.0.9:8081"]
+    assert launch.env == {
+        "PATH": "/opt/suite/bin:/usr/bin",
+        "HOME": "/home/nonroot",
+        "HOSTNAME": "op-1",
+        "LOG": "1",
+    }
+    root = launch.root
+    assert root is not None
+    assert (root.uid, root.gid, root.working_dir) == (65532, 65532, "/tmp")
+    assert root.read_only
+    assert root.no_new_privileges
+    assert root.drop_capabilities
+    assert root.mount_point == tmp_path / "scratch" / "rootfs"
+    assert (tmp_path / "scratch" / "hostname").read_text() == "op-1\n"
+    steps = root_script(root, launch.mounts, tmp_path / "hosts")
+    token_at = f"{root.mount_point}/run/secrets/kubernetes.io/serviceaccount"
+    assert f"mount --bind {tmp_path} {token_at}" in steps, "mounted where /var/run leads inside the image"
+    assert steps.index(f"mount -o remount,bind,ro {token_at}") < steps.index(
+        f"mount -o remount,ro {root.mount_point}"
+    )
+    assert steps[-1] == f"mount -o remount,ro {root.mount_point}", (
+        "the root goes read-only once all is mounted"
+    )
+    assert not any(" /run/secrets" in step or step.endswith(" /etc/hosts") for step in steps), (
+        "nothing outside"
+    )
+
+    writable = runner.launch(_context(tmp_path, ["/usr/bin/python3"], {}))
+    assert writable.root is not None
+    assert not writable.root.read_only
+    with pytest.raises(ProgramMissing, match="has no program 'monocle-operator'"):
+        runner.launch(_context(tmp_path, ["monocle-operator"], {}))
+
+    def missing(name: str) -> UnpackedImage:
+        raise ImageNotStored(f"image {name!r} is not in this machine's image store")
+
+    with pytest.raises(ProgramMissing, match="not in this machine's image store"):
+        ImageRootRunner(missing).launch(_context(tmp_path, ["typesense-operator"], {}))

@@ -26,6 +26,7 @@ __all__ = [
     "field_value",
     "master_service_env",
     "resolve_env",
+    "service_links",
 ]
 
 Manifest = Mapping[str, Any]
@@ -112,38 +113,62 @@ def downward_file(path: str, pod: Manifest, facts: PodFacts) -> str:
     return field_value(path, pod, facts)
 
 
+def _links(service: Manifest) -> dict[str, str]:
+    """One Service's Docker-link variables, as the kubelet writes them (none for a headless Service)."""
+    metadata, spec = service.get("metadata", {}), service.get("spec", {})
+    host = spec.get("clusterIP")
+    ports = [p for p in spec.get("ports") or [] if p.get("protocol", "TCP") == "TCP"]
+    if not host or host == "None" or not ports:
+        return {}
+    name = str(metadata.get("name", "")).upper().replace("-", "_")
+    env = {f"{name}_SERVICE_HOST": str(host), f"{name}_SERVICE_PORT": str(ports[0]["port"])}
+    env[f"{name}_PORT"] = f"tcp://{host}:{ports[0]['port']}"
+    for port in ports:
+        number = port["port"]
+        if port.get("name"):
+            env[f"{name}_SERVICE_PORT_{port['name'].upper().replace('-', '_')}"] = str(number)
+        prefix = f"{name}_PORT_{number}_TCP"
+        env.update(
+            {
+                prefix: f"tcp://{host}:{number}",
+                f"{prefix}_PROTO": "tcp",
+                f"{prefix}_PORT": str(number),
+                f"{prefix}_ADDR": str(host),
+            }
+        )
+    return env
+
+
+def _is(service: Manifest, namespace: str, name: str | None = None) -> bool:
+    metadata = service.get("metadata", {})
+    return metadata.get("namespace") == namespace and (name is None or metadata.get("name") == name)
+
+
 def master_service_env(services: Iterable[Manifest]) -> dict[str, str]:
     """The env every container gets for the API server's ``default/kubernetes`` Service (the kubelet
     adds it whatever ``enableServiceLinks`` says): how an in-cluster client finds the API server.
 
     The other Services' links are left out: ``TYPESENSE_PORT=tcp://…`` from a Service named
-    ``typesense`` would be read as a server setting, and nothing here relies on them.
+    ``typesense`` would be read as a server setting, and nothing here relies on them; a container run
+    from its image's root gets them all (:func:`service_links`).
     """
     for service in services:
-        metadata, spec = service.get("metadata", {}), service.get("spec", {})
-        if (metadata.get("namespace"), metadata.get("name")) != ("default", "kubernetes"):
-            continue
-        host = spec.get("clusterIP")
-        ports = [p for p in spec.get("ports") or [] if p.get("protocol", "TCP") == "TCP"]
-        if not host or host == "None" or not ports:
-            return {}
-        env = {"KUBERNETES_SERVICE_HOST": str(host), "KUBERNETES_SERVICE_PORT": str(ports[0]["port"])}
-        env["KUBERNETES_PORT"] = f"tcp://{host}:{ports[0]['port']}"
-        for port in ports:
-            number = port["port"]
-            if port.get("name"):
-                env[f"KUBERNETES_SERVICE_PORT_{port['name'].upper().replace('-', '_')}"] = str(number)
-            prefix = f"KUBERNETES_PORT_{number}_TCP"
-            env.update(
-                {
-                    prefix: f"tcp://{host}:{number}",
-                    f"{prefix}_PROTO": "tcp",
-                    f"{prefix}_PORT": str(number),
-                    f"{prefix}_ADDR": str(host),
-                }
-            )
-        return env
+        if _is(service, "default", "kubernetes"):
+            return _links(service)
     return {}
+
+
+def service_links(services: Iterable[Manifest], namespace: str, enabled: bool = True) -> dict[str, str]:
+    """Every variable the kubelet gives a container for Services: the links of each Service of the
+    pod's namespace (``enableServiceLinks``, on by default), then the API server's (pure)."""
+    every = list(services)
+    env: dict[str, str] = {}
+    if enabled:
+        for service in sorted(every, key=lambda s: str(s.get("metadata", {}).get("name", ""))):
+            if _is(service, namespace):
+                env.update(_links(service))
+    env.update(master_service_env(every))
+    return env
 
 
 def _resource_value(reference: Manifest, container: Manifest) -> str:

@@ -46,6 +46,7 @@ from operator_testkit.nodeagent.env import (
     expand,
     master_service_env,
     resolve_env,
+    service_links,
 )
 from operator_testkit.nodeagent.failures import waiting_for
 from operator_testkit.nodeagent.hosts import build_hosts, write_in_place
@@ -287,7 +288,7 @@ class ContainerRun:
             log_path=self.log_path(),
             mounts=launch.mounts,
             hostname=worker.hostname,
-            keep=launch.keep,
+            root=launch.root,
         )
         self.run = _Run(
             state="running",
@@ -385,7 +386,7 @@ class ContainerRun:
             limit=limit,
             mounts=launch.mounts,
             hostname=self.worker.hostname,
-            keep=launch.keep,
+            root=launch.root,
         )
 
     async def stop(self, grace: float) -> None:
@@ -555,8 +556,18 @@ class PodWorker:
             runs_to_completion=run.init or runs_to_completion(self.pod),
             redact=_redactor(resolved.secret_values),
             scratch=self.directory / "runners" / run.name,
+            pod=self.pod,
+            kubelet_env={
+                "HOSTNAME": self.hostname,
+                **service_links(services, self.namespace, self.pod["spec"].get("enableServiceLinks", True)),
+            },
+            container_env=resolved.values,
         )
-        launch = runner_for(str(container.get("image", "")), self.services.runners).launch(context)
+        runner = runner_for(str(container.get("image", "")), self.services.runners)
+        if getattr(runner, "blocking", False):  # an image unpacked at its first launch takes seconds
+            launch = await asyncio.to_thread(runner.launch, context)
+        else:
+            launch = runner.launch(context)
         if launch.stand_in and run.name not in self._stand_ins:
             self._stand_ins.add(run.name)
             await self._mark_stand_ins()
@@ -719,6 +730,8 @@ class PodWorker:
                 else:
                     self.volume_dirs[name] = self.directory / "volumes" / name
                 self.volume_dirs[name].mkdir(parents=True, exist_ok=True)
+                if "emptyDir" in volume:  # as the kubelet makes it: any user of the pod may write there
+                    self.volume_dirs[name].chmod(0o777)
             await self._sync_file_volumes()
         except ConfigError as error:
             for run in self.runs:

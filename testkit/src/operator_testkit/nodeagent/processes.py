@@ -7,12 +7,9 @@ Each container process runs as::
 
 so it sees the pod's hosts file (see :mod:`.hosts`) as ``/etc/hosts`` and the
 pod's host name, and nothing else on the machine changes; the namespace's mounts are private, and
-they vanish with the process. A runner that runs an image's program unchanged
-(one that reads fixed paths, such as the ServiceAccount token under
-``/var/run/secrets/kubernetes.io/serviceaccount``) also gets the pod's volumes
-bound at their mount paths (:func:`mount_script`): ``/run`` becomes a fresh
-tmpfs of the process's own first, as a container's is, so a mount path under it
-needs no directory on the machine; any other mount path must exist already.
+they vanish with the process. A container run from its image's root filesystem (:mod:`.rootfs`) gets
+that root built in the same namespace instead, with the pod's volumes at their paths, and
+:mod:`.rootexec` enters it and becomes the container's user before the program runs.
 
 ``unshare``, ``sh`` and the program are one process (each ``exec`` s the next),
 so the pid we hold is the program's. A program that is not on this machine is
@@ -33,81 +30,33 @@ import os
 import shlex
 import shutil
 import signal
+import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO
 
 from operator_testkit.nodeagent.failures import ProgramMissing
+from operator_testkit.nodeagent.rootfs import ContainerRoot, root_script
 from operator_testkit.nodeagent.volumes import Mount
 
 __all__ = [
     "ContainerProcess",
     "die_with_parent",
     "mount_script",
-    "private_mount_path",
     "run_to_exit",
     "wrapped_argv",
 ]
 
 _PR_SET_PDEATHSIG = 1
-_STAGING = "/run/.pod-volumes"
-_PRIVATE_ROOTS = ("/run", "/var/run")  # /var/run is /run on Debian; both become the process's own tmpfs
 
 
-def _under(path: str, directory: str) -> bool:
-    return path == directory or path.startswith(directory.rstrip("/") + "/")
-
-
-def private_mount_path(container_path: str) -> bool:
-    """Whether a mount path lies in the process's own ``/run`` (no directory on the machine needed)."""
-    return any(_under(container_path, root) for root in _PRIVATE_ROOTS)
-
-
-def mount_script(mounts: Sequence[Mount] = (), hostname: str | None = None, keep: Sequence[str] = ()) -> str:
-    """The ``sh -c`` script run in the new namespaces before the program: the pod's hosts file over
-    /etc/hosts (``$0``), its host name (in a UTS namespace of its own), then each volume bound at its
-    path (read-only when asked). It reads only which host paths are files.
-
-    A mount may hide the host path behind another (a ``/tmp`` volume hides a state directory under
-    /tmp), so every volume is first bound into a staging directory in the new ``/run``, then from
-    there to its path, outer paths first so that a nested mount lands on top. A path of ``keep``
-    (the program's own code) that a mount hides is bound back over it at the end.
-    """
+def mount_script(hostname: str | None = None) -> str:
+    """The ``sh -c`` script run in the new namespaces before a program of this machine: the pod's
+    hosts file over /etc/hosts (``$0``), then its host name (in a UTS namespace of its own)."""
     steps = ['mount --bind "$0" /etc/hosts']
     if hostname:
         steps.append(f"hostname {shlex.quote(hostname)}")
-    if not mounts:
-        return " && ".join([*steps, 'exec "$@"'])
-    steps.append("mount -t tmpfs -o mode=0755,nosuid,nodev,size=16m pod-run /run")
-    steps.append(f"mkdir -p {_STAGING}")
-    chosen = sorted(mounts, key=lambda m: len(m.container_path))
-    hidden = [path for path in keep if any(_under(path, m.container_path) for m in chosen)]
-    directories = [mount.host_path.is_dir() for mount in chosen]
-    for index, mount in enumerate(chosen):
-        make = "mkdir" if directories[index] else ":>"
-        staged = f"{_STAGING}/{index}"
-        steps += [f"{make} {staged}", f"mount --bind {shlex.quote(str(mount.host_path))} {staged}"]
-    for index, path in enumerate(hidden):
-        steps += [
-            f"mkdir {_STAGING}/keep-{index}",
-            f"mount --bind {shlex.quote(path)} {_STAGING}/keep-{index}",
-        ]
-    for index, mount in enumerate(chosen):
-        target = shlex.quote(mount.container_path)
-        if private_mount_path(mount.container_path):  # in the new /run: made here
-            if directories[index]:
-                steps.append(f"mkdir -p {target}")
-            else:
-                steps.append(f"mkdir -p {shlex.quote(str(Path(mount.container_path).parent))} && :> {target}")
-        steps.append(f"mount --bind {_STAGING}/{index} {target}")
-        if mount.read_only:
-            steps.append(f"mount -o remount,bind,ro {target}")
-    for index, path in enumerate(hidden):
-        steps += [
-            f"mkdir -p {shlex.quote(path)}",
-            f"mount --bind {_STAGING}/keep-{index} {shlex.quote(path)}",
-        ]
     return " && ".join([*steps, 'exec "$@"'])
 
 
@@ -120,16 +69,32 @@ def die_with_parent() -> None:
 def wrapped_argv(
     argv: Sequence[str],
     hosts_file: Path,
-    mounts: Sequence[Mount] = (),
     hostname: str | None = None,
-    keep: Sequence[str] = (),
+    root: ContainerRoot | None = None,
+    mounts: Sequence[Mount] = (),
 ) -> list[str]:
-    """``argv`` run in a private mount namespace with ``hosts_file`` bound over /etc/hosts and
-    ``mounts`` bound at their paths, and with the pod's ``hostname`` (``gethostname()`` is the pod's
-    name, as in a pod) in a UTS namespace of its own."""
+    """``argv`` run in a private mount namespace with ``hosts_file`` bound over /etc/hosts, and with
+    the pod's ``hostname`` (``gethostname()`` is the pod's name, as in a pod) in a UTS namespace of its
+    own; with ``root``, in the image's root filesystem as the container's user, with ``mounts`` at
+    their paths (``argv`` is then the program as the image names it)."""
     namespaces = ["-m", "-u"] if hostname else ["-m"]
-    script = mount_script(mounts, hostname, keep)
-    return ["unshare", *namespaces, "sh", "-c", script, str(hosts_file), *argv]
+    if root is not None:
+        steps = [
+            *([f"hostname {shlex.quote(hostname)}"] if hostname else []),
+            *root_script(root, mounts, hosts_file),
+        ]
+        script = " && ".join([*steps, 'exec "$@"'])
+        return [
+            "unshare",
+            *namespaces,
+            "sh",
+            "-c",
+            script,
+            str(hosts_file),
+            *root.launcher(sys.executable),
+            *argv,
+        ]
+    return ["unshare", *namespaces, "sh", "-c", mount_script(hostname), str(hosts_file), *argv]
 
 
 _EXIT_CHECK_SECONDS = 3.0
@@ -185,19 +150,20 @@ class ContainerProcess:
         cwd: Path,
         hosts_file: Path,
         log_path: Path,
-        mounts: Sequence[Mount] = (),
         hostname: str | None = None,
-        keep: Sequence[str] = (),
+        root: ContainerRoot | None = None,
+        mounts: Sequence[Mount] = (),
     ) -> ContainerProcess:
         program = argv[0] if argv else ""
-        if shutil.which(program, path=env.get("PATH", os.defpath)) is None:
+        # A program of the image's own was looked for in its tree by its runner.
+        if root is None and shutil.which(program, path=env.get("PATH", os.defpath)) is None:
             # Else sh would start, fail to exec it, and the container would crash-loop with exit 127.
             raise ProgramMissing(f"the program {program!r} is not on this machine")
         log_path.parent.mkdir(parents=True, exist_ok=True)
         log = log_path.open("ab")
         try:
             process = await asyncio.create_subprocess_exec(
-                *wrapped_argv(argv, hosts_file, mounts, hostname, keep),
+                *wrapped_argv(argv, hosts_file, hostname, root, mounts),
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=log,
                 stderr=asyncio.subprocess.STDOUT,
@@ -259,13 +225,13 @@ async def run_to_exit(
     cwd: Path,
     hosts_file: Path,
     limit: float,
-    mounts: Sequence[Mount] = (),
     hostname: str | None = None,
-    keep: Sequence[str] = (),
+    root: ContainerRoot | None = None,
+    mounts: Sequence[Mount] = (),
 ) -> int:
     """Run a short command (an exec probe) in the container's context; -1 when it timed out."""
     process = await asyncio.create_subprocess_exec(
-        *wrapped_argv(argv, hosts_file, mounts, hostname, keep),
+        *wrapped_argv(argv, hosts_file, hostname, root, mounts),
         stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.DEVNULL,

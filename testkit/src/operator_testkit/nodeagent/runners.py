@@ -10,10 +10,10 @@ against the image without ``docker.io/`` and ``library/``); the first match wins
                            PyPI package, with the container's args and ``TYPESENSE_*`` env
 ``nginx:*``                Debian's real nginx (``/usr/sbin/nginx``, ``apt-get install nginx``) with
                            the pod's mounted configuration, rewritten by :mod:`.nginxconf`
-``operator-suite:*``       this suite's own image: its command (``typesense-operator``, ...) from
-``*/operator-suite:*``     the runtime distribution installed beside the agent's Python, with the
-                           pod's volumes bound at their paths (the ServiceAccount token too), so
-                           it finds the API server through the in-cluster configuration
+``operator-suite:*``       this suite's own image, from this machine's image store (``make image``):
+``*/operator-suite:*``     run from the image's own root filesystem, as the image's user or the
+                           pod's ``runAsUser``, with the image's ENV and the kubelet's variables
+                           only, and the pod's volumes mounted at their paths (:mod:`.rootfs`)
 ``*`` (anything else)      a clearly labelled stand-in (:mod:`.standin`): serves the declared
                            ports with a stock answer and logs what it would have run; in a Job
                            (or any run-to-completion container) it logs and exits 0
@@ -26,11 +26,12 @@ pod worker reports as the container's waiting reason (see :mod:`.failures`).
 Every runner binds what it serves to the pod's loopback address, as if the
 process had its own network namespace; paths under volume mounts are
 translated to the host directories behind them (:func:`.volumes.translate`),
-except for this suite's image, which sees its volumes mounted (:mod:`.processes`).
+except for this suite's image, which runs in its own root with its volumes mounted (:mod:`.rootfs`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import functools
 import glob
@@ -39,32 +40,40 @@ import importlib.metadata
 import importlib.util
 import itertools
 import json
+import os
 import shlex
 import shutil
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, Protocol
 
+from operator_testkit.image import ImageConfig, ImageNotStored, UnpackedImage, unpacked_image
 from operator_testkit.nodeagent import nginxconf
 from operator_testkit.nodeagent.env import ConfigError
 from operator_testkit.nodeagent.failures import NoRunner, ProgramMissing
-from operator_testkit.nodeagent.processes import private_mount_path
+from operator_testkit.nodeagent.rootfs import (
+    ContainerRoot,
+    container_environment,
+    container_identity,
+    path_in_tree,
+)
 from operator_testkit.nodeagent.volumes import Mount, translate, translate_all
 
 __all__ = [
     "REGISTRY",
     "WITHOUT_STAND_INS",
+    "ImageRootRunner",
     "Launch",
     "LaunchContext",
     "NginxRunner",
-    "OperatorSuiteRunner",
     "Runner",
     "StandInRunner",
     "TypesenseRunner",
     "bound_to_pod",
     "declared_ports",
+    "image_words",
     "normalize_image",
     "runner_for",
     "typesense_argv",
@@ -87,6 +96,9 @@ class LaunchContext:
     runs_to_completion: bool  # an init container, a Job's pod, or restartPolicy Never/OnFailure
     redact: Callable[[str], str]  # hides Secret values in anything a runner logs
     scratch: Path | None = None  # a directory of the pod's own for files a runner writes (configs, pid)
+    pod: Manifest = field(default_factory=dict)  # the whole pod (its securityContext)
+    kubelet_env: Mapping[str, str] = field(default_factory=dict)  # HOSTNAME, service links
+    container_env: Mapping[str, str] = field(default_factory=dict)  # the container's own env, resolved
 
     @property
     def image(self) -> str:
@@ -101,8 +113,8 @@ class Launch:
     env: dict[str, str]
     stand_in: bool
     description: str  # safe to log: no Secret values
-    mounts: Sequence[Mount] = ()  # volumes bound at their paths in the process's mount namespace
-    keep: Sequence[str] = ()  # machine paths the program needs, kept visible under those mounts
+    root: ContainerRoot | None = None  # run in the image's own root filesystem (:mod:`.rootfs`)
+    mounts: Sequence[Mount] = ()  # with a root: the volumes, bound at their paths in it
 
 
 class Runner(Protocol):
@@ -317,9 +329,6 @@ class NginxRunner:
 
 # ---------------------------------------------------------------- this suite's own image
 
-RUNTIME_DISTRIBUTION = "operator-suite"
-IMAGE_COMMAND = ("typesense-operator",)
-"""The image's CMD (the Dockerfile's last line), run when a container names no command."""
 _EVERY_ADDRESS = ("0.0.0.0", "::", "[::]", "")  # noqa: S104 (what is rebound, never listened on)
 _LISTEN_FLAGS = ("--health-address",)
 
@@ -340,81 +349,95 @@ def bound_to_pod(arguments: Sequence[str], pod_ip: str) -> list[str]:
     return bound
 
 
-@dataclass(frozen=True)
-class Runtime:
-    """The runtime distribution installed beside the agent's Python: what its image can run."""
-
-    commands: Mapping[str, str]
-    """Its console scripts: name -> the installed script."""
-    paths: tuple[str, ...]
-    """Where its code and Python live; a pod's volume mounted above one must not hide it."""
+def image_words(command: Sequence[str], args: Sequence[str], config: ImageConfig) -> list[str]:
+    """What a container runs, as a runtime combines it (pure): ``command`` replaces the image's
+    ENTRYPOINT and drops its CMD; ``args`` replace CMD."""
+    if command:
+        return [*command, *args]
+    return [*config.entrypoint, *(args or config.cmd)]
 
 
-@functools.cache
-def installed_runtime() -> Runtime:
-    """The runtime distribution as installed for this Python. Not cached while it is missing."""
-    try:
-        distribution = importlib.metadata.distribution(RUNTIME_DISTRIBUTION)
-    except importlib.metadata.PackageNotFoundError as error:
-        raise ProgramMissing(
-            f"operator-suite images run the {RUNTIME_DISTRIBUTION} distribution, which is not installed "
-            f"for {sys.executable} (make install does)"
-        ) from error
-    scripts = Path(sys.executable).parent
-    entries = [entry for entry in distribution.entry_points if entry.group == "console_scripts"]
-    paths = {sys.prefix, sys.base_prefix}
-    for entry in entries:  # an editable install's code lives in its checkout, maybe under /tmp
-        spec = importlib.util.find_spec(entry.module.split(".")[0])
-        for location in (spec.submodule_search_locations or []) if spec else []:
-            paths.add(str(Path(location).parent))
-    return Runtime({entry.name: str(scripts / entry.name) for entry in entries}, tuple(sorted(paths)))
+def _stored_name(image: str) -> str:
+    """The name to ask the image store for: a bare name is a ``localhost/`` one, as buildah names it."""
+    first = image.split("/", 1)[0]
+    return (
+        image
+        if "/" in image and ("." in first or ":" in first or first == "localhost")
+        else f"localhost/{image}"
+    )
 
 
-class OperatorSuiteRunner:
-    """This suite's own image: one of its operators, from the runtime distribution installed here.
+def _image_file(tree: Path, path: str) -> str:
+    with contextlib.suppress(OSError):
+        return (tree / path_in_tree(tree, path).lstrip("/")).read_text()
+    return ""
 
-    The program is run unchanged, as in the image: it reads the ServiceAccount token, CA and
-    namespace at ``/var/run/secrets/kubernetes.io/serviceaccount`` and finds the API server
-    through ``KUBERNETES_SERVICE_HOST``, so the pod's volumes are bound at their paths rather
-    than translated. A mount path outside ``/run`` must be a directory of this machine (``/tmp``
-    is); the process shares the machine's filesystem, so nothing else can be made for it.
-    """
 
-    name = "operator-suite"
+def _program_in_image(tree: Path, program: str, path: str) -> bool:
+    """Whether the image holds ``program`` (a path, or a name on the container's ``PATH``)."""
+    candidates = [program] if "/" in program else [f"{d}/{program}" for d in path.split(":") if d]
+    for candidate in candidates:
+        found = tree / path_in_tree(tree, candidate).lstrip("/")
+        if found.is_file() and os.access(found, os.X_OK):
+            return True
+    return False
 
-    def __init__(self, runtime: Callable[[], Runtime] = installed_runtime) -> None:
-        self._runtime = runtime
+
+class ImageRootRunner:
+    """An image of this machine's image store (the suite's own, built by ``make image``), run from its
+    own root filesystem as its own user (:mod:`.rootfs`): the program, its Python and its libraries
+    are the image's, and so are its user, working directory and ``ENV``; the pod's ``securityContext``
+    applies. An image the store does not hold cannot start (``make image`` builds it)."""
+
+    name = "image"
+    blocking = True  # the first launch of an image unpacks it (seconds): the pod worker runs it aside
+
+    def __init__(self, store: Callable[[str], UnpackedImage] = unpacked_image) -> None:
+        self._store = store
 
     def launch(self, context: LaunchContext) -> Launch:
-        words = [*(context.command or IMAGE_COMMAND), *context.args]
-        runtime = self._runtime()
-        commands = runtime.commands
-        program = commands.get(PurePosixPath(words[0]).name)
-        if program is None:
-            raise ProgramMissing(
-                f"the operator-suite image has no command {words[0]!r} "
-                f"(it has: {', '.join(sorted(commands))})"
-            )
-        for mount in context.mounts:
-            if not private_mount_path(mount.container_path) and not Path(mount.container_path).is_dir():
-                raise ConfigError(
-                    f"cannot mount a volume at {mount.container_path}: pods of this image share this "
-                    f"machine's filesystem, where it is not a directory (mount under /run or /tmp)"
-                )
-        env = dict(context.env)
-        env["PATH"] = f"{Path(program).parent}:{env.get('PATH', '')}"
-        env.update({"PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1"})  # the image's ENV
-        # The image's user has no home, so a container runtime sets HOME=/; and so no client here
-        # falls back to a kubeconfig in this machine's /root/.kube: the in-cluster config or nothing.
-        env["HOME"] = "/"
-        argv = [program, *bound_to_pod(words[1:], context.pod_ip)]
+        if context.scratch is None:
+            raise ConfigError("a container run from its image needs a scratch directory")
+        try:
+            image = self._store(_stored_name(context.image))
+        except ImageNotStored as error:
+            raise ProgramMissing(str(error)) from error
+        tree, config = image.tree, image.config
+        passwd, group = _image_file(tree, "/etc/passwd"), _image_file(tree, "/etc/group")
+        uid, gid, groups = container_identity(context.pod, context.container, config.user, passwd, group)
+        env = container_environment(config.env, uid, passwd, context.kubelet_env, context.container_env)
+        words = image_words(context.command, context.args, config)
+        if not words:
+            raise ConfigError(f"no command specified: {context.image} has neither ENTRYPOINT nor CMD")
+        if not _program_in_image(tree, words[0], env["PATH"]):
+            raise ProgramMissing(f"{context.image} has no program {words[0]!r} (on PATH {env['PATH']})")
+        security = context.container.get("securityContext") or {}
+        scratch = context.scratch
+        scratch.mkdir(parents=True, exist_ok=True)
+        (scratch / "rootfs").mkdir(exist_ok=True)
+        (scratch / "hostname").write_text(f"{context.kubelet_env.get('HOSTNAME', '')}\n")
+        (scratch / "resolv.conf").write_text("# names resolve through /etc/hosts only, on this node agent\n")
+        root = ContainerRoot(
+            tree=tree,
+            mount_point=scratch / "rootfs",
+            uid=uid,
+            gid=gid,
+            groups=groups,
+            working_dir=str(context.container.get("workingDir") or config.working_dir or "/"),
+            read_only=bool(security.get("readOnlyRootFilesystem")),
+            no_new_privileges=security.get("allowPrivilegeEscalation") is False,
+            drop_capabilities="ALL" in ((security.get("capabilities") or {}).get("drop") or []),
+            hostname_file=scratch / "hostname",
+            resolv_file=scratch / "resolv.conf",
+        )
+        argv = [words[0], *bound_to_pod(words[1:], context.pod_ip)]
         return Launch(
             argv=argv,
             env=env,
             stand_in=False,
-            description=context.redact(shlex.join([PurePosixPath(program).name, *argv[1:]])),
+            description=context.redact(f"{shlex.join(argv)} from {context.image}'s root as {uid}:{gid}"),
             mounts=tuple(context.mounts),
-            keep=runtime.paths,
+            root=root,
         )
 
 
@@ -455,8 +478,8 @@ class StandInRunner:
 REGISTRY: list[tuple[str, Runner]] = [
     ("typesense/typesense:*", TypesenseRunner()),
     ("nginx:*", NginxRunner()),
-    ("operator-suite:*", OperatorSuiteRunner()),
-    ("*/operator-suite:*", OperatorSuiteRunner()),
+    ("operator-suite:*", ImageRootRunner()),
+    ("*/operator-suite:*", ImageRootRunner()),
     ("*", StandInRunner()),
 ]
 
