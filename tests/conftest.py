@@ -13,6 +13,7 @@ import pytest
 
 from operator_testkit.clusterstack_tools import ClusterStackTools, ensure_clusterstack_tools
 from operator_testkit.controlplane import ControlPlane
+from operator_testkit.image import Image, image_of_sources
 from operator_testkit.operators import OperatorProcess, OperatorRegistry
 from operator_testkit.registry import RunningRegistry, running_registry
 from samples import SAMPLES, load_sample
@@ -70,6 +71,13 @@ def _operator(
     """The operator's console script, with the RBAC its chart grants (files/rbac-rules.yaml)."""
     rbac = pytestconfig.rootpath / "charts" / script / "files" / "rbac-rules.yaml"
     return operators.get(script, control_plane, rbac, "--verbose")
+
+
+@pytest.fixture(scope="session")
+def suite_image(pytestconfig: pytest.Config) -> Image:
+    """The runtime image of this checkout's sources, as ``make image`` builds it (tagged by their hash:
+    built once for the run and both workers, and found again by the next run until a source changes)."""
+    return image_of_sources(pytestconfig.rootpath)
 
 
 @pytest.fixture(scope="session")

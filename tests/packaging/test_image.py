@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from operator_testkit.image import Image, build_image, push_image, run_in_image
+from operator_testkit.image import Image, push_image, run_in_image
 from operator_testkit.registry import RunningRegistry
 
 pytestmark = pytest.mark.packaging
@@ -23,8 +23,8 @@ MAX_SIZE_MIB = 350
 
 
 @pytest.fixture(scope="module")
-def image() -> Image:
-    return build_image(ROOT, "test")
+def image(suite_image: Image) -> Image:
+    return suite_image
 
 
 @pytest.mark.parametrize(
@@ -42,6 +42,7 @@ def test_the_image_runs_each_operator_by_its_command(image: Image, command: str,
 
 def test_the_image_runs_as_a_user_that_is_not_root_with_the_runtime_only(image: Image) -> None:
     assert run_in_image(image.name, "id", "-u") == "65532"
+    assert run_in_image(image.name, "id", "-un") == "nonroot", "the user has a passwd entry, as distroless's"
     probe = (
         "import importlib.util, json; print(json.dumps({name: importlib.util.find_spec(name) is not None "
         "for name in ('operator_core', 'typesense_operator', 'operator_testkit', 'pytest', 'pip')}))"

@@ -21,6 +21,7 @@ intercepts TLS works too; it lands in no layer.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -41,6 +42,7 @@ __all__ = [
     "ImageNotStored",
     "UnpackedImage",
     "build_image",
+    "image_of_sources",
     "push_image",
     "run_in_image",
     "unpacked_image",
@@ -176,6 +178,56 @@ def build_image(context: Path, tag: str = "dev", settings: ControlPlaneSettings 
     )  # fmt: skip
     digest = buildah("inspect", "--type", "image", "--format", "{{.FromImageDigest}}", name, capture=True)
     return Image(name=name, digest=digest, size_bytes=_size(buildah, name), base=base)
+
+
+_BUILD_INPUTS = ("Dockerfile", "pyproject.toml", "README.md")  # what the Dockerfile copies, with src/
+SOURCE_TAG_PREFIX = "src-"
+_SOURCE_TAGS_KEPT = 2
+
+
+def sources_hash(context: Path) -> str:
+    """A hash of everything the Dockerfile builds from: the same sources make the same tag."""
+    digest = hashlib.sha256()
+    files = [context / name for name in _BUILD_INPUTS]
+    files += sorted(p for p in (context / "src").rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+    for path in files:
+        digest.update(str(path.relative_to(context)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:12]
+
+
+def image_of_sources(context: Path, settings: ControlPlaneSettings | None = None) -> Image:
+    """The image of the sources in ``context``, tagged ``src-<hash of them>``: built once (two test
+    workers wait for one build), then found again until a source changes; older ``src-`` images go."""
+    settings = settings or from_env(ControlPlaneSettings)
+    buildah = _buildah(settings)
+    tag = f"{SOURCE_TAG_PREFIX}{sources_hash(context)}"
+    name = f"{IMAGE_NAME}:{tag}"
+
+    def stored() -> bool:
+        try:
+            return bool(buildah("images", "--quiet", name, capture=True))
+        except ControlPlaneError:
+            return False
+
+    build_once(settings.cache_dir / "image-of-sources", stored, lambda: build_image(context, tag, settings))
+    _forget_older_source_images(buildah, keep=name)
+    digest = buildah("inspect", "--type", "image", "--format", "{{.FromImageDigest}}", name, capture=True)
+    return Image(
+        name=name, digest=digest, size_bytes=_size(buildah, name), base=_ensure_base(settings, buildah)
+    )
+
+
+def _forget_older_source_images(buildah: Buildah, keep: str) -> None:
+    """Remove all but the newest ``src-`` images (another worker's removal of the same one is no error)."""
+    listed = buildah("images", "--format", "{{.Name}}:{{.Tag}} {{.CreatedAtRaw}}", capture=True)
+    names = sorted(
+        (line.split(None, 1) for line in listed.splitlines() if f":{SOURCE_TAG_PREFIX}" in line),
+        key=lambda entry: entry[1],
+        reverse=True,
+    )
+    for old, _ in [entry for entry in names if entry[0] != keep][_SOURCE_TAGS_KEPT - 1 :]:
+        with contextlib.suppress(ControlPlaneError):
+            buildah("rmi", old)
 
 
 def _size(buildah: Buildah, name: str) -> int:
