@@ -1,9 +1,10 @@
 """The operators installed as users install them, and running inside the cluster.
 
 The real helm installs a chart onto a local control plane of this module's own (the CRDs come from
-the chart too). The node agent runs the operator's pod from this suite's image: the image's command
-from the runtime distribution, the pod's env, its volumes mounted at their paths, and a
-ServiceAccount token bound to the pod. The operator finds the API server as in any cluster, through
+the chart too), with the image built from this checkout. The node agent runs the operator's pod from
+that image's own root filesystem, as the chart runs it: user 65532, a read-only root, the image's
+``ENV`` and only what a kubelet adds, the pod's volumes at their paths and a ServiceAccount token
+bound to the pod. The operator finds the API server as in any cluster, through
 ``KUBERNETES_SERVICE_HOST`` (the ``kubernetes`` Service) and the token file, with no kubeconfig, so
 it can do exactly what the chart's RBAC grants.
 """
@@ -33,6 +34,7 @@ from operator_testkit.drivers.typesense import (
     rolled_by_the_operator,
 )
 from operator_testkit.fixtures import wait_until, worker_slice
+from operator_testkit.image import Image
 from operator_testkit.nodeagent.harness import AgentProcess, processes_under, start_agent
 
 pytestmark = pytest.mark.e2e
@@ -71,6 +73,13 @@ def helm_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("helm")
 
 
+@pytest.fixture(scope="module")
+def image_values(suite_image: Image) -> list[str]:
+    """The chart's image values naming the image of this checkout."""
+    repository, tag = suite_image.name.rsplit(":", 1)
+    return ["--set", f"image.repository={repository}", "--set", f"image.tag={tag}"]
+
+
 @pytest_asyncio.fixture
 async def kube(plane: ControlPlane) -> Any:
     client = Kube.connect(plane.kubeconfig)
@@ -102,6 +111,41 @@ def environment(pid: int) -> dict[str, str]:
     return dict(entry.decode().split("=", 1) for entry in entries if b"=" in entry)
 
 
+IMAGE_ENV = {"PATH", "PYTHONDONTWRITEBYTECODE", "PYTHONUNBUFFERED"}  # the Dockerfile's ENV
+
+
+def from_a_kubelet(name: str) -> bool:
+    """A variable a kubelet gives a container: HOSTNAME, a Service link, or the chart's own env."""
+    links = ("_SERVICE_HOST", "_SERVICE_PORT", "_PORT", "_PROTO", "_ADDR")
+    return (
+        name == "HOSTNAME"
+        or name.startswith("OPERATOR_SUITE_")
+        or "_SERVICE_PORT_" in name
+        or (name.endswith(links) or "_PORT_" in name)
+    )
+
+
+def assert_runs_from_the_image_as_the_chart_says(pid: int, command: str) -> None:
+    """The process is the image's program in the image's root, as 65532 with a read-only root, no
+    privilege to gain, and nothing in its environment but the image's and a kubelet's."""
+    status = dict(line.split(":\t", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines())
+    assert status["Uid"].split() == ["65532"] * 4
+    assert status["Gid"].split() == ["65532"] * 4
+    assert status["NoNewPrivs"] == "1"
+    assert int(status["CapEff"], 16) == int(status["CapBnd"], 16) == 0
+    root = Path(f"/proc/{pid}/root")
+    assert (root / "opt/operator-suite/bin" / command).is_file(), "the image's own program"
+    assert not (root / "root/.cache/operator-suite").exists(), "nothing of this machine's filesystem"
+    (root_mount,) = [line.split() for line in Path(f"/proc/{pid}/mountinfo").read_text().splitlines()
+                     if line.split()[4] == "/"]  # fmt: skip
+    assert "ro" in root_mount[5].split(","), "a read-only root filesystem"
+    env = environment(pid)
+    assert "KUBECONFIG" not in env
+    assert env["HOME"] == "/home/nonroot", "from the image's passwd, as a runtime sets it"
+    strays = sorted(name for name in env if name not in IMAGE_ENV | {"HOME"} and not from_a_kubelet(name))
+    assert strays == [], f"variables no kubelet gives: {strays}"
+
+
 async def ready_condition(kube: Kube, api: str, kind: str, name: str, namespace: str) -> dict[str, Any]:
     """The Ready=True condition, once there."""
     return await wait_for_condition(kube, api, kind, name, namespace, "Ready", "True", timeout=180)
@@ -113,18 +157,19 @@ async def test_typesense_chart_installs_a_namespaced_operator_that_runs_a_cluste
     helm_home: Path,
     kube: Kube,
     samples: dict[str, list[dict[str, Any]]],
+    image_values: list[str],
 ) -> None:
     for namespace in ("search", "elsewhere"):
         plane.kubectl("create", "namespace", namespace)
     install_chart(
         helm_home, plane.kubeconfig, "ts", "typesense-operator", "typesense-system",
-        ["--set", "watchNamespaces={search}", "--set", "logFormat=json"],
+        [*image_values, "--set", "watchNamespaces={search}", "--set", "logFormat=json"],
     )  # fmt: skip
 
-    # The pod runs the image's command with the in-cluster configuration, and no kubeconfig.
+    # The pod runs the image's command from the image, with the in-cluster configuration.
     pid = operator_process(agent, "typesense-operator")
+    assert_runs_from_the_image_as_the_chart_says(pid, "typesense-operator")
     env = environment(pid)
-    assert "KUBECONFIG" not in env
     assert env["KUBERNETES_SERVICE_HOST"] == str(plane.service_cidr[1])
     assert env["KUBERNETES_SERVICE_PORT"] == "443"
     claims = token_claims(pid)
@@ -170,9 +215,11 @@ async def test_monocle_chart_installs_a_cluster_wide_operator_that_brings_a_samp
     helm_home: Path,
     kube: Kube,
     samples: dict[str, list[dict[str, Any]]],
+    image_values: list[str],
 ) -> None:
-    install_chart(helm_home, plane.kubeconfig, "mon", "monocle-operator", "monocle-system")
+    install_chart(helm_home, plane.kubeconfig, "mon", "monocle-operator", "monocle-system", image_values)
     pid = operator_process(agent, "monocle-operator")
+    assert_runs_from_the_image_as_the_chart_says(pid, "monocle-operator")
     assert token_claims(pid)["sub"] == "system:serviceaccount:monocle-system:mon-monocle-operator"
 
     plane.kubectl("create", "namespace", "metrics")
@@ -186,12 +233,12 @@ async def test_monocle_chart_installs_a_cluster_wide_operator_that_brings_a_samp
 
 
 async def test_two_replicas_hand_over_mid_roll_and_the_new_leader_completes_it_without_repeating_a_step(
-    plane: ControlPlane, agent: AgentProcess, helm_home: Path, kube: Kube
+    plane: ControlPlane, agent: AgentProcess, helm_home: Path, kube: Kube, image_values: list[str]
 ) -> None:
     plane.kubectl("create", "namespace", "ha-watched")
     install_chart(
         helm_home, plane.kubeconfig, "ha", "typesense-operator", "ha-system",
-        ["--set", "replicas=2", "--set", "watchNamespaces={ha-watched}"],
+        [*image_values, "--set", "replicas=2", "--set", "watchNamespaces={ha-watched}"],
     )  # fmt: skip
     cluster = TypesenseCluster(kube, "ha-watched")
     await cluster.create(replicas=3)

@@ -127,9 +127,18 @@ def _buildah(settings: ControlPlaneSettings) -> Buildah:
     return Buildah(root, root / "build.log")
 
 
+def _maker_environment() -> dict[str, str]:
+    """mmdebstrap's environment: this machine's, without its Python settings. The packages' own
+    scripts run Python while they install, and ``PYTHONPYCACHEPREFIX`` (which the Makefile sets) once
+    made them write their bytecode into the base under this machine's /root/.cache."""
+    kept = {name: value for name, value in os.environ.items() if not name.startswith("PYTHON")}
+    return {**kept, "SOURCE_DATE_EPOCH": SOURCE_DATE_EPOCH}
+
+
 def _ensure_base(settings: ControlPlaneSettings, buildah: Buildah) -> str:
     """The base image's name pinned by digest; made once per recipe."""
-    recipe = hashlib.sha256(json.dumps([_MMDEBSTRAP, _MIRROR, SOURCE_DATE_EPOCH]).encode()).hexdigest()[:12]
+    recipe_parts = [_MMDEBSTRAP, _MIRROR, SOURCE_DATE_EPOCH, "without the host's PYTHON* variables"]
+    recipe = hashlib.sha256(json.dumps(recipe_parts).encode()).hexdigest()[:12]
     root = settings.cache_dir / f"image-base-{recipe}"
     tag = f"{BASE_NAME}:bookworm-{recipe}"
 
@@ -148,7 +157,7 @@ def _ensure_base(settings: ControlPlaneSettings, buildah: Buildah) -> str:
                 subprocess.run(
                     [_tool("mmdebstrap"), *_MMDEBSTRAP, str(partial), _MIRROR],
                     stdout=log, stderr=log, check=True, timeout=_TIMEOUT,
-                    env={**os.environ, "SOURCE_DATE_EPOCH": SOURCE_DATE_EPOCH},
+                    env=_maker_environment(),
                 )  # fmt: skip
             partial.rename(tarball)
         container = buildah("from", "scratch", capture=True)
@@ -185,9 +194,9 @@ SOURCE_TAG_PREFIX = "src-"
 _SOURCE_TAGS_KEPT = 2
 
 
-def sources_hash(context: Path) -> str:
-    """A hash of everything the Dockerfile builds from: the same sources make the same tag."""
-    digest = hashlib.sha256()
+def sources_hash(context: Path, base: str) -> str:
+    """A hash of everything the Dockerfile builds from, the base included: the same make the same tag."""
+    digest = hashlib.sha256(base.encode() + b"\0")
     files = [context / name for name in _BUILD_INPUTS]
     files += sorted(p for p in (context / "src").rglob("*") if p.is_file() and "__pycache__" not in p.parts)
     for path in files:
@@ -196,11 +205,13 @@ def sources_hash(context: Path) -> str:
 
 
 def image_of_sources(context: Path, settings: ControlPlaneSettings | None = None) -> Image:
-    """The image of the sources in ``context``, tagged ``src-<hash of them>``: built once (two test
-    workers wait for one build), then found again until a source changes; older ``src-`` images go."""
+    """The image of the sources in ``context``, tagged ``src-<hash of them and the base>``: built once
+    (two test workers wait for one build), then found again until a source or the base's recipe
+    changes; older ``src-`` images go."""
     settings = settings or from_env(ControlPlaneSettings)
     buildah = _buildah(settings)
-    tag = f"{SOURCE_TAG_PREFIX}{sources_hash(context)}"
+    base = _ensure_base(settings, buildah)
+    tag = f"{SOURCE_TAG_PREFIX}{sources_hash(context, base)}"
     name = f"{IMAGE_NAME}:{tag}"
 
     def stored() -> bool:
@@ -212,9 +223,7 @@ def image_of_sources(context: Path, settings: ControlPlaneSettings | None = None
     build_once(settings.cache_dir / "image-of-sources", stored, lambda: build_image(context, tag, settings))
     _forget_older_source_images(buildah, keep=name)
     digest = buildah("inspect", "--type", "image", "--format", "{{.FromImageDigest}}", name, capture=True)
-    return Image(
-        name=name, digest=digest, size_bytes=_size(buildah, name), base=_ensure_base(settings, buildah)
-    )
+    return Image(name=name, digest=digest, size_bytes=_size(buildah, name), base=base)
 
 
 def _forget_older_source_images(buildah: Buildah, keep: str) -> None:

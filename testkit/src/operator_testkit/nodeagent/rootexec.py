@@ -35,6 +35,7 @@ def _arguments(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--workdir", default="/")
     parser.add_argument("--no-new-privileges", action="store_true")
     parser.add_argument("--drop-capabilities", action="store_true")
+    parser.add_argument("--keep-pwd", action="store_true", help="the container's own env sets PWD")
     parser.add_argument("program", nargs=argparse.REMAINDER)
     arguments = parser.parse_args(argv)
     if arguments.program[:1] == ["--"]:
@@ -49,20 +50,25 @@ def _fail(step: str, error: OSError) -> None:
     raise SystemExit(127)
 
 
-def _environment_as_given() -> dict[str, str]:
+def _environment_as_given(keep_pwd: bool) -> dict[str, str]:
     """The environment this process was started with, from the kernel: Python itself may have added
-    ``LC_CTYPE`` to ``os.environ`` at start (PEP 538's locale coercion), which is not the container's."""
+    ``LC_CTYPE`` to ``os.environ`` at start (PEP 538's locale coercion), which is not the container's;
+    and ``PWD``, which the ``sh`` before it exports, is not either (unless the container sets it)."""
     with open("/proc/self/environ", "rb") as given:
         entries = given.read().split(b"\0")
-    return dict(
+    environment = dict(
         (name.decode(errors="surrogateescape"), value.decode(errors="surrogateescape"))
         for name, _, value in (entry.partition(b"=") for entry in entries if b"=" in entry)
     )
+    if not keep_pwd:
+        environment.pop("PWD", None)
+        environment.pop("OLDPWD", None)
+    return environment
 
 
 def main(argv: list[str]) -> None:
     arguments = _arguments(argv)
-    environment = _environment_as_given()
+    environment = _environment_as_given(arguments.keep_pwd)
     libc = ctypes.CDLL("libc.so.6", use_errno=True)
     with open(_CAP_LAST_CAP) as last:  # read before chroot: the root may have no /proc/sys
         last_capability = int(last.read())

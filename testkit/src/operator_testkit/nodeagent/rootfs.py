@@ -72,6 +72,7 @@ class ContainerRoot:
     hostname_file: Path | None = None  # the pod's /etc/hostname
     resolv_file: Path | None = None  # the pod's /etc/resolv.conf
     files: Mapping[str, Path] = field(default_factory=dict)  # more files bound over the image's
+    sets_pwd: bool = False  # the container's env names PWD (else the wrapping shell's is dropped)
 
     def launcher(self, python: str) -> list[str]:
         """The argv prefix that enters the root, becomes the user and execs what follows ``--``."""
@@ -83,6 +84,7 @@ class ContainerRoot:
             "--workdir", self.working_dir,
             *(["--no-new-privileges"] if self.no_new_privileges else []),
             *(["--drop-capabilities"] if self.drop_capabilities else []),
+            *(["--keep-pwd"] if self.sets_pwd else []),
             "--",
         ]  # fmt: skip
 

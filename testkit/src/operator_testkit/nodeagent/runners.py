@@ -429,6 +429,7 @@ class ImageRootRunner:
             drop_capabilities="ALL" in ((security.get("capabilities") or {}).get("drop") or []),
             hostname_file=scratch / "hostname",
             resolv_file=scratch / "resolv.conf",
+            sets_pwd="PWD" in env,
         )
         argv = [words[0], *bound_to_pod(words[1:], context.pod_ip)]
         return Launch(
