@@ -120,6 +120,12 @@ class Buildah:
             )
         return (done.stdout or "").strip() if capture else ""
 
+    def has_image(self, name: str) -> bool:
+        try:
+            return bool(self("images", "--quiet", name, capture=True))
+        except ControlPlaneError:
+            return False
+
 
 def _buildah(settings: ControlPlaneSettings) -> Buildah:
     root = settings.cache_dir / "buildah"
@@ -142,12 +148,6 @@ def _ensure_base(settings: ControlPlaneSettings, buildah: Buildah) -> str:
     root = settings.cache_dir / f"image-base-{recipe}"
     tag = f"{BASE_NAME}:bookworm-{recipe}"
 
-    def present() -> bool:
-        try:
-            return bool(buildah("images", "--quiet", tag, capture=True))
-        except ControlPlaneError:
-            return False
-
     def make() -> None:
         tarball = root / "rootfs.tar"
         if not tarball.exists():
@@ -168,7 +168,7 @@ def _ensure_base(settings: ControlPlaneSettings, buildah: Buildah) -> str:
         finally:
             buildah("rm", container)
 
-    build_once(root, present, make)
+    build_once(root, lambda: buildah.has_image(tag), make)
     digest = buildah("inspect", "--type", "image", "--format", "{{.FromImageDigest}}", tag, capture=True)
     return f"{BASE_NAME}@{digest}"
 
@@ -214,13 +214,11 @@ def image_of_sources(context: Path, settings: ControlPlaneSettings | None = None
     tag = f"{SOURCE_TAG_PREFIX}{sources_hash(context, base)}"
     name = f"{IMAGE_NAME}:{tag}"
 
-    def stored() -> bool:
-        try:
-            return bool(buildah("images", "--quiet", name, capture=True))
-        except ControlPlaneError:
-            return False
-
-    build_once(settings.cache_dir / "image-of-sources", stored, lambda: build_image(context, tag, settings))
+    build_once(
+        settings.cache_dir / "image-of-sources",
+        lambda: buildah.has_image(name),
+        lambda: build_image(context, tag, settings),
+    )
     _forget_older_source_images(buildah, keep=name)
     digest = buildah("inspect", "--type", "image", "--format", "{{.FromImageDigest}}", name, capture=True)
     return Image(name=name, digest=digest, size_bytes=_size(buildah, name), base=base)
