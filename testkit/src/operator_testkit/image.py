@@ -214,11 +214,10 @@ def image_of_sources(context: Path, settings: ControlPlaneSettings | None = None
     tag = f"{SOURCE_TAG_PREFIX}{sources_hash(context, base)}"
     name = f"{IMAGE_NAME}:{tag}"
 
-    build_once(
-        settings.cache_dir / "image-of-sources",
-        lambda: buildah.has_image(name),
-        lambda: build_image(context, tag, settings),
-    )
+    def build() -> None:
+        build_image(context, tag, settings)
+
+    build_once(settings.cache_dir / "image-of-sources", lambda: buildah.has_image(name), build)
     _forget_older_source_images(buildah, keep=name)
     digest = buildah("inspect", "--type", "image", "--format", "{{.FromImageDigest}}", name, capture=True)
     return Image(name=name, digest=digest, size_bytes=_size(buildah, name), base=base)
