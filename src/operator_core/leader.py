@@ -281,20 +281,26 @@ class LeaderElector:
                 return
 
     async def release(self) -> None:
-        """Give the Lease up (no holder, for one second) so that a standby takes over at once."""
-        lease = await self._kube.get_live(LEASE_API, "Lease", self.name, self.namespace)
-        if lease is None or LeaseView.of(lease).holder != self.identity:
-            return
-        patch = {
-            "metadata": {"resourceVersion": lease["metadata"]["resourceVersion"]},
-            "spec": {
-                "holderIdentity": None,
-                "leaseDurationSeconds": 1,
-                "renewTime": _micro_time(self._clock()),
-            },
-        }
+        """Give the Lease up (no holder, for one second) so that a standby takes over at once.
+
+        Best-effort, as the stop it ends: a Lease that cannot be read or written (its RBAC already gone
+        with an uninstalled chart, say) is left to expire, with one warning, and the stop stays clean.
+        """
         try:
+            lease = await self._kube.get_live(LEASE_API, "Lease", self.name, self.namespace)
+            if lease is None or LeaseView.of(lease).holder != self.identity:
+                return
+            patch = {
+                "metadata": {"resourceVersion": lease["metadata"]["resourceVersion"]},
+                "spec": {
+                    "holderIdentity": None,
+                    "leaseDurationSeconds": 1,
+                    "renewTime": _micro_time(self._clock()),
+                },
+            }
             await self._kube.patch(LEASE_API, "Lease", self.name, self.namespace, patch)
             log.info("released Lease %s/%s", self.namespace, self.name)
         except errors.KubeError as error:
-            log.warning("could not release Lease %s/%s: %s", self.namespace, self.name, error)
+            log.warning(
+                "could not release Lease %s/%s (it expires by itself): %s", self.namespace, self.name, error
+            )

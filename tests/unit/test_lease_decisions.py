@@ -119,3 +119,18 @@ async def test_a_standby_refused_its_watch_still_takes_a_released_lease_at_its_n
     assert await asyncio.wait_for(standing_by, timeout=1)
     assert kube.lease is not None
     assert kube.lease["spec"]["holderIdentity"] == "standby"
+
+
+class RevokedKube(LeaseKube):
+    """The chart's RBAC uninstalled under a stopping leader: its token no longer reads the Lease."""
+
+    async def get_live(self, api_version: str, kind: str, name: str, namespace: str) -> dict[str, Any] | None:
+        raise errors.KubeError("reading Lease l: Unauthorized", status=401)
+
+
+async def test_a_lease_that_can_no_longer_be_read_is_left_to_expire_and_the_stop_stays_clean(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    leader = LeaderElector(RevokedKube(), LeaderElectionSettings(), name="l", namespace="n", identity="x")  # type: ignore[arg-type]
+    await leader.release()
+    assert "could not release Lease n/l (it expires by itself): reading Lease l: Unauthorized" in caplog.text
