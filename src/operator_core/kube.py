@@ -1,7 +1,8 @@
 """The only module that talks to the Kubernetes API.
 
 :class:`Kube` works on plain manifest dicts of any kind, built-in or custom
-(custom kinds are found through their CRDs, with lightkube's registry). Reads and
+(each kind's plural and scope come from the API server's discovery document of its
+group-version, as client-go's RESTMapper finds them: no list of every CRD). Reads and
 writes are plain JSON over an aiohttp connection (:mod:`operator_core.connection`, with
 the kubeconfig's TLS and credentials as lightkube reads them): building lightkube's models
 for every object cost most of an operator's CPU at scale, a model drops the fields it does
@@ -34,15 +35,10 @@ from collections.abc import AsyncGenerator, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import Any, Literal
 
 from lightkube import KubeConfig
-from lightkube.codecs import resource_registry
 from lightkube.config.kubeconfig import SingleConfig
-from lightkube.core.exceptions import LoadResourceError
-from lightkube.core.resource import NamespacedResource
-from lightkube.generic_resource import create_resources_from_crd
-from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
 from lightkube.types import PatchType
 
 from operator_core import errors
@@ -51,13 +47,13 @@ from operator_core.connection import Answer, AnswerCounter, Connection, NoAnswer
 from operator_core.manifests import APPLIED_HASH_ANNOTATION, Manifest, needs_apply, with_applied_hash
 from operator_core.secrets import scrub
 
-__all__ = ["ALL", "APPLIED_HASH_ANNOTATION", "ApplyResult", "Kube"]
+__all__ = ["ALL", "APPLIED_HASH_ANNOTATION", "ApplyResult", "Kube", "ServedKind"]
 
 DEFAULT_FIELD_MANAGER = "operator-suite"
 ALL = EVERY_NAMESPACE
 """The namespace that means every namespace, in :meth:`Kube.list` (lightkube's spelling)."""
-# How stale the list of custom kinds may be when a kind is not found.
-CRD_REFRESH_SECONDS = 10.0
+# How stale a group-version's discovered kinds may be when a kind is not found there.
+DISCOVERY_REFRESH_SECONDS = 10.0
 
 
 @dataclass(frozen=True)
@@ -171,6 +167,20 @@ def _describe(manifest: Mapping[str, Any]) -> str:
     return f"{manifest.get('kind')} {where}{metadata.get('name')}"
 
 
+@dataclass(frozen=True)
+class ServedKind:
+    """How the API server serves one kind, from discovery."""
+
+    plural: str
+    namespaced: bool
+
+
+@dataclass(frozen=True)
+class _Discovery:
+    kinds: dict[str, ServedKind]
+    read_at: float
+
+
 class Kube:
     """Async access to one API server, on plain manifest dicts, with one field manager."""
 
@@ -179,7 +189,8 @@ class Kube:
         """Every request goes here; None for a client that may make none (a test's)."""
         self.field_manager = field_manager
         self.write_calls = 0
-        self._crds_loaded_at: float | None = None
+        self._discovered: dict[str, _Discovery] = {}
+        """apiVersion -> the kinds its discovery document lists, and when it was read."""
         self.cache: Cache | None = None
         """Where reads come from for the kinds it holds (:meth:`use_cache`)."""
         self._preferred_versions: dict[str, str] = {}
@@ -282,22 +293,46 @@ class Kube:
 
     # -- kinds
 
-    async def resource_type(self, api_version: str, kind: str) -> Any:
-        """The lightkube class for a kind: built-in, or custom (looked up in the cluster's CRDs)."""
-        try:
-            return resource_registry.load(api_version, kind)
-        except LoadResourceError:
-            pass
-        loaded_at = self._crds_loaded_at
-        # A CRD may have been installed since the last look; look again, but not on every call.
-        if loaded_at is None or time.monotonic() - loaded_at > CRD_REFRESH_SECONDS:
-            await self._load_crds()
-        found = resource_registry.get(api_version, kind)
+    async def served_kind(self, api_version: str, kind: str) -> ServedKind:
+        """How the API server serves a kind (its plural, whether it lives in namespaces), from the
+        discovery document of its group-version (``/api/v1``, ``/apis/{group}/{version}``), which
+        every authenticated client may read. Asked once per group-version; a kind it did not list is
+        asked again at most every :data:`DISCOVERY_REFRESH_SECONDS` (its CRD may be installed since).
+        NotFound when the kind is not served."""
+        known = self._discovered.get(api_version)
+        stale = known is None or (
+            kind not in known.kinds and time.monotonic() - known.read_at > DISCOVERY_REFRESH_SECONDS
+        )
+        if stale:
+            known = _Discovery(await self._discover(api_version), time.monotonic())
+            self._discovered[api_version] = known
+        assert known is not None
+        found = known.kinds.get(kind)
         if found is None:
             raise errors.NotFound(
                 f"kind {kind} of {api_version} is not served", status=404, reason="NotFound"
             )
         return found
+
+    async def serves(self, api_version: str, kind: str) -> bool:
+        """Whether the API server serves ``kind`` (an optional kind: PodMonitor, HTTPRoute, a provider's)."""
+        try:
+            await self.served_kind(api_version, kind)
+        except errors.NotFound:
+            return False
+        return True
+
+    async def _discover(self, api_version: str) -> dict[str, ServedKind]:
+        path = f"/apis/{api_version}" if "/" in api_version else f"/api/{api_version}"
+        try:
+            answer = await self._call("GET", path, f"discovering {api_version}")
+        except errors.NotFound:
+            return {}
+        return {
+            resource["kind"]: ServedKind(str(resource["name"]), bool(resource["namespaced"]))
+            for resource in answer.json().get("resources") or []
+            if "/" not in resource["name"]  # not a subresource (status, scale)
+        }
 
     async def preferred_version(self, group: str) -> str:
         """The API version the server prefers for ``group`` (``group/version``; ``v1`` for the core
@@ -313,13 +348,11 @@ class Kube:
     async def collection_path(self, api_version: str, kind: str, namespace: str | None = ALL) -> str:
         """The URL path of a kind's objects: in every namespace (``/api/v1/pods``, ``/apis/apps/v1/...``)
         by default, or in one (None: the kubeconfig's default namespace)."""
-        resource = await self.resource_type(api_version, kind)
-        info = resource._api_info  # lightkube keeps a kind's group, version and plural here
-        group, version = info.resource.group, info.resource.version
-        path = f"/apis/{group}/{version}" if group else f"/api/{version}"
-        if namespace != ALL and issubclass(resource, NamespacedResource):
+        served = await self.served_kind(api_version, kind)
+        path = f"/apis/{api_version}" if "/" in api_version else f"/api/{api_version}"
+        if namespace != ALL and served.namespaced:
             path += f"/namespaces/{namespace or self._default_namespace()}"
-        return f"{path}/{info.plural}"
+        return f"{path}/{served.plural}"
 
     async def object_path(self, api_version: str, kind: str, name: str, namespace: str | None) -> str:
         """The URL path of one object (``namespace`` is ignored for a kind that has none)."""
@@ -350,12 +383,6 @@ class Kube:
             content_type=content_type,
         )
         return self._remember(answer.json())
-
-    async def _load_crds(self) -> None:
-        crds, _ = await self._list_pages(("apiextensions.k8s.io/v1", "CustomResourceDefinition"), None, ALL)
-        for crd in crds:
-            create_resources_from_crd(cast(CustomResourceDefinition, CustomResourceDefinition.from_dict(crd)))
-        self._crds_loaded_at = time.monotonic()
 
     # -- reads
 
@@ -568,7 +595,7 @@ class Kube:
 
     async def namespaced(self, kind: KindRef) -> bool:
         """Whether ``kind`` lives in namespaces (NotFound when it is not served)."""
-        return issubclass(await self.resource_type(*kind), NamespacedResource)
+        return (await self.served_kind(*kind)).namespaced
 
     async def _list_pages(
         self,

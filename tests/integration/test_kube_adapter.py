@@ -92,7 +92,7 @@ async def test_missing_objects(kube: Kube, namespace: str) -> None:
     assert await kube.get("v1", "ConfigMap", "absent", namespace) is None
     assert await kube.delete("v1", "ConfigMap", "absent", namespace) is False
     with pytest.raises(NotFound, match="not served"):
-        await kube.resource_type("example.dev/v1", "NoSuchKind")
+        await kube.served_kind("example.dev/v1", "NoSuchKind")
 
 
 class SmokeReason(StrEnum):

@@ -254,7 +254,7 @@ class AdmissionChecks:
             wanted = provider_template_to_check(request.subject, request.old_object)
             if wanted is None:
                 return Verdict.allow()
-            refused = why_provider_ref_is_refused(*wanted, served=await self._serves(*wanted))
+            refused = why_provider_ref_is_refused(*wanted, served=await self._kube.serves(*wanted))
         return Verdict.allow() if refused is None else Verdict.deny(refused)
 
     async def release(self, request: AdmissionRequest) -> Verdict:
@@ -285,13 +285,6 @@ class AdmissionChecks:
                     if name not in seen or cluster_class_of(seen[name]) is None:
                         seen[name] = cluster
         return list(seen.values())
-
-    async def _serves(self, api_version: str, kind: str) -> bool:
-        try:
-            await self._kube.resource_type(api_version, kind)
-        except errors.NotFound:
-            return False
-        return True
 
 
 def _webhook(resource: CustomResource, operations: tuple[Any, ...], check: Any) -> ValidatingWebhook:

@@ -360,20 +360,12 @@ async def _delete_stuck_pod(scope: Scope, pod: str) -> bool:
     return await scope.kube.delete("v1", "Pod", pod, scope.cluster.namespace, grace_period=grace)
 
 
-async def _served(kube: Kube, api_version: str, kind: str) -> bool:
-    try:
-        await kube.resource_type(api_version, kind)
-    except errors.NotFound:
-        return False
-    return True
-
-
 async def plan_pod_monitor(scope: Scope) -> Outcome:
     """A PodMonitor only where Prometheus Operator's CRD exists; without it, a Warning, not a failure."""
     monitor = build_pod_monitor(scope.cluster)
     if monitor is None:
         await scope.set_condition(ConditionType.METRICS_READY, "True", "NotRequested")
-    elif not await _served(scope.kube, PODMONITOR_API_VERSION, "PodMonitor"):
+    elif not await scope.kube.serves(PODMONITOR_API_VERSION, "PodMonitor"):
         scope.waiting_for_crd = True
         await scope.set_condition(
             ConditionType.METRICS_READY,
@@ -398,7 +390,7 @@ async def plan_routes(scope: Scope) -> Outcome:
         if not manifests:
             continue
         api_version, kind = manifests[0]["apiVersion"], manifests[0]["kind"]
-        if await _served(scope.kube, api_version, kind):
+        if await scope.kube.serves(api_version, kind):
             scope.routes.extend(manifests)
         else:
             missing.append(f"{kind} ({api_version})")
