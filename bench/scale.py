@@ -21,8 +21,8 @@ stays Pending and no cluster ever becomes Ready. It measures:
   and the operator has written a status: observedGeneration for ours, a condition for the Go one),
   the requests and writes that took, CPU seconds, and peak RSS (VmHWM);
 - a restart over those clusters once reconciled (an upgrade, a crash): the operator stopped and started
-  again; seconds until it has reconciled every cluster once (ours reports the moment on its liveness
-  endpoint; the Go one has no such signal), and the requests, writes, CPU and peak RSS of the first
+  again; seconds until it has reconciled every cluster once (ours reports the moment on its
+  /healthz; the Go one has no such signal), and the requests, writes, CPU and peak RSS of the first
   minute.
 
 The population grows: the sequential clusters, then the burst on top of them, then (larger sizes)
@@ -672,8 +672,8 @@ RESTART_WINDOW_SECONDS = 60.0
 
 
 async def first_pass_done(operator: Operator, kind: str, timeout: float) -> float | None:
-    """Wall time at which our operator had reconciled every ``kind`` it found at its start (its liveness
-    endpoint says, with an answer up to 10 s old); None on timeout."""
+    """Wall time at which our operator had reconciled every ``kind`` it found at its start (its /healthz
+    says); None on timeout."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         with contextlib.suppress(httpx.HTTPError, ValueError):

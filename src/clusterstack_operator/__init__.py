@@ -1,5 +1,5 @@
 """The Cluster Stack operator: ClusterStack, ClusterStackRelease and ClusterAddon on top of Cluster API.
 
 Rooms: ``api`` (models and CRDs), ``resources`` (pure builders) and
-``controller`` (kopf handlers). The resources themselves land with their own issues.
+``controller`` (thin steps that read, decide, apply and report).
 """

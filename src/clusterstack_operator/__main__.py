@@ -9,7 +9,7 @@ from operator_core.runner import run_operator
 main = partial(
     run_operator,
     "cluster-stack-operator",
-    "clusterstack_operator.controller.handlers",
+    "clusterstack_operator.controller.wiring",
     checks=(check_release_source,),
 )
 

@@ -1,21 +1,23 @@
 """One controller step for every operator: its wiring, and the apply-report-prune of an object's children.
 
-An operator's ``controller.handlers`` module describes itself once, and this
-module registers the kopf handlers it needs (start-up, clean-up, probes):
+An operator's ``controller.wiring`` module describes itself once (its ``OPERATOR``), and
+:mod:`operator_core.runner` runs it:
 
-- :class:`Operator`: one per process. At start it checks its settings, connects
-  (:func:`operator_core.reconciling.connect`), starts the watch caches
-  (:mod:`operator_core.cache`) that every read of its reconciles comes from,
-  applies the suite's kopf settings and runs the operator's own ``start`` hook;
-  at exit, its ``stop`` hook, then stops the caches and closes the client. Both
-  hooks get the :class:`Context`.
+- :class:`Operator`: one per process. :meth:`Operator.run` connects
+  (:func:`operator_core.reconciling.connect`), checks that the API server answers and serves the
+  operator's own kinds (else :class:`~operator_core.errors.StartFailed`, within
+  :data:`START_SECONDS`), starts the watch caches (:mod:`operator_core.cache`) that every read of
+  its reconciles comes from and runs the operator's own ``start`` hook; once told to stop, it lets
+  the reconciles in flight finish (:data:`LOOP_STOP_SECONDS`), runs its ``stop`` hook, then stops
+  the caches and closes the client. Both hooks get the :class:`Context`. :meth:`Operator.health`
+  is what ``/healthz`` shows: the reconciles counted and each cache's state.
 - :meth:`Operator.controller`: one per custom resource. It adds to the caches
   the resource itself, its labelled children and what its spec names but does
   not own (a user's Secret, through :class:`~operator_core.reconciling.References`);
   a change to any of them wakes the object's loop at once. The cache starts one
   loop per object as soon as it holds it,
   :func:`~operator_core.reconciling.run_object_loop` with the operator's
-  ``reconcile``; kopf itself watches no resource (decision 20).
+  ``reconcile`` (decision 20).
 
 Inside a reconcile, :func:`apply_report_prune` is the one way to bring an
 object's children to the desired set: server-side apply each, all at once
@@ -40,8 +42,6 @@ import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
-
-import kopf
 
 from operator_core import errors
 from operator_core.cache import Cache, Informer, KindRef, WatchedKind
@@ -75,7 +75,7 @@ from operator_core.reconciling import (
     run_object_loop,
     write_status,
 )
-from operator_core.runner import configure_kopf, kopf_finalizer, watched_namespaces
+from operator_core.runner import watched_namespaces
 from operator_core.settings import KubeSettings, from_env
 
 __all__ = [
@@ -126,7 +126,7 @@ class Operator:
         self.name = name
         self.api_group = api_group
         self.controller_name = f"{api_group}/{name}"
-        self._start, self._stop = start, stop
+        self._start_hook, self._stop_hook = start, stop
         self._logger = logging.getLogger(name)
         self._watched: list[WatchedKind] = []
         self._listeners: list[Callable[[KindRef, Manifest], None]] = []
@@ -136,51 +136,61 @@ class Operator:
         """(kind, namespace, name) of every object reconciled at least once since the start."""
         self._first_passes: dict[str, _FirstPass] = {}
         self._context: Context | None = None
+        """Set once the caches are up and the start hook ran: the object loops may start."""
+        self._connected: Context | None = None
+        """Set from the moment the client exists: what the stop closes."""
         self._gate: asyncio.Semaphore | None = None
         self._finalizing: dict[tuple[str, tuple[Any, Any]], asyncio.Task[None]] = {}
         self._loops: dict[tuple[str, str, str, str], asyncio.Task[None]] = {}
         """(purpose, kind, namespace, name) -> the loop reconciling that object, or letting it go."""
         self._primaries: list[KindRef] = []
-        self.legacy_finalizer = kopf_finalizer(api_group)
+        self.legacy_finalizer = f"{api_group}/finalizer"
         """The finalizer kopf's per-object daemons put on every object before the loops were the cache's
         own (decision 20): removed wherever it is found, so that an object an older version reconciled
         can still be deleted."""
         self._stopping_flag = _Flag()
         self._trimming: asyncio.Task[None] | None = None
         self._synced_watch: asyncio.Task[None] | None = None
-        kopf.on.startup(id=f"{name}-start")(self._started)
-        kopf.on.cleanup(id=f"{name}-stop")(self._stopping)
-        kopf.on.probe(id="reconciles")(self._count_reconciles)
-        kopf.on.probe(id="caches")(self._describe_caches)
+        self._resources: list[CustomResource] = []
+        """The kinds it reconciles: each must be served for it to start."""
+        self._hooked = False
+        """Whether the start hook ran (then the stop hook runs too, whatever happened after)."""
 
-    async def _count_reconciles(self, **_: Any) -> dict[str, Any]:
-        """How many reconciles ran, of how many objects, and when this was counted (kopf keeps a probe's
-        answer for 10 s)."""
-        return {
-            "count": self.reconciles,
-            "objects": len(self._reconciled),
-            "first_pass_done_at": {kind: first.done_at for kind, first in self._first_passes.items()},
-            "at": time.time(),
-        }
-
-    async def _describe_caches(self, memo: kopf.Memo, **_: Any) -> dict[str, Any]:
-        """What each watch cache holds, and whether it is synced: ``GET /healthz`` answers it."""
-        context: Context | None = getattr(memo, "context", None)
+    def health(self) -> dict[str, Any]:
+        """What ``/healthz`` shows: how many reconciles ran, of how many objects, when each kind's
+        first pass ended, and what each watch cache holds and whether it is synced."""
+        context = self._context
         cache = context.kube.cache if context is not None else None
-        if cache is None:
-            return {}
         return {
-            f"{informer.kind.kind}.{informer.kind.api_version}": {
-                "objects": len(informer),
-                "synced": informer.synced,
-                "served": informer.served,
-            }
-            for informer in cache.informers
+            "reconciles": {
+                "count": self.reconciles,
+                "objects": len(self._reconciled),
+                "first_pass_done_at": {kind: first.done_at for kind, first in self._first_passes.items()},
+                "at": time.time(),
+            },
+            "caches": {
+                f"{informer.kind.kind}.{informer.kind.api_version}": {
+                    "objects": len(informer),
+                    "synced": informer.synced,
+                    "served": informer.served,
+                }
+                for informer in (cache.informers if cache is not None else [])
+            },
         }
 
-    async def _started(self, settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
-        configure_kopf(settings, self.api_group)
+    async def run(self, stopping: asyncio.Event) -> None:
+        """Start, reconcile until ``stopping`` is set, then stop cleanly; raise
+        :class:`~operator_core.errors.StartFailed` when the operator cannot start (after cleaning up)."""
+        try:
+            await self._start()
+            await stopping.wait()
+        finally:
+            await self._stop()
+
+    async def _start(self) -> None:
         kube, recorder = connect(self.controller_name)
+        self._connected = Context(kube, recorder, from_env(KubeSettings))
+        await check_start(kube, self._resources)
         cache = Cache(kube, namespaces=watched_namespaces())
         cache.watch(self._watched)
         for listener in self._listeners:
@@ -188,13 +198,13 @@ class Operator:
         kube.use_cache(cache)
         await cache.start()
         self._synced_watch = asyncio.create_task(_report_synced(cache), name="report caches synced")
-        memo.context = Context(kube, recorder, from_env(KubeSettings))
-        memo.gate = reconcile_gate()
-        if self._start is not None:
-            await self._start(memo.context)
+        context, gate = self._connected, reconcile_gate()
+        if self._start_hook is not None:
+            self._hooked = True
+            await self._start_hook(context)
         # Only now may loops start: one per object the first lists found (each listener saw it then, too
         # early), and from now on as the watches report new ones.
-        self._context, self._gate = memo.context, memo.gate
+        self._context, self._gate = context, gate
         for kind in self._primaries:
             informer = cache.informer(*kind)
             for obj in informer.list() if informer is not None else []:
@@ -202,8 +212,8 @@ class Operator:
                     listener(kind, obj)
         self._trimming = asyncio.create_task(trim_after_work(lambda: self.reconciles), name="memory trim")
 
-    async def _stopping(self, memo: kopf.Memo, **_: Any) -> None:
-        context: Context | None = getattr(memo, "context", None)
+    async def _stop(self) -> None:
+        context = self._connected
         if context is None:
             return
         self._stopping_flag.set()
@@ -223,13 +233,14 @@ class Operator:
             task.cancel()
         await asyncio.gather(*background, return_exceptions=True)
         try:
-            if self._stop is not None:
-                await self._stop(context)
+            if self._stop_hook is not None and self._hooked:
+                await self._stop_hook(context)
         finally:
             await context.recorder.flush()
             if context.kube.cache is not None:
                 await context.kube.cache.stop()
             await context.kube.close()
+            self._connected = None
 
     def _object_loops(
         self, resource: CustomResource, run_object: Callable[[str, str], Coroutine[Any, Any, None]]
@@ -243,6 +254,7 @@ class Operator:
         """
         primary = (resource.api_version, resource.kind)
         self._primaries.append(primary)
+        self._resources.append(resource)
 
         def maybe_start(kind: KindRef, obj: Manifest) -> None:
             context = self._context
@@ -541,6 +553,50 @@ FINALIZED = -1.0
 
 LOOP_STOP_SECONDS = 10.0
 """How long a stopping operator lets the reconciles in flight finish before cancelling them."""
+
+START_SECONDS = 20.0
+"""How long a starting operator waits for the API server to answer before it gives up: its pod then
+restarts with back-off, as a controller-runtime manager's does, and says why each time."""
+_START_RETRY_SECONDS = 1.0
+
+
+async def check_start(
+    kube: Kube, resources: Sequence[CustomResource], patience: float = START_SECONDS
+) -> None:
+    """What an operator cannot start without, checked before its caches start: an API server that
+    answers within ``patience`` seconds and takes its credentials, and its own kinds served.
+    :class:`~operator_core.errors.StartFailed` names the address and the cause otherwise."""
+    where = kube.server or "the in-cluster address"
+    deadline = time.monotonic() + patience
+    waiting_said = False
+    while True:
+        remaining = deadline - time.monotonic()
+        try:
+            await asyncio.wait_for(kube.version(), timeout=max(remaining, 0.1))
+            break
+        except (errors.Unavailable, TimeoutError) as error:
+            cause = str(error) or "no answer"
+            if time.monotonic() + _START_RETRY_SECONDS >= deadline:
+                raise errors.StartFailed(
+                    f"the API server at {where} did not answer within {patience:.0f} s: {cause}"
+                ) from error
+            if not waiting_said:  # once, not once a second
+                logging.getLogger(__name__).warning("waiting for the API server at %s: %s", where, cause)
+                waiting_said = True
+            await asyncio.sleep(_START_RETRY_SECONDS)
+        except errors.KubeError as error:
+            if error.status == 401:
+                raise errors.StartFailed(
+                    f"the API server at {where} refused our credentials (401 Unauthorized): the token or "
+                    "client certificate is not valid there"
+                ) from error
+            raise errors.StartFailed(f"the API server at {where} refused us: {error}") from error
+    for resource in resources:
+        if not await kube.serves(resource.api_version, resource.kind):
+            raise errors.StartFailed(
+                f"{resource.kind} ({resource.api_version}) is not served at {where}: install its CRD "
+                f"{resource.crd_name} first (its chart does, as does kubectl apply -f deploy/crds/)"
+            )
 
 
 async def _report_synced(cache: Cache) -> None:

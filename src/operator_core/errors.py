@@ -15,6 +15,7 @@
     │   ├── InvalidSpec             the spec passed the CRD's schema but its model refuses it
     │   └── InvalidKubeconfig       a kubeconfig read from a Secret is malformed or would run a command
     ├── SettingsError               an OPERATOR_SUITE_* variable has a value the setting does not allow
+    ├── StartFailed                 what an operator cannot start without is wrong (kubeconfig, token, CRD)
     └── CRDGenerationError          a model cannot become a structural CRD schema
 
 (The test kit adds its own branch: ``operator_testkit.errors.ControlPlaneError``.)
@@ -37,9 +38,8 @@ The policy (:func:`retry_policy`), applied by the per-object loop of
   often fixed by someone else (a conflicting object of the same name removed), and
   nothing would wake the owner then.
 
-Nothing here imports kopf: the operators run their own loop per object
-(:func:`operator_core.reconciling.run_object_loop`), so kopf's temporary and
-permanent handler errors are never raised. Messages never carry Secret values:
+The operators run their own loop per object (:func:`operator_core.reconciling.run_object_loop`);
+:class:`StartFailed` is the runner's, never a reconcile's. Messages never carry Secret values:
 :mod:`operator_core.secrets` scrubs server text before an error is built from it.
 """
 
@@ -61,6 +61,7 @@ __all__ = [
     "PermanentError",
     "Retry",
     "SettingsError",
+    "StartFailed",
     "Unavailable",
     "retry_policy",
 ]
@@ -122,6 +123,11 @@ class InvalidKubeconfig(PermanentError):
 
 class SettingsError(OperatorError):
     """An OPERATOR_SUITE_* variable holds a value its setting does not allow."""
+
+
+class StartFailed(OperatorError):
+    """An operator cannot start: its kubeconfig cannot be read, the API server does not answer or refuses
+    its credentials, or one of its own kinds is not served. The process exits 1 with this message."""
 
 
 class CRDGenerationError(OperatorError):

@@ -293,6 +293,11 @@ class Kube:
 
     # -- kinds
 
+    async def version(self) -> dict[str, Any]:
+        """The API server's ``/version`` (any client it authenticates may read it)."""
+        answer = await self._call("GET", "/version", "reading the API server's version")
+        return dict(answer.json())
+
     async def served_kind(self, api_version: str, kind: str) -> ServedKind:
         """How the API server serves a kind (its plural, whether it lives in namespaces), from the
         discovery document of its group-version (``/api/v1``, ``/apis/{group}/{version}``), which

@@ -10,10 +10,16 @@ quorum, a Monocle Job's runs) are defined in its ``controller`` room with
 
 :func:`request_verb` is pure: the Kubernetes verb of one HTTP request, as the
 API server's audit log would name it. :func:`serve_probes` is the thin HTTP
-adapter (aiohttp, kopf's own server library) that :mod:`operator_core.runner`
-starts beside kopf, so that a standby replica answers too: ``/metrics``,
-``/healthz`` (the process answers) and ``/readyz`` (:data:`REPLICA`: a standby,
-or a leader whose watch caches are synced).
+adapter (aiohttp) that :mod:`operator_core.runner` starts before anything else, so that a standby
+replica answers too:
+
+- ``/metrics``;
+- ``/healthz``: 200 while the process answers, with a JSON body of what the operator shows
+  (:meth:`operator_core.controller.Operator.health`: reconciles counted, when each kind's first pass
+  ended, each watch cache's objects and whether it is synced and served); the liveness probe reads
+  only the status;
+- ``/readyz``: 200 for a standby that reads its Lease, and for a leader whose watch caches are
+  synced (:data:`REPLICA`); 503 with the reason otherwise.
 
 Label values are kinds, verbs, results and object names: never a Secret value.
 """
@@ -21,7 +27,7 @@ Label values are kinds, verbs, results and object names: never a Secret value.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -182,8 +188,11 @@ async def _metrics(_: web.Request) -> web.Response:
     return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
 
-async def _alive(_: web.Request) -> web.Response:
-    return web.Response(text="ok\n")
+def _alive(health: Callable[[], dict[str, Any]] | None) -> Callable[[web.Request], Awaitable[web.Response]]:
+    async def answer(_: web.Request) -> web.Response:
+        return web.json_response({"status": "ok", **(health() if health is not None else {})})
+
+    return answer
 
 
 async def _ready(_: web.Request) -> web.Response:
@@ -193,11 +202,14 @@ async def _ready(_: web.Request) -> web.Response:
     return web.Response(status=503, text=f"{reason}\n")
 
 
-async def serve_probes(host: str, port: int) -> web.AppRunner:
-    """Serve ``/healthz``, ``/readyz`` and ``/metrics`` on ``host:port`` until the runner is cleaned up."""
+async def serve_probes(
+    host: str, port: int, *, health: Callable[[], dict[str, Any]] | None = None
+) -> web.AppRunner:
+    """Serve ``/healthz`` (with what ``health`` shows), ``/readyz`` and ``/metrics`` on ``host:port``
+    until the runner is cleaned up."""
     app = web.Application()
     app.router.add_get("/metrics", _metrics)
-    app.router.add_get("/healthz", _alive)
+    app.router.add_get("/healthz", _alive(health))
     app.router.add_get("/readyz", _ready)
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()

@@ -44,7 +44,7 @@ from typing import Any, Protocol, TypeVar
 from operator_core import errors
 from operator_core.conditions import Condition, ConditionStatus, find, set_condition
 from operator_core.crdgen import CustomResource
-from operator_core.errors import Retry, retry_policy
+from operator_core.errors import Retry, StartFailed, retry_policy
 from operator_core.events import EventRecorder, EventType
 from operator_core.kube import Kube
 from operator_core.metrics import count_request
@@ -129,12 +129,22 @@ class Wakeups:
         return list(self._events)
 
 
-def connect(controller: str) -> tuple[Kube, EventRecorder]:
-    """The API client (:class:`KubeSettings`, from OPERATOR_SUITE_* variables) and an Event recorder."""
+def connect_client() -> Kube:
+    """The API client (:class:`KubeSettings`, from OPERATOR_SUITE_* variables), from ``--kubeconfig``,
+    ``$KUBECONFIG``, the in-cluster configuration or ``~/.kube/config``; :class:`StartFailed` with the
+    reason when none can be read."""
     settings = from_env(KubeSettings)
-    kube = Kube.connect(
-        field_manager=settings.field_manager, timeout=settings.request_timeout, on_request=count_request
-    )
+    try:
+        return Kube.connect(
+            field_manager=settings.field_manager, timeout=settings.request_timeout, on_request=count_request
+        )
+    except Exception as error:  # lightkube's ConfigError, an unreadable file, a malformed one
+        raise StartFailed(f"no usable kubeconfig or in-cluster configuration: {error}") from error
+
+
+def connect(controller: str) -> tuple[Kube, EventRecorder]:
+    """The API client (:func:`connect_client`) and an Event recorder."""
+    kube = connect_client()
     return kube, EventRecorder(kube, controller=controller)
 
 

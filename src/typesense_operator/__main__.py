@@ -8,7 +8,7 @@ from typesense_operator.controller.settings import TypesenseSettings
 main = partial(
     run_operator,
     "typesense-operator",
-    "typesense_operator.controller.handlers",
+    "typesense_operator.controller.wiring",
     settings=(TypesenseSettings,),
 )
 

@@ -187,12 +187,16 @@ def test_cluster_wide_rbac_grants_what_the_operator_needs_and_denies_what_it_doe
         ("delete", "pods", "-n", "team-a"),
         ("create", "leases", "-n", RELEASE_NAMESPACE),
         ("watch", "leases/rbac-typesense-operator-leader", "-n", RELEASE_NAMESPACE),  # a standby's
-        ("list", "customresourcedefinitions"),
     ):
         assert _can_i(plane, *question), question
     for question in (
         ("create", "pods", "-n", "team-a"),  # the StatefulSet controller makes them, not the operator
         ("delete", "typesenseclusters.ts.opentelekomcloud.com", "-n", "team-a"),  # a user's to delete
+        # Only kopf needed these; kinds are found through API discovery now (decision 23).
+        ("list", "customresourcedefinitions"),
+        ("watch", "customresourcedefinitions"),
+        ("list", "namespaces"),
+        ("watch", "namespaces"),
         ("update", "customresourcedefinitions"),
         ("delete", "namespaces"),
         ("create", "clusterroles"),
@@ -211,6 +215,7 @@ def test_namespaced_rbac_reaches_only_the_watched_namespaces(plane: ControlPlane
     assert not _can_i(plane, "watch", "typesenseclusters.ts.opentelekomcloud.com", "-n", "team-c")
     assert not _can_i(plane, "get", "secrets", "-n", "team-c")
     assert not _can_i(plane, "list", "secrets", "--all-namespaces")
-    # What is cluster-scoped stays readable: the operator finds its kinds through their CRDs.
-    assert _can_i(plane, "list", "customresourcedefinitions")
-    assert not _can_i(plane, "update", "customresourcedefinitions")
+    # Kinds are found through API discovery: no CRD or Namespace rule at all (decision 23).
+    assert _can_i(plane, "get", "storageclasses")
+    assert not _can_i(plane, "list", "customresourcedefinitions")
+    assert not _can_i(plane, "list", "namespaces")

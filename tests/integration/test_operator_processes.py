@@ -1,5 +1,6 @@
 """Each operator's console script starts against a kubeconfig, reports live, stops cleanly on SIGTERM, and
-refuses a bad setting before it connects."""
+refuses a bad setting before it connects; what it cannot start without (a kubeconfig it can read, a
+token the API server takes, an API server that answers, its CRD) ends it with code 1 and one line."""
 
 from __future__ import annotations
 
@@ -7,8 +8,10 @@ import os
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 
 from operator_testkit.controlplane import ControlPlane
 from operator_testkit.operators import OperatorProcess
@@ -84,3 +87,85 @@ def test_a_bad_setting_stops_the_operator_at_once_before_it_connects(
     assert refused.returncode == 2
     assert refused.stderr.strip().splitlines() == [f"{script}: {explained}"]
     assert time.monotonic() - started < 10
+
+
+def run_briefly(script: str, kubeconfig: Path, timeout: float = 40) -> subprocess.CompletedProcess[str]:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("GIT_", "OCI_", "OPERATOR_SUITE_"))}
+    environment = {**clean, "OPERATOR_SUITE_RELEASE_SOURCE": "local"}
+    return subprocess.run(
+        [script, "--kubeconfig", str(kubeconfig), "--health-address="],
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def kubeconfig_with(path: Path, source: Path, **user: str) -> Path:
+    """The control plane's kubeconfig with another user (a token it never issued)."""
+    config = yaml.safe_load(source.read_text())
+    for entry in config["users"]:
+        entry["user"] = user
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+@pytest.mark.parametrize("script", ["typesense-operator", "monocle-operator", "cluster-stack-operator"])
+def test_a_kubeconfig_that_cannot_be_read_ends_the_start_with_one_line(script: str, tmp_path: Path) -> None:
+    ended = run_briefly(script, tmp_path / "absent" / "kubeconfig")
+    assert ended.returncode == 1
+    (line,) = ended.stderr.strip().splitlines()
+    assert line.startswith(f"{script}: cannot start: no usable kubeconfig or in-cluster configuration: ")
+
+
+def test_a_token_the_api_server_refuses_ends_the_start_with_one_line(
+    control_plane: ControlPlane, tmp_path: Path
+) -> None:
+    bogus = "not-a-token-it-issued"
+    refused = kubeconfig_with(tmp_path / "kubeconfig", control_plane.kubeconfig, token=bogus)
+    started = time.monotonic()
+    ended = run_briefly("typesense-operator", refused)
+    assert ended.returncode == 1
+    assert ended.stderr.strip().splitlines() == [
+        f"typesense-operator: cannot start: the API server at {control_plane.api_url} refused our "
+        "credentials (401 Unauthorized): the token or client certificate is not valid there"
+    ]
+    assert time.monotonic() - started < 10
+    assert bogus not in ended.stderr + ended.stdout
+
+
+def test_an_operator_whose_crd_is_not_installed_ends_the_start_naming_it(
+    start_control_plane: Any, tmp_path: Path
+) -> None:
+    bare: ControlPlane = start_control_plane("no-crds")
+    ended = run_briefly("monocle-operator", bare.kubeconfig)
+    assert ended.returncode == 1
+    (line,) = ended.stderr.strip().splitlines()
+    assert line == (
+        "monocle-operator: cannot start: Monocle (monocle.monocle.change-metrics.io/v1alpha1) is not served "
+        f"at {bare.api_url}: install its CRD monocles.monocle.monocle.change-metrics.io first "
+        "(its chart does, as does kubectl apply -f deploy/crds/)"
+    )
+
+
+def test_an_api_server_that_does_not_answer_ends_the_start_within_20_s_naming_it(tmp_path: Path) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+        "clusters: [{name: c, cluster: {server: 'https://127.0.0.1:9'}}]\n"
+        "users: [{name: u, user: {token: t}}]\n"
+        "contexts: [{name: c, context: {cluster: c, user: u}}]\n"
+    )
+    started = time.monotonic()
+    ended = run_briefly("typesense-operator", kubeconfig)
+    took = time.monotonic() - started
+    assert ended.returncode == 1
+    assert 15 < took < 25, f"{took:.1f} s"
+    lines = ended.stderr.strip().splitlines()
+    assert lines[-1].startswith(
+        "typesense-operator: cannot start: the API server at https://127.0.0.1:9 did not answer within 20 s: "
+    )
+    assert "Connect call failed" in lines[-1] or "refused" in lines[-1], lines[-1]
+    waiting = [line for line in lines if "waiting for the API server" in line]
+    assert len(waiting) == 1, "the outage is said once, not once a second"

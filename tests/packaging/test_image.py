@@ -45,7 +45,7 @@ def test_the_image_runs_as_a_user_that_is_not_root_with_the_runtime_only(image: 
     assert run_in_image(image.name, "id", "-un") == "nonroot", "the user has a passwd entry, as distroless's"
     probe = (
         "import importlib.util, json; print(json.dumps({name: importlib.util.find_spec(name) is not None "
-        "for name in ('operator_core', 'typesense_operator', 'operator_testkit', 'pytest', 'pip')}))"
+        "for name in ('operator_core', 'typesense_operator', 'operator_testkit', 'pytest', 'pip', 'kopf')}))"
     )
     found = json.loads(run_in_image(image.name, "python3", "-c", probe))
     assert found == {
@@ -54,6 +54,7 @@ def test_the_image_runs_as_a_user_that_is_not_root_with_the_runtime_only(image: 
         "operator_testkit": False,
         "pytest": False,
         "pip": False,
+        "kopf": False,
     }
 
 

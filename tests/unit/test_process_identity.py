@@ -1,6 +1,6 @@
 """An operator starts as a pod's user starts it: a uid the user database does not know, and only the
-environment a kubelet gives. Its identity (kopf's, the Lease holder's, the Events' instance) is the
-pod's name, never a user name."""
+environment a kubelet gives. Its identity (the Lease holder's, the Events' instance) is the pod's name,
+never a user name."""
 
 from __future__ import annotations
 
@@ -11,12 +11,13 @@ import socket
 from collections.abc import Callable
 from typing import Any
 
-import kopf
 import pytest
 
 from clusterstack_operator.__main__ import main as cluster_stack_operator
 from monocle_operator.__main__ import main as monocle_operator
 from operator_core import runner
+from operator_core.controller import Operator
+from operator_core.events import EventRecorder
 from operator_core.identity import pod_name, process_identity
 from typesense_operator.__main__ import main as typesense_operator
 
@@ -39,16 +40,16 @@ def unknown_user(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture
-def started(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
-    """What the start-up path hands kopf; kopf itself connects nowhere, and the test's logging stays."""
-    handed: dict[str, Any] = {}
+def started(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The operators the start-up path ran (each connects nowhere), with the test's logging kept."""
+    ran: list[str] = []
 
-    async def operator(**arguments: Any) -> None:
-        handed.update(arguments)
+    async def run(self: Operator, stopping: Any) -> None:
+        ran.append(self.name)
 
-    monkeypatch.setattr(kopf, "operator", operator)
+    monkeypatch.setattr(Operator, "run", run)
     monkeypatch.setattr(runner, "configure_logging", lambda *_: None)
-    return handed
+    return ran
 
 
 @pytest.mark.parametrize(
@@ -64,13 +65,14 @@ def started(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
 def test_each_operator_starts_with_no_environment_and_a_uid_no_user_database_knows(
     main: Callable[..., None],
     environment: dict[str, str],
-    started: dict[str, Any],
+    started: list[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     for name, value in environment.items():
         monkeypatch.setenv(name, value)
     main(["--health-address="])
-    assert started["identity"] == socket.gethostname()
+    assert len(started) == 1
+    assert EventRecorder(None, controller="c").instance == socket.gethostname()  # type: ignore[arg-type]
 
 
 @pytest.mark.usefixtures("unknown_user")

@@ -1,111 +1,71 @@
-"""The operator process's loop error handler hides one exit race of kopf's, and nothing else."""
+"""What an operator cannot start without is checked before its caches start, and a failure says why in
+one line: an API server that does not answer (within the patience given), credentials it refuses, and
+the operator's own kinds not served."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import logging
-from collections.abc import AsyncIterator, Callable, Coroutine
+import time
 from typing import Any
 
-import aiohttp
 import pytest
 
-from operator_core.runner import _report_loop_error
+from operator_core import errors
+from operator_core.controller import check_start
+from operator_core.crdgen import CustomResource
+from typesense_operator.api import TYPESENSE_CLUSTER
 
-inner_generators: list[Any] = []
-
-
-@contextlib.asynccontextmanager
-async def streaming_block() -> AsyncIterator[None]:
-    yield
+pytestmark = pytest.mark.unit
 
 
-async def infinite_watch() -> AsyncIterator[int]:
-    block = streaming_block()
-    inner_generators.append(block.gen)  # type: ignore[attr-defined]
-    async with block:
-        yield 1
+class StartingKube:
+    """An API server as a starting operator meets it: ``answers`` says what each /version gets."""
+
+    server = "https://127.0.0.1:6443"
+
+    def __init__(self, answers: list[BaseException | None], served: bool = True) -> None:
+        self.answers, self.served, self.asked = answers, served, 0
+
+    async def version(self) -> dict[str, Any]:
+        self.asked += 1
+        answer = self.answers[min(self.asked, len(self.answers)) - 1]
+        if answer is not None:
+            raise answer
+        return {"gitVersion": "v1.35.4"}
+
+    async def serves(self, api_version: str, kind: str) -> bool:
+        return self.served
 
 
-async def close_inner_before_outer() -> tuple[BaseException, Any]:
-    """What loop.shutdown_asyncgens can do to a watch left suspended between two events."""
-    outer = infinite_watch()
-    await outer.__anext__()
-    await inner_generators[-1].aclose()
-    with pytest.raises(RuntimeError) as raised:
-        await outer.aclose()
-    return raised.value, outer
+RESOURCES: list[CustomResource] = [TYPESENSE_CLUSTER]
 
 
-class RecordingLoop:
-    def __init__(self) -> None:
-        self.reported: list[dict[str, Any]] = []
-
-    def default_exception_handler(self, context: dict[str, Any]) -> None:
-        self.reported.append(context)
-
-
-def test_out_of_order_close_of_kopf_watch_at_exit_is_not_reported() -> None:
-    error, outer = asyncio.run(close_inner_before_outer())
-    assert "didn't stop after athrow()" in str(error)
-    loop = RecordingLoop()
-    context = {
-        "message": "an error occurred during closing of asynchronous generator",
-        "exception": error,
-        "asyncgen": outer,
-    }
-    _report_loop_error(loop, context)  # type: ignore[arg-type]
-    assert loop.reported == []
+async def test_an_api_server_that_comes_up_in_time_is_waited_for() -> None:
+    refused = errors.Unavailable("reading the API server's version: no answer (connection refused)")
+    kube = StartingKube([refused, refused, None])
+    await check_start(kube, RESOURCES, patience=5)  # type: ignore[arg-type]
+    assert kube.asked == 3
 
 
-def test_every_other_loop_error_is_reported() -> None:
-    loop = RecordingLoop()
-    for context in (
-        {"message": "Task exception was never retrieved", "exception": RuntimeError("boom")},
-        {
-            "message": "closing",
-            "exception": RuntimeError("generator didn't stop after athrow()"),
-            "asyncgen": None,
-        },
-        {"message": "no exception at all"},
-    ):
-        _report_loop_error(loop, context)  # type: ignore[arg-type]
-    assert len(loop.reported) == 3
+async def test_an_api_server_that_never_answers_ends_the_start_with_its_address_and_the_cause() -> None:
+    refused = errors.Unavailable("reading the API server's version: no answer (connection refused)")
+    started = time.monotonic()
+    with pytest.raises(errors.StartFailed) as failed:
+        await check_start(StartingKube([refused]), RESOURCES, patience=1.5)  # type: ignore[arg-type]
+    assert time.monotonic() - started < 3
+    assert str(failed.value) == (
+        "the API server at https://127.0.0.1:6443 did not answer within 2 s: "
+        "reading the API server's version: no answer (connection refused)"
+    )
 
 
-async def _read_new_apis() -> None:
-    raise aiohttp.ClientConnectionError("Connection closed")
+async def test_refused_credentials_end_the_start_at_once() -> None:
+    unauthorized = errors.KubeError("reading the API server's version: Unauthorized", status=401)
+    with pytest.raises(errors.StartFailed, match=r"refused our credentials \(401 Unauthorized\)"):
+        await check_start(StartingKube([unauthorized]), RESOURCES)  # type: ignore[arg-type]
 
 
-async def _read_old_api() -> None:
-    raise aiohttp.ClientConnectionError("Connection closed")
-
-
-@pytest.mark.parametrize("scan", [_read_new_apis, _read_old_api])
-async def test_a_lost_connection_in_kopfs_api_scan_is_one_line_not_a_traceback(
-    caplog: pytest.LogCaptureFixture, scan: Callable[[], Coroutine[Any, Any, None]]
-) -> None:
-    task = asyncio.ensure_future(scan())
-    with pytest.raises(aiohttp.ClientConnectionError) as raised:
-        await task
-    loop = RecordingLoop()
-    context = {"message": "Task exception was never retrieved", "exception": raised.value, "future": task}
-    with caplog.at_level(logging.WARNING):
-        _report_loop_error(loop, context)  # type: ignore[arg-type]
-    assert loop.reported == []
-    assert "lost its connection: Connection closed" in caplog.text
-
-
-async def test_a_lost_connection_in_any_other_task_is_reported() -> None:
-    async def mine() -> None:
-        raise aiohttp.ClientConnectionError("Connection closed")
-
-    task = asyncio.ensure_future(mine())
-    with pytest.raises(aiohttp.ClientConnectionError) as raised:
-        await task
-    loop = RecordingLoop()
-    _report_loop_error(
-        loop, {"message": "Task exception was never retrieved", "exception": raised.value, "future": task}
-    )  # type: ignore[arg-type]
-    assert len(loop.reported) == 1
+async def test_an_operator_whose_crd_is_not_installed_says_which() -> None:
+    with pytest.raises(errors.StartFailed) as failed:
+        await check_start(StartingKube([None], served=False), RESOURCES)  # type: ignore[arg-type]
+    assert "TypesenseCluster (ts.opentelekomcloud.com/v1alpha1) is not served" in str(failed.value)
+    assert "install its CRD typesenseclusters.ts.opentelekomcloud.com first" in str(failed.value)

@@ -21,7 +21,9 @@ rules:
 {{- if not .Values.watchNamespaces }}
 {{- toYaml $rules.namespaced | nindent 2 }}
 {{- end }}
-{{- toYaml $rules.cluster | nindent 2 }}
+{{- with $rules.cluster }}
+{{- toYaml . | nindent 2 }}
+{{- end }}
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRoleBinding

@@ -1,1 +1,2 @@
-"""The Cluster Stack operator's controller room: thin kopf handlers that read, diff, apply and report."""
+"""The Cluster Stack operator's controller room: thin steps that read, decide, apply and report
+(:mod:`.wiring` describes the operator to the shared core)."""

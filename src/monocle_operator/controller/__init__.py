@@ -1,5 +1,5 @@
-"""The Monocle operator's controller room: thin kopf handlers that read, diff, apply and report.
+"""The Monocle operator's controller room: thin steps that read, decide, apply and report.
 
-:mod:`.handlers` registers the kopf handlers, :mod:`.reconcile` holds the
+:mod:`.wiring` describes the operator to the shared core, :mod:`.reconcile` holds the
 ordered steps of one reconcile, and :mod:`.status` the pure status decisions.
 """

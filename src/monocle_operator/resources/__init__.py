@@ -1,4 +1,4 @@
-"""Pure builders from a Monocle spec to the manifests of its children: no API calls, no kopf.
+"""Pure builders from a Monocle spec to the manifests of its children: no API calls, no framework.
 
 A builder that returns None means "this object should not exist";
 :func:`stale_children` tells the controller which existing children to delete

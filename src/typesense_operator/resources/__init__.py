@@ -1,6 +1,6 @@
 """Pure builders from a TypesenseCluster spec to the manifests of its children.
 
-No API calls and no kopf here (import-linter checks it). A builder that
+No API calls and no framework here (import-linter checks it). A builder that
 returns None means "this object should not exist"; :func:`stale_children`
 tells the controller which existing children to delete for that reason.
 """

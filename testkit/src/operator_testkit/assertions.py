@@ -11,7 +11,7 @@ Every operator's integration tests use these against the local control plane
   server's audit log, as seen from one operator's ServiceAccount (to prove quiet
   reconciles: no write when nothing changed);
 - :func:`reconciles_counted` and :func:`wait_for_reconcile`: an operator's own count of its
-  reconciles (from its liveness endpoint), to know that a reconcile ran which made no request.
+  reconciles (from its ``/healthz``), to know that a reconcile ran which made no request.
 """
 
 from __future__ import annotations
@@ -109,7 +109,8 @@ async def all_gone(kube: Kube, namespace: str, objects: Iterable[tuple[str, str,
 
 async def events_for(kube: Kube, namespace: str, reason: str) -> list[dict[str, Any]]:
     """The namespace's Events with that reason."""
-    # The core/v1 view: it also shows kopf's own Events, which the events.k8s.io decoder refuses.
+    # The core/v1 view: it also shows Events with no eventTime (the node agent's), which the
+    # events.k8s.io decoder refuses.
     return [e for e in await kube.list("v1", "Event", namespace) if e["reason"] == reason]
 
 
@@ -182,10 +183,8 @@ async def wait_for_request(
 
 
 async def reconciles_counted(operator: OperatorProcess, *, at_or_after: float) -> int:
-    """The operator's count of reconciles, as counted at ``at_or_after`` (wall time) or later.
-
-    The operator's liveness endpoint keeps its answer for up to 10 s; this waits for a fresh one.
-    """
+    """The operator's count of reconciles (its ``/healthz``), as counted at ``at_or_after`` (wall time)
+    or later."""
 
     async def fresh() -> int | None:
         reading = (await asyncio.to_thread(operator.health))["reconciles"]

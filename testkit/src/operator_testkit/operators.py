@@ -112,17 +112,16 @@ class OperatorProcess:
         )
         if executable is None:
             raise ControlPlaneError(f"console script {script} is not installed")
-        port, probes_port = free_port(), free_port()
-        liveness = ["--liveness", f"http://127.0.0.1:{port}/healthz"]
-        probes = ["--health-address", f"127.0.0.1:{probes_port}"]
+        port = free_port()
+        probes = ["--health-address", f"127.0.0.1:{port}"]
         self._prepare(
             script,
-            [executable, "--kubeconfig", str(kubeconfig), *liveness, *probes, *arguments],
+            [executable, "--kubeconfig", str(kubeconfig), *probes, *arguments],
             port,
             log_path,
             environment,
         )
-        self.probes_port: int | None = probes_port
+        self.probes_port: int | None = port
         """Where the suite's own /healthz, /readyz and /metrics answer (None for another operator)."""
 
     @classmethod
@@ -176,7 +175,7 @@ class OperatorProcess:
         return self._process.pid
 
     def health(self) -> dict[str, Any]:
-        """What the operator's liveness endpoint says: its probes' answers (reconciles, caches)."""
+        """What the operator's ``/healthz`` says: its reconciles counted, its caches' state."""
         answer = httpx.get(f"http://127.0.0.1:{self.port}/healthz", timeout=5)
         answer.raise_for_status()
         return dict(answer.json())
@@ -219,9 +218,7 @@ class OperatorProcess:
                     f"{self.script} exited with {self._process.returncode}:\n{self.log()}"
                 )
             try:
-                # The suite's own /healthz answers a standby too (kopf's starts only with the Lease).
-                port = self.probes_port if self.probes_port is not None else self.port
-                if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
+                if httpx.get(f"http://127.0.0.1:{self.port}/healthz", timeout=1).status_code == 200:
                     return
             except httpx.HTTPError:
                 pass

@@ -104,7 +104,7 @@ class TypesenseCluster:
         return time.monotonic() - started
 
     async def events(self, reason: str) -> list[dict[str, Any]]:
-        """Events with this reason in the namespace (core/v1 view, which also decodes kopf's own)."""
+        """Events with this reason in the namespace (the core/v1 view: it decodes those with no eventTime)."""
         return [e for e in await self.kube.list("v1", "Event", self.namespace) if e.get("reason") == reason]
 
     async def timeline(self, since: float) -> list[dict[str, Any]]:

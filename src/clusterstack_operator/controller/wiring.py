@@ -1,4 +1,4 @@
-"""kopf handlers of the Cluster Stack operator; importing this module registers them.
+"""The Cluster Stack operator, described to the shared core: its ``OPERATOR``, which the runner runs.
 
 Both controllers are wired by the shared controller step (:mod:`operator_core.controller`):
 

@@ -1,4 +1,4 @@
-"""kopf handlers of the Typesense operator; importing this module registers them.
+"""The Typesense operator, described to the shared core: its ``OPERATOR``, which the runner runs.
 
 Everything is wired by the shared controller step (:mod:`operator_core.controller`):
 each TypesenseCluster gets one loop that reads the cluster, runs

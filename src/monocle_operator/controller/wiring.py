@@ -1,4 +1,4 @@
-"""kopf handlers of the Monocle operator; importing this module registers them.
+"""The Monocle operator, described to the shared core: its ``OPERATOR``, which the runner runs.
 
 Everything is wired by the shared controller step (:mod:`operator_core.controller`):
 each Monocle instance gets one loop that reads the instance, runs
