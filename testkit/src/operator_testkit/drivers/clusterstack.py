@@ -1,12 +1,12 @@
-"""The Cluster Stack operator in the test kit: releases as upstream publishes them, and its sandbox entry.
+"""The Cluster Stack operator in the test kit: releases as upstream publishes them.
 
 Releases are built in upstream's layout (one directory per release tag: ``metadata.yaml``,
 ``hashes.json`` and both charts, as ``csctl`` publishes them; see docs/clusterstack.md), with a
 real cluster-class chart (``clusterstack_chart/``: a Docker ClusterClass and its template) packaged
 by helm, and pushed to an OCI registry by oras-py.
 
-:data:`SANDBOX` is what ``operator-suite-dev sandbox up`` runs for it: Cluster API's CRDs, a local
-registry with one published stack, and a ClusterStack that follows it.
+Its sandbox entry and its journey build on this module: :mod:`.clusterstack_sandbox`,
+:mod:`.clusterstack_journey`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ import shutil
 import subprocess
 import tarfile
 import tempfile
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -25,13 +24,11 @@ import oras.client
 import yaml
 
 from clusterstack_operator.releases.versions import ReleaseName
-from operator_testkit.clusterstack_tools import ensure_clusterstack_tools, helm_environment
+from operator_testkit.clusterstack_tools import helm_environment
 from operator_testkit.controlplane import ControlPlane
-from operator_testkit.registry import RunningRegistry, start_detached_registry
-from operator_testkit.sandbox import SandboxEntry
+from operator_testkit.registry import RunningRegistry
 
 __all__ = [
-    "SANDBOX",
     "capi_cluster",
     "kubeconfig_secret",
     "package_cluster_class",
@@ -49,8 +46,6 @@ values: |
   host: {{ .Cluster.spec.controlPlaneEndpoint.host }}
   infraCluster: {{ with .InfraCluster }}{{ .kind }}/{{ .metadata.name }}{{ end }}
 """
-SANDBOX_REPOSITORY = "stacks/cluster-stacks"
-SANDBOX_RELEASE = "docker-sandbox-1-30-v1"
 
 METADATA = """\
 apiVersion: metadata.clusterstack.x-k8s.io/v1alpha1
@@ -217,37 +212,3 @@ def push_release(registry: RunningRegistry, directory: Path, repository: str) ->
         )
     finally:
         os.chdir(here)
-
-
-def _prepare_sandbox(plane: ControlPlane, home: Path) -> Mapping[str, str]:
-    """Cluster API's CRDs, a registry on loopback holding one stack, and the operator's settings for it."""
-    tools = ensure_clusterstack_tools()
-    for crds in (tools.capi_crds, tools.capd_crds):
-        plane.kubectl("apply", "--server-side", "-f", str(crds))
-    plane.kubectl("wait", "--for=condition=Established", "crd", "--all", "--timeout=60s")
-    registry = start_detached_registry(home / "registry", tools.registry)
-    _, release = publish_release(home / "published", SANDBOX_RELEASE, helm=tools.helm)
-    push_release(registry, release, SANDBOX_REPOSITORY)
-    return {
-        "OCI_REPOSITORY": f"{registry.host}/{SANDBOX_REPOSITORY}",
-        "OPERATOR_SUITE_OCI_PLAIN_HTTP": "true",
-        "OPERATOR_SUITE_HELM": str(tools.helm),
-        "OPERATOR_SUITE_RELEASE_DIR": str(home / "downloads"),
-    }
-
-
-def _journey(directory: Path, pause: bool) -> int:
-    from operator_testkit.drivers.clusterstack_journey import run_journey  # it builds on this module
-
-    return run_journey(directory, pause=pause)
-
-
-SANDBOX = SandboxEntry(
-    script="cluster-stack-operator",
-    rbac="charts/cluster-stack-operator/files/rbac-rules.yaml",
-    samples=("deploy/samples/clusterstack_sandbox.yaml",),
-    prepare=_prepare_sandbox,
-    journey=_journey,
-    usage="""  kubectl get clusterstacks,clusterstackreleases,clusterclasses
-  (a local registry holds the stack docker-sandbox-1-30-v1; the operator follows it by auto-subscribe)""",
-)
