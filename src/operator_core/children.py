@@ -25,6 +25,7 @@ from pydantic import BaseModel, ValidationError
 
 from operator_core.crdgen import CustomResource
 from operator_core.errors import InvalidSpec
+from operator_core.manifests import SUITE_DOMAIN
 
 __all__ = [
     "CHILDREN_APPLIED",
@@ -47,7 +48,7 @@ NAME_LABEL = "app.kubernetes.io/name"
 INSTANCE_LABEL = "app.kubernetes.io/instance"
 COMPONENT_LABEL = "app.kubernetes.io/component"
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
-OWNER_NAMESPACE_LABEL = "operator-suite.io/owner-namespace"
+OWNER_NAMESPACE_LABEL = f"{SUITE_DOMAIN}/owner-namespace"
 """On a child in another namespace than its owner's (which no owner reference can name): the owner's
 namespace, so that a change wakes the right owner and a prune or clean-up finds it by label."""
 

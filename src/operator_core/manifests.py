@@ -23,6 +23,8 @@ from operator_core.quantity import QUANTITY_MAPS, QUANTITY_VALUES, same_quantity
 
 __all__ = [
     "APPLIED_HASH_ANNOTATION",
+    "LEGACY_APPLIED_HASH_ANNOTATION",
+    "SUITE_DOMAIN",
     "Manifest",
     "applied_hash",
     "is_contained",
@@ -31,7 +33,13 @@ __all__ = [
     "with_applied_hash",
 ]
 
-APPLIED_HASH_ANNOTATION = "operator-suite.dev/applied-hash"
+SUITE_DOMAIN = "operator-suite.io"
+"""The one domain of the suite's own label and annotation keys."""
+APPLIED_HASH_ANNOTATION = f"{SUITE_DOMAIN}/applied-hash"
+LEGACY_APPLIED_HASH_ANNOTATION = "operator-suite.dev/applied-hash"
+"""Where versions before the one domain kept the hash: still read, so that an upgraded operator knows
+its children are current and writes nothing; its next real change of a child replaces it (the same
+field manager no longer applies the old key, so server-side apply removes it)."""
 
 Manifest = dict[str, Any]
 
@@ -54,6 +62,7 @@ def _without_hash_annotation(manifest: Mapping[str, Any]) -> Manifest:
     metadata = dict(subject.get("metadata") or {})
     annotations = dict(metadata.get("annotations") or {})
     annotations.pop(APPLIED_HASH_ANNOTATION, None)
+    annotations.pop(LEGACY_APPLIED_HASH_ANNOTATION, None)
     if annotations:
         metadata["annotations"] = annotations
     else:
@@ -134,10 +143,10 @@ def with_applied_hash(desired: Mapping[str, Any]) -> Manifest:
     return _stamped(desired, applied_hash(desired))
 
 
-def _stamped(desired: Mapping[str, Any], hash_value: str) -> Manifest:
+def _stamped(desired: Mapping[str, Any], hash_value: str, key: str = APPLIED_HASH_ANNOTATION) -> Manifest:
     stamped = dict(desired)
     metadata = dict(stamped.get("metadata") or {})
-    metadata["annotations"] = {**(metadata.get("annotations") or {}), APPLIED_HASH_ANNOTATION: hash_value}
+    metadata["annotations"] = {**(metadata.get("annotations") or {}), key: hash_value}
     stamped["metadata"] = metadata
     return stamped
 
@@ -148,9 +157,14 @@ def needs_apply(desired: Mapping[str, Any], live: Mapping[str, Any] | None) -> b
         return True
     hash_value = applied_hash(desired)
     live_annotations = (live.get("metadata") or {}).get("annotations") or {}
-    if live_annotations.get(APPLIED_HASH_ANNOTATION) != hash_value:
+    key = (
+        APPLIED_HASH_ANNOTATION
+        if APPLIED_HASH_ANNOTATION in live_annotations
+        else LEGACY_APPLIED_HASH_ANNOTATION
+    )
+    if live_annotations.get(key) != hash_value:
         # Another manifest was applied last (or none by us): the cheap answer, before any walk.
         return True
-    stamped = _stamped(desired, hash_value)
+    stamped = _stamped(desired, hash_value, key)
     comparable = _secret_data_as_base64(stamped) if stamped.get("kind") == "Secret" else stamped
     return not is_contained(comparable, live)

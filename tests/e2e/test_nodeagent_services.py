@@ -161,7 +161,7 @@ async def test_nginx_runs_for_real_with_the_pods_configuration(
         }
     )
     (pod,) = await ready_pods(kube, namespace, "shop", 1)
-    assert "nodeagent.operator-suite.dev/stand-in" not in (pod["metadata"].get("annotations") or {})
+    assert "nodeagent.operator-suite.io/stand-in" not in (pod["metadata"].get("annotations") or {})
     ip = pod["status"]["podIP"]
 
     async with httpx.AsyncClient(trust_env=False, timeout=5) as http:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,7 @@ import pytest
 from operator_core.errors import KubeError, NotFound, Retry, Unavailable, retry_policy
 from operator_core.events import EventRecorder
 from operator_core.kube import APPLIED_HASH_ANNOTATION, Kube
+from operator_core.manifests import LEGACY_APPLIED_HASH_ANNOTATION, with_applied_hash
 from operator_core.secrets import register_secret
 from operator_testkit.controlplane import ControlPlane
 
@@ -50,6 +52,29 @@ async def test_unchanged_apply_makes_no_write_call(
     assert not [e for e in requests if e["verb"] in WRITE_VERBS]
     assert second.object["metadata"]["resourceVersion"] == first.object["metadata"]["resourceVersion"]
     assert APPLIED_HASH_ANNOTATION in second.object["metadata"]["annotations"]
+
+
+async def test_children_an_older_version_stamped_are_left_alone_then_move_to_the_one_domain(
+    kube: Kube, namespace: str, control_plane: ControlPlane, tmp_path: Path
+) -> None:
+    """What an upgraded operator meets: children applied by the same field manager with the hash under
+    operator-suite.dev. Nothing is written for them until they change; then the old key goes."""
+    desired = configmap(namespace, {"app": "a"}, key="value")
+    older = with_applied_hash(desired)
+    annotations = older["metadata"]["annotations"]
+    annotations[LEGACY_APPLIED_HASH_ANNOTATION] = annotations.pop(APPLIED_HASH_ANNOTATION)
+    manifest = tmp_path / "older.json"
+    manifest.write_text(json.dumps(older))
+    control_plane.kubectl(
+        "apply", "--server-side", f"--field-manager={kube.field_manager}", "-f", str(manifest)
+    )
+    writes = kube.write_calls
+    assert not (await kube.apply(desired)).written
+    assert kube.write_calls == writes
+    changed = await kube.apply(configmap(namespace, {"app": "a"}, key="changed"))
+    assert changed.written
+    assert APPLIED_HASH_ANNOTATION in changed.object["metadata"]["annotations"]
+    assert LEGACY_APPLIED_HASH_ANNOTATION not in changed.object["metadata"]["annotations"]
 
 
 async def test_dropped_label_is_removed_by_the_next_apply(kube: Kube, namespace: str) -> None:

@@ -313,7 +313,7 @@ async def test_steady_state_reconcile_makes_no_request_at_all(
         "configmap/cluster-1-nodeslist",
         "-n",
         namespace,
-        f"test.operator-suite.dev/poke={uuid.uuid4().hex}",
+        f"test.operator-suite.io/poke={uuid.uuid4().hex}",
     )
     await wait_for_reconcile(typesense_operator, more_than=before, since=time.time())
     requests = operator_requests(control_plane, OPERATOR_USER, namespace)[settled:]
@@ -398,7 +398,7 @@ async def test_a_change_of_a_pod_wakes_its_cluster_and_costs_no_request(
     settled = await settle(control_plane, OPERATOR_USER, namespace)
     before = await reconciles_counted(typesense_operator, at_or_after=time.time())
     kubectl(
-        "annotate", "pod/cluster-1-sts-0", "-n", namespace, f"test.operator-suite.dev/poke={uuid.uuid4().hex}"
+        "annotate", "pod/cluster-1-sts-0", "-n", namespace, f"test.operator-suite.io/poke={uuid.uuid4().hex}"
     )
     await wait_for_reconcile(typesense_operator, more_than=before, since=time.time())
     requests = operator_requests(control_plane, OPERATOR_USER, namespace)[settled:]

@@ -13,7 +13,7 @@ from operator_core.kube import Kube
 from operator_testkit.controlplane import ControlPlane
 from operator_testkit.fixtures import wait_until
 
-LABELS = {"test.operator-suite.dev/cache": "yes"}
+LABELS = {"test.operator-suite.io/cache": "yes"}
 
 
 def configmap(namespace: str, name: str, **data: str) -> dict[str, Any]:

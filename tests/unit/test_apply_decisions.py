@@ -8,6 +8,7 @@ import pytest
 
 from operator_core.manifests import (
     APPLIED_HASH_ANNOTATION,
+    LEGACY_APPLIED_HASH_ANNOTATION,
     applied_hash,
     is_contained,
     needs_apply,
@@ -133,3 +134,18 @@ def test_a_changed_quantity_or_a_number_outside_quantities_still_counts() -> Non
 @pytest.mark.parametrize("text", ["", "abc", "1x", "Gi", "1.2.3", True, None, [1]])
 def test_what_is_not_a_quantity_parses_to_none(text: object) -> None:
     assert parse_quantity(text) is None
+
+
+def test_a_child_stamped_under_the_old_domain_is_current_until_it_changes() -> None:
+    """An upgrade writes nothing: the hash an older version left under operator-suite.dev still counts."""
+    desired = configmap(key="value")
+    live = live_from(desired)
+    annotations = live["metadata"]["annotations"]
+    annotations[LEGACY_APPLIED_HASH_ANNOTATION] = annotations.pop(APPLIED_HASH_ANNOTATION)
+    assert not needs_apply(desired, live)
+    assert needs_apply(configmap(key="changed"), live)
+    older = configmap(key="value")
+    older["metadata"]["annotations"] = {LEGACY_APPLIED_HASH_ANNOTATION: "anything"}
+    assert applied_hash(older) == applied_hash(desired), "neither key is part of the hash"
+    stamped = with_applied_hash(configmap(key="changed"))["metadata"]["annotations"]
+    assert set(stamped) == {APPLIED_HASH_ANNOTATION}, "a new apply stamps the one domain only"

@@ -49,7 +49,7 @@ __all__ = [
 ]
 
 SIZE_LIMITED_CLASS = "nodeagent-size-limited"
-SIZE_LIMITED_ANNOTATION = "nodeagent.operator-suite.dev/size-limited"
+SIZE_LIMITED_ANNOTATION = "nodeagent.operator-suite.io/size-limited"
 FILL_FILE = ".nodeagent-fill"
 _CLONE_NEWNS = 0x00020000
 _CHUNK = 1 << 20

@@ -38,7 +38,7 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-AGENT_LABEL = "nodeagent.operator-suite.dev/agent"
+AGENT_LABEL = "nodeagent.operator-suite.io/agent"
 HEARTBEAT_SECONDS = 10.0
 LEASE_SECONDS = 40
 CAPACITY = {"cpu": "8", "memory": "16Gi", "pods": "110", "ephemeral-storage": "100Gi"}

@@ -70,7 +70,7 @@ __all__ = ["STAND_IN_ANNOTATION", "AgentReason", "PodServices", "PodWorker"]
 
 log = logging.getLogger(__name__)
 
-STAND_IN_ANNOTATION = "nodeagent.operator-suite.dev/stand-in"
+STAND_IN_ANNOTATION = "nodeagent.operator-suite.io/stand-in"
 BASE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # The kubelet starts its crash-loop back-off at 10 s and caps it at 5 min; tests want faster feedback.
 BACKOFF_START, BACKOFF_MAX, BACKOFF_RESET_AFTER = 1.0, 30.0, 60.0

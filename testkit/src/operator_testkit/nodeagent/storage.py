@@ -33,8 +33,8 @@ __all__ = ["PROVISIONER", "SIZE_LIMIT_ANNOTATION", "Provisioner", "volume_for_cl
 
 log = logging.getLogger(__name__)
 
-PROVISIONER = "nodeagent.operator-suite.dev"
-SIZE_LIMIT_ANNOTATION = "nodeagent.operator-suite.dev/size-limit-bytes"
+PROVISIONER = "nodeagent.operator-suite.io"
+SIZE_LIMIT_ANNOTATION = "nodeagent.operator-suite.io/size-limit-bytes"
 Manifest = Mapping[str, Any]
 
 
