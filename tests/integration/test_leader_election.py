@@ -18,7 +18,7 @@ from operator_core.kube import Kube
 from operator_core.leader import LeaderElectionSettings, LeaderElector
 from operator_testkit.controlplane import ControlPlane
 from operator_testkit.fixtures import wait_until
-from operator_testkit.operators import OperatorProcess, service_account_kubeconfig
+from operator_testkit.operators import OperatorProcess, chart_account, service_account_kubeconfig
 
 pytestmark = pytest.mark.integration
 
@@ -27,10 +27,12 @@ RULES = ROOT / "charts" / "typesense-operator" / "files" / "rbac-rules.yaml"
 LEASE_SECONDS = 15.0  # the default: what a crashed leader costs at most, plus one retry
 
 
-def _replica(kubeconfig: Path, home: Path, name: str, namespace: str, lease: str) -> OperatorProcess:
+def _replica(
+    kubeconfig: Path, home: Path, name: str, namespace: str, lease_namespace: str, lease: str
+) -> OperatorProcess:
     environment = {
         **os.environ,
-        "OPERATOR_SUITE_LEADER_ELECTION_NAMESPACE": namespace,
+        "OPERATOR_SUITE_LEADER_ELECTION_NAMESPACE": lease_namespace,
         "OPERATOR_SUITE_LEADER_ELECTION_LEASE": lease,
     }
     return OperatorProcess(
@@ -63,9 +65,10 @@ async def test_only_the_leader_acts_and_the_standby_takes_over_after_a_stop_and_
     control_plane: ControlPlane, installed_crds: list[str], kube: Kube, namespace: str, tmp_path: Path
 ) -> None:
     kubeconfig = service_account_kubeconfig(control_plane, RULES, tmp_path / "kubeconfig")
-    lease = f"typesense-operator-leader-{uuid.uuid4().hex[:6]}"
-    first = _replica(kubeconfig, tmp_path, "first", namespace, lease)
-    second = _replica(kubeconfig, tmp_path, "second", namespace, lease)
+    # The Lease the chart's Role grants, where the chart's Deployment points the operator at it.
+    lease_namespace, lease = chart_account("typesense-operator")
+    first = _replica(kubeconfig, tmp_path, "first", namespace, lease_namespace, lease)
+    second = _replica(kubeconfig, tmp_path, "second", namespace, lease_namespace, lease)
     try:
         first.start()
         await _until(lambda: _leading(first), "the first replica to lead", 30)
@@ -86,7 +89,7 @@ async def test_only_the_leader_acts_and_the_standby_takes_over_after_a_stop_and_
         await _until(lambda: _reconciles(first) > 0, "the leader to reconcile", 30)
         await asyncio.sleep(2)
         assert _reconciles(second) == 0, "the standby reconciled"
-        held = await kube.get_live("coordination.k8s.io/v1", "Lease", lease, namespace)
+        held = await kube.get_live("coordination.k8s.io/v1", "Lease", lease, lease_namespace)
         assert held is not None
         assert held["spec"]["holderIdentity"].endswith(f"_{first.pid}")
 
@@ -107,7 +110,7 @@ async def test_only_the_leader_acts_and_the_standby_takes_over_after_a_stop_and_
         await _until(lambda: _leading(first), "the standby to lead after a crash", LEASE_SECONDS + 10)
         crash_handover = time.monotonic() - crashed
         assert crash_handover < LEASE_SECONDS + 5, f"handover after a crash took {crash_handover:.1f} s"
-        transitions = await kube.get_live("coordination.k8s.io/v1", "Lease", lease, namespace)
+        transitions = await kube.get_live("coordination.k8s.io/v1", "Lease", lease, lease_namespace)
         assert transitions is not None
         assert transitions["spec"]["leaseTransitions"] >= 2
         print(

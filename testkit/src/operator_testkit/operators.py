@@ -1,8 +1,8 @@
 """Run an operator's console script as a real process, as a ServiceAccount bound to its chart's RBAC.
 
 Tests see the operator exactly as a cluster would run it: its own process, its
-own identity, and only the permissions its Helm chart grants
-(``charts/<operator>/files/rbac-rules.yaml``). A missing
+own identity, and only the permissions its Helm chart grants: the chart's RBAC objects, rendered by
+the real helm (:func:`operator_rbac`), not a copy of them. A missing
 RBAC rule therefore fails a test instead of surfacing in production.
 """
 
@@ -13,6 +13,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -22,6 +23,7 @@ import httpx
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
+from operator_testkit.charts import render_chart
 from operator_testkit.controlplane import ControlPlane, free_port
 from operator_testkit.errors import ControlPlaneError
 from operator_testkit.nodeagent.processes import die_with_parent
@@ -30,36 +32,34 @@ __all__ = [
     "OperatorProcess",
     "OperatorRegistry",
     "account_kubeconfig",
+    "chart_account",
     "operator_rbac",
     "service_account_kubeconfig",
 ]
 
 
+_RBAC_KINDS = frozenset({"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"})
+
+
+def chart_account(chart: str) -> tuple[str, str]:
+    """(namespace, Lease name) of an operator installed from ``charts/<chart>`` as :func:`operator_rbac`
+    installs it: release ``<chart>`` in ``<operator>-system``."""
+    return chart.removesuffix("-operator") + "-system", f"{chart}-leader"
+
+
 def operator_rbac(rules_file: Path) -> list[dict[str, Any]]:
-    """What the chart grants in its cluster-wide mode, from the chart's ``files/rbac-rules.yaml``: its
-    ServiceAccount (``<chart>`` in ``<operator>-system``), a ClusterRole with every rule, its binding,
-    and leader election's Lease rule."""
+    """What the chart that ``rules_file`` (its ``files/rbac-rules.yaml``) belongs to grants, rendered by
+    the real helm: release ``<chart>`` in ``<operator>-system``, every namespace watched, leader election
+    on. Its ServiceAccount, ClusterRole and binding, the Role and binding of its Lease, and that
+    Namespace."""
     chart = rules_file.resolve().parent.parent.name
-    namespace = chart.removesuffix("-operator") + "-system"
-    rules = yaml.safe_load(rules_file.read_text())
-    subjects = [{"kind": "ServiceAccount", "name": chart, "namespace": namespace}]
-    rbac = "rbac.authorization.k8s.io/v1"
-    lease_rules = [
-        {
-            "apiGroups": ["coordination.k8s.io"],
-            "resources": ["leases"],
-            "verbs": ["create", "get", "patch", "watch"],
-        }
-    ]
-    return [
-        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
-        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": chart, "namespace": namespace}},
-        {"apiVersion": rbac, "kind": "ClusterRole", "metadata": {"name": chart},
-         "rules": [*rules["namespaced"], *rules["cluster"], *lease_rules]},
-        {"apiVersion": rbac, "kind": "ClusterRoleBinding", "metadata": {"name": chart},
-         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": chart},
-         "subjects": subjects},
-    ]  # fmt: skip
+    namespace, _ = chart_account(chart)
+    with tempfile.TemporaryDirectory(prefix="helm-") as home:
+        documents = render_chart(
+            Path(home), chart, "--set", "leaderElection.enabled=true", release=chart, namespace=namespace
+        )
+    granted = [document for document in documents if document.get("kind") in _RBAC_KINDS]
+    return [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}, *granted]
 
 
 def service_account_kubeconfig(control_plane: ControlPlane, rules_file: Path, out: Path) -> Path:
