@@ -40,32 +40,24 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from operator_core import errors
+from operator_core.applying import report_invalid_spec
 from operator_core.cache import Cache, Informer, KindRef, WatchedKind
 from operator_core.children import (
-    CHILDREN_APPLIED,
     INSTANCE_LABEL,
-    INVALID_SPEC,
     MANAGED_BY_LABEL,
     OWNER_NAMESPACE_LABEL,
     Manifest,
-    Owner,
-    StepEventReason,
-    stale_children,
 )
-from operator_core.conditions import READY
 from operator_core.crdgen import CustomResource
-from operator_core.events import EventRecorder
-from operator_core.kube import ALL, ApplyResult, Kube
+from operator_core.kube import Kube
 from operator_core.logs import about_object
-from operator_core.manifests import merge_patch
 from operator_core.memory import freeze_long_lived, trim_after_work
 from operator_core.metrics import REPLICA, timed_reconcile
 from operator_core.reconciling import (
-    ConditionBook,
+    Context,
     References,
     Wakeups,
     connect,
@@ -73,35 +65,10 @@ from operator_core.reconciling import (
     reconciling_as,
     run_loop,
     run_object_loop,
-    write_status,
 )
-from operator_core.runner import watched_namespaces
 from operator_core.settings import KubeSettings, from_env
 
-__all__ = [
-    "CHILDREN_APPLIED",
-    "FINALIZED",
-    "Context",
-    "Operator",
-    "StepEventReason",
-    "apply_report_prune",
-    "owned_children",
-    "report_invalid_spec",
-]
-
-
-@dataclass
-class Context:
-    """What every reconcile of one operator process shares: its client, its Event recorder, its settings.
-
-    ``extras`` holds what an operator's ``start`` hook makes for its own reconciles (a probe
-    client, its own settings), by name.
-    """
-
-    kube: Kube
-    recorder: EventRecorder
-    settings: KubeSettings
-    extras: dict[str, Any] = field(default_factory=dict)
+__all__ = ["FINALIZED", "LOOP_STOP_SECONDS", "START_SECONDS", "Operator", "check_start"]
 
 
 Reconcile = Callable[[dict[str, Any], Context], Awaitable[float]]
@@ -178,20 +145,23 @@ class Operator:
             },
         }
 
-    async def run(self, stopping: asyncio.Event) -> None:
+    async def run(self, stopping: asyncio.Event, namespaces: tuple[str, ...] | None = None) -> None:
         """Start, reconcile until ``stopping`` is set, then stop cleanly; raise
-        :class:`~operator_core.errors.StartFailed` when the operator cannot start (after cleaning up)."""
+        :class:`~operator_core.errors.StartFailed` when the operator cannot start (after cleaning up).
+
+        ``namespaces`` (``--namespace``; None: every one): its watch caches list and watch only there,
+        which is all a namespace-scoped operator's Roles allow."""
         try:
-            await self._start()
+            await self._start(namespaces)
             await stopping.wait()
         finally:
             await self._stop()
 
-    async def _start(self) -> None:
+    async def _start(self, namespaces: tuple[str, ...] | None) -> None:
         kube, recorder = connect(self.controller_name)
         self._connected = Context(kube, recorder, from_env(KubeSettings))
         await check_start(kube, self._resources)
-        cache = Cache(kube, namespaces=watched_namespaces())
+        cache = Cache(kube, namespaces=namespaces)
         cache.watch(self._watched)
         for listener in self._listeners:
             cache.on_change(listener)
@@ -652,147 +622,3 @@ def _waker(
                 wakeups.wake(key)
 
     return changed
-
-
-async def report_invalid_spec(
-    context: Context, resource: CustomResource, obj: dict[str, Any], error: errors.InvalidSpec
-) -> None:
-    """Ready=False with reason InvalidSpec and the model's complaint, and one Warning when it is new.
-
-    The loop then waits for the object to change (:func:`operator_core.errors.retry_policy`).
-    """
-    book = ConditionBook.of(obj, context.recorder)
-    await book.set(READY, "False", INVALID_SPEC, str(error), warn=StepEventReason.INVALID_SPEC)
-    current = (obj.get("status") or {}).get("conditions") or []
-    wanted = [condition.to_wire() for condition in book.conditions]
-    if merge_patch({"c": current}, {"c": wanted}):
-        await write_status(context.kube, resource, obj, {"conditions": wanted})
-
-
-RUNS_PODS = frozenset({"Pod", "StatefulSet", "Deployment", "DaemonSet", "ReplicaSet", "Job", "CronJob"})
-"""Kinds whose pods read the other children: applied after them."""
-
-UNREAD_BY_STARTING_PODS = frozenset(
-    {"Service", "PodDisruptionBudget", "Ingress", "PodMonitor", "ServiceMonitor"}
-)
-"""Kinds that no pod of ours reads as it starts (they reach it by DNS, or govern it from outside): applied
-with the pods, not before them. A Service costs the API server a ClusterIP allocation, often the slowest
-write of a reconcile, and the pods need not wait for it. (Our containers read no ``*_SERVICE_HOST``.)"""
-
-
-async def _outcome(write: Awaitable[ApplyResult]) -> ApplyResult | errors.KubeError:
-    """What one child's write came to: its result, or the API server's refusal (reported with the rest)."""
-    try:
-        return await write
-    except errors.KubeError as error:
-        return error
-
-
-async def _create(kube: Kube, manifest: Manifest) -> ApplyResult:
-    return ApplyResult(await kube.create(manifest), written=True, created=True)
-
-
-async def apply_report_prune(
-    kube: Kube,
-    book: ConditionBook,
-    owner: Owner[Any],
-    desired: Sequence[Manifest],
-    prunable: Iterable[tuple[str, str]],
-    prunable_elsewhere: Iterable[tuple[str, str]] = (),
-    create_once: Sequence[tuple[Manifest, str]] = (),
-) -> None:
-    """Apply ``desired``, report it, and delete the owner's children of ``prunable`` kinds it no longer names.
-
-    The children are applied concurrently, each quiet when the cached child already
-    matches. One Normal Event per step taken (Created, Updated, Deleted) names its children:
-    a new cluster's dozen children cost one Event, not a dozen. A failed apply
-    sets ``ChildrenApplied=False`` (reason ``ApplyFailed``, the child and the error in
-    the message), posts one Warning when that failure starts or changes (not on every
-    retry), and is raised again for the loop's error policy. A prunable kind that is not
-    served (its CRD is not installed) has nothing to prune. Children of a ``prunable_elsewhere``
-    kind live in other namespaces than the owner's: they carry :data:`OWNER_NAMESPACE_LABEL` and are
-    looked for in every namespace. ``create_once`` holds children that are created, never applied (a
-    generated key's Secret must never be replaced), each with what it is for the Created Event: they
-    go with the first wave, and a 409 (made meanwhile by someone else) fails the reconcile like a
-    refused apply, so that the next one reads what is there.
-    """
-    # Children are applied all at once, in two waves: what runs pods comes after what pods read (their
-    # ConfigMaps and Secrets), so that no pod starts before its configuration exists.
-    later = RUNS_PODS | UNREAD_BY_STARTING_PODS
-    waves = [
-        [manifest for manifest in desired if manifest["kind"] not in later],
-        [manifest for manifest in desired if manifest["kind"] in later],
-    ]
-    results: list[ApplyResult | errors.KubeError] = []
-    applied: list[Manifest] = []
-    changed: dict[StepEventReason, list[str]] = {StepEventReason.CREATED: [], StepEventReason.UPDATED: []}
-    notes = {id(manifest): f" ({why})" for manifest, why in create_once}
-    for number, wave in enumerate(waves):
-        created = [manifest for manifest, _ in create_once] if number == 0 else []
-        results.extend(
-            await asyncio.gather(
-                *(_outcome(_create(kube, manifest)) for manifest in created),
-                *(_outcome(kube.apply(manifest)) for manifest in wave),
-            )
-        )
-        applied.extend([*created, *wave])
-        if any(isinstance(result, errors.KubeError) for result in results):
-            break
-    for manifest, result in zip(applied, results, strict=True):
-        what = f"{manifest['kind']} {manifest['metadata']['name']}"
-        if isinstance(result, errors.KubeError):
-            await book.set(
-                CHILDREN_APPLIED,
-                "False",
-                StepEventReason.APPLY_FAILED,
-                f"{what}: {result}",
-                warn=StepEventReason.APPLY_FAILED,
-                warn_on_new_message=True,
-            )
-            raise result
-        if result.written:
-            step = StepEventReason.CREATED if result.created else StepEventReason.UPDATED
-            changed[step].append(what + notes.get(id(manifest), ""))
-    for reason, children in changed.items():
-        if children:
-            await book.event("Normal", reason, _listed(reason, children))
-    await book.set(CHILDREN_APPLIED, "True", "Applied", f"{len(desired)} objects applied")
-    kinds = list(prunable)
-    elsewhere = list(prunable_elsewhere)
-    live = await owned_children(kube, owner, kinds) + await owned_children(
-        kube, owner, elsewhere, anywhere=True
-    )
-    deleted = []
-    for stale in stale_children(desired, live, kinds + elsewhere):
-        metadata = stale["metadata"]
-        name, namespace = metadata["name"], metadata.get("namespace", owner.namespace)
-        if await kube.delete(stale["apiVersion"], stale["kind"], name, namespace):
-            deleted.append(
-                f"{stale['kind']} {name}" + ("" if namespace == owner.namespace else f" in {namespace}")
-            )
-    if deleted:
-        await book.event("Normal", StepEventReason.DELETED, _listed(StepEventReason.DELETED, deleted))
-
-
-async def owned_children(
-    kube: Kube, owner: Owner[Any], kinds: Iterable[tuple[str, str]], *, anywhere: bool = False
-) -> list[Manifest]:
-    """The owner's live children of ``kinds``, each with its apiVersion and kind: in the owner's
-    namespace, or (``anywhere``) in every namespace, labelled with the owner's namespace. A kind that
-    is not served (its CRD is not installed) has none."""
-    selector = owner.instance_selector()
-    if anywhere:
-        selector = {**selector, OWNER_NAMESPACE_LABEL: owner.namespace}
-    live: list[Manifest] = []
-    for api_version, kind in kinds:
-        try:
-            found = await kube.list(api_version, kind, ALL if anywhere else owner.namespace, labels=selector)
-        except errors.NotFound:
-            continue
-        live.extend({**item, "apiVersion": api_version, "kind": kind} for item in found)
-    return live
-
-
-def _listed(reason: StepEventReason, children: Sequence[str]) -> str:
-    """One Event's note for every child of one reconcile that took the same step."""
-    return f"{reason.lower()} {', '.join(children)}"

@@ -16,17 +16,12 @@ One loop per custom object, woken by changes:
   :func:`operator_core.errors.retry_policy` says whether one backs off or waits
   for a change.
 
-One reconcile, as an ordered list of steps over a scope, then status once:
+- :class:`Context`: what every reconcile of one operator process shares (its client, its Event
+  recorder, its settings, what its start hook made).
 
-- :class:`Outcome` and :func:`run_steps`: run the steps until one says STOP.
-- :class:`ConditionBook`: the conditions of one reconcile, set with pure
-  :func:`operator_core.conditions.set_condition`, posting a Warning Event only
-  when a condition newly turns bad (never on every reconcile), and an Event
-  when Ready flips.
-- :func:`write_status`: the status patch, only when there is one.
+One reconcile's steps, conditions and status are :mod:`operator_core.steps`'s.
 
-Who calls it: :mod:`operator_core.controller` (the wiring every operator uses), and the
-operators' ``controller.reconcile`` (steps, conditions, status).
+Who calls it: :mod:`operator_core.controller` (the wiring every operator uses).
 """
 
 from __future__ import annotations
@@ -36,16 +31,14 @@ import contextlib
 import contextvars
 import logging
 import math
-from collections.abc import Awaitable, Callable, Hashable, Iterable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Hashable, Iterable, Iterator
 from dataclasses import dataclass, field
-from enum import Enum, StrEnum
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol
 
 from operator_core import errors
-from operator_core.conditions import Condition, ConditionStatus, find, set_condition
 from operator_core.crdgen import CustomResource
 from operator_core.errors import Retry, StartFailed, retry_policy
-from operator_core.events import EventRecorder, EventType
+from operator_core.events import EventRecorder
 from operator_core.kube import Kube
 from operator_core.metrics import count_request
 from operator_core.settings import KubeSettings, from_env
@@ -53,8 +46,7 @@ from operator_core.settings import KubeSettings, from_env
 __all__ = [
     "DEFAULT_RETRY_SECONDS",
     "WAIT_FOR_CHANGE",
-    "ConditionBook",
-    "Outcome",
+    "Context",
     "References",
     "Stopped",
     "Wakeups",
@@ -64,8 +56,6 @@ __all__ = [
     "reconciling_as",
     "run_loop",
     "run_object_loop",
-    "run_steps",
-    "write_status",
 ]
 
 DEFAULT_RETRY_SECONDS = (2.0, 5.0, 10.0, 30.0)
@@ -305,123 +295,15 @@ async def first_of(*flags: Flag, timeout: float) -> None:
             waiter.cancel()
 
 
-class Outcome(Enum):
-    """What a reconcile step says: go on to the next step, or stop here (status is still written)."""
-
-    CONTINUE = "continue"
-    STOP = "stop"
-
-
-ScopeT = TypeVar("ScopeT")
-
-
-async def run_steps(
-    steps: Iterable[Callable[[ScopeT], Awaitable[Outcome]]],
-    scope: ScopeT,
-    *,
-    finish: Callable[[ScopeT, bool], Awaitable[None]],
-) -> None:
-    """Run ``steps`` in order over ``scope`` until one returns STOP, then ``finish(scope, completed)``.
-
-    ``finish`` (which writes status) runs even when a step raises; ``completed`` says
-    whether every step ran, so that observedGeneration moves only on success.
-    """
-    completed = False
-    try:
-        for step in steps:
-            if await step(scope) is Outcome.STOP:
-                break
-        else:
-            completed = True
-    finally:
-        await finish(scope, completed)
-
-
 @dataclass
-class ConditionBook:
-    """The conditions of one object during one reconcile, and the Events they are worth."""
+class Context:
+    """What every reconcile of one operator process shares: its client, its Event recorder, its settings.
 
-    regarding: Mapping[str, Any]
+    ``extras`` holds what an operator's ``start`` hook makes for its own reconciles (a probe
+    client, its own settings), by name.
+    """
+
+    kube: Kube
     recorder: EventRecorder
-    conditions: list[Condition] = field(default_factory=list)
-
-    @classmethod
-    def of(cls, obj: Mapping[str, Any], recorder: EventRecorder) -> ConditionBook:
-        """A book that starts from the conditions in ``obj``'s status."""
-        current = (obj.get("status") or {}).get("conditions") or []
-        return cls(obj, recorder, [Condition.model_validate(c) for c in current])
-
-    async def set(
-        self,
-        condition_type: str,
-        status: ConditionStatus,
-        reason: str,
-        message: str = "",
-        *,
-        warn: StrEnum | None = None,
-        warn_on_new_message: bool = False,
-    ) -> bool:
-        """Set a condition; returns whether its status or reason changed.
-
-        With ``warn``, a Warning Event is posted when the condition turns to a new bad state,
-        and, with ``warn_on_new_message``, also when a bad state's message changes (another
-        child failing, or the same one for another reason), never for the same one again.
-        """
-        previous = find(self.conditions, condition_type)
-        changed = previous is None or (previous.status, previous.reason) != (status, reason)
-        new_message = previous is None or previous.message != message
-        self.conditions = set_condition(
-            self.conditions,
-            condition_type,
-            status,
-            reason,
-            message,
-            observed_generation=self.regarding["metadata"].get("generation"),
-        )
-        if warn is not None and status != "True" and (changed or (warn_on_new_message and new_message)):
-            await self.event("Warning", warn, message)
-        return changed
-
-    async def set_ready(
-        self,
-        status: ConditionStatus,
-        reason: str,
-        message: str,
-        *,
-        became_ready: StrEnum,
-        became_not_ready: StrEnum,
-        condition_type: str = "Ready",
-    ) -> None:
-        """Set Ready; a Normal ``became_ready`` Event when it turns True, a Warning ``became_not_ready``
-        when it leaves True.
-
-        Unknown and False before the first True (a new object coming up) are worth no Event.
-        """
-        previous = self.get(condition_type)
-        await self.set(condition_type, status, reason, message)
-        ready = self.get(condition_type)
-        assert ready is not None
-        was_ready = previous is not None and previous.status == "True"
-        note = ready.message or ready.reason
-        if ready.status == "True" and not was_ready:
-            await self.event("Normal", became_ready, note)
-        elif ready.status != "True" and was_ready:
-            await self.event("Warning", became_not_ready, note)
-
-    def get(self, condition_type: str) -> Condition | None:
-        return find(self.conditions, condition_type)
-
-    async def event(self, event_type: EventType, reason: StrEnum, note: str) -> None:
-        # In the background: the reconcile's next write does not wait for a note.
-        self.recorder.emit_soon(self.regarding, event_type, reason, note)
-
-
-async def write_status(
-    kube: Kube, resource: CustomResource, obj: Mapping[str, Any], patch: Mapping[str, Any]
-) -> None:
-    """Patch ``obj``'s status subresource with ``patch``; nothing at all when it is empty."""
-    if patch:
-        metadata = obj["metadata"]
-        await kube.patch_status(
-            resource.api_version, resource.kind, metadata["name"], metadata["namespace"], patch
-        )
+    settings: KubeSettings
+    extras: dict[str, Any] = field(default_factory=dict)

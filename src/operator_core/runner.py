@@ -33,10 +33,10 @@ from typing import Any, Protocol
 
 from operator_core.errors import SettingsError, StartFailed
 from operator_core.identity import process_identity
-from operator_core.kube import Kube
 from operator_core.leader import LeaderElectionSettings, LeaderElector, default_namespace
 from operator_core.logs import LOG_FORMATS, LOG_LEVELS, LogFormat, LogLevel, configure_logging
-from operator_core.metrics import REPLICA, count_request, serve_probes
+from operator_core.metrics import REPLICA, serve_probes
+from operator_core.reconciling import connect_client
 from operator_core.settings import KubeSettings, from_env
 
 __all__ = ["ProcessSettings", "Runnable", "check_settings", "parse_operator_arguments", "run_operator"]
@@ -45,9 +45,9 @@ __all__ = ["ProcessSettings", "Runnable", "check_settings", "parse_operator_argu
 class Runnable(Protocol):
     """What the runner runs: an operator (:class:`operator_core.controller.Operator`)."""
 
-    async def run(self, stopping: asyncio.Event) -> None:
+    async def run(self, stopping: asyncio.Event, namespaces: tuple[str, ...] | None = None) -> None:
         """Start, work until ``stopping`` is set, then stop cleanly; raise :class:`StartFailed` when
-        something it cannot start without is wrong."""
+        something it cannot start without is wrong. ``namespaces``: watch only these (None: all)."""
         ...
 
     def health(self) -> dict[str, Any]:
@@ -160,9 +160,9 @@ def run_operator(
     election = from_env(LeaderElectionSettings)
     if arguments.leader_elect is not None:
         election = replace(election, leader_election=arguments.leader_elect)
-    _watch_only(arguments.namespace)
+    namespaces = tuple(arguments.namespace) or None
     try:
-        asyncio.run(_lead_then_run(name, operator, health, election))
+        asyncio.run(_lead_then_run(name, operator, health, election, namespaces))
     except StartFailed as failure:
         logging.getLogger(name).debug("start failed", exc_info=True)
         print(f"{name}: cannot start: {failure}", file=sys.stderr, flush=True)
@@ -170,7 +170,11 @@ def run_operator(
 
 
 async def _lead_then_run(
-    name: str, operator: Runnable, health: tuple[str, int] | None, election: LeaderElectionSettings
+    name: str,
+    operator: Runnable,
+    health: tuple[str, int] | None,
+    election: LeaderElectionSettings,
+    namespaces: tuple[str, ...] | None,
 ) -> None:
     """Serve the probes, win the Lease when electing, run the operator; release the Lease after a
     clean stop.
@@ -188,18 +192,22 @@ async def _lead_then_run(
     try:
         if not election.leader_election:
             REPLICA.leading(True)
-            await operator.run(stopping)
+            await operator.run(stopping, namespaces)
             return
-        await _run_as_leader(name, operator, election, stopping)
+        await _run_as_leader(name, operator, election, stopping, namespaces)
     finally:
         if server is not None:
             await server.cleanup()
 
 
 async def _run_as_leader(
-    name: str, operator: Runnable, election: LeaderElectionSettings, stopping: asyncio.Event
+    name: str,
+    operator: Runnable,
+    election: LeaderElectionSettings,
+    stopping: asyncio.Event,
+    namespaces: tuple[str, ...] | None,
 ) -> None:
-    kube = Kube.connect(on_request=count_request)
+    kube = connect_client()
     elector = LeaderElector(
         kube,
         election,
@@ -221,7 +229,7 @@ async def _run_as_leader(
 
         keeping = asyncio.create_task(elector.keep(leadership_lost), name="lease renewal")
         try:
-            await operator.run(stopping)
+            await operator.run(stopping, namespaces)
         finally:
             keeping.cancel()
             await asyncio.gather(keeping, return_exceptions=True)
@@ -229,17 +237,3 @@ async def _run_as_leader(
     finally:
         REPLICA.leading(False)
         await kube.close()
-
-
-_watched_namespaces: tuple[str, ...] | None = None
-
-
-def _watch_only(namespaces: Sequence[str]) -> None:
-    global _watched_namespaces  # one scope per process, set once before the operator starts
-    _watched_namespaces = tuple(namespaces) or None
-
-
-def watched_namespaces() -> tuple[str, ...] | None:
-    """The namespaces this process watches (``--namespace``; None: every one). Its controllers' watch
-    caches list and watch only there, which is all a namespace-scoped operator's Roles allow."""
-    return _watched_namespaces

@@ -9,12 +9,13 @@ import pytest
 
 from operator_core import errors
 from operator_core.apimodel import ApiModel
+from operator_core.applying import apply_report_prune, report_invalid_spec
 from operator_core.children import CHILDREN_APPLIED, Owner
-from operator_core.controller import Context, apply_report_prune, report_invalid_spec
 from operator_core.crdgen import CustomResource
 from operator_core.kube import ApplyResult
-from operator_core.reconciling import ConditionBook
+from operator_core.reconciling import Context
 from operator_core.settings import KubeSettings
+from operator_core.steps import ConditionBook
 from recording import Recorder
 
 

@@ -44,7 +44,7 @@ def started(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The operators the start-up path ran (each connects nowhere), with the test's logging kept."""
     ran: list[str] = []
 
-    async def run(self: Operator, stopping: Any) -> None:
+    async def run(self: Operator, stopping: Any, namespaces: Any = None) -> None:
         ran.append(self.name)
 
     monkeypatch.setattr(Operator, "run", run)

@@ -12,15 +12,8 @@ import pytest
 from operator_core import errors, reconciling
 from operator_core.apimodel import ApiModel
 from operator_core.crdgen import CustomResource
-from operator_core.reconciling import (
-    ConditionBook,
-    Outcome,
-    References,
-    Wakeups,
-    run_loop,
-    run_steps,
-    write_status,
-)
+from operator_core.reconciling import References, Wakeups, run_loop
+from operator_core.steps import ConditionBook, Outcome, run_steps, write_status
 from recording import Recorder
 
 

@@ -53,9 +53,9 @@ from clusterstack_operator.releases.versions import InvalidVersion, ReleaseName
 from clusterstack_operator.resources import Addon, addon_objects, capi_conditions, rendered_objects
 from clusterstack_operator.workload import kubeconfig_secret_name
 from operator_core import errors
-from operator_core.controller import Context
 from operator_core.kube import Kube
-from operator_core.reconciling import WAIT_FOR_CHANGE, ConditionBook
+from operator_core.reconciling import WAIT_FOR_CHANGE, Context
+from operator_core.steps import ConditionBook
 
 __all__ = ["addon_references", "reconcile_addon"]
 

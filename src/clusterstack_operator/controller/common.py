@@ -19,7 +19,7 @@ from operator_core.crdgen import CustomResource
 from operator_core.events import EventRecorder
 from operator_core.kube import Kube
 from operator_core.manifests import merge_patch
-from operator_core.reconciling import ConditionBook, write_status
+from operator_core.steps import ConditionBook, write_status
 
 __all__ = [
     "CLUSTER_KINDS",

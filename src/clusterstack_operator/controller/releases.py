@@ -39,8 +39,9 @@ from clusterstack_operator.sources.base import SourceError
 from operator_core import errors
 from operator_core.cache import WatchedKind
 from operator_core.children import MANAGED_BY_LABEL
-from operator_core.controller import FINALIZED, Context
-from operator_core.reconciling import WAIT_FOR_CHANGE, ConditionBook
+from operator_core.controller import FINALIZED
+from operator_core.reconciling import WAIT_FOR_CHANGE, Context
+from operator_core.steps import ConditionBook
 
 __all__ = ["FINALIZER", "finalize_release", "reconcile_release"]
 

@@ -46,8 +46,8 @@ from operator_core import errors
 from operator_core.cache import WatchedKind
 from operator_core.children import MANAGED_BY_LABEL
 from operator_core.conditions import summarize_ready
-from operator_core.controller import Context
-from operator_core.reconciling import ConditionBook
+from operator_core.reconciling import Context
+from operator_core.steps import ConditionBook
 
 __all__ = ["provider_template_of", "reconcile_stack"]
 

@@ -51,7 +51,8 @@ from clusterstack_operator.releases.versions import ReleaseName
 from clusterstack_operator.resources import addon_objects, rendered_objects
 from operator_core import errors
 from operator_core.kube import Kube
-from operator_core.reconciling import WAIT_FOR_CHANGE, ConditionBook
+from operator_core.reconciling import WAIT_FOR_CHANGE
+from operator_core.steps import ConditionBook
 
 __all__ = ["CONDITION_RETRY_SECONDS", "StagedRun", "has_stages", "run_stages"]
 

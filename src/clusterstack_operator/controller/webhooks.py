@@ -48,9 +48,9 @@ from operator_core.admission import (
     webhook_configuration,
 )
 from operator_core.children import MANAGED_BY_LABEL
-from operator_core.controller import Context
 from operator_core.crdgen import CustomResource
 from operator_core.kube import Kube
+from operator_core.reconciling import Context
 
 __all__ = [
     "CONFIGURATION_NAME",

@@ -31,7 +31,8 @@ from clusterstack_operator.controller.stacks import provider_template_of, reconc
 from clusterstack_operator.controller.webhooks import start_webhooks, stop_webhooks
 from clusterstack_operator.resources import CLUSTER_NAME_LABEL, MANAGED_BY
 from operator_core.cache import ANY_VALUE, WatchedKind
-from operator_core.controller import Context, Operator
+from operator_core.controller import Operator
+from operator_core.reconciling import Context
 
 API_GROUP = "clusterstack.x-k8s.io"
 

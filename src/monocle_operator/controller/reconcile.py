@@ -48,12 +48,13 @@ from monocle_operator.resources import (
     desired_children,
     secret_data_hash,
 )
+from operator_core.applying import apply_report_prune
 from operator_core.children import StepEventReason
-from operator_core.controller import Context, apply_report_prune
 from operator_core.kube import Kube
 from operator_core.metrics import REGISTRY
-from operator_core.reconciling import WAIT_FOR_CHANGE, ConditionBook, Outcome, run_steps, write_status
+from operator_core.reconciling import WAIT_FOR_CHANGE, Context
 from operator_core.secrets import register_secret
+from operator_core.steps import ConditionBook, Outcome, run_steps, write_status
 from operator_core.storage import claim_template_size, requested_size
 
 __all__ = ["Outcome", "Scope", "reconcile"]

@@ -27,12 +27,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from operator_core import errors
+from operator_core.applying import apply_report_prune, owned_children
 from operator_core.conditions import ConditionStatus, reports_true, utcnow
-from operator_core.controller import FINALIZED, Context, apply_report_prune, owned_children
+from operator_core.controller import FINALIZED
 from operator_core.events import EventType
 from operator_core.kube import Kube
-from operator_core.reconciling import WAIT_FOR_CHANGE, ConditionBook, Outcome, run_steps, write_status
+from operator_core.reconciling import WAIT_FOR_CHANGE, Context
 from operator_core.secrets import register_secret
+from operator_core.steps import ConditionBook, Outcome, run_steps, write_status
 from operator_core.storage import (
     Expansion,
     claim_expansion,

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from operator_core.controller import Context, Operator
+from operator_core.controller import Operator
+from operator_core.reconciling import Context
 from operator_core.settings import from_env
 from typesense_operator.api import TYPESENSE_CLUSTER
 from typesense_operator.controller.metrics import forget_cluster
