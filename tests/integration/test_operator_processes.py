@@ -42,6 +42,18 @@ def test_operator_starts_reports_live_and_stops(
     assert "Traceback" not in process.log()
 
 
+def dead_port_kubeconfig(directory: Path) -> Path:
+    """A kubeconfig naming a loopback port where nothing listens."""
+    kubeconfig = directory / "kubeconfig"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+        "clusters: [{name: c, cluster: {server: 'https://127.0.0.1:9'}}]\n"
+        "users: [{name: u, user: {token: t}}]\n"
+        "contexts: [{name: c, context: {cluster: c, user: u}}]\n"
+    )
+    return kubeconfig
+
+
 @pytest.mark.parametrize(
     ("script", "variables", "explained"),
     [
@@ -67,13 +79,7 @@ def test_a_bad_setting_stops_the_operator_at_once_before_it_connects(
     script: str, variables: dict[str, str], explained: str, tmp_path: Path
 ) -> None:
     """The kubeconfig names a loopback port where nothing listens: the refusal must come first."""
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(
-        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
-        "clusters: [{name: c, cluster: {server: 'https://127.0.0.1:9'}}]\n"
-        "users: [{name: u, user: {token: t}}]\n"
-        "contexts: [{name: c, context: {cluster: c, user: u}}]\n"
-    )
+    kubeconfig = dead_port_kubeconfig(tmp_path)
     started = time.monotonic()
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("GIT_", "OCI_", "OPERATOR_SUITE_"))}
     refused = subprocess.run(
@@ -150,13 +156,7 @@ def test_an_operator_whose_crd_is_not_installed_ends_the_start_naming_it(
 
 
 def test_an_api_server_that_does_not_answer_ends_the_start_within_20_s_naming_it(tmp_path: Path) -> None:
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(
-        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
-        "clusters: [{name: c, cluster: {server: 'https://127.0.0.1:9'}}]\n"
-        "users: [{name: u, user: {token: t}}]\n"
-        "contexts: [{name: c, context: {cluster: c, user: u}}]\n"
-    )
+    kubeconfig = dead_port_kubeconfig(tmp_path)
     started = time.monotonic()
     ended = run_briefly("typesense-operator", kubeconfig)
     took = time.monotonic() - started
