@@ -1,12 +1,15 @@
-"""The API connection's pure parts: a watch's body cut into lines, wherever its chunks end."""
+"""The API connection: a watch's body cut into lines wherever its chunks end, and the lightkube internals it uses."""
 
 from __future__ import annotations
 
+import importlib.metadata
+import inspect
 from collections.abc import AsyncIterator
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from lightkube.config import client_adapter
 
 from operator_core.connection import lines_of
 
@@ -41,3 +44,16 @@ async def test_a_line_longer_than_any_buffer_is_one_line() -> None:
     event = b'{"type": "ADDED", "object": {"data": "' + b"x" * (8 << 20) + b'"}}'
     cuts = list(range(0, len(event), 65536))
     assert await lines(event + b"\n" + b'{"type": "BOOKMARK"}\n', cuts) == [event, b'{"type": "BOOKMARK"}']
+
+
+def test_the_lightkube_internals_the_connection_uses_are_the_pinned_ones() -> None:
+    """lightkube.config.client_adapter is not lightkube's public API: the runtime pins lightkube's exact
+    version, and this says what to look at when an upgrade changes what the connection calls."""
+    assert importlib.metadata.version("lightkube") == "1.0.1", "pinned in pyproject.toml; read below first"
+    assert list(inspect.signature(client_adapter.verify_cluster).parameters) == [
+        "cluster",
+        "user",
+        "abs_file",
+        "trust_env",
+    ]
+    assert list(inspect.signature(client_adapter.user_auth).parameters) == ["user"]
