@@ -1,4 +1,5 @@
-"""The API connection: a watch's body cut into lines wherever its chunks end, and the lightkube internals it uses."""
+"""The API connection: a watch's body cut into lines wherever its chunks end; the lightkube internals
+it uses."""
 
 from __future__ import annotations
 
