@@ -1,4 +1,4 @@
-"""One controller step for every operator: its wiring, and the apply-report-prune of an object's children.
+"""One controller step for every operator: its process's life, and the wiring of each custom resource.
 
 An operator's ``controller.wiring`` module describes itself once (its ``OPERATOR``), and
 :mod:`operator_core.runner` runs it:
@@ -19,16 +19,9 @@ An operator's ``controller.wiring`` module describes itself once (its ``OPERATOR
   :func:`~operator_core.reconciling.run_object_loop` with the operator's
   ``reconcile`` (decision 20).
 
-Inside a reconcile, :func:`apply_report_prune` is the one way to bring an
-object's children to the desired set: server-side apply each, all at once
-(quiet when the cached child already matches), one Event per step taken (created, updated,
-deleted) naming its children, the
-``ChildrenApplied`` condition, and exactly one Warning when a failure starts or
-changes, not one per retry. What a failure then costs (back-off, or waiting
-for a change) is :func:`operator_core.errors.retry_policy`'s to say; a spec
-that its model refuses (:class:`~operator_core.errors.InvalidSpec`) is
-reported by :func:`report_invalid_spec`: Ready=False, reason InvalidSpec, and
-one Warning.
+Inside a reconcile, the children are brought to the desired set by
+:func:`operator_core.applying.apply_report_prune`, and a spec that its model refuses is reported
+by :func:`operator_core.applying.report_invalid_spec`.
 
 Who calls it: the operators' ``controller`` rooms.
 """
@@ -110,7 +103,6 @@ class Operator:
         self._finalizing: dict[tuple[str, tuple[Any, Any]], asyncio.Task[None]] = {}
         self._loops: dict[tuple[str, str, str, str], asyncio.Task[None]] = {}
         """(purpose, kind, namespace, name) -> the loop reconciling that object, or letting it go."""
-        self._primaries: list[KindRef] = []
         self.legacy_finalizer = f"{api_group}/finalizer"
         """The finalizer kopf's per-object daemons put on every object before the loops were the cache's
         own (decision 20): removed wherever it is found, so that an object an older version reconciled
@@ -119,7 +111,8 @@ class Operator:
         self._trimming: asyncio.Task[None] | None = None
         self._synced_watch: asyncio.Task[None] | None = None
         self._resources: list[CustomResource] = []
-        """The kinds it reconciles: each must be served for it to start."""
+        """The kinds it reconciles (their objects' loops start from the caches); each must be served
+        for it to start."""
         self._hooked = False
         """Whether the start hook ran (then the stop hook runs too, whatever happened after)."""
 
@@ -157,10 +150,15 @@ class Operator:
         finally:
             await self._stop()
 
+    async def check_can_start(self, kube: Kube) -> None:
+        """:func:`check_start` for this operator's kinds: the runner asks it before a replica waits for
+        its Lease too, so that a standby does not wait on an API server it can never use."""
+        await check_start(kube, self._resources)
+
     async def _start(self, namespaces: tuple[str, ...] | None) -> None:
         kube, recorder = connect(self.controller_name)
         self._connected = Context(kube, recorder, from_env(KubeSettings))
-        await check_start(kube, self._resources)
+        await self.check_can_start(kube)
         cache = Cache(kube, namespaces=namespaces)
         cache.watch(self._watched)
         for listener in self._listeners:
@@ -175,7 +173,8 @@ class Operator:
         # Only now may loops start: one per object the first lists found (each listener saw it then, too
         # early), and from now on as the watches report new ones.
         self._context, self._gate = context, gate
-        for kind in self._primaries:
+        for resource in self._resources:
+            kind = (resource.api_version, resource.kind)
             informer = cache.informer(*kind)
             for obj in informer.list() if informer is not None else []:
                 for listener in self._listeners:
@@ -223,7 +222,6 @@ class Operator:
         kind and no finalizer written first (kopf's daemons wanted one on every object).
         """
         primary = (resource.api_version, resource.kind)
-        self._primaries.append(primary)
         self._resources.append(resource)
 
         def maybe_start(kind: KindRef, obj: Manifest) -> None:

@@ -33,6 +33,7 @@ from typing import Any, Protocol
 
 from operator_core.errors import SettingsError, StartFailed
 from operator_core.identity import process_identity
+from operator_core.kube import Kube
 from operator_core.leader import LeaderElectionSettings, LeaderElector, default_namespace
 from operator_core.logs import LOG_FORMATS, LOG_LEVELS, LogFormat, LogLevel, configure_logging
 from operator_core.metrics import REPLICA, serve_probes
@@ -52,6 +53,11 @@ class Runnable(Protocol):
 
     def health(self) -> dict[str, Any]:
         """What ``/healthz`` shows beside "alive": reconciles counted, the caches' state."""
+        ...
+
+    async def check_can_start(self, kube: Kube) -> None:
+        """Raise :class:`StartFailed` when the API server does not answer, refuses the credentials, or
+        does not serve the operator's kinds."""
         ...
 
 
@@ -217,6 +223,9 @@ async def _run_as_leader(
     )
     REPLICA.leading(False)
     try:
+        # Before standing by: a replica that waited for its Lease on an API server it cannot use would
+        # retry for ever, instead of saying why and letting its pod restart with back-off.
+        await operator.check_can_start(kube)
         if not await elector.acquire(stopping):
             return
         REPLICA.leading(True)
