@@ -175,6 +175,11 @@ class ServedKind:
     namespaced: bool
 
 
+def _group_version_path(api_version: str) -> str:
+    """``/api/v1`` for the core group's ``v1``, ``/apis/{group}/{version}`` for any other."""
+    return f"/apis/{api_version}" if "/" in api_version else f"/api/{api_version}"
+
+
 @dataclass(frozen=True)
 class _Discovery:
     kinds: dict[str, ServedKind]
@@ -305,13 +310,11 @@ class Kube:
         asked again at most every :data:`DISCOVERY_REFRESH_SECONDS` (its CRD may be installed since).
         NotFound when the kind is not served."""
         known = self._discovered.get(api_version)
-        stale = known is None or (
+        if known is None or (
             kind not in known.kinds and time.monotonic() - known.read_at > DISCOVERY_REFRESH_SECONDS
-        )
-        if stale:
+        ):
             known = _Discovery(await self._discover(api_version), time.monotonic())
             self._discovered[api_version] = known
-        assert known is not None
         found = known.kinds.get(kind)
         if found is None:
             raise errors.NotFound(
@@ -328,9 +331,8 @@ class Kube:
         return True
 
     async def _discover(self, api_version: str) -> dict[str, ServedKind]:
-        path = f"/apis/{api_version}" if "/" in api_version else f"/api/{api_version}"
         try:
-            answer = await self._call("GET", path, f"discovering {api_version}")
+            answer = await self._call("GET", _group_version_path(api_version), f"discovering {api_version}")
         except errors.NotFound:
             return {}
         return {
@@ -354,7 +356,7 @@ class Kube:
         """The URL path of a kind's objects: in every namespace (``/api/v1/pods``, ``/apis/apps/v1/...``)
         by default, or in one (None: the kubeconfig's default namespace)."""
         served = await self.served_kind(api_version, kind)
-        path = f"/apis/{api_version}" if "/" in api_version else f"/api/{api_version}"
+        path = _group_version_path(api_version)
         if namespace != ALL and served.namespaced:
             path += f"/namespaces/{namespace or self._default_namespace()}"
         return f"{path}/{served.plural}"

@@ -185,8 +185,7 @@ def build_image(context: Path, tag: str = "dev", settings: ControlPlaneSettings 
         "bud", "--isolation", "chroot", "--layers=false", *secret,
         "--build-arg", f"BASE={base}", "--tag", name, str(context),
     )  # fmt: skip
-    digest = buildah("inspect", "--type", "image", "--format", "{{.FromImageDigest}}", name, capture=True)
-    return Image(name=name, digest=digest, size_bytes=_size(buildah, name), base=base)
+    return _described(buildah, name, base)
 
 
 _BUILD_INPUTS = ("Dockerfile", "pyproject.toml", "README.md")  # what the Dockerfile copies, with src/
@@ -219,8 +218,7 @@ def image_of_sources(context: Path, settings: ControlPlaneSettings | None = None
 
     build_once(settings.cache_dir / "image-of-sources", lambda: buildah.has_image(name), build)
     _forget_older_source_images(buildah, keep=name)
-    digest = buildah("inspect", "--type", "image", "--format", "{{.FromImageDigest}}", name, capture=True)
-    return Image(name=name, digest=digest, size_bytes=_size(buildah, name), base=base)
+    return _described(buildah, name, base)
 
 
 def _forget_older_source_images(buildah: Buildah, keep: str) -> None:
@@ -234,6 +232,11 @@ def _forget_older_source_images(buildah: Buildah, keep: str) -> None:
     for old, _ in [entry for entry in names if entry[0] != keep][_SOURCE_TAGS_KEPT - 1 :]:
         with contextlib.suppress(ControlPlaneError):
             buildah("rmi", old)
+
+
+def _described(buildah: Buildah, name: str, base: str) -> Image:
+    digest = buildah("inspect", "--type", "image", "--format", "{{.FromImageDigest}}", name, capture=True)
+    return Image(name=name, digest=digest, size_bytes=_size(buildah, name), base=base)
 
 
 def _size(buildah: Buildah, name: str) -> int:

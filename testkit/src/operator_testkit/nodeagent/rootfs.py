@@ -160,11 +160,10 @@ def container_identity(
         return context.get(key, pod_context.get(key))
 
     image_name, _, image_group = image_user.partition(":")
-    uid, primary = _user(image_name or "0", passwd)
-    if setting("runAsUser") is not None:
-        uid, primary = _user(str(setting("runAsUser")), passwd)
+    run_as_user = setting("runAsUser")
+    uid, primary = _user(str(run_as_user) if run_as_user is not None else image_name or "0", passwd)
     gid = primary or 0
-    if image_group and setting("runAsUser") is None:
+    if image_group and run_as_user is None:
         gid = _group(image_group, group)
     if setting("runAsGroup") is not None:
         gid = int(setting("runAsGroup"))
@@ -176,9 +175,8 @@ def container_identity(
 
 
 def _home(uid: int, passwd: str) -> str:
-    for line in passwd.splitlines():
-        fields = line.split(":")
-        if len(fields) > 5 and fields[2] == str(uid) and fields[5]:
+    for fields in _entries(passwd):
+        if fields[2] == str(uid) and len(fields) > 5 and fields[5]:
             return fields[5]
     return "/"
 
