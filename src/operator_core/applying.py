@@ -7,7 +7,8 @@ changes, not one per retry; then delete the owner's children that the desired se
 What a failure then costs (back-off, or waiting for a change) is
 :func:`operator_core.errors.retry_policy`'s to say. :func:`report_invalid_spec`: a spec that its model
 refuses (:class:`~operator_core.errors.InvalidSpec`) is Ready=False, reason InvalidSpec, and one
-Warning.
+Warning; :func:`report_unwatchable`: a kind its controller needs and may not watch
+(:class:`~operator_core.errors.Unwatchable`) is Ready=False, reason WatchForbidden, and one Warning.
 
 Who calls it: the operators' ``controller.reconcile``.
 """
@@ -21,7 +22,6 @@ from typing import Any
 from operator_core import errors
 from operator_core.children import (
     CHILDREN_APPLIED,
-    INVALID_SPEC,
     OWNER_NAMESPACE_LABEL,
     Manifest,
     Owner,
@@ -41,6 +41,7 @@ __all__ = [
     "apply_report_prune",
     "owned_children",
     "report_invalid_spec",
+    "report_unwatchable",
 ]
 
 
@@ -51,8 +52,23 @@ async def report_invalid_spec(
 
     The loop then waits for the object to change (:func:`operator_core.errors.retry_policy`).
     """
+    await _report_not_ready(context, resource, obj, StepEventReason.INVALID_SPEC, str(error))
+
+
+async def report_unwatchable(
+    context: Context, resource: CustomResource, obj: dict[str, Any], error: errors.Unwatchable
+) -> None:
+    """Ready=False with reason WatchForbidden, naming each kind and the API server's refusal (which names
+    the missing permission), and one Warning when it is new. The loop backs off and looks again."""
+    await _report_not_ready(context, resource, obj, StepEventReason.WATCH_FORBIDDEN, str(error))
+
+
+async def _report_not_ready(
+    context: Context, resource: CustomResource, obj: dict[str, Any], reason: StepEventReason, message: str
+) -> None:
+    """Ready=False with ``reason`` (also the Warning's) and ``message``; status written only if it changed."""
     book = ConditionBook.of(obj, context.recorder)
-    await book.set(READY, "False", INVALID_SPEC, str(error), warn=StepEventReason.INVALID_SPEC)
+    await book.set(READY, "False", reason.value, message, warn=reason)
     current = (obj.get("status") or {}).get("conditions") or []
     wanted = [condition.to_wire() for condition in book.conditions]
     if merge_patch({"c": current}, {"c": wanted}):

@@ -48,6 +48,7 @@ from operator_core import errors
 __all__ = [
     "ANY_VALUE",
     "EVERY_NAMESPACE",
+    "NEEDED_KINDS",
     "Cache",
     "Informer",
     "KindRef",
@@ -64,6 +65,8 @@ WATCH_TIMEOUT_SECONDS = 290
 """How long the API server keeps one watch open; the informer opens the next at once (no re-list)."""
 SYNC_WARNING_SECONDS = 30.0
 """How long reconciles wait for an unsynced cache before a warning says which kinds are behind."""
+FORBIDDEN_RECHECK_SECONDS = 60.0
+"""How often an informer that RBAC forbids tries again (a rule may have been granted meanwhile)."""
 UNSERVED_RECHECK_SECONDS = 300.0
 """How often an informer of a kind that is not served (its CRD not installed) looks again: each look is
 a LIST of every CRD, the only request an idle operator made (one a minute, in bench/scale.py). Our
@@ -213,6 +216,11 @@ class Informer:
         self._scope_synced: dict[str, bool] = {}
         self._synced = asyncio.Event()
         """Set while every scope is listed and its watch open."""
+        self._settled = asyncio.Event()
+        """Set while it is synced, or RBAC forbids it (it will not sync until a rule is granted)."""
+        self.forbidden: str | None = None
+        """The API server's refusal (403) while RBAC forbids listing or watching the kind; it holds nothing
+        then, and looks again every :data:`FORBIDDEN_RECHECK_SECONDS`."""
         self.lists = 0
         """How many times the informer listed (1 after the start; more after each 410 Gone)."""
         self.served = True
@@ -241,6 +249,14 @@ class Informer:
 
     async def wait_synced(self) -> None:
         await self._synced.wait()
+
+    @property
+    def settled(self) -> bool:
+        """Synced, or known to be forbidden: waiting for it longer would tell nothing more."""
+        return self._settled.is_set()
+
+    async def wait_settled(self) -> None:
+        await self._settled.wait()
 
     def get(self, namespace: str | None, name: str) -> Manifest | None:
         return self._objects.get((namespace or "", name))
@@ -329,6 +345,9 @@ class Informer:
             except errors.NotFound:
                 self._versions[scope] = None
                 await self._wait_while_not_served(scope)
+            except errors.Forbidden as error:
+                self._versions[scope] = None
+                await self._wait_while_forbidden(scope, error)
             except errors.Expired:
                 # Too far behind to resume: list again (and report what changed meanwhile).
                 _log.info("%r: watch expired, listing again", self)
@@ -349,6 +368,23 @@ class Informer:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._look_again.wait(), UNSERVED_RECHECK_SECONDS)
 
+    async def _wait_while_forbidden(self, scope: str, error: errors.Forbidden) -> None:
+        """RBAC forbids the list or the watch: said once (not once per retry), what it held is dropped
+        (it could not be kept current), and it looks again later, since a rule may be granted."""
+        if self.forbidden is None:
+            _log.warning(
+                "%r: the operator may not list or watch it, looking again every %.0f s: %s",
+                self,
+                FORBIDDEN_RECHECK_SECONDS,
+                error,
+            )
+        self.forbidden = str(error)
+        self._replace({}, scope)
+        self._mark(scope, False)
+        self._look_again.clear()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._look_again.wait(), FORBIDDEN_RECHECK_SECONDS)
+
     async def _back_off(self, failures: int, error: Exception) -> int:
         delay = self._retry_seconds[min(failures, len(self._retry_seconds) - 1)]
         _log.warning("%r: watch failed, again in %.1f s: %s", self, delay, error)
@@ -361,12 +397,19 @@ class Informer:
             self._synced.set()
         else:
             self._synced.clear()
+        if self._synced.is_set() or self.forbidden is not None:
+            self._settled.set()
+        else:
+            self._settled.clear()
 
     async def _list(self, scope: str) -> None:
         items, version = await self._source.list_objects(
             self.kind.ref, self.kind.labels, namespace=scope, each=self._trimmed
         )
         self._versions[scope], self.lists, self.served = version, self.lists + 1, True
+        if self.forbidden is not None:
+            _log.info("%r: listed, the operator may watch it now", self)
+            self.forbidden = None
         self._replace({_key(obj): obj for obj in items}, scope)
         self._mark(scope, True)
 
@@ -433,16 +476,30 @@ class Informer:
                 _log.exception("%r: change handler failed", self)
 
 
+NEEDED_KINDS: contextvars.ContextVar[frozenset[KindRef] | None] = contextvars.ContextVar(
+    "needed_kinds", default=None
+)
+"""The kinds the controller running this reconcile declared (None: outside any): what its destructive
+steps require to be synced (:meth:`Cache.require_synced`). Set by the object loops."""
+
+
 class Cache:
-    """An operator's informers, one per kind, and the one place that says whether all are synced."""
+    """An operator's informers, and the one place that says whether those a reconcile needs are synced.
+
+    The kinds declared before the start (:meth:`watch`) make one informer per kind, of the widest
+    selector asked. A kind met at run time (:meth:`ensure`) never widens one: an informer that covers it
+    is used, one it covers is replaced, and otherwise it gets an informer of its own selector beside the
+    others (a Secret that a chart renders is held with the labels the operator gives it, not as every
+    Secret in the cluster).
+    """
 
     def __init__(self, source: WatchSource, namespaces: Sequence[str] | None = None) -> None:
         self._source = source
         self._namespaces = namespaces
         """Only these namespaces (None: every one): what the operator watches."""
-        self._informers: dict[KindRef, Informer] = {}
+        self._informers: dict[KindRef, list[Informer]] = {}
         self._listeners: list[Callable[[KindRef, Manifest], None]] = []
-        self._tasks: dict[KindRef, asyncio.Task[None]] = {}
+        self._tasks: dict[Informer, asyncio.Task[None]] = {}
         self._started = False
 
     def watch(self, kinds: Iterable[WatchedKind]) -> None:
@@ -451,7 +508,8 @@ class Cache:
         One informer per kind: two selectors of the same kind make one informer of the wider, and
         no selector is the widest; the spec is kept when any of them keeps it."""
         for wanted in kinds:
-            current = self._informers.get(wanted.ref)
+            held = self._informers.get(wanted.ref)
+            current = held[0] if held else None
             labels, keep_spec = wanted.labels, wanted.keep_spec
             if current is not None:
                 keep_spec = keep_spec or current.kind.keep_spec
@@ -464,9 +522,10 @@ class Cache:
                     labels = common or None
             merged = WatchedKind(wanted.api_version, wanted.kind, labels, keep_spec)
             if current is None or current.kind != merged:
-                self._informers[wanted.ref] = Informer(
-                    self._source, merged, self._notifier(wanted.ref), namespaces=self._namespaces
-                )
+                self._informers[wanted.ref] = [self._informer(merged)]
+
+    def _informer(self, kind: WatchedKind) -> Informer:
+        return Informer(self._source, kind, self._notifier(kind.ref), namespaces=self._namespaces)
 
     def on_change(self, listener: Callable[[KindRef, Manifest], None]) -> None:
         """Call ``listener(kind, object)`` for every change the informers see."""
@@ -481,33 +540,32 @@ class Cache:
 
     async def start(self) -> None:
         self._started = True
-        for informer in self._informers.values():
+        for informer in self.informers:
             self._run(informer)
 
     def _run(self, informer: Informer) -> None:
         # A context of its own: one started from a reconcile (ensure) must not carry that reconcile's
         # identity, or every change it sees would pass for that reconcile's own write.
-        self._tasks[informer.kind.ref] = asyncio.create_task(
+        self._tasks[informer] = asyncio.create_task(
             informer.run(), name=f"cache {informer!r}", context=contextvars.Context()
         )
 
     def ensure(self, wanted: WatchedKind) -> Informer:
         """Hold ``wanted`` from now on, also once started: for kinds known only at run time (what a
-        chart renders, a provider's kind). An informer that already holds it is kept; one that holds
-        less is replaced by a wider one, listed afresh (the cache is unsynced until it has)."""
-        current = self._informers.get(wanted.ref)
-        if (
-            current is not None
-            and selector_covers(current.kind.labels, wanted.labels)
-            and (current.kind.keep_spec or not wanted.keep_spec)
-        ):
-            return current
-        self.watch([wanted])
-        informer = self._informers[wanted.ref]
+        chart renders, a provider's kind). An informer that already holds it is kept; those it would
+        hold are replaced by it, listed afresh; otherwise it is added beside the kind's others."""
+        held = self._informers.setdefault(wanted.ref, [])
+        for informer in held:
+            if _holds(informer.kind, wanted):
+                return informer
+        informer = self._informer(wanted)
+        replaced = [old for old in held if _holds(wanted, old.kind)]
+        held[:] = [*(old for old in held if old not in replaced), informer]
         if self._started:
-            old = self._tasks.pop(wanted.ref, None)
-            if old is not None:
-                old.cancel()
+            for old in replaced:
+                task = self._tasks.pop(old, None)
+                if task is not None:
+                    task.cancel()
             self._run(informer)
         return informer
 
@@ -521,21 +579,38 @@ class Cache:
 
     # -- reads
 
-    def informer(self, api_version: str, kind: str) -> Informer | None:
-        return self._informers.get((api_version, kind))
+    def informer(
+        self, api_version: str, kind: str, labels: Mapping[str, str] | None = None
+    ) -> Informer | None:
+        """The informer of a kind that holds every object ``labels`` select (None: every object)."""
+        for informer in self._informers.get((api_version, kind), ()):
+            if selector_covers(informer.kind.labels, labels):
+                return informer
+        return None
+
+    def informers_of(self, api_version: str, kind: str) -> list[Informer]:
+        """Every informer of a kind (more than one when run-time selectors did not cover each other)."""
+        return list(self._informers.get((api_version, kind), ()))
 
     @property
     def informers(self) -> list[Informer]:
-        return list(self._informers.values())
+        return [informer for held in self._informers.values() for informer in held]
 
-    async def wait_synced(self) -> None:
-        """Until every informer is synced; a warning names the ones behind every
-        :data:`SYNC_WARNING_SECONDS` (RBAC that forbids a list, say, never lets one sync)."""
+    def _of(self, kinds: Iterable[KindRef] | None) -> list[Informer]:
+        if kinds is None:
+            return self.informers
+        wanted = set(kinds)
+        return [informer for informer in self.informers if informer.kind.ref in wanted]
+
+    async def wait_settled(self, kinds: Iterable[KindRef] | None = None) -> None:
+        """Until every informer of ``kinds`` (None: every one) is synced, or known to be forbidden (it
+        would never sync; :meth:`require_watchable` says so to whoever needs it). A warning names the
+        ones behind every :data:`SYNC_WARNING_SECONDS`."""
         while True:
-            behind = [informer for informer in self._informers.values() if not informer.synced]
+            behind = [informer for informer in self._of(kinds) if not informer.settled]
             if not behind:
                 return
-            waits = [asyncio.ensure_future(informer.wait_synced()) for informer in behind]
+            waits = [asyncio.ensure_future(informer.wait_settled()) for informer in behind]
             try:
                 # asyncio.wait, not a gather: a wait cancelled by the operator stopping leaves no
                 # gathering future whose CancelledError nobody retrieves (logged with a traceback).
@@ -544,19 +619,38 @@ class Cache:
                 for wait in waits:
                     wait.cancel()
             if pending:
-                names = ", ".join(
-                    repr(informer) for informer in self._informers.values() if not informer.synced
-                )
+                names = ", ".join(repr(informer) for informer in self._of(kinds) if not informer.settled)
                 _log.warning("reconciles wait for the watch caches to sync: %s", names)
 
     def require_synced(self, what: str) -> None:
-        """Raise :class:`~operator_core.errors.NotSynced` unless every informer is synced."""
-        behind = [repr(informer) for informer in self._informers.values() if not informer.synced]
+        """Raise :class:`~operator_core.errors.NotSynced` unless every informer the current reconcile's
+        controller declared (:data:`NEEDED_KINDS`; outside a reconcile, every informer) is synced. A
+        forbidden one holds nothing and is read from the API server: it is no stale view."""
+        behind = [
+            repr(informer)
+            for informer in self._of(NEEDED_KINDS.get())
+            if not informer.synced and informer.forbidden is None
+        ]
         if behind:
             raise errors.NotSynced(f"not {what} while the cache may be stale: {', '.join(behind)} not synced")
 
+    def require_watchable(self, kinds: Iterable[KindRef]) -> None:
+        """Raise :class:`~operator_core.errors.Unwatchable` when RBAC forbids watching one of ``kinds``,
+        naming each such kind and the API server's refusal (which names the missing permission)."""
+        forbidden = [
+            f"{informer.kind.kind} ({informer.kind.api_version}): {informer.forbidden}"
+            for informer in self._of(kinds)
+            if informer.forbidden is not None
+        ]
+        if forbidden:
+            raise errors.Unwatchable("the operator may not watch " + "; ".join(forbidden))
+
     def offer(self, obj: Manifest) -> None:
         """An object one of our writes returned (see :meth:`Informer.offer`)."""
-        informer = self._informers.get((obj.get("apiVersion", ""), obj.get("kind", "")))
-        if informer is not None:
+        for informer in self._informers.get((obj.get("apiVersion", ""), obj.get("kind", "")), ()):
             informer.offer(obj)
+
+
+def _holds(holder: WatchedKind, wanted: WatchedKind) -> bool:
+    """Whether an informer of ``holder`` holds everything ``wanted`` asks for."""
+    return selector_covers(holder.labels, wanted.labels) and (holder.keep_spec or not wanted.keep_spec)

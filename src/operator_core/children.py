@@ -35,6 +35,7 @@ __all__ = [
     "MANAGED_BY_LABEL",
     "NAME_LABEL",
     "OWNER_NAMESPACE_LABEL",
+    "WATCH_FORBIDDEN",
     "Manifest",
     "Owner",
     "StepEventReason",
@@ -56,6 +57,8 @@ CHILDREN_APPLIED = "ChildrenApplied"
 """The condition that says whether every child was applied on the last reconcile (every operator's)."""
 INVALID_SPEC = "InvalidSpec"
 """Ready's reason when the spec passed the CRD's schema but its model refuses it (every operator's)."""
+WATCH_FORBIDDEN = "WatchForbidden"
+"""Ready's reason when RBAC forbids watching a kind the object's controller needs (every operator's)."""
 
 
 class StepEventReason(StrEnum):
@@ -66,6 +69,7 @@ class StepEventReason(StrEnum):
     DELETED = "Deleted"
     APPLY_FAILED = "ApplyFailed"
     INVALID_SPEC = "InvalidSpec"
+    WATCH_FORBIDDEN = "WatchForbidden"
 
 
 @dataclass(frozen=True)

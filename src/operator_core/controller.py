@@ -36,8 +36,8 @@ from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from typing import Any
 
 from operator_core import errors
-from operator_core.applying import report_invalid_spec
-from operator_core.cache import Cache, Informer, KindRef, WatchedKind
+from operator_core.applying import report_invalid_spec, report_unwatchable
+from operator_core.cache import NEEDED_KINDS, Cache, Informer, KindRef, WatchedKind
 from operator_core.children import (
     INSTANCE_LABEL,
     MANAGED_BY_LABEL,
@@ -110,6 +110,8 @@ class Operator:
         self._stopping_flag = _Flag()
         self._trimming: asyncio.Task[None] | None = None
         self._synced_watch: asyncio.Task[None] | None = None
+        self._needs: dict[str, frozenset[KindRef]] = {}
+        """Kind -> the kinds its controller declared: what its loops wait for, and nothing else."""
         self._resources: list[CustomResource] = []
         """The kinds it reconciles (their objects' loops start from the caches); each must be served
         for it to start."""
@@ -165,7 +167,8 @@ class Operator:
             cache.on_change(listener)
         kube.use_cache(cache)
         await cache.start()
-        self._synced_watch = asyncio.create_task(_report_synced(cache), name="report caches synced")
+        declared = frozenset(kind.ref for kind in self._watched)
+        self._synced_watch = asyncio.create_task(_report_synced(cache, declared), name="report caches synced")
         context, gate = self._connected, reconcile_gate()
         if self._start_hook is not None:
             self._hooked = True
@@ -330,10 +333,12 @@ class Operator:
         context = self._context
         assert context is not None
         kube, (namespace, name) = context.kube, key
+        needs = self._needs[resource.kind]
+        NEEDED_KINDS.set(needs)  # this loop's own task: what its deletes require to be synced
 
         async def once() -> float | None:
             if kube.cache is not None:
-                await kube.cache.wait_synced()
+                await kube.cache.wait_settled(needs)
             async with self._gate or contextlib.nullcontext():
                 obj = await kube.get(resource.api_version, resource.kind, name, namespace)
                 if obj is None or finalizer not in (obj["metadata"].get("finalizers") or []):
@@ -402,14 +407,18 @@ class Operator:
         wakeups, finalizing = Wakeups(), Wakeups()
         references = References(named) if named is not None else None
         primary = (resource.api_version, resource.kind)
-        self._watched.append(WatchedKind(*primary))
         labelled = {MANAGED_BY_LABEL: managed_by}
-        self._watched.extend(WatchedKind(v, k, labelled) for v, k in child_kinds)
-        self._watched.extend(WatchedKind(v, k, labelled, keep_spec=False) for v, k in observed_kinds)
-        self._watched.extend(
-            kind if isinstance(kind, WatchedKind) else WatchedKind(*kind) for kind in named_kinds
-        )
-        self._watched.extend(WatchedKind(v, k) for v, k in wake_all_on)
+        declared = [
+            WatchedKind(*primary),
+            *(WatchedKind(v, k, labelled) for v, k in child_kinds),
+            *(WatchedKind(v, k, labelled, keep_spec=False) for v, k in observed_kinds),
+            *(kind if isinstance(kind, WatchedKind) else WatchedKind(*kind) for kind in named_kinds),
+            *(WatchedKind(v, k) for v, k in wake_all_on),
+        ]
+        self._watched.extend(declared)
+        # Its loops wait for these caches only: one that cannot sync (RBAC forbids it) holds up no other
+        # controller, and the objects of this one say which kind it is (report_unwatchable).
+        needs = self._needs[resource.kind] = frozenset(kind.ref for kind in declared)
         # The finalizing loops are woken as the reconcile loops are (a Cluster that lets a deletion go).
         books = (wakeups, finalizing) if finalizer is not None else (wakeups,)
         self._listeners.append(_waker(books, primary, managed_by, references, frozenset(wake_all_on)))
@@ -424,6 +433,8 @@ class Operator:
             self.reconciles += 1
             self._reconciled.add((resource.kind, namespace, name))
             try:
+                if context.kube.cache is not None:
+                    context.kube.cache.require_watchable(needs)
                 ours = [finalizer] if finalizer is not None else []
                 holds = needs_finalizer is None or needs_finalizer(obj)
                 await _set_finalizers(
@@ -436,6 +447,9 @@ class Operator:
                     return await reconcile(obj, context)
             except errors.InvalidSpec as error:
                 await report_invalid_spec(context, resource, obj, error)
+                raise
+            except errors.Unwatchable as error:
+                await report_unwatchable(context, resource, obj, error)
                 raise
             finally:
                 informer = context.kube.cache.informer(*primary) if context.kube.cache else None
@@ -458,6 +472,7 @@ class Operator:
                     gate=self._gate,
                     references=references,
                     batch_seconds=context.settings.batch_seconds,
+                    needs=needs,
                 )
             if on_gone is not None and not self._stopping_flag:
                 on_gone(namespace, name)
@@ -567,10 +582,11 @@ async def check_start(
             )
 
 
-async def _report_synced(cache: Cache) -> None:
-    """/readyz and the gauge: ready once every watch cache has listed its kind. The start is over then:
-    what lives now (the code, the first lists) is left out of the garbage collector's later passes."""
-    await cache.wait_synced()
+async def _report_synced(cache: Cache, declared: frozenset[KindRef]) -> None:
+    """/readyz and the gauge: ready once every watch cache declared at the start has listed its kind (or
+    is known to be forbidden, which the objects that need it report). The start is over then: what
+    lives now (the code, the first lists) is left out of the garbage collector's later passes."""
+    await cache.wait_settled(declared)
     REPLICA.caches_synced(True)
     freeze_long_lived()
 

@@ -11,6 +11,7 @@
     │   ├── Unavailable             no answer: connection lost or refused, time-out, 429 or 5xx
     │   └── Expired                 410: a watch's resourceVersion is too old; the cache lists again
     ├── NotSynced                   a destructive step refused a watch cache that may be stale
+    ├── Unwatchable                 RBAC forbids watching a kind a controller needs
     ├── PermanentError              only a change of the object (or of what it names) can fix this
     │   ├── InvalidSpec             the spec passed the CRD's schema but its model refuses it
     │   └── InvalidKubeconfig       a kubeconfig read from a Secret is malformed or would run a command
@@ -32,7 +33,8 @@ The policy (:func:`retry_policy`), applied by the per-object loop of
   reconcile returns :data:`operator_core.reconciling.WAIT_FOR_CHANGE`; the Secret's
   creation or change wakes the object.
 - **temporary**: everything else, a bug included (:class:`Conflict`,
-  :class:`Unavailable`, :class:`NotSynced`, :class:`Forbidden`, :class:`NotFound`, any other exception).
+  :class:`Unavailable`, :class:`NotSynced`, :class:`Unwatchable`, :class:`Forbidden`, :class:`NotFound`,
+  any other exception).
   The loop backs off (2, 5, 10, 30 s) and tries again; a bug is logged with its
   traceback. :class:`Invalid` is temporary too: a child the API server refuses is
   often fixed by someone else (a conflicting object of the same name removed), and
@@ -63,6 +65,7 @@ __all__ = [
     "SettingsError",
     "StartFailed",
     "Unavailable",
+    "Unwatchable",
     "retry_policy",
 ]
 
@@ -106,6 +109,12 @@ class Expired(KubeError):
 
 class NotSynced(OperatorError):
     """A destructive step refused to act on a watch cache that may be stale (temporary)."""
+
+
+class Unwatchable(OperatorError):
+    """RBAC forbids listing or watching a kind that a controller needs (temporary: a rule may be
+    granted). The shared controller step reports it on each object of that controller, Ready=False with
+    reason WatchForbidden and one Warning; the other controllers go on."""
 
 
 class PermanentError(OperatorError):

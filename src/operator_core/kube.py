@@ -393,13 +393,27 @@ class Kube:
 
     # -- reads
 
-    def _informer_for(self, api_version: str, kind: str, *, of_one: bool = False) -> Informer | None:
-        """The synced informer of a kind, if the cache holds it. For one object (``of_one``), not an
-        informer that thinks its kind is not served: a caller that names one has seen its CRD."""
-        informer = self.cache.informer(api_version, kind) if self.cache is not None else None
-        if informer is None or not informer.synced or (of_one and not informer.served):
-            return None
-        return informer
+    def _informers_for(self, api_version: str, kind: str, *, of_one: bool = False) -> list[Informer]:
+        """The synced informers of a kind that the cache holds. For one object (``of_one``), not those
+        that think the kind is not served: a caller that names one has seen its CRD."""
+        informers = self.cache.informers_of(api_version, kind) if self.cache is not None else []
+        return [informer for informer in informers if informer.synced and (informer.served or not of_one)]
+
+    def _covering(
+        self,
+        api_version: str,
+        kind: str,
+        labels: Mapping[str, str] | None,
+        *,
+        of_one: bool = False,
+        with_spec: bool = False,
+    ) -> Informer | None:
+        """A synced informer of a kind that holds every object carrying (or selected by) ``labels``
+        (``with_spec``: with their spec)."""
+        for informer in self._informers_for(api_version, kind, of_one=of_one):
+            if selector_covers(informer.kind.labels, labels) and (informer.kind.keep_spec or not with_spec):
+                return informer
+        return None
 
     async def get(
         self,
@@ -417,11 +431,13 @@ class Kube:
         object may exist without our labels. With ``labelled_only``, the caller's own child that it is
         about to apply anyway, one without our labels counts as absent, and no request is made.
         """
-        informer = self._informer_for(api_version, kind, of_one=True)
-        if informer is not None:
+        informers = self._informers_for(api_version, kind, of_one=True)
+        for informer in informers:
             found: Manifest | None = informer.get(namespace, name)
-            if found is not None or informer.kind.labels is None or labelled_only:
+            if found is not None:
                 return found
+        if informers and (labelled_only or any(informer.kind.labels is None for informer in informers)):
+            return None
         return await self.get_live(api_version, kind, name, namespace)
 
     async def get_live(
@@ -447,8 +463,8 @@ class Kube:
         """Objects of a kind. For a namespaced kind, ``namespace="*"`` means every namespace;
         None means the kubeconfig's default namespace. From the cache when it holds every object
         that ``labels`` selects."""
-        informer = self._informer_for(api_version, kind)
-        if informer is not None and namespace is not None and selector_covers(informer.kind.labels, labels):
+        informer = self._covering(api_version, kind, labels)
+        if informer is not None and namespace is not None:
             return list(informer.list(namespace, labels))
         items, _ = await self._list_pages((api_version, kind), labels, namespace)
         return items
@@ -458,12 +474,10 @@ class Kube:
     async def apply(self, desired: Mapping[str, Any], *, force: bool = True) -> ApplyResult:
         """Server-side apply ``desired`` unless the live object already matches it."""
         metadata = desired.get("metadata", {})
-        informer = self._informer_for(desired["apiVersion"], desired["kind"], of_one=True)
-        if (
-            informer is not None
-            and informer.kind.keep_spec
-            and selector_covers(informer.kind.labels, metadata.get("labels"))
-        ):
+        informer = self._covering(
+            desired["apiVersion"], desired["kind"], metadata.get("labels"), of_one=True, with_spec=True
+        )
+        if informer is not None:
             # The informer would hold it: absent there means absent (and apply creates it either way).
             live = informer.get(metadata.get("namespace"), metadata["name"])
         else:

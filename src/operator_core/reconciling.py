@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from operator_core import errors
+from operator_core.cache import NEEDED_KINDS, KindRef
 from operator_core.crdgen import CustomResource
 from operator_core.errors import Retry, StartFailed, retry_policy
 from operator_core.events import EventRecorder
@@ -186,20 +187,23 @@ async def run_object_loop(
     references: References | None = None,
     retry_seconds: tuple[float, ...] = DEFAULT_RETRY_SECONDS,
     batch_seconds: float = 0.0,
+    needs: frozenset[KindRef] | None = None,
 ) -> None:
     """Reconcile one namespaced custom object until it is deleted (or being deleted) or ``stopped``.
 
     Each pass reads the object afresh and hands it to ``reconcile``, which returns the
     seconds until the next look; changes registered with ``wakeups`` under
     ``(namespace, name)`` cut the wait short, and so do changes to what the object
-    names in ``references``, as of each pass.
+    names in ``references``, as of each pass. Each pass first waits for the caches of
+    ``needs`` (the kinds its controller declared; None: every cache) to be synced.
     """
     key = (namespace, name)
+    NEEDED_KINDS.set(needs)  # this loop's own task: what its deletes require to be synced
 
     async def once() -> float | None:
         if kube.cache is not None:
             # Nothing is decided from a cache that has not listed yet (after a start, or a 410).
-            await kube.cache.wait_synced()
+            await kube.cache.wait_settled(needs)
         async with gate or contextlib.nullcontext():
             # The cache started this loop, and tells it of the object's deletion: what it holds is enough.
             obj = await kube.get(resource.api_version, resource.kind, name, namespace)

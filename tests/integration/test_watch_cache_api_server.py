@@ -36,7 +36,7 @@ async def cached(control_plane: ControlPlane) -> AsyncIterator[tuple[Kube, Cache
         kube.use_cache(cache)
         await cache.start()
         try:
-            await asyncio.wait_for(cache.wait_synced(), timeout=10)
+            await asyncio.wait_for(cache.wait_settled(), timeout=10)
             yield kube, cache, seen
         finally:
             await cache.stop()

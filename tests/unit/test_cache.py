@@ -14,6 +14,7 @@ from operator_core import errors
 from operator_core.cache import (
     ANY_VALUE,
     EVERY_NAMESPACE,
+    NEEDED_KINDS,
     OPENED,
     Cache,
     Informer,
@@ -42,7 +43,8 @@ def pod(name: str, version: int, namespace: str = "ns", **labels: str) -> Manife
 
 
 class ScriptedSource:
-    """Lists what ``listing`` holds; each watch plays the next script, then ends (or raises)."""
+    """Lists what ``listing`` holds (what the selector selects, as the API server does); each watch plays
+    the next script, then ends (or raises)."""
 
     def __init__(self, listing: list[Manifest], version: str = "10") -> None:
         self.listing, self.version = listing, version
@@ -63,7 +65,12 @@ class ScriptedSource:
         self.listed_in.append(namespace)
         if self.list_error is not None:
             raise self.list_error
-        listed = [p for p in self.listing if namespace in ("*", p["metadata"].get("namespace"))]
+        listed = [
+            p
+            for p in self.listing
+            if namespace in ("*", p["metadata"].get("namespace"))
+            and selector_covers(labels, p["metadata"].get("labels"))
+        ]
         return [each(p) for p in listed] if each else listed, self.version
 
     async def namespaced(self, kind: KindRef) -> bool:
@@ -297,7 +304,7 @@ def test_two_selectors_of_one_kind_make_one_informer_of_the_wider() -> None:
             WatchedKind("v1", "Pod", {"managed-by": "us"}),
         ]
     )
-    secrets, pods = cache.informer("v1", "Secret"), cache.informer("v1", "Pod")
+    secrets, (pods,) = cache.informer("v1", "Secret"), cache.informers_of("v1", "Pod")
     assert secrets is not None
     assert secrets.kind.labels is None
     assert pods is not None
@@ -379,12 +386,12 @@ async def test_a_kind_met_at_run_time_gets_an_informer_and_a_wider_one_replaces_
     try:
         narrow = cache.ensure(WatchedKind("v1", "Pod", {"app": "x"}))
         assert cache.ensure(WatchedKind("v1", "Pod", {"app": "x"})) is narrow, "held already: kept"
-        await cache.wait_synced()
+        await cache.wait_settled()
         wide = cache.ensure(WatchedKind("v1", "Pod"))
         assert wide is not narrow
         assert wide.kind.labels is None
         assert cache.informer("v1", "Pod") is wide
-        await cache.wait_synced()
+        await cache.wait_settled()
         assert sorted(p["metadata"]["name"] for p in wide.list("*")) == ["a", "b"]
         assert cache.ensure(WatchedKind("v1", "Pod", {"app": "x"})) is wide, "the wider one holds it"
     finally:
@@ -400,3 +407,75 @@ def test_a_label_selected_for_any_value_covers_every_object_that_carries_it() ->
     assert _label_selector({**kubeconfigs, "app": "a"}) == {
         "labelSelector": "cluster.x-k8s.io/cluster-name,app=a"
     }
+
+
+async def test_a_selector_met_at_run_time_never_widens_a_narrower_informer_of_the_kind() -> None:
+    """A Secret a chart renders (labelled managed-by) beside the kubeconfig Secrets (labelled with their
+    Cluster): two informers, each of its own selector, never one of every Secret in the cluster."""
+    kubeconfig = {**pod("kubeconfig", 5, **{"cluster-name": "a"}), "kind": "Secret"}
+    rendered = {**pod("rendered", 6, **{"managed-by": "us"}), "kind": "Secret"}
+    unrelated = {**pod("someone-elses", 7), "kind": "Secret"}
+    source = ScriptedSource([kubeconfig, rendered, unrelated])
+    cache = Cache(source)
+    cache.watch([WatchedKind("v1", "Secret", {"cluster-name": ANY_VALUE})])
+    await cache.start()
+    try:
+        ours = cache.ensure(WatchedKind("v1", "Secret", {"managed-by": "us"}))
+        await cache.wait_settled()
+        kubeconfigs = cache.informer("v1", "Secret", {"cluster-name": "a"})
+        assert kubeconfigs is not None and kubeconfigs is not ours
+        assert len(cache.informers_of("v1", "Secret")) == 2
+        assert cache.informer("v1", "Secret") is None, "nothing holds every Secret"
+        assert cache.informer("v1", "Secret", {"managed-by": "us", "x": "y"}) is ours
+        # The scripted source lists everything; each informer keeps only what its selector selects.
+        assert [s["metadata"]["name"] for s in ours.list("*")] == ["rendered"]
+        assert [s["metadata"]["name"] for s in kubeconfigs.list("*")] == ["kubeconfig"]
+        kube = Kube(None)  # reads of either come from the cache: no request may be made
+        kube.use_cache(cache)
+        assert (await kube.get("v1", "Secret", "rendered", "ns")) is not None
+        assert (await kube.get("v1", "Secret", "kubeconfig", "ns")) is not None
+        assert [
+            s["metadata"]["name"] for s in await kube.list("v1", "Secret", "ns", labels={"managed-by": "us"})
+        ] == ["rendered"]
+    finally:
+        await cache.stop()
+
+
+async def test_a_kind_rbac_forbids_settles_as_forbidden_and_holds_up_only_who_needs_it() -> None:
+    source = ScriptedSource([pod("a", 5)])
+    cache = Cache(source)
+    cache.watch([WatchedKind("v1", "Pod")])
+    await source.scripts.put([])
+    await cache.start()
+    try:
+        await cache.wait_settled()
+        source.list_error = errors.Forbidden(
+            'configmaps is forbidden: User "system:serviceaccount:ns:op" cannot list resource "configmaps"',
+            status=403,
+        )
+        config_maps = cache.ensure(WatchedKind("v1", "ConfigMap", {"managed-by": "us"}))
+        await asyncio.wait_for(cache.wait_settled(), timeout=5)
+        assert config_maps.settled and not config_maps.synced
+        assert config_maps.forbidden is not None and "cannot list resource" in config_maps.forbidden
+        cache.require_synced("deleting")  # a forbidden informer is no stale view: it holds nothing
+        cache.require_watchable([("v1", "Pod")])
+        with pytest.raises(
+            errors.Unwatchable, match=r"may not watch ConfigMap \(v1\): configmaps is forbidden"
+        ):
+            cache.require_watchable([("v1", "Pod"), ("v1", "ConfigMap")])
+        assert errors.retry_policy(errors.Unwatchable("x")) is errors.Retry.BACK_OFF
+    finally:
+        await cache.stop()
+
+
+async def test_a_delete_requires_synced_only_the_caches_its_controller_declared() -> None:
+    cache = Cache(ScriptedSource([]))
+    cache.watch([WatchedKind("v1", "Pod"), WatchedKind("v1", "ConfigMap")])
+    kube = Kube(None)
+    kube.use_cache(cache)
+    token = NEEDED_KINDS.set(frozenset({("v1", "ConfigMap")}))
+    try:
+        with pytest.raises(errors.NotSynced, match=r"Informer\(ConfigMap \{\}\) not synced$"):
+            await kube.delete("v1", "Pod", "web-0", "ns")
+    finally:
+        NEEDED_KINDS.reset(token)
