@@ -67,10 +67,10 @@ async def _report_not_ready(
     context: Context, resource: CustomResource, obj: dict[str, Any], reason: StepEventReason, message: str
 ) -> None:
     """Ready=False with ``reason`` (also the Warning's) and ``message``; status written only if it changed."""
-    book = ConditionBook.of(obj, context.recorder)
+    book = ConditionBook.of(obj, context.recorder, resource.conditions)
     await book.set(READY, "False", reason.value, message, warn=reason)
     current = (obj.get("status") or {}).get("conditions") or []
-    wanted = [condition.to_wire() for condition in book.conditions]
+    wanted = book.wire()
     if merge_patch({"c": current}, {"c": wanted}):
         await write_status(context.kube, resource, obj, {"conditions": wanted})
 

@@ -54,7 +54,9 @@ __all__ = [
     "KindRef",
     "WatchSource",
     "WatchedKind",
+    "label_selector",
     "selector_covers",
+    "settled_within",
 ]
 
 Manifest = dict[str, Any]
@@ -127,6 +129,12 @@ def selector_covers(informer_labels: Mapping[str, str] | None, wanted: Mapping[s
         key in wanted and (value == ANY_VALUE or wanted[key] == value)
         for key, value in (informer_labels or {}).items()
     )
+
+
+def label_selector(labels: Mapping[str, str] | None) -> str:
+    """``labels`` as the API server's ``labelSelector`` ("" for none): ``key=value``, or ``key`` alone
+    for :data:`ANY_VALUE`."""
+    return ",".join(key if value == ANY_VALUE else f"{key}={value}" for key, value in (labels or {}).items())
 
 
 def _labels(obj: Mapping[str, Any]) -> Mapping[str, str]:
@@ -649,6 +657,19 @@ class Cache:
         """An object one of our writes returned (see :meth:`Informer.offer`)."""
         for informer in self._informers.get((obj.get("apiVersion", ""), obj.get("kind", "")), ()):
             informer.offer(obj)
+
+
+async def settled_within(informers: Iterable[Informer], seconds: float) -> None:
+    """Until each of ``informers`` is synced or known to be forbidden, or ``seconds`` pass: for a step
+    that has just made them (:meth:`Cache.ensure`) and reports whether it may watch their kinds."""
+    waits = [asyncio.ensure_future(informer.wait_settled()) for informer in informers if not informer.settled]
+    if not waits:
+        return
+    try:
+        await asyncio.wait(waits, timeout=seconds)
+    finally:
+        for wait in waits:
+            wait.cancel()
 
 
 def _holds(holder: WatchedKind, wanted: WatchedKind) -> bool:

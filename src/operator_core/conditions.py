@@ -1,6 +1,7 @@
 """Status conditions: their shape, and pure functions to read, set and summarise them.
 
-The shape is Kubernetes' ``metav1.Condition``. Setters never touch the API:
+The shape is Kubernetes' ``metav1.Condition``; a kind whose conditions carry more (Cluster API's
+severity) says so with its :class:`ConditionShape`. Setters never touch the API:
 a controller computes the new list, then writes status once, from a diff.
 ``lastTransitionTime`` changes only when ``status`` flips, and lists are kept
 in a fixed order (``Ready`` first, then by type) so that an unchanged
@@ -9,7 +10,8 @@ reconcile produces an identical status and therefore no write.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -18,8 +20,10 @@ from pydantic import Field
 from operator_core.apimodel import ApiModel
 
 __all__ = [
+    "METAV1",
     "READY",
     "Condition",
+    "ConditionShape",
     "ConditionStatus",
     "find",
     "is_true",
@@ -56,6 +60,34 @@ class Condition(ApiModel):
     """The .metadata.generation that the condition was set from."""
     last_transition_time: datetime
     """When the status last changed from one value to another."""
+
+
+_WIRE_FIELDS = frozenset(field.alias or name for name, field in Condition.model_fields.items())
+
+
+@dataclass(frozen=True)
+class ConditionShape:
+    """How one kind writes ``status.conditions``: metav1.Condition's fields, and what ``added`` gives
+    each (Cluster API's severity). Read back, the added fields are dropped (they are derived again),
+    and so is an entry without a reason (Cluster API allows one on a True condition)."""
+
+    added: Callable[[Condition], Mapping[str, Any]] | None = None
+
+    def read(self, obj: Mapping[str, Any]) -> list[Condition]:
+        """The conditions in ``obj``'s status."""
+        return [
+            Condition.model_validate({key: value for key, value in entry.items() if key in _WIRE_FIELDS})
+            for entry in (obj.get("status") or {}).get("conditions") or []
+            if entry.get("reason")
+        ]
+
+    def write(self, conditions: Iterable[Condition]) -> list[dict[str, Any]]:
+        """``conditions`` as the kind's status holds them."""
+        return [{**c.to_wire(), **(self.added(c) if self.added is not None else {})} for c in conditions]
+
+
+METAV1 = ConditionShape()
+"""metav1.Condition's shape, nothing added: every kind's unless it says otherwise."""
 
 
 def find(conditions: Iterable[Condition], condition_type: str) -> Condition | None:

@@ -37,7 +37,7 @@ from typing import Any
 
 from operator_core import errors
 from operator_core.applying import report_invalid_spec, report_unwatchable
-from operator_core.cache import NEEDED_KINDS, Cache, Informer, KindRef, WatchedKind
+from operator_core.cache import NEEDED_KINDS, Cache, Informer, KindRef, WatchedKind, label_selector
 from operator_core.children import (
     INSTANCE_LABEL,
     MANAGED_BY_LABEL,
@@ -120,7 +120,8 @@ class Operator:
 
     def health(self) -> dict[str, Any]:
         """What ``/healthz`` shows: how many reconciles ran, of how many objects, when each kind's
-        first pass ended, and what each watch cache holds and whether it is synced."""
+        first pass ended, and what each watch cache holds (keyed by kind, and its label selector if any),
+        whether it is synced, and the API server's refusal while RBAC forbids it."""
         context = self._context
         cache = context.kube.cache if context is not None else None
         return {
@@ -131,12 +132,13 @@ class Operator:
                 "at": time.time(),
             },
             "caches": {
-                f"{informer.kind.kind}.{informer.kind.api_version}": {
+                " ".join(filter(None, (f"{kind.kind}.{kind.api_version}", label_selector(kind.labels)))): {
                     "objects": len(informer),
                     "synced": informer.synced,
                     "served": informer.served,
+                    "forbidden": informer.forbidden,
                 }
-                for informer in (cache.informers if cache is not None else [])
+                for informer, kind in ((i, i.kind) for i in (cache.informers if cache is not None else []))
             },
         }
 

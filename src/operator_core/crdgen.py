@@ -26,6 +26,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel
 
+from operator_core.conditions import METAV1, ConditionShape
 from operator_core.errors import CRDGenerationError
 
 __all__ = [
@@ -118,6 +119,8 @@ class CustomResource:
     spec_required: bool = True
     # Rules on the whole object, e.g. those relating metadata.name to the spec.
     validations: tuple[dict[str, Any], ...] = field(default=())
+    conditions: ConditionShape = METAV1
+    """How its ``status.conditions`` are written (metav1's shape, or one with more fields)."""
 
     @property
     def api_version(self) -> str:

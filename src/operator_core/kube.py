@@ -42,7 +42,15 @@ from lightkube.config.kubeconfig import SingleConfig
 from lightkube.types import PatchType
 
 from operator_core import errors
-from operator_core.cache import ANY_VALUE, EVERY_NAMESPACE, OPENED, Cache, Informer, KindRef, selector_covers
+from operator_core.cache import (
+    EVERY_NAMESPACE,
+    OPENED,
+    Cache,
+    Informer,
+    KindRef,
+    label_selector,
+    selector_covers,
+)
 from operator_core.connection import Answer, AnswerCounter, Connection, NoAnswer
 from operator_core.manifests import APPLIED_HASH_ANNOTATION, Manifest, needs_apply, with_applied_hash
 from operator_core.secrets import scrub
@@ -125,10 +133,7 @@ def _without_nulls(value: Any) -> Any:
 
 
 def _label_selector(labels: Mapping[str, str] | None) -> dict[str, str]:
-    if not labels:
-        return {}
-    terms = (key if value == ANY_VALUE else f"{key}={value}" for key, value in labels.items())
-    return {"labelSelector": ",".join(terms)}
+    return {"labelSelector": label_selector(labels)} if labels else {}
 
 
 _FILE_KEYS = {

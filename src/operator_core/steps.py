@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from enum import Enum, StrEnum
 from typing import Any, TypeVar
 
-from operator_core.conditions import Condition, ConditionStatus, find, set_condition
+from operator_core.conditions import METAV1, Condition, ConditionShape, ConditionStatus, find, set_condition
 from operator_core.crdgen import CustomResource
 from operator_core.events import EventRecorder, EventType
 from operator_core.kube import Kube
@@ -65,12 +65,19 @@ class ConditionBook:
     regarding: Mapping[str, Any]
     recorder: EventRecorder
     conditions: list[Condition] = field(default_factory=list)
+    shape: ConditionShape = METAV1
+    """How the object's kind writes its conditions."""
 
     @classmethod
-    def of(cls, obj: Mapping[str, Any], recorder: EventRecorder) -> ConditionBook:
-        """A book that starts from the conditions in ``obj``'s status."""
-        current = (obj.get("status") or {}).get("conditions") or []
-        return cls(obj, recorder, [Condition.model_validate(c) for c in current])
+    def of(
+        cls, obj: Mapping[str, Any], recorder: EventRecorder, shape: ConditionShape = METAV1
+    ) -> ConditionBook:
+        """A book that starts from the conditions in ``obj``'s status, written in ``shape``."""
+        return cls(obj, recorder, shape.read(obj), shape)
+
+    def wire(self) -> list[dict[str, Any]]:
+        """The conditions as the object's status holds them."""
+        return self.shape.write(self.conditions)
 
     async def set(
         self,

@@ -17,11 +17,16 @@ from typing import Any
 import pytest
 
 from operator_core.kube import Kube
-from operator_testkit.assertions import events_for
+from operator_testkit.assertions import events_for, wait_for_events
 from operator_testkit.clusterstack_tools import ClusterStackTools
 from operator_testkit.controlplane import ControlPlane, free_port
 from operator_testkit.fixtures import crd_documents, install_crds, wait_until
-from operator_testkit.operators import OperatorProcess, service_account_kubeconfig
+from operator_testkit.operators import (
+    OperatorProcess,
+    account_kubeconfig,
+    operator_rbac,
+    service_account_kubeconfig,
+)
 from operator_testkit.registry import RunningRegistry
 from releases import capi_cluster as cluster
 from releases import kubeconfig_secret, publish_release, push_release
@@ -65,16 +70,24 @@ def releases(tmp_path: Path, clusterstack_tools: ClusterStackTools) -> Releases:
     return Releases(root, clusterstack_tools.helm)
 
 
+def chart_rules(rootpath: Path) -> Path:
+    return rootpath / "charts" / "cluster-stack-operator" / "files" / "rbac-rules.yaml"
+
+
 def launch(
     control_plane: ControlPlane,
     tools: ClusterStackTools,
     home: Path,
     rootpath: Path,
     source: dict[str, str],
+    kubeconfig: Path | None = None,
 ) -> OperatorProcess:
-    """The operator as its own ServiceAccount, over the release ``source`` (OPERATOR_SUITE_* variables)."""
-    rbac = rootpath / "charts" / "cluster-stack-operator" / "files" / "rbac-rules.yaml"
-    kubeconfig = service_account_kubeconfig(control_plane, rbac, home / "operator.kubeconfig")
+    """The operator as its own ServiceAccount (the chart's, unless ``kubeconfig`` is another's), over the
+    release ``source`` (OPERATOR_SUITE_* variables)."""
+    if kubeconfig is None:
+        kubeconfig = service_account_kubeconfig(
+            control_plane, chart_rules(rootpath), home / "operator.kubeconfig"
+        )
     environment = {
         **{k: v for k, v in os.environ.items() if not k.startswith(("GIT_", "OCI_"))},
         **source,
@@ -881,3 +894,141 @@ async def test_a_workload_cluster_not_reachable_yet_is_waited_for_and_served_onc
         assert condition(applied, "ClusterReady")["status"] == "True"
     finally:
         await late.close()
+
+
+async def test_a_release_rendering_a_kind_the_operator_may_not_watch_says_so_while_another_stack_gets_ready(
+    operator_kube: Kube, namespace: str, releases: Releases, stack_operator: OperatorProcess
+) -> None:
+    """A chart that renders a ConfigMap (which the chart's RBAC does not grant at all) and a Secret
+    (granted read only): that release reports both, with the API server's refusal, and one Warning;
+    the operator's other stacks are not held up by a watch that can never sync; and the rendered Secret
+    is watched by its labels, not as every Secret in the cluster."""
+    kube = operator_kube
+    outside = "docker-outside-1-30-v1"
+    releases.publish(
+        outside,
+        extra_objects=[
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {"name": "stack-settings"},
+                "data": {"a": "b"},
+            },
+            {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "stack-credentials"}, "data": {}},
+        ],
+    )
+    await kube.create(
+        stack("outside", namespace, name="outside", versions=["v1"], autoSubscribe=False, noProvider=True)
+    )
+
+    async def refused() -> dict[str, Any] | None:
+        found = await kube.get(API, "ClusterStackRelease", outside, namespace)
+        return found if condition(found, "HelmChartApplied").get("reason") == "FailedToApplyObjects" else None
+
+    release: Any = await wait_until(refused, timeout=60, what="the release to report what it may not apply")
+    entries = {(r["kind"], r["name"]): r for r in release["status"]["resources"]}
+    config_map = entries[("ConfigMap", "stack-settings")]
+    assert config_map["status"] == "not-synced"
+    assert "may not watch ConfigMap objects" in config_map["error"]
+    assert 'cannot list resource "configmaps"' in config_map["error"], "the missing permission, named"
+    credentials = entries[("Secret", "stack-credentials")]
+    assert credentials["status"] == "not-synced"
+    assert 'cannot patch resource "secrets"' in credentials["error"]
+    assert "may not watch" not in credentials["error"], "its labels' Secrets may be watched"
+    assert entries[("ClusterClass", outside)]["status"] == "synced", "the rest is applied"
+    assert not release["status"]["ready"]
+
+    # The other stack of the same operator goes its whole way meanwhile.
+    releases.publish("docker-inside-1-30-v1")
+    await kube.create(
+        stack("inside", namespace, name="inside", versions=["v1"], autoSubscribe=False, noProvider=True)
+    )
+    await ready_release(kube, namespace, "docker-inside-1-30-v1", timeout=30)
+
+    warnings = [
+        e for e in await events_for(kube, namespace, "ApplyFailed") if e["involvedObject"]["name"] == outside
+    ]
+    assert len(warnings) == 1, warnings
+    caches = stack_operator.health()["caches"]
+    assert "Secret.v1" not in caches, "no informer of every Secret in the cluster"
+    assert caches["Secret.v1 app.kubernetes.io/managed-by=cluster-stack-operator"]["synced"]
+    assert caches["Secret.v1 cluster.x-k8s.io/cluster-name"]["synced"]
+    assert (
+        "forbidden" in caches["ConfigMap.v1 app.kubernetes.io/managed-by=cluster-stack-operator"]["forbidden"]
+    )
+
+
+def without_secrets(documents: list[dict[str, Any]], suffix: str) -> list[dict[str, Any]]:
+    """The chart's RBAC under other names (``suffix`` added: the chart's own account is left as it is),
+    with no rule on Secrets."""
+    narrowed = []
+    for document in documents:
+        document = {**document, "metadata": dict(document["metadata"])}
+        if document["kind"] != "Namespace":
+            document["metadata"]["name"] += suffix
+        if "roleRef" in document:
+            document["roleRef"] = {**document["roleRef"], "name": document["roleRef"]["name"] + suffix}
+            document["subjects"] = [{**s, "name": s["name"] + suffix} for s in document["subjects"]]
+        if "rules" in document:
+            rules = [
+                {**r, "resources": [x for x in r["resources"] if x != "secrets"]} for r in document["rules"]
+            ]
+            document["rules"] = [rule for rule in rules if rule["resources"]]
+        narrowed.append(document)
+    return narrowed
+
+
+async def test_an_operator_that_may_not_watch_secrets_reports_it_on_each_cluster_addon_and_stacks_go_on(
+    kube: Kube,
+    cluster_api: None,
+    control_plane: ControlPlane,
+    clusterstack_tools: ClusterStackTools,
+    releases: Releases,
+    namespace: str,
+    tmp_path: Path,
+    pytestconfig: pytest.Config,
+) -> None:
+    """RBAC without the Secrets rule: the ClusterAddon controller, the only one that reads Secrets (the
+    workload clusters' kubeconfigs), reports it on each ClusterAddon with one Warning; the ClusterStack
+    and ClusterStackRelease controllers, which do not need them, go on."""
+    documents = without_secrets(operator_rbac(chart_rules(pytestconfig.rootpath)), "-no-secrets")
+    kubeconfig = account_kubeconfig(control_plane, documents, tmp_path / "narrow.kubeconfig")
+    source = {"OPERATOR_SUITE_RELEASE_SOURCE": "local", "OPERATOR_SUITE_LOCAL_RELEASES": str(releases.root)}
+    process = launch(
+        control_plane, clusterstack_tools, tmp_path, pytestconfig.rootpath, source, kubeconfig=kubeconfig
+    )
+    try:
+        tag = "docker-nosecrets-1-30-v1"
+        releases.publish(tag)
+        await kube.create(
+            stack(
+                "nosecrets",
+                namespace,
+                name="nosecrets",
+                versions=["v1"],
+                autoSubscribe=False,
+                noProvider=True,
+            )
+        )
+        await ready_release(kube, namespace, tag, timeout=30)
+        await kube.create(cluster("workload", namespace, tag))
+
+        async def reported() -> dict[str, Any] | None:
+            found = await kube.get(API, "ClusterAddon", "cluster-addon-workload", namespace)
+            return found if condition(found, "Ready").get("reason") == "WatchForbidden" else None
+
+        addon: Any = await wait_until(
+            reported, timeout=30, what="the ClusterAddon to report the watch refused"
+        )
+        ready = condition(addon, "Ready")
+        assert ready["status"] == "False"
+        assert ready["severity"] == "Error"
+        assert ready["message"].startswith("the operator may not watch Secret (v1): ")
+        assert 'cannot list resource "secrets"' in ready["message"]
+        (warning,) = await wait_for_events(kube, namespace, "WatchForbidden")
+        assert warning["involvedObject"]["name"] == "cluster-addon-workload"
+        assert warning["type"] == "Warning"
+        assert "Secret.v1 cluster.x-k8s.io/cluster-name" in process.health()["caches"]
+        assert "looking again every 60 s" in process.log()
+    finally:
+        process.stop()

@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from clusterstack_operator.api.v1alpha1 import CAPI_CONDITIONS
 from clusterstack_operator.releases.versions import ReleaseName
 from clusterstack_operator.resources import (
     InvalidTemplate,
@@ -15,7 +16,6 @@ from clusterstack_operator.resources import (
     build_cluster_addon,
     build_cluster_stack_release,
     build_provider_release,
-    capi_conditions,
     release_summary,
     rendered_objects,
     usable_versions,
@@ -157,13 +157,19 @@ def test_conditions_get_cluster_api_severities_only_when_not_true() -> None:
     conditions = set_condition(conditions, "ClusterStackReleaseDownloaded", "False", "IssueWithReleaseAssets")
     conditions = set_condition(conditions, "HelmChartApplied", "False", "ObjectsApplyingOngoing")
     conditions = set_condition(conditions, "ProviderClusterStackReleaseReady", "False", "ProcessOngoing")
-    severities = {c["type"]: c.get("severity") for c in capi_conditions(conditions)}
+    severities = {c["type"]: c.get("severity") for c in CAPI_CONDITIONS.write(conditions)}
     assert severities == {
         "Ready": None,
         "ClusterStackReleaseDownloaded": "Error",
         "HelmChartApplied": "Warning",
         "ProviderClusterStackReleaseReady": "Info",
     }
+    written = CAPI_CONDITIONS.write(conditions)
+    # Read back (by the shared core's reports too), the severity is dropped and derived again; an entry
+    # without a reason, which Cluster API allows on a True condition, is passed over.
+    read = CAPI_CONDITIONS.read({"status": {"conditions": [*written, {"type": "Other", "status": "True"}]}})
+    assert read == conditions
+    assert CAPI_CONDITIONS.write(read) == written
 
 
 @pytest.mark.parametrize(

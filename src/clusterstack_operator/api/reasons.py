@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-__all__ = ["ConditionType", "EventReason", "Reason", "Severity"]
+__all__ = ["SEVERITY_OF_REASON", "ConditionType", "EventReason", "Reason", "Severity"]
 
 
 class ConditionType(StrEnum):
@@ -80,6 +80,33 @@ class Severity(StrEnum):
     ERROR = "Error"
     WARNING = "Warning"
     INFO = "Info"
+
+
+SEVERITY_OF_REASON = {
+    "IssueWithReleaseAssets": Severity.ERROR,
+    "FailedToApplyObjects": Severity.ERROR,
+    "HelmTemplateFailed": Severity.ERROR,
+    "ProviderTemplateNotFound": Severity.ERROR,
+    "InvalidProviderTemplate": Severity.ERROR,
+    "ProviderKindNotServed": Severity.ERROR,
+    "ReleaseAssetsNotDownloadedYet": Severity.INFO,
+    "ProcessOngoing": Severity.INFO,
+    "ClusterClassInUse": Severity.INFO,
+    "NoReadyRelease": Severity.INFO,
+    "InvalidKubeconfig": Severity.ERROR,
+    "NoClusterStackClass": Severity.INFO,
+    "WaitingForKubeconfig": Severity.INFO,
+    "ControlPlaneNotReady": Severity.INFO,
+    "ParsingClusterAddonConfigFailed": Severity.ERROR,
+    "HelmChartMissing": Severity.ERROR,
+    "InvalidCondition": Severity.ERROR,
+    "FailedToEvaluatePreCondition": Severity.INFO,
+    "FailedToEvaluatePostCondition": Severity.INFO,
+    "StagesRunning": Severity.INFO,
+    "WatchForbidden": Severity.ERROR,
+}
+"""A False condition's severity by its reason (Error for what needs someone to act, Info for what is
+under way); any other reason's is Warning."""
 
 
 class EventReason(StrEnum):

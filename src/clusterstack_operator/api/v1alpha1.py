@@ -20,10 +20,13 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
+from clusterstack_operator.api.reasons import SEVERITY_OF_REASON, Severity
 from operator_core.apimodel import ApiModel, cel, immutable
+from operator_core.conditions import Condition, ConditionShape
 from operator_core.crdgen import CustomResource, PrinterColumn
 
 __all__ = [
+    "CAPI_CONDITIONS",
     "CLUSTER_ADDON",
     "CLUSTER_STACK",
     "CLUSTER_STACK_RELEASE",
@@ -264,10 +267,23 @@ class ClusterAddonStatus(ApiModel):
 _READY = '.status.conditions[?(@.type=="Ready")].status'
 _READY_REASON = '.status.conditions[?(@.type=="Ready")].reason'
 
+
+def _severity(condition: Condition) -> dict[str, str]:
+    """Cluster API's severity of a condition that is not True (none on a True one)."""
+    if condition.status == "True":
+        return {}
+    return {"severity": str(SEVERITY_OF_REASON.get(condition.reason, Severity.WARNING))}
+
+
+CAPI_CONDITIONS = ConditionShape(added=_severity)
+"""Conditions as Cluster API writes them (and upstream's operator does): with a severity when not True."""
+
+
 CLUSTER_STACK = CustomResource(
     group=GROUP,
     version=VERSION,
     kind="ClusterStack",
+    conditions=CAPI_CONDITIONS,
     plural="clusterstacks",
     spec_model=ClusterStackSpec,
     status_model=ClusterStackStatus,
@@ -293,6 +309,7 @@ CLUSTER_STACK_RELEASE = CustomResource(
     group=GROUP,
     version=VERSION,
     kind="ClusterStackRelease",
+    conditions=CAPI_CONDITIONS,
     plural="clusterstackreleases",
     spec_model=ClusterStackReleaseSpec,
     status_model=ClusterStackReleaseStatus,
@@ -314,6 +331,7 @@ CLUSTER_ADDON = CustomResource(
     group=GROUP,
     version=VERSION,
     kind="ClusterAddon",
+    conditions=CAPI_CONDITIONS,
     plural="clusteraddons",
     spec_model=ClusterAddonSpec,
     status_model=ClusterAddonStatus,

@@ -50,7 +50,7 @@ from clusterstack_operator.releases.addons import (
 from clusterstack_operator.releases.assets import InvalidRelease
 from clusterstack_operator.releases.decide import cluster_class_of
 from clusterstack_operator.releases.versions import InvalidVersion, ReleaseName
-from clusterstack_operator.resources import Addon, addon_objects, capi_conditions, rendered_objects
+from clusterstack_operator.resources import Addon, addon_objects, rendered_objects
 from clusterstack_operator.workload import kubeconfig_secret_name
 from operator_core import errors
 from operator_core.kube import Kube
@@ -205,7 +205,7 @@ async def _reconcile(
         async def save() -> None:
             await write_capi_status(kube, CLUSTER_ADDON, baseline, book, status)
             # A copy: the stages go on changing ``status`` in place after it is written.
-            written = copy.deepcopy({**status, "conditions": capi_conditions(book.conditions)})
+            written = copy.deepcopy({**status, "conditions": book.wire()})
             baseline["status"] = {**baseline["status"], **written}
 
         run = StagedRun(

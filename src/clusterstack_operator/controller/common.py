@@ -8,11 +8,12 @@ from enum import StrEnum
 from typing import Any
 
 from clusterstack_operator.api.reasons import ConditionType, EventReason, Reason
+from clusterstack_operator.api.v1alpha1 import CAPI_CONDITIONS
 from clusterstack_operator.releases.addons import template_references
 from clusterstack_operator.releases.decide import cluster_class_of
-from clusterstack_operator.resources import MANAGED_BY, capi_conditions, conditions_of
+from clusterstack_operator.resources import MANAGED_BY
 from operator_core import errors
-from operator_core.cache import WatchedKind
+from operator_core.cache import Informer, WatchedKind, settled_within
 from operator_core.children import MANAGED_BY_LABEL
 from operator_core.conditions import summarize_ready
 from operator_core.crdgen import CustomResource
@@ -78,7 +79,7 @@ async def values_template_data(kube: Kube, cluster: Mapping[str, Any]) -> dict[s
 
 def capi_book(obj: Mapping[str, Any], recorder: EventRecorder) -> ConditionBook:
     """The condition book of one reconcile, from conditions in Cluster API's shape."""
-    return ConditionBook(obj, recorder, conditions_of(obj))
+    return ConditionBook.of(obj, recorder, CAPI_CONDITIONS)
 
 
 async def write_capi_status(
@@ -90,7 +91,7 @@ async def write_capi_status(
 ) -> None:
     """Status ``fields`` and the book's conditions in Cluster API's shape: only what changed, if anything."""
     current = dict(obj.get("status") or {})
-    wanted = {**current, **fields, "conditions": capi_conditions(book.conditions)}
+    wanted = {**current, **fields, "conditions": book.wire()}
     patch = merge_patch(current, wanted)
     if patch:
         await write_status(kube, resource, obj, patch)
@@ -145,27 +146,45 @@ def resource_entry(manifest: Mapping[str, Any], status: str = "synced") -> dict[
     }
 
 
+WATCH_SETTLE_SECONDS = 5.0
+"""How long an apply waits for the informer of a kind it meets for the first time to list (or be
+refused): long enough for a first list, so that a kind the operator may not watch is reported on the
+first pass, not after a Ready that was not true."""
+
+
 async def apply_each(
     kube: Kube, objects: list[dict[str, Any]], book: ConditionBook, chart: str, *, watch: bool
 ) -> tuple[list[dict[str, Any]], bool]:
     """Apply ``objects`` (rendered from ``chart``) one by one, so that one refused does not hold up the
     others; their ``status.resources`` entries, and whether any failed. Sets HelmChartApplied (with
     one Warning when a failure starts or changes). ``watch``: ``kube`` has a cache, which is to hold
-    these kinds from now on (so that an object deleted or changed by hand wakes its owner)."""
+    these kinds from now on (so that an object deleted or changed by hand wakes its owner); an object
+    of a kind RBAC does not let the operator watch fails, its entry naming the missing permission,
+    since a change by hand would go unnoticed."""
+    informers: dict[int, Informer] = {}
+    if watch and kube.cache is not None:
+        for index, manifest in enumerate(objects):
+            labels = {MANAGED_BY_LABEL: MANAGED_BY}
+            informers[index] = kube.cache.ensure(
+                WatchedKind(manifest["apiVersion"], manifest["kind"], labels)
+            )
+        await settled_within(informers.values(), WATCH_SETTLE_SECONDS)
     resources: list[dict[str, Any]] = []
     failures: list[str] = []
-    for manifest in objects:
+    for index, manifest in enumerate(objects):
         metadata = manifest["metadata"]
         entry = resource_entry(manifest)
-        if watch and kube.cache is not None:
-            kube.cache.ensure(
-                WatchedKind(manifest["apiVersion"], manifest["kind"], {MANAGED_BY_LABEL: MANAGED_BY})
-            )
+        problems = []
         try:
             await kube.apply(manifest)
         except errors.KubeError as error:
-            entry |= {"status": "not-synced", "error": str(error)}
-            failures.append(f"{manifest['kind']} {metadata['name']}: {error}")
+            problems.append(str(error))
+        forbidden = informers[index].forbidden if index in informers else None
+        if forbidden is not None:
+            problems.append(f"the operator may not watch {manifest['kind']} objects: {forbidden}")
+        if problems:
+            entry |= {"status": "not-synced", "error": "; ".join(problems)}
+            failures.append(f"{manifest['kind']} {metadata['name']}: {'; '.join(problems)}")
         resources.append(entry)
     if failures:
         await book.set(
@@ -187,7 +206,11 @@ async def apply_each(
 
 
 async def delete_applied(kube: Kube, resources: list[dict[str, Any]]) -> list[str]:
-    """Delete what ``status.resources`` entries name, last applied first; "Kind name" of each deleted."""
+    """Delete what ``status.resources`` entries name, last applied first; "Kind name" of each deleted.
+
+    An entry never applied (``not-synced``) that RBAC does not let the operator delete is passed over:
+    it could not have been made by the operator either. One it did apply is not: the refusal is raised
+    (and retried), as nothing it made is left behind unsaid."""
     deleted = []
     for resource in reversed(resources):
         api_version = (
@@ -200,4 +223,7 @@ async def delete_applied(kube: Kube, resources: list[dict[str, Any]]) -> list[st
                 deleted.append(f"{resource['kind']} {resource['name']}")
         except errors.NotFound:
             continue  # its kind is no longer served: nothing of it is left
+        except errors.Forbidden:
+            if resource.get("status") != "not-synced":
+                raise
     return deleted

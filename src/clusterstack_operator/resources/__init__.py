@@ -11,8 +11,9 @@ from typing import Any
 
 import yaml
 
-from clusterstack_operator.api.reasons import ConditionType, Severity
+from clusterstack_operator.api.reasons import ConditionType
 from clusterstack_operator.api.v1alpha1 import (
+    CAPI_CONDITIONS,
     CLUSTER_ADDON,
     CLUSTER_STACK,
     CLUSTER_STACK_RELEASE,
@@ -23,7 +24,7 @@ from clusterstack_operator.api.v1alpha1 import (
 from clusterstack_operator.releases.decide import StackIdentity
 from clusterstack_operator.releases.versions import Channel, ReleaseName
 from operator_core.children import INSTANCE_LABEL, MANAGED_BY_LABEL, Owner
-from operator_core.conditions import Condition, find
+from operator_core.conditions import find
 
 __all__ = [
     "MANAGED_BY",
@@ -36,10 +37,8 @@ __all__ = [
     "build_cluster_addon",
     "build_cluster_stack_release",
     "build_provider_release",
-    "capi_conditions",
     "check_template",
     "cluster_addon_name",
-    "conditions_of",
     "provider_reference",
     "release_summary",
     "rendered_objects",
@@ -270,56 +269,11 @@ def applied_objects(rendered: Sequence[Manifest], release: Release) -> list[Mani
     return applied
 
 
-_SEVERITY_OF_REASON = {
-    "IssueWithReleaseAssets": Severity.ERROR,
-    "FailedToApplyObjects": Severity.ERROR,
-    "HelmTemplateFailed": Severity.ERROR,
-    "ProviderTemplateNotFound": Severity.ERROR,
-    "InvalidProviderTemplate": Severity.ERROR,
-    "ProviderKindNotServed": Severity.ERROR,
-    "ReleaseAssetsNotDownloadedYet": Severity.INFO,
-    "ProcessOngoing": Severity.INFO,
-    "ClusterClassInUse": Severity.INFO,
-    "NoReadyRelease": Severity.INFO,
-    "InvalidKubeconfig": Severity.ERROR,
-    "NoClusterStackClass": Severity.INFO,
-    "WaitingForKubeconfig": Severity.INFO,
-    "ControlPlaneNotReady": Severity.INFO,
-    "ParsingClusterAddonConfigFailed": Severity.ERROR,
-    "HelmChartMissing": Severity.ERROR,
-    "InvalidCondition": Severity.ERROR,
-    "FailedToEvaluatePreCondition": Severity.INFO,
-    "FailedToEvaluatePostCondition": Severity.INFO,
-    "StagesRunning": Severity.INFO,
-}
-
-
-def conditions_of(obj: Mapping[str, Any]) -> list[Condition]:
-    """The conditions in ``obj``'s status, read back from Cluster API's shape (severity is derived)."""
-    return [
-        Condition.model_validate({k: v for k, v in c.items() if k != "severity"})
-        for c in (obj.get("status") or {}).get("conditions") or []
-        if c.get("reason")
-    ]
-
-
-def capi_conditions(conditions: Iterable[Condition]) -> list[dict[str, Any]]:
-    """Conditions as Cluster API writes them: with a severity when not True (Error for what needs
-    someone to act, Info for what is under way, Warning otherwise), none when True."""
-    wire = []
-    for condition in conditions:
-        entry = condition.to_wire()
-        if condition.status != "True":
-            entry["severity"] = str(_SEVERITY_OF_REASON.get(condition.reason, Severity.WARNING))
-        wire.append(entry)
-    return wire
-
-
 def release_summary(release: Mapping[str, Any]) -> dict[str, Any]:
     """One ``status.summary`` entry for a ClusterStackRelease, with upstream's phases."""
     name = ReleaseName.parse(release["metadata"]["name"])
     status = release.get("status") or {}
-    conditions = conditions_of(release)
+    conditions = CAPI_CONDITIONS.read(release)
     ready = find(conditions, ConditionType.READY)
     if status.get("ready"):
         return {"name": name.version.dash, "ready": True, "phase": "done", "message": ""}

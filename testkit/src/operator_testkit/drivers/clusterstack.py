@@ -70,12 +70,14 @@ def publish_release(
     cluster_api: str = "v1beta2",
     staged: bool = False,
     stages: str | None = None,
+    extra_objects: list[dict[str, Any]] | None = None,
 ) -> tuple[ReleaseName, Path]:
     """Write release ``tag`` under ``root``. With ``helm``, its cluster-class chart is the real chart
     (``clusterstack_chart/``) packaged for it, rendering Cluster API ``cluster_api`` objects; otherwise
     charts of random bytes (only their presence is checked). ``staged``: its addons are those of
     ``clusterstack_staged_addons/``, as upstream publishes staged addons (``clusteraddon.yaml``, and
-    a plain tar of one chart folder per stage); ``stages``, another clusteraddon.yaml for them."""
+    a plain tar of one chart folder per stage); ``stages``, another clusteraddon.yaml for them;
+    ``extra_objects``, objects the cluster-class chart renders besides its own (with ``helm``)."""
     release = ReleaseName.parse(tag)
     directory = root / tag
     directory.mkdir(parents=True)
@@ -87,7 +89,7 @@ def publish_release(
     (directory / "metadata.yaml").write_text(text)
     (directory / "hashes.json").write_text("{}")
     if helm is not None:
-        package_cluster_class(helm, release, directory, cluster_api=cluster_api)
+        package_cluster_class(helm, release, directory, cluster_api=cluster_api, extra_objects=extra_objects)
     else:
         (directory / release.cluster_class_chart).write_bytes(os.urandom(4096))
     if staged:
@@ -120,17 +122,23 @@ def _archive_stages(archive: Path, addon_version: str) -> None:
 
 
 def package_cluster_class(
-    helm: Path, release: ReleaseName, into: Path, *, cluster_api: str = "v1beta2"
+    helm: Path,
+    release: ReleaseName,
+    into: Path,
+    *,
+    cluster_api: str = "v1beta2",
+    extra_objects: list[dict[str, Any]] | None = None,
 ) -> Path:
     """``helm package`` the cluster-class chart as the release's: ``<stack>-cluster-class``,
     version the release's in dot form, as upstream's ``csctl`` packages it; its objects in Cluster API
-    ``cluster_api`` (v1beta2, or v1beta1 for a management cluster older than Cluster API v1.11)."""
+    ``cluster_api`` (v1beta2, or v1beta1 for a management cluster older than Cluster API v1.11), and
+    ``extra_objects`` as they are."""
     _package(
         helm,
         CLUSTER_CLASS_CHART,
         f"{release.stack}-cluster-class",
         release.version.dot,
-        {"clusterApiVersion": cluster_api},
+        {"clusterApiVersion": cluster_api, "extraObjects": extra_objects or []},
         into,
     )
     packaged = into / release.cluster_class_chart
@@ -138,7 +146,7 @@ def package_cluster_class(
     return packaged
 
 
-def _package(helm: Path, source: Path, name: str, version: str, values: dict[str, str], into: Path) -> None:
+def _package(helm: Path, source: Path, name: str, version: str, values: dict[str, Any], into: Path) -> None:
     """``helm package`` a copy of the chart at ``source`` as ``name`` ``version`` (with ``values``)."""
     with tempfile.TemporaryDirectory(prefix="chart-") as scratch:
         chart = Path(scratch) / "chart"
