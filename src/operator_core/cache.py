@@ -85,7 +85,9 @@ _log = logging.getLogger("operator_core.cache")
 
 class WatchSource(Protocol):
     """The calls an informer needs: one consistent list, a watch from its resourceVersion, and
-    whether a kind lives in namespaces."""
+    whether a kind lives in namespaces; and ``answering``, cleared while the API server is out."""
+
+    answering: asyncio.Event
 
     async def list_objects(
         self,
@@ -394,9 +396,18 @@ class Informer:
             await asyncio.wait_for(self._look_again.wait(), FORBIDDEN_RECHECK_SECONDS)
 
     async def _back_off(self, failures: int, error: Exception) -> int:
+        """Wait before the next try, longer after each failure in a row; a failure of an API server
+        outage (said once, by the client) is not said again, and its end cuts the wait short."""
         delay = self._retry_seconds[min(failures, len(self._retry_seconds) - 1)]
-        _log.warning("%r: watch failed, again in %.1f s: %s", self, delay, error)
-        await asyncio.sleep(delay)
+        if errors.said_already(error):
+            _log.debug(
+                "%r: watch failed, again in %.1f s or once the API server answers: %s", self, delay, error
+            )
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._source.answering.wait(), delay)
+        else:
+            _log.warning("%r: watch failed, again in %.1f s: %s", self, delay, error)
+            await asyncio.sleep(delay)
         return failures + 1
 
     def _mark(self, scope: str, synced: bool) -> None:

@@ -294,6 +294,7 @@ class Operator:
             self._stopping_flag,
             what=f"{metadata['namespace']}/{metadata['name']}'s old kopf finalizer",
             logger=self._logger,
+            answering=context.kube.answering,
         )
 
     def _finalizers(
@@ -360,6 +361,7 @@ class Operator:
                 self._stopping_flag,
                 what=f"deletion of {namespace}/{name}",
                 logger=self._logger,
+                answering=kube.answering,
             )
         finally:
             finalizing.forget(key)

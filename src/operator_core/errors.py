@@ -67,6 +67,7 @@ __all__ = [
     "Unavailable",
     "Unwatchable",
     "retry_policy",
+    "said_already",
 ]
 
 
@@ -100,7 +101,20 @@ class Forbidden(KubeError):
 
 
 class Unavailable(KubeError):
-    """The API server did not answer usefully: no connection, a time-out, too many requests, or a 5xx."""
+    """The API server did not answer usefully: no connection, a time-out, too many requests, or a 5xx.
+
+    ``outage``: no answer at all from an API server that answered before, which the client has said
+    once in the log (:func:`said_already`); whoever retries it need not say it again."""
+
+    def __init__(self, message: str, *, status: int = 0, reason: str = "", outage: bool = False) -> None:
+        super().__init__(message, status=status, reason=reason)
+        self.outage = outage
+
+
+def said_already(error: BaseException) -> bool:
+    """Whether the log has this error's cause already: an API server outage, said once when it began
+    and once when it ended, not by every request and watch that retries meanwhile (they log at debug)."""
+    return isinstance(error, Unavailable) and error.outage
 
 
 class Expired(KubeError):

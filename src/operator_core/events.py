@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, Literal
 
-from operator_core.errors import OperatorError
+from operator_core.errors import OperatorError, said_already
 from operator_core.identity import pod_name
 from operator_core.kube import Kube
 from operator_core.secrets import scrub
@@ -121,7 +121,8 @@ class EventRecorder:
             # An Event is a note, not the work: one the API server refuses (a namespace being deleted,
             # a rate limit) is logged and the reconcile goes on, as client-go's recorder does.
             regarding = event["regarding"]
-            _log.warning(
+            _log.log(
+                logging.DEBUG if said_already(error) else logging.WARNING,
                 "Event %s about %s %s not posted: %s",
                 event["reason"],
                 regarding["kind"],

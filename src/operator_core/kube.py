@@ -27,9 +27,11 @@ text scrubbed of registered secret values.
 
 from __future__ import annotations
 
+import asyncio
 import builtins
 import contextlib
 import json
+import logging
 import time
 from collections.abc import AsyncGenerator, Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -93,15 +95,13 @@ def _error_for(code: int) -> type[errors.KubeError]:
     return _ERRORS_BY_CODE.get(code, errors.KubeError)
 
 
-@contextlib.contextmanager
-def _no_answer_is_unavailable(what: str) -> Iterator[None]:
-    """No answer at all, in the suite's error tree."""
-    try:
-        yield
-    except NoAnswer as error:
-        raise errors.Unavailable(
-            scrub(f"{what}: no answer from the API server ({error})"), reason=error.reason
-        ) from error
+_log = logging.getLogger("operator_core.kube")
+
+_SILENT_SINCE: dict[str, float] = {}
+"""API server address -> since when it has not answered (monotonic), for every client of the process:
+an outage is said once per process, not once per client."""
+_ANSWERED: set[str] = set()
+"""The API servers that answered this process once: no answer from one of them is an outage."""
 
 
 def _refusal(answer: Answer, what: str) -> errors.KubeError:
@@ -204,6 +204,10 @@ class Kube:
         self.cache: Cache | None = None
         """Where reads come from for the kinds it holds (:meth:`use_cache`)."""
         self._preferred_versions: dict[str, str] = {}
+        self.answering = asyncio.Event()
+        """Cleared while the API server, which answered before, does not answer (an outage); set again
+        by its next answer. What retries for an outage waits for it, not only for its back-off."""
+        self.answering.set()
 
     @classmethod
     def connect(
@@ -279,7 +283,7 @@ class Kube:
         content_type: str = "application/json",
     ) -> Answer:
         """One request; an answer of 400 or more raised as its error."""
-        with _no_answer_is_unavailable(what):
+        with self._no_answer_is_unavailable(what):
             answer = await self._connected().request(
                 method,
                 path,
@@ -287,9 +291,46 @@ class Kube:
                 body=body,
                 headers={"Content-Type": content_type} if body is not None else None,
             )
+        self._answered()
         if answer.status >= 400:
             raise _refusal(answer, what)
         return answer
+
+    @contextlib.contextmanager
+    def _no_answer_is_unavailable(self, what: str, *, from_server: bool = True) -> Iterator[None]:
+        """No answer at all, in the suite's error tree. From an API server that answered before, it is
+        an outage: said once in the log when it begins (and once when it ends, :meth:`_answered`), while
+        every request and watch that retries meanwhile logs at debug
+        (:func:`~operator_core.errors.said_already`) and waits for :attr:`answering`. Before its first
+        answer, the start check says it (operator_core.controller.check_start). ``from_server`` False:
+        no answer says nothing of the API server (a pod behind its proxy that did not answer in time)."""
+        try:
+            yield
+        except NoAnswer as error:
+            server = self.server or ""
+            outage = from_server and server in _ANSWERED
+            if outage:
+                self.answering.clear()
+                if server not in _SILENT_SINCE:
+                    _SILENT_SINCE[server] = time.monotonic()
+                    _log.warning(
+                        "the API server at %s does not answer (%s): waiting for it; requests and watches "
+                        "retry quietly until it does",
+                        server,
+                        scrub(str(error)),
+                    )
+            raise errors.Unavailable(
+                scrub(f"{what}: no answer from the API server ({error})"), reason=error.reason, outage=outage
+            ) from error
+
+    def _answered(self) -> None:
+        """The API server answered (any status): the end of an outage, said once."""
+        server = self.server or ""
+        _ANSWERED.add(server)
+        self.answering.set()
+        since = _SILENT_SINCE.pop(server, None)
+        if since is not None:
+            _log.warning("the API server at %s answers again, after %.0f s", server, time.monotonic() - since)
 
     async def close(self) -> None:
         if self._connection is not None:
@@ -568,13 +609,14 @@ class Kube:
         No answer at all is :class:`~operator_core.errors.Unavailable`; any answer, an error page
         included, is returned as it came.
         """
-        with _no_answer_is_unavailable(f"proxying to pod {namespace}/{pod}:{port}"):
+        with self._no_answer_is_unavailable(f"proxying to pod {namespace}/{pod}:{port}", from_server=False):
             answer = await self._connected().request(
                 "GET",
                 f"/api/v1/namespaces/{namespace}/pods/{pod}:{port}/proxy{path}",
                 headers=headers,
                 timeout=timeout,
             )
+        self._answered()
         return answer.status, answer.body
 
     async def patch(
@@ -683,8 +725,9 @@ class Kube:
         what = f"watching {kind_name}" if name is None else f"watching {kind_name} {name}"
         # The server ends the watch after timeout_seconds; reading may wait that long between events.
         read_timeout = timeout_seconds + self._connected().timeout
-        with _no_answer_is_unavailable(what):
+        with self._no_answer_is_unavailable(what):
             async with self._connected().stream(path, params=parameters, read_timeout=read_timeout) as answer:
+                self._answered()
                 if answer.status >= 400:
                     raise _refusal(Answer(answer.status, await answer.body()), what)
                 yield OPENED, {}

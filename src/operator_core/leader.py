@@ -224,7 +224,8 @@ class LeaderElector:
                         watching = asyncio.create_task(self._watch(changed))
                 except errors.KubeError as error:
                     REPLICA.lease_reachable(False)
-                    log.warning("cannot read or write Lease %s/%s: %s", self.namespace, self.name, error)
+                    level = logging.DEBUG if errors.said_already(error) else logging.WARNING
+                    log.log(level, "cannot read or write Lease %s/%s: %s", self.namespace, self.name, error)
                 await first_of(stopping, changed, timeout=self._settings.lease_retry_seconds)
             return False
         finally:
@@ -271,7 +272,8 @@ class LeaderElector:
                 lost()
                 return
             except errors.KubeError as error:
-                log.warning("cannot renew Lease %s/%s: %s", self.namespace, self.name, error)
+                level = logging.DEBUG if errors.said_already(error) else logging.WARNING
+                log.log(level, "cannot renew Lease %s/%s: %s", self.namespace, self.name, error)
             if time.monotonic() - self._last_renewed > self._settings.lease_renew_deadline_seconds:
                 log.error(
                     "could not renew Lease %s/%s for %.0f s", self.namespace, self.name,

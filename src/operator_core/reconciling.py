@@ -223,6 +223,7 @@ async def run_object_loop(
             logger=logger,
             retry_seconds=retry_seconds,
             batch_seconds=batch_seconds,
+            answering=kube.answering,
         )
     finally:
         wakeups.forget(key)
@@ -239,6 +240,7 @@ async def run_loop(
     logger: logging.Logger,
     retry_seconds: tuple[float, ...] = DEFAULT_RETRY_SECONDS,
     batch_seconds: float = 0.0,
+    answering: asyncio.Event | None = None,
 ) -> None:
     """Call ``once`` until it returns None (the object is gone) or ``stopped``.
 
@@ -246,13 +248,16 @@ async def run_loop(
     woken). A failure never ends the loop (kopf would wait a minute before restarting it);
     :func:`operator_core.errors.retry_policy` says what it costs: a temporary error is
     retried with back-off, a bug with its traceback in the log; a permanent one is logged
-    once and waits until the object, or something it names or owns, changes. Once woken,
+    once and waits until the object, or something it names or owns, changes. A failure of an
+    API server outage (:func:`~operator_core.errors.said_already`) is logged at debug, and the
+    outage's end (``answering``, the client's) cuts its back-off short. Once woken,
     the loop waits ``batch_seconds`` more, and every wake-up meanwhile joins the same pass.
     """
     failures = 0
     last_permanent = ""
     while not stopped:
         wakeup.clear()
+        outage = False
         try:
             delay = await once()
             if delay is None:
@@ -271,19 +276,25 @@ async def run_loop(
             else:
                 delay = retry_seconds[min(failures, len(retry_seconds) - 1)]
                 failures += 1
+                outage = errors.said_already(error)
                 if isinstance(error, errors.OperatorError):
-                    logger.warning("reconcile of %s failed, retrying in %.0f s: %s", what, delay, error)
+                    level = logging.DEBUG if outage else logging.WARNING
+                    logger.log(level, "reconcile of %s failed, retrying in %.0f s: %s", what, delay, error)
                 else:
                     logger.exception("reconcile of %s crashed, retrying in %.0f s", what, delay)
-        if await _sleep(wakeup, stopped, delay) and batch_seconds > 0:
+        back = answering if outage and answering is not None else None
+        if await _sleep(wakeup, stopped, delay, back) and batch_seconds > 0:
             # A change rarely comes alone (a new StatefulSet's status, then its pods, one by one):
             # what comes with it is taken in the same pass, and written in one status write.
             await first_of(stopped, timeout=batch_seconds)
 
 
-async def _sleep(wakeup: asyncio.Event, stopped: Stopped, seconds: float) -> bool:
-    """Until woken (True), stopped, or ``seconds`` pass (never, for :data:`WAIT_FOR_CHANGE`)."""
-    await first_of(wakeup, stopped, timeout=seconds)
+async def _sleep(
+    wakeup: asyncio.Event, stopped: Stopped, seconds: float, answering: asyncio.Event | None = None
+) -> bool:
+    """Until woken (True), stopped, ``seconds`` pass (never, for :data:`WAIT_FOR_CHANGE`), or the API
+    server answers again (``answering``, when the failure was its outage)."""
+    await first_of(wakeup, stopped, *([answering] if answering is not None else []), timeout=seconds)
     return wakeup.is_set() and not stopped
 
 

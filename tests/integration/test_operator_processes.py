@@ -4,9 +4,11 @@ token the API server takes, an API server that answers, its CRD) ends it with co
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +16,7 @@ import pytest
 import yaml
 
 from operator_testkit.controlplane import ControlPlane
+from operator_testkit.fixtures import crd_documents, install_crds, wait_until
 from operator_testkit.operators import OperatorProcess
 
 
@@ -175,3 +178,36 @@ def test_an_api_server_that_does_not_answer_ends_the_start_within_20_s_naming_it
     assert "Connect call failed" in lines[-1] or "refused" in lines[-1], lines[-1]
     waiting = [line for line in lines if "waiting for the API server" in line]
     assert len(waiting) == 1, "the outage is said once, not once a second"
+
+
+def test_an_api_server_outage_after_the_start_is_waited_for_and_said_once(
+    start_control_plane: Callable[..., ControlPlane], tmp_path: Path, pytestconfig: pytest.Config
+) -> None:
+    """The API server goes away for a few seconds (its own plane: the others' operators are not
+    disturbed): the operator waits, says so once when it begins and once when it ends (not once per
+    request or watch retried meanwhile), and its watch caches are synced again."""
+    plane = start_control_plane("outage")
+    asyncio.run(install_crds(plane, crd_documents(pytestconfig.rootpath / "deploy" / "crds")))
+    process = OperatorProcess("typesense-operator", plane.kubeconfig, tmp_path / "operator.log")
+    process.start()
+    try:
+        plane.restart_apiserver(down_seconds=6)
+
+        def caches_synced_again() -> bool:
+            caches = process.health()["caches"]
+            return "answers again" in process.log() and all(cache["synced"] for cache in caches.values())
+
+        asyncio.run(
+            wait_until(caches_synced_again, timeout=60, what="the operator to be back after the outage")
+        )
+        log = process.log()
+        began = [line for line in log.splitlines() if "does not answer" in line]
+        ended = [line for line in log.splitlines() if "answers again" in line]
+        assert len(began) == 1, began
+        assert f"the API server at {plane.api_url} does not answer" in began[0]
+        assert len(ended) == 1, ended
+        during = log[log.index(began[0]) : log.index(ended[0])]
+        assert during.count("\n") == 1, f"nothing else is said while it waits:\n{during}"
+        assert "Traceback" not in log
+    finally:
+        assert process.stop() == 0, process.log()

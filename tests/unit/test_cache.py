@@ -53,6 +53,8 @@ class ScriptedSource:
         self.watched_from: list[str] = []
         self.listed_in: list[str] = []
         self.list_error: BaseException | None = None
+        self.answering = asyncio.Event()
+        self.answering.set()
 
     async def list_objects(
         self,

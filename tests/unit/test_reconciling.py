@@ -42,7 +42,7 @@ async def test_failures_back_off_2_5_10_30_seconds_and_never_end_the_loop(
 ) -> None:
     slept: list[float] = []
 
-    async def sleep(wakeup: asyncio.Event, stopped: object, seconds: float) -> None:
+    async def sleep(wakeup: asyncio.Event, stopped: object, seconds: float, answering: object = None) -> None:
         slept.append(seconds)
 
     monkeypatch.setattr(reconciling, "_sleep", sleep)
@@ -66,6 +66,38 @@ async def test_failures_back_off_2_5_10_30_seconds_and_never_end_the_loop(
     await run_loop(once, asyncio.Event(), NeverStopped(), what="ns/x", logger=logging.getLogger("test"))
     assert slept == [2.0, 5.0, 10.0, 30.0, 30.0, 15.0, 2.0], "a success resets the back-off"
     assert outcomes == [], "the loop ends only when the object is gone"
+
+
+async def test_a_failure_of_an_api_server_outage_is_not_said_again_and_its_end_retries_at_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The client said the outage once; the loop logs its failure at debug and, instead of waiting out
+    its back-off (a minute here), tries again as soon as the API server answers."""
+    answering = asyncio.Event()
+    outcomes: list[Any] = [errors.Unavailable("no answer from the API server", outage=True), None]
+
+    async def once() -> float | None:
+        outcome = outcomes.pop(0)
+        if isinstance(outcome, Exception):
+            asyncio.get_running_loop().call_later(0.05, answering.set)
+            raise outcome
+        return None
+
+    caplog.set_level(logging.DEBUG, logger="test")
+    started = asyncio.get_running_loop().time()
+    await run_loop(
+        once,
+        asyncio.Event(),
+        NeverStopped(),
+        what="ns/x",
+        logger=logging.getLogger("test"),
+        retry_seconds=(60.0,),
+        answering=answering,
+    )
+    assert asyncio.get_running_loop().time() - started < 5
+    assert [r.levelno for r in caplog.records if r.name == "test"] == [logging.DEBUG]
+    assert errors.said_already(errors.Unavailable("x", outage=True))
+    assert not errors.said_already(errors.Unavailable("etcd timed out", status=503))
 
 
 @pytest.mark.parametrize(
@@ -92,7 +124,7 @@ async def test_a_permanent_error_is_logged_once_and_waits_for_a_change_not_a_tim
 ) -> None:
     slept: list[float] = []
 
-    async def sleep(wakeup: asyncio.Event, stopped: object, seconds: float) -> None:
+    async def sleep(wakeup: asyncio.Event, stopped: object, seconds: float, answering: object = None) -> None:
         slept.append(seconds)
 
     monkeypatch.setattr(reconciling, "_sleep", sleep)
@@ -172,6 +204,7 @@ class OneObjectKube:
     """Answers every get with a fresh copy of one object (a unit-test stand-in for the adapter)."""
 
     cache = None
+    answering = asyncio.Event()
 
     async def get(self, api_version: str, kind: str, name: str, namespace: str) -> dict[str, Any]:
         return {"metadata": {"name": name, "namespace": namespace}}

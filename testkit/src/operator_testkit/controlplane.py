@@ -281,6 +281,24 @@ class ControlPlane:
         self._components.clear()
         self._logs.clear()
 
+    def restart_apiserver(self, down_seconds: float = 5.0) -> None:
+        """Stop the kube-apiserver, leave it down ``down_seconds``, and start it again at the same address
+        (etcd keeps every object): an API server outage, as an upgrade or a crash makes one."""
+        (component,) = [c for c in self._components if c.name == "kube-apiserver"]
+        (process,) = [p for p in self._processes if p.pid == component.pid]
+        self._components.remove(component)
+        self._processes.remove(process)
+        process.terminate()
+        try:
+            process.wait(timeout=_STOP_GRACE_SECONDS)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        time.sleep(down_seconds)
+        port = int(self.api_url.rsplit(":", 1)[1])
+        self._start_apiserver(self.binaries, time.monotonic() + self.settings.start_timeout, port=port)
+        self.state().save()
+
     def state(self) -> ControlPlaneState:
         return ControlPlaneState(
             directory=str(self.directory),
@@ -364,9 +382,9 @@ class ControlPlane:
         context.load_cert_chain(str(self.pki.admin_cert), str(self.pki.admin_key))
         return context
 
-    def _start_apiserver(self, binaries: Binaries, deadline: float) -> None:
+    def _start_apiserver(self, binaries: Binaries, deadline: float, port: int | None = None) -> None:
         assert self.pki is not None
-        port = free_port()
+        port = port or free_port()
         self.api_url = f"https://127.0.0.1:{port}"
         process = self._spawn(
             "kube-apiserver",
