@@ -58,6 +58,7 @@ from operator_core.reconciling import (
     reconciling_as,
     run_loop,
     run_object_loop,
+    unless_stopped,
 )
 from operator_core.settings import KubeSettings, from_env
 
@@ -149,8 +150,9 @@ class Operator:
         ``namespaces`` (``--namespace``; None: every one): its watch caches list and watch only there,
         which is all a namespace-scoped operator's Roles allow."""
         try:
-            await self._start(namespaces)
-            await stopping.wait()
+            started, _ = await unless_stopped(self._start(namespaces), stopping)
+            if started:
+                await stopping.wait()
         finally:
             await self._stop()
 

@@ -33,7 +33,7 @@ import logging
 import math
 from collections.abc import Awaitable, Callable, Hashable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from operator_core import errors
 from operator_core.cache import NEEDED_KINDS, KindRef
@@ -62,6 +62,9 @@ __all__ = [
 DEFAULT_RETRY_SECONDS = (2.0, 5.0, 10.0, 30.0)
 WAIT_FOR_CHANGE = math.inf
 """What a reconcile returns when only a change can help (a Secret only the user can create): no timer."""
+
+
+T = TypeVar("T")
 
 
 class Flag(Protocol):
@@ -296,6 +299,27 @@ async def _sleep(
     server answers again (``answering``, when the failure was its outage)."""
     await first_of(wakeup, stopped, *([answering] if answering is not None else []), timeout=seconds)
     return wakeup.is_set() and not stopped
+
+
+async def unless_stopped(work: Awaitable[T], stopping: Flag) -> tuple[bool, T | None]:
+    """``work``'s result, unless ``stopping`` is set first: then ``work`` is cancelled, and (False, None).
+    For what may wait long before anything runs (the start check on an API server that does not
+    answer): a SIGTERM meanwhile ends it at once, not when it gives up."""
+    task = asyncio.ensure_future(work)
+    stopped = asyncio.ensure_future(stopping.wait())
+    try:
+        await asyncio.wait({task, stopped}, return_when=asyncio.FIRST_COMPLETED)
+    except BaseException:
+        task.cancel()
+        raise
+    finally:
+        stopped.cancel()
+    if task.done():
+        return True, task.result()
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    return False, None
 
 
 async def first_of(*flags: Flag, timeout: float) -> None:

@@ -37,7 +37,7 @@ from operator_core.kube import Kube
 from operator_core.leader import LeaderElectionSettings, LeaderElector, default_namespace
 from operator_core.logs import LOG_FORMATS, LOG_LEVELS, LogFormat, LogLevel, configure_logging
 from operator_core.metrics import REPLICA, serve_probes
-from operator_core.reconciling import connect_client
+from operator_core.reconciling import connect_client, unless_stopped
 from operator_core.settings import KubeSettings, from_env
 
 __all__ = ["ProcessSettings", "Runnable", "check_settings", "parse_operator_arguments", "run_operator"]
@@ -225,8 +225,8 @@ async def _run_as_leader(
     try:
         # Before standing by: a replica that waited for its Lease on an API server it cannot use would
         # retry for ever, instead of saying why and letting its pod restart with back-off.
-        await operator.check_can_start(kube)
-        if not await elector.acquire(stopping):
+        checked, _ = await unless_stopped(operator.check_can_start(kube), stopping)
+        if not checked or not await elector.acquire(stopping):
             return
         REPLICA.leading(True)
 

@@ -160,6 +160,29 @@ def test_an_operator_whose_crd_is_not_installed_ends_the_start_naming_it(
     )
 
 
+@pytest.mark.parametrize("election", [[], ["--leader-elect"]], ids=["alone", "electing"])
+def test_sigterm_while_the_start_waits_for_the_api_server_ends_it_at_once(
+    election: list[str], tmp_path: Path
+) -> None:
+    """A pod deleted while its operator waits for an API server that does not answer stops at once (its
+    grace is not spent on a wait that would end in an error anyway)."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("GIT_", "OCI_", "OPERATOR_SUITE_"))}
+    command = ["typesense-operator", "--kubeconfig", str(dead_port_kubeconfig(tmp_path)), "--health-address="]
+    with subprocess.Popen([*command, *election], env=clean, stderr=subprocess.PIPE, text=True) as process:
+        try:
+            assert process.stderr is not None
+            line = process.stderr.readline()  # said once, as soon as it waits
+            assert "waiting for the API server" in line, line
+            sent = time.monotonic()
+            process.terminate()
+            code = process.wait(timeout=10)
+            took = time.monotonic() - sent
+        finally:
+            process.kill()
+    assert code == 0, "a stop asked for, not a failure"
+    assert took < 3, f"{took:.1f} s"
+
+
 # With --leader-elect (the charts' default) the check comes before the replica waits for its Lease.
 @pytest.mark.parametrize("election", [[], ["--leader-elect"]], ids=["alone", "electing"])
 def test_an_api_server_that_does_not_answer_ends_the_start_within_20_s_naming_it(
