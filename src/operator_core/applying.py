@@ -10,16 +10,21 @@ refuses (:class:`~operator_core.errors.InvalidSpec`) is Ready=False, reason Inva
 Warning; :func:`report_unwatchable`: a kind its controller needs and may not watch
 (:class:`~operator_core.errors.Unwatchable`) is Ready=False, reason WatchForbidden, and one Warning.
 
-Who calls it: the operators' ``controller.reconcile``.
+:func:`apply_each` is the one variant, for objects a chart renders whose outcomes are recorded one
+by one (the Cluster Stack operator's): each applied on its own, nothing raised, no prune, no Event.
+
+Who calls it: the operators' ``controller`` rooms.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Iterable, Sequence
+from collections.abc import Awaitable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from operator_core import errors
+from operator_core.cache import Informer, WatchedKind, settled_within
 from operator_core.children import (
     CHILDREN_APPLIED,
     OWNER_NAMESPACE_LABEL,
@@ -38,6 +43,9 @@ from operator_core.steps import ConditionBook, write_status
 __all__ = [
     "RUNS_PODS",
     "UNREAD_BY_STARTING_PODS",
+    "WATCH_SETTLE_SECONDS",
+    "ObjectApplied",
+    "apply_each",
     "apply_report_prune",
     "owned_children",
     "report_invalid_spec",
@@ -178,6 +186,52 @@ async def apply_report_prune(
             )
     if deleted:
         await book.event("Normal", StepEventReason.DELETED, _listed(StepEventReason.DELETED, deleted))
+
+
+WATCH_SETTLE_SECONDS = 5.0
+"""How long :func:`apply_each` waits for the cache of a kind it meets for the first time to list (or be
+refused): long enough for a first list, so that a kind the operator may not watch is reported on the
+first pass, not after a success that was not one."""
+
+
+@dataclass(frozen=True)
+class ObjectApplied:
+    """What applying one object of :func:`apply_each` came to."""
+
+    manifest: Manifest
+    problems: tuple[str, ...] = ()
+    """Why it is not in place (the API server's refusal), or not watched (RBAC forbids its kind's watch);
+    none when it is applied and watched."""
+
+
+async def apply_each(
+    kube: Kube, objects: Sequence[Manifest], *, watch_labels: Mapping[str, str] | None = None
+) -> list[ObjectApplied]:
+    """The variant of :func:`apply_report_prune` for objects that a chart renders (the Cluster Stack
+    operator's releases and addons), where each object's outcome is the owner's status, not one
+    condition: each is applied on its own, in order, and a refusal is recorded and does not stop the
+    others (nothing is raised); there is no prune (the caller knows what it applied before) and no
+    Event (the caller's condition says what failed). With ``watch_labels``, the cache holds each kind
+    from now on with those labels (an object deleted or changed by hand wakes its owner), and an object
+    of a kind that RBAC does not let the operator watch is a problem too, naming the refusal."""
+    informers: dict[int, Informer] = {}
+    if watch_labels is not None and kube.cache is not None:
+        for index, manifest in enumerate(objects):
+            wanted = WatchedKind(manifest["apiVersion"], manifest["kind"], dict(watch_labels))
+            informers[index] = kube.cache.ensure(wanted)
+        await settled_within(informers.values(), WATCH_SETTLE_SECONDS)
+    outcomes = []
+    for index, manifest in enumerate(objects):
+        problems = []
+        try:
+            await kube.apply(manifest)
+        except errors.KubeError as error:
+            problems.append(str(error))
+        forbidden = informers[index].forbidden if index in informers else None
+        if forbidden is not None:
+            problems.append(f"the operator may not watch {manifest['kind']} objects: {forbidden}")
+        outcomes.append(ObjectApplied(manifest, tuple(problems)))
+    return outcomes
 
 
 async def owned_children(

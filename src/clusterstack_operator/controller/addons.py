@@ -29,7 +29,7 @@ import yaml
 from clusterstack_operator.api.reasons import ConditionType, EventReason, Reason
 from clusterstack_operator.api.v1alpha1 import CLUSTER_ADDON
 from clusterstack_operator.controller.common import (
-    apply_each,
+    apply_and_record,
     capi_book,
     clusters_of,
     delete_applied,
@@ -244,7 +244,7 @@ async def _reconcile(
         await report_template_failure(book, error)
         return WAIT_FOR_CHANGE
     chart = release.cluster_addon_chart(addon_version)
-    resources, failed = await apply_each(workload, objects, book, chart, watch=False)
+    resources, failed = await apply_and_record(workload, objects, book, chart, watch=False)
     status["resources"] = resources
     previous = (obj.get("status") or {}).get("resources") or []
     if not failed:

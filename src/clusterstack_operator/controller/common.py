@@ -13,7 +13,7 @@ from clusterstack_operator.releases.addons import template_references
 from clusterstack_operator.releases.decide import cluster_class_of
 from clusterstack_operator.resources import MANAGED_BY
 from operator_core import errors
-from operator_core.cache import Informer, WatchedKind, settled_within
+from operator_core.applying import apply_each
 from operator_core.children import MANAGED_BY_LABEL
 from operator_core.conditions import summarize_ready
 from operator_core.crdgen import CustomResource
@@ -24,7 +24,7 @@ from operator_core.steps import ConditionBook, write_status
 
 __all__ = [
     "CLUSTER_KINDS",
-    "apply_each",
+    "apply_and_record",
     "capi_book",
     "clusters_by_class",
     "clusters_of",
@@ -146,45 +146,24 @@ def resource_entry(manifest: Mapping[str, Any], status: str = "synced") -> dict[
     }
 
 
-WATCH_SETTLE_SECONDS = 5.0
-"""How long an apply waits for the informer of a kind it meets for the first time to list (or be
-refused): long enough for a first list, so that a kind the operator may not watch is reported on the
-first pass, not after a Ready that was not true."""
-
-
-async def apply_each(
+async def apply_and_record(
     kube: Kube, objects: list[dict[str, Any]], book: ConditionBook, chart: str, *, watch: bool
 ) -> tuple[list[dict[str, Any]], bool]:
-    """Apply ``objects`` (rendered from ``chart``) one by one, so that one refused does not hold up the
-    others; their ``status.resources`` entries, and whether any failed. Sets HelmChartApplied (with
-    one Warning when a failure starts or changes). ``watch``: ``kube`` has a cache, which is to hold
-    these kinds from now on (so that an object deleted or changed by hand wakes its owner); an object
-    of a kind RBAC does not let the operator watch fails, its entry naming the missing permission,
-    since a change by hand would go unnoticed."""
-    informers: dict[int, Informer] = {}
-    if watch and kube.cache is not None:
-        for index, manifest in enumerate(objects):
-            labels = {MANAGED_BY_LABEL: MANAGED_BY}
-            informers[index] = kube.cache.ensure(
-                WatchedKind(manifest["apiVersion"], manifest["kind"], labels)
-            )
-        await settled_within(informers.values(), WATCH_SETTLE_SECONDS)
+    """Apply ``objects`` (rendered from ``chart``) one by one (:func:`operator_core.applying.apply_each`),
+    so that one refused does not hold up the others; their ``status.resources`` entries, and whether
+    any failed. Sets HelmChartApplied (with one Warning when a failure starts or changes). ``watch``:
+    ``kube`` has a cache, which is to hold these kinds from now on (an object deleted or changed by
+    hand wakes its owner); an object of a kind RBAC does not let the operator watch fails, its entry
+    naming the refusal, since a change by hand would go unnoticed."""
+    outcomes = await apply_each(kube, objects, watch_labels={MANAGED_BY_LABEL: MANAGED_BY} if watch else None)
     resources: list[dict[str, Any]] = []
     failures: list[str] = []
-    for index, manifest in enumerate(objects):
-        metadata = manifest["metadata"]
-        entry = resource_entry(manifest)
-        problems = []
-        try:
-            await kube.apply(manifest)
-        except errors.KubeError as error:
-            problems.append(str(error))
-        forbidden = informers[index].forbidden if index in informers else None
-        if forbidden is not None:
-            problems.append(f"the operator may not watch {manifest['kind']} objects: {forbidden}")
-        if problems:
-            entry |= {"status": "not-synced", "error": "; ".join(problems)}
-            failures.append(f"{manifest['kind']} {metadata['name']}: {'; '.join(problems)}")
+    for outcome in outcomes:
+        entry = resource_entry(outcome.manifest)
+        if outcome.problems:
+            entry |= {"status": "not-synced", "error": "; ".join(outcome.problems)}
+            what = f"{outcome.manifest['kind']} {outcome.manifest['metadata']['name']}"
+            failures.append(f"{what}: {'; '.join(outcome.problems)}")
         resources.append(entry)
     if failures:
         await book.set(

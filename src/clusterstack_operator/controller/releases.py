@@ -21,7 +21,7 @@ import yaml
 from clusterstack_operator.api.reasons import ConditionType, EventReason, Reason
 from clusterstack_operator.api.v1alpha1 import CLUSTER_STACK_RELEASE
 from clusterstack_operator.controller.common import (
-    apply_each,
+    apply_and_record,
     capi_book,
     clusters_by_class,
     clusters_of,
@@ -174,7 +174,7 @@ async def _apply(
     except (HelmError, yaml.YAMLError) as error:
         await report_template_failure(book, error)
         return [], True
-    return await apply_each(kube, objects, book, name.cluster_class_chart, watch=True)
+    return await apply_and_record(kube, objects, book, name.cluster_class_chart, watch=True)
 
 
 async def finalize_release(obj: dict[str, Any], context: Context) -> float:

@@ -24,7 +24,7 @@ import yaml
 
 from clusterstack_operator.api.reasons import ConditionType, EventReason, Reason
 from clusterstack_operator.controller.common import (
-    apply_each,
+    apply_and_record,
     delete_applied,
     report_template_failure,
     resource_entry,
@@ -237,7 +237,7 @@ async def _apply_or_delete(run: StagedRun, stage: Stage, where: str) -> bool:
     chart = f"{stage.name} ({run.release.tag})"
     recorded = {identity(r): r for r in run.status["resources"]}
     if stage.action == "apply":
-        entries, failed = await apply_each(run.workload, objects, run.book, chart, watch=False)
+        entries, failed = await apply_and_record(run.workload, objects, run.book, chart, watch=False)
         recorded |= {identity(entry): entry for entry in entries}
         run.status["resources"] = list(recorded.values())
         if failed:
@@ -292,6 +292,8 @@ async def _correct_drift(run: StagedRun, config: StagesConfig, applied: dict[str
     except (HelmError, yaml.YAMLError) as error:
         await report_template_failure(run.book, error)
         return WAIT_FOR_CHANGE, False
-    entries, failed = await apply_each(run.workload, objects, run.book, f"the addons of {hook}", watch=False)
+    entries, failed = await apply_and_record(
+        run.workload, objects, run.book, f"the addons of {hook}", watch=False
+    )
     run.status["resources"] = entries
     return run.runtime.settings.addon_check_seconds, not failed
