@@ -1,14 +1,23 @@
-"""Reads and writes the Cluster Stack controllers share: the ClusterClasses Clusters use, status, and
-rendered objects applied (and deleted again) one by one with a per-object record."""
+"""What the Cluster Stack controllers share: the scope of one reconcile and its single status write, the
+ClusterClasses Clusters use, and rendered objects applied (and deleted again) one by one with a
+per-object record.
+
+Each controller's reconcile is the suite's one shape (as Typesense's and Monocle's): its context is put
+into a :class:`StackScope` (or a subclass) once, an ordered list of steps takes it from there
+(:func:`operator_core.steps.run_steps`), and :func:`finish_ready` writes the status once at the end,
+``observedGeneration`` only when every step ran.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
 from clusterstack_operator.api.reasons import ConditionType, EventReason, Reason
 from clusterstack_operator.api.v1alpha1 import CAPI_CONDITIONS
+from clusterstack_operator.controller.runtime import RUNTIME, StackRuntime
 from clusterstack_operator.releases.addons import template_references
 from clusterstack_operator.releases.decide import cluster_class_of
 from clusterstack_operator.resources import MANAGED_BY
@@ -20,15 +29,18 @@ from operator_core.crdgen import CustomResource
 from operator_core.events import EventRecorder
 from operator_core.kube import Kube
 from operator_core.manifests import merge_patch
+from operator_core.reconciling import Context
 from operator_core.steps import ConditionBook, write_status
 
 __all__ = [
     "CLUSTER_KINDS",
+    "StackScope",
     "apply_and_record",
     "capi_book",
     "clusters_by_class",
     "clusters_of",
     "delete_applied",
+    "finish_ready",
     "report_template_failure",
     "resource_entry",
     "values_template_data",
@@ -39,6 +51,66 @@ __all__ = [
 CLUSTER_KINDS = (("cluster.x-k8s.io/v1beta2", "Cluster"), ("cluster.x-k8s.io/v1beta1", "Cluster"))
 """Both versions Cluster API serves: a Cluster names its class in v1beta2's ``spec.topology.classRef.name``
 or v1beta1's ``spec.topology.class``, and either may be the one a Cluster was written and read in."""
+
+
+@dataclass(kw_only=True)
+class StackScope:
+    """One reconcile of one Cluster Stack object: its context, put together once, and what its steps
+    have found and decided so far. Each controller's scope adds its own findings."""
+
+    obj: dict[str, Any]
+    kube: Kube
+    book: ConditionBook
+    runtime: StackRuntime
+    next_look: float
+    """Seconds until the next look, lowered (or set to WAIT_FOR_CHANGE) by the steps."""
+    status: dict[str, Any] = field(default_factory=dict)
+    """The status fields this reconcile sets; the finish writes them with the conditions."""
+
+    @staticmethod
+    def parts(obj: dict[str, Any], context: Context) -> dict[str, Any]:
+        """The fields every scope starts with, from the object and the controller's context."""
+        return {
+            "obj": obj,
+            "kube": context.kube,
+            "book": capi_book(obj, context.recorder),
+            "runtime": context.extras[RUNTIME],
+            "next_look": context.settings.resync_seconds,
+        }
+
+    @property
+    def namespace(self) -> str:
+        return str(self.obj["metadata"]["namespace"])
+
+
+async def finish_ready(
+    scope: StackScope,
+    completed: bool,
+    resource: CustomResource,
+    required: Sequence[str],
+    *,
+    ready_message: str,
+    became_ready: StrEnum,
+    became_not_ready: StrEnum,
+    baseline: Mapping[str, Any] | None = None,
+) -> None:
+    """The single status write of a reconcile (:func:`write_ready_status` of the scope's fields), with
+    ``observedGeneration`` only when every step ran: a spec the controller could not act on in full is
+    not "observed". ``baseline``: the object as the status on the server is, when the steps wrote
+    some already (a staged release's progress)."""
+    if completed:
+        scope.status["observedGeneration"] = scope.obj["metadata"].get("generation")
+    await write_ready_status(
+        scope.kube,
+        resource,
+        baseline if baseline is not None else scope.obj,
+        scope.book,
+        scope.status,
+        required,
+        ready_message=ready_message,
+        became_ready=became_ready,
+        became_not_ready=became_not_ready,
+    )
 
 
 async def clusters_of(kube: Kube, namespace: str) -> list[dict[str, Any]]:

@@ -1,9 +1,10 @@
 """The ClusterStackRelease controller: download, wait for the provider, render, apply, report; and clean up.
 
-A reconcile goes step by step, and stops at the first that cannot go on, saying why in its
-condition: the release's assets (downloaded whole or not at all), its provider object's
-``status.ready`` (none with no provider), the cluster-class chart rendered by ``helm template``,
-then every rendered object applied and its sync status recorded in ``status.resources``. The
+A reconcile is a :class:`ReleaseScope` and three steps (:data:`STEPS`); it stops at the first that
+cannot go on, saying why in its condition, and writes status once: the release's assets (downloaded
+whole or not at all), its provider object's ``status.ready`` (none with no provider), then the
+cluster-class chart rendered by ``helm template`` and every rendered object applied, its sync status
+recorded in ``status.resources``. The
 applied objects are held in the watch caches (an informer per kind, made when first needed): one
 edited or deleted by hand wakes its release, and the next apply restores it.
 
@@ -14,6 +15,7 @@ while a Cluster uses its ClusterClass, saying so; then it deletes what it applie
 from __future__ import annotations
 
 import contextlib
+from dataclasses import dataclass
 from typing import Any
 
 import yaml
@@ -21,16 +23,15 @@ import yaml
 from clusterstack_operator.api.reasons import ConditionType, EventReason, Reason
 from clusterstack_operator.api.v1alpha1 import CLUSTER_STACK_RELEASE
 from clusterstack_operator.controller.common import (
+    StackScope,
     apply_and_record,
-    capi_book,
     clusters_by_class,
     clusters_of,
     delete_applied,
+    finish_ready,
     report_template_failure,
     write_capi_status,
-    write_ready_status,
 )
-from clusterstack_operator.controller.runtime import RUNTIME, StackRuntime
 from clusterstack_operator.helm import HelmError
 from clusterstack_operator.releases.assets import InvalidRelease, ReleaseMetadata
 from clusterstack_operator.releases.versions import InvalidVersion, ReleaseName
@@ -41,7 +42,7 @@ from operator_core.cache import WatchedKind
 from operator_core.children import MANAGED_BY_LABEL
 from operator_core.controller import FINALIZED
 from operator_core.reconciling import WAIT_FOR_CHANGE, Context
-from operator_core.steps import ConditionBook
+from operator_core.steps import Outcome, run_steps
 
 __all__ = ["FINALIZER", "finalize_release", "reconcile_release"]
 
@@ -51,49 +52,48 @@ IN_USE_RECHECK_SECONDS = 60.0
 REQUIRED = (ConditionType.DOWNLOADED, ConditionType.PROVIDER_READY, ConditionType.HELM_CHART_APPLIED)
 
 
-def _release_of(obj: dict[str, Any]) -> tuple[Release, ReleaseName]:
-    release = Release.from_object(obj)
-    try:
-        return release, ReleaseName.parse(release.name)
-    except InvalidVersion as error:
-        raise errors.InvalidSpec(f"ClusterStackRelease {release.name}: {error}") from None
+@dataclass(kw_only=True)
+class ReleaseScope(StackScope):
+    """One reconcile of one ClusterStackRelease."""
+
+    release: Release
+    name: ReleaseName
+    metadata: ReleaseMetadata | None = None
+    """The release's metadata, once its assets are here whole."""
+
+    @classmethod
+    def of(cls, obj: dict[str, Any], context: Context) -> ReleaseScope:
+        release = Release.from_object(obj)
+        try:
+            name = ReleaseName.parse(release.name)
+        except InvalidVersion as error:
+            raise errors.InvalidSpec(f"ClusterStackRelease {release.name}: {error}") from None
+        return cls(**StackScope.parts(obj, context), release=release, name=name)
 
 
 async def reconcile_release(obj: dict[str, Any], context: Context) -> float:
-    runtime: StackRuntime = context.extras[RUNTIME]
-    release, name = _release_of(obj)
-    book = capi_book(obj, context.recorder)
-    fields: dict[str, Any] = {"observedGeneration": obj["metadata"].get("generation")}
-    delay = context.settings.resync_seconds
-    try:
-        metadata = await _download(runtime, name, book)
-        if metadata is None:
-            return delay
-        fields["kubernetesVersion"] = metadata.kubernetes_version
-        if not await _provider_ready(context, release, book):
-            return WAIT_FOR_CHANGE  # the provider object's change wakes the release
-        resources, failed = await _apply(context, runtime, release, name, book)
-        fields["resources"] = resources
-        if failed:
-            delay = APPLY_RETRY_SECONDS
-        return delay
-    finally:
-        await write_ready_status(
-            context.kube,
-            CLUSTER_STACK_RELEASE,
-            obj,
-            book,
-            fields,
-            REQUIRED,
-            ready_message="ClusterClass applied",
-            became_ready=EventReason.RELEASE_READY,
-            became_not_ready=EventReason.RELEASE_NOT_READY,
-        )
+    scope = ReleaseScope.of(obj, context)
+    await run_steps(STEPS, scope, finish=_write_status)
+    return scope.next_look
 
 
-async def _download(runtime: StackRuntime, name: ReleaseName, book: ConditionBook) -> ReleaseMetadata | None:
-    """The release's metadata once its assets are here whole; None when they are broken (said in a
-    condition). A failed download is raised, for the loop's back-off, after saying so."""
+async def _write_status(scope: ReleaseScope, completed: bool) -> None:
+    await finish_ready(
+        scope,
+        completed,
+        CLUSTER_STACK_RELEASE,
+        REQUIRED,
+        ready_message="ClusterClass applied",
+        became_ready=EventReason.RELEASE_READY,
+        became_not_ready=EventReason.RELEASE_NOT_READY,
+    )
+
+
+async def download(scope: ReleaseScope) -> Outcome:
+    """The release's assets, downloaded whole or not at all. Broken ones are said in a condition (and
+    the next look downloads them afresh); a failed download is raised, for the loop's back-off, after
+    saying so."""
+    runtime, book, name = scope.runtime, scope.book, scope.name
     try:
         if runtime.store.has(name):
             metadata = runtime.store.metadata(name)
@@ -125,19 +125,22 @@ async def _download(runtime: StackRuntime, name: ReleaseName, book: ConditionBoo
             warn=EventReason.VALIDATE_HELM_CHART_FAILED,
             warn_on_new_message=True,
         )
-        return None
+        return Outcome.STOP
     await book.set(ConditionType.DOWNLOADED, "True", Reason.DOWNLOADED, f"release {name.tag} is downloaded")
-    return metadata
+    scope.metadata = metadata
+    scope.status["kubernetesVersion"] = metadata.kubernetes_version
+    return Outcome.CONTINUE
 
 
-async def _provider_ready(context: Context, release: Release, book: ConditionBook) -> bool:
+async def wait_for_provider(scope: ReleaseScope) -> Outcome:
+    """The provider object's ``status.ready`` (none with no provider); its change wakes the release."""
+    release, book, kube = scope.release, scope.book, scope.kube
     reference = release.spec.provider_ref
     if reference is None:
         await book.set(
             ConditionType.PROVIDER_READY, "True", Reason.NO_PROVIDER, "the stack has no provider object"
         )
-        return True
-    kube = context.kube
+        return Outcome.CONTINUE
     if kube.cache is not None:
         kube.cache.ensure(WatchedKind(reference.api_version, reference.kind, {MANAGED_BY_LABEL: MANAGED_BY}))
     what = f"{reference.kind} {reference.name}"
@@ -147,60 +150,63 @@ async def _provider_ready(context: Context, release: Release, book: ConditionBoo
         provider = None
         what = f"{what} (its kind is not served: install the provider's CRDs)"
     if provider is None:
-        await book.set(
-            ConditionType.PROVIDER_READY, "False", Reason.PROCESS_ONGOING, f"{what} does not exist yet"
-        )
-        return False
-    if (provider.get("status") or {}).get("ready") is not True:
-        await book.set(
-            ConditionType.PROVIDER_READY,
-            "False",
-            Reason.PROCESS_ONGOING,
-            f"{what} is not ready yet (status.ready)",
-        )
-        return False
-    await book.set(ConditionType.PROVIDER_READY, "True", Reason.PROVIDER_READY, f"{what} is ready")
-    return True
+        message = f"{what} does not exist yet"
+    elif (provider.get("status") or {}).get("ready") is not True:
+        message = f"{what} is not ready yet (status.ready)"
+    else:
+        await book.set(ConditionType.PROVIDER_READY, "True", Reason.PROVIDER_READY, f"{what} is ready")
+        return Outcome.CONTINUE
+    await book.set(ConditionType.PROVIDER_READY, "False", Reason.PROCESS_ONGOING, message)
+    scope.next_look = WAIT_FOR_CHANGE
+    return Outcome.STOP
 
 
-async def _apply(
-    context: Context, runtime: StackRuntime, release: Release, name: ReleaseName, book: ConditionBook
-) -> tuple[list[dict[str, Any]], bool]:
-    """Render and apply the chart's objects, each on its own: one refused does not hold up the others."""
-    kube = context.kube
+async def apply_cluster_class(scope: ReleaseScope) -> Outcome:
+    """Render the cluster-class chart and apply its objects, each on its own: one refused does not hold
+    up the others, and each one's outcome is in ``status.resources``."""
+    release, name = scope.release, scope.name
     try:
-        rendered = await runtime.rendered(name, release.namespace)
+        rendered = await scope.runtime.rendered(name, release.namespace)
         objects = applied_objects(rendered_objects(rendered, release.namespace), release)
     except (HelmError, yaml.YAMLError) as error:
-        await report_template_failure(book, error)
-        return [], True
-    return await apply_and_record(kube, objects, book, name.cluster_class_chart, watch=True)
+        await report_template_failure(scope.book, error)
+        scope.next_look = APPLY_RETRY_SECONDS
+        return Outcome.STOP
+    resources, failed = await apply_and_record(
+        scope.kube, objects, scope.book, name.cluster_class_chart, watch=True
+    )
+    scope.status["resources"] = resources
+    if failed:
+        scope.next_look = APPLY_RETRY_SECONDS
+        return Outcome.STOP
+    return Outcome.CONTINUE
+
+
+STEPS = (download, wait_for_provider, apply_cluster_class)
 
 
 async def finalize_release(obj: dict[str, Any], context: Context) -> float:
     """Wait while a Cluster uses the release's ClusterClass; then delete what the release applied."""
-    runtime: StackRuntime = context.extras[RUNTIME]
-    release, name = _release_of(obj)
-    kube = context.kube
+    scope = ReleaseScope.of(obj, context)
+    release, name, kube = scope.release, scope.name, scope.kube
     in_use = clusters_by_class(await clusters_of(kube, release.namespace))
     users = sorted(in_use.get(name.cluster_class, set()) | in_use.get(name.tag, set()))
     if users:
-        book = capi_book(obj, context.recorder)
-        await book.set(
+        await scope.book.set(
             ConditionType.READY,
             "False",
             Reason.IN_USE,
             f"deletion waits: ClusterClass {name.cluster_class} is used by Cluster {', '.join(users)}",
             warn=EventReason.DELETION_BLOCKED,
         )
-        await write_capi_status(kube, CLUSTER_STACK_RELEASE, obj, book, {"ready": False})
+        await write_capi_status(kube, CLUSTER_STACK_RELEASE, obj, scope.book, {"ready": False})
         return IN_USE_RECHECK_SECONDS
     deleted = await delete_applied(kube, (obj.get("status") or {}).get("resources") or [])
     reference = release.spec.provider_ref
     if reference is not None:
         with contextlib.suppress(errors.NotFound):  # its kind is no longer served
             await kube.delete(reference.api_version, reference.kind, reference.name, release.namespace)
-    runtime.forget(name)
+    scope.runtime.forget(name)
     if deleted:
         await context.recorder.emit(
             obj, "Normal", EventReason.OBJECTS_DELETED, f"deleted {', '.join(deleted)}"

@@ -1,10 +1,11 @@
 """The ClusterStack controller: which releases exist, their provider objects, and the stack's status.
 
-One reconcile reads everything from the watch caches (the stack's ClusterStackReleases, the
-Clusters of its namespace, its provider template) and the source's last listing (shared by every
-stack, refreshed each poll interval), lets :func:`~clusterstack_operator.releases.decide.plan_releases`
-decide, then creates what is missing (a release deleted by accident comes back), deletes what is no
-longer kept, and reports. A reconcile where nothing changed writes nothing.
+One reconcile (a :class:`StackReconcile` and its :data:`STEPS`) reads everything from the watch
+caches (the stack's ClusterStackReleases, the Clusters of its namespace, its provider template) and
+the source's last listing (shared by every stack, refreshed each poll interval), lets
+:func:`~clusterstack_operator.releases.decide.plan_releases` decide, then creates what is missing (a
+release deleted by accident comes back), deletes what is no longer kept, and reports. A reconcile
+where nothing changed writes nothing.
 
 It also plays upstream's ClusterAddonCreate controller for its own releases: every Cluster whose
 ClusterClass is one of them gets its ClusterAddon (``cluster-addon-<cluster>``, owned by the Cluster).
@@ -13,19 +14,24 @@ ClusterClass is one of them gets its ClusterAddon (``cluster-addon-<cluster>``, 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from clusterstack_operator.api.reasons import ConditionType, EventReason, Reason
 from clusterstack_operator.api.v1alpha1 import CLUSTER_ADDON, CLUSTER_STACK, CLUSTER_STACK_RELEASE
 from clusterstack_operator.controller.common import (
-    capi_book,
+    StackScope,
     clusters_by_class,
     clusters_of,
-    write_capi_status,
+    finish_ready,
 )
-from clusterstack_operator.controller.runtime import RUNTIME, StackRuntime
-from clusterstack_operator.releases.decide import ExistingRelease, clusters_without_addon, plan_releases
+from clusterstack_operator.releases.decide import (
+    ExistingRelease,
+    ReleasePlan,
+    clusters_without_addon,
+    plan_releases,
+)
 from clusterstack_operator.releases.versions import InvalidVersion, ReleaseName
 from clusterstack_operator.resources import (
     MANAGED_BY,
@@ -45,9 +51,8 @@ from clusterstack_operator.sources.base import SourceError
 from operator_core import errors
 from operator_core.cache import WatchedKind
 from operator_core.children import MANAGED_BY_LABEL
-from operator_core.conditions import summarize_ready
 from operator_core.reconciling import Context
-from operator_core.steps import ConditionBook
+from operator_core.steps import ConditionBook, Outcome, run_steps
 
 __all__ = ["provider_template_of", "reconcile_stack"]
 
@@ -67,47 +72,95 @@ def _parsed(name: str) -> ReleaseName | None:
         return None
 
 
+@dataclass(kw_only=True)
+class StackReconcile(StackScope):
+    """One reconcile of one ClusterStack."""
+
+    stack: Stack
+    required: list[str] = field(default_factory=list)
+    """The conditions Ready is summarised from (which ones depends on the spec)."""
+    available: list[ReleaseName] = field(default_factory=list)
+    """The source's releases (with auto-subscribe)."""
+    published: dict[ReleaseName, datetime] = field(default_factory=dict)
+    existing: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Its ClusterStackReleases by name, as read, then as applied."""
+    clusters: list[dict[str, Any]] = field(default_factory=list)
+    plan: ReleasePlan | None = None
+    template: dict[str, Any] | None = None
+    """Its provider template, once found valid (None: no provider, or none usable)."""
+
+    @classmethod
+    def of(cls, obj: dict[str, Any], context: Context) -> StackReconcile:
+        return cls(**StackScope.parts(obj, context), stack=Stack.from_object(obj))
+
+    @property
+    def planned(self) -> ReleasePlan:
+        """The plan the ``plan`` step made (the steps after it read it)."""
+        if self.plan is None:
+            raise RuntimeError("the releases are planned by an earlier step")
+        return self.plan
+
+
 async def reconcile_stack(obj: dict[str, Any], context: Context) -> float:
-    runtime: StackRuntime = context.extras[RUNTIME]
-    kube = context.kube
-    stack = Stack.from_object(obj)
-    book = capi_book(obj, context.recorder)
-    next_look = context.settings.resync_seconds
-    required = [ConditionType.CLUSTER_STACK_RELEASES_SYNCED]
+    scope = StackReconcile.of(obj, context)
+    await run_steps(STEPS, scope, finish=_write_status)
+    return scope.next_look
 
-    available: list[ReleaseName] = []
-    published: dict[ReleaseName, datetime] = {}
-    if stack.spec.auto_subscribe:
-        required.insert(0, ConditionType.RELEASES_SYNCED)
-        try:
-            offered, until_next_poll = await runtime.releases()
-        except SourceError as error:
-            await book.set(
-                ConditionType.RELEASES_SYNCED,
-                "False",
-                Reason.FAILED_TO_SYNC,
-                str(error),
-                warn=EventReason.RELEASE_SOURCE_FAILED,
-                warn_on_new_message=True,
-            )
-            next_look = min(next_look, SOURCE_RETRY_SECONDS)
-        else:
-            for offer in offered:
-                name = _parsed(offer.tag)
-                if name is not None:
-                    available.append(name)
-                    if offer.published_at is not None:
-                        published[name] = offer.published_at
-            mine = sum(1 for name in available if stack.identity.owns(name))
-            await book.set(
-                ConditionType.RELEASES_SYNCED,
-                "True",
-                Reason.SYNCED,
-                f"{runtime.source.description} has {mine} release(s) of this stack",
-            )
-            next_look = min(next_look, max(until_next_poll, 1.0))
 
-    existing_objects = {
+async def _write_status(scope: StackReconcile, completed: bool) -> None:
+    await finish_ready(
+        scope,
+        completed,
+        CLUSTER_STACK,
+        scope.required,
+        ready_message="",
+        became_ready=EventReason.RELEASE_READY,
+        became_not_ready=EventReason.RELEASE_NOT_READY,
+    )
+
+
+async def list_source(scope: StackReconcile) -> Outcome:
+    """With auto-subscribe, what the source offers (its last listing, shared by every stack); a source
+    that fails is said in a condition, looked at again soon, and the rest goes on with what exists."""
+    if not scope.stack.spec.auto_subscribe:
+        return Outcome.CONTINUE
+    runtime, book = scope.runtime, scope.book
+    scope.required.append(ConditionType.RELEASES_SYNCED)
+    try:
+        offered, until_next_poll = await runtime.releases()
+    except SourceError as error:
+        await book.set(
+            ConditionType.RELEASES_SYNCED,
+            "False",
+            Reason.FAILED_TO_SYNC,
+            str(error),
+            warn=EventReason.RELEASE_SOURCE_FAILED,
+            warn_on_new_message=True,
+        )
+        scope.next_look = min(scope.next_look, SOURCE_RETRY_SECONDS)
+        return Outcome.CONTINUE
+    for offer in offered:
+        name = _parsed(offer.tag)
+        if name is not None:
+            scope.available.append(name)
+            if offer.published_at is not None:
+                scope.published[name] = offer.published_at
+    mine = sum(1 for name in scope.available if scope.stack.identity.owns(name))
+    await book.set(
+        ConditionType.RELEASES_SYNCED,
+        "True",
+        Reason.SYNCED,
+        f"{runtime.source.description} has {mine} release(s) of this stack",
+    )
+    scope.next_look = min(scope.next_look, max(until_next_poll, 1.0))
+    return Outcome.CONTINUE
+
+
+async def plan(scope: StackReconcile) -> Outcome:
+    """Which releases to keep, create and delete (:func:`plan_releases`), from its releases and the
+    Clusters of its namespace, read from the caches."""
+    stack, kube = scope.stack, scope.kube
+    scope.existing = {
         o["metadata"]["name"]: o
         for o in await kube.list(
             CLUSTER_STACK_RELEASE.api_version,
@@ -118,75 +171,94 @@ async def reconcile_stack(obj: dict[str, Any], context: Context) -> float:
     }
     existing = [
         ExistingRelease(name, ready=bool((o.get("status") or {}).get("ready")))
-        for o in existing_objects.values()
+        for o in scope.existing.values()
         if (name := _parsed(o["metadata"]["name"])) is not None
     ]
-    clusters = await clusters_of(kube, stack.namespace)
-    in_use = clusters_by_class(clusters)
-    plan = plan_releases(
+    scope.clusters = await clusters_of(kube, stack.namespace)
+    scope.plan = plan_releases(
         stack.identity,
         listed=stack.spec.versions,
         auto_subscribe=stack.spec.auto_subscribe,
-        available=available,
-        published=published,
+        available=scope.available,
+        published=scope.published,
         existing=existing,
-        classes_in_use=in_use,
+        classes_in_use=clusters_by_class(scope.clusters),
     )
+    scope.required.append(ConditionType.CLUSTER_STACK_RELEASES_SYNCED)
+    return Outcome.CONTINUE
 
-    template = None
-    if not stack.spec.no_provider:
-        required.append(ConditionType.PROVIDER_RELEASES_SYNCED)
-        template = await _provider_template(kube, stack, book)
 
+async def find_provider_template(scope: StackReconcile) -> Outcome:
+    """The provider template, unless the stack has no provider."""
+    if not scope.stack.spec.no_provider:
+        scope.required.append(ConditionType.PROVIDER_RELEASES_SYNCED)
+        scope.template = await _provider_template(scope.kube, scope.stack, scope.book)
+    return Outcome.CONTINUE
+
+
+async def sync_releases(scope: StackReconcile) -> Outcome:
+    """Apply the releases kept (and their provider objects), create the new ones, delete the rest."""
+    stack, kube, book, template, planned = scope.stack, scope.kube, scope.book, scope.template, scope.planned
     # A release whose provider object cannot be made yet is not created: without its providerRef, its
     # controller would take it for one of a provider without an operator and apply at once.
     creatable = stack.spec.no_provider or template is not None
-    wanted = [*plan.keep, *(plan.create if creatable else ())]
+    wanted = [*planned.keep, *(planned.create if creatable else ())]
     created = []
     for release in wanted:
         provider = provider_reference(template, release, stack.namespace) if template is not None else None
         applied = await kube.apply(build_cluster_stack_release(stack, release, provider))
-        existing_objects[release.tag] = applied.object
+        scope.existing[release.tag] = applied.object
         if applied.created:
             created.append(release.tag)
         if template is not None:
-            await _apply_provider_release(kube, template, obj, Release.from_object(applied.object), book)
+            await _apply_provider_release(
+                kube, template, scope.obj, Release.from_object(applied.object), book
+            )
     if created:
         await book.event("Normal", EventReason.CLUSTER_STACK_RELEASE_CREATED, f"created {', '.join(created)}")
     deleted = []
-    for release in plan.delete:
-        if (existing_objects.get(release.tag) or {}).get("metadata", {}).get("deletionTimestamp"):
+    for release in planned.delete:
+        if (scope.existing.get(release.tag) or {}).get("metadata", {}).get("deletionTimestamp"):
             continue  # going already (its clean-up may wait for a Cluster)
         if await kube.delete(
             CLUSTER_STACK_RELEASE.api_version, CLUSTER_STACK_RELEASE.kind, release.tag, stack.namespace
         ):
             deleted.append(release.tag)
-        existing_objects.pop(release.tag, None)
+        scope.existing.pop(release.tag, None)
     if deleted:
         await book.event(
             "Normal",
             EventReason.CLUSTER_STACK_RELEASE_DELETED,
             f"deleted {', '.join(deleted)} (no longer kept)",
         )
-    await _create_cluster_addons(kube, stack, clusters, book)
     await book.set(
         ConditionType.CLUSTER_STACK_RELEASES_SYNCED,
         "True",
         Reason.SYNCED,
         f"{len(wanted)} release(s) kept: "
-        + ", ".join(f"{tag} ({why})" for tag, why in sorted(plan.why_kept.items()))
-        if plan.why_kept
+        + ", ".join(f"{tag} ({why})" for tag, why in sorted(planned.why_kept.items()))
+        if planned.why_kept
         else "no release is wanted yet",
     )
+    return Outcome.CONTINUE
 
+
+async def create_cluster_addons(scope: StackReconcile) -> Outcome:
+    await _create_cluster_addons(scope.kube, scope.stack, scope.clusters, scope.book)
+    return Outcome.CONTINUE
+
+
+async def report_releases(scope: StackReconcile) -> Outcome:
+    """The newest ready release, the usable versions and each release's summary."""
+    planned, book = scope.planned, scope.book
     ready = [
         name
-        for name in (_parsed(n) for n, o in existing_objects.items() if (o.get("status") or {}).get("ready"))
+        for name in (_parsed(n) for n, o in scope.existing.items() if (o.get("status") or {}).get("ready"))
         if name
     ]
-    if plan.latest is not None:
+    if planned.latest is not None:
         await book.set(
-            ConditionType.RELEASE_AVAILABLE, "True", Reason.RELEASE_READY, f"{plan.latest.tag} is ready"
+            ConditionType.RELEASE_AVAILABLE, "True", Reason.RELEASE_READY, f"{planned.latest.tag} is ready"
         )
     else:
         await book.set(
@@ -195,33 +267,23 @@ async def reconcile_stack(obj: dict[str, Any], context: Context) -> float:
             Reason.NO_READY_RELEASE,
             "no release of this stack is ready yet",
         )
-    required.append(ConditionType.RELEASE_AVAILABLE)
-    status, reason, message = summarize_ready(book.conditions, required)
-    await book.set_ready(
-        status,
-        reason,
-        message,
-        became_ready=EventReason.RELEASE_READY,
-        became_not_ready=EventReason.RELEASE_NOT_READY,
-    )
-    latest_object = existing_objects.get(plan.latest.tag) if plan.latest is not None else None
+    scope.required.append(ConditionType.RELEASE_AVAILABLE)
+    latest_object = scope.existing.get(planned.latest.tag) if planned.latest is not None else None
     latest = None
-    if plan.latest is not None and latest_object is not None:
+    if planned.latest is not None and latest_object is not None:
         kubernetes = (latest_object.get("status") or {}).get("kubernetesVersion")
-        latest = f"{plan.latest.cluster_class} | {kubernetes}" if kubernetes else plan.latest.cluster_class
-    await write_capi_status(
-        kube,
-        CLUSTER_STACK,
-        obj,
-        book,
-        {
-            "latestRelease": latest,
-            "usableVersions": usable_versions(ready) or None,
-            "summary": [release_summary(o) for _, o in sorted(existing_objects.items())],
-            "observedGeneration": obj["metadata"].get("generation"),
-        },
-    )
-    return next_look
+        latest = (
+            f"{planned.latest.cluster_class} | {kubernetes}" if kubernetes else planned.latest.cluster_class
+        )
+    scope.status |= {
+        "latestRelease": latest,
+        "usableVersions": usable_versions(ready) or None,
+        "summary": [release_summary(o) for _, o in sorted(scope.existing.items())],
+    }
+    return Outcome.CONTINUE
+
+
+STEPS = (list_source, plan, find_provider_template, sync_releases, create_cluster_addons, report_releases)
 
 
 async def _create_cluster_addons(
