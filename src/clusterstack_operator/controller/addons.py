@@ -1,10 +1,10 @@
 """The ClusterAddon controller: a Cluster's addons, applied in its workload cluster.
 
-One reconcile reads the Cluster, its class and the release behind it from the watch caches, waits
-for what is not there yet (the release's assets, the kubeconfig Secret, an API server that
-answers), each time saying why in a condition, then renders the release's cluster-addon chart (its
-``cluster-addon-values.yaml`` first, over the Cluster) and applies every object in the workload
-cluster, CRDs first, recording each one's status. Objects of the previously applied set that the
+One reconcile (an :class:`AddonScope` and its :data:`STEPS`) reads the Cluster, its class and the
+release behind it from the watch caches, waits for what is not there yet (the release's assets, the
+kubeconfig Secret, an API server that answers), each time saying why in a condition, then renders
+the release's cluster-addon chart (its ``cluster-addon-values.yaml`` first, over the Cluster) and
+applies every object in the workload cluster, CRDs first, recording each one's status. Objects of the previously applied set that the
 new one lacks are deleted there. A release with the same cluster-addon version as the one applied
 renders the same objects, so moving a Cluster to it writes nothing in the workload cluster; an
 Event says so. What it applied is in ``spec.clusterStack`` and ``spec.version``, as upstream keeps it.
@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -29,16 +30,16 @@ import yaml
 from clusterstack_operator.api.reasons import ConditionType, EventReason, Reason
 from clusterstack_operator.api.v1alpha1 import CLUSTER_ADDON
 from clusterstack_operator.controller.common import (
+    StackScope,
     apply_and_record,
-    capi_book,
     clusters_of,
     delete_applied,
+    finish_ready,
     report_template_failure,
     values_template_data,
     write_capi_status,
-    write_ready_status,
 )
-from clusterstack_operator.controller.runtime import ADDON_NAMESPACE, RUNTIME, StackRuntime
+from clusterstack_operator.controller.runtime import ADDON_NAMESPACE
 from clusterstack_operator.controller.stages import StagedRun, has_stages, run_stages
 from clusterstack_operator.helm import HelmError
 from clusterstack_operator.releases.addons import (
@@ -47,7 +48,7 @@ from clusterstack_operator.releases.addons import (
     unreachable_retry_seconds,
     what_changes,
 )
-from clusterstack_operator.releases.assets import InvalidRelease
+from clusterstack_operator.releases.assets import InvalidRelease, ReleaseMetadata
 from clusterstack_operator.releases.decide import cluster_class_of
 from clusterstack_operator.releases.versions import InvalidVersion, ReleaseName
 from clusterstack_operator.resources import Addon, addon_objects, rendered_objects
@@ -55,7 +56,7 @@ from clusterstack_operator.workload import kubeconfig_secret_name
 from operator_core import errors
 from operator_core.kube import Kube
 from operator_core.reconciling import WAIT_FOR_CHANGE, Context
-from operator_core.steps import ConditionBook
+from operator_core.steps import ConditionBook, Outcome, run_steps
 
 __all__ = ["addon_references", "reconcile_addon"]
 
@@ -75,55 +76,77 @@ def addon_references(obj: Mapping[str, Any]) -> list[tuple[str, str]]:
     return [("Cluster", cluster), ("Secret", kubeconfig_secret_name(cluster))] if cluster else []
 
 
-async def reconcile_addon(obj: dict[str, Any], context: Context) -> float:
-    runtime: StackRuntime = context.extras[RUNTIME]
-    addon = Addon.from_object(obj)
-    book = capi_book(obj, context.recorder)
-    status: dict[str, Any] = {"observedGeneration": obj["metadata"].get("generation")}
-    # What the status is on the server: a staged release writes it at every step of its stages.
-    baseline = {**obj, "status": dict(obj.get("status") or {})}
-    try:
-        return await _reconcile(addon, obj, baseline, context, runtime, book, status)
-    finally:
-        staged = book.get(ConditionType.CONFIG_VALIDATED) is not None
-        await write_ready_status(
-            context.kube,
-            CLUSTER_ADDON,
-            baseline,
-            book,
-            status,
-            (*REQUIRED[:2], ConditionType.CONFIG_VALIDATED, *REQUIRED[2:]) if staged else REQUIRED,
-            ready_message="the cluster addons are applied in the workload cluster",
-            became_ready=EventReason.ADDONS_READY,
-            became_not_ready=EventReason.ADDONS_NOT_READY,
+@dataclass(kw_only=True)
+class AddonScope(StackScope):
+    """One reconcile of one ClusterAddon: what it found so far on its way to the workload cluster."""
+
+    addon: Addon
+    baseline: dict[str, Any]
+    """The object with the status on the server: a staged release writes it at every step of its stages."""
+    cluster: dict[str, Any] | None = None
+    release: ReleaseName | None = None
+    """The release whose ClusterClass the Cluster uses."""
+    workload: Kube | None = None
+    """A client of the workload cluster, once its API server answers."""
+    metadata: ReleaseMetadata | None = None
+    staged: bool = False
+
+    @classmethod
+    def of(cls, obj: dict[str, Any], context: Context) -> AddonScope:
+        return cls(
+            **StackScope.parts(obj, context),
+            addon=Addon.from_object(obj),
+            baseline={**obj, "status": dict(obj.get("status") or {})},
         )
 
+    def found(self) -> tuple[dict[str, Any], ReleaseName, Kube, ReleaseMetadata]:
+        """The Cluster, its release, the workload cluster's client and the release's metadata, which the
+        steps before the apply found."""
+        if self.cluster is None or self.release is None or self.workload is None or self.metadata is None:
+            raise RuntimeError("the steps before the apply find the Cluster, its release and its workload")
+        return self.cluster, self.release, self.workload, self.metadata
 
-async def _reconcile(
-    addon: Addon,
-    obj: dict[str, Any],
-    baseline: dict[str, Any],
-    context: Context,
-    runtime: StackRuntime,
-    book: ConditionBook,
-    status: dict[str, Any],
-) -> float:
-    kube = context.kube
-    cluster_name = addon.spec.cluster_ref.name
-    cluster = next(
-        (c for c in await clusters_of(kube, addon.namespace) if c["metadata"]["name"] == cluster_name), None
+
+async def reconcile_addon(obj: dict[str, Any], context: Context) -> float:
+    scope = AddonScope.of(obj, context)
+    await run_steps(STEPS, scope, finish=_write_status)
+    return scope.next_look
+
+
+async def _write_status(scope: AddonScope, completed: bool) -> None:
+    required = (*REQUIRED[:2], ConditionType.CONFIG_VALIDATED, *REQUIRED[2:]) if scope.staged else REQUIRED
+    await finish_ready(
+        scope,
+        completed,
+        CLUSTER_ADDON,
+        required,
+        ready_message="the cluster addons are applied in the workload cluster",
+        became_ready=EventReason.ADDONS_READY,
+        became_not_ready=EventReason.ADDONS_NOT_READY,
+        baseline=scope.baseline,
     )
-    if cluster is None:
+
+
+async def find_cluster(scope: AddonScope) -> Outcome:
+    """The Cluster, and the release of the ClusterClass it uses; their change wakes the addon."""
+    book, namespace = scope.book, scope.addon.namespace
+    cluster_name = scope.addon.spec.cluster_ref.name
+    clusters = await clusters_of(scope.kube, namespace)
+    scope.cluster = next((c for c in clusters if c["metadata"]["name"] == cluster_name), None)
+    # Until the apply, what stops a step is fixed by a change that wakes the addon (the Cluster, its
+    # Secret, the release): no timer, unless a step sets one.
+    scope.next_look = WAIT_FOR_CHANGE
+    if scope.cluster is None:
         await book.set(
             ConditionType.CLUSTER_READY,
             "False",
             Reason.CLUSTER_NOT_FOUND,
             f"Cluster {cluster_name} does not exist",
         )
-        return WAIT_FOR_CHANGE
-    class_name = cluster_class_of(cluster)
+        return Outcome.STOP
+    class_name = cluster_class_of(scope.cluster)
     try:
-        release = ReleaseName.parse(class_name or "")
+        scope.release = ReleaseName.parse(class_name or "")
     except InvalidVersion:
         await book.set(
             ConditionType.CLUSTER_READY,
@@ -132,11 +155,17 @@ async def _reconcile(
             f"Cluster {cluster_name} uses {class_name or 'no ClusterClass'}, "
             "which is no cluster stack release's",
         )
-        return WAIT_FOR_CHANGE
+        return Outcome.STOP
+    return Outcome.CONTINUE
 
-    # The workload cluster: its kubeconfig, then an API server that answers.
+
+async def reach_workload_cluster(scope: AddonScope) -> Outcome:
+    """The workload cluster: its kubeconfig Secret (its creation wakes the addon), then an API server
+    that answers (looked at again sooner at first, then less often)."""
+    book, namespace = scope.book, scope.addon.namespace
+    cluster_name = scope.addon.spec.cluster_ref.name
     secret_name = kubeconfig_secret_name(cluster_name)
-    secret = await kube.get("v1", "Secret", secret_name, addon.namespace)
+    secret = await scope.kube.get("v1", "Secret", secret_name, namespace)
     if secret is None:
         await book.set(
             ConditionType.CLUSTER_READY,
@@ -145,9 +174,9 @@ async def _reconcile(
             f"waiting for Secret {secret_name}, "
             "which Cluster API writes once the control plane has its certificates",
         )
-        return WAIT_FOR_CHANGE
+        return Outcome.STOP
     try:
-        workload = await runtime.workloads.client(addon.namespace, cluster_name, secret)
+        workload = await scope.runtime.workloads.client(namespace, cluster_name, secret)
         await workload.server_version()
     except errors.InvalidKubeconfig as error:
         await book.set(
@@ -157,7 +186,7 @@ async def _reconcile(
             str(error),
             warn=EventReason.INVALID_KUBECONFIG,
         )
-        return WAIT_FOR_CHANGE
+        return Outcome.STOP
     except errors.KubeError as error:
         await book.set(
             ConditionType.CLUSTER_READY,
@@ -167,13 +196,20 @@ async def _reconcile(
         )
         down = book.get(ConditionType.CLUSTER_READY)
         waited = (datetime.now(UTC) - down.last_transition_time).total_seconds() if down else 0.0
-        return unreachable_retry_seconds(waited)
+        scope.next_look = unreachable_retry_seconds(waited)
+        return Outcome.STOP
+    scope.workload = workload
     await book.set(
         ConditionType.CLUSTER_READY, "True", Reason.CLUSTER_READY, "the workload cluster's API server answers"
     )
+    return Outcome.CONTINUE
 
-    # The release's assets: the ClusterStackRelease controller downloads them; after a restart they may
-    # be on their way again, which is worth a short wait, not a failure.
+
+async def check_release_assets(scope: AddonScope) -> Outcome:
+    """The release's assets: the ClusterStackRelease controller downloads them; after a restart they may
+    be on their way again, which is worth a short wait, not a failure."""
+    book, runtime, release = scope.book, scope.runtime, scope.release
+    assert release is not None  # found by find_cluster
     if not runtime.store.has(release):
         await book.set(
             ConditionType.DOWNLOADED,
@@ -181,9 +217,10 @@ async def _reconcile(
             Reason.NOT_DOWNLOADED_YET,
             f"waiting for release {release.tag} to be downloaded (its ClusterStackRelease fetches it)",
         )
-        return ASSETS_RETRY_SECONDS
+        scope.next_look = ASSETS_RETRY_SECONDS
+        return Outcome.STOP
     try:
-        metadata = runtime.store.metadata(release)
+        scope.metadata = runtime.store.metadata(release)
     except InvalidRelease as error:
         await book.set(
             ConditionType.DOWNLOADED,
@@ -192,21 +229,29 @@ async def _reconcile(
             str(error),
             warn=EventReason.DOWNLOAD_FAILED,
         )
-        return WAIT_FOR_CHANGE
+        return Outcome.STOP
     await book.set(
         ConditionType.DOWNLOADED, "True", Reason.DOWNLOADED, f"release {release.tag} is downloaded"
     )
+    return Outcome.CONTINUE
 
-    # Render and apply: the whole chart, or stage by stage.
+
+async def apply_addons(scope: AddonScope) -> Outcome:
+    """Render and apply the release's addons in the workload cluster: the whole chart, or stage by
+    stage; then record what is applied."""
+    cluster, release, workload, metadata = scope.found()
+    addon, book, kube, runtime = scope.addon, scope.book, scope.kube, scope.runtime
     addon_version = metadata.cluster_addon_version.dot
     change = what_changes(addon.spec.cluster_stack, addon.spec.version, release.tag, addon_version)
+    scope.next_look = runtime.settings.addon_check_seconds
     if has_stages(runtime, release):
+        scope.staged = True
 
         async def save() -> None:
-            await write_capi_status(kube, CLUSTER_ADDON, baseline, book, status)
-            # A copy: the stages go on changing ``status`` in place after it is written.
-            written = copy.deepcopy({**status, "conditions": book.wire()})
-            baseline["status"] = {**baseline["status"], **written}
+            await write_capi_status(kube, CLUSTER_ADDON, scope.baseline, book, scope.status)
+            # A copy: the stages go on changing the status in place after it is written.
+            written = copy.deepcopy({**scope.status, "conditions": book.wire()})
+            scope.baseline["status"] = {**scope.baseline["status"], **written}
 
         run = StagedRun(
             addon.name,
@@ -217,15 +262,18 @@ async def _reconcile(
             workload,
             runtime,
             book,
-            status,
+            scope.status,
             save,
             lambda: values_template_data(kube, cluster),
         )
-        wait, done = await run_stages(run, dict(obj.get("status") or {}), addon.spec.version, change)
-        if done:
-            await _record_applied(kube, addon, release.tag, addon_version, change, book)
-        return wait
-    _forget_stages(obj, status)
+        scope.next_look, done = await run_stages(
+            run, dict(scope.obj.get("status") or {}), addon.spec.version, change
+        )
+        if not done:
+            return Outcome.STOP
+        await _record_applied(kube, addon, release.tag, addon_version, change, book)
+        return Outcome.CONTINUE
+    _forget_stages(scope.obj, scope.status)
     try:
         objects = addon_objects(
             rendered_objects(
@@ -242,22 +290,26 @@ async def _reconcile(
         )
     except (HelmError, yaml.YAMLError) as error:
         await report_template_failure(book, error)
-        return WAIT_FOR_CHANGE
+        scope.next_look = WAIT_FOR_CHANGE
+        return Outcome.STOP
     chart = release.cluster_addon_chart(addon_version)
     resources, failed = await apply_and_record(workload, objects, book, chart, watch=False)
-    status["resources"] = resources
-    previous = (obj.get("status") or {}).get("resources") or []
-    if not failed:
-        stale = stale_resources(previous, resources)
-        deleted = await delete_applied(workload, stale)
-        if deleted:
-            await book.event(
-                "Normal",
-                EventReason.OBJECTS_DELETED,
-                f"deleted from the workload cluster (no longer in {chart}): {', '.join(deleted)}",
-            )
-        await _record_applied(kube, addon, release.tag, addon_version, change, book)
-    return runtime.settings.addon_check_seconds
+    scope.status["resources"] = resources
+    if failed:
+        return Outcome.STOP
+    previous = (scope.obj.get("status") or {}).get("resources") or []
+    deleted = await delete_applied(workload, stale_resources(previous, resources))
+    if deleted:
+        await book.event(
+            "Normal",
+            EventReason.OBJECTS_DELETED,
+            f"deleted from the workload cluster (no longer in {chart}): {', '.join(deleted)}",
+        )
+    await _record_applied(kube, addon, release.tag, addon_version, change, book)
+    return Outcome.CONTINUE
+
+
+STEPS = (find_cluster, reach_workload_cluster, check_release_assets, apply_addons)
 
 
 async def _record_applied(
