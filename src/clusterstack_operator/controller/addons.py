@@ -4,10 +4,11 @@ One reconcile (an :class:`AddonScope` and its :data:`STEPS`) reads the Cluster, 
 release behind it from the watch caches, waits for what is not there yet (the release's assets, the
 kubeconfig Secret, an API server that answers), each time saying why in a condition, then renders
 the release's cluster-addon chart (its ``cluster-addon-values.yaml`` first, over the Cluster) and
-applies every object in the workload cluster, CRDs first, recording each one's status. Objects of the previously applied set that the
-new one lacks are deleted there. A release with the same cluster-addon version as the one applied
-renders the same objects, so moving a Cluster to it writes nothing in the workload cluster; an
-Event says so. What it applied is in ``spec.clusterStack`` and ``spec.version``, as upstream keeps it.
+applies every object in the workload cluster, CRDs first, recording each one's status. Objects of
+the previously applied set that the new one lacks are deleted there. A release with the same
+cluster-addon version as the one applied renders the same objects, so moving a Cluster to it writes
+nothing in the workload cluster; an Event says so. What it applied is in ``spec.clusterStack`` and
+``spec.version``, as upstream keeps it.
 
 The workload cluster is not watched (yet): every ``addon_check_seconds`` a reconcile looks at the
 objects there, which restores one deleted or changed by hand. Such a look renders nothing again:
