@@ -6,7 +6,7 @@ An operator's ``controller.wiring`` module describes itself once (its ``OPERATOR
 - :class:`Operator`: one per process. :meth:`Operator.run` connects
   (:func:`operator_core.reconciling.connect`), checks that the API server answers and serves the
   operator's own kinds (else :class:`~operator_core.errors.StartFailed`, within
-  :data:`START_SECONDS`), starts the watch caches (:mod:`operator_core.cache`) that every read of
+  :data:`~operator_core.starting.START_SECONDS`), starts the watch caches (:mod:`operator_core.cache`) that every read of
   its reconciles comes from and runs the operator's own ``start`` hook; once told to stop, it lets
   the reconciles in flight finish (:data:`LOOP_STOP_SECONDS`), runs its ``stop`` hook, then stops
   the caches and closes the client. Both hooks get the :class:`Context`. :meth:`Operator.health`
@@ -39,9 +39,7 @@ from operator_core import errors
 from operator_core.applying import report_invalid_spec, report_unwatchable
 from operator_core.cache import NEEDED_KINDS, Cache, Informer, KindRef, WatchedKind, label_selector
 from operator_core.children import (
-    INSTANCE_LABEL,
     MANAGED_BY_LABEL,
-    OWNER_NAMESPACE_LABEL,
     Manifest,
 )
 from operator_core.crdgen import CustomResource
@@ -59,10 +57,12 @@ from operator_core.reconciling import (
     run_loop,
     run_object_loop,
     unless_stopped,
+    waker,
 )
 from operator_core.settings import KubeSettings, from_env
+from operator_core.starting import check_start
 
-__all__ = ["FINALIZED", "LOOP_STOP_SECONDS", "START_SECONDS", "Operator", "check_start"]
+__all__ = ["FINALIZED", "LOOP_STOP_SECONDS", "Operator"]
 
 
 Reconcile = Callable[[dict[str, Any], Context], Awaitable[float]]
@@ -427,7 +427,7 @@ class Operator:
         needs = self._needs[resource.kind] = frozenset(kind.ref for kind in declared)
         # The finalizing loops are woken as the reconcile loops are (a Cluster that lets a deletion go).
         books = (wakeups, finalizing) if finalizer is not None else (wakeups,)
-        self._listeners.append(_waker(books, primary, managed_by, references, frozenset(wake_all_on)))
+        self._listeners.append(waker(books, primary, managed_by, references, frozenset(wake_all_on)))
         if (finalizer is None) != (finalize is None):
             raise TypeError("a finalizer and its finalize step come together")
         if finalizer is not None and finalize is not None:
@@ -543,50 +543,6 @@ FINALIZED = -1.0
 LOOP_STOP_SECONDS = 10.0
 """How long a stopping operator lets the reconciles in flight finish before cancelling them."""
 
-START_SECONDS = 20.0
-"""How long a starting operator waits for the API server to answer before it gives up: its pod then
-restarts with back-off, as a controller-runtime manager's does, and says why each time."""
-_START_RETRY_SECONDS = 1.0
-
-
-async def check_start(
-    kube: Kube, resources: Sequence[CustomResource], patience: float = START_SECONDS
-) -> None:
-    """What an operator cannot start without, checked before its caches start: an API server that
-    answers within ``patience`` seconds and takes its credentials, and its own kinds served.
-    :class:`~operator_core.errors.StartFailed` names the address and the cause otherwise."""
-    where = kube.server or "the in-cluster address"
-    deadline = time.monotonic() + patience
-    waiting_said = False
-    while True:
-        remaining = deadline - time.monotonic()
-        try:
-            await asyncio.wait_for(kube.version(), timeout=max(remaining, 0.1))
-            break
-        except (errors.Unavailable, TimeoutError) as error:
-            cause = str(error) or "no answer"
-            if time.monotonic() + _START_RETRY_SECONDS >= deadline:
-                raise errors.StartFailed(
-                    f"the API server at {where} did not answer within {patience:.0f} s: {cause}"
-                ) from error
-            if not waiting_said:  # once, not once a second
-                logging.getLogger(__name__).warning("waiting for the API server at %s: %s", where, cause)
-                waiting_said = True
-            await asyncio.sleep(_START_RETRY_SECONDS)
-        except errors.KubeError as error:
-            if error.status == 401:
-                raise errors.StartFailed(
-                    f"the API server at {where} refused our credentials (401 Unauthorized): the token or "
-                    "client certificate is not valid there"
-                ) from error
-            raise errors.StartFailed(f"the API server at {where} refused us: {error}") from error
-    for resource in resources:
-        if not await kube.serves(resource.api_version, resource.kind):
-            raise errors.StartFailed(
-                f"{resource.kind} ({resource.api_version}) is not served at {where}: install its CRD "
-                f"{resource.crd_name} first (its chart does, as does kubectl apply -f deploy/crds/)"
-            )
-
 
 async def _report_synced(cache: Cache, declared: frozenset[KindRef]) -> None:
     """/readyz and the gauge: ready once every watch cache declared at the start has listed its kind (or
@@ -609,36 +565,3 @@ async def _set_finalizers(
         return
     patch = {"metadata": {"finalizers": wanted, "resourceVersion": metadata["resourceVersion"]}}
     await kube.patch(obj["apiVersion"], obj["kind"], metadata["name"], metadata.get("namespace"), patch)
-
-
-def _waker(
-    books: Sequence[Wakeups],
-    primary: KindRef,
-    managed_by: str,
-    references: References | None,
-    wake_all_on: frozenset[KindRef] = frozenset(),
-) -> Callable[[KindRef, Manifest], None]:
-    """What a change seen by the caches wakes, in each of ``books``: the object itself, the owner of a
-    child, the holders of a named object, every object of its namespace (``wake_all_on``)."""
-
-    def changed(kind: KindRef, obj: Manifest) -> None:
-        metadata = obj.get("metadata") or {}
-        namespace, labels = metadata.get("namespace"), metadata.get("labels") or {}
-        keys: list[Any] = []
-        if kind == primary:
-            keys.append((namespace, metadata.get("name")))
-        else:
-            if labels.get(MANAGED_BY_LABEL) == managed_by and INSTANCE_LABEL in labels:
-                keys.append((labels.get(OWNER_NAMESPACE_LABEL, namespace), labels[INSTANCE_LABEL]))
-            if references is not None:
-                holders = references.holders(kind[1], namespace or "", metadata.get("name", ""))
-                keys.extend((namespace, holder) for holder in holders)
-        for wakeups in books:
-            if kind in wake_all_on:
-                for key in wakeups.registered():
-                    if isinstance(key, tuple) and key[0] == namespace:
-                        wakeups.wake(key)
-            for key in keys:
-                wakeups.wake(key)
-
-    return changed

@@ -302,7 +302,7 @@ class Kube:
         an outage: said once in the log when it begins (and once when it ends, :meth:`_answered`), while
         every request and watch that retries meanwhile logs at debug
         (:func:`~operator_core.errors.said_already`) and waits for :attr:`answering`. Before its first
-        answer, the start check says it (operator_core.controller.check_start). ``from_server`` False:
+        answer, the start check says it (operator_core.starting.check_start). ``from_server`` False:
         no answer says nothing of the API server (a pod behind its proxy that did not answer in time)."""
         try:
             yield

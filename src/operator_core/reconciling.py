@@ -31,12 +31,13 @@ import contextlib
 import contextvars
 import logging
 import math
-from collections.abc import Awaitable, Callable, Hashable, Iterable, Iterator
+from collections.abc import Awaitable, Callable, Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 from operator_core import errors
 from operator_core.cache import NEEDED_KINDS, KindRef
+from operator_core.children import INSTANCE_LABEL, MANAGED_BY_LABEL, OWNER_NAMESPACE_LABEL, Manifest
 from operator_core.crdgen import CustomResource
 from operator_core.errors import Retry, StartFailed, retry_policy
 from operator_core.events import EventRecorder
@@ -57,6 +58,8 @@ __all__ = [
     "reconciling_as",
     "run_loop",
     "run_object_loop",
+    "unless_stopped",
+    "waker",
 ]
 
 DEFAULT_RETRY_SECONDS = (2.0, 5.0, 10.0, 30.0)
@@ -346,3 +349,36 @@ class Context:
     recorder: EventRecorder
     settings: KubeSettings
     extras: dict[str, Any] = field(default_factory=dict)
+
+
+def waker(
+    books: Sequence[Wakeups],
+    primary: KindRef,
+    managed_by: str,
+    references: References | None,
+    wake_all_on: frozenset[KindRef] = frozenset(),
+) -> Callable[[KindRef, Manifest], None]:
+    """What a change seen by the caches wakes, in each of ``books``: the object itself, the owner of a
+    child, the holders of a named object, every object of its namespace (``wake_all_on``)."""
+
+    def changed(kind: KindRef, obj: Manifest) -> None:
+        metadata = obj.get("metadata") or {}
+        namespace, labels = metadata.get("namespace"), metadata.get("labels") or {}
+        keys: list[Any] = []
+        if kind == primary:
+            keys.append((namespace, metadata.get("name")))
+        else:
+            if labels.get(MANAGED_BY_LABEL) == managed_by and INSTANCE_LABEL in labels:
+                keys.append((labels.get(OWNER_NAMESPACE_LABEL, namespace), labels[INSTANCE_LABEL]))
+            if references is not None:
+                holders = references.holders(kind[1], namespace or "", metadata.get("name", ""))
+                keys.extend((namespace, holder) for holder in holders)
+        for wakeups in books:
+            if kind in wake_all_on:
+                for key in wakeups.registered():
+                    if isinstance(key, tuple) and key[0] == namespace:
+                        wakeups.wake(key)
+            for key in keys:
+                wakeups.wake(key)
+
+    return changed

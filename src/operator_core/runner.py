@@ -11,7 +11,7 @@ options are the same for all three, so that operating them feels the same.
 - The operator runs until SIGTERM or SIGINT: its reconciles in flight get their grace, then are
   cancelled; it releases the Lease, and the process exits 0.
 - What the operator cannot start without (a kubeconfig it can read, credentials the API server takes,
-  an API server that answers within :data:`operator_core.controller.START_SECONDS`, its own CRDs)
+  an API server that answers within :data:`operator_core.starting.START_SECONDS`, its own CRDs)
   ends the process with code 1 and one line that says why (:class:`operator_core.errors.StartFailed`);
   the pod then restarts with back-off, as a controller-runtime manager's does.
 """

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from operator_core import errors
-from operator_core.controller import check_start
 from operator_core.crdgen import CustomResource
+from operator_core.starting import check_start
 from typesense_operator.api import TYPESENSE_CLUSTER
 
 pytestmark = pytest.mark.unit
