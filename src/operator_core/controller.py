@@ -5,9 +5,9 @@ An operator's ``controller.wiring`` module describes itself once (its ``OPERATOR
 
 - :class:`Operator`: one per process. :meth:`Operator.run` connects
   (:func:`operator_core.reconciling.connect`), checks that the API server answers and serves the
-  operator's own kinds (else :class:`~operator_core.errors.StartFailed`, within
-  :data:`~operator_core.starting.START_SECONDS`), starts the watch caches (:mod:`operator_core.cache`) that every read of
-  its reconciles comes from and runs the operator's own ``start`` hook; once told to stop, it lets
+  operator's own kinds (:func:`operator_core.starting.check_start`), starts the watch caches
+  (:mod:`operator_core.cache`) that every read of its reconciles comes from and runs the operator's
+  own ``start`` hook; once told to stop, it lets
   the reconciles in flight finish (:data:`LOOP_STOP_SECONDS`), runs its ``stop`` hook, then stops
   the caches and closes the client. Both hooks get the :class:`Context`. :meth:`Operator.health`
   is what ``/healthz`` shows: the reconciles counted and each cache's state.
