@@ -32,10 +32,10 @@ from clusterstack_operator.api.reasons import ConditionType, EventReason, Reason
 from clusterstack_operator.api.v1alpha1 import CLUSTER_ADDON
 from clusterstack_operator.controller.common import (
     StackScope,
+    StackSteps,
     apply_and_record,
     clusters_of,
     delete_applied,
-    finish_ready,
     report_template_failure,
     values_template_data,
     write_capi_status,
@@ -57,7 +57,7 @@ from clusterstack_operator.workload import kubeconfig_secret_name
 from operator_core import errors
 from operator_core.kube import Kube
 from operator_core.reconciling import WAIT_FOR_CHANGE, Context
-from operator_core.steps import ConditionBook, Outcome, run_steps
+from operator_core.steps import ConditionBook, Outcome
 
 __all__ = ["addon_references", "reconcile_addon"]
 
@@ -82,8 +82,6 @@ class AddonScope(StackScope):
     """One reconcile of one ClusterAddon: what it found so far on its way to the workload cluster."""
 
     addon: Addon
-    baseline: dict[str, Any]
-    """The object with the status on the server: a staged release writes it at every step of its stages."""
     cluster: dict[str, Any] | None = None
     release: ReleaseName | None = None
     """The release whose ClusterClass the Cluster uses."""
@@ -97,6 +95,7 @@ class AddonScope(StackScope):
         return cls(
             **StackScope.parts(obj, context),
             addon=Addon.from_object(obj),
+            # A staged release writes its progress at every step of its stages.
             baseline={**obj, "status": dict(obj.get("status") or {})},
         )
 
@@ -106,26 +105,6 @@ class AddonScope(StackScope):
         if self.cluster is None or self.release is None or self.workload is None or self.metadata is None:
             raise RuntimeError("the steps before the apply find the Cluster, its release and its workload")
         return self.cluster, self.release, self.workload, self.metadata
-
-
-async def reconcile_addon(obj: dict[str, Any], context: Context) -> float:
-    scope = AddonScope.of(obj, context)
-    await run_steps(STEPS, scope, finish=_write_status)
-    return scope.next_look
-
-
-async def _write_status(scope: AddonScope, completed: bool) -> None:
-    required = (*REQUIRED[:2], ConditionType.CONFIG_VALIDATED, *REQUIRED[2:]) if scope.staged else REQUIRED
-    await finish_ready(
-        scope,
-        completed,
-        CLUSTER_ADDON,
-        required,
-        ready_message="the cluster addons are applied in the workload cluster",
-        became_ready=EventReason.ADDONS_READY,
-        became_not_ready=EventReason.ADDONS_NOT_READY,
-        baseline=scope.baseline,
-    )
 
 
 async def find_cluster(scope: AddonScope) -> Outcome:
@@ -248,11 +227,14 @@ async def apply_addons(scope: AddonScope) -> Outcome:
     if has_stages(runtime, release):
         scope.staged = True
 
+        baseline = scope.baseline
+        assert baseline is not None  # an AddonScope's, from the start
+
         async def save() -> None:
-            await write_capi_status(kube, CLUSTER_ADDON, scope.baseline, book, scope.status)
+            await write_capi_status(kube, CLUSTER_ADDON, baseline, book, scope.status)
             # A copy: the stages go on changing the status in place after it is written.
             written = copy.deepcopy({**scope.status, "conditions": book.wire()})
-            scope.baseline["status"] = {**scope.baseline["status"], **written}
+            baseline["status"] = {**baseline["status"], **written}
 
         run = StagedRun(
             addon.name,
@@ -310,7 +292,20 @@ async def apply_addons(scope: AddonScope) -> Outcome:
     return Outcome.CONTINUE
 
 
-STEPS = (find_cluster, reach_workload_cluster, check_release_assets, apply_addons)
+def _required(scope: AddonScope) -> tuple[str, ...]:
+    return (*REQUIRED[:2], ConditionType.CONFIG_VALIDATED, *REQUIRED[2:]) if scope.staged else REQUIRED
+
+
+STEPS = StackSteps(
+    CLUSTER_ADDON,
+    AddonScope.of,
+    (find_cluster, reach_workload_cluster, check_release_assets, apply_addons),
+    required=_required,
+    ready_message="the cluster addons are applied in the workload cluster",
+    became_ready=EventReason.ADDONS_READY,
+    became_not_ready=EventReason.ADDONS_NOT_READY,
+)
+reconcile_addon = STEPS.reconcile
 
 
 async def _record_applied(

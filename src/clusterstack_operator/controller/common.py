@@ -5,15 +5,16 @@ per-object record.
 Each controller's reconcile is the suite's one shape (as Typesense's and Monocle's): its context is put
 into a :class:`StackScope` (or a subclass) once, an ordered list of steps takes it from there
 (:func:`operator_core.steps.run_steps`), and :func:`finish_ready` writes the status once at the end,
-``observedGeneration`` only when every step ran.
+``observedGeneration`` only when every step ran; :class:`StackSteps` is that, described once per
+controller.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from clusterstack_operator.api.reasons import ConditionType, EventReason, Reason
 from clusterstack_operator.api.v1alpha1 import CAPI_CONDITIONS
@@ -30,7 +31,7 @@ from operator_core.events import EventRecorder
 from operator_core.kube import Kube
 from operator_core.manifests import merge_patch
 from operator_core.reconciling import Context
-from operator_core.steps import ConditionBook, write_status
+from operator_core.steps import ConditionBook, Outcome, run_steps, write_status
 
 __all__ = [
     "CLUSTER_KINDS",
@@ -66,6 +67,9 @@ class StackScope:
     """Seconds until the next look, lowered (or set to WAIT_FOR_CHANGE) by the steps."""
     status: dict[str, Any] = field(default_factory=dict)
     """The status fields this reconcile sets; the finish writes them with the conditions."""
+    baseline: dict[str, Any] | None = None
+    """The object with the status on the server, when a step wrote some already (a staged release's
+    progress); None: the object as read."""
 
     @staticmethod
     def parts(obj: dict[str, Any], context: Context) -> dict[str, Any]:
@@ -83,6 +87,41 @@ class StackScope:
         return str(self.obj["metadata"]["namespace"])
 
 
+ScopeT = TypeVar("ScopeT", bound=StackScope)
+
+
+@dataclass(frozen=True)
+class StackSteps(Generic[ScopeT]):
+    """One Cluster Stack controller's reconcile: its scope, made once from the object and the context,
+    its ordered steps, and the single status write at the end (:func:`finish_ready`)."""
+
+    resource: CustomResource
+    scope: Callable[[dict[str, Any], Context], ScopeT]
+    steps: Sequence[Callable[[ScopeT], Awaitable[Outcome]]]
+    required: Callable[[ScopeT], Sequence[str]]
+    """The conditions Ready is summarised from, as the steps left them."""
+    ready_message: str
+    became_ready: StrEnum
+    became_not_ready: StrEnum
+
+    async def reconcile(self, obj: dict[str, Any], context: Context) -> float:
+        """One reconcile: the steps until one stops, the status once; the seconds until the next look."""
+        scope = self.scope(obj, context)
+        await run_steps(self.steps, scope, finish=self._finish)
+        return scope.next_look
+
+    async def _finish(self, scope: ScopeT, completed: bool) -> None:
+        await finish_ready(
+            scope,
+            completed,
+            self.resource,
+            self.required(scope),
+            ready_message=self.ready_message,
+            became_ready=self.became_ready,
+            became_not_ready=self.became_not_ready,
+        )
+
+
 async def finish_ready(
     scope: StackScope,
     completed: bool,
@@ -92,18 +131,16 @@ async def finish_ready(
     ready_message: str,
     became_ready: StrEnum,
     became_not_ready: StrEnum,
-    baseline: Mapping[str, Any] | None = None,
 ) -> None:
     """The single status write of a reconcile (:func:`write_ready_status` of the scope's fields), with
     ``observedGeneration`` only when every step ran: a spec the controller could not act on in full is
-    not "observed". ``baseline``: the object as the status on the server is, when the steps wrote
-    some already (a staged release's progress)."""
+    not "observed"."""
     if completed:
         scope.status["observedGeneration"] = scope.obj["metadata"].get("generation")
     await write_ready_status(
         scope.kube,
         resource,
-        baseline if baseline is not None else scope.obj,
+        scope.baseline if scope.baseline is not None else scope.obj,
         scope.book,
         scope.status,
         required,

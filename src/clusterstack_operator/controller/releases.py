@@ -24,11 +24,11 @@ from clusterstack_operator.api.reasons import ConditionType, EventReason, Reason
 from clusterstack_operator.api.v1alpha1 import CLUSTER_STACK_RELEASE
 from clusterstack_operator.controller.common import (
     StackScope,
+    StackSteps,
     apply_and_record,
     clusters_by_class,
     clusters_of,
     delete_applied,
-    finish_ready,
     report_template_failure,
     write_capi_status,
 )
@@ -42,7 +42,7 @@ from operator_core.cache import WatchedKind
 from operator_core.children import MANAGED_BY_LABEL
 from operator_core.controller import FINALIZED
 from operator_core.reconciling import WAIT_FOR_CHANGE, Context
-from operator_core.steps import Outcome, run_steps
+from operator_core.steps import Outcome
 
 __all__ = ["FINALIZER", "finalize_release", "reconcile_release"]
 
@@ -69,24 +69,6 @@ class ReleaseScope(StackScope):
         except InvalidVersion as error:
             raise errors.InvalidSpec(f"ClusterStackRelease {release.name}: {error}") from None
         return cls(**StackScope.parts(obj, context), release=release, name=name)
-
-
-async def reconcile_release(obj: dict[str, Any], context: Context) -> float:
-    scope = ReleaseScope.of(obj, context)
-    await run_steps(STEPS, scope, finish=_write_status)
-    return scope.next_look
-
-
-async def _write_status(scope: ReleaseScope, completed: bool) -> None:
-    await finish_ready(
-        scope,
-        completed,
-        CLUSTER_STACK_RELEASE,
-        REQUIRED,
-        ready_message="ClusterClass applied",
-        became_ready=EventReason.RELEASE_READY,
-        became_not_ready=EventReason.RELEASE_NOT_READY,
-    )
 
 
 async def download(scope: ReleaseScope) -> Outcome:
@@ -182,7 +164,16 @@ async def apply_cluster_class(scope: ReleaseScope) -> Outcome:
     return Outcome.CONTINUE
 
 
-STEPS = (download, wait_for_provider, apply_cluster_class)
+STEPS = StackSteps(
+    CLUSTER_STACK_RELEASE,
+    ReleaseScope.of,
+    (download, wait_for_provider, apply_cluster_class),
+    required=lambda _: REQUIRED,
+    ready_message="ClusterClass applied",
+    became_ready=EventReason.RELEASE_READY,
+    became_not_ready=EventReason.RELEASE_NOT_READY,
+)
+reconcile_release = STEPS.reconcile
 
 
 async def finalize_release(obj: dict[str, Any], context: Context) -> float:

@@ -22,9 +22,9 @@ from clusterstack_operator.api.reasons import ConditionType, EventReason, Reason
 from clusterstack_operator.api.v1alpha1 import CLUSTER_ADDON, CLUSTER_STACK, CLUSTER_STACK_RELEASE
 from clusterstack_operator.controller.common import (
     StackScope,
+    StackSteps,
     clusters_by_class,
     clusters_of,
-    finish_ready,
 )
 from clusterstack_operator.releases.decide import (
     ExistingRelease,
@@ -52,7 +52,7 @@ from operator_core import errors
 from operator_core.cache import WatchedKind
 from operator_core.children import MANAGED_BY_LABEL
 from operator_core.reconciling import Context
-from operator_core.steps import ConditionBook, Outcome, run_steps
+from operator_core.steps import ConditionBook, Outcome
 
 __all__ = ["provider_template_of", "reconcile_stack"]
 
@@ -99,24 +99,6 @@ class StackReconcile(StackScope):
         if self.plan is None:
             raise RuntimeError("the releases are planned by an earlier step")
         return self.plan
-
-
-async def reconcile_stack(obj: dict[str, Any], context: Context) -> float:
-    scope = StackReconcile.of(obj, context)
-    await run_steps(STEPS, scope, finish=_write_status)
-    return scope.next_look
-
-
-async def _write_status(scope: StackReconcile, completed: bool) -> None:
-    await finish_ready(
-        scope,
-        completed,
-        CLUSTER_STACK,
-        scope.required,
-        ready_message="",
-        became_ready=EventReason.RELEASE_READY,
-        became_not_ready=EventReason.RELEASE_NOT_READY,
-    )
 
 
 async def list_source(scope: StackReconcile) -> Outcome:
@@ -283,7 +265,16 @@ async def report_releases(scope: StackReconcile) -> Outcome:
     return Outcome.CONTINUE
 
 
-STEPS = (list_source, plan, find_provider_template, sync_releases, create_cluster_addons, report_releases)
+STEPS = StackSteps(
+    CLUSTER_STACK,
+    StackReconcile.of,
+    (list_source, plan, find_provider_template, sync_releases, create_cluster_addons, report_releases),
+    required=lambda scope: scope.required,
+    ready_message="",
+    became_ready=EventReason.RELEASE_READY,
+    became_not_ready=EventReason.RELEASE_NOT_READY,
+)
+reconcile_stack = STEPS.reconcile
 
 
 async def _create_cluster_addons(
