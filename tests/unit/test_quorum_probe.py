@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
-from collections.abc import Mapping
+import socket
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import replace
 from datetime import UTC, datetime
 
-import httpx
 import pytest
 
 from typesense_operator.api.reasons import ReadyReason
@@ -85,13 +86,50 @@ async def test_concurrency_is_bounded() -> None:
     assert addressing.most_in_flight <= 4  # two nodes at once, each asking /status and /health
 
 
-async def test_direct_addressing_times_out_and_needs_an_ip() -> None:
-    def handler(request: httpx.Request) -> httpx.Response:
-        raise httpx.ConnectTimeout("timed out", request=request)
+@contextlib.asynccontextmanager
+async def raw_server(answer: bytes | None) -> AsyncIterator[int]:
+    """A TCP server on loopback that reads a request and writes ``answer`` (None: says nothing until it
+    stops); every connection is closed when it stops."""
+    stopping = asyncio.Event()
+    handlers: list[asyncio.Task[object]] = []
 
-    direct = DirectToPod(httpx.AsyncClient(transport=httpx.MockTransport(handler)))
-    (no_ip, timed_out) = await probe_nodes(direct, [target(0, ip=None), target(1)], "k", timeout=0.1)
-    await direct.aclose()
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        handlers.append(task)
+        try:
+            await reader.readuntil(b"\r\n\r\n")
+            if answer is None:
+                await stopping.wait()
+            else:
+                writer.write(answer)
+                await writer.drain()
+        finally:
+            writer.close()
+            with contextlib.suppress(OSError):
+                await writer.wait_closed()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    try:
+        yield server.sockets[0].getsockname()[1]
+    finally:
+        stopping.set()
+        server.close()
+        await server.wait_closed()
+        await asyncio.gather(*handlers, return_exceptions=True)
+
+
+def at(port: int) -> NodeTarget:
+    return NodeTarget(index=0, pod="c-sts-0", namespace="n", pod_ip="127.0.0.1", port=port)
+
+
+async def test_direct_addressing_times_out_and_needs_an_ip() -> None:
+    direct = DirectToPod()
+    try:
+        async with raw_server(None) as silent:
+            (no_ip, timed_out) = await probe_nodes(direct, [target(0, ip=None), at(silent)], "k", timeout=0.2)
+    finally:
+        await direct.aclose()
     assert not no_ip.reachable
     assert not timed_out.reachable
 
@@ -194,17 +232,18 @@ async def test_a_bug_in_a_probe_is_not_an_unreachable_node(caplog: pytest.LogCap
 
 
 async def test_only_a_missing_answer_makes_a_node_unreachable() -> None:
-    async def refuse(request: httpx.Request) -> httpx.Response:
-        raise httpx.ConnectError("refused", request=request)
-
-    async def undecodable(request: httpx.Request) -> httpx.Response:
-        raise httpx.DecodingError("garbled", request=request)
-
-    refused = DirectToPod(httpx.AsyncClient(transport=httpx.MockTransport(refuse)))
-    (probe,) = await probe_nodes(refused, [target(0)], "the-key")
-    assert not probe.reachable
-    garbled = DirectToPod(httpx.AsyncClient(transport=httpx.MockTransport(undecodable)))
-    with pytest.raises(ProbeFailed):
-        await probe_nodes(garbled, [target(0)], "the-key")
-    await refused.aclose()
-    await garbled.aclose()
+    """Refused (nothing listens) is no answer; an answer nobody can read (a gzip body that is not gzip)
+    is a failure of the probe, not a silent node."""
+    with socket.socket() as probe_socket:
+        probe_socket.bind(("127.0.0.1", 0))
+        closed_port = probe_socket.getsockname()[1]
+    garbled_answer = b"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: 5\r\n\r\nhello"
+    direct = DirectToPod()
+    try:
+        (refused,) = await probe_nodes(direct, [at(closed_port)], "the-key")
+        assert not refused.reachable
+        async with raw_server(garbled_answer) as garbled:
+            with pytest.raises(ProbeFailed):
+                await probe_nodes(direct, [at(garbled)], "the-key")
+    finally:
+        await direct.aclose()

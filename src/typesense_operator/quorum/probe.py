@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
-import httpx
+import aiohttp
 
 from operator_core import errors
 from operator_core.kube import Kube
@@ -83,26 +83,36 @@ class NodeAddressing(Protocol):
 
 
 class DirectToPod:
-    """Straight to ``http://<pod IP>:<port>``."""
+    """Straight to ``http://<pod IP>:<port>``, over one aiohttp session (the operator's HTTP client for
+    everything: no second library), made on first use inside the running loop."""
 
-    def __init__(self, client: httpx.AsyncClient | None = None) -> None:
-        self._client = client or httpx.AsyncClient(trust_env=False)
+    def __init__(self) -> None:
+        self._session: aiohttp.ClientSession | None = None
 
     async def get(
         self, target: NodeTarget, path: str, headers: Mapping[str, str], timeout: float
     ) -> tuple[int, bytes]:
         if not target.pod_ip:
             raise Unreachable(f"pod {target.pod} has no IP yet")
+        if self._session is None:
+            # No proxy or credentials from the environment (trust_env stays off): a node is on the pod
+            # network, and the admin key goes to it alone.
+            self._session = aiohttp.ClientSession()
         try:
-            answer = await self._client.get(
-                f"http://{target.pod_ip}:{target.port}{path}", headers=dict(headers), timeout=timeout
-            )
-        except httpx.TransportError as error:  # refused, reset, timed out: no answer
-            raise Unreachable(str(error)) from error
-        return answer.status_code, answer.content
+            async with self._session.get(
+                f"http://{target.pod_ip}:{target.port}{path}",
+                headers=dict(headers),
+                timeout=aiohttp.ClientTimeout(total=timeout),
+            ) as answer:
+                return answer.status, await answer.read()
+        except aiohttp.ClientConnectionError as error:  # refused, reset, closed before an answer
+            raise Unreachable(str(error) or type(error).__name__) from error
+        except TimeoutError as error:
+            raise Unreachable(f"no answer within {timeout:g} s") from error
 
     async def aclose(self) -> None:
-        await self._client.aclose()
+        if self._session is not None:
+            await self._session.close()
 
 
 class ApiServerProxy:
@@ -127,7 +137,7 @@ class ApiServerProxy:
 
 RAFT_STAT_PATH = "/raft_stat?console=1"
 """braft's status page as text. brpc answers its built-in pages with HTML to every client but curl,
-unless ``console=1`` is asked; typesense-server 0.24.1 does so, and httpx is not curl."""
+unless ``console=1`` is asked; typesense-server 0.24.1 does so, and aiohttp is not curl."""
 # A line of the text page, or a <br>-separated line of the HTML one (should a proxy drop the query).
 _LAST_LOG = re.compile(rb"(?:^|<br>)last_log_id: \(index=(\d+),term=(\d+)\)", re.MULTILINE)
 
