@@ -45,7 +45,7 @@ from operator_core.children import (
 from operator_core.crdgen import CustomResource
 from operator_core.kube import Kube
 from operator_core.logs import about_object
-from operator_core.memory import freeze_long_lived, trim_after_work
+from operator_core.memory import freeze_long_lived, large_blocks_to_the_system, trim_after_work
 from operator_core.metrics import REPLICA, timed_reconcile
 from operator_core.reconciling import (
     Context,
@@ -162,6 +162,7 @@ class Operator:
         await check_start(kube, self._resources)
 
     async def _start(self, namespaces: tuple[str, ...] | None) -> None:
+        large_blocks_to_the_system()  # before the first connection's buffer (operator_core.memory)
         kube, recorder = connect(self.controller_name)
         self._connected = Context(kube, recorder, from_env(KubeSettings))
         await self.check_can_start(kube)
