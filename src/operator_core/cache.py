@@ -68,6 +68,8 @@ WATCH_TIMEOUT_SECONDS = 290
 """How long the API server keeps one watch open; the informer opens the next at once (no re-list)."""
 SYNC_WARNING_SECONDS = 30.0
 """How long reconciles wait for an unsynced cache before a warning says which kinds are behind."""
+COMPACT_BATCH = 50
+"""Objects whose strings :meth:`Cache.compact` shares before it lets the loop run again."""
 FORBIDDEN_RECHECK_SECONDS = 60.0
 """How often an informer that RBAC forbids tries again (a rule may have been granted meanwhile)."""
 UNSERVED_RECHECK_SECONDS = 300.0
@@ -169,17 +171,14 @@ def _is_newer(candidate: Mapping[str, Any], current: Mapping[str, Any] | None) -
 
 
 def _trimmed(obj: Manifest, *, keep_spec: bool = True) -> Manifest:
-    """The object as the cache keeps it: without managedFields (nothing reads them, and they are often
-    half its size), without its spec when nobody reads that either, and its strings shared
-    (:func:`_shared`)."""
-    kept: Manifest = {}
-    for key, value in obj.items():
-        if key == "spec" and not keep_spec:
-            continue
-        if key == "metadata" and isinstance(value, dict):
-            value = {k: v for k, v in value.items() if k != "managedFields"}
-        kept[sys.intern(key)] = _shared(value)
-    return kept
+    """The object without managedFields (nothing reads them, and they are often half its size), and
+    without its spec when nobody reads that either."""
+    metadata = obj.get("metadata")
+    if isinstance(metadata, dict) and "managedFields" in metadata:
+        obj = {**obj, "metadata": {k: v for k, v in metadata.items() if k != "managedFields"}}
+    if not keep_spec and "spec" in obj:
+        obj = {k: v for k, v in obj.items() if k != "spec"}
+    return obj
 
 
 _SHARED_STRING_LENGTH = 64
@@ -190,8 +189,9 @@ _SHARED_STRING_LENGTH = 64
 def _shared(value: Any) -> Any:
     """``value`` with its dict keys and short strings interned. A JSON parser makes new strings for every
     object (``"metadata"``, ``"app.kubernetes.io/name"``, ``"True"``), so thousands of cached objects
-    held thousands of copies of the same few hundred strings: about a tenth of an idle operator's memory
-    with 100 clusters (bench/scale.py)."""
+    held thousands of copies of the same few hundred strings (3.5 MiB of an idle operator with 100
+    clusters, bench/scale.py). Done as each object is stored, it slowed a burst of new clusters by a
+    third: :meth:`Cache.compact` does it later, off the reconciles' path."""
     if isinstance(value, dict):
         return {sys.intern(k): _shared(v) for k, v in value.items()}
     if isinstance(value, list):
@@ -259,6 +259,8 @@ class Informer:
         self.served = True
         """False while the API server does not serve the kind (a CRD not installed): it holds nothing."""
         self._look_again = asyncio.Event()
+        self._loose: set[tuple[str, str]] = set()
+        """The keys of objects stored since the last :meth:`compact`."""
 
     @property
     def resource_version(self) -> str | None:
@@ -493,10 +495,24 @@ class Informer:
     def _put(self, key: tuple[str, str], obj: Manifest) -> None:
         self._drop(key)
         self._objects[key] = obj
+        self._loose.add(key)
         for label in _labels(obj).items():
             self._by_label.setdefault(label, set()).add(key)
 
+    def compact_some(self, batch: int) -> bool:
+        """Share the strings (:func:`_shared`) of up to ``batch`` objects stored since they were last
+        shared; whether there were any."""
+        if not self._loose:
+            return False
+        for _ in range(min(batch, len(self._loose))):
+            key = self._loose.pop()
+            obj = self._objects.get(key)
+            if obj is not None:
+                self._objects[key] = _shared(obj)
+        return True
+
     def _drop(self, key: tuple[str, str]) -> None:
+        self._loose.discard(key)
         obj = self._objects.pop(key, None)
         if obj is None:
             return
@@ -663,6 +679,15 @@ class Cache:
             if pending:
                 names = ", ".join(repr(informer) for informer in self._of(kinds) if not informer.settled)
                 _log.warning("reconciles wait for the watch caches to sync: %s", names)
+
+    async def compact(self, batch: int = COMPACT_BATCH) -> None:
+        """Share the strings of what the informers stored since the last call (:meth:`Informer.compact`),
+        a few objects at a time, letting the loop run in between: for a quiet moment (before a trim)."""
+        for informer in self.informers:
+            more = True
+            while more:
+                more = informer.compact_some(batch)
+                await asyncio.sleep(0)  # a turn for the reconciles and watches between batches
 
     def require_synced(self, what: str) -> None:
         """Raise :class:`~operator_core.errors.NotSynced` unless every informer the current reconcile's
