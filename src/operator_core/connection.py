@@ -19,18 +19,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
 import httpx2
+import msgspec
 from lightkube.config import client_adapter
 from lightkube.config.kubeconfig import SingleConfig
 from lightkube.config.models import User
 
-__all__ = ["Answer", "AnswerCounter", "Connection", "NoAnswer", "Streamed", "lines_of"]
+__all__ = ["Answer", "AnswerCounter", "Connection", "NoAnswer", "Streamed", "decode_json", "lines_of"]
 
 CONNECTIONS = 100
 """Requests in flight at once, each on its own keep-alive connection (HTTP/1.1, as client-go by default)."""
@@ -38,6 +38,17 @@ CONNECTIONS = 100
 AnswerCounter = Callable[[str, str, Mapping[str, Any], int], None]
 """Told of one answered request (a watch: when its stream opens): its method, path, query parameters,
 and its answer's status."""
+
+
+def decode_json(data: bytes) -> Any:
+    """An answer's JSON as Python values, by msgspec (lightkube's own dependency): twice as fast as the
+    standard library's parser, and it keeps one copy of each field name for every answer, where the
+    standard one made new strings for each (``"metadata"``, ``"app.kubernetes.io/name"``), thousands of
+    copies in the watch caches. Malformed JSON raises a ValueError, as ``json.loads`` does."""
+    return _JSON.decode(data)
+
+
+_JSON = msgspec.json.Decoder()
 
 
 class NoAnswer(Exception):
@@ -57,7 +68,7 @@ class Answer:
     body: bytes
 
     def json(self) -> Any:
-        return json.loads(self.body)
+        return decode_json(self.body)
 
 
 class Streamed:

@@ -53,7 +53,7 @@ from operator_core.cache import (
     label_selector,
     selector_covers,
 )
-from operator_core.connection import Answer, AnswerCounter, Connection, NoAnswer
+from operator_core.connection import Answer, AnswerCounter, Connection, NoAnswer, decode_json
 from operator_core.manifests import APPLIED_HASH_ANNOTATION, Manifest, needs_apply, with_applied_hash
 from operator_core.secrets import scrub
 
@@ -732,7 +732,7 @@ class Kube:
                     raise _refusal(Answer(answer.status, await answer.body()), what)
                 yield OPENED, {}
                 async for line in answer.lines():
-                    event = json.loads(line)
+                    event = decode_json(line)
                     event_type, obj = event.get("type", ""), event.get("object") or {}
                     if event_type == "ERROR":
                         code = int(obj.get("code") or 0)
