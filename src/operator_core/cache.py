@@ -39,7 +39,6 @@ import asyncio
 import contextlib
 import contextvars
 import logging
-import sys
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -68,8 +67,6 @@ WATCH_TIMEOUT_SECONDS = 290
 """How long the API server keeps one watch open; the informer opens the next at once (no re-list)."""
 SYNC_WARNING_SECONDS = 30.0
 """How long reconciles wait for an unsynced cache before a warning says which kinds are behind."""
-COMPACT_BATCH = 50
-"""Objects whose strings :meth:`Cache.compact` shares before it lets the loop run again."""
 FORBIDDEN_RECHECK_SECONDS = 60.0
 """How often an informer that RBAC forbids tries again (a rule may have been granted meanwhile)."""
 UNSERVED_RECHECK_SECONDS = 300.0
@@ -181,26 +178,6 @@ def _trimmed(obj: Manifest, *, keep_spec: bool = True) -> Manifest:
     return obj
 
 
-_SHARED_STRING_LENGTH = 64
-"""Strings up to this long are interned: field names, and the values that repeat from object to object
-(labels, image names, condition types and reasons)."""
-
-
-def _shared(value: Any) -> Any:
-    """``value`` with its dict keys and short strings interned. A JSON parser makes new strings for every
-    object (``"metadata"``, ``"app.kubernetes.io/name"``, ``"True"``), so thousands of cached objects
-    held thousands of copies of the same few hundred strings (3.5 MiB of an idle operator with 100
-    clusters, bench/scale.py). Done as each object is stored, it slowed a burst of new clusters by a
-    third: :meth:`Cache.compact` does it later, off the reconciles' path."""
-    if isinstance(value, dict):
-        return {sys.intern(k): _shared(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_shared(item) for item in value]
-    if isinstance(value, str) and len(value) <= _SHARED_STRING_LENGTH:
-        return sys.intern(value)
-    return value
-
-
 @dataclass(frozen=True)
 class WatchedKind:
     """One kind an operator reads from a cache: ``labels`` None means every object of it; a label whose
@@ -259,8 +236,6 @@ class Informer:
         self.served = True
         """False while the API server does not serve the kind (a CRD not installed): it holds nothing."""
         self._look_again = asyncio.Event()
-        self._loose: set[tuple[str, str]] = set()
-        """The keys of objects stored since the last :meth:`compact`."""
 
     @property
     def resource_version(self) -> str | None:
@@ -495,24 +470,10 @@ class Informer:
     def _put(self, key: tuple[str, str], obj: Manifest) -> None:
         self._drop(key)
         self._objects[key] = obj
-        self._loose.add(key)
         for label in _labels(obj).items():
             self._by_label.setdefault(label, set()).add(key)
 
-    def compact_some(self, batch: int) -> bool:
-        """Share the strings (:func:`_shared`) of up to ``batch`` objects stored since they were last
-        shared; whether there were any."""
-        if not self._loose:
-            return False
-        for _ in range(min(batch, len(self._loose))):
-            key = self._loose.pop()
-            obj = self._objects.get(key)
-            if obj is not None:
-                self._objects[key] = _shared(obj)
-        return True
-
     def _drop(self, key: tuple[str, str]) -> None:
-        self._loose.discard(key)
         obj = self._objects.pop(key, None)
         if obj is None:
             return
@@ -679,15 +640,6 @@ class Cache:
             if pending:
                 names = ", ".join(repr(informer) for informer in self._of(kinds) if not informer.settled)
                 _log.warning("reconciles wait for the watch caches to sync: %s", names)
-
-    async def compact(self, batch: int = COMPACT_BATCH) -> None:
-        """Share the strings of what the informers stored since the last call (:meth:`Informer.compact`),
-        a few objects at a time, letting the loop run in between: for a quiet moment (before a trim)."""
-        for informer in self.informers:
-            more = True
-            while more:
-                more = informer.compact_some(batch)
-                await asyncio.sleep(0)  # a turn for the reconciles and watches between batches
 
     def require_synced(self, what: str) -> None:
         """Raise :class:`~operator_core.errors.NotSynced` unless every informer the current reconcile's

@@ -187,9 +187,7 @@ class Operator:
             for obj in informer.list() if informer is not None else []:
                 for listener in self._listeners:
                     listener(kind, obj)
-        self._trimming = asyncio.create_task(
-            trim_after_work(lambda: self.reconciles, compact=cache.compact), name="memory trim"
-        )
+        self._trimming = asyncio.create_task(trim_after_work(lambda: self.reconciles), name="memory trim")
 
     async def _stop(self) -> None:
         context = self._connected

@@ -40,7 +40,7 @@ import ctypes
 import ctypes.util
 import gc
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
 __all__ = [
@@ -96,29 +96,22 @@ def trimmer() -> Callable[[], None] | None:
     return release
 
 
-async def trim_after_work(
-    work_done: Callable[[], int],
-    interval: float = TRIM_INTERVAL_SECONDS,
-    compact: Callable[[], Awaitable[None]] | None = None,
-) -> None:
-    """Every ``interval`` seconds, if ``work_done()`` (a counter) moved since the last look: ``compact``
-    (what the caches stored meanwhile), then trim once.
+async def trim_after_work(work_done: Callable[[], int], interval: float = TRIM_INTERVAL_SECONDS) -> None:
+    """Every ``interval`` seconds, trim once if ``work_done()`` (a counter) moved since the last look.
 
-    Runs until cancelled; where the C library cannot trim, it only compacts.
+    Runs until cancelled; a process whose C library cannot trim returns at once.
     """
     release = trimmer()
     if release is None:
         _log.debug("the C library has no malloc_trim: freed memory stays with the allocator")
+        return
     seen = work_done()
     while True:
         await asyncio.sleep(interval)
         now = work_done()
         if now != seen:
             seen = now
-            if compact is not None:
-                await compact()
-            if release is not None:
-                release()
+            release()
 
 
 def freeze_long_lived() -> None:

@@ -5,7 +5,6 @@ tests/integration/test_watch_cache_api_server.py.)"""
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
@@ -484,34 +483,3 @@ async def test_a_delete_requires_synced_only_the_caches_its_controller_declared(
             await kube.delete("v1", "Pod", "web-0", "ns")
     finally:
         NEEDED_KINDS.reset(token)
-
-
-async def test_compaction_shares_the_strings_json_parsing_copied_into_each_object(
-    running: list[Any],
-) -> None:
-    """Two pods parsed apart hold two copies of every field name; compacted, one. Only what was stored
-    since the last compaction is walked again."""
-    listing = [json.loads(json.dumps(pod(name, 5, app="web"))) for name in ("a", "b")]
-    first, second = listing
-    assert next(k for k in first["metadata"] if k == "labels") is not next(
-        k for k in second["metadata"] if k == "labels"
-    )
-    cache = Cache(ScriptedSource(listing))
-    cache.watch([WatchedKind("v1", "Pod")])
-    await cache.start()
-    try:
-        await cache.wait_settled()
-        await cache.compact()
-        (informer,) = cache.informers
-        a, b = informer.get("ns", "a"), informer.get("ns", "b")
-        assert a is not None
-        assert b is not None
-        first["metadata"].pop("managedFields")
-        assert a == first, "the same content (managedFields were never kept)"
-        labels_a = next(k for k in a["metadata"] if k == "labels")
-        labels_b = next(k for k in b["metadata"] if k == "labels")
-        assert labels_a is labels_b
-        assert a["metadata"]["labels"]["app"] is b["metadata"]["labels"]["app"]
-        assert not informer.compact_some(10), "nothing stored since"
-    finally:
-        await cache.stop()

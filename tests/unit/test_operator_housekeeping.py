@@ -48,20 +48,16 @@ def test_an_object_deleted_before_its_turn_does_not_hold_the_first_pass_forever(
     assert first.finished(informer, ("ns", "a"))
 
 
-async def test_memory_is_compacted_then_trimmed_only_after_work(monkeypatch: pytest.MonkeyPatch) -> None:
-    done: list[str] = []
+async def test_memory_is_trimmed_only_after_work(monkeypatch: pytest.MonkeyPatch) -> None:
+    trims: list[int] = []
     work = [0]
-
-    async def compact() -> None:
-        done.append(f"compact {work[0]}")
-
-    monkeypatch.setattr(memory, "trimmer", lambda: lambda: done.append(f"trim {work[0]}"))
-    task = asyncio.create_task(memory.trim_after_work(lambda: work[0], interval=0.01, compact=compact))
+    monkeypatch.setattr(memory, "trimmer", lambda: lambda: trims.append(work[0]))
+    task = asyncio.create_task(memory.trim_after_work(lambda: work[0], interval=0.01))
     await asyncio.sleep(0.05)
-    assert done == []  # idle: nothing to give back
+    assert trims == []  # idle: nothing to give back
     work[0] = 3
     await asyncio.sleep(0.05)
-    assert done == ["compact 3", "trim 3"]  # once per burst, not on every look; compacted first
+    assert trims == [3]  # once per burst, not on every look
     task.cancel()
 
 
