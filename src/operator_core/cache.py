@@ -372,11 +372,7 @@ class Informer:
         if self.served:
             _log.info("%r: not served; looking again every %.0f s", self, UNSERVED_RECHECK_SECONDS)
         self.served = False
-        self._replace({}, scope)
-        self._mark(scope, True)
-        self._look_again.clear()
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._look_again.wait(), UNSERVED_RECHECK_SECONDS)
+        await self._hold_nothing_until_looked_at(scope, synced=True, seconds=UNSERVED_RECHECK_SECONDS)
 
     async def _wait_while_forbidden(self, scope: str, error: errors.Forbidden) -> None:
         """RBAC forbids the list or the watch: said once (not once per retry), what it held is dropped
@@ -389,11 +385,15 @@ class Informer:
                 error,
             )
         self.forbidden = str(error)
+        await self._hold_nothing_until_looked_at(scope, synced=False, seconds=FORBIDDEN_RECHECK_SECONDS)
+
+    async def _hold_nothing_until_looked_at(self, scope: str, *, synced: bool, seconds: float) -> None:
+        """Drop what the scope held (reported as gone), mark it, and wait ``seconds`` before the next
+        look, or less when something says to look again (our own write of a kind thought not served)."""
         self._replace({}, scope)
-        self._mark(scope, False)
+        self._mark(scope, synced)
         self._look_again.clear()
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._look_again.wait(), FORBIDDEN_RECHECK_SECONDS)
+        await _wait_at_most(self._look_again, seconds)
 
     async def _back_off(self, failures: int, error: Exception) -> int:
         """Wait before the next try, longer after each failure in a row; a failure of an API server
@@ -403,8 +403,7 @@ class Informer:
             _log.debug(
                 "%r: watch failed, again in %.1f s or once the API server answers: %s", self, delay, error
             )
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._source.answering.wait(), delay)
+            await _wait_at_most(self._source.answering, delay)
         else:
             _log.warning("%r: watch failed, again in %.1f s: %s", self, delay, error)
             await asyncio.sleep(delay)
@@ -629,17 +628,10 @@ class Cache:
             behind = [informer for informer in self._of(kinds) if not informer.settled]
             if not behind:
                 return
-            waits = [asyncio.ensure_future(informer.wait_settled()) for informer in behind]
-            try:
-                # asyncio.wait, not a gather: a wait cancelled by the operator stopping leaves no
-                # gathering future whose CancelledError nobody retrieves (logged with a traceback).
-                _, pending = await asyncio.wait(waits, timeout=SYNC_WARNING_SECONDS)
-            finally:
-                for wait in waits:
-                    wait.cancel()
-            if pending:
-                names = ", ".join(repr(informer) for informer in self._of(kinds) if not informer.settled)
-                _log.warning("reconciles wait for the watch caches to sync: %s", names)
+            await settled_within(behind, SYNC_WARNING_SECONDS)
+            still = [repr(informer) for informer in self._of(kinds) if not informer.settled]
+            if still:
+                _log.warning("reconciles wait for the watch caches to sync: %s", ", ".join(still))
 
     def require_synced(self, what: str) -> None:
         """Raise :class:`~operator_core.errors.NotSynced` unless every informer the current reconcile's
@@ -677,10 +669,18 @@ async def settled_within(informers: Iterable[Informer], seconds: float) -> None:
     if not waits:
         return
     try:
+        # asyncio.wait, not a gather: a wait cancelled by the operator stopping leaves no gathering
+        # future whose CancelledError nobody retrieves (logged with a traceback).
         await asyncio.wait(waits, timeout=seconds)
     finally:
         for wait in waits:
             wait.cancel()
+
+
+async def _wait_at_most(event: asyncio.Event, seconds: float) -> None:
+    """Until ``event`` is set, or ``seconds`` pass."""
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(event.wait(), seconds)
 
 
 def _holds(holder: WatchedKind, wanted: WatchedKind) -> bool:
