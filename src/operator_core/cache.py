@@ -197,6 +197,11 @@ class WatchedKind:
     def ref(self) -> KindRef:
         return self.api_version, self.kind
 
+    @property
+    def name(self) -> str:
+        """``Kind.version``, and its label selector if it has one: a cache's name on ``/healthz``."""
+        return " ".join(filter(None, (f"{self.kind}.{self.api_version}", label_selector(self.labels))))
+
 
 class Informer:
     """Every object of one kind, kept current by a watch; see the module's docstring."""

@@ -7,9 +7,9 @@ An operator's ``controller.wiring`` module describes itself once (its ``OPERATOR
   (:func:`operator_core.reconciling.connect`), checks that the API server answers and serves the
   operator's own kinds (:func:`operator_core.starting.check_start`), starts the watch caches
   (:mod:`operator_core.cache`) that every read of its reconciles comes from and runs the operator's
-  own ``start`` hook; once told to stop, it lets
-  the reconciles in flight finish (:data:`LOOP_STOP_SECONDS`), runs its ``stop`` hook, then stops
-  the caches and closes the client. Both hooks get the :class:`Context`. :meth:`Operator.health`
+  own ``start`` hook; once told to stop (even during the start check), it lets the reconciles in
+  flight finish (:data:`LOOP_STOP_SECONDS`), runs its ``stop`` hook, then stops the caches and
+  closes the client. Both hooks get the :class:`Context`. :meth:`Operator.health`
   is what ``/healthz`` shows: the reconciles counted and each cache's state.
 - :meth:`Operator.controller`: one per custom resource. It adds to the caches
   the resource itself, its labelled children and what its spec names but does
@@ -17,11 +17,13 @@ An operator's ``controller.wiring`` module describes itself once (its ``OPERATOR
   a change to any of them wakes the object's loop at once. The cache starts one
   loop per object as soon as it holds it,
   :func:`~operator_core.reconciling.run_object_loop` with the operator's
-  ``reconcile`` (decision 20).
+  ``reconcile`` (decision 20); the loop waits for the caches of the kinds its controller declared,
+  and for no other (decision 24).
 
 Inside a reconcile, the children are brought to the desired set by
-:func:`operator_core.applying.apply_report_prune`, and a spec that its model refuses is reported
-by :func:`operator_core.applying.report_invalid_spec`.
+:func:`operator_core.applying.apply_report_prune`, a spec that its model refuses is reported
+by :func:`operator_core.applying.report_invalid_spec`, and a declared kind RBAC does not let the
+operator watch by :func:`operator_core.applying.report_unwatchable`.
 
 Who calls it: the operators' ``controller`` rooms.
 """
@@ -37,7 +39,7 @@ from typing import Any
 
 from operator_core import errors
 from operator_core.applying import report_invalid_spec, report_unwatchable
-from operator_core.cache import NEEDED_KINDS, Cache, Informer, KindRef, WatchedKind, label_selector
+from operator_core.cache import NEEDED_KINDS, Cache, Informer, KindRef, WatchedKind
 from operator_core.children import (
     MANAGED_BY_LABEL,
     Manifest,
@@ -133,13 +135,13 @@ class Operator:
                 "at": time.time(),
             },
             "caches": {
-                " ".join(filter(None, (f"{kind.kind}.{kind.api_version}", label_selector(kind.labels)))): {
+                informer.kind.name: {
                     "objects": len(informer),
                     "synced": informer.synced,
                     "served": informer.served,
                     "forbidden": informer.forbidden,
                 }
-                for informer, kind in ((i, i.kind) for i in (cache.informers if cache is not None else []))
+                for informer in (cache.informers if cache is not None else [])
             },
         }
 
