@@ -82,6 +82,9 @@ class AddonScope(StackScope):
     """One reconcile of one ClusterAddon: what it found so far on its way to the workload cluster."""
 
     addon: Addon
+    baseline: dict[str, Any]
+    """The object with the status on the server: a staged release writes its progress at every step of
+    its stages."""
     cluster: dict[str, Any] | None = None
     release: ReleaseName | None = None
     """The release whose ClusterClass the Cluster uses."""
@@ -95,7 +98,6 @@ class AddonScope(StackScope):
         return cls(
             **StackScope.parts(obj, context),
             addon=Addon.from_object(obj),
-            # A staged release writes its progress at every step of its stages.
             baseline={**obj, "status": dict(obj.get("status") or {})},
         )
 
@@ -228,7 +230,6 @@ async def apply_addons(scope: AddonScope) -> Outcome:
         scope.staged = True
 
         baseline = scope.baseline
-        assert baseline is not None  # an AddonScope's, from the start
 
         async def save() -> None:
             await write_capi_status(kube, CLUSTER_ADDON, baseline, book, scope.status)

@@ -27,7 +27,6 @@ from operator_core.applying import apply_each
 from operator_core.children import MANAGED_BY_LABEL
 from operator_core.conditions import summarize_ready
 from operator_core.crdgen import CustomResource
-from operator_core.events import EventRecorder
 from operator_core.kube import Kube
 from operator_core.manifests import merge_patch
 from operator_core.reconciling import Context
@@ -37,7 +36,6 @@ __all__ = [
     "CLUSTER_KINDS",
     "StackScope",
     "apply_and_record",
-    "capi_book",
     "clusters_by_class",
     "clusters_of",
     "delete_applied",
@@ -77,14 +75,10 @@ class StackScope:
         return {
             "obj": obj,
             "kube": context.kube,
-            "book": capi_book(obj, context.recorder),
+            "book": ConditionBook.of(obj, context.recorder, CAPI_CONDITIONS),
             "runtime": context.extras[RUNTIME],
             "next_look": context.settings.resync_seconds,
         }
-
-    @property
-    def namespace(self) -> str:
-        return str(self.obj["metadata"]["namespace"])
 
 
 ScopeT = TypeVar("ScopeT", bound=StackScope)
@@ -184,11 +178,6 @@ async def values_template_data(kube: Kube, cluster: Mapping[str, Any]) -> dict[s
         if found is not None:
             data[key] = found
     return data
-
-
-def capi_book(obj: Mapping[str, Any], recorder: EventRecorder) -> ConditionBook:
-    """The condition book of one reconcile, from conditions in Cluster API's shape."""
-    return ConditionBook.of(obj, recorder, CAPI_CONDITIONS)
 
 
 async def write_capi_status(
