@@ -91,7 +91,6 @@ class AddonScope(StackScope):
     workload: Kube | None = None
     """A client of the workload cluster, once its API server answers."""
     metadata: ReleaseMetadata | None = None
-    staged: bool = False
 
     @classmethod
     def of(cls, obj: dict[str, Any], context: Context) -> AddonScope:
@@ -227,15 +226,12 @@ async def apply_addons(scope: AddonScope) -> Outcome:
     change = what_changes(addon.spec.cluster_stack, addon.spec.version, release.tag, addon_version)
     scope.next_look = runtime.settings.addon_check_seconds
     if has_stages(runtime, release):
-        scope.staged = True
-
-        baseline = scope.baseline
 
         async def save() -> None:
-            await write_capi_status(kube, CLUSTER_ADDON, baseline, book, scope.status)
+            await write_capi_status(kube, CLUSTER_ADDON, scope.baseline, book, scope.status)
             # A copy: the stages go on changing the status in place after it is written.
             written = copy.deepcopy({**scope.status, "conditions": book.wire()})
-            baseline["status"] = {**baseline["status"], **written}
+            scope.baseline["status"] = {**scope.baseline["status"], **written}
 
         run = StagedRun(
             addon.name,
@@ -294,7 +290,9 @@ async def apply_addons(scope: AddonScope) -> Outcome:
 
 
 def _required(scope: AddonScope) -> tuple[str, ...]:
-    return (*REQUIRED[:2], ConditionType.CONFIG_VALIDATED, *REQUIRED[2:]) if scope.staged else REQUIRED
+    """With a staged release (its clusteraddon.yaml was judged), its config's validity too."""
+    staged = scope.book.get(ConditionType.CONFIG_VALIDATED) is not None
+    return (*REQUIRED[:2], ConditionType.CONFIG_VALIDATED, *REQUIRED[2:]) if staged else REQUIRED
 
 
 STEPS = StackSteps(

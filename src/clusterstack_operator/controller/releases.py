@@ -33,7 +33,7 @@ from clusterstack_operator.controller.common import (
     write_capi_status,
 )
 from clusterstack_operator.helm import HelmError
-from clusterstack_operator.releases.assets import InvalidRelease, ReleaseMetadata
+from clusterstack_operator.releases.assets import InvalidRelease
 from clusterstack_operator.releases.versions import InvalidVersion, ReleaseName
 from clusterstack_operator.resources import MANAGED_BY, Release, applied_objects, rendered_objects
 from clusterstack_operator.sources.base import SourceError
@@ -58,8 +58,6 @@ class ReleaseScope(StackScope):
 
     release: Release
     name: ReleaseName
-    metadata: ReleaseMetadata | None = None
-    """The release's metadata, once its assets are here whole."""
 
     @classmethod
     def of(cls, obj: dict[str, Any], context: Context) -> ReleaseScope:
@@ -109,7 +107,6 @@ async def download(scope: ReleaseScope) -> Outcome:
         )
         return Outcome.STOP
     await book.set(ConditionType.DOWNLOADED, "True", Reason.DOWNLOADED, f"release {name.tag} is downloaded")
-    scope.metadata = metadata
     scope.status["kubernetesVersion"] = metadata.kubernetes_version
     return Outcome.CONTINUE
 

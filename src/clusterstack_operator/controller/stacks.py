@@ -77,8 +77,6 @@ class StackReconcile(StackScope):
     """One reconcile of one ClusterStack."""
 
     stack: Stack
-    required: list[str] = field(default_factory=list)
-    """The conditions Ready is summarised from (which ones depends on the spec)."""
     available: list[ReleaseName] = field(default_factory=list)
     """The source's releases (with auto-subscribe)."""
     published: dict[ReleaseName, datetime] = field(default_factory=dict)
@@ -94,6 +92,18 @@ class StackReconcile(StackScope):
         return cls(**StackScope.parts(obj, context), stack=Stack.from_object(obj))
 
     @property
+    def required(self) -> list[str]:
+        """The conditions Ready is summarised from: which ones, the spec says (a source's listing only
+        with auto-subscribe, provider objects only with a provider), whatever step a reconcile stopped at."""
+        spec = self.stack.spec
+        return [
+            *([ConditionType.RELEASES_SYNCED] if spec.auto_subscribe else []),
+            ConditionType.CLUSTER_STACK_RELEASES_SYNCED,
+            *([] if spec.no_provider else [ConditionType.PROVIDER_RELEASES_SYNCED]),
+            ConditionType.RELEASE_AVAILABLE,
+        ]
+
+    @property
     def planned(self) -> ReleasePlan:
         """The plan the ``plan`` step made (the steps after it read it)."""
         if self.plan is None:
@@ -107,7 +117,6 @@ async def list_source(scope: StackReconcile) -> Outcome:
     if not scope.stack.spec.auto_subscribe:
         return Outcome.CONTINUE
     runtime, book = scope.runtime, scope.book
-    scope.required.append(ConditionType.RELEASES_SYNCED)
     try:
         offered, until_next_poll = await runtime.releases()
     except SourceError as error:
@@ -166,14 +175,12 @@ async def plan(scope: StackReconcile) -> Outcome:
         existing=existing,
         classes_in_use=clusters_by_class(scope.clusters),
     )
-    scope.required.append(ConditionType.CLUSTER_STACK_RELEASES_SYNCED)
     return Outcome.CONTINUE
 
 
 async def find_provider_template(scope: StackReconcile) -> Outcome:
     """The provider template, unless the stack has no provider."""
     if not scope.stack.spec.no_provider:
-        scope.required.append(ConditionType.PROVIDER_RELEASES_SYNCED)
         scope.template = await _provider_template(scope.kube, scope.stack, scope.book)
     return Outcome.CONTINUE
 
@@ -249,7 +256,6 @@ async def report_releases(scope: StackReconcile) -> Outcome:
             Reason.NO_READY_RELEASE,
             "no release of this stack is ready yet",
         )
-    scope.required.append(ConditionType.RELEASE_AVAILABLE)
     latest_object = scope.existing.get(planned.latest.tag) if planned.latest is not None else None
     latest = None
     if planned.latest is not None and latest_object is not None:
