@@ -47,6 +47,7 @@ The operators run their own loop per object (:func:`operator_core.reconciling.ru
 
 from __future__ import annotations
 
+import logging
 from enum import Enum
 
 __all__ = [
@@ -66,6 +67,7 @@ __all__ = [
     "StartFailed",
     "Unavailable",
     "Unwatchable",
+    "retry_log_level",
     "retry_policy",
     "said_already",
 ]
@@ -115,6 +117,12 @@ def said_already(error: BaseException) -> bool:
     """Whether the log has this error's cause already: an API server outage, said once when it began
     and once when it ended, not by every request and watch that retries meanwhile (they log at debug)."""
     return isinstance(error, Unavailable) and error.outage
+
+
+def retry_log_level(error: BaseException) -> int:
+    """The level at which a retried failure is logged: a warning, or debug when the log has its cause
+    already (:func:`said_already`)."""
+    return logging.DEBUG if said_already(error) else logging.WARNING
 
 
 class Expired(KubeError):

@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, Literal
 
-from operator_core.errors import OperatorError, said_already
+from operator_core.errors import OperatorError, retry_log_level
 from operator_core.identity import pod_name
 from operator_core.kube import Kube
 from operator_core.secrets import scrub
@@ -122,7 +122,7 @@ class EventRecorder:
             # a rate limit) is logged and the reconcile goes on, as client-go's recorder does.
             regarding = event["regarding"]
             _log.log(
-                logging.DEBUG if said_already(error) else logging.WARNING,
+                retry_log_level(error),
                 "Event %s about %s %s not posted: %s",
                 event["reason"],
                 regarding["kind"],

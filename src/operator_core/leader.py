@@ -224,7 +224,7 @@ class LeaderElector:
                         watching = asyncio.create_task(self._watch(changed))
                 except errors.KubeError as error:
                     REPLICA.lease_reachable(False)
-                    level = logging.DEBUG if errors.said_already(error) else logging.WARNING
+                    level = errors.retry_log_level(error)
                     log.log(level, "cannot read or write Lease %s/%s: %s", self.namespace, self.name, error)
                 await first_of(stopping, changed, timeout=self._settings.lease_retry_seconds)
             return False
@@ -272,8 +272,13 @@ class LeaderElector:
                 lost()
                 return
             except errors.KubeError as error:
-                level = logging.DEBUG if errors.said_already(error) else logging.WARNING
-                log.log(level, "cannot renew Lease %s/%s: %s", self.namespace, self.name, error)
+                log.log(
+                    errors.retry_log_level(error),
+                    "cannot renew Lease %s/%s: %s",
+                    self.namespace,
+                    self.name,
+                    error,
+                )
             if time.monotonic() - self._last_renewed > self._settings.lease_renew_deadline_seconds:
                 log.error(
                     "could not renew Lease %s/%s for %.0f s", self.namespace, self.name,

@@ -284,7 +284,7 @@ async def run_loop(
                 failures += 1
                 outage = errors.said_already(error)
                 if isinstance(error, errors.OperatorError):
-                    level = logging.DEBUG if outage else logging.WARNING
+                    level = errors.retry_log_level(error)
                     logger.log(level, "reconcile of %s failed, retrying in %.0f s: %s", what, delay, error)
                 else:
                     logger.exception("reconcile of %s crashed, retrying in %.0f s", what, delay)
