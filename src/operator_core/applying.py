@@ -119,7 +119,10 @@ async def apply_report_prune(
 
     The children are applied concurrently, each quiet when the cached child already
     matches. One Normal Event per step taken (Created, Updated, Deleted) names its children:
-    a new cluster's dozen children cost one Event, not a dozen. A failed apply
+    a dozen children cost one Event, not a dozen. An owner's first apply posts no Created Event:
+    making a new owner's children is what its user just asked for, not news, and would cost every new
+    object a write (``ChildrenApplied`` says how many were applied); a child made again later (someone
+    deleted it) is news and is announced. A failed apply
     sets ``ChildrenApplied=False`` (reason ``ApplyFailed``, the child and the error in
     the message), posts one Warning when that failure starts or changes (not on every
     retry), and is raised again for the loop's error policy. A prunable kind that is not
@@ -141,6 +144,7 @@ async def apply_report_prune(
     applied: list[Manifest] = []
     changed: dict[StepEventReason, list[str]] = {StepEventReason.CREATED: [], StepEventReason.UPDATED: []}
     notes = {id(manifest): f" ({why})" for manifest, why in create_once}
+    first_apply = book.get(CHILDREN_APPLIED) is None
     for number, wave in enumerate(waves):
         created = [manifest for manifest, _ in create_once] if number == 0 else []
         results.extend(
@@ -168,7 +172,7 @@ async def apply_report_prune(
             step = StepEventReason.CREATED if result.created else StepEventReason.UPDATED
             changed[step].append(what + notes.get(id(manifest), ""))
     for reason, children in changed.items():
-        if children:
+        if children and not (first_apply and reason is StepEventReason.CREATED):
             await book.event("Normal", reason, _listed(reason, children))
     await book.set(CHILDREN_APPLIED, "True", "Applied", f"{len(desired)} objects applied")
     kinds = list(prunable)

@@ -43,6 +43,12 @@ async def test_seed_sample_becomes_a_ready_raft_cluster(
     assert condition["reason"] == "QuorumReady"
     assert cluster["status"]["quorum"]["state"] == "OK"
     assert cluster["status"]["phase"] == "QuorumReady"
+    # A ready node is something to guard: the disruption budget stands from the first one on.
+    await wait_until(
+        lambda: kube.get("policy/v1", "PodDisruptionBudget", "cluster-1-pdb", namespace),
+        timeout=10,
+        what="the PodDisruptionBudget of a cluster with ready nodes",
+    )
 
     secret = await kube.get("v1", "Secret", "cluster-1-admin-key", namespace)
     assert secret is not None

@@ -158,7 +158,8 @@ async def test_seed_sample_applies_unchanged_and_every_child_appears_with_restri
     assert obj["status"]["configHash"], "the config the instance started with is recorded"
     assert obj["status"]["observedGeneration"] == obj["metadata"]["generation"]
     assert await update_idents_jobs(kube, namespace) == [], "a new instance runs no update-idents"
-    assert await events_for(kube, namespace, "Created")
+    announced = " ".join(event["message"] for event in await events_for(kube, namespace, "Created"))
+    assert "monocle-sample-elastic" not in announced, "the children a new instance starts with are not news"
 
 
 async def test_secret_data_rolls_api_and_crawler_and_metadata_edits_do_not(

@@ -62,9 +62,17 @@ def config_map(name: str, value: str = "1") -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": {"v": value}}
 
 
-def a_book() -> tuple[ConditionBook, Recorder]:
+def a_book(*, applied_before: bool = True) -> tuple[ConditionBook, Recorder]:
+    """The book of a Widget whose children were applied before (or, not: a new Widget)."""
     recorder = Recorder()
-    obj = {"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w", "generation": 1}}
+    obj: dict[str, Any] = {
+        "apiVersion": "example.com/v1",
+        "kind": "Widget",
+        "metadata": {"name": "w", "generation": 1},
+    }
+    if applied_before:
+        applied = {"type": CHILDREN_APPLIED, "status": "True", "reason": "Applied", "message": "applied"}
+        obj["status"] = {"conditions": [{**applied, "lastTransitionTime": "2026-01-01T00:00:00Z"}]}
     return ConditionBook.of(obj, recorder), recorder  # type: ignore[arg-type]
 
 
@@ -85,6 +93,18 @@ async def test_created_updated_and_deleted_children_get_one_event_per_step() -> 
     assert applied is not None
     assert (applied.status, applied.reason) == ("True", "Applied")
     assert kube.deleted == ["old"], "a kind that is not served (PodMonitor) has nothing to prune"
+
+
+async def test_a_new_owners_children_are_made_without_an_event_and_made_again_with_one() -> None:
+    kube, (book, recorder) = FakeKube(), a_book(applied_before=False)
+    await run(kube, book, [config_map("a"), config_map("b")])
+    assert recorder.events == [], "making a new owner's children is what was asked for, not news"
+    applied = book.get(CHILDREN_APPLIED)
+    assert applied is not None
+    assert (applied.status, applied.message) == ("True", "2 objects applied")
+    del kube.live["b"]
+    await run(kube, book, [config_map("a"), config_map("b")])
+    assert recorder.events == [("Normal", "Created", "created ConfigMap b")], "made again: someone deleted it"
 
 
 async def test_a_failing_apply_sets_the_condition_and_warns_once_per_failure_not_per_retry() -> None:

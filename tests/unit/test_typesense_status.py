@@ -7,7 +7,7 @@ import pytest
 from operator_core.conditions import set_condition
 from operator_testkit.tables import T0, conditions
 from typesense_operator.api.reasons import ReadyReason
-from typesense_operator.controller.status import phase, ready_condition, status_patch
+from typesense_operator.controller.status import guards_disruptions, phase, ready_condition, status_patch
 from typesense_operator.quorum.decide import Action, ClusterState, Plan, QuorumRecord
 
 
@@ -62,6 +62,23 @@ def test_phase_is_bootstrapping_until_a_node_was_ready() -> None:
     assert phase(not_ready, {"readyReplicas": 0}, None) == "Bootstrapping"
     assert phase(not_ready, {"readyReplicas": 1}, "Bootstrapping") == "QuorumNotReady"
     assert phase(not_ready, {"readyReplicas": 0}, "QuorumReady") == "QuorumNotReady"
+
+
+@pytest.mark.parametrize(
+    ("previous_phase", "ready_nodes", "budget_exists", "wanted"),
+    [
+        (None, 0, False, False),  # new: nothing serves yet, nothing to guard
+        ("Bootstrapping", 0, False, False),
+        ("Bootstrapping", 1, False, True),  # the first ready node
+        ("QuorumReady", 3, False, True),
+        ("QuorumNotReady", 0, False, True),  # an outage after it served: guard what is left
+        ("Bootstrapping", 0, True, True),  # once made, it stays (an upgrade keeps every budget)
+    ],
+)
+def test_the_disruption_budget_stands_from_the_first_ready_node_on(
+    previous_phase: str | None, ready_nodes: int, budget_exists: bool, wanted: bool
+) -> None:
+    assert guards_disruptions(previous_phase, ready_nodes, budget_exists) is wanted
 
 
 def test_status_patch_holds_only_changes() -> None:

@@ -47,7 +47,12 @@ from typesense_operator.api import TYPESENSE_CLUSTER
 from typesense_operator.api.reasons import ConditionType, EventReason
 from typesense_operator.controller.metrics import RECOVERIES, observe_quorum
 from typesense_operator.controller.settings import TypesenseSettings
-from typesense_operator.controller.status import ready_condition, status_patch
+from typesense_operator.controller.status import (
+    BOOTSTRAPPING,
+    guards_disruptions,
+    ready_condition,
+    status_patch,
+)
 from typesense_operator.quorum.decide import Action, NodeProbe, Plan, QuorumSettings, decide
 from typesense_operator.quorum.probe import NodeAddressing, NodeTarget, probe_nodes
 from typesense_operator.quorum.record import (
@@ -211,7 +216,7 @@ async def ensure_admin_key(scope: Scope) -> Outcome:
         manifest = build_generated_key_secret(cluster, generated)
         assert manifest is not None
         # Created with the first children, not before them: a new cluster's children wait for no
-        # write of their own, and its Created Event names the Secret too.
+        # write of their own (and a Created Event for a key made again names it).
         scope.create_once.append((manifest, "a generated admin API key"))
         secret = manifest
     if secret is None:
@@ -498,7 +503,21 @@ async def apply_children(scope: Scope) -> Outcome:
         # Watched: an edit of it alone wakes the cluster, and its new hash rolls the pods.
         config_map = await scope.kube.get("v1", "ConfigMap", configuration.name, cluster.namespace)
         configuration_hash = server_configuration_hash(config_map)
-    desired = desired_children(cluster, scope.members, scope.claim_size, configuration_hash)
+    # Ours only (labelled): one someone else made under its name is no evidence that this cluster served.
+    budget = await scope.kube.get(
+        "policy/v1", "PodDisruptionBudget", cluster.pdb_name, cluster.namespace, labelled_only=True
+    )
+    desired = desired_children(
+        cluster,
+        scope.members,
+        scope.claim_size,
+        configuration_hash,
+        disruption_budget=guards_disruptions(
+            (scope.obj.get("status") or {}).get("phase"),
+            ready_nodes=sum(1 for target, _, _ in scope.nodes if target.kubelet_ready),
+            budget_exists=budget is not None,
+        ),
+    )
     if scope.pod_monitor is not None:
         desired.append(scope.pod_monitor)
     desired.extend(scope.routes)
@@ -698,7 +717,7 @@ async def reconcile(
 
 
 async def _write_status(scope: Scope, completed: bool) -> None:
-    bootstrapping = (scope.obj.get("status") or {}).get("phase") in (None, "Bootstrapping")
+    bootstrapping = (scope.obj.get("status") or {}).get("phase") in (None, BOOTSTRAPPING)
     await scope.book.set_ready(
         *ready_condition(
             scope.book.conditions, scope.plan, observed=scope.nodes_answered or not bootstrapping

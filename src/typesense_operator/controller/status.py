@@ -1,6 +1,7 @@
-"""Pure status decisions: the Ready condition and the minimal status patch.
+"""Pure decisions over what was observed: the Ready condition, the phase, the minimal status patch,
+and from when a cluster's disruption budget stands.
 
-Both take only what was observed, so they are table-tested without a cluster.
+Each takes only what was observed, so they are table-tested without a cluster.
 """
 
 from __future__ import annotations
@@ -13,7 +14,11 @@ from operator_core.manifests import merge_patch
 from typesense_operator.api.reasons import ConditionType, ReadyReason
 from typesense_operator.quorum.decide import Plan
 
-__all__ = ["phase", "ready_condition", "status_patch"]
+__all__ = ["BOOTSTRAPPING", "guards_disruptions", "phase", "ready_condition", "status_patch"]
+
+BOOTSTRAPPING = "Bootstrapping"
+"""The phase until a node was first ready."""
+
 
 # Conditions that must hold before readiness of the nodes means anything.
 _PREREQUISITES = (ConditionType.ADMIN_KEY_READY, ConditionType.CHILDREN_APPLIED)
@@ -39,14 +44,25 @@ def ready_condition(
     return ("True" if plan.ready else "False"), plan.reason, plan.message
 
 
+def guards_disruptions(previous_phase: str | None, ready_nodes: int, budget_exists: bool) -> bool:
+    """Whether the PodDisruptionBudget is wanted: from a cluster's first ready node on, for good.
+
+    A budget guards a quorum that serves. Before any node was ready there is none, and nothing
+    acknowledged to lose: a drain may move a booting pod, where a budget would only hold the drain up.
+    Leaving it out then also spares a new cluster a write (bench/scale.py). Once made it stays, through
+    any outage, while the cluster exists (a budget matters most when nodes are missing).
+    """
+    return budget_exists or ready_nodes > 0 or previous_phase not in (None, BOOTSTRAPPING)
+
+
 def phase(conditions: Sequence[Condition], observed: Mapping[str, int], previous: str | None) -> str | None:
     """One word for printer columns: Bootstrapping until a node was first ready, then the Ready reason."""
     ready = find(conditions, ConditionType.READY)
     if ready is None:
         return previous
-    never_ready = previous in (None, "Bootstrapping")
+    never_ready = previous in (None, BOOTSTRAPPING)
     if ready.status != "True" and never_ready and not observed.get("readyReplicas"):
-        return "Bootstrapping"
+        return BOOTSTRAPPING
     return ready.reason
 
 

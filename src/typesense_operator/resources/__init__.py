@@ -82,6 +82,8 @@ def desired_children(
     members: Sequence[int] | None = None,
     claim_size: str | None = None,
     configuration_hash: str | None = None,
+    *,
+    disruption_budget: bool = True,
 ) -> list[Manifest]:
     """Every child applied on each reconcile, in apply order (config before its consumers).
 
@@ -89,6 +91,8 @@ def desired_children(
     while quorum recovery runs. The StatefulSet always keeps ``spec.replicas`` pods, and
     ``claim_size`` in its claim template when given, and ``configuration_hash`` (of the
     additionalServerConfiguration ConfigMap) in its pod template (see :func:`build_statefulset`).
+    The PodDisruptionBudget comes with ``disruption_budget`` (the controller decides when a cluster
+    has something for it to guard).
 
     The generated key Secret (created once, never overwritten), the PodMonitor and the
     Gateway API routes (only where their CRDs exist) are decided by the controller.
@@ -105,7 +109,7 @@ def desired_children(
         build_headless_service(cluster),
         build_client_service(cluster),
         build_statefulset(cluster, replicas, claim_size, configuration_hash),
-        build_pod_disruption_budget(cluster),
+        *([build_pod_disruption_budget(cluster)] if disruption_budget else []),
         *(m for m in optional if m is not None),
         *build_scraper_cronjobs(cluster),
     ]
