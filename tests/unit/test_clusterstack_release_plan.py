@@ -119,6 +119,23 @@ def test_hash_releases_are_latest_by_publish_time() -> None:
     assert plan.latest == first
 
 
+def test_listed_hash_releases_without_publish_times_are_latest_by_when_they_were_made() -> None:
+    """Upstream's docker example: hash versions in spec.versions, no auto-subscribe, so no listing and
+    no publish times; the release made last is the latest, and a lone one is latest too."""
+    made = {
+        "v0-sha.bbbbbbb": datetime(2026, 5, 1, tzinfo=UTC),
+        "v0-sha.aaaaaaa": datetime(2026, 5, 2, tzinfo=UTC),
+    }
+    existing = [ExistingRelease(STACK.release(v), ready=True, created=t) for v, t in made.items()]
+    plan = plan_releases(STACK, listed=list(made), auto_subscribe=False, existing=existing)
+    assert plan.latest == STACK.release("v0-sha.aaaaaaa")
+    (lone,) = have("v0-sha.ccccccc")
+    lone = ExistingRelease(lone.name, ready=True, created=datetime(2026, 5, 3, tzinfo=UTC))
+    plan = plan_releases(STACK, listed=["v0-sha.ccccccc"], auto_subscribe=False, existing=[lone])
+    assert plan.latest == lone.name
+    assert plan.why_kept[lone.name.tag] == "listed in spec.versions"
+
+
 def test_releases_of_other_stacks_are_not_ours_to_delete() -> None:
     others = [ExistingRelease(ReleaseName.parse("docker-scs-1-29-v1"), ready=True)]
     plan = plan_releases(STACK, listed=[], auto_subscribe=False, existing=others)

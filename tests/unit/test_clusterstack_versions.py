@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from clusterstack_operator.api.v1alpha1 import VERSION_PATTERN
 from clusterstack_operator.releases.versions import (
     Channel,
     InvalidVersion,
@@ -89,6 +91,21 @@ def test_hash_versions_have_no_order_by_name_only_by_publish_time() -> None:
 def test_bad_versions_are_refused_with_the_grammar(text: str, why: str) -> None:
     with pytest.raises(InvalidVersion, match=why):
         Version.parse(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["v1", "v10", "v0", "v1-alpha.5", "v1-alpha-5", "v0-sha.hdl6pjy", "v0-sha-hdl6pjy", "v2-beta.10",
+     "v1-alpha.x1", "v01", "v1-alpha", "v1-alpha.", "V1", "v1-Alpha.1", "v1-sha.", "v1.0"],
+)  # fmt: skip
+def test_the_crd_admits_exactly_the_versions_the_parser_reads(text: str) -> None:
+    """A version the API server admits but the parser refuses would be dropped without a word."""
+    try:
+        Version.parse(text)
+        parsed = True
+    except InvalidVersion:
+        parsed = False
+    assert bool(re.fullmatch(VERSION_PATTERN, text)) is parsed
 
 
 def test_release_names_tags_assets_and_the_cluster_class() -> None:

@@ -42,8 +42,10 @@ __all__ = [
 
 GROUP = "clusterstack.x-k8s.io"
 VERSION = "v1alpha1"
-# The version grammar, as CEL's RE2 sees it: vN, vN-<word>.<number> or vN-<word>-<number>, vN-sha.<hash>.
-VERSION_PATTERN = r"^v(0|[1-9][0-9]*)(-[a-z]+[.-][0-9a-z]+)?$"
+# The version grammar of clusterstack_operator.releases.versions, as the API server's RE2 sees it: vN,
+# vN-<word>.<number> or vN-<word>-<number>, vN-sha.<hash>. What it admits, the parser reads (a unit
+# test holds them together): a version refused here is refused with the object, not dropped later.
+VERSION_PATTERN = r"^v(0|[1-9][0-9]*)(-([a-z]+[.-][0-9]+|sha[.-][0-9a-z]+))?$"
 _PART_PATTERN = r"^[a-z0-9]+$"
 
 

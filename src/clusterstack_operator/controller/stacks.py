@@ -72,6 +72,10 @@ def _parsed(name: str) -> ReleaseName | None:
         return None
 
 
+def _timestamp(text: str | None) -> datetime | None:
+    return datetime.fromisoformat(text) if text else None
+
+
 @dataclass(kw_only=True)
 class StackReconcile(StackScope):
     """One reconcile of one ClusterStack."""
@@ -161,7 +165,11 @@ async def plan(scope: StackReconcile) -> Outcome:
         )
     }
     existing = [
-        ExistingRelease(name, ready=bool((o.get("status") or {}).get("ready")))
+        ExistingRelease(
+            name,
+            ready=bool((o.get("status") or {}).get("ready")),
+            created=_timestamp(o["metadata"].get("creationTimestamp")),
+        )
         for o in scope.existing.values()
         if (name := _parsed(o["metadata"]["name"])) is not None
     ]

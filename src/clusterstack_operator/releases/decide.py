@@ -64,6 +64,8 @@ class ExistingRelease:
 
     name: ReleaseName
     ready: bool = False
+    created: datetime | None = None
+    """When its ClusterStackRelease was made: what orders hash releases that have no publish time."""
 
 
 @dataclass(frozen=True)
@@ -109,6 +111,19 @@ def clusters_without_addon(
     return wanting
 
 
+def _release_times(
+    releases: Iterable[ExistingRelease], published: Mapping[ReleaseName, datetime]
+) -> dict[Version, datetime]:
+    """What orders hash releases (``v0-sha.*``): the source's publish times when it gave one for every
+    release (auto-subscribe lists them), else when each ClusterStackRelease was made. Upstream orders
+    them by the hash's text, which says nothing; a stack of listed hash versions without auto-subscribe
+    (upstream's own docker example) has no publish times at all, and still has a latest release."""
+    releases = list(releases)
+    if all(release.name in published for release in releases):
+        return {release.name.version: published[release.name] for release in releases}
+    return {release.name.version: release.created for release in releases if release.created is not None}
+
+
 def _parsed(versions: Iterable[str]) -> list[Version]:
     parsed = []
     for text in versions:
@@ -139,9 +154,8 @@ def plan_releases(
         if subscribed is not None:
             wanted.setdefault(stack.release(subscribed).tag, "newest release of the channel")
     used = {tag for tag in (release_of_class(name) for name in classes_in_use) if tag}
-    ready = [release.name for release in existing if release.ready]
-    ready_times = {r.version: t for r, t in (published or {}).items() if r in ready}
-    latest_version = newest((r.version for r in ready), ready_times)
+    ready = [release for release in existing if release.ready]
+    latest_version = newest((r.name.version for r in ready), _release_times(ready, published or {}))
     latest = stack.release(latest_version) if latest_version is not None else None
 
     why: dict[str, str] = {}

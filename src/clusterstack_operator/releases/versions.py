@@ -7,14 +7,15 @@ versions, asset names, ``usableVersions`` and ClusterClass names (``v1``, ``v1-a
 
 Channels:
 
-- **stable**: ``vN``; ordered by N, as a number (upstream compares strings, so its ``v10``
-  sorts before ``v9``; ours does not).
+- **stable**: ``vN``; ordered by N, as a number (as upstream).
 - **custom**: ``vN-<word>.<number>`` (the seed's ``v1-alpha.5``); ordered by N, then the
-  word, then the number: ``v1-alpha.5`` < ``v1-alpha.6`` < ``v2-alpha.4``.
+  word, then the number, as a number: ``v1-alpha.9`` < ``v1-alpha.10`` < ``v2-alpha.4`` (upstream
+  compares the number as text, so its ``v1-alpha.10`` sorts before ``v1-alpha.9``).
 - **hash**: ``vN-sha.<hash>`` (what upstream's ``csctl`` publishes in hash mode). A hash has no
   order, so these versions have none by name: they are used only when ``spec.versions`` names
   them, never auto-subscribed (the ``channel`` field does not even allow them), and among
-  themselves only the source's publish time orders them (:func:`newest`).
+  themselves only a time orders them (:func:`newest`): the source's publish time, or when their
+  ClusterStackRelease was made (:func:`clusterstack_operator.releases.decide.plan_releases`).
 
 A release is named ``<provider>-<name>-<k8s major>-<k8s minor>-<version, dash form>``
 (:class:`ReleaseName`); its Helm release name is the first four parts, and the ClusterClass
