@@ -106,14 +106,16 @@ class AdmissionRequest:
 
 @dataclass(frozen=True)
 class Verdict:
-    """A check's answer: allowed, or denied with a message for the user."""
+    """A check's answer: allowed, or denied with a message for the user; either with warnings, which
+    the API server passes on to the client (kubectl prints each as "Warning: ...")."""
 
     allowed: bool
     message: str = ""
+    warnings: tuple[str, ...] = ()
 
     @classmethod
-    def allow(cls) -> Verdict:
-        return cls(True)
+    def allow(cls, *warnings: str) -> Verdict:
+        return cls(True, warnings=warnings)
 
     @classmethod
     def deny(cls, message: str) -> Verdict:
@@ -148,6 +150,8 @@ def review_response(uid: str, verdict: Verdict) -> dict[str, Any]:
     response: dict[str, Any] = {"uid": uid, "allowed": verdict.allowed}
     if not verdict.allowed:
         response["status"] = {"code": 403, "reason": "Forbidden", "message": scrub(verdict.message)}
+    if verdict.warnings:
+        response["warnings"] = [scrub(warning) for warning in verdict.warnings]
     return {"apiVersion": _REVIEW_API_VERSION, "kind": "AdmissionReview", "response": response}
 
 

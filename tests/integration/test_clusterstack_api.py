@@ -127,7 +127,8 @@ async def test_no_provider_needs_no_provider_ref(kube: Kube, namespace: str) -> 
 
 
 @pytest.mark.parametrize(
-    ("field", "value"), [("provider", "other"), ("name", "abc"), ("kubernetesVersion", "1.27")]
+    ("field", "value"),
+    [("provider", "other"), ("name", "abc"), ("kubernetesVersion", "1.27"), ("channel", "custom")],
 )
 async def test_the_identity_of_a_stack_never_changes(
     kube: Kube, namespace: str, field: str, value: str
@@ -137,3 +138,17 @@ async def test_the_identity_of_a_stack_never_changes(
     document["spec"][field] = value
     with pytest.raises(Invalid, match=f"spec.{field} is immutable once set"):
         await kube.apply(document)
+
+
+async def test_kubectl_gets_each_kind_by_its_singular_name_as_upstreams_docs_do(
+    kube: Kube, namespace: str, kubectl: Kubectl
+) -> None:
+    """No category may shadow a kind's name: kubectl reads categories first."""
+    await kube.create(stack(namespace))
+    name = stack(namespace)["metadata"]["name"]
+    got = kubectl("get", "clusterstack", name, "-n", namespace, "-o", "name", check=False)
+    assert got.returncode == 0, got.stderr
+    assert got.stdout.strip() == f"clusterstack.clusterstack.x-k8s.io/{name}"
+    for kind in ("clusterstackrelease", "clusteraddon"):
+        listed = kubectl("get", kind, "-n", namespace, check=False)
+        assert listed.returncode == 0, listed.stderr

@@ -370,6 +370,33 @@ async def test_a_broken_release_is_reported_and_an_idle_operator_writes_nothing(
     assert not broken["status"]["ready"]
 
 
+async def test_a_release_deleted_in_one_namespace_keeps_the_download_the_same_release_elsewhere_uses(
+    operator_kube: Kube, namespace: str, releases: Releases, tmp_path: Path
+) -> None:
+    kube, tag, other = operator_kube, "docker-shared-1-30-v1", f"{namespace}-other"
+    releases.publish(tag)
+    await kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": other}})
+    try:
+        spec = {"name": "shared", "autoSubscribe": False, "noProvider": True}
+        for where in (namespace, other):
+            await kube.create(stack("shared", where, versions=["v1"], **spec))
+            await ready_release(kube, where, tag)
+        download = tmp_path / "downloads" / tag
+        assert download.is_dir()
+
+        await kube.delete(API, "ClusterStack", "shared", namespace)
+        await gone(kube, API, "ClusterStackRelease", tag, namespace)
+        assert download.is_dir(), "the release in the other namespace still uses the download"
+        await kube.delete(API, "ClusterStackRelease", tag, other)  # the stack makes it again, from it
+        await ready_release(kube, other, tag)
+
+        await kube.delete(API, "ClusterStack", "shared", other)
+        await gone(kube, API, "ClusterStackRelease", tag, other)
+        await wait_until(lambda: not download.exists(), timeout=10, what="the download to go with the last")
+    finally:
+        await kube.delete("v1", "Namespace", other)
+
+
 async def test_explicit_versions_jump_from_v1_to_v3_and_v1_goes(
     operator_kube: Kube, namespace: str, releases: Releases
 ) -> None:

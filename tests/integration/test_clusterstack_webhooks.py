@@ -10,6 +10,7 @@ stops, the registration must be gone; the module removes whatever is left in any
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import ssl
 from collections.abc import Iterator
@@ -24,7 +25,7 @@ from operator_core.admission import AdmissionRequest, AdmissionServer, Validatin
 from operator_core.kube import Kube
 from operator_testkit.clusterstack_tools import ClusterStackTools
 from operator_testkit.controlplane import ControlPlane, free_port
-from operator_testkit.fixtures import crd_documents, install_crds, wait_until
+from operator_testkit.fixtures import Kubectl, crd_documents, install_crds, wait_until
 from operator_testkit.operators import OperatorProcess, service_account_kubeconfig
 from operator_testkit.webhooks import (
     CONFIGURATION_NAME,
@@ -279,6 +280,25 @@ async def test_a_cluster_addon_stays_with_one_cluster_of_its_own_namespace(
     )
     assert "spec.clusterRef is immutable once set" in moved
     await kube.delete(API, "ClusterAddon", "alpha", namespace)
+
+
+async def test_setting_a_cluster_addons_hook_is_allowed_with_a_warning_that_nothing_reads_it(
+    kube_with_webhooks: Kube, namespace: str, kubectl: Kubectl, tmp_path: Path
+) -> None:
+    """Upstream's hook server sets spec.hook to start a hook's stages: kubectl prints the API server's
+    warning (from the webhook) to whoever sets it, here."""
+    manifest = addon("hooked", namespace, cluster_namespace=namespace)
+    manifest["spec"]["hook"] = "BeforeClusterUpgrade"
+    path = tmp_path / "addon.json"
+    path.write_text(json.dumps(manifest))
+    created = kubectl("apply", "-f", str(path))
+    assert created.returncode == 0, created.stderr
+    assert "Warning: spec.hook (BeforeClusterUpgrade) is ignored" in created.stderr
+    assert "status.hook" in created.stderr
+    unchanged = kubectl("annotate", "clusteraddon", "hooked", "-n", namespace, "touched=yes")
+    assert unchanged.returncode == 0, unchanged.stderr
+    assert "Warning" not in unchanged.stderr, "only who sets or changes it is told"
+    await kube_with_webhooks.delete(API, "ClusterAddon", "hooked", namespace)
 
 
 async def test_a_check_that_fails_or_is_slow_is_a_denial_that_says_to_try_again(tmp_path: Path) -> None:

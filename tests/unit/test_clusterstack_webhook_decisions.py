@@ -14,6 +14,7 @@ import pytest
 
 from clusterstack_operator.controller.settings import settings_from_environment
 from clusterstack_operator.controller.webhooks import (
+    hook_warning,
     provider_template_to_check,
     why_cluster_ref_is_refused,
     why_provider_ref_is_refused,
@@ -235,6 +236,20 @@ def test_a_cluster_addon_stays_with_one_cluster_of_its_namespace(
     if refused is not None:
         assert refused_with is not None
         assert refused_with in refused
+
+
+def test_who_sets_or_changes_a_cluster_addons_hook_is_told_nothing_reads_it() -> None:
+    hooked = {"spec": {"hook": "BeforeClusterUpgrade"}}
+    warning = hook_warning(hooked, None)
+    assert warning is not None
+    assert warning.startswith("spec.hook (BeforeClusterUpgrade) is ignored")
+    assert hook_warning(hooked, hooked) is None, "an update that leaves it as it was"
+    assert hook_warning({"spec": {}}, None) is None
+    assert review_response("u-3", Verdict.allow("careful"))["response"] == {
+        "uid": "u-3",
+        "allowed": True,
+        "warnings": ["careful"],
+    }
 
 
 def test_a_denial_answers_its_request_by_uid_with_the_message() -> None:

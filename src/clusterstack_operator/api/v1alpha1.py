@@ -41,6 +41,10 @@ __all__ = [
 ]
 
 GROUP = "clusterstack.x-k8s.io"
+CATEGORIES = ("cluster-api",)
+"""Cluster API's own category (``kubectl get cluster-api`` lists these with Clusters and classes). No
+category of their own: kubectl reads a category before a resource's name, so one named ``clusterstack``
+made ``kubectl get clusterstack NAME`` ask for the name in all three kinds, and fail."""
 VERSION = "v1alpha1"
 # The version grammar of clusterstack_operator.releases.versions, as the API server's RE2 sees it: vN,
 # vN-<word>.<number> or vN-<word>-<number>, vN-sha.<hash>. What it admits, the parser reads (a unit
@@ -100,9 +104,9 @@ class ClusterStackSpec(ApiModel):
     )
     """The Kubernetes minor version the stack is built for, such as "1.30" (quoted in YAML: without
     quotes 1.30 is a number). Immutable."""
-    channel: Literal["stable", "custom"] = "stable"
+    channel: Literal["stable", "custom"] = Field("stable", json_schema_extra=immutable("spec.channel"))
     """The release channel auto-subscribe follows: stable (versions v1, v2, ...) or custom (versions
-    such as v1-alpha.5)."""
+    such as v1-alpha.5). Immutable, as upstream's: another channel is another stack."""
     versions: list[Annotated[str, Field(pattern=VERSION_PATTERN, max_length=63)]] = Field(
         default_factory=list, max_length=100
     )
@@ -227,8 +231,10 @@ class ClusterAddonSpec(ApiModel):
     """The cluster-addon version applied, from the release's metadata.yaml, set by the operator: a new
     cluster stack release with the same addon version applies nothing."""
     hook: str | None = Field(default=None, max_length=63)
-    """Accepted for manifests written for the upstream operator, whose hook server sets it; this
-    operator keeps the hook of a staged release in status.hook, beside the stages' state."""
+    """Ignored, and accepted only so that ClusterAddons made by the upstream operator (whose hook server
+    sets it to start a hook's stages) can be taken over unchanged. This operator starts a hook's stages
+    itself, from the Cluster's state, and shows the running hook in status.hook. Its webhook warns
+    whoever sets this field."""
 
 
 class StageStatus(ApiModel):
@@ -291,7 +297,7 @@ CLUSTER_STACK = CustomResource(
     status_model=ClusterStackStatus,
     description="A cluster stack of one provider and Kubernetes version, and the releases of it kept ready.",
     short_names=("csk",),
-    categories=("cluster-api", "clusterstack"),
+    categories=CATEGORIES,
     printer_columns=(
         PrinterColumn("Provider", ".spec.provider", description="Infrastructure provider"),
         PrinterColumn("ClusterStack", ".spec.name", description="Name of the cluster stack"),
@@ -317,7 +323,7 @@ CLUSTER_STACK_RELEASE = CustomResource(
     status_model=ClusterStackReleaseStatus,
     description="One release of a cluster stack: its assets, its provider object and its ClusterClass.",
     short_names=("cskr",),
-    categories=("cluster-api", "clusterstack"),
+    categories=CATEGORIES,
     printer_columns=(
         PrinterColumn(
             "K8s Version", ".status.kubernetesVersion", description="Kubernetes version with patch"
@@ -339,7 +345,7 @@ CLUSTER_ADDON = CustomResource(
     status_model=ClusterAddonStatus,
     description="The cluster addons of one Cluster API Cluster, applied in its workload cluster.",
     short_names=("caddon",),
-    categories=("cluster-api", "clusterstack"),
+    categories=CATEGORIES,
     printer_columns=(
         PrinterColumn("Cluster", ".spec.clusterRef.name", description="The Cluster the addons are for"),
         PrinterColumn("ClusterStack", ".spec.clusterStack", description="Release whose addons are applied"),

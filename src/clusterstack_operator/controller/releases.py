@@ -41,6 +41,7 @@ from operator_core import errors
 from operator_core.cache import WatchedKind
 from operator_core.children import MANAGED_BY_LABEL
 from operator_core.controller import FINALIZED
+from operator_core.kube import Kube
 from operator_core.reconciling import WAIT_FOR_CHANGE, Context
 from operator_core.steps import Outcome
 
@@ -173,6 +174,17 @@ STEPS = StackSteps(
 reconcile_release = STEPS.reconcile
 
 
+async def _held_elsewhere(kube: Kube, namespace: str, tag: str) -> bool:
+    """Whether a ClusterStackRelease of the same tag lives on in another namespace: the download and the
+    rendered charts, kept once per tag, are its too."""
+    return any(
+        other["metadata"]["name"] == tag
+        and other["metadata"].get("namespace") != namespace
+        and not other["metadata"].get("deletionTimestamp")
+        for other in await kube.list(CLUSTER_STACK_RELEASE.api_version, CLUSTER_STACK_RELEASE.kind, "*")
+    )
+
+
 async def finalize_release(obj: dict[str, Any], context: Context) -> float:
     """Wait while a Cluster uses the release's ClusterClass; then delete what the release applied."""
     scope = ReleaseScope.of(obj, context)
@@ -194,7 +206,8 @@ async def finalize_release(obj: dict[str, Any], context: Context) -> float:
     if reference is not None:
         with contextlib.suppress(errors.NotFound):  # its kind is no longer served
             await kube.delete(reference.api_version, reference.kind, reference.name, release.namespace)
-    scope.runtime.forget(name)
+    if not await _held_elsewhere(kube, release.namespace, name.tag):
+        scope.runtime.forget(name)
     if deleted:
         await context.recorder.emit(
             obj, "Normal", EventReason.OBJECTS_DELETED, f"deleted {', '.join(deleted)}"

@@ -13,7 +13,8 @@ operator. These webhooks add what CEL cannot see, because it needs other objects
   refused for a template kind that went away since).
 - **ClusterAddon.** Its clusterRef must name a Cluster of its own namespace (CEL cannot read
   metadata.namespace), and cannot change: CEL refuses that first; this is the second line, for a CRD
-  installed without its rules.
+  installed without its rules. Setting spec.hook (upstream's hook server's field, which nothing here
+  reads) is allowed, with a warning that says so.
 
 Each decision is a pure function ``why_..._is_refused`` over what was observed: None allows, a sentence
 says why not. The checks around them read the Clusters of the namespace through the API server, not
@@ -237,6 +238,17 @@ def why_cluster_ref_is_refused(
     return None
 
 
+def hook_warning(addon: Mapping[str, Any], old: Mapping[str, Any] | None) -> str | None:
+    """What to tell whoever sets a ClusterAddon's spec.hook (or changes it): nothing reads it here."""
+    hook = (addon.get("spec") or {}).get("hook")
+    if not hook or hook == ((old or {}).get("spec") or {}).get("hook"):
+        return None
+    return (
+        f"spec.hook ({hook}) is ignored: upstream's hook server sets it to start a hook's stages; this "
+        "operator starts them itself from the Cluster's state and shows the running hook in status.hook"
+    )
+
+
 # -- the checks (reads around the decisions)
 
 
@@ -268,7 +280,10 @@ class AdmissionChecks:
         if request.new_object is None:
             return Verdict.allow()
         refused = why_cluster_ref_is_refused(request.new_object, request.old_object, request.namespace)
-        return Verdict.allow() if refused is None else Verdict.deny(refused)
+        if refused is not None:
+            return Verdict.deny(refused)
+        warning = hook_warning(request.new_object, request.old_object)
+        return Verdict.allow(*([warning] if warning else []))
 
     async def _clusters(self, namespace: str) -> list[dict[str, Any]]:
         """The Clusters of ``namespace`` in every version Cluster API serves, each once: in the first

@@ -492,7 +492,7 @@ def _start(record: _Record, options: SandboxOptions) -> None:
             for document in samples[sample]:
                 group = document["apiVersion"].split("/")[0]
                 if "." in group:
-                    # kind.group: a bare kind may also name a category (clusterstack is one)
+                    # kind.group: a bare kind may also name a category
                     resource = f"{document['kind'].lower()}.{group}"
                     objects.append((resource, SAMPLES_NAMESPACE, document["metadata"]["name"]))
     _wait_ready(plane, objects)
