@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
+from clusterstack_operator.controller.stacks import releases_not_ready
 from clusterstack_operator.releases.decide import (
     ExistingRelease,
     StackIdentity,
@@ -176,3 +177,29 @@ def test_every_cluster_on_a_class_of_the_stack_gets_one_addon() -> None:
         STACK, clusters, ["cluster-addon-has-one"], lambda n: f"cluster-addon-{n}"
     )
     assert [c["metadata"]["name"] for c in wanting] == ["new", "old-spelling"]
+
+
+def test_a_stack_names_its_wanted_releases_that_are_not_ready_with_their_own_reason() -> None:
+    """The newest release broken, an older one serving: the stack says so, and leaves out what it only
+    keeps (the latest ready one, one a Cluster uses)."""
+    plan = plan_releases(
+        STACK,
+        listed=[],
+        auto_subscribe=True,
+        available=offered("docker-scs-1-30-v1", "docker-scs-1-30-v2", "docker-scs-1-30-v3"),
+        existing=[*have("v1"), *have("v2"), *have("v3", ready=False)],
+        classes_in_use=["docker-scs-1-30-v1"],
+    )
+    broken = {"type": "Ready", "status": "False", "reason": "IssueWithReleaseAssets", "message": "no addon"}
+    existing = {
+        "docker-scs-1-30-v1": {"status": {"ready": True}},
+        "docker-scs-1-30-v2": {"status": {"ready": True}},
+        "docker-scs-1-30-v3": {"status": {"ready": False, "conditions": [broken]}},
+    }
+    assert releases_not_ready(plan, existing) == [
+        ("docker-scs-1-30-v3", "IssueWithReleaseAssets", "no addon")
+    ]
+    existing["docker-scs-1-30-v3"] = {"status": {"ready": True}}
+    assert releases_not_ready(plan, existing) == []
+    fresh = plan_releases(STACK, listed=["v4"], auto_subscribe=False, existing=[])
+    assert releases_not_ready(fresh, {}) == [("docker-scs-1-30-v4", "ProcessOngoing", "not reconciled yet")]

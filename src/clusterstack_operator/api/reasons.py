@@ -23,6 +23,9 @@ class ConditionType(StrEnum):
     """ClusterStack: every release's provider object exists as its template says (not with noProvider)."""
     RELEASE_AVAILABLE = "ClusterStackReleaseAvailable"
     """ClusterStack: at least one release is ready to be used by a Cluster."""
+    RELEASES_READY = "ClusterStackReleasesReady"
+    """ClusterStack: every release it wants (listed in spec.versions, or the newest of its channel) is
+    ready; False names those that are not, with their own reason (ours: upstream has none)."""
     DOWNLOADED = "ClusterStackReleaseDownloaded"
     """ClusterStackRelease: its assets are downloaded and whole."""
     PROVIDER_READY = "ProviderClusterStackReleaseReady"
@@ -49,6 +52,7 @@ class Reason(StrEnum):
     NO_PROVIDER = "NoProvider"
     NO_READY_RELEASE = "NoReadyRelease"
     RELEASE_READY = "ReleaseReady"
+    RELEASES_READY = "ReleasesReady"
     NOT_DOWNLOADED_YET = "ReleaseAssetsNotDownloadedYet"
     ISSUE_WITH_ASSETS = "IssueWithReleaseAssets"
     DOWNLOADED = "Downloaded"

@@ -27,6 +27,7 @@ from clusterstack_operator.controller.common import (
     clusters_of,
 )
 from clusterstack_operator.releases.decide import (
+    WANTED,
     ExistingRelease,
     ReleasePlan,
     clusters_without_addon,
@@ -105,6 +106,7 @@ class StackReconcile(StackScope):
             ConditionType.CLUSTER_STACK_RELEASES_SYNCED,
             *([] if spec.no_provider else [ConditionType.PROVIDER_RELEASES_SYNCED]),
             ConditionType.RELEASE_AVAILABLE,
+            ConditionType.RELEASES_READY,
         ]
 
     @property
@@ -264,6 +266,16 @@ async def report_releases(scope: StackReconcile) -> Outcome:
             Reason.NO_READY_RELEASE,
             "no release of this stack is ready yet",
         )
+    waiting = releases_not_ready(planned, scope.existing)
+    if waiting:
+        await book.set(
+            ConditionType.RELEASES_READY,
+            "False",
+            waiting[0][1],
+            "; ".join(f"{tag}: {message}" for tag, _, message in waiting),
+        )
+    else:
+        await book.set(ConditionType.RELEASES_READY, "True", Reason.RELEASES_READY)
     latest_object = scope.existing.get(planned.latest.tag) if planned.latest is not None else None
     latest = None
     if planned.latest is not None and latest_object is not None:
@@ -277,6 +289,27 @@ async def report_releases(scope: StackReconcile) -> Outcome:
         "summary": [release_summary(o) for _, o in sorted(scope.existing.items())],
     }
     return Outcome.CONTINUE
+
+
+def releases_not_ready(
+    planned: ReleasePlan, existing: Mapping[str, Mapping[str, Any]]
+) -> list[tuple[str, str, str]]:
+    """The wanted releases that are not ready, each with its Ready condition's reason and message: a
+    stack whose newest release is broken says so, even while an older one serves its Clusters."""
+    wanted = sorted(
+        {tag for tag, why in planned.why_kept.items() if why in WANTED} | {r.tag for r in planned.create}
+    )
+    waiting = []
+    for tag in wanted:
+        status = (existing.get(tag) or {}).get("status") or {}
+        if status.get("ready"):
+            continue
+        conditions = status.get("conditions") or []
+        ready: Mapping[str, Any] = next((c for c in conditions if c.get("type") == ConditionType.READY), {})
+        waiting.append(
+            (tag, ready.get("reason") or Reason.PROCESS_ONGOING, ready.get("message") or "not reconciled yet")
+        )
+    return waiting
 
 
 STEPS = StackSteps(

@@ -27,6 +27,9 @@ from clusterstack_operator.releases.versions import (
 )
 
 __all__ = [
+    "LISTED",
+    "NEWEST_OF_CHANNEL",
+    "WANTED",
     "ExistingRelease",
     "ReleasePlan",
     "StackIdentity",
@@ -56,6 +59,13 @@ class StackIdentity:
     def subscribes_to(self, release: ReleaseName) -> bool:
         """Whether auto-subscribe may pick ``release``: this stack's, in its channel (never a hash)."""
         return self.owns(release) and release.version.channel is self.channel
+
+
+LISTED = "listed in spec.versions"
+NEWEST_OF_CHANNEL = "newest release of the channel"
+WANTED = (LISTED, NEWEST_OF_CHANNEL)
+"""The reasons to keep a release that say its stack wants it (not only that a Cluster uses it, or that
+it is the latest ready one): a stack is ready when these are."""
 
 
 @dataclass(frozen=True)
@@ -146,13 +156,13 @@ def plan_releases(
 ) -> ReleasePlan:
     """The plan for one ClusterStack; ``available`` is what the source offers (anything: it is filtered)."""
     existing = [release for release in existing if stack.owns(release.name)]
-    wanted: dict[str, str] = {stack.release(v).tag: "listed in spec.versions" for v in _parsed(listed)}
+    wanted: dict[str, str] = {stack.release(v).tag: LISTED for v in _parsed(listed)}
     if auto_subscribe:
         candidates = [r for r in available if stack.subscribes_to(r)]
         times = {r.version: t for r, t in (published or {}).items()}
         subscribed = newest((r.version for r in candidates), times)
         if subscribed is not None:
-            wanted.setdefault(stack.release(subscribed).tag, "newest release of the channel")
+            wanted.setdefault(stack.release(subscribed).tag, NEWEST_OF_CHANNEL)
     used = {tag for tag in (release_of_class(name) for name in classes_in_use) if tag}
     ready = [release for release in existing if release.ready]
     latest_version = newest((r.name.version for r in ready), _release_times(ready, published or {}))
