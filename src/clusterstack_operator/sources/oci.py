@@ -30,7 +30,7 @@ import httpx
 from clusterstack_operator.sources.base import ReleaseNotFound, SourceError, SourceRelease
 from operator_core.secrets import register_secret, scrub
 
-__all__ = ["OciRegistry", "OciSettings"]
+__all__ = ["OciRegistry", "OciSettings", "trusting"]
 
 MANIFEST_TYPES = (
     "application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.v2+json"
@@ -38,6 +38,14 @@ MANIFEST_TYPES = (
 TITLE = "org.opencontainers.image.title"
 _CHALLENGE = re.compile(r'(\w+)="([^"]*)"')
 _NEXT = re.compile(r'<([^>]+)>\s*;\s*rel="next"')
+
+
+def trusting(ca_bundle: Path) -> ssl.SSLContext:
+    """A client context that trusts the system's CAs and, besides them, those of ``ca_bundle`` (a private
+    registry's): ``create_default_context(cafile=...)`` alone would trust the bundle instead."""
+    context = ssl.create_default_context()
+    context.load_verify_locations(cafile=str(ca_bundle))
+    return context
 
 
 @dataclass(frozen=True)
@@ -75,9 +83,7 @@ class OciRegistry:
             if secret:
                 register_secret(secret)
         scheme = "http" if settings.plain_http else "https"
-        verify: Any = (
-            ssl.create_default_context(cafile=str(settings.ca_bundle)) if settings.ca_bundle else True
-        )
+        verify: Any = trusting(settings.ca_bundle) if settings.ca_bundle else True
         self._client = httpx.AsyncClient(
             base_url=f"{scheme}://{settings.host}",
             verify=verify,
