@@ -160,7 +160,7 @@ def run_operator(
     # One line per HTTP request (a node probe every few seconds) would bury what matters; they are
     # there with --log-level debug.
     if not arguments.verbose and arguments.log_level != "debug":
-        for quiet_logger in ("httpx", "httpx2", "httpcore"):
+        for quiet_logger in ("httpx2", "httpcore"):
             logging.getLogger(quiet_logger).setLevel(logging.WARNING)
     operator: Runnable = importlib.import_module(operator_module).OPERATOR
     election = from_env(LeaderElectionSettings)

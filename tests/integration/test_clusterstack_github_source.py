@@ -1,4 +1,4 @@
-"""The GitHub release source (githubkit) against the suite's fake GitHub on loopback: every page, the
+"""The GitHub release source against the suite's fake GitHub on loopback: every page, the
 token, downloads into the release store, and a download that breaks halfway."""
 
 from __future__ import annotations

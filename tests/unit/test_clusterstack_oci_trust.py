@@ -5,7 +5,7 @@ from __future__ import annotations
 import ssl
 from pathlib import Path
 
-from clusterstack_operator.sources.oci import trusting
+from clusterstack_operator.sources.http import trusting
 from operator_testkit.webhooks import serving_certificates
 
 

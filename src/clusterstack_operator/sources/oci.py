@@ -3,49 +3,54 @@
 A release's files are its artifact's layers, each named by its ``org.opencontainers.image.title``
 annotation (what upstream's ``csctl`` pushes, with ``artifactType:
 application/vnd.scs.cluster-stacks.v1`` and an empty config). This speaks the OCI distribution API
-itself, over httpx, rather than through a client library: three calls (list tags, read a manifest,
-read a blob), every page of tags, each blob checked against its digest, and a title that names
-anything but a plain file name refused.
+itself, over aiohttp, rather than through a client library: three calls (list tags, read a manifest,
+read a blob), every page of tags, each blob streamed to disk and checked against its digest, and a
+title that names anything but a plain file name refused.
 
 Authentication as upstream's registry client does it: an access token is sent as a bearer token
 (base64-encoded first, as upstream encodes ``OCI_ACCESS_TOKEN``); otherwise a user name and
-password answer a Basic challenge, or buy a token from a Bearer challenge's realm. HTTPS by
-default, with a CA bundle of the user's choice; plain HTTP only when asked for (a local registry).
+password answer a Basic challenge, or buy a token from a Bearer challenge's realm. Without them, a
+Bearer challenge is answered anonymously (a public repository on Harbor, ghcr.io, Docker Hub). A
+bought token is used until a little before its ``expires_in`` (60 s where the token service says
+none, as the token specification has it), then bought again; one the registry refuses before that
+is bought again once. HTTPS by default, with a CA bundle trusted besides the system's; plain HTTP
+only when asked for (a local registry).
 """
 
 from __future__ import annotations
 
-import asyncio
 import base64
-import hashlib
 import re
-import ssl
-from collections.abc import Mapping
+import time
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
+import aiohttp
 
 from clusterstack_operator.sources.base import ReleaseNotFound, SourceError, SourceRelease
-from operator_core.secrets import register_secret, scrub
+from clusterstack_operator.sources.http import (
+    HttpFailure,
+    failed,
+    next_page,
+    open_session,
+    released,
+    stream_to_file,
+    trusting,
+)
+from operator_core.secrets import register_secret
 
-__all__ = ["OciRegistry", "OciSettings", "trusting"]
+__all__ = ["OciRegistry", "OciSettings"]
 
 MANIFEST_TYPES = (
     "application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.v2+json"
 )
 TITLE = "org.opencontainers.image.title"
+DEFAULT_TOKEN_SECONDS = 60.0
+"""A token's lifetime where the token service gives no ``expires_in`` (the token specification's)."""
 _CHALLENGE = re.compile(r'(\w+)="([^"]*)"')
-_NEXT = re.compile(r'<([^>]+)>\s*;\s*rel="next"')
-
-
-def trusting(ca_bundle: Path) -> ssl.SSLContext:
-    """A client context that trusts the system's CAs and, besides them, those of ``ca_bundle`` (a private
-    registry's): ``create_default_context(cafile=...)`` alone would trust the bundle instead."""
-    context = ssl.create_default_context()
-    context.load_verify_locations(cafile=str(ca_bundle))
-    return context
 
 
 @dataclass(frozen=True)
@@ -74,6 +79,15 @@ class OciSettings:
         return path
 
 
+def token_lifetime(expires_in: object) -> float:
+    """How long to use a bought token: its ``expires_in`` less a margin (a fifth of it, at most 30 s),
+    so that no request goes out with one about to expire."""
+    seconds = (
+        float(expires_in) if isinstance(expires_in, int | float) and expires_in > 0 else DEFAULT_TOKEN_SECONDS
+    )
+    return seconds - min(seconds / 5, 30.0)
+
+
 class OciRegistry:
     """The releases tagged in one OCI repository."""
 
@@ -83,26 +97,28 @@ class OciRegistry:
             if secret:
                 register_secret(secret)
         scheme = "http" if settings.plain_http else "https"
-        verify: Any = trusting(settings.ca_bundle) if settings.ca_bundle else True
-        self._client = httpx.AsyncClient(
-            base_url=f"{scheme}://{settings.host}",
-            verify=verify,
-            timeout=settings.timeout,
-            follow_redirects=True,
-            trust_env=False,
-        )
-        self._authorization: str | None = None
+        self._base = f"{scheme}://{settings.host}"
+        self._ssl: Any = trusting(settings.ca_bundle) if settings.ca_bundle else True
+        self._session: aiohttp.ClientSession | None = None
+        self._fixed: str | None = None
+        """The access token's Authorization, when one is set: sent always, never renewed."""
+        self._bought: str | None = None
+        """The Authorization a challenge was answered with (Basic, or a bought Bearer token)."""
+        self._bought_until = float("inf")
+        """When a bought token is to be bought again (monotonic seconds)."""
         if settings.access_token:
             encoded = base64.b64encode(settings.access_token.encode()).decode()
             register_secret(encoded)
-            self._authorization = f"Bearer {encoded}"
+            self._fixed = f"Bearer {encoded}"
 
     @property
     def description(self) -> str:
         return f"OCI repository {self.settings.repository}"
 
     async def aclose(self) -> None:
-        await self._client.aclose()
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
 
     # -- the three calls
 
@@ -110,24 +126,24 @@ class OciRegistry:
         tags: list[str] = []
         url: str | None = f"/v2/{self.settings.path}/tags/list?n=1000"
         while url is not None:
-            response = await self._get(url, "listing tags")
-            if response.status_code == 404:
-                return []  # no repository yet: nothing published
-            self._check(response, "listing tags")
-            tags.extend(response.json().get("tags") or [])
-            found = _NEXT.search(response.headers.get("Link", ""))
-            url = found.group(1) if found else None
+            async with self._get(url, "listing tags") as response:
+                if response.status == 404:
+                    return []  # no repository yet: nothing published
+                self._check(response, "listing tags")
+                tags.extend((await response.json(content_type=None)).get("tags") or [])
+                url = next_page(response)
         return [SourceRelease(tag) for tag in tags]
 
     async def download(self, tag: str, into: Path) -> None:
         what = f"downloading release {tag}"
-        response = await self._get(
+        async with self._get(
             f"/v2/{self.settings.path}/manifests/{tag}", what, headers={"Accept": MANIFEST_TYPES}
-        )
-        if response.status_code == 404:
-            raise ReleaseNotFound(f"{self.description} has no release {tag}")
-        self._check(response, what)
-        for layer in response.json().get("layers") or []:
+        ) as response:
+            if response.status == 404:
+                raise ReleaseNotFound(f"{self.description} has no release {tag}")
+            self._check(response, what)
+            manifest = await response.json(content_type=None)
+        for layer in manifest.get("layers") or []:
             title = (layer.get("annotations") or {}).get(TITLE)
             if not title:
                 continue  # not a file of the release
@@ -137,61 +153,86 @@ class OciRegistry:
 
     async def _fetch_blob(self, layer: Mapping[str, Any], target: Path, what: str) -> None:
         digest = str(layer.get("digest", ""))
-        response = await self._get(f"/v2/{self.settings.path}/blobs/{digest}", what)
-        self._check(response, what)
         algorithm, _, expected = digest.partition(":")
-        if algorithm != "sha256" or hashlib.sha256(response.content).hexdigest() != expected:
-            raise SourceError(f"{self.description}: {what}: {target.name} does not match its digest {digest}")
-        await asyncio.to_thread(target.write_bytes, response.content)
+        if algorithm != "sha256" or not expected:
+            raise SourceError(f"{self.description}: {what}: {target.name} has no sha256 digest ({digest!r})")
+        async with self._get(f"/v2/{self.settings.path}/blobs/{digest}", what) as response:
+            self._check(response, what)
+            await stream_to_file(response, target, expected, description=self.description, what=what)
 
     # -- HTTP and the registry's challenges
 
-    async def _get(self, url: str, what: str, headers: Mapping[str, str] | None = None) -> httpx.Response:
-        wanted = dict(headers or {})
+    @asynccontextmanager
+    async def _get(
+        self, url: str, what: str, headers: Mapping[str, str] | None = None
+    ) -> AsyncIterator[aiohttp.ClientResponse]:
+        """GET ``url``, meeting the registry's challenge (once per request) when it asks for one."""
+        if self._session is None:
+            self._session = open_session(self.settings.timeout)
+        if time.monotonic() >= self._bought_until:
+            self._bought, self._bought_until = None, float("inf")  # buy a fresh one on the next 401
         try:
-            response = await self._client.get(url, headers=self._with_authorization(wanted))
-            if response.status_code == 401 and self._authorization is None:
-                await self._answer(response.headers.get("WWW-Authenticate", ""), what)
-                response = await self._client.get(url, headers=self._with_authorization(wanted))
-        except httpx.HTTPError as error:
-            raise SourceError(
-                scrub(f"{self.description}: {what}: {type(error).__name__}: {error}")
-            ) from error
-        return response
+            response = await self._send(url, headers)
+            if response.status == 401 and self._fixed is None:
+                challenge = response.headers.get("WWW-Authenticate", "")
+                response.release()
+                await self._answer(challenge, what)
+                response = await self._send(url, headers)
+        except HttpFailure as error:
+            raise failed(self.description, what, error) from error
+        async with released(response):
+            yield response
 
-    def _with_authorization(self, headers: dict[str, str]) -> dict[str, str]:
-        return {**headers, "Authorization": self._authorization} if self._authorization else headers
+    async def _send(self, url: str, headers: Mapping[str, str] | None) -> aiohttp.ClientResponse:
+        assert self._session is not None
+        wanted = dict(headers or {})
+        authorization = self._fixed or self._bought
+        if authorization:
+            wanted["Authorization"] = authorization
+        return await self._session.get(f"{self._base}{url}", headers=wanted, ssl=self._ssl)
 
     async def _answer(self, challenge: str, what: str) -> None:
-        """Meet a 401's challenge with the credentials we have."""
+        """Meet a 401's challenge with the credentials we have, or anonymously where the registry lets
+        anyone buy a token."""
         scheme = challenge.split(" ", 1)[0].lower()
         user, password = self.settings.username, self.settings.password
-        if not (user and password):
-            raise SourceError(
-                f"{self.description}: {what}: the registry asks for credentials and none are set"
-            )
-        basic = base64.b64encode(f"{user}:{password}".encode()).decode()
-        register_secret(basic)
+        basic = None
+        if user and password:
+            basic = "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+            register_secret(basic.split(" ", 1)[1])
         if scheme == "basic":
-            self._authorization = f"Basic {basic}"
+            if basic is None:
+                raise SourceError(
+                    f"{self.description}: {what}: the registry asks for a user name and password "
+                    "(HTTP 401, Basic) and none are set"
+                )
+            self._bought = basic
             return
         parameters = dict(_CHALLENGE.findall(challenge))
         realm = parameters.pop("realm", "")
         if scheme != "bearer" or not realm:
             raise SourceError(f"{self.description}: {what}: unsupported challenge {scheme!r}")
-        response = await self._client.get(
-            realm, params=parameters, headers={"Authorization": f"Basic {basic}"}
-        )
-        self._check(response, f"{what} (token)")
-        body = response.json()
+        assert self._session is not None
+        token_what = f"{what} (its token service {realm.split('?', 1)[0]})"
+        async with self._session.get(
+            realm, params=parameters, headers={"Authorization": basic} if basic else {}, ssl=self._ssl
+        ) as response:
+            if response.status in (401, 403) and basic is None:
+                raise SourceError(
+                    f"{self.description}: {token_what}: anonymous access is refused "
+                    f"(HTTP {response.status}); set a user name and password, or an access token"
+                )
+            self._check(response, token_what)
+            body = await response.json(content_type=None)
         token = body.get("token") or body.get("access_token")
         if not token:
-            raise SourceError(f"{self.description}: {what}: the token service answered no token")
+            raise SourceError(f"{self.description}: {token_what}: answered no token")
         register_secret(token)
-        self._authorization = f"Bearer {token}"
+        self._bought = f"Bearer {token}"
+        self._bought_until = time.monotonic() + token_lifetime(body.get("expires_in"))
 
-    def _check(self, response: httpx.Response, what: str) -> None:
-        code = response.status_code
+    def _check(self, response: aiohttp.ClientResponse, what: str) -> None:
+        code = response.status
         if code in (401, 403):
             raise SourceError(
                 f"{self.description}: {what}: the registry refused the credentials (HTTP {code})"

@@ -2,12 +2,14 @@
 
 It serves the releases of one repository from a directory (``<root>/<tag>/<asset files>``, the
 layout of :class:`clusterstack_operator.sources.local.LocalDirectory`) and answers the endpoints a
-release client uses, with complete objects (githubkit validates every field):
+release client uses, with complete objects, as GitHub answers them:
 
 - ``GET /repos/{owner}/{repo}/releases`` with ``per_page`` and ``page``, and a ``Link`` header to
   the next and last pages, as GitHub pages its lists;
 - ``GET /repos/{owner}/{repo}/releases/tags/{tag}``;
-- ``GET /repos/{owner}/{repo}/releases/assets/{id}`` with ``Accept: application/octet-stream``.
+- ``GET /repos/{owner}/{repo}/releases/assets/{id}`` with ``Accept: application/octet-stream``,
+  answered as GitHub answers it: a 302 to a signed URL of its object storage (here ``/storage/...``),
+  which refuses a request that also carries an ``Authorization`` header (HTTP 400, as S3 does).
 
 With a token set, every request must carry ``Authorization: Bearer <token>`` (or ``token <token>``),
 or it gets 401 as GitHub answers. :attr:`FakeGitHub.break_downloads_after` makes the next release
@@ -20,7 +22,9 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import hmac
 import mimetypes
+import secrets
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
@@ -53,6 +57,14 @@ _USER: dict[str, Any] = {
     "type": "Bot",
     "site_admin": False,
 }
+
+
+_STORAGE = "/storage"
+_SIGNING_KEY = secrets.token_bytes(16)
+
+
+def _signature(path: str) -> str:
+    return hmac.new(_SIGNING_KEY, path.encode(), "sha256").hexdigest()
 
 
 def _stable_id(text: str) -> int:
@@ -135,14 +147,17 @@ class FakeGitHub:
     @web.middleware
     async def _gate(self, request: web.Request, handler: Any) -> web.StreamResponse:
         self.requests.append(request.path_qs)
+        if request.path.startswith(_STORAGE):
+            response: web.StreamResponse = await handler(request)
+            return response
         if not self._authorised(request):
             return web.json_response({"message": "Bad credentials", "status": "401"}, status=401)
         if request.match_info.get("owner") not in (None, self.owner) or request.match_info.get(
             "repo"
         ) not in (None, self.repository):
             return web.json_response({"message": "Not Found", "status": "404"}, status=404)
-        response: web.StreamResponse = await handler(request)
-        return response
+        answer: web.StreamResponse = await handler(request)
+        return answer
 
     async def _list(self, request: web.Request) -> web.Response:
         per_page = min(int(request.query.get("per_page", "30")), 100)
@@ -175,6 +190,18 @@ class FakeGitHub:
         if request.headers.get("Accept") != "application/octet-stream":
             release = file.parent
             return web.json_response(self._asset(release, file))
+        path = f"{_STORAGE}/{file.parent.name}/{file.name}"
+        raise web.HTTPFound(f"{self.base_url}{path}?signature={_signature(path)}")
+
+    async def _storage(self, request: web.Request) -> web.StreamResponse:
+        """GitHub's object storage behind a signed URL: the signature is the only credential."""
+        if "Authorization" in request.headers:
+            return web.Response(status=400, text="Only one auth mechanism allowed")
+        if request.query.get("signature") != _signature(request.path):
+            return web.Response(status=403, text="Signature does not match")
+        file = self.root / request.match_info["release"] / request.match_info["name"]
+        if not file.is_file():
+            return web.Response(status=404)
         content = await asyncio.to_thread(file.read_bytes)
         response = web.StreamResponse(headers={"Content-Type": "application/octet-stream"})
         response.content_length = len(content)
@@ -196,6 +223,7 @@ class FakeGitHub:
         app.router.add_get(base, self._list)
         app.router.add_get(base + "/tags/{tag}", self._by_tag)
         app.router.add_get(base + "/assets/{asset}", self._asset_bytes)
+        app.router.add_get(_STORAGE + "/{release}/{name}", self._storage)
         return app
 
 

@@ -19,9 +19,10 @@ import ssl
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import yaml
@@ -51,6 +52,8 @@ class RunningRegistry:
     ca_cert: Path | None
     """With TLS, the CA that signed the registry's certificate (for ``--ca-file``, ``SSL_CERT_FILE``)."""
     pid: int
+    authenticated: bool = False
+    """It asks for credentials (its config has an ``auth`` section)."""
 
     @property
     def oci(self) -> str:
@@ -80,7 +83,9 @@ def _die_with_parent() -> None:
     libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
-def _write_config(directory: Path, host: str, tls: tuple[Path, Path] | None) -> Path:
+def _write_config(
+    directory: Path, host: str, tls: tuple[Path, Path] | None, auth: Mapping[str, Any] | None = None
+) -> Path:
     http: dict[str, object] = {
         "addr": host,
         # A fixed secret per registry: without one it makes up a random one and warns.
@@ -95,6 +100,8 @@ def _write_config(directory: Path, host: str, tls: tuple[Path, Path] | None) -> 
         "storage": {"filesystem": {"rootdirectory": str(directory / "data")}, "delete": {"enabled": True}},
         "http": http,
     }
+    if auth is not None:
+        config["auth"] = dict(auth)
     path = directory / "config.yml"
     path.write_text(yaml.safe_dump(config, sort_keys=False))
     return path
@@ -118,11 +125,12 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
 
 
 def _answers(registry: RunningRegistry) -> bool:
+    """``GET /v2/`` answers: 200, or 401 from one that asks for credentials."""
     try:
         response = httpx.get(f"{registry.url}/v2/", verify=registry.ssl_context(), timeout=2, trust_env=False)
     except httpx.HTTPError:
         return False
-    return response.status_code == 200
+    return response.status_code == 200 or (registry.authenticated and response.status_code == 401)
 
 
 def _start(
@@ -132,9 +140,10 @@ def _start(
     ca_cert: Path | None,
     *,
     detached: bool = False,
+    auth: Mapping[str, Any] | None = None,
 ) -> tuple[subprocess.Popen[bytes], RunningRegistry]:
     host = f"127.0.0.1:{free_port()}"
-    config = _write_config(directory, host, tls)
+    config = _write_config(directory, host, tls, auth)
     log = directory / "registry.log"
     environment = {
         **os.environ,
@@ -154,7 +163,12 @@ def _start(
         )
     scheme = "http" if tls is None else "https"
     return process, RunningRegistry(
-        host=host, url=f"{scheme}://{host}", directory=directory, ca_cert=ca_cert, pid=process.pid
+        host=host,
+        url=f"{scheme}://{host}",
+        directory=directory,
+        ca_cert=ca_cert,
+        pid=process.pid,
+        authenticated=auth is not None,
     )
 
 
@@ -187,9 +201,13 @@ def running_registry(
     *,
     binary: Path | None = None,
     tls: bool = False,
+    auth: Mapping[str, Any] | None = None,
     start_timeout: float = 30.0,
 ) -> Iterator[RunningRegistry]:
     """A registry on a free 127.0.0.1 port, stopped when the block ends.
+
+    ``auth`` is its config's ``auth`` section (:mod:`operator_testkit.registry_auth` writes the htpasswd
+    and token ones); a registry started again on the same ``directory`` serves what was pushed before.
 
     ``directory`` holds its config, storage and log (a temporary directory, removed afterwards, if
     not given). ``binary`` defaults to the cached build of :func:`ensure_clusterstack_tools`. With
@@ -209,7 +227,7 @@ def running_registry(
             pki = create_pki(directory / "pki", service_ip="127.0.0.1")
             certificate, ca_cert = (pki.serving_cert, pki.serving_key), pki.ca_cert
         for _ in range(_PORT_ATTEMPTS):
-            process, registry = _start(binary, directory, certificate, ca_cert)
+            process, registry = _start(binary, directory, certificate, ca_cert, auth=auth)
             try:
                 if _wait_until_answering(process, registry, start_timeout):
                     break
