@@ -7,6 +7,13 @@
 # buildah, passing BASE pinned by the base's digest. Elsewhere, any Debian bookworm image with python3
 # and python3-venv will do: BASE=<image>@sha256:<digest>.
 ARG BASE=localhost/operator-suite-base:bookworm
+# helm, which the Cluster Stack operator runs (`helm template`): an image holding a static helm v3 build
+# at HELM_PATH. Here `operator-suite-dev image` makes one from helm's Go module, pinned in hack/helm;
+# elsewhere, any image with the official static release binary will do.
+ARG HELM_IMAGE=localhost/operator-suite-helm:v3.22.0
+ARG HELM_PATH=/usr/bin/helm
+
+FROM ${HELM_IMAGE} AS helm
 
 FROM ${BASE} AS build
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1
@@ -21,7 +28,9 @@ RUN --mount=type=secret,id=pipca \
  && /opt/operator-suite/bin/pip uninstall --yes pip setuptools
 
 FROM ${BASE}
+ARG HELM_PATH
 COPY --from=build /opt/operator-suite /opt/operator-suite
+COPY --from=helm ${HELM_PATH} /usr/local/bin/helm
 ENV PATH=/opt/operator-suite/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1

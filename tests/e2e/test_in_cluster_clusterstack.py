@@ -2,10 +2,11 @@
 
 As in ``test_in_cluster.py``: the real helm installs ``charts/cluster-stack-operator`` (its CRDs
 too) onto a control plane of this module's own, and the node agent runs the operator's pod from the
-image of this checkout, as the chart runs it (user 65532, a read-only root, /tmp its only writable
-place, the in-cluster configuration and the chart's RBAC). Cluster API's CRDs are there, as they are
-wherever the operator is used. Its releases come from an OCI registry on loopback, which the pod
-reaches as any registry: the pod shares the machine's network, not its filesystem.
+image of this checkout, as the chart runs it: user 65532, a read-only root, /tmp and the release
+volume its only writable places, the in-cluster configuration, the chart's RBAC, and the image's own
+helm. Cluster API's CRDs are there, as they are wherever the operator is used. Its releases come from
+an OCI registry on loopback, which the pod reaches as any registry: the pod shares the machine's
+network, not its filesystem.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
-from test_in_cluster import assert_runs_from_the_image_as_the_chart_says, operator_process
+from test_in_cluster import assert_runs_from_the_image_as_the_chart_says, environment, operator_process
 
 from operator_core.kube import Kube
 from operator_testkit.charts import install_chart, uninstall_chart
@@ -167,26 +168,23 @@ async def test_the_chart_runs_the_operator_from_the_image_and_it_reconciles_a_cl
     assert release is not None, "the ClusterStackRelease of the listed version"
     assert {o["kind"] for o in release["metadata"]["ownerReferences"]} == {"ClusterStack"}
 
-    # The release is downloaded from the registry into the pod's /tmp, then rendering it fails.
-    async def rendered_or_failed() -> dict[str, Any] | None:
+    # The release is downloaded from the registry into the chart's release volume, rendered by the
+    # image's own helm, and applied: Ready.
+    async def ready() -> dict[str, Any] | None:
         found = await kube.get(API, "ClusterStackRelease", TAG, STACKS)
-        return found if condition(found, "HelmChartApplied") else None
+        return found if (found or {}).get("status", {}).get("ready") else None
 
     with with_the_operators_log(agent):
-        settled: Any = await wait_until(rendered_or_failed, timeout=60, what="the release to be rendered")
+        settled: Any = await wait_until(ready, timeout=90, what="the release to be Ready")
     status = json.dumps(settled["status"], indent=1)
-    downloaded = condition(settled, "ClusterStackReleaseDownloaded")
-    assert downloaded["status"] == "True", f"downloaded into the pod's /tmp: {status}"
+    assert condition(settled, "ClusterStackReleaseDownloaded")["status"] == "True", status
     assert settled["status"]["kubernetesVersion"] == "v1.30.10", "read from the downloaded metadata"
-    # The image carries no helm yet (issue "Cluster Stack operator where its users run it"): the
-    # release says so instead of becoming Ready. Once the image carries helm, it becomes Ready here.
-    applied = condition(settled, "HelmChartApplied")
-    assert applied["status"] == "False"
-    assert applied["reason"] == "HelmTemplateFailed"
-    assert "helm is not installed" in applied["message"], f"{status}\n{operator_log(agent)}"
-    assert condition(settled, "Ready")["status"] == "False"
-    assert condition(settled, "Ready")["reason"] == "HelmTemplateFailed"
-    assert not settled["status"].get("ready")
+    assert condition(settled, "HelmChartApplied")["status"] == "True", status
+    assert condition(settled, "Ready")["status"] == "True", status
+    assert await kube.get("cluster.x-k8s.io/v1beta2", "ClusterClass", TAG, STACKS) is not None, (
+        "the cluster-class chart's ClusterClass, rendered by the image's helm"
+    )
+    assert environment(pid)["OPERATOR_SUITE_RELEASE_DIR"] == "/var/cache/cluster-stack-operator/releases"
 
     uninstall_chart(helm_home, plane.kubeconfig, RELEASE, NAMESPACE)
 

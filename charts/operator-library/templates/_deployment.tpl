@@ -60,6 +60,10 @@ spec:
                   fieldPath: metadata.namespace
             - name: OPERATOR_SUITE_LEADER_ELECTION_LEASE
               value: {{ $name }}-leader
+            {{- with .Values.releaseStorage }}
+            - name: OPERATOR_SUITE_RELEASE_DIR
+              value: {{ .mountPath }}/releases
+            {{- end }}
             {{- with .Values.env }}
             {{- toYaml . | nindent 12 }}
             {{- end }}
@@ -88,10 +92,27 @@ spec:
           volumeMounts:
             - name: tmp
               mountPath: /tmp
+            {{- with .Values.releaseStorage }}
+            - name: releases
+              mountPath: {{ .mountPath }}
+            {{- end }}
       volumes:
-        # The only writable place: downloads and scratch files (the root filesystem is read-only).
+        # The writable places (the root filesystem is read-only): scratch files, and (the Cluster Stack
+        # operator's) downloaded releases, on an emptyDir or a claim of the user's.
         - name: tmp
           emptyDir: {}
+        {{- with .Values.releaseStorage }}
+        - name: releases
+          {{- if .existingClaim }}
+          persistentVolumeClaim:
+            claimName: {{ .existingClaim }}
+          {{- else }}
+          emptyDir:
+            {{- with .sizeLimit }}
+            sizeLimit: {{ . }}
+            {{- end }}
+          {{- end }}
+        {{- end }}
       {{- with .Values.nodeSelector }}
       nodeSelector:
         {{- toYaml . | nindent 8 }}

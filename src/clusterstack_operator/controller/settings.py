@@ -49,9 +49,10 @@ class ClusterStackSettings:
     """github (a repository's releases), oci (one registry repository, a tag per release) or local (a
     directory of releases, for providers testing their own stacks)."""
     release_dir: Path = Path(os.environ.get("TMPDIR") or "/tmp") / "cluster-stack-operator" / "releases"  # noqa: S108
-    """Where downloaded releases are kept, one directory each. A cache: under the temporary directory
-    by default, which in a pod is the chart's emptyDir at /tmp, the only writable place; never the
-    home directory, which a pod's user may not have."""
+    """Where downloaded releases are kept, one directory each (and helm's cache, in ``helm/``). A cache:
+    under the temporary directory by default, never the home directory, which a pod's user may not
+    have. The chart mounts a volume for it (``releaseStorage``: an emptyDir, or a claim of the user's)
+    and names it here."""
     local_releases: Path = Path("/releases")
     """With the local source: the directory holding one sub-directory per release tag."""
     github_organisation: str = ""

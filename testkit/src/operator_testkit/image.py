@@ -6,9 +6,11 @@ No Docker engine runs on these machines, and none is needed:
   made by ``mmdebstrap`` with a fixed ``SOURCE_DATE_EPOCH`` (the same archive state gives the same
   bytes), imported into buildah as ``localhost/operator-suite-base:bookworm`` and cached by the hash of
   its recipe under ``<cache_dir>/image-base-<hash>/``;
+- helm, which the Cluster Stack operator runs, comes from an image holding only the pinned static build
+  (``localhost/operator-suite-helm``, made from :mod:`operator_testkit.clusterstack_tools`' binary);
 - the Dockerfile at the repository's root is built by ``buildah bud --isolation chroot`` (this host's
-  OCI runtime refuses its cgroups: "cgroups in hybrid mode not supported"), with the base pinned by its
-  digest, into buildah storage of our own under ``<cache_dir>/buildah/``;
+  OCI runtime refuses its cgroups: "cgroups in hybrid mode not supported"), with the base and helm's
+  image pinned by their digests, into buildah storage of our own under ``<cache_dir>/buildah/``;
 - :func:`run_in_image` runs a command inside the image (``buildah run``, chroot isolation),
   :func:`push_image` copies it to an OCI registry on loopback, and :func:`unpacked_image` gives an
   image's root filesystem as a plain directory tree with its configuration, for the node agent to run
@@ -32,6 +34,7 @@ from pathlib import Path
 
 from operator_core.settings import from_env
 from operator_testkit.binaries import build_once, say
+from operator_testkit.clusterstack_tools import ensure_clusterstack_tools
 from operator_testkit.errors import ControlPlaneError
 from operator_testkit.settings import ControlPlaneSettings
 
@@ -49,6 +52,7 @@ __all__ = [
 ]
 
 BASE_NAME = "localhost/operator-suite-base"
+HELM_IMAGE_NAME = "localhost/operator-suite-helm"
 IMAGE_NAME = "localhost/operator-suite"
 SOURCE_DATE_EPOCH = "1747699200"  # the Debian snapshot this machine's apt sources name (2025-05-20)
 _MMDEBSTRAP = [
@@ -173,17 +177,36 @@ def _ensure_base(settings: ControlPlaneSettings, buildah: Buildah) -> str:
     return f"{BASE_NAME}@{digest}"
 
 
+def _ensure_helm_image(settings: ControlPlaneSettings, buildah: Buildah) -> str:
+    """An image holding only the pinned helm, static, at ``/usr/bin/helm`` (what the Dockerfile's
+    ``HELM_IMAGE`` names), pinned by digest; made once per helm build."""
+    tools = ensure_clusterstack_tools(settings)
+    version = tools.pins.helm
+    digest_of_binary = hashlib.sha256(tools.helm.read_bytes()).hexdigest()[:12]
+    tag = f"{HELM_IMAGE_NAME}:{version}-{digest_of_binary}"
+    if not buildah.has_image(tag):
+        container = buildah("from", "scratch", capture=True)
+        try:
+            buildah("add", container, str(tools.helm), "/usr/bin/helm")  # 0755, as built
+            buildah("commit", "--quiet", "--timestamp", SOURCE_DATE_EPOCH, container, tag)
+        finally:
+            buildah("rm", container)
+    digest = buildah("inspect", "--type", "image", "--format", "{{.FromImageDigest}}", tag, capture=True)
+    return f"{HELM_IMAGE_NAME}@{digest}"
+
+
 def build_image(context: Path, tag: str = "dev", settings: ControlPlaneSettings | None = None) -> Image:
     """Build the repository's Dockerfile in ``context`` as ``localhost/operator-suite:<tag>``."""
     settings = settings or from_env(ControlPlaneSettings)
     buildah = _buildah(settings)
     base = _ensure_base(settings, buildah)
+    helm = _ensure_helm_image(settings, buildah)
     name = f"{IMAGE_NAME}:{tag}"
     say(f"building {name} from {context / 'Dockerfile'} (log: {buildah.log})", "image")
     secret = ["--secret", f"id=pipca,src={_CA_BUNDLE}"] if _CA_BUNDLE.exists() else []
     buildah(
         "bud", "--isolation", "chroot", "--layers=false", *secret,
-        "--build-arg", f"BASE={base}", "--tag", name, str(context),
+        "--build-arg", f"BASE={base}", "--build-arg", f"HELM_IMAGE={helm}", "--tag", name, str(context),
     )  # fmt: skip
     return _described(buildah, name, base)
 
@@ -193,9 +216,10 @@ SOURCE_TAG_PREFIX = "src-"
 _SOURCE_TAGS_KEPT = 2
 
 
-def sources_hash(context: Path, base: str) -> str:
-    """A hash of everything the Dockerfile builds from, the base included: the same make the same tag."""
-    digest = hashlib.sha256(base.encode() + b"\0")
+def sources_hash(context: Path, base: str, helm: str = "") -> str:
+    """A hash of everything the Dockerfile builds from, the base and helm's image included: the same
+    make the same tag."""
+    digest = hashlib.sha256(base.encode() + b"\0" + helm.encode() + b"\0")
     files = [context / name for name in _BUILD_INPUTS]
     files += sorted(p for p in (context / "src").rglob("*") if p.is_file() and "__pycache__" not in p.parts)
     for path in files:
@@ -210,7 +234,8 @@ def image_of_sources(context: Path, settings: ControlPlaneSettings | None = None
     settings = settings or from_env(ControlPlaneSettings)
     buildah = _buildah(settings)
     base = _ensure_base(settings, buildah)
-    tag = f"{SOURCE_TAG_PREFIX}{sources_hash(context, base)}"
+    helm = _ensure_helm_image(settings, buildah)
+    tag = f"{SOURCE_TAG_PREFIX}{sources_hash(context, base, helm)}"
     name = f"{IMAGE_NAME}:{tag}"
 
     def build() -> None:
