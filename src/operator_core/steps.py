@@ -67,13 +67,18 @@ class ConditionBook:
     conditions: list[Condition] = field(default_factory=list)
     shape: ConditionShape = METAV1
     """How the object's kind writes its conditions."""
+    stored: Mapping[str, Condition] = field(default_factory=dict)
+    """The conditions as the object's status held them when the book was opened: what its users saw,
+    and what a Warning is news against."""
+    _warned: set[tuple[str, str, str, str]] = field(default_factory=set)
 
     @classmethod
     def of(
         cls, obj: Mapping[str, Any], recorder: EventRecorder, shape: ConditionShape = METAV1
     ) -> ConditionBook:
         """A book that starts from the conditions in ``obj``'s status, written in ``shape``."""
-        return cls(obj, recorder, shape.read(obj), shape)
+        conditions = shape.read(obj)
+        return cls(obj, recorder, conditions, shape, {c.type: c for c in conditions})
 
     def wire(self) -> list[dict[str, Any]]:
         """The conditions as the object's status holds them."""
@@ -93,11 +98,15 @@ class ConditionBook:
 
         With ``warn``, a Warning Event is posted when the condition turns to a new bad state,
         and, with ``warn_on_new_message``, also when a bad state's message changes (another
-        child failing, or the same one for another reason), never for the same one again.
+        child failing, or the same one for another reason), never for the same one again. New
+        against what the object's status said (:attr:`stored`), not against a passing state set
+        earlier in the same reconcile ("downloading", before the same broken download again).
         """
         previous = find(self.conditions, condition_type)
         changed = previous is None or (previous.status, previous.reason) != (status, reason)
-        new_message = previous is None or previous.message != message
+        seen = self.stored.get(condition_type)
+        news = seen is None or (seen.status, seen.reason) != (status, reason)
+        new_message = seen is None or seen.message != message
         self.conditions = set_condition(
             self.conditions,
             condition_type,
@@ -106,7 +115,12 @@ class ConditionBook:
             message,
             observed_generation=self.regarding["metadata"].get("generation"),
         )
-        if warn is not None and status != "True" and (changed or (warn_on_new_message and new_message)):
+        said = (condition_type, status, reason, message)
+        worth_saying = (
+            warn is not None and status != "True" and (news or (warn_on_new_message and new_message))
+        )
+        if worth_saying and warn is not None and said not in self._warned:
+            self._warned.add(said)
             await self.event("Warning", warn, message)
         return changed
 

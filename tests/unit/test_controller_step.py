@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from enum import StrEnum
 from typing import Any, ClassVar
 
 import pytest
@@ -201,3 +202,33 @@ async def test_a_spec_its_model_refuses_makes_ready_false_with_one_warning() -> 
     await report_invalid_spec(context, Widget.resource, {**obj, "status": patch}, error)
     assert len(kube.patches) == 1, "the same refusal again writes nothing"
     assert len(recorder.events) == 1, "and warns no more"
+
+
+async def test_a_warning_is_news_against_the_stored_status_not_a_passing_state_of_the_same_reconcile() -> (
+    None
+):
+    """A broken download: "downloading" is set before each attempt, then the same failure again. The
+    failure the object's status already says is not posted again; a new one is, once."""
+    recorder = Recorder()
+    failed = {"type": "Downloaded", "status": "False", "reason": "Broken", "message": "no addon chart"}
+    obj = {
+        "apiVersion": "example.com/v1",
+        "kind": "Widget",
+        "metadata": {"name": "w", "generation": 1},
+        "status": {"conditions": [{**failed, "lastTransitionTime": "2026-01-01T00:00:00Z"}]},
+    }
+    book = ConditionBook.of(obj, recorder)  # type: ignore[arg-type]
+    for _ in range(2):
+        await book.set("Downloaded", "False", "NotYet", "downloading")
+        await book.set("Downloaded", "False", "Broken", "no addon chart", warn=Reason.BROKEN)
+    assert recorder.events == []
+    for _ in range(2):
+        await book.set("Downloaded", "False", "NotYet", "downloading")
+        await book.set(
+            "Downloaded", "False", "Broken", "no metadata", warn=Reason.BROKEN, warn_on_new_message=True
+        )
+    assert recorder.events == [("Warning", "Broken", "no metadata")]
+
+
+class Reason(StrEnum):
+    BROKEN = "Broken"
