@@ -99,7 +99,6 @@ SECRETS = "/api/v1/namespaces/{namespace}/secrets"
 CONFIGMAPS = "/api/v1/namespaces/{namespace}/configmaps"
 SERVICES = "/api/v1/namespaces/{namespace}/services"
 STATEFULSETS = "/apis/apps/v1/namespaces/{namespace}/statefulsets"
-PDBS = "/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets"
 PODS = "/api/v1/namespaces/{namespace}/pods"
 # (collection path, child name): what both operators make for a cluster; ours adds a PDB.
 GO_CHILDREN = (
@@ -109,7 +108,9 @@ GO_CHILDREN = (
     (SERVICES, "{name}-svc"),
     (STATEFULSETS, "{name}-sts"),
 )
-OUR_CHILDREN = (*GO_CHILDREN, (PDBS, "{name}-pdb"))
+# Ours make the same five on creation: the PodDisruptionBudget comes with the first ready node, which
+# no cluster here gets (no node agent runs).
+OUR_CHILDREN = GO_CHILDREN
 METADATA_ONLY = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 

@@ -383,6 +383,7 @@ class Operator:
         named: Named | None = None,
         named_kinds: Sequence[tuple[str, str] | WatchedKind] = (),
         wake_all_on: Kinds = (),
+        namespaces_woken: Callable[[Manifest], Iterable[str]] | None = None,
         finalizer: str | None = None,
         finalize: Reconcile | None = None,
         needs_finalizer: Callable[[Manifest], bool] | None = None,
@@ -400,8 +401,9 @@ class Operator:
         name it; a :class:`~operator_core.cache.WatchedKind` there holds only the objects its labels
         select (the kubeconfig Secrets Cluster API labels, not every Secret). A change to an object
         of ``wake_all_on`` (held whole) wakes every object of
-        ``resource`` in its namespace: for what any of them may depend on (a Cluster API
-        Cluster using a ClusterClass).
+        ``resource`` in its namespace, and in those ``namespaces_woken`` names for it: for what any
+        of them may depend on (a Cluster API Cluster using a ClusterClass, maybe of another
+        namespace).
 
         With ``finalizer``, every object carries it from its first reconcile, and an object being
         deleted is handed to ``finalize`` (its clean-up, which may wait, returning the seconds
@@ -430,7 +432,9 @@ class Operator:
         needs = self._needs[resource.kind] = frozenset(kind.ref for kind in declared)
         # The finalizing loops are woken as the reconcile loops are (a Cluster that lets a deletion go).
         books = (wakeups, finalizing) if finalizer is not None else (wakeups,)
-        self._listeners.append(waker(books, primary, managed_by, references, frozenset(wake_all_on)))
+        self._listeners.append(
+            waker(books, primary, managed_by, references, frozenset(wake_all_on), namespaces_woken)
+        )
         if (finalizer is None) != (finalize is None):
             raise TypeError("a finalizer and its finalize step come together")
         if finalizer is not None and finalize is not None:

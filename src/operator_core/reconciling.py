@@ -357,9 +357,11 @@ def waker(
     managed_by: str,
     references: References | None,
     wake_all_on: frozenset[KindRef] = frozenset(),
+    namespaces_woken: Callable[[Manifest], Iterable[str]] | None = None,
 ) -> Callable[[KindRef, Manifest], None]:
     """What a change seen by the caches wakes, in each of ``books``: the object itself, the owner of a
-    child, the holders of a named object, every object of its namespace (``wake_all_on``)."""
+    child, the holders of a named object, every object of its namespace and of those
+    ``namespaces_woken`` names for it (``wake_all_on``)."""
 
     def changed(kind: KindRef, obj: Manifest) -> None:
         metadata = obj.get("metadata") or {}
@@ -373,11 +375,15 @@ def waker(
             if references is not None:
                 holders = references.holders(kind[1], namespace or "", metadata.get("name", ""))
                 keys.extend((namespace, holder) for holder in holders)
+        woken = (
+            {namespace, *(namespaces_woken(obj) if namespaces_woken else ())}
+            if kind in wake_all_on
+            else set()
+        )
         for wakeups in books:
-            if kind in wake_all_on:
-                for key in wakeups.registered():
-                    if isinstance(key, tuple) and key[0] == namespace:
-                        wakeups.wake(key)
+            for key in wakeups.registered() if woken else ():
+                if isinstance(key, tuple) and key[0] in woken:
+                    wakeups.wake(key)
             for key in keys:
                 wakeups.wake(key)
 

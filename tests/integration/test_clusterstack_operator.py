@@ -306,6 +306,46 @@ async def test_deleting_a_release_waits_while_a_cluster_uses_its_class(
     await gone(kube, "cluster.x-k8s.io/v1beta2", "ClusterClass", "docker-held-1-30-v1", namespace)
 
 
+async def test_a_tenants_cluster_on_the_stacks_class_gets_its_addon_and_holds_its_release(
+    operator_kube: Kube, namespace: str, releases: Releases
+) -> None:
+    """Upstream's scs2 layout (its issue 336): the stacks in a namespace of the platform's, Clusters in
+    tenants' namespaces naming it as their class namespace."""
+    kube, tenant = operator_kube, f"{namespace}-tenant"
+    releases.publish("docker-shared-1-30-v1")
+    await kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": tenant}})
+    try:
+        spec = {"name": "shared", "autoSubscribe": False, "noProvider": True}
+        await kube.create(stack("shared", namespace, versions=["v1"], **spec))
+        await ready_release(kube, namespace, "docker-shared-1-30-v1")
+        tenants_cluster = cluster("team-a", tenant, "docker-shared-1-30-v1")
+        tenants_cluster["spec"]["topology"]["classRef"]["namespace"] = namespace
+        await kube.create(tenants_cluster)
+        addon: Any = await wait_until(
+            lambda: kube.get(API, "ClusterAddon", "cluster-addon-team-a", tenant),
+            timeout=30,
+            what="the tenant Cluster's ClusterAddon, beside it",
+        )
+        assert addon["spec"]["clusterRef"]["name"] == "team-a"
+
+        # The stack no longer lists v1, and the user deletes it: the tenant's Cluster still holds it.
+        await kube.apply(stack("shared", namespace, versions=[], **spec))
+        await kube.delete(API, "ClusterStackRelease", "docker-shared-1-30-v1", namespace)
+
+        async def held() -> dict[str, Any] | None:
+            found = await kube.get(API, "ClusterStackRelease", "docker-shared-1-30-v1", namespace)
+            return found if condition(found, "Ready").get("reason") == "ClusterClassInUse" else None
+
+        waiting: Any = await wait_until(
+            held, timeout=30, what="the deletion to wait for the tenant's Cluster"
+        )
+        assert f"Cluster {tenant}/team-a" in condition(waiting, "Ready")["message"]
+        await kube.delete("cluster.x-k8s.io/v1beta2", "Cluster", "team-a", tenant)
+        await gone(kube, API, "ClusterStackRelease", "docker-shared-1-30-v1", namespace)
+    finally:
+        await kube.delete("v1", "Namespace", tenant)
+
+
 async def test_a_cluster_on_a_class_of_the_stack_gets_its_cluster_addon_for_its_whole_life(
     operator_kube: Kube, namespace: str, releases: Releases
 ) -> None:
@@ -368,6 +408,21 @@ async def test_a_broken_release_is_reported_and_an_idle_operator_writes_nothing(
     assert downloaded["severity"] == "Error"
     assert "cluster-addon" in downloaded["message"]
     assert not broken["status"]["ready"]
+    # Looked at again (downloaded afresh, broken again): the Warning its status already says is not
+    # posted again.
+    await kube.patch(
+        API,
+        "ClusterStackRelease",
+        "docker-broken-1-30-v1",
+        namespace,
+        {"metadata": {"annotations": {"poke": "1"}}},
+    )
+    await asyncio.sleep(3)
+    warnings = [
+        e for e in await events_for(kube, namespace, "ValidateHelmChartFailed") if e["type"] == "Warning"
+    ]
+    (warning,) = warnings
+    assert warning.get("count", 1) == 1, warning
 
 
 async def test_a_release_deleted_in_one_namespace_keeps_the_download_the_same_release_elsewhere_uses(
@@ -684,6 +739,62 @@ async def test_a_clusters_addons_follow_its_class_in_the_workload_cluster(
 
 def stages_of(addon: dict[str, Any] | None) -> list[tuple[str, str]]:
     return [(s["name"], s["phase"]) for s in ((addon or {}).get("status") or {}).get("stages") or []]
+
+
+async def test_a_paused_cluster_gets_no_writes_until_it_is_unpaused(
+    kube: Kube,
+    stack_operator: OperatorProcess,
+    namespace: str,
+    releases: Releases,
+    workload_plane: ControlPlane,
+) -> None:
+    """As clusterctl move pauses a Cluster (spec.paused): its ClusterAddon says Paused and applies
+    nothing, whatever wakes it, until the pause ends; a Cluster made paused gets no ClusterAddon."""
+    releases.publish("docker-pausing-1-30-v1", addon_version="v1")
+    spec = {"name": "pausing", "autoSubscribe": False, "noProvider": True}
+    await kube.create(stack("pausing", namespace, versions=["v1"], **spec))
+    await ready_release(kube, namespace, "docker-pausing-1-30-v1")
+    await kube.create(cluster("pausing", namespace, "docker-pausing-1-30-v1", endpoint_port=6443))
+
+    async def addon_where(check: Any) -> dict[str, Any] | None:
+        found = await kube.get(API, "ClusterAddon", "cluster-addon-pausing", namespace)
+        return found if found is not None and check(found) else None
+
+    await wait_until(
+        lambda: addon_where(lambda a: condition(a, "ClusterReady").get("reason") == "WaitingForKubeconfig"),
+        timeout=30,
+        what="the ClusterAddon to wait for the kubeconfig",
+    )
+    await kube.patch("cluster.x-k8s.io/v1beta2", "Cluster", "pausing", namespace, {"spec": {"paused": True}})
+    paused: Any = await wait_until(
+        lambda: addon_where(lambda a: condition(a, "Paused").get("status") == "True"),
+        timeout=30,
+        what="the ClusterAddon to say Paused",
+    )
+    assert "Cluster pausing is paused" in condition(paused, "Paused")["message"]
+    await kube.create(kubeconfig_secret("pausing", namespace, workload_plane))  # wakes it: still paused
+    await asyncio.sleep(5)
+    still: Any = await kube.get(API, "ClusterAddon", "cluster-addon-pausing", namespace)
+    assert not (still.get("status") or {}).get("resources"), "nothing applied while paused"
+    assert not still["spec"].get("version")
+    assert condition(still, "ClusterReady")["reason"] == "WaitingForKubeconfig", "left as it was"
+
+    moved_in = cluster("moved-in", namespace, "docker-pausing-1-30-v1")
+    moved_in["spec"]["paused"] = True
+    await kube.create(moved_in)
+    await kube.patch("cluster.x-k8s.io/v1beta2", "Cluster", "pausing", namespace, {"spec": {"paused": False}})
+    applied: Any = await wait_until(
+        lambda: addon_where(lambda a: (a.get("status") or {}).get("ready")),
+        timeout=60,
+        what="the addons applied once unpaused",
+    )
+    assert condition(applied, "Paused")["status"] == "False"
+    assert applied["spec"]["version"] == "v1"
+    assert await kube.get(API, "ClusterAddon", "cluster-addon-moved-in", namespace) is None, (
+        "a Cluster made paused (clusterctl move) gets no ClusterAddon: its own is moved with it"
+    )
+    for name in ("pausing", "moved-in"):
+        await kube.delete("cluster.x-k8s.io/v1beta2", "Cluster", name, namespace)
 
 
 async def test_a_staged_release_resumes_its_stages_after_the_operator_is_killed_between_them(

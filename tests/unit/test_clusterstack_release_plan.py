@@ -10,8 +10,11 @@ from clusterstack_operator.controller.stacks import releases_not_ready
 from clusterstack_operator.releases.decide import (
     ExistingRelease,
     StackIdentity,
+    class_namespace_of,
     cluster_class_of,
+    cluster_in,
     clusters_without_addon,
+    is_paused,
     plan_releases,
 )
 from clusterstack_operator.releases.versions import Channel, ReleaseName
@@ -156,7 +159,7 @@ def test_a_cluster_without_topology_names_no_class() -> None:
 
 def _cluster(name: str, class_name: str | None, *, v1beta1: bool = False, deleting: bool = False) -> dict:
     topology = {"class": class_name} if v1beta1 else {"classRef": {"name": class_name}}
-    metadata: dict = {"name": name}
+    metadata: dict = {"name": name, "namespace": "team"}
     if deleting:
         metadata["deletionTimestamp"] = "2026-11-23T00:00:00Z"
     return {"metadata": metadata, "spec": {"topology": topology} if class_name else {}}
@@ -172,11 +175,22 @@ def test_every_cluster_on_a_class_of_the_stack_gets_one_addon() -> None:
         _cluster("no-topology", None),
         _cluster("not-a-release", "my-own-class"),
         _cluster("going", "docker-scs-1-30-v2", deleting=True),
+        {
+            **_cluster("moving", "docker-scs-1-30-v2"),
+            "spec": {"paused": True, "topology": {"class": "docker-scs-1-30-v2"}},
+        },
     ]
-    wanting = clusters_without_addon(
-        STACK, clusters, ["cluster-addon-has-one"], lambda n: f"cluster-addon-{n}"
-    )
-    assert [c["metadata"]["name"] for c in wanting] == ["new", "old-spelling"]
+    tenant = {
+        **_cluster("tenant", "docker-scs-1-30-v2"),
+        "metadata": {"name": "has-one", "namespace": "tenant"},
+    }
+    existing = [("team", "cluster-addon-has-one"), ("elsewhere", "cluster-addon-new")]
+    wanting = clusters_without_addon(STACK, [*clusters, tenant], existing, lambda n: f"cluster-addon-{n}")
+    assert [(c["metadata"]["namespace"], c["metadata"]["name"]) for c in wanting] == [
+        ("team", "new"),
+        ("team", "old-spelling"),
+        ("tenant", "has-one"),  # its addon goes beside it: the one of the same name in team is another's
+    ]
 
 
 def test_a_stack_names_its_wanted_releases_that_are_not_ready_with_their_own_reason() -> None:
@@ -203,3 +217,35 @@ def test_a_stack_names_its_wanted_releases_that_are_not_ready_with_their_own_rea
     assert releases_not_ready(plan, existing) == []
     fresh = plan_releases(STACK, listed=["v4"], auto_subscribe=False, existing=[])
     assert releases_not_ready(fresh, {}) == [("docker-scs-1-30-v4", "ProcessOngoing", "not reconciled yet")]
+
+
+@pytest.mark.parametrize(
+    ("cluster", "addon", "paused"),
+    [
+        ({"spec": {"paused": True}}, {}, True),  # clusterctl move
+        ({"spec": {"paused": False}}, {}, False),
+        ({"metadata": {"annotations": {"cluster.x-k8s.io/paused": ""}}}, {}, True),
+        ({}, {"metadata": {"annotations": {"cluster.x-k8s.io/paused": "true"}}}, True),
+        ({}, {}, False),
+    ],
+)
+def test_cluster_apis_pause_holds_through_the_cluster_or_the_addon(
+    cluster: dict, addon: dict, paused: bool
+) -> None:
+    assert is_paused(cluster, addon) is paused
+
+
+@pytest.mark.parametrize(
+    ("topology", "namespace"),
+    [
+        ({"classRef": {"name": "c", "namespace": "platform"}}, "platform"),  # v1beta2
+        ({"class": "c", "classNamespace": "platform"}, "platform"),  # v1beta1
+        ({"classRef": {"name": "c"}}, "tenant"),  # its own
+        ({}, "tenant"),
+    ],
+)
+def test_a_clusters_class_namespace_is_named_or_its_own(topology: dict, namespace: str) -> None:
+    cluster = {"metadata": {"name": "x", "namespace": "tenant"}, "spec": {"topology": topology}}
+    assert class_namespace_of(cluster) == namespace
+    assert cluster_in(cluster, "platform") == "tenant/x"
+    assert cluster_in(cluster, "tenant") == "x"

@@ -39,6 +39,9 @@ class ConditionType(StrEnum):
     """ClusterAddon of a staged release: the running stage's pre- or post-condition holds."""
     CLUSTER_READY = "ClusterReady"
     """ClusterAddon: its Cluster exists, uses a cluster stack's class, and its workload API server answers."""
+    PAUSED = "Paused"
+    """ClusterAddon: its Cluster is paused (Cluster API's own condition name): nothing is written for it
+    until it is unpaused, its other conditions as they were."""
 
 
 class Reason(StrEnum):
@@ -76,6 +79,8 @@ class Reason(StrEnum):
     CONDITIONS_HOLD = "ConditionsHold"
     CONFIG_VALID = "ConfigValid"
     STAGES_RUNNING = "StagesRunning"
+    PAUSED = "Paused"
+    NOT_PAUSED = "NotPaused"
 
 
 class Severity(StrEnum):

@@ -1,5 +1,9 @@
 """The ClusterAddon controller: a Cluster's addons, applied in its workload cluster.
 
+A paused Cluster (``spec.paused``, or the ``cluster.x-k8s.io/paused`` annotation on it or on the
+ClusterAddon, as ``clusterctl move`` and Cluster API's controllers honour them) gets no write: its
+ClusterAddon says ``Paused`` and does nothing else until the pause ends.
+
 One reconcile (an :class:`AddonScope` and its :data:`STEPS`) reads the Cluster, its class and the
 release behind it from the watch caches, waits for what is not there yet (the release's assets, the
 kubeconfig Secret, an API server that answers), each time saying why in a condition, then renders
@@ -50,7 +54,7 @@ from clusterstack_operator.releases.addons import (
     what_changes,
 )
 from clusterstack_operator.releases.assets import InvalidRelease, ReleaseMetadata
-from clusterstack_operator.releases.decide import cluster_class_of
+from clusterstack_operator.releases.decide import cluster_class_of, is_paused
 from clusterstack_operator.releases.versions import InvalidVersion, ReleaseName
 from clusterstack_operator.resources import Addon, addon_objects, rendered_objects
 from clusterstack_operator.workload import kubeconfig_secret_name
@@ -125,6 +129,16 @@ async def find_cluster(scope: AddonScope) -> Outcome:
             f"Cluster {cluster_name} does not exist",
         )
         return Outcome.STOP
+    if is_paused(scope.cluster, scope.obj):
+        await book.set(
+            ConditionType.PAUSED,
+            "True",
+            Reason.PAUSED,
+            f"Cluster {cluster_name} is paused: nothing is written for it until it is unpaused",
+        )
+        return Outcome.STOP
+    if book.get(ConditionType.PAUSED) is not None:
+        await book.set(ConditionType.PAUSED, "False", Reason.NOT_PAUSED)
     class_name = cluster_class_of(scope.cluster)
     try:
         scope.release = ReleaseName.parse(class_name or "")

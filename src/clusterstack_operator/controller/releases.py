@@ -27,7 +27,7 @@ from clusterstack_operator.controller.common import (
     StackSteps,
     apply_and_record,
     clusters_by_class,
-    clusters_of,
+    clusters_using,
     delete_applied,
     report_template_failure,
     write_capi_status,
@@ -189,7 +189,7 @@ async def finalize_release(obj: dict[str, Any], context: Context) -> float:
     """Wait while a Cluster uses the release's ClusterClass; then delete what the release applied."""
     scope = ReleaseScope.of(obj, context)
     release, name, kube = scope.release, scope.name, scope.kube
-    in_use = clusters_by_class(await clusters_of(kube, release.namespace))
+    in_use = clusters_by_class(await clusters_using(kube, release.namespace), release.namespace)
     users = sorted(in_use.get(name.cluster_class, set()) | in_use.get(name.tag, set()))
     if users:
         await scope.book.set(

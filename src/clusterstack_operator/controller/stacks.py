@@ -24,12 +24,13 @@ from clusterstack_operator.controller.common import (
     StackScope,
     StackSteps,
     clusters_by_class,
-    clusters_of,
+    clusters_using,
 )
 from clusterstack_operator.releases.decide import (
     WANTED,
     ExistingRelease,
     ReleasePlan,
+    cluster_in,
     clusters_without_addon,
     plan_releases,
 )
@@ -175,7 +176,7 @@ async def plan(scope: StackReconcile) -> Outcome:
         for o in scope.existing.values()
         if (name := _parsed(o["metadata"]["name"])) is not None
     ]
-    scope.clusters = await clusters_of(kube, stack.namespace)
+    scope.clusters = await clusters_using(kube, stack.namespace)
     scope.plan = plan_releases(
         stack.identity,
         listed=stack.spec.versions,
@@ -183,7 +184,7 @@ async def plan(scope: StackReconcile) -> Outcome:
         available=scope.available,
         published=scope.published,
         existing=existing,
-        classes_in_use=clusters_by_class(scope.clusters),
+        classes_in_use=clusters_by_class(scope.clusters, stack.namespace),
     )
     return Outcome.CONTINUE
 
@@ -330,12 +331,16 @@ async def _create_cluster_addons(
     """A ClusterAddon for every Cluster whose ClusterClass is one of this stack's releases, where it has
     none (upstream's ClusterAddonCreate controller): created, not applied, since its spec beyond the
     Cluster's reference is the ClusterAddon controller's to write."""
-    # Ours only, from the cache; one made by hand without our labels costs a refused create (409).
+    # Ours only, from the cache, beside each Cluster (a tenant's too); one made by hand without our
+    # labels costs a refused create (409).
     addons = await kube.list(
-        CLUSTER_ADDON.api_version, CLUSTER_ADDON.kind, stack.namespace, labels={MANAGED_BY_LABEL: MANAGED_BY}
+        CLUSTER_ADDON.api_version, CLUSTER_ADDON.kind, "*", labels={MANAGED_BY_LABEL: MANAGED_BY}
     )
     wanting = clusters_without_addon(
-        stack.identity, clusters, (a["metadata"]["name"] for a in addons), cluster_addon_name
+        stack.identity,
+        clusters,
+        ((a["metadata"]["namespace"], a["metadata"]["name"]) for a in addons),
+        cluster_addon_name,
     )
     created = []
     for cluster in wanting:
@@ -343,7 +348,7 @@ async def _create_cluster_addons(
             made = await kube.create(build_cluster_addon(cluster, stack))
         except errors.Conflict:
             continue  # made meanwhile (by this reconcile's previous pass, say): there is one, as wanted
-        created.append(f"{made['metadata']['name']} for Cluster {cluster['metadata']['name']}")
+        created.append(f"{made['metadata']['name']} for Cluster {cluster_in(cluster, stack.namespace)}")
     if created:
         await book.event("Normal", EventReason.CLUSTER_ADDON_CREATED, f"created {', '.join(created)}")
 

@@ -37,7 +37,12 @@ from typing import Any
 from clusterstack_operator.api.v1alpha1 import CLUSTER_ADDON, CLUSTER_STACK, CLUSTER_STACK_RELEASE
 from clusterstack_operator.controller.common import CLUSTER_KINDS
 from clusterstack_operator.controller.settings import ClusterStackSettings, webhook_files
-from clusterstack_operator.releases.decide import StackIdentity, cluster_class_of
+from clusterstack_operator.releases.decide import (
+    StackIdentity,
+    class_namespace_of,
+    cluster_class_of,
+    cluster_in,
+)
 from clusterstack_operator.releases.versions import InvalidVersion, ReleaseName
 from clusterstack_operator.resources import MANAGED_BY, TEMPLATE_SUFFIX
 from operator_core import errors
@@ -93,8 +98,9 @@ class ClusterUse:
     """Being deleted: it still uses the class until it is gone (its machines are torn down from it)."""
 
 
-def uses_of(clusters: Iterable[Mapping[str, Any]]) -> list[ClusterUse]:
-    """The Clusters whose topology names the ClusterClass of a release (by name, in either spelling)."""
+def uses_of(clusters: Iterable[Mapping[str, Any]], namespace: str = "") -> list[ClusterUse]:
+    """The Clusters whose topology names the ClusterClass of a release (by name, in either spelling);
+    one outside ``namespace`` (a tenant's) as ``namespace/name``."""
     uses = []
     for cluster in clusters:
         class_name = cluster_class_of(cluster)
@@ -105,11 +111,8 @@ def uses_of(clusters: Iterable[Mapping[str, Any]]) -> list[ClusterUse]:
         except InvalidVersion:
             continue  # a ClusterClass of no cluster stack
         metadata = cluster.get("metadata") or {}
-        uses.append(
-            ClusterUse(
-                str(metadata.get("name", "")), release, class_name, bool(metadata.get("deletionTimestamp"))
-            )
-        )
+        name = cluster_in(cluster, namespace) if namespace else str(metadata.get("name", ""))
+        uses.append(ClusterUse(name, release, class_name, bool(metadata.get("deletionTimestamp"))))
     return sorted(uses, key=lambda use: use.cluster)
 
 
@@ -140,12 +143,13 @@ _WHAT_TO_DO = "Move them to another ClusterClass or delete them, then delete the
 def why_release_deletion_is_refused(
     release: str, namespace: str, clusters: Iterable[Mapping[str, Any]]
 ) -> str | None:
-    """Why ClusterStackRelease ``release`` may not be deleted while these are its namespace's Clusters."""
+    """Why ClusterStackRelease ``release`` may not be deleted while these Clusters use the classes of its
+    namespace (its own, and tenants')."""
     try:
         wanted = ReleaseName.parse(release)
     except InvalidVersion:
         return None  # not a release's name: no ClusterClass is its own
-    users = [use for use in uses_of(clusters) if use.release == wanted]
+    users = [use for use in uses_of(clusters, namespace) if use.release == wanted]
     if not users:
         return None
     return (
@@ -157,15 +161,17 @@ def why_release_deletion_is_refused(
 def why_stack_deletion_is_refused(
     stack: Mapping[str, Any], clusters: Iterable[Mapping[str, Any]]
 ) -> str | None:
-    """Why ClusterStack ``stack`` may not be deleted while these are its namespace's Clusters: one uses
-    the ClusterClass of one of its releases (any version, any channel)."""
+    """Why ClusterStack ``stack`` may not be deleted while these Clusters use the classes of its namespace:
+    one uses the ClusterClass of one of its releases (any version, any channel)."""
     spec = stack.get("spec") or {}
     metadata = stack.get("metadata") or {}
     identity = StackIdentity(
         str(spec.get("provider", "")), str(spec.get("name", "")), str(spec.get("kubernetesVersion", ""))
     )
     try:
-        users = [use for use in uses_of(clusters) if identity.owns(use.release)]
+        users = [
+            use for use in uses_of(clusters, str(metadata.get("namespace", ""))) if identity.owns(use.release)
+        ]
     except InvalidVersion:
         return None  # no valid kubernetesVersion (CEL refuses one): no release is the stack's
     if not users:
@@ -286,19 +292,27 @@ class AdmissionChecks:
         return Verdict.allow(*([warning] if warning else []))
 
     async def _clusters(self, namespace: str) -> list[dict[str, Any]]:
-        """The Clusters of ``namespace`` in every version Cluster API serves, each once: in the first
-        version whose view names its ClusterClass (a version that is not served has none).
+        """The Clusters that use the classes of ``namespace`` (its own, and tenants' in any namespace the
+        operator may list; only its own where RBAC grants no more), in every version Cluster API serves,
+        each once: in the first version whose view names its ClusterClass (a version that is not served
+        has none).
 
         Without a conversion webhook, a Cluster written as v1beta1 reads as v1beta2 without its
         ``topology.class``, which v1beta2 does not have: the other view must not hide it.
         """
-        seen: dict[str, dict[str, Any]] = {}
+        seen: dict[tuple[str, str], dict[str, Any]] = {}
         for api_version, kind in CLUSTER_KINDS:
             with contextlib.suppress(errors.NotFound):
-                for cluster in await self._kube.list(api_version, kind, namespace):
-                    name = cluster["metadata"]["name"]
-                    if name not in seen or cluster_class_of(seen[name]) is None:
-                        seen[name] = cluster
+                try:
+                    listed = await self._kube.list(api_version, kind, "*")
+                except errors.Forbidden:  # a namespaced installation (Roles): its own namespace only
+                    listed = await self._kube.list(api_version, kind, namespace)
+                for cluster in listed:
+                    if class_namespace_of(cluster) != namespace:
+                        continue
+                    key = (cluster["metadata"]["namespace"], cluster["metadata"]["name"])
+                    if key not in seen or cluster_class_of(seen[key]) is None:
+                        seen[key] = cluster
         return list(seen.values())
 
 

@@ -33,8 +33,11 @@ __all__ = [
     "ExistingRelease",
     "ReleasePlan",
     "StackIdentity",
+    "class_namespace_of",
     "cluster_class_of",
+    "cluster_in",
     "clusters_without_addon",
+    "is_paused",
     "plan_releases",
 ]
 
@@ -98,25 +101,62 @@ def cluster_class_of(cluster: Mapping[str, Any]) -> str | None:
     return name if isinstance(name, str) and name else None
 
 
+def class_namespace_of(cluster: Mapping[str, Any]) -> str:
+    """The namespace of the ClusterClass a Cluster's topology names: v1beta2's ``classRef.namespace``,
+    v1beta1's ``classNamespace``, else the Cluster's own (a tenant's Cluster may use the classes of a
+    stack in a namespace of the platform's)."""
+    topology = (cluster.get("spec") or {}).get("topology") or {}
+    named = (topology.get("classRef") or {}).get("namespace") or topology.get("classNamespace")
+    return str(named or (cluster.get("metadata") or {}).get("namespace") or "")
+
+
+def cluster_in(cluster: Mapping[str, Any], namespace: str) -> str:
+    """A Cluster as a stack or release of ``namespace`` names it: by name, or ``namespace/name`` when
+    it is a tenant's, in another namespace."""
+    metadata = cluster.get("metadata") or {}
+    name, own = str(metadata.get("name", "")), metadata.get("namespace")
+    return name if own in (None, namespace) else f"{own}/{name}"
+
+
+PAUSED_ANNOTATION = "cluster.x-k8s.io/paused"
+
+
+def is_paused(cluster: Mapping[str, Any], *others: Mapping[str, Any]) -> bool:
+    """Whether Cluster API's pause holds for ``cluster`` (``spec.paused``, as ``clusterctl move`` sets
+    it) or any of ``others`` (its ``cluster.x-k8s.io/paused`` annotation): then no controller writes
+    anything for it."""
+    if (cluster.get("spec") or {}).get("paused") is True:
+        return True
+    return any(
+        PAUSED_ANNOTATION in ((obj.get("metadata") or {}).get("annotations") or {})
+        for obj in (cluster, *others)
+    )
+
+
 def clusters_without_addon(
-    stack: StackIdentity, clusters: Iterable[Mapping[str, Any]], addons: Iterable[str], addon_name: Any
+    stack: StackIdentity,
+    clusters: Iterable[Mapping[str, Any]],
+    addons: Iterable[tuple[str, str]],
+    addon_name: Any,
 ) -> list[Mapping[str, Any]]:
     """The Clusters whose ClusterClass is a release of ``stack`` and that have no ClusterAddon yet
-    (``addons``: the names of those that exist; ``addon_name``: a Cluster's name to its addon's).
+    (``addons``: the (namespace, name) of those that exist, each beside its Cluster; ``addon_name``: a
+    Cluster's name to its addon's).
 
-    A Cluster being deleted gets none: the garbage collector would take it at once."""
+    A Cluster being deleted gets none: the garbage collector would take it at once. Nor does a paused
+    one (:func:`is_paused`): during ``clusterctl move`` its ClusterAddon is on its way, moved as is."""
     existing = set(addons)
     wanting = []
     for cluster in clusters:
         metadata = cluster.get("metadata") or {}
         class_name = cluster_class_of(cluster)
-        if class_name is None or metadata.get("deletionTimestamp"):
+        if class_name is None or metadata.get("deletionTimestamp") or is_paused(cluster):
             continue
         try:
             release = ReleaseName.parse(class_name)
         except InvalidVersion:
             continue
-        if stack.owns(release) and addon_name(metadata["name"]) not in existing:
+        if stack.owns(release) and (metadata.get("namespace"), addon_name(metadata["name"])) not in existing:
             wanting.append(cluster)
     return wanting
 
