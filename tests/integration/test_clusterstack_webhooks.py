@@ -213,6 +213,41 @@ async def test_a_release_that_a_cluster_uses_is_deleted_only_once_the_cluster_is
     await deleted_at_last(kube, API, "ClusterStackRelease", release, namespace)
 
 
+async def test_a_cluster_runs_its_releases_kubernetes_and_moves_one_minor_version_at_a_time(
+    kube_with_webhooks: Kube, namespace: str
+) -> None:
+    """Upstream's Cluster webhook: the topology's version is the release's Kubernetes (its status says
+    which, once downloaded), and a change of class keeps the stack and steps one minor version."""
+    kube, release = kube_with_webhooks, "docker-upgrade-1-30-v1"
+    await kube.create(
+        {
+            "apiVersion": API,
+            "kind": "ClusterStackRelease",
+            "metadata": {"name": release, "namespace": namespace},
+        }
+    )
+    await kube.patch_status(
+        API, "ClusterStackRelease", release, namespace, {"status": {"kubernetesVersion": "v1.30.10"}}
+    )
+
+    wrong = cluster("gamma", namespace, release)
+    wrong["spec"]["topology"]["version"] = "v1.30.9"
+    refused = await refusal(kube.create(wrong))
+    assert (
+        'admission webhook "clusters.clusterstack.x-k8s.io" denied the request: spec.topology.version is '
+        f"v1.30.9, but ClusterClass {release} is built for Kubernetes v1.30.10"
+    ) in refused
+    await kube.create(cluster("gamma", namespace, release))  # v1.30.10
+
+    jump = {"spec": {"topology": {"classRef": {"name": "docker-upgrade-1-32-v1"}, "version": "v1.32.1"}}}
+    refused = await refusal(kube.patch("cluster.x-k8s.io/v1beta2", "Cluster", "gamma", namespace, jump))
+    assert "Kubernetes moves one minor version at a time (to 1.31 at most)" in refused
+    other = {"spec": {"topology": {"classRef": {"name": "docker-other-1-30-v1"}}}}
+    refused = await refusal(kube.patch("cluster.x-k8s.io/v1beta2", "Cluster", "gamma", namespace, other))
+    assert "a Cluster stays on its provider and stack" in refused
+    await kube.delete("cluster.x-k8s.io/v1beta2", "Cluster", "gamma", namespace)
+
+
 async def test_a_stack_that_a_cluster_uses_is_deleted_only_once_the_cluster_is_gone(
     kube_with_webhooks: Kube, namespace: str
 ) -> None:

@@ -15,6 +15,7 @@ import pytest
 from clusterstack_operator.controller.settings import settings_from_environment
 from clusterstack_operator.controller.webhooks import (
     hook_warning,
+    judge_cluster,
     provider_template_to_check,
     why_cluster_ref_is_refused,
     why_provider_ref_is_refused,
@@ -356,3 +357,49 @@ def test_registering_by_url_needs_the_ca_and_a_key_that_fits(certificates: Path)
     (certificates / "tls.key").write_text("not a key")
     with pytest.raises(SettingsError, match="are not a certificate and its key"):
         settings_from_environment(environ)
+
+
+def _on(class_name: str | None, version: str = "v1.30.10") -> dict[str, Any]:
+    topology = {"classRef": {"name": class_name}, "version": version} if class_name else {}
+    return {"metadata": {"name": "c", "namespace": "team"}, "spec": {"topology": topology}}
+
+
+@pytest.mark.parametrize(
+    ("new", "old", "kubernetes", "refused_with", "warned"),
+    [
+        (_on("docker-scs-1-30-v2"), None, "v1.30.10", None, False),
+        (_on("docker-scs-1-30-v2", "v1.30.9"), None, "v1.30.10", "built for Kubernetes v1.30.10", False),
+        (_on("docker-scs-1-30-v2"), None, None, None, True),  # no release (yet): said, not refused
+        (_on("my-own-class"), None, None, None, False),  # not a cluster stack's
+        (_on(None), None, None, None, False),  # no topology: not ours to judge (upstream refuses it)
+        (_on("docker-scs-1-31-v1", "v1.31.2"), _on("docker-scs-1-30-v2"), "v1.31.2", None, False),
+        (
+            _on("docker-scs-1-32-v1", "v1.32.1"),
+            _on("docker-scs-1-30-v2"),
+            "v1.32.1",
+            "one minor version",
+            False,
+        ),
+        (
+            _on("docker-scs-1-29-v1", "v1.29.1"),
+            _on("docker-scs-1-30-v2"),
+            "v1.29.1",
+            "one minor version",
+            False,
+        ),
+        (_on("docker-other-1-30-v1"), _on("docker-scs-1-30-v2"), "v1.30.10", "stays on its provider", False),
+        (_on("docker-scs-1-30-v0-sha.hdl6pjy"), _on("docker-scs-1-30-v2"), "v1.30.10", None, False),
+    ],
+)
+def test_a_cluster_on_a_stacks_class_runs_its_releases_kubernetes_and_moves_one_minor_at_a_time(
+    new: dict[str, Any],
+    old: dict[str, Any] | None,
+    kubernetes: str | None,
+    refused_with: str | None,
+    warned: bool,
+) -> None:
+    verdict = judge_cluster(new, old, kubernetes)
+    assert (verdict.refused is None) == (refused_with is None), verdict
+    if refused_with is not None:
+        assert refused_with in (verdict.refused or "")
+    assert bool(verdict.warnings) is warned

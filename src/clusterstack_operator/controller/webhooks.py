@@ -255,6 +255,70 @@ def hook_warning(addon: Mapping[str, Any], old: Mapping[str, Any] | None) -> str
     )
 
 
+@dataclass(frozen=True)
+class ClusterVerdict:
+    """What the Cluster webhook says: a refusal (None: allowed) and warnings."""
+
+    refused: str | None = None
+    warnings: tuple[str, ...] = ()
+
+
+def release_of_cluster(cluster: Mapping[str, Any]) -> ReleaseName | None:
+    """The cluster stack release whose ClusterClass a Cluster's topology names (None: no such class)."""
+    try:
+        return ReleaseName.parse(cluster_class_of(cluster) or "")
+    except InvalidVersion:
+        return None
+
+
+def judge_cluster(
+    cluster: Mapping[str, Any], old: Mapping[str, Any] | None, release_kubernetes: str | None
+) -> ClusterVerdict:
+    """Upstream's Cluster webhook (cluster_webhook.go), for a Cluster on a cluster stack's ClusterClass:
+    ``spec.topology.version`` must be the Kubernetes version its release was built for
+    (``release_kubernetes``, its ClusterStackRelease's ``status.kubernetesVersion``; None when it has
+    none yet, or there is no such release: then a warning, not a refusal, as upstream), and a change
+    of class keeps the provider and the stack, and moves Kubernetes one minor version up at most.
+    A Cluster on any other class (or none) is not this operator's to judge: upstream refuses one
+    without a topology; this one lets it be."""
+    release = release_of_cluster(cluster)
+    if release is None:
+        return ClusterVerdict()
+    class_name = cluster_class_of(cluster)
+    version = ((cluster.get("spec") or {}).get("topology") or {}).get("version")
+    previous = release_of_cluster(old) if old is not None else None
+    if previous is not None and previous != release:
+        if (previous.provider, previous.name) != (release.provider, release.name):
+            return ClusterVerdict(
+                f"spec.topology: ClusterClass {class_name} is of cluster stack "
+                f"{release.provider}-{release.name}, but this Cluster's is {previous.provider}-"
+                f"{previous.name}: a Cluster stays on its provider and stack, and moves between their "
+                "releases only"
+            )
+        step = release.kubernetes_minor - previous.kubernetes_minor
+        if release.kubernetes_major != previous.kubernetes_major or step not in (0, 1):
+            was = f"{previous.kubernetes_major}.{previous.kubernetes_minor}"
+            return ClusterVerdict(
+                f"spec.topology: ClusterClass {class_name} is for Kubernetes "
+                f"{release.kubernetes_major}.{release.kubernetes_minor}, and this Cluster's is for {was}: "
+                f"Kubernetes moves one minor version at a time (to {previous.kubernetes_major}."
+                f"{previous.kubernetes_minor + 1} at most), as Cluster API upgrades a control plane"
+            )
+    if not release_kubernetes:
+        return ClusterVerdict(
+            warnings=(
+                f"spec.topology.version is not checked: ClusterStackRelease {release.tag} does not exist or "
+                "has not read its Kubernetes version yet (status.kubernetesVersion)",
+            )
+        )
+    if version != release_kubernetes:
+        return ClusterVerdict(
+            f"spec.topology.version is {version}, but ClusterClass {class_name} is built for Kubernetes "
+            f"{release_kubernetes} (its ClusterStackRelease's status.kubernetesVersion): set that version"
+        )
+    return ClusterVerdict()
+
+
 # -- the checks (reads around the decisions)
 
 
@@ -290,6 +354,24 @@ class AdmissionChecks:
             return Verdict.deny(refused)
         warning = hook_warning(request.new_object, request.old_object)
         return Verdict.allow(*([warning] if warning else []))
+
+    async def cluster(self, request: AdmissionRequest) -> Verdict:
+        if request.new_object is None:
+            return Verdict.allow()
+        release = release_of_cluster(request.new_object)
+        kubernetes = None
+        if release is not None:
+            found = await self._kube.get_live(
+                CLUSTER_STACK_RELEASE.api_version,
+                CLUSTER_STACK_RELEASE.kind,
+                release.tag,
+                class_namespace_of({**request.new_object, "metadata": {"namespace": request.namespace}}),
+            )
+            kubernetes = ((found or {}).get("status") or {}).get("kubernetesVersion")
+        verdict = judge_cluster(request.new_object, request.old_object, kubernetes)
+        if verdict.refused is not None:
+            return Verdict.deny(verdict.refused)
+        return Verdict.allow(*verdict.warnings)
 
     async def _clusters(self, namespace: str) -> list[dict[str, Any]]:
         """The Clusters that use the classes of ``namespace`` (its own, and tenants' in any namespace the
@@ -328,12 +410,21 @@ def _webhook(resource: CustomResource, operations: tuple[Any, ...], check: Any) 
 
 
 def cluster_stack_webhooks(kube: Kube) -> list[ValidatingWebhook]:
-    """The three webhooks, each asked only about the operations it has a rule for."""
+    """The four webhooks, each asked only about the operations it has a rule for."""
     checks = AdmissionChecks(kube)
     return [
         _webhook(CLUSTER_STACK, ("CREATE", "UPDATE", "DELETE"), checks.stack),
         _webhook(CLUSTER_STACK_RELEASE, ("DELETE",), checks.release),
         _webhook(CLUSTER_ADDON, ("CREATE", "UPDATE"), checks.addon),
+        # Cluster API's current version; a request in v1beta1 comes converted (matchPolicy Equivalent).
+        ValidatingWebhook(
+            "clusters.clusterstack.x-k8s.io",
+            "cluster.x-k8s.io",
+            "v1beta2",
+            "clusters",
+            ("CREATE", "UPDATE"),
+            checks.cluster,
+        ),
     ]
 
 
