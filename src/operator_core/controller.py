@@ -85,6 +85,7 @@ class Operator:
         *,
         start: Hook | None = None,
         stop: Hook | None = None,
+        retired_finalizers: Sequence[str] = (),
     ) -> None:
         self.name = name
         self.api_group = api_group
@@ -106,10 +107,11 @@ class Operator:
         self._finalizing: dict[tuple[str, tuple[Any, Any]], asyncio.Task[None]] = {}
         self._loops: dict[tuple[str, str, str, str], asyncio.Task[None]] = {}
         """(purpose, kind, namespace, name) -> the loop reconciling that object, or letting it go."""
-        self.legacy_finalizer = f"{api_group}/finalizer"
-        """The finalizer kopf's per-object daemons put on every object before the loops were the cache's
-        own (decision 20): removed wherever it is found, so that an object an older version reconciled
-        can still be deleted."""
+        self.legacy_finalizers = (f"{api_group}/finalizer", *retired_finalizers)
+        """Finalizers nothing of this operator honours, removed wherever they are found, so that an
+        object can still be deleted: the one kopf's per-object daemons put on every object before the
+        loops were the cache's own (decision 20), and ``retired_finalizers``, those of an operator this
+        one took over from (upstream's on the objects it made) whose clean-up has no work left here."""
         self._stopping_flag = _Flag()
         self._trimming: asyncio.Task[None] | None = None
         self._synced_watch: asyncio.Task[None] | None = None
@@ -245,7 +247,7 @@ class Operator:
             if held is None:
                 return
             if held["metadata"].get("deletionTimestamp"):
-                if self.legacy_finalizer in (held["metadata"].get("finalizers") or []):
+                if set(self.legacy_finalizers) & set(held["metadata"].get("finalizers") or []):
                     self._start_loop(("release", resource.kind, namespace, name), self._release_legacy(held))
                 return
             key = ("reconcile", resource.kind, namespace, name)
@@ -281,7 +283,7 @@ class Operator:
         task.add_done_callback(done)
 
     async def _release_legacy(self, obj: Manifest) -> None:
-        """Remove :attr:`legacy_finalizer` from an object being deleted (retried as a reconcile is)."""
+        """Remove :attr:`legacy_finalizers` from an object being deleted (retried as a reconcile is)."""
         context = self._context
         assert context is not None
         metadata = obj["metadata"]
@@ -291,13 +293,13 @@ class Operator:
                 obj["apiVersion"], obj["kind"], metadata["name"], metadata["namespace"]
             )
             if current is not None:
-                await _set_finalizers(context.kube, current, remove=[self.legacy_finalizer])
+                await _set_finalizers(context.kube, current, remove=list(self.legacy_finalizers))
 
         await run_loop(
             once,
             asyncio.Event(),
             self._stopping_flag,
-            what=f"{metadata['namespace']}/{metadata['name']}'s old kopf finalizer",
+            what=f"{metadata['namespace']}/{metadata['name']}'s retired finalizers",
             logger=self._logger,
             answering=context.kube.answering,
         )
@@ -356,7 +358,7 @@ class Operator:
                     delay = await finalize(obj, context)
                     if delay != FINALIZED:
                         return delay
-                    await _set_finalizers(kube, obj, remove=[finalizer, self.legacy_finalizer])
+                    await _set_finalizers(kube, obj, remove=[finalizer, *self.legacy_finalizers])
                 return None
 
         try:
@@ -454,7 +456,7 @@ class Operator:
                     context.kube,
                     obj,
                     add=ours if holds else [],
-                    remove=[self.legacy_finalizer, *([] if holds else ours)],
+                    remove=[*self.legacy_finalizers, *([] if holds else ours)],
                 )
                 with timed_reconcile(resource.kind):
                     return await reconcile(obj, context)

@@ -452,6 +452,59 @@ async def test_a_release_deleted_in_one_namespace_keeps_the_download_the_same_re
         await kube.delete("v1", "Namespace", other)
 
 
+async def test_a_stack_taken_over_from_upstream_keeps_its_unlabelled_releases_and_frees_its_addons(
+    operator_kube: Kube, namespace: str, releases: Releases
+) -> None:
+    """What the upstream operator leaves: releases owned by their stack without our labels, and
+    ClusterAddons holding its finalizer. Ours takes the releases over (labels them, applies them, no
+    second one made) and lets the ClusterAddons be deleted."""
+    kube, tag = operator_kube, "docker-took-1-30-v1"
+    releases.publish(tag)
+    spec = {"name": "took", "autoSubscribe": False, "noProvider": True}
+    made = await kube.create(stack("took", namespace, versions=[], **spec))
+    owner = {
+        "apiVersion": API,
+        "kind": "ClusterStack",
+        "name": "took",
+        "uid": made["metadata"]["uid"],
+        "controller": True,
+    }
+    upstreams = await kube.create(
+        {
+            "apiVersion": API,
+            "kind": "ClusterStackRelease",
+            "metadata": {
+                "name": tag,
+                "namespace": namespace,
+                "ownerReferences": [owner],
+                "finalizers": ["clusterstackrelease.clusterstack.x-k8s.io"],
+            },
+            "spec": {},
+        }
+    )
+    await kube.apply(stack("took", namespace, versions=["v1"], **spec))
+    taken: Any = await ready_release(kube, namespace, tag)
+    assert taken["metadata"]["labels"]["app.kubernetes.io/instance"] == "took"
+    assert taken["metadata"]["uid"] == upstreams["metadata"]["uid"], "the same object, taken over"
+
+    await kube.create(
+        {
+            "apiVersion": API,
+            "kind": "ClusterAddon",
+            "metadata": {
+                "name": "cluster-addon-old",
+                "namespace": namespace,
+                "finalizers": ["clusteraddon.clusterstack.x-k8s.io"],
+            },
+            "spec": {
+                "clusterRef": {"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster", "name": "old"}
+            },
+        }
+    )
+    await kube.delete(API, "ClusterAddon", "cluster-addon-old", namespace)
+    await gone(kube, API, "ClusterAddon", "cluster-addon-old", namespace, timeout=20)
+
+
 async def test_explicit_versions_jump_from_v1_to_v3_and_v1_goes(
     operator_kube: Kube, namespace: str, releases: Releases
 ) -> None:

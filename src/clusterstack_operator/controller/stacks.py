@@ -74,6 +74,15 @@ def _parsed(name: str) -> ReleaseName | None:
         return None
 
 
+def _is_of(release: Mapping[str, Any], stack: Stack) -> bool:
+    """Whether ``release`` is ``stack``'s: it carries the stack's labels, or the stack owns it."""
+    metadata = release.get("metadata") or {}
+    labels = metadata.get("labels") or {}
+    if all(labels.get(key) == value for key, value in stack.instance_selector().items()):
+        return True
+    return any(reference.get("uid") == stack.uid for reference in metadata.get("ownerReferences") or [])
+
+
 def _timestamp(text: str | None) -> datetime | None:
     return datetime.fromisoformat(text) if text else None
 
@@ -158,14 +167,14 @@ async def plan(scope: StackReconcile) -> Outcome:
     """Which releases to keep, create and delete (:func:`plan_releases`), from its releases and the
     Clusters of its namespace, read from the caches."""
     stack, kube = scope.stack, scope.kube
+    # Its releases: labelled as its own, or owned by it without the labels (made by the upstream
+    # operator, which labels nothing: taken over, they are labelled when next applied).
     scope.existing = {
         o["metadata"]["name"]: o
         for o in await kube.list(
-            CLUSTER_STACK_RELEASE.api_version,
-            CLUSTER_STACK_RELEASE.kind,
-            stack.namespace,
-            labels=stack.instance_selector(),
+            CLUSTER_STACK_RELEASE.api_version, CLUSTER_STACK_RELEASE.kind, stack.namespace
         )
+        if _is_of(o, stack)
     }
     existing = [
         ExistingRelease(

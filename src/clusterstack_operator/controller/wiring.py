@@ -54,7 +54,19 @@ async def _stop(context: Context) -> None:
         await close()
 
 
-OPERATOR = Operator("cluster-stack-operator", API_GROUP, start=_start, stop=_stop)
+UPSTREAM_ADDON_FINALIZER = "clusteraddon.clusterstack.x-k8s.io"
+"""Upstream's ClusterAddon finalizer (api/v1alpha1/clusteraddon_types.go)."""
+
+OPERATOR = Operator(
+    "cluster-stack-operator",
+    API_GROUP,
+    start=_start,
+    stop=_stop,
+    # Upstream's on its ClusterAddons, which it lets go once the Cluster is gone: nothing is left to do
+    # then (the workload cluster goes with it), and a ClusterAddon taken over must not hang in deletion.
+    # Its ClusterStackRelease finalizer is this operator's own (the same name, the same clean-up).
+    retired_finalizers=(UPSTREAM_ADDON_FINALIZER,),
+)
 OPERATOR.controller(
     CLUSTER_STACK,
     reconcile_stack,
