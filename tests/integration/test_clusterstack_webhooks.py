@@ -227,7 +227,7 @@ async def test_a_cluster_runs_its_releases_kubernetes_and_moves_one_minor_versio
         }
     )
     await kube.patch_status(
-        API, "ClusterStackRelease", release, namespace, {"status": {"kubernetesVersion": "v1.30.10"}}
+        API, "ClusterStackRelease", release, namespace, {"kubernetesVersion": "v1.30.10"}
     )
 
     wrong = cluster("gamma", namespace, release)

@@ -173,7 +173,11 @@ class OciRegistry:
             self._bought, self._bought_until = None, float("inf")  # buy a fresh one on the next 401
         try:
             response = await self._send(url, headers)
-            if response.status == 401 and self._fixed is None:
+            # The first answer buys what the request lacks; a second, once, replaces a token the
+            # registry refused (revoked, or expired sooner than the token service said).
+            for _ in range(2):
+                if response.status != 401 or self._fixed is not None:
+                    break
                 challenge = response.headers.get("WWW-Authenticate", "")
                 response.release()
                 await self._answer(challenge, what)
