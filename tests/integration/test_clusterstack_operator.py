@@ -436,7 +436,7 @@ async def test_a_release_deleted_in_one_namespace_keeps_the_download_the_same_re
         for where in (namespace, other):
             await kube.create(stack("shared", where, versions=["v1"], **spec))
             await ready_release(kube, where, tag)
-        download = tmp_path / "downloads" / tag
+        download = tmp_path / "downloads" / "cluster-stacks" / tag
         assert download.is_dir()
 
         await kube.delete(API, "ClusterStack", "shared", namespace)
