@@ -226,9 +226,7 @@ async def test_a_cluster_runs_its_releases_kubernetes_and_moves_one_minor_versio
             "metadata": {"name": release, "namespace": namespace},
         }
     )
-    await kube.patch_status(
-        API, "ClusterStackRelease", release, namespace, {"kubernetesVersion": "v1.30.10"}
-    )
+    await kube.patch_status(API, "ClusterStackRelease", release, namespace, {"kubernetesVersion": "v1.30.10"})
 
     wrong = cluster("gamma", namespace, release)
     wrong["spec"]["topology"]["version"] = "v1.30.9"

@@ -11,14 +11,15 @@ from pathlib import Path
 import httpx
 import pytest
 
+from operator_testkit.clusterstack_tools import ClusterStackTools
 from operator_testkit.image import Image, push_image, run_in_image
 from operator_testkit.registry import RunningRegistry
 
 pytestmark = pytest.mark.packaging
 
 ROOT = Path(__file__).resolve().parents[2]
-# Debian's Python and the runtime's dependencies (githubkit's models are most of them); a bound that
-# catches a stray build tool or test dependency, not a target.
+# Debian's Python, the runtime's dependencies and helm (about 60 MiB); a bound that catches a stray
+# build tool or test dependency, not a target.
 MAX_SIZE_MIB = 350
 
 
@@ -45,7 +46,8 @@ def test_the_image_runs_as_a_user_that_is_not_root_with_the_runtime_only(image: 
     assert run_in_image(image.name, "id", "-un") == "nonroot", "the user has a passwd entry, as distroless's"
     probe = (
         "import importlib.util, json; print(json.dumps({name: importlib.util.find_spec(name) is not None "
-        "for name in ('operator_core', 'typesense_operator', 'operator_testkit', 'pytest', 'pip', 'kopf')}))"
+        "for name in ('operator_core', 'typesense_operator', 'operator_testkit', 'pytest', 'pip', 'kopf', "
+        "'httpx', 'githubkit')}))"
     )
     found = json.loads(run_in_image(image.name, "python3", "-c", probe))
     assert found == {
@@ -55,7 +57,16 @@ def test_the_image_runs_as_a_user_that_is_not_root_with_the_runtime_only(image: 
         "pytest": False,
         "pip": False,
         "kopf": False,
+        "httpx": False,  # one HTTP library: aiohttp (decisions 21, 26 and 27)
+        "githubkit": False,
     }
+
+
+def test_the_image_carries_the_pinned_helm_for_the_cluster_stack_operator(
+    image: Image, clusterstack_tools: ClusterStackTools
+) -> None:
+    said = run_in_image(image.name, "helm", "version", "--template", "{{ .Version }}")
+    assert said == clusterstack_tools.pins.helm
 
 
 def test_the_image_is_small_enough_and_its_base_is_pinned(image: Image) -> None:
