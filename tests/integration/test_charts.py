@@ -219,3 +219,25 @@ def test_namespaced_rbac_reaches_only_the_watched_namespaces(plane: ControlPlane
     assert _can_i(plane, "get", "storageclasses")
     assert not _can_i(plane, "list", "customresourcedefinitions")
     assert not _can_i(plane, "list", "namespaces")
+
+
+def _rules(documents: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    return [rule for d in documents if d["kind"] == kind for rule in d.get("rules") or []]
+
+
+@pytest.mark.parametrize(("mode", "kind"), [("cluster-wide", "ClusterRole"), ("namespaced", "Role")])
+def test_the_cluster_stack_chart_grants_orcs_images_as_upstream_and_more_by_values(
+    mode: str, kind: str
+) -> None:
+    """The openstack scs and scs2 cluster classes render ORC Images: granted by default (upstream's
+    rbac.additionalRules), and a user's provider adds its own groups the same way."""
+    orc = {"apiGroups": ["openstack.k-orc.cloud"], "resources": ["images"]}
+    rules = _rules(render("cluster-stack-operator", *MODES[mode]), kind)
+    assert any({key: rule[key] for key in orc} == orc and "create" in rule["verbs"] for rule in rules)
+    extra = [
+        "--set-json",
+        'rbac.additionalRules=[{"apiGroups":["example.io"],"resources":["widgets"],"verbs":["get"]}]',
+    ]
+    rules = _rules(render("cluster-stack-operator", *MODES[mode], *extra), kind)
+    assert {"apiGroups": ["example.io"], "resources": ["widgets"], "verbs": ["get"]} in rules
+    assert not any("openstack.k-orc.cloud" in rule["apiGroups"] for rule in rules), "replaced, as values are"

@@ -3,11 +3,13 @@ RBAC from the chart's files/rbac-rules.yaml, in one of two modes:
 - watchNamespaces empty: one ClusterRole with every rule, bound cluster-wide;
 - watchNamespaces listed: a Role with the namespaced rules in each watched namespace, and a ClusterRole
   with only the read-only rules on cluster-scoped kinds.
-Leader election adds a Role for the Lease in the release's namespace.
+Leader election adds a Role for the Lease in the release's namespace. rbac.additionalRules (namespaced
+rules, in either mode) adds what the chart's own rules do not grant: upstream's value of that name.
 */}}
 {{- define "operator.rbac" -}}
 {{- if .Values.rbac.create }}
 {{- $rules := .Files.Get "files/rbac-rules.yaml" | fromYaml }}
+{{- $_ := set $rules "namespaced" (concat $rules.namespaced (.Values.rbac.additionalRules | default list)) }}
 {{- $name := include "operator.fullname" . }}
 {{- $subjects := include "operator.subjects" . }}
 ---
