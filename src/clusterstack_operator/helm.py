@@ -42,13 +42,18 @@ async def helm_template(
     values: str | None = None,
     include_crds: bool = False,
     kube_version: str | None = None,
+    dependency_update: bool = False,
     timeout: float = 60.0,
 ) -> str:
     """The rendered objects of ``chart`` (a packaged .tgz or a directory), as helm prints them.
 
     ``values`` (YAML) go to helm on stdin; ``include_crds`` renders the chart's crds/ too;
-    ``kube_version`` is what ``.Capabilities.KubeVersion`` says (helm's own default otherwise)."""
+    ``kube_version`` is what ``.Capabilities.KubeVersion`` says (helm's own default otherwise);
+    ``dependency_update`` fetches the dependencies ``Chart.yaml`` declares and the chart lacks (its
+    ``charts/``) from their repositories first, into the chart's folder, as upstream renders addons."""
     extra = [*(["-f", "-"] if values is not None else []), *(["--include-crds"] if include_crds else [])]
+    if dependency_update:
+        extra.append("--dependency-update")
     if kube_version is not None:
         extra += ["--kube-version", kube_version]
     return await _run_helm(

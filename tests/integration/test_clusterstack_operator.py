@@ -18,6 +18,7 @@ import pytest
 
 from operator_core.kube import Kube
 from operator_testkit.assertions import events_for, wait_for_events
+from operator_testkit.charts import chart_repository
 from operator_testkit.clusterstack_tools import ClusterStackTools
 from operator_testkit.controlplane import ControlPlane, free_port
 from operator_testkit.fixtures import crd_documents, install_crds, wait_until
@@ -848,6 +849,63 @@ async def test_a_paused_cluster_gets_no_writes_until_it_is_unpaused(
     )
     for name in ("pausing", "moved-in"):
         await kube.delete("cluster.x-k8s.io/v1beta2", "Cluster", name, namespace)
+
+
+ONE_STAGE = """\
+apiVersion: clusteraddonconfig.x-k8s.io/v1alpha1
+clusterAddonVersion: clusteraddons.clusterstack.x-k8s.io/v1alpha1
+addonStages:
+  AfterControlPlaneInitialized:
+    - name: stage-one
+      action: apply
+"""
+
+
+async def test_a_stage_chart_declaring_remote_dependencies_gets_them_from_their_repository(
+    kube: Kube,
+    stack_operator: OperatorProcess,
+    namespace: str,
+    releases: Releases,
+    workload_plane: ControlPlane,
+    tmp_path: Path,
+) -> None:
+    """As scs2's stages: a chart folder whose Chart.yaml names a dependency in a chart repository, and
+    no charts/ folder. Rendered as upstream renders it (--dependency-update), the dependency's objects
+    land in the workload cluster with the stage's own."""
+    dependency = tmp_path / "addon-dependency"
+    (dependency / "templates").mkdir(parents=True)
+    (dependency / "Chart.yaml").write_text("apiVersion: v2\nname: addon-dependency\nversion: 0.1.0\n")
+    (dependency / "templates" / "configmap.yaml").write_text(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: from-dependency\n"
+        "  namespace: {{ .Release.Namespace }}\ndata:\n  chart: {{ .Chart.Name }}\n"
+    )
+    async with chart_repository(tmp_path / "helm", [dependency]) as repository:
+        releases.publish(
+            "docker-remote-1-30-v1",
+            staged=True,
+            stages=ONE_STAGE,
+            stage_dependencies={
+                "stage-one": [{"name": "addon-dependency", "version": "0.1.0", "repository": repository.url}]
+            },
+        )
+        spec = {"name": "remote", "autoSubscribe": False, "noProvider": True}
+        await kube.create(stack("remote", namespace, versions=["v1"], **spec))
+        await ready_release(kube, namespace, "docker-remote-1-30-v1")
+        await kube.create(cluster("remote", namespace, "docker-remote-1-30-v1", endpoint_port=6443))
+        await kube.create(kubeconfig_secret("remote", namespace, workload_plane))
+
+        async def stage_done() -> dict[str, Any] | None:
+            found = await kube.get(API, "ClusterAddon", "cluster-addon-remote", namespace)
+            return found if stages_of(found) == [("stage-one", "done")] else None
+
+        await wait_until(stage_done, timeout=60, what="the stage, with its dependency, done")
+        assert "/index.yaml" in repository.requests, "the dependency came from its repository"
+    async with Kube.connect(workload_plane.kubeconfig) as workload:
+        fetched = await workload.get("v1", "ConfigMap", "from-dependency", "kube-system")
+        assert fetched is not None
+        assert fetched["data"] == {"chart": "addon-dependency"}
+        assert await workload.get("v1", "ConfigMap", "stage-one", "kube-system") is not None
+    await kube.delete("cluster.x-k8s.io/v1beta2", "Cluster", "remote", namespace)
 
 
 async def test_a_staged_release_resumes_its_stages_after_the_operator_is_killed_between_them(

@@ -103,7 +103,8 @@ class StackRuntime:
         template_data: Callable[[], Awaitable[Mapping[str, Any]]] | None = None,
     ) -> str:
         """The release's cluster addons rendered for ``cluster`` as upstream renders them, CRDs
-        included, for the release's Kubernetes version (raises HelmError):
+        included, for the release's Kubernetes version, with the dependencies a chart declares and
+        lacks fetched from their repositories first (raises HelmError):
 
         - the whole cluster-addon chart, with ``cluster-addon-values.yaml`` rendered over the Cluster
           as its values;
@@ -140,6 +141,8 @@ class StackRuntime:
             values=values,
             include_crds=True,
             kube_version=kubernetes_version,
+            # scs2's stage charts declare remote dependencies and ship no charts/ folder.
+            dependency_update=True,
         )
         self._rendered_addons[key] = (version, rendered)
         return rendered

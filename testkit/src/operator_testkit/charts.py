@@ -4,24 +4,32 @@
 and data under a directory of the caller's, never the user's; :func:`render_chart` is
 ``helm template`` parsed into documents, and :func:`chart_alert_rules` a chart's alert rules as
 Prometheus and promtool read them; :func:`install_chart` and :func:`uninstall_chart` install into
-and remove from a control plane, failing with helm's own words.
+and remove from a control plane, failing with helm's own words. :func:`chart_repository` serves
+charts as a classic chart repository (``index.yaml`` and the packages) on loopback, for a chart whose
+dependencies are fetched when it is rendered.
 """
 
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
+from aiohttp import web
 
 from operator_testkit.clusterstack_tools import ensure_clusterstack_tools, helm_environment
+from operator_testkit.controlplane import free_port
 
 __all__ = [
     "CHARTS_DIR",
+    "ChartRepository",
     "HelmFailed",
     "chart_alert_rules",
+    "chart_repository",
     "install_chart",
     "render_chart",
     "run_helm",
@@ -115,3 +123,41 @@ def uninstall_chart(
         kubeconfig=kubeconfig,
         timeout=timeout + 30,
     )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class ChartRepository:
+    url: str
+    """``http://127.0.0.1:PORT``: what a dependency's ``repository`` names."""
+    requests: list[str]
+    """The paths asked for, in order."""
+
+
+@asynccontextmanager
+async def chart_repository(home: Path, charts: Sequence[Path]) -> AsyncIterator[ChartRepository]:
+    """The chart folders ``charts``, packaged by helm and indexed (``helm repo index``), served over
+    HTTP on a free loopback port for as long as the context lasts."""
+    served = home / "repository"
+    served.mkdir(parents=True)
+    for chart in charts:
+        _checked(home, "package", str(chart), "--destination", str(served))
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    _checked(home, "repo", "index", str(served), "--url", url)
+    requests: list[str] = []
+
+    @web.middleware
+    async def record(request: web.Request, handler: Any) -> web.StreamResponse:
+        requests.append(request.path)
+        answer: web.StreamResponse = await handler(request)
+        return answer
+
+    app = web.Application(middlewares=[record])
+    app.router.add_static("/", served)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    try:
+        yield ChartRepository(url, requests)
+    finally:
+        await runner.cleanup()

@@ -17,6 +17,7 @@ import shutil
 import subprocess
 import tarfile
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -71,13 +72,16 @@ def publish_release(
     staged: bool = False,
     stages: str | None = None,
     extra_objects: list[dict[str, Any]] | None = None,
+    stage_dependencies: Mapping[str, list[dict[str, Any]]] | None = None,
 ) -> tuple[ReleaseName, Path]:
     """Write release ``tag`` under ``root``. With ``helm``, its cluster-class chart is the real chart
     (``clusterstack_chart/``) packaged for it, rendering Cluster API ``cluster_api`` objects; otherwise
     charts of random bytes (only their presence is checked). ``staged``: its addons are those of
     ``clusterstack_staged_addons/``, as upstream publishes staged addons (``clusteraddon.yaml``, and
     a plain tar of one chart folder per stage); ``stages``, another clusteraddon.yaml for them;
-    ``extra_objects``, objects the cluster-class chart renders besides its own (with ``helm``)."""
+    ``extra_objects``, objects the cluster-class chart renders besides its own (with ``helm``);
+    ``stage_dependencies``, per stage, the dependencies its Chart.yaml declares, with no ``charts/``
+    folder (as scs2's stages: fetched from their repository when rendered)."""
     release = ReleaseName.parse(tag)
     directory = root / tag
     directory.mkdir(parents=True)
@@ -93,7 +97,9 @@ def publish_release(
     else:
         (directory / release.cluster_class_chart).write_bytes(os.urandom(4096))
     if staged:
-        _archive_stages(directory / release.cluster_addon_chart(addon_version), addon_version)
+        _archive_stages(
+            directory / release.cluster_addon_chart(addon_version), addon_version, stage_dependencies or {}
+        )
         if stages is None:
             shutil.copy(STAGED_ADDONS / "clusteraddon.yaml", directory / "clusteraddon.yaml")
         else:
@@ -108,16 +114,22 @@ def publish_release(
     return release, directory
 
 
-def _archive_stages(archive: Path, addon_version: str) -> None:
+def _archive_stages(
+    archive: Path, addon_version: str, dependencies: Mapping[str, list[dict[str, Any]]]
+) -> None:
     """A plain tar of the stage charts, as upstream publishes staged addons; each chart's version is
-    the addon version (so that a chart can render what only that version has)."""
+    the addon version (so that a chart can render what only that version has), and its Chart.yaml
+    declares the stage's ``dependencies``."""
     with tempfile.TemporaryDirectory(prefix="stages-") as scratch:
         stages = Path(scratch) / "stages"
         shutil.copytree(STAGED_ADDONS, stages)
         with tarfile.open(archive, "w") as tar:
             for stage in sorted(p for p in stages.iterdir() if p.is_dir()):
                 chart = yaml.safe_load((stage / "Chart.yaml").read_text())
-                (stage / "Chart.yaml").write_text(yaml.safe_dump({**chart, "version": addon_version}))
+                chart["version"] = addon_version
+                if stage.name in dependencies:
+                    chart["dependencies"] = dependencies[stage.name]
+                (stage / "Chart.yaml").write_text(yaml.safe_dump(chart))
                 tar.add(stage, arcname=stage.name)
 
 
