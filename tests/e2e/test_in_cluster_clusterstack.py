@@ -22,6 +22,7 @@ import pytest
 import pytest_asyncio
 from test_in_cluster import assert_runs_from_the_image_as_the_chart_says, environment, operator_process
 
+from operator_core import errors
 from operator_core.kube import Kube
 from operator_testkit.charts import install_chart, uninstall_chart
 from operator_testkit.clusterstack_tools import ClusterStackTools
@@ -137,6 +138,33 @@ async def test_the_chart_runs_the_operator_from_the_image_and_it_reconciles_a_cl
     assert_runs_from_the_image_as_the_chart_says(pid, COMMAND)
 
     plane.kubectl("create", "namespace", STACKS)
+    # The chart's webhooks answer through the chart's Service, with the chart's own certificate: the
+    # API server refuses, in the webhook's words, what only the webhook refuses.
+    elsewhere = {
+        "apiVersion": API,
+        "kind": "ClusterAddon",
+        "metadata": {"name": "probe", "namespace": STACKS},
+        "spec": {
+            "clusterRef": {
+                "apiVersion": "cluster.x-k8s.io/v1beta2",
+                "kind": "Cluster",
+                "name": "x",
+                "namespace": "other",
+            }
+        },
+    }
+
+    async def refused_by_the_webhook() -> str | None:
+        try:
+            await kube.create(elsewhere)
+        except errors.Forbidden as error:
+            return str(error) if "clusteraddons.clusterstack.x-k8s.io" in str(error) else None
+        await kube.delete(API, "ClusterAddon", "probe", STACKS)
+        return None
+
+    with with_the_operators_log(agent):
+        refusal: Any = await wait_until(refused_by_the_webhook, timeout=60, what="the webhook to answer")
+    assert "a ClusterAddon lives beside its Cluster" in refusal
     created = await kube.create(
         {
             "apiVersion": API,

@@ -12,6 +12,8 @@ from typing import Any
 import pytest
 import yaml
 
+from clusterstack_operator.controller.webhooks import cluster_stack_webhooks
+from operator_core.admission import webhook_configuration
 from operator_testkit import charts
 from operator_testkit.controlplane import ControlPlane
 from operator_testkit.module_crds import ensure_prometheus_operator_crds
@@ -241,3 +243,60 @@ def test_the_cluster_stack_chart_grants_orcs_images_as_upstream_and_more_by_valu
     rules = _rules(render("cluster-stack-operator", *MODES[mode], *extra), kind)
     assert {"apiGroups": ["example.io"], "resources": ["widgets"], "verbs": ["get"]} in rules
     assert not any("openstack.k-orc.cloud" in rule["apiGroups"] for rule in rules), "replaced, as values are"
+
+
+def _webhook_configuration(documents: list[dict[str, Any]]) -> dict[str, Any]:
+    (configuration,) = (d for d in documents if d["kind"] == "ValidatingWebhookConfiguration")
+    return configuration
+
+
+def test_the_cluster_stack_chart_registers_the_operators_own_webhooks_through_its_service() -> None:
+    """The chart's configuration is the one the operator would register itself (its webhooks, rules and
+    paths), calling the chart's Service, with the chart's own CA where cert-manager is not served."""
+    documents = render("cluster-stack-operator", *MODES["namespaced"])
+    configuration = _webhook_configuration(documents)
+    own = webhook_configuration(
+        "any",
+        cluster_stack_webhooks(None),
+        base_url="https://x",
+        ca_bundle=b"ca",
+        failure_policy="Fail",  # type: ignore[arg-type]
+    )
+    strip = ("clientConfig", "namespaceSelector")
+    assert [{k: v for k, v in w.items() if k not in strip} for w in configuration["webhooks"]] == [
+        {k: v for k, v in w.items() if k not in strip} for w in own["webhooks"]
+    ]
+    (service,) = (
+        d for d in documents if d["kind"] == "Service" and d["metadata"]["name"].endswith("-webhook")
+    )
+    secret = next(
+        d for d in documents if d["kind"] == "Secret" and d["metadata"]["name"].endswith("-webhook-tls")
+    )
+    for webhook, mine in zip(configuration["webhooks"], own["webhooks"], strict=True):
+        reference = webhook["clientConfig"]["service"]
+        assert reference == {
+            "name": service["metadata"]["name"],
+            "namespace": RELEASE_NAMESPACE,
+            "path": mine["clientConfig"]["url"].removeprefix("https://x"),
+            "port": 443,
+        }
+        assert webhook["clientConfig"]["caBundle"] == secret["data"]["ca.crt"]
+        assert webhook["namespaceSelector"]["matchExpressions"][0]["values"] == list(WATCHED)
+    pod = _deployment(documents)["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    environment = {e["name"]: e.get("value") for e in container["env"]}
+    assert environment["OPERATOR_SUITE_WEBHOOK"] == "true"
+    assert {"name": "webhook-tls", "secret": {"secretName": secret["metadata"]["name"]}} in pod["volumes"]
+
+
+def test_with_cert_manager_served_the_chart_asks_it_for_the_certificate() -> None:
+    documents = render(
+        "cluster-stack-operator", *MODES["cluster-wide"], "--api-versions", "cert-manager.io/v1"
+    )
+    kinds = {d["kind"] for d in documents}
+    assert {"Issuer", "Certificate"} <= kinds
+    assert not any(d["kind"] == "Secret" for d in documents), "cert-manager writes it"
+    configuration = _webhook_configuration(documents)
+    assert "cert-manager.io/inject-ca-from" in configuration["metadata"]["annotations"]
+    assert all("caBundle" not in w["clientConfig"] for w in configuration["webhooks"])
+    assert all("namespaceSelector" not in w for w in configuration["webhooks"]), "every namespace"

@@ -60,6 +60,12 @@ spec:
                   fieldPath: metadata.namespace
             - name: OPERATOR_SUITE_LEADER_ELECTION_LEASE
               value: {{ $name }}-leader
+            {{- if (.Values.webhooks).enabled }}
+            - name: OPERATOR_SUITE_WEBHOOK
+              value: "true"
+            - name: OPERATOR_SUITE_WEBHOOK_CERT_DIR
+              value: /etc/webhook-tls
+            {{- end }}
             {{- with .Values.releaseStorage }}
             - name: OPERATOR_SUITE_RELEASE_DIR
               value: {{ .mountPath }}/releases
@@ -71,6 +77,11 @@ spec:
             - name: http-metrics
               containerPort: 8081
               protocol: TCP
+            {{- if (.Values.webhooks).enabled }}
+            - name: https-webhook
+              containerPort: 9443
+              protocol: TCP
+            {{- end }}
           livenessProbe:
             httpGet:
               path: /healthz
@@ -96,11 +107,21 @@ spec:
             - name: releases
               mountPath: {{ .mountPath }}
             {{- end }}
+            {{- if (.Values.webhooks).enabled }}
+            - name: webhook-tls
+              mountPath: /etc/webhook-tls
+              readOnly: true
+            {{- end }}
       volumes:
         # The writable places (the root filesystem is read-only): scratch files, and (the Cluster Stack
         # operator's) downloaded releases, on an emptyDir or a claim of the user's.
         - name: tmp
           emptyDir: {}
+        {{- if (.Values.webhooks).enabled }}
+        - name: webhook-tls
+          secret:
+            secretName: {{ include "operator.fullname" . }}-webhook-tls
+        {{- end }}
         {{- with .Values.releaseStorage }}
         - name: releases
           {{- if .existingClaim }}
