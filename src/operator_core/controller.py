@@ -86,8 +86,10 @@ class Operator:
         start: Hook | None = None,
         stop: Hook | None = None,
         retired_finalizers: Sequence[str] = (),
+        serving: Callable[[], contextlib.AbstractAsyncContextManager[object]] | None = None,
     ) -> None:
         self.name = name
+        self._serving = serving
         self.api_group = api_group
         self.controller_name = f"{api_group}/{name}"
         self._start_hook, self._stop_hook = start, stop
@@ -146,6 +148,12 @@ class Operator:
                 for informer in (cache.informers if cache is not None else [])
             },
         }
+
+    def serving(self) -> contextlib.AbstractAsyncContextManager[object]:
+        """What every replica serves, leader or standby, for the process's whole life (the Cluster Stack
+        operator's admission webhooks: a Service sends their calls to any ready pod); entered before
+        the election, left at the end."""
+        return self._serving() if self._serving is not None else contextlib.nullcontext()
 
     async def run(self, stopping: asyncio.Event, namespaces: tuple[str, ...] | None = None) -> None:
         """Start, reconcile until ``stopping`` is set, then stop cleanly; raise

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import importlib
 import logging
 import os
@@ -53,6 +54,10 @@ class Runnable(Protocol):
 
     def health(self) -> dict[str, Any]:
         """What ``/healthz`` shows beside "alive": reconciles counted, the caches' state."""
+        ...
+
+    def serving(self) -> contextlib.AbstractAsyncContextManager[object]:
+        """What the process serves whether it leads or stands by, for its whole life."""
         ...
 
     async def check_can_start(self, kube: Kube) -> None:
@@ -196,11 +201,12 @@ async def _lead_then_run(
         loop.add_signal_handler(signal_number, stopping.set)
     server = await serve_probes(*health, health=operator.health) if health is not None else None
     try:
-        if not election.leader_election:
-            REPLICA.leading(True)
-            await operator.run(stopping, namespaces)
-            return
-        await _run_as_leader(name, operator, election, stopping, namespaces)
+        async with operator.serving():
+            if not election.leader_election:
+                REPLICA.leading(True)
+                await operator.run(stopping, namespaces)
+                return
+            await _run_as_leader(name, operator, election, stopping, namespaces)
     finally:
         if server is not None:
             await server.cleanup()

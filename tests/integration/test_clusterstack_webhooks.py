@@ -14,6 +14,7 @@ import json
 import os
 import ssl
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -332,6 +333,86 @@ async def test_setting_a_cluster_addons_hook_is_allowed_with_a_warning_that_noth
     assert unchanged.returncode == 0, unchanged.stderr
     assert "Warning" not in unchanged.stderr, "only who sets or changes it is told"
     await kube_with_webhooks.delete(API, "ClusterAddon", "hooked", namespace)
+
+
+async def test_a_standby_replica_serves_the_webhooks_too(
+    kube: Kube,
+    namespace: str,
+    control_plane: ControlPlane,
+    clusterstack_tools: ClusterStackTools,
+    tmp_path: Path,
+    pytestconfig: pytest.Config,
+) -> None:
+    """A Service sends the API server's calls to any ready pod, and a standby is ready: it must answer.
+    This one stands by (another holds the Lease) and still answers an AdmissionReview on its port."""
+    lease = "standby-test-leader"
+    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    await kube.create(
+        {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {"name": lease, "namespace": namespace},
+            "spec": {
+                "holderIdentity": "the-leader",
+                "leaseDurationSeconds": 3600,
+                "acquireTime": now,
+                "renewTime": now,
+            },
+        }
+    )
+    rbac = pytestconfig.rootpath / "charts" / "cluster-stack-operator" / "files" / "rbac-rules.yaml"
+    kubeconfig = service_account_kubeconfig(control_plane, rbac, tmp_path / "operator.kubeconfig")
+    port = free_port()
+    settings = webhook_settings(tmp_path, port)
+    del settings["OPERATOR_SUITE_WEBHOOK_URL"]  # served, not registered: the module's operator is
+    environment = {
+        **{k: v for k, v in os.environ.items() if not k.startswith(("GIT_", "OCI_", "OPERATOR_SUITE_"))},
+        "OPERATOR_SUITE_RELEASE_SOURCE": "local",
+        "OPERATOR_SUITE_LOCAL_RELEASES": str(tmp_path),
+        "OPERATOR_SUITE_RELEASE_DIR": str(tmp_path / "downloads"),
+        "OPERATOR_SUITE_LEADER_ELECTION_NAMESPACE": namespace,
+        "OPERATOR_SUITE_LEADER_ELECTION_LEASE": lease,
+        **settings,
+    }
+    process = OperatorProcess(
+        "cluster-stack-operator",
+        kubeconfig,
+        tmp_path / "operator.log",
+        "--leader-elect",
+        environment=environment,
+    )
+    process.start()
+    try:
+        review = {
+            "apiVersion": "admission.k8s.io/v1",
+            "kind": "AdmissionReview",
+            "request": {
+                "uid": "standby-1",
+                "operation": "CREATE",
+                "namespace": namespace,
+                "name": "probe",
+                "object": addon("probe", namespace, cluster_namespace="elsewhere"),
+            },
+        }
+        context = ssl.create_default_context(cafile=str(tmp_path / "webhook-tls" / "ca.crt"))
+
+        async def answered() -> dict[str, Any] | None:
+            async with httpx.AsyncClient(verify=context, trust_env=False, timeout=5) as http:
+                try:
+                    response = await http.post(
+                        f"https://127.0.0.1:{port}/validate/clusteraddons.clusterstack.x-k8s.io", json=review
+                    )
+                except httpx.HTTPError:
+                    return None
+            return dict(response.json()["response"])
+
+        response: Any = await wait_until(answered, timeout=30, what="the standby's webhooks to answer")
+        assert response["allowed"] is False
+        assert "a ClusterAddon lives beside its Cluster" in response["status"]["message"]
+        assert "operator_leader 0.0" in process.metrics(), "it answered as a standby"
+    finally:
+        process.stop()
+        await kube.delete("coordination.k8s.io/v1", "Lease", lease, namespace)
 
 
 async def test_a_check_that_fails_or_is_slow_is_a_denial_that_says_to_try_again(tmp_path: Path) -> None:

@@ -23,20 +23,22 @@ refused for the Cluster created a moment before (one LIST per delete of a stack 
 rare). A read that fails denies with a message to try again (upstream lets such a delete through with
 a warning, and a Cluster can lose its ClusterClass that way).
 
-:func:`start_webhooks` serves them (:mod:`operator_core.admission`) and, given a URL, registers them.
+:func:`serving_webhooks` serves them (:mod:`operator_core.admission`) in every replica and, given a
+URL, registers them; the chart registers them through its Service (decision 29).
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
 from clusterstack_operator.api.v1alpha1 import CLUSTER_ADDON, CLUSTER_STACK, CLUSTER_STACK_RELEASE
 from clusterstack_operator.controller.common import CLUSTER_KINDS
-from clusterstack_operator.controller.settings import ClusterStackSettings, webhook_files
+from clusterstack_operator.controller.settings import settings_from_environment, webhook_files
 from clusterstack_operator.releases.decide import (
     StackIdentity,
     class_namespace_of,
@@ -56,17 +58,15 @@ from operator_core.admission import (
 from operator_core.children import MANAGED_BY_LABEL
 from operator_core.crdgen import CustomResource
 from operator_core.kube import Kube
-from operator_core.reconciling import Context
+from operator_core.settings import KubeSettings, from_env
 
 __all__ = [
     "CONFIGURATION_NAME",
-    "WEBHOOKS",
     "AdmissionChecks",
     "ClusterUse",
     "cluster_stack_webhooks",
     "provider_template_to_check",
-    "start_webhooks",
-    "stop_webhooks",
+    "serving_webhooks",
     "uses_of",
     "why_cluster_ref_is_refused",
     "why_provider_ref_is_refused",
@@ -76,8 +76,6 @@ __all__ = [
 
 CONFIGURATION_NAME = "cluster-stack-operator.clusterstack.x-k8s.io"
 """The ValidatingWebhookConfiguration the operator registers (and removes) when given a URL."""
-WEBHOOKS = "webhooks"
-"""Where :func:`start_webhooks` keeps what :func:`stop_webhooks` stops, in the context's extras."""
 _NAMED_AT_MOST = 10
 """Clusters named in one message; more are counted (a message is read, not scrolled)."""
 
@@ -431,20 +429,23 @@ def cluster_stack_webhooks(kube: Kube) -> list[ValidatingWebhook]:
 # -- serving and registering
 
 
-@dataclass
-class _Running:
-    server: AdmissionServer
-    client: Kube
-    """The checks' client, which also registers the configuration (and removes it)."""
-    registered: bool = False
-
-
-async def start_webhooks(context: Context, settings: ClusterStackSettings) -> None:
-    """Serve the webhooks; with ``webhook_url``, register them (replacing what a previous run left)."""
+@asynccontextmanager
+async def serving_webhooks() -> AsyncIterator[None]:
+    """Serve the webhooks for as long as the block lasts, when the settings turn them on; with
+    ``webhook_url``, registered for that time (replacing what a previous run left). Every replica serves
+    them, leader or standby: a Service sends the API server's calls to any ready pod, and a check needs
+    no leadership (it reads what is current and writes nothing)."""
+    settings = settings_from_environment()
+    if not settings.webhook:
+        yield
+        return
     files = webhook_files(settings)
+    client_settings = from_env(KubeSettings)
     # Without the watch cache: the checks read what is current (module docstring), and the removal of
     # the registration at exit must not wait for a watch that is reconnecting.
-    client = Kube.connect(field_manager=context.kube.field_manager, timeout=context.settings.request_timeout)
+    client = Kube.connect(
+        field_manager=client_settings.field_manager, timeout=client_settings.request_timeout
+    )
     server = AdmissionServer(
         cluster_stack_webhooks(client),
         cert_file=files.certificate,
@@ -452,46 +453,34 @@ async def start_webhooks(context: Context, settings: ClusterStackSettings) -> No
         host=settings.webhook_host,
         port=settings.webhook_port,
     )
+    registered = False
     try:
         await server.start()
-    except BaseException:
-        await client.close()
-        raise
-    running = _Running(server, client)
-    context.extras[WEBHOOKS] = running
-    if not settings.webhook_url or files.ca is None:
-        return
-    configuration = webhook_configuration(
-        CONFIGURATION_NAME,
-        server.webhooks,
-        base_url=settings.webhook_url,
-        ca_bundle=files.ca.read_bytes(),
-        failure_policy=settings.webhook_failure_policy,
-        labels={MANAGED_BY_LABEL: MANAGED_BY},
-    )
-    running.registered = True
-    try:
-        await client.apply(configuration)
-    except BaseException:
-        # Not left serving: a start that is tried again must find the port free.
-        await stop_webhooks(context)
-        raise
-    _log.info("admission webhooks registered as %s at %s", CONFIGURATION_NAME, settings.webhook_url)
-
-
-async def stop_webhooks(context: Context) -> None:
-    """Remove the registration (first: no request may wait for a server that is gone), then stop serving."""
-    running = context.extras.pop(WEBHOOKS, None)
-    if not isinstance(running, _Running):
-        return
-    try:
-        if running.registered:
-            try:
-                await running.client.delete(
-                    "admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration", CONFIGURATION_NAME
-                )
-            except errors.KubeError as error:
-                _log.warning("admission webhooks stay registered as %s: %s", CONFIGURATION_NAME, error)
+        if settings.webhook_url and files.ca is not None:
+            configuration = webhook_configuration(
+                CONFIGURATION_NAME,
+                server.webhooks,
+                base_url=settings.webhook_url,
+                ca_bundle=files.ca.read_bytes(),
+                failure_policy=settings.webhook_failure_policy,
+                labels={MANAGED_BY_LABEL: MANAGED_BY},
+            )
+            registered = True
+            await client.apply(configuration)
+            _log.info("admission webhooks registered as %s at %s", CONFIGURATION_NAME, settings.webhook_url)
+        yield
     finally:
-        await running.server.stop()
-        await running.client.close()
+        try:
+            # The registration goes first: no request may wait for a server that is gone.
+            if registered:
+                try:
+                    await client.delete(
+                        "admissionregistration.k8s.io/v1",
+                        "ValidatingWebhookConfiguration",
+                        CONFIGURATION_NAME,
+                    )
+                except errors.KubeError as error:
+                    _log.warning("admission webhooks stay registered as %s: %s", CONFIGURATION_NAME, error)
+        finally:
+            await server.stop()
+            await client.close()

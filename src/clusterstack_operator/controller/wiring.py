@@ -28,7 +28,7 @@ from clusterstack_operator.controller.releases import FINALIZER, finalize_releas
 from clusterstack_operator.controller.runtime import RUNTIME, StackRuntime
 from clusterstack_operator.controller.settings import settings_from_environment
 from clusterstack_operator.controller.stacks import provider_template_of, reconcile_stack
-from clusterstack_operator.controller.webhooks import start_webhooks, stop_webhooks
+from clusterstack_operator.controller.webhooks import serving_webhooks
 from clusterstack_operator.resources import CLUSTER_NAME_LABEL, MANAGED_BY
 from operator_core.cache import ANY_VALUE, WatchedKind
 from operator_core.controller import Operator
@@ -40,12 +40,9 @@ API_GROUP = "clusterstack.x-k8s.io"
 async def _start(context: Context) -> None:
     settings = settings_from_environment()
     context.extras[RUNTIME] = StackRuntime.from_settings(settings, context.kube.field_manager)
-    if settings.webhook:
-        await start_webhooks(context, settings)
 
 
 async def _stop(context: Context) -> None:
-    await stop_webhooks(context)
     runtime = context.extras.get(RUNTIME)
     if isinstance(runtime, StackRuntime):
         await runtime.workloads.close()
@@ -66,6 +63,7 @@ OPERATOR = Operator(
     # then (the workload cluster goes with it), and a ClusterAddon taken over must not hang in deletion.
     # Its ClusterStackRelease finalizer is this operator's own (the same name, the same clean-up).
     retired_finalizers=(UPSTREAM_ADDON_FINALIZER,),
+    serving=serving_webhooks,
 )
 OPERATOR.controller(
     CLUSTER_STACK,
