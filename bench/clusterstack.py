@@ -18,7 +18,10 @@ over a local release source. Releases are the tests' cluster-class chart package
   until its ClusterAddon is Ready with the addon objects in the workload cluster; then, over
   ``--class-changes`` moves between two releases with different cluster-addon versions, seconds
   from the Cluster's class change until the workload cluster has the other version's objects and
-  the ClusterAddon is Ready again (p50, p95).
+  the ClusterAddon is Ready again (p50, p95);
+- **staged addons with a remote dependency** (scs2's shape: a stage chart naming a dependency in a
+  chart repository, here on loopback, and no charts/ folder): seconds from a Cluster's creation until
+  every stage is done and the dependency's object is in the workload cluster.
 
 No Go peer runs beside it: the Go cluster-stack-operator is not built here (see the closing notes of
 the Cluster Stack issue).
@@ -54,6 +57,7 @@ from scale import (  # noqa: E402  (the scale benchmark's audit reading and proc
     summary,
 )
 
+from operator_testkit.charts import chart_repository  # noqa: E402
 from operator_testkit.clusterstack_tools import ensure_clusterstack_tools  # noqa: E402
 from operator_testkit.controlplane import ControlPlane  # noqa: E402
 from operator_testkit.operators import OperatorProcess, service_account_kubeconfig  # noqa: E402
@@ -186,6 +190,72 @@ async def measure_addons(
     }
 
 
+STAGES = """\
+apiVersion: clusteraddonconfig.x-k8s.io/v1alpha1
+clusterAddonVersion: clusteraddons.clusterstack.x-k8s.io/v1alpha1
+addonStages:
+  AfterControlPlaneInitialized:
+    - name: stage-one
+      action: apply
+"""
+DEPENDENCY_OBJECT = "/api/v1/namespaces/kube-system/configmaps/from-dependency"
+
+
+async def measure_staged_addons(
+    admin: Admin, workload_plane: ControlPlane, source: Path, helm: Path, home: Path
+) -> dict[str, Any]:
+    """scs2's shape: a staged release whose stage chart declares a dependency in a chart repository (on
+    loopback here) and ships no charts/ folder. Seconds from a Cluster's creation until its ClusterAddon
+    has every stage done and the dependency's object is in the workload cluster."""
+    dependency = home / "addon-dependency"
+    (dependency / "templates").mkdir(parents=True)
+    (dependency / "Chart.yaml").write_text("apiVersion: v2\nname: addon-dependency\nversion: 0.1.0\n")
+    (dependency / "templates" / "configmap.yaml").write_text(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: from-dependency\n"
+        "  namespace: {{ .Release.Namespace }}\ndata:\n  chart: {{ .Chart.Name }}\n"
+    )
+    staged = tag(910)
+    async with chart_repository(home / "helm", [dependency]) as repository:
+        publish_release(
+            source,
+            staged,
+            helm=helm,
+            staged=True,
+            stages=STAGES,
+            stage_dependencies={
+                "stage-one": [{"name": "addon-dependency", "version": "0.1.0", "repository": repository.url}]
+            },
+        )
+        await set_versions(admin, [1, 900, 901, 910])
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            answer = await admin.http.get(f"{RELEASES}/{staged}")
+            if answer.status_code == 200 and (answer.json().get("status") or {}).get("ready"):
+                break
+            await asyncio.sleep(0.5)
+        workload = Admin(workload_plane)
+        try:
+            started = time.monotonic()
+            await admin.create(SECRETS, kubeconfig_secret("staged", NAMESPACE, workload_plane))
+            await admin.create(CLUSTERS, capi_cluster("staged", NAMESPACE, staged, endpoint_port=6443))
+            took = None
+            while time.monotonic() < started + 120:
+                answer = await admin.http.get(f"{ADDONS}/cluster-addon-staged")
+                status = (answer.json().get("status") or {}) if answer.status_code == 200 else {}
+                stages = [s.get("phase") for s in status.get("stages") or []]
+                if stages and all(p == "done" for p in stages) and await workload.exists(DEPENDENCY_OBJECT):
+                    took = time.monotonic() - started
+                    break
+                await asyncio.sleep(0.05)
+        finally:
+            await workload.close()
+    return {
+        "stages": 1,
+        "remote_dependencies": 1,
+        "cluster_created_to_stages_done_seconds": round(took, 3) if took is not None else None,
+    }
+
+
 async def run(settings: argparse.Namespace) -> dict[str, Any]:
     tools = ensure_clusterstack_tools()
     began = time.monotonic()
@@ -253,6 +323,7 @@ async def run(settings: argparse.Namespace) -> dict[str, Any]:
                 addons = await measure_addons(
                     admin, workload_plane, source, tools.helm, settings.class_changes
                 )
+                staged = await measure_staged_addons(admin, workload_plane, source, tools.helm, home)
             finally:
                 operator.stop()
                 await admin.close()
@@ -273,6 +344,7 @@ async def run(settings: argparse.Namespace) -> dict[str, Any]:
             **(spread(times) if times else {}),
         },
         "idle": idle,
+        "staged_addons_with_remote_dependencies": staged,
         "cluster_addons": addons,
         "wall_seconds": round(time.monotonic() - began, 1),
     }

@@ -254,6 +254,13 @@ class Admin:
         answer.raise_for_status()
         return dict(answer.json())
 
+    async def exists(self, path: str) -> bool:
+        answer = await self.http.get(path)
+        if answer.status_code == 404:
+            return False
+        answer.raise_for_status()
+        return True
+
     async def items(self, path: str) -> list[dict[str, Any]]:
         answer = await self.http.get(path)
         answer.raise_for_status()
