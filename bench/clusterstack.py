@@ -61,7 +61,14 @@ from operator_testkit.charts import chart_repository  # noqa: E402
 from operator_testkit.clusterstack_tools import ensure_clusterstack_tools  # noqa: E402
 from operator_testkit.controlplane import ControlPlane  # noqa: E402
 from operator_testkit.operators import OperatorProcess, service_account_kubeconfig  # noqa: E402
-from releases import capi_cluster, kubeconfig_secret, publish_release  # noqa: E402
+from releases import (  # noqa: E402
+    ONE_STAGE,
+    capi_cluster,
+    dependency_chart,
+    dependency_on,
+    kubeconfig_secret,
+    publish_release,
+)
 
 NAMESPACE = "bench"
 USER = "system:serviceaccount:cluster-stack-system:cluster-stack-operator"
@@ -190,14 +197,6 @@ async def measure_addons(
     }
 
 
-STAGES = """\
-apiVersion: clusteraddonconfig.x-k8s.io/v1alpha1
-clusterAddonVersion: clusteraddons.clusterstack.x-k8s.io/v1alpha1
-addonStages:
-  AfterControlPlaneInitialized:
-    - name: stage-one
-      action: apply
-"""
 DEPENDENCY_OBJECT = "/api/v1/namespaces/kube-system/configmaps/from-dependency"
 
 
@@ -207,13 +206,7 @@ async def measure_staged_addons(
     """scs2's shape: a staged release whose stage chart declares a dependency in a chart repository (on
     loopback here) and ships no charts/ folder. Seconds from a Cluster's creation until its ClusterAddon
     has every stage done and the dependency's object is in the workload cluster."""
-    dependency = home / "addon-dependency"
-    (dependency / "templates").mkdir(parents=True)
-    (dependency / "Chart.yaml").write_text("apiVersion: v2\nname: addon-dependency\nversion: 0.1.0\n")
-    (dependency / "templates" / "configmap.yaml").write_text(
-        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: from-dependency\n"
-        "  namespace: {{ .Release.Namespace }}\ndata:\n  chart: {{ .Chart.Name }}\n"
-    )
+    dependency = dependency_chart(home)
     staged = tag(910)
     async with chart_repository(home / "helm", [dependency]) as repository:
         publish_release(
@@ -221,10 +214,8 @@ async def measure_staged_addons(
             staged,
             helm=helm,
             staged=True,
-            stages=STAGES,
-            stage_dependencies={
-                "stage-one": [{"name": "addon-dependency", "version": "0.1.0", "repository": repository.url}]
-            },
+            stages=ONE_STAGE,
+            stage_dependencies={"stage-one": [dependency_on(dependency, repository.url)]},
         )
         await set_versions(admin, [1, 900, 901, 910])
         deadline = time.monotonic() + 120

@@ -2,11 +2,23 @@
 (operator_testkit.drivers.clusterstack)."""
 
 from operator_testkit.drivers.clusterstack import (
+    ONE_STAGE,
     capi_cluster,
+    dependency_chart,
+    dependency_on,
     kubeconfig_secret,
     package_cluster_class,
     publish_release,
     push_release,
 )
 
-__all__ = ["capi_cluster", "kubeconfig_secret", "package_cluster_class", "publish_release", "push_release"]
+__all__ = [
+    "ONE_STAGE",
+    "capi_cluster",
+    "dependency_chart",
+    "dependency_on",
+    "kubeconfig_secret",
+    "package_cluster_class",
+    "publish_release",
+    "push_release",
+]

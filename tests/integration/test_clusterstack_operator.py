@@ -29,8 +29,15 @@ from operator_testkit.operators import (
     service_account_kubeconfig,
 )
 from operator_testkit.registry import RunningRegistry
+from releases import (
+    ONE_STAGE,
+    dependency_chart,
+    dependency_on,
+    kubeconfig_secret,
+    publish_release,
+    push_release,
+)
 from releases import capi_cluster as cluster
-from releases import kubeconfig_secret, publish_release, push_release
 
 pytestmark = pytest.mark.usefixtures("installed_crds")
 
@@ -851,16 +858,6 @@ async def test_a_paused_cluster_gets_no_writes_until_it_is_unpaused(
         await kube.delete("cluster.x-k8s.io/v1beta2", "Cluster", name, namespace)
 
 
-ONE_STAGE = """\
-apiVersion: clusteraddonconfig.x-k8s.io/v1alpha1
-clusterAddonVersion: clusteraddons.clusterstack.x-k8s.io/v1alpha1
-addonStages:
-  AfterControlPlaneInitialized:
-    - name: stage-one
-      action: apply
-"""
-
-
 async def test_a_stage_chart_declaring_remote_dependencies_gets_them_from_their_repository(
     kube: Kube,
     stack_operator: OperatorProcess,
@@ -872,21 +869,13 @@ async def test_a_stage_chart_declaring_remote_dependencies_gets_them_from_their_
     """As scs2's stages: a chart folder whose Chart.yaml names a dependency in a chart repository, and
     no charts/ folder. Rendered as upstream renders it (--dependency-update), the dependency's objects
     land in the workload cluster with the stage's own."""
-    dependency = tmp_path / "addon-dependency"
-    (dependency / "templates").mkdir(parents=True)
-    (dependency / "Chart.yaml").write_text("apiVersion: v2\nname: addon-dependency\nversion: 0.1.0\n")
-    (dependency / "templates" / "configmap.yaml").write_text(
-        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: from-dependency\n"
-        "  namespace: {{ .Release.Namespace }}\ndata:\n  chart: {{ .Chart.Name }}\n"
-    )
+    dependency = dependency_chart(tmp_path)
     async with chart_repository(tmp_path / "helm", [dependency]) as repository:
         releases.publish(
             "docker-remote-1-30-v1",
             staged=True,
             stages=ONE_STAGE,
-            stage_dependencies={
-                "stage-one": [{"name": "addon-dependency", "version": "0.1.0", "repository": repository.url}]
-            },
+            stage_dependencies={"stage-one": [dependency_on(dependency, repository.url)]},
         )
         spec = {"name": "remote", "autoSubscribe": False, "noProvider": True}
         await kube.create(stack("remote", namespace, versions=["v1"], **spec))

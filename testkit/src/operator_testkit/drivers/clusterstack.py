@@ -30,7 +30,10 @@ from operator_testkit.controlplane import ControlPlane
 from operator_testkit.registry import RunningRegistry
 
 __all__ = [
+    "ONE_STAGE",
     "capi_cluster",
+    "dependency_chart",
+    "dependency_on",
     "kubeconfig_secret",
     "package_cluster_class",
     "publish_release",
@@ -47,6 +50,35 @@ values: |
   host: {{ .Cluster.spec.controlPlaneEndpoint.host }}
   infraCluster: {{ with .InfraCluster }}{{ .kind }}/{{ .metadata.name }}{{ end }}
 """
+
+ONE_STAGE = """\
+apiVersion: clusteraddonconfig.x-k8s.io/v1alpha1
+clusterAddonVersion: clusteraddons.clusterstack.x-k8s.io/v1alpha1
+addonStages:
+  AfterControlPlaneInitialized:
+    - name: stage-one
+      action: apply
+"""
+"""A clusteraddon.yaml of one stage (stage-one) for the first hook, without conditions."""
+
+
+def dependency_chart(directory: Path) -> Path:
+    """A chart (``addon-dependency`` 0.1.0) that a stage chart may name as a dependency: it renders a
+    ConfigMap ``from-dependency`` in the release's namespace, saying the chart's name."""
+    chart = directory / "addon-dependency"
+    (chart / "templates").mkdir(parents=True)
+    (chart / "Chart.yaml").write_text("apiVersion: v2\nname: addon-dependency\nversion: 0.1.0\n")
+    (chart / "templates" / "configmap.yaml").write_text(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: from-dependency\n"
+        "  namespace: {{ .Release.Namespace }}\ndata:\n  chart: {{ .Chart.Name }}\n"
+    )
+    return chart
+
+
+def dependency_on(chart: Path, repository: str) -> dict[str, str]:
+    """A Chart.yaml ``dependencies`` entry naming ``chart`` (:func:`dependency_chart`) in ``repository``."""
+    return {"name": chart.name, "version": "0.1.0", "repository": repository}
+
 
 METADATA = """\
 apiVersion: metadata.clusterstack.x-k8s.io/v1alpha1
