@@ -12,7 +12,11 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import socket
 import ssl
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -413,6 +417,42 @@ async def test_a_standby_replica_serves_the_webhooks_too(
     finally:
         process.stop()
         await kube.delete("coordination.k8s.io/v1", "Lease", lease, namespace)
+
+
+def test_webhooks_that_cannot_listen_or_connect_end_the_start_with_one_line(
+    control_plane: ControlPlane, tmp_path: Path
+) -> None:
+    """Served before the election, the webhooks' start failures are the runner's one line, as the
+    operator's own are: a port that is taken, a kubeconfig that cannot be read."""
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    port = taken.getsockname()[1]
+    settings = webhook_settings(tmp_path, port)
+    del settings["OPERATOR_SUITE_WEBHOOK_URL"]
+    base = {
+        **{k: v for k, v in os.environ.items() if not k.startswith(("GIT_", "OCI_", "OPERATOR_SUITE_"))},
+        "OPERATOR_SUITE_RELEASE_SOURCE": "local",
+        "OPERATOR_SUITE_LOCAL_RELEASES": str(tmp_path),
+        **settings,
+    }
+    try:
+        for kubeconfig, says in (
+            (str(control_plane.kubeconfig), f"the admission webhooks cannot listen on 127.0.0.1:{port}: "),
+            (str(tmp_path / "absent"), "no usable kubeconfig or in-cluster configuration: "),
+        ):
+            started = time.monotonic()
+            done = subprocess.run(
+                [str(Path(sys.executable).parent / "cluster-stack-operator")],
+                env={**base, "KUBECONFIG": kubeconfig},
+                capture_output=True, text=True, timeout=30, check=False,
+            )  # fmt: skip
+            assert time.monotonic() - started < 10
+            assert done.returncode == 1
+            (line,) = done.stderr.strip().splitlines()
+            assert line.startswith(f"cluster-stack-operator: cannot start: {says}"), done.stderr
+    finally:
+        taken.close()
 
 
 async def test_a_check_that_fails_or_is_slow_is_a_denial_that_says_to_try_again(tmp_path: Path) -> None:

@@ -58,7 +58,7 @@ from operator_core.admission import (
 from operator_core.children import MANAGED_BY_LABEL
 from operator_core.crdgen import CustomResource
 from operator_core.kube import Kube
-from operator_core.settings import KubeSettings, from_env
+from operator_core.reconciling import connect_client
 
 __all__ = [
     "CONFIGURATION_NAME",
@@ -440,12 +440,10 @@ async def serving_webhooks() -> AsyncIterator[None]:
         yield
         return
     files = webhook_files(settings)
-    client_settings = from_env(KubeSettings)
     # Without the watch cache: the checks read what is current (module docstring), and the removal of
-    # the registration at exit must not wait for a watch that is reconnecting.
-    client = Kube.connect(
-        field_manager=client_settings.field_manager, timeout=client_settings.request_timeout
-    )
+    # the registration at exit must not wait for a watch that is reconnecting. A kubeconfig that cannot
+    # be read is the runner's one line (StartFailed), as for the operator's own client.
+    client = connect_client()
     server = AdmissionServer(
         cluster_stack_webhooks(client),
         cert_file=files.certificate,
@@ -455,7 +453,13 @@ async def serving_webhooks() -> AsyncIterator[None]:
     )
     registered = False
     try:
-        await server.start()
+        try:
+            await server.start()
+        except OSError as error:  # the port is taken, or the address is not this machine's
+            raise errors.StartFailed(
+                f"the admission webhooks cannot listen on {settings.webhook_host}:{settings.webhook_port}: "
+                f"{error.strerror or error}"
+            ) from error
         if settings.webhook_url and files.ca is not None:
             configuration = webhook_configuration(
                 CONFIGURATION_NAME,
