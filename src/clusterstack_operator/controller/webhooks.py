@@ -363,7 +363,8 @@ class AdmissionChecks:
                 CLUSTER_STACK_RELEASE.api_version,
                 CLUSTER_STACK_RELEASE.kind,
                 release.tag,
-                class_namespace_of({**request.new_object, "metadata": {"namespace": request.namespace}}),
+                # A Cluster's own namespace when its topology names none (a create may leave it out).
+                class_namespace_of(request.new_object) or request.namespace,
             )
             kubernetes = ((found or {}).get("status") or {}).get("kubernetesVersion")
         verdict = judge_cluster(request.new_object, request.old_object, kubernetes)

@@ -166,7 +166,7 @@ class OciRegistry:
     async def _get(
         self, url: str, what: str, headers: Mapping[str, str] | None = None
     ) -> AsyncIterator[aiohttp.ClientResponse]:
-        """GET ``url``, meeting the registry's challenge (once per request) when it asks for one."""
+        """GET ``url``, meeting the registry's challenge when it asks for one (at most twice: see below)."""
         if self._session is None:
             self._session = open_session(self.settings.timeout)
         if time.monotonic() >= self._bought_until:
