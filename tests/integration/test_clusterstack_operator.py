@@ -15,12 +15,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from operator_core.kube import Kube
 from operator_testkit.assertions import events_for, wait_for_events
 from operator_testkit.charts import chart_repository
 from operator_testkit.clusterstack_tools import ClusterStackTools
 from operator_testkit.controlplane import ControlPlane, free_port
+from operator_testkit.drivers.csctl import StackConfig, create_release, publish_release_oci
+from operator_testkit.drivers.upstream_stacks import DEPENDENCIES, docker_scs, openstack_scs2
+from operator_testkit.drivers.upstream_stacks import dependency_chart as upstream_dependency
 from operator_testkit.fixtures import crd_documents, install_crds, wait_until
 from operator_testkit.operators import (
     OperatorProcess,
@@ -565,12 +569,14 @@ def capi_v1beta1_plane(
     start_control_plane: Any, clusterstack_tools: ClusterStackTools, pytestconfig: pytest.Config
 ) -> ControlPlane:
     """A management cluster of Cluster API v1.8, its own control plane: Clusters and ClusterClasses are
-    served (and stored) in v1beta1 only, and a Cluster names its class in ``spec.topology.class``."""
+    served (and stored) in v1beta1 only, and a Cluster names its class in ``spec.topology.class``.
+    ORC's CRDs too, for the openstack stacks' Images."""
     plane: ControlPlane = start_control_plane("capi-v1beta1")
     documents = [
         *crd_documents(pytestconfig.rootpath / "deploy" / "crds"),
         *crd_documents(clusterstack_tools.capi_v1beta1_crds),
         *crd_documents(clusterstack_tools.capd_crds),
+        *crd_documents(clusterstack_tools.orc_crds),
     ]
     asyncio.run(install_crds(plane, documents))
     return plane
@@ -1270,3 +1276,106 @@ async def test_an_operator_that_may_not_watch_secrets_reports_it_on_each_cluster
         assert "looking again every 60 s" in process.log()
     finally:
         process.stop()
+
+
+UPSTREAM_SHAPES = {
+    # shape: (builder, stages, the stages whose overwrite.yaml names the Cluster, ORC Images in the class)
+    "docker-scs": (docker_scs, ["cni", "metrics-server"], set(), False),
+    "openstack-scs2": (
+        openstack_scs2,
+        ["cni", "metrics-server", "csi", "ccm"],
+        {"metrics-server", "csi", "ccm"},
+        True,
+    ),
+}
+
+
+@pytest.mark.parametrize("shape", sorted(UPSTREAM_SHAPES))
+async def test_an_upstream_shaped_stack_built_and_published_as_csctl_does_reaches_ready_with_its_addons(
+    shape: str,
+    capi_v1beta1_plane: ControlPlane,
+    workload_plane: ControlPlane,
+    clusterstack_tools: ClusterStackTools,
+    oci_registry: RunningRegistry,
+    tmp_path: Path,
+    pytestconfig: pytest.Config,
+) -> None:
+    """A stack laid out as upstream's providers/docker/scs (stage charts vendoring their dependency)
+    or providers/openstack/scs2 (stage charts naming theirs in a chart repository, an ORC Image in the
+    class), built in hash mode and pushed as csctl builds and pushes it, followed from the registry:
+    the release is Ready with its v1beta1 ClusterClass and templates applied, and a Cluster on it gets
+    every stage of its addons in the workload cluster, dependencies and overwrite.yaml included."""
+    build, stages, overwritten, with_image = UPSTREAM_SHAPES[shape]
+    plane, tools = capi_v1beta1_plane, clusterstack_tools
+    repository = f"upstream/{shape}"
+    dependencies = [upstream_dependency(tmp_path / "charts", *DEPENDENCIES[stage]) for stage in stages]
+    async with chart_repository(tmp_path / "helm", dependencies) as chart_repo:
+        stack_dir = build(tmp_path / "stacks", chart_repo.url)
+        release = await asyncio.to_thread(create_release, stack_dir, tmp_path / "releases", helm=tools.helm)
+        await asyncio.to_thread(publish_release_oci, oci_registry, release, repository)
+        config = StackConfig.read(stack_dir)
+        version = yaml.safe_load((release / "metadata.yaml").read_text())["versions"]["clusterStack"]
+        source = {
+            "OCI_REPOSITORY": f"{oci_registry.host}/{repository}",
+            "OPERATOR_SUITE_OCI_PLAIN_HTTP": "true",
+        }
+        namespace, cluster_name = shape, f"{shape}-cluster"
+        async with Kube.connect(plane.kubeconfig) as kube:
+            await kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+            process = launch(plane, tools, tmp_path, pytestconfig.rootpath, source)
+            try:
+                spec = {"name": config.name, "provider": config.provider, "channel": "custom"}
+                await kube.create(
+                    stack(
+                        config.name,
+                        namespace,
+                        versions=[version],
+                        autoSubscribe=False,
+                        noProvider=True,
+                        **spec,
+                    )
+                )
+                ready = await ready_release(kube, namespace, release.name)
+                applied = sorted((r["kind"], r["version"], r["status"]) for r in ready["status"]["resources"])
+                expected = [
+                    ("ClusterClass", "v1beta1", "synced"),
+                    ("DockerClusterTemplate", "v1beta1", "synced"),
+                ]
+                if with_image:
+                    expected = sorted([*expected, ("Image", "v1alpha1", "synced")])
+                assert applied == expected
+                if with_image:
+                    image = await kube.get(
+                        "openstack.k-orc.cloud/v1alpha1", "Image", "ubuntu-capi-image-v1.30.10", namespace
+                    )
+                    assert image is not None, "granted by the chart's default rbac.additionalRules"
+                    assert image["spec"]["managementPolicy"] == "managed"
+
+                await kube.create(
+                    cluster(cluster_name, namespace, release.name, version="v1beta1", endpoint_port=6443)
+                )
+                await kube.create(kubeconfig_secret(cluster_name, namespace, workload_plane))
+
+                async def all_done() -> dict[str, Any] | None:
+                    found = await kube.get(API, "ClusterAddon", f"cluster-addon-{cluster_name}", namespace)
+                    return found if stages_of(found) == [(stage, "done") for stage in stages] else None
+
+                await wait_until(all_done, timeout=90, what=f"every stage of {shape} done")
+            finally:
+                process.stop()
+            await kube.delete("cluster.x-k8s.io/v1beta1", "Cluster", cluster_name, namespace)
+        fetched = [request for request in chart_repo.requests if request.endswith(".tgz")]
+    if shape == "docker-scs":
+        assert fetched == [], "vendored dependencies are not fetched"
+    else:
+        assert sorted(fetched) == sorted(
+            f"/{name}-{version}.tgz" for name, version in map(DEPENDENCIES.get, stages)
+        )
+    async with Kube.connect(workload_plane.kubeconfig) as workload:
+        for stage in stages:
+            name, dependency_version = DEPENDENCIES[stage]
+            made = await workload.get("v1", "ConfigMap", name, "kube-system")
+            assert made is not None, f"{stage}'s dependency {name} in the workload cluster"
+            assert made["data"]["chart"] == f"{name}-{dependency_version}"
+            assert made["data"]["setting"] == f"{stage}-default", "the stage's values.yaml, under its alias"
+            assert made["data"]["cluster"] == (cluster_name if stage in overwritten else "")

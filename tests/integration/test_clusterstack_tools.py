@@ -252,6 +252,7 @@ def test_nothing_was_built_inside_the_work_tree(clusterstack_tools: ClusterStack
         clusterstack_tools.registry,
         clusterstack_tools.capi_crds,
         clusterstack_tools.capd_crds,
+        clusterstack_tools.orc_crds,
     ):
         assert not path.resolve().is_relative_to(checkout), path
     assert os.access(clusterstack_tools.helm, os.X_OK)

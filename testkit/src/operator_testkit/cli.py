@@ -55,7 +55,14 @@ def _binaries(arguments: argparse.Namespace) -> int:
     if arguments.clusterstack:
         tools = ensure_clusterstack_tools()
         print(tools.directory)
-        for path in (tools.helm, tools.registry, tools.capi_crds, tools.capi_v1beta1_crds, tools.capd_crds):
+        for path in (
+            tools.helm,
+            tools.registry,
+            tools.capi_crds,
+            tools.capi_v1beta1_crds,
+            tools.capd_crds,
+            tools.orc_crds,
+        ):
             print(f"  {path}")
         print(f"  {ensure_gateway_api_crds()}")
         print(f"  {ensure_prometheus_operator_crds()}")

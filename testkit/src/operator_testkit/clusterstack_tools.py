@@ -9,13 +9,15 @@ control plane: from Go modules pinned under ``hack/``, into a cache directory ou
 - the same of Cluster API v1.8, the last release that serves only v1beta1 (a management cluster of
   that age), pinned in ``hack/cluster-api-v1beta1/go.mod``;
 - the Docker provider's CRDs, its templates among them (``infrastructure/docker/config/crd/bases/``
-  of ``sigs.k8s.io/cluster-api/test``), pinned in ``hack/capd/go.mod``.
+  of ``sigs.k8s.io/cluster-api/test``), pinned in ``hack/capd/go.mod``;
+- ORC's CRDs (``config/crd/bases/`` of ``github.com/k-orc/openstack-resource-controller/v2``): the
+  Images openstack stacks render in their classes, pinned in ``hack/orc/go.mod``.
 
 The versions come from those go.mod files; go.sum checks every download. Everything lands in::
 
     <cache_dir>/clusterstack-helm-V-registry-V-capi-V-capd-V-<hash of the pinned files>/
         bin/helm  bin/registry  crds/cluster-api/*.yaml  crds/cluster-api-v1beta1/*.yaml
-        crds/capd/*.yaml  build.log
+        crds/capd/*.yaml  crds/orc/*.yaml  build.log
 
 Each part appears at once (built aside, then renamed), and only missing parts are built, so a
 failed build keeps the parts that were done. ``<that directory>.lock`` keeps two builders apart.
@@ -60,19 +62,20 @@ _HELM = "helm.sh/helm/v3"
 _REGISTRY = "github.com/distribution/distribution/v3"
 _CLUSTER_API = "sigs.k8s.io/cluster-api"
 _CAPD = "sigs.k8s.io/cluster-api/test"
+_ORC = "github.com/k-orc/openstack-resource-controller/v2"
 _CLIENT_GO = "k8s.io/client-go"
 _CLUSTER_API_CRDS = "config/crd/bases"
 _CAPD_CRDS = "infrastructure/docker/config/crd/bases"
 _PINNED_FILES = tuple(
     f"{module}/{name}"
-    for module in ("helm", "registry", "cluster-api", "cluster-api-v1beta1", "capd")
+    for module in ("helm", "registry", "cluster-api", "cluster-api-v1beta1", "capd", "orc")
     for name in ("go.mod", "go.sum")
 )
 
 
 @dataclass(frozen=True)
 class ClusterStackPins:
-    """The versions pinned in ``hack/{helm,registry,cluster-api,cluster-api-v1beta1,capd}/go.mod``."""
+    """The versions pinned in ``hack/{helm,registry,cluster-api,cluster-api-v1beta1,capd,orc}/go.mod``."""
 
     helm: str
     registry: str
@@ -80,6 +83,7 @@ class ClusterStackPins:
     cluster_api_v1beta1: str
     """The Cluster API release whose CRDs serve only v1beta1."""
     capd: str
+    orc: str
     helm_client_go: str
     """The k8s.io/client-go version helm is built with; it sets helm's default Kubernetes version."""
 
@@ -114,6 +118,11 @@ class ClusterStackTools:
         """The Docker provider's CRD files (``infrastructure/docker/config/crd/bases/*.yaml``)."""
         return self.directory / "crds" / "capd"
 
+    @property
+    def orc_crds(self) -> Path:
+        """ORC's CRD files (``config/crd/bases/*.yaml``): Images, Flavors, Networks and the rest."""
+        return self.directory / "crds" / "orc"
+
     def complete(self) -> bool:
         return (
             self.helm.is_file()
@@ -121,6 +130,7 @@ class ClusterStackTools:
             and self.capi_crds.is_dir()
             and self.capi_v1beta1_crds.is_dir()
             and self.capd_crds.is_dir()
+            and self.orc_crds.is_dir()
         )
 
 
@@ -133,6 +143,7 @@ def clusterstack_pins(hack: Path | None = None) -> ClusterStackPins:
         cluster_api=required_version(hack / "cluster-api" / "go.mod", _CLUSTER_API),
         cluster_api_v1beta1=required_version(hack / "cluster-api-v1beta1" / "go.mod", _CLUSTER_API),
         capd=required_version(hack / "capd" / "go.mod", _CAPD),
+        orc=required_version(hack / "orc" / "go.mod", _ORC),
         helm_client_go=required_version(hack / "helm" / "go.mod", _CLIENT_GO),
     )
 
@@ -224,6 +235,11 @@ def _parts(tools: ClusterStackTools, hack: Path, log: Path) -> list[tuple[str, P
             f"Docker provider (cluster-api/test {pins.capd}) CRDs",
             tools.capd_crds,
             lambda: copy_module_crds(tools.capd_crds, _CAPD, _CAPD_CRDS, hack / "capd", log),
+        ),
+        (
+            f"ORC {pins.orc} CRDs",
+            tools.orc_crds,
+            lambda: copy_module_crds(tools.orc_crds, _ORC, _CLUSTER_API_CRDS, hack / "orc", log),
         ),
     ]
 

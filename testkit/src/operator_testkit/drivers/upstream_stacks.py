@@ -32,6 +32,7 @@ import yaml
 
 __all__ = [
     "DEPENDENCIES",
+    "dependency_chart",
     "dependency_package",
     "docker_scs",
     "openstack_scs2",
@@ -71,23 +72,37 @@ data:
 """
 
 
-def dependency_package(name: str, version: str) -> tuple[str, bytes]:
-    """The packaged chart ``name`` ``version`` (a ConfigMap named after it, saying its version and
-    values), as ``<name>-<version>.tgz`` and its bytes: the same bytes every time (fixed times and
-    owners), so that a stack vendoring it hashes the same on every run."""
-    files = {
-        f"{name}/Chart.yaml": f"apiVersion: v2\nname: {name}\nversion: {version}\n",
-        f"{name}/values.yaml": 'clusterName: ""\nsetting: ""\n',
-        f"{name}/templates/configmap.yaml": _DEPENDENCY_TEMPLATE,
+def _dependency_files(name: str, version: str) -> dict[str, str]:
+    """The chart ``name`` ``version``: a ConfigMap named after it, saying its version and values."""
+    return {
+        "Chart.yaml": f"apiVersion: v2\nname: {name}\nversion: {version}\n",
+        "values.yaml": 'clusterName: ""\nsetting: ""\n',
+        "templates/configmap.yaml": _DEPENDENCY_TEMPLATE,
     }
+
+
+def dependency_chart(directory: Path, name: str, version: str) -> Path:
+    """The chart ``name`` ``version`` of :data:`DEPENDENCIES` as a folder under ``directory``, for a
+    chart repository to serve."""
+    chart = directory / name
+    for path, text in _dependency_files(name, version).items():
+        (chart / path).parent.mkdir(parents=True, exist_ok=True)
+        (chart / path).write_text(text)
+    return chart
+
+
+def dependency_package(name: str, version: str) -> tuple[str, bytes]:
+    """The chart ``name`` ``version`` packaged, as ``<name>-<version>.tgz`` and its bytes: the same
+    bytes every time (fixed times and owners), so that a stack vendoring it hashes the same on every
+    run."""
     raw = io.BytesIO()
     with (
         gzip.GzipFile(fileobj=raw, mode="wb", mtime=0, filename="") as packed,
         tarfile.open(fileobj=packed, mode="w", format=tarfile.USTAR_FORMAT) as tar,
     ):
-        for path, text in files.items():
+        for path, text in _dependency_files(name, version).items():
             data = text.encode()
-            info = tarfile.TarInfo(path)
+            info = tarfile.TarInfo(f"{name}/{path}")
             info.size, info.mode, info.mtime = len(data), 0o644, 0
             tar.addfile(info, io.BytesIO(data))
     return f"{name}-{version}.tgz", raw.getvalue()
@@ -269,7 +284,7 @@ def single_chart_stack(root: Path, *, name: str = "ferrol") -> Path:
     ``cluster-addon-values.yaml``, templated over the Cluster by the operator."""
     stack = _stack(root, "docker", name)
     addon = stack / "cluster-addon"
-    (addon / "charts" / "metrics-agent" / "templates").mkdir(parents=True)
+    addon.mkdir()
     (addon / "Chart.yaml").write_text(
         yaml.safe_dump(
             {
@@ -288,10 +303,7 @@ def single_chart_stack(root: Path, *, name: str = "ferrol") -> Path:
         )
     )
     (addon / "values.yaml").write_text("metrics-agent:\n  setting: single-chart\n")
-    dependency = addon / "charts" / "metrics-agent"
-    (dependency / "Chart.yaml").write_text("apiVersion: v2\nname: metrics-agent\nversion: 3.12.2\n")
-    (dependency / "values.yaml").write_text('clusterName: ""\nsetting: ""\n')
-    (dependency / "templates" / "configmap.yaml").write_text(_DEPENDENCY_TEMPLATE)
+    dependency_chart(addon / "charts", "metrics-agent", "3.12.2")
     (stack / "cluster-addon-values.yaml").write_text(
         "values: |\n  metrics-agent:\n    clusterName: {{ .Cluster.metadata.name }}\n"
     )
