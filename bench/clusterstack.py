@@ -21,7 +21,13 @@ over a local release source. Releases are the tests' cluster-class chart package
   the ClusterAddon is Ready again (p50, p95);
 - **staged addons with a remote dependency** (scs2's shape: a stage chart naming a dependency in a
   chart repository, here on loopback, and no charts/ folder): seconds from a Cluster's creation until
-  every stage is done and the dependency's object is in the workload cluster.
+  every stage is done and the dependency's object is in the workload cluster;
+- **an openstack-shaped stack** (the test kit's stack laid out as upstream's openstack/scs2: four
+  stages each naming a dependency in a chart repository on loopback, an ORC Image in the class; see
+  operator_testkit.drivers.upstream_stacks), built as csctl builds it (hash mode) into the release
+  source: seconds from the ClusterStack listing its version until its ClusterClass exists, and until
+  the release is Ready (every object applied, the Image among them); then seconds from a Cluster's
+  creation until all four stages are done and every dependency's object is in the workload cluster.
 
 No Go peer runs beside it: the Go cluster-stack-operator is not built here (see the closing notes of
 the Cluster Stack issue).
@@ -42,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))  # the tests' release builder
@@ -60,6 +67,12 @@ from scale import (  # noqa: E402  (the scale benchmark's audit reading and proc
 from operator_testkit.charts import chart_repository  # noqa: E402
 from operator_testkit.clusterstack_tools import ensure_clusterstack_tools  # noqa: E402
 from operator_testkit.controlplane import ControlPlane  # noqa: E402
+from operator_testkit.drivers.csctl import create_release  # noqa: E402
+from operator_testkit.drivers.upstream_stacks import (  # noqa: E402
+    DEPENDENCIES,
+    openstack_scs2,
+)
+from operator_testkit.drivers.upstream_stacks import dependency_chart as upstream_dependency  # noqa: E402
 from operator_testkit.operators import OperatorProcess, service_account_kubeconfig  # noqa: E402
 from releases import (  # noqa: E402
     ONE_STAGE,
@@ -247,6 +260,87 @@ async def measure_staged_addons(
     }
 
 
+async def seconds_until(
+    check: Any, started: float, timeout: float = 120, pause: float = 0.05
+) -> float | None:
+    """Seconds from ``started`` until ``check()`` is true, or None if ``timeout`` passes first."""
+    while time.monotonic() < started + timeout:
+        if await check():
+            return round(time.monotonic() - started, 3)
+        await asyncio.sleep(pause)
+    return None
+
+
+async def measure_openstack_shaped(
+    admin: Admin, workload_plane: ControlPlane, source: Path, helm: Path, home: Path
+) -> dict[str, Any]:
+    """The openstack/scs2-shaped stack, built as csctl builds it into the release source: seconds
+    from its ClusterStack listing the version to its ClusterClass, and to the release Ready; then
+    from a Cluster's creation to every stage done with every dependency's object in the workload
+    cluster."""
+    stages = ["cni", "metrics-server", "csi", "ccm"]
+    dependencies = [upstream_dependency(home / "scs2-charts", *DEPENDENCIES[stage]) for stage in stages]
+    async with chart_repository(home / "scs2-helm", dependencies) as repository:
+        stack_dir = openstack_scs2(home / "stacks", repository.url, cluster_api="v1beta2")
+        release = await asyncio.to_thread(create_release, stack_dir, source, helm=helm)
+        metadata = yaml.safe_load((release / "metadata.yaml").read_text())
+        listed = {
+            "apiVersion": "clusterstack.x-k8s.io/v1alpha1",
+            "kind": "ClusterStack",
+            "metadata": {"name": "scs2", "namespace": NAMESPACE},
+            "spec": {
+                "provider": "openstack",
+                "name": "scs2",
+                "kubernetesVersion": "1.30",
+                "channel": "custom",
+                "autoSubscribe": False,
+                "noProvider": True,
+                "versions": [metadata["versions"]["clusterStack"]],
+            },
+        }
+        started = time.monotonic()
+        await admin.create(STACKS, listed)
+
+        async def class_exists() -> bool:
+            return (await admin.http.get(f"{CLASSES}/{release.name}")).status_code == 200
+
+        async def release_ready() -> bool:
+            answer = await admin.http.get(f"{RELEASES}/{release.name}")
+            return answer.status_code == 200 and bool((answer.json().get("status") or {}).get("ready"))
+
+        to_class = await seconds_until(class_exists, started)
+        to_ready = await seconds_until(release_ready, started)
+        workload = Admin(workload_plane)
+        try:
+            started = time.monotonic()
+            await admin.create(SECRETS, kubeconfig_secret("scs2", NAMESPACE, workload_plane))
+            await admin.create(CLUSTERS, capi_cluster("scs2", NAMESPACE, release.name, endpoint_port=6443))
+
+            async def stages_done() -> bool:
+                answer = await admin.http.get(f"{ADDONS}/cluster-addon-scs2")
+                status = (answer.json().get("status") or {}) if answer.status_code == 200 else {}
+                phases = [s.get("phase") for s in status.get("stages") or []]
+                if phases != ["done"] * len(stages):
+                    return False
+                for stage in stages:
+                    name = DEPENDENCIES[stage][0]
+                    if not await workload.exists(f"/api/v1/namespaces/kube-system/configmaps/{name}"):
+                        return False
+                return True
+
+            to_addons = await seconds_until(stages_done, started)
+        finally:
+            await workload.close()
+    return {
+        "stages": len(stages),
+        "remote_dependencies": len(stages),
+        "listed_to_cluster_class_seconds": to_class,
+        "listed_to_release_ready_seconds": to_ready,
+        "cluster_created_to_stages_done_seconds": to_addons,
+        "dependency_downloads": len([r for r in repository.requests if r.endswith(".tgz")]),
+    }
+
+
 async def run(settings: argparse.Namespace) -> dict[str, Any]:
     tools = ensure_clusterstack_tools()
     began = time.monotonic()
@@ -255,7 +349,7 @@ async def run(settings: argparse.Namespace) -> dict[str, Any]:
         source = home / "releases"
         source.mkdir()
         with ControlPlane(home / "cp") as plane, ControlPlane(home / "workload") as workload_plane:
-            for directory in (tools.capi_crds, tools.capd_crds, ROOT / "deploy" / "crds"):
+            for directory in (tools.capi_crds, tools.capd_crds, tools.orc_crds, ROOT / "deploy" / "crds"):
                 await asyncio.to_thread(plane.kubectl, "apply", "--server-side", "-f", str(directory))
             await asyncio.to_thread(
                 plane.kubectl, "wait", "--for=condition=Established", "--timeout=60s", "crd", "--all"
@@ -315,6 +409,7 @@ async def run(settings: argparse.Namespace) -> dict[str, Any]:
                     admin, workload_plane, source, tools.helm, settings.class_changes
                 )
                 staged = await measure_staged_addons(admin, workload_plane, source, tools.helm, home)
+                openstack = await measure_openstack_shaped(admin, workload_plane, source, tools.helm, home)
             finally:
                 operator.stop()
                 await admin.close()
@@ -336,6 +431,7 @@ async def run(settings: argparse.Namespace) -> dict[str, Any]:
         },
         "idle": idle,
         "staged_addons_with_remote_dependencies": staged,
+        "openstack_shaped_stack": openstack,
         "cluster_addons": addons,
         "wall_seconds": round(time.monotonic() - began, 1),
     }

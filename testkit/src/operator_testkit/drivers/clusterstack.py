@@ -1,9 +1,10 @@
 """The Cluster Stack operator in the test kit: releases as upstream publishes them.
 
 Releases are built in upstream's layout (one directory per release tag: ``metadata.yaml``,
-``hashes.json`` and both charts, as ``csctl`` publishes them; see docs/clusterstack.md), with a
+``hashes.json`` and both charts, named as ``csctl`` names them; see docs/clusterstack.md), with a
 real cluster-class chart (``clusterstack_chart/``: a Docker ClusterClass and its template) packaged
-by helm, and pushed to an OCI registry by oras-py.
+by helm, and pushed to an OCI registry by oras-py. These are releases of any tag a test wants, made
+without a stack directory; :mod:`.csctl` builds releases from a stack exactly as csctl does.
 
 Its sandbox entry and its journey build on this module: :mod:`.clusterstack_sandbox`,
 :mod:`.clusterstack_journey`.
@@ -110,7 +111,7 @@ def publish_release(
     (``clusterstack_chart/``) packaged for it, rendering Cluster API ``cluster_api`` objects; otherwise
     charts of random bytes (only their presence is checked). ``staged``: its addons are those of
     ``clusterstack_staged_addons/``, as upstream publishes staged addons (``clusteraddon.yaml``, and
-    a plain tar of one chart folder per stage); ``stages``, another clusteraddon.yaml for them;
+    a gzipped tar of one chart folder per stage); ``stages``, another clusteraddon.yaml for them;
     ``extra_objects``, objects the cluster-class chart renders besides its own (with ``helm``);
     ``stage_dependencies``, per stage, the dependencies its Chart.yaml declares, with no ``charts/``
     folder (as scs2's stages: fetched from their repository when rendered)."""
@@ -149,13 +150,13 @@ def publish_release(
 def _archive_stages(
     archive: Path, addon_version: str, dependencies: Mapping[str, list[dict[str, Any]]]
 ) -> None:
-    """A plain tar of the stage charts, as upstream publishes staged addons; each chart's version is
-    the addon version (so that a chart can render what only that version has), and its Chart.yaml
-    declares the stage's ``dependencies``."""
+    """A gzipped tar of the stage charts' folders, as csctl archives staged addons; each chart's
+    version is the addon version (so that a chart can render what only that version has), and its
+    Chart.yaml declares the stage's ``dependencies``."""
     with tempfile.TemporaryDirectory(prefix="stages-") as scratch:
         stages = Path(scratch) / "stages"
         shutil.copytree(STAGED_ADDONS, stages)
-        with tarfile.open(archive, "w") as tar:
+        with tarfile.open(archive, "w:gz") as tar:
             for stage in sorted(p for p in stages.iterdir() if p.is_dir()):
                 chart = yaml.safe_load((stage / "Chart.yaml").read_text())
                 chart["version"] = addon_version

@@ -190,16 +190,19 @@ def _csctl_yaml(provider: str, name: str) -> str:
     )
 
 
-def _cluster_class(folder: Path, provider: str, name: str, extra_objects: list[dict[str, Any]]) -> None:
+def _cluster_class(
+    folder: Path, provider: str, name: str, extra_objects: list[dict[str, Any]], cluster_api: str
+) -> None:
     """The cluster-class chart: the test kit's (a ClusterClass and its DockerClusterTemplate) in
-    v1beta1, named as CSO looks for it (``<provider>-<name>-1-30-cluster-class``), version v1 (csctl
-    sets it); its values name the addon version through csctl's ``<< >>`` templating."""
+    Cluster API ``cluster_api`` (upstream's stacks are v1beta1), named as CSO looks for it
+    (``<provider>-<name>-1-30-cluster-class``), version v1 (csctl sets it); its values name the
+    addon version through csctl's ``<< >>`` templating."""
     shutil.copytree(CLUSTER_CLASS_CHART, folder)
     chart = yaml.safe_load((folder / "Chart.yaml").read_text())
     chart |= {"name": f"{provider}-{name}-1-30-cluster-class", "version": "v1"}
     (folder / "Chart.yaml").write_text(yaml.safe_dump(chart, sort_keys=False))
     (folder / ".helmignore").write_text(HELMIGNORE)
-    values = {"clusterApiVersion": "v1beta1", "extraObjects": extra_objects}
+    values = {"clusterApiVersion": cluster_api, "extraObjects": extra_objects}
     (folder / "values.yaml").write_text(
         yaml.safe_dump(values, sort_keys=False) + "# Filled in by csctl when it builds the release.\n"
         "addonVersion: << .ClusterAddonVersion >>\n"
@@ -232,7 +235,7 @@ def docker_scs(root: Path, dependency_repository: str, *, name: str = "scs") -> 
         _stage_chart(
             stack / "cluster-addon" / stage, stage, dependency_repository, vendored=True, overwrite=False
         )
-    _cluster_class(stack / "cluster-class", "docker", name, [])
+    _cluster_class(stack / "cluster-class", "docker", name, [], "v1beta1")
     return stack
 
 
@@ -257,10 +260,14 @@ def orc_image(name: str) -> dict[str, Any]:
     }
 
 
-def openstack_scs2(root: Path, dependency_repository: str, *, name: str = "scs2") -> Path:
+def openstack_scs2(
+    root: Path, dependency_repository: str, *, name: str = "scs2", cluster_api: str = "v1beta1"
+) -> Path:
     """A stack shaped like upstream's ``providers/openstack/scs2`` under ``root`` (its path
     returned): four stages whose charts name their dependency in ``dependency_repository`` with no
-    ``charts/`` folder, three with an ``overwrite.yaml``; an ORC Image in the class."""
+    ``charts/`` folder, three with an ``overwrite.yaml``; an ORC Image in the class (written in
+    Cluster API ``cluster_api``: v1beta1 as upstream's, or v1beta2 for a management cluster of
+    Cluster API v1.11 and later)."""
     stack = _stack(root, "openstack", name)
     stages = ["cni", "metrics-server", "csi", "ccm"]
     (stack / "clusteraddon.yaml").write_text(_clusteraddon_yaml(stages))
@@ -273,7 +280,7 @@ def openstack_scs2(root: Path, dependency_repository: str, *, name: str = "scs2"
             overwrite=stage != "cni",
         )
     image = orc_image(f"ubuntu-capi-image-{KUBERNETES}")
-    _cluster_class(stack / "cluster-class", "openstack", name, [image])
+    _cluster_class(stack / "cluster-class", "openstack", name, [image], cluster_api)
     (stack / "image.yaml").write_text(yaml.safe_dump(image, sort_keys=False))
     return stack
 
@@ -307,5 +314,5 @@ def single_chart_stack(root: Path, *, name: str = "ferrol") -> Path:
     (stack / "cluster-addon-values.yaml").write_text(
         "values: |\n  metrics-agent:\n    clusterName: {{ .Cluster.metadata.name }}\n"
     )
-    _cluster_class(stack / "cluster-class", "docker", name, [])
+    _cluster_class(stack / "cluster-class", "docker", name, [], "v1beta1")
     return stack
