@@ -1368,9 +1368,8 @@ async def test_an_upstream_shaped_stack_built_and_published_as_csctl_does_reache
     if shape == "docker-scs":
         assert fetched == [], "vendored dependencies are not fetched"
     else:
-        assert sorted(fetched) == sorted(
-            f"/{name}-{version}.tgz" for name, version in map(DEPENDENCIES.get, stages)
-        )
+        wanted = {f"/{name}-{version}.tgz" for name, version in map(DEPENDENCIES.get, stages)}
+        assert set(fetched) == wanted, "each stage's dependency came from the chart repository"
     async with Kube.connect(workload_plane.kubeconfig) as workload:
         for stage in stages:
             name, dependency_version = DEPENDENCIES[stage]
