@@ -301,20 +301,23 @@ async def measure_openstack_shaped(
         started = time.monotonic()
         await admin.create(STACKS, listed)
 
+        # The chart names the class {{ .Release.Name }}-{{ .Chart.Version }}: the version's dot form.
+        class_name = f"openstack-scs2-1-30-{metadata['versions']['clusterStack']}"
+
         async def class_exists() -> bool:
-            return (await admin.http.get(f"{CLASSES}/{release.name}")).status_code == 200
+            return (await admin.http.get(f"{CLASSES}/{class_name}")).status_code == 200
 
         async def release_ready() -> bool:
             answer = await admin.http.get(f"{RELEASES}/{release.name}")
             return answer.status_code == 200 and bool((answer.json().get("status") or {}).get("ready"))
 
         to_class = await seconds_until(class_exists, started)
-        to_ready = await seconds_until(release_ready, started)
+        to_ready = await seconds_until(release_ready, started, timeout=120 + (to_class or 0))
         workload = Admin(workload_plane)
         try:
             started = time.monotonic()
             await admin.create(SECRETS, kubeconfig_secret("scs2", NAMESPACE, workload_plane))
-            await admin.create(CLUSTERS, capi_cluster("scs2", NAMESPACE, release.name, endpoint_port=6443))
+            await admin.create(CLUSTERS, capi_cluster("scs2", NAMESPACE, class_name, endpoint_port=6443))
 
             async def stages_done() -> bool:
                 answer = await admin.http.get(f"{ADDONS}/cluster-addon-scs2")

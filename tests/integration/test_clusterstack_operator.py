@@ -1336,6 +1336,10 @@ async def test_an_upstream_shaped_stack_built_and_published_as_csctl_does_reache
                     )
                 )
                 ready = await ready_release(kube, namespace, release.name)
+                # The class is named by its chart, {{ .Release.Name }}-{{ .Chart.Version }}: the dot form.
+                class_name = f"{config.provider}-{config.name}-{config.kubernetes_minor}-{version}"
+                assert "." in class_name, "a hash version's class name has its dot"
+                assert await kube.get("cluster.x-k8s.io/v1beta1", "ClusterClass", class_name, namespace)
                 applied = sorted((r["kind"], r["version"], r["status"]) for r in ready["status"]["resources"])
                 expected = [
                     ("ClusterClass", "v1beta1", "synced"),
@@ -1352,7 +1356,7 @@ async def test_an_upstream_shaped_stack_built_and_published_as_csctl_does_reache
                     assert image["spec"]["managementPolicy"] == "managed"
 
                 await kube.create(
-                    cluster(cluster_name, namespace, release.name, version="v1beta1", endpoint_port=6443)
+                    cluster(cluster_name, namespace, class_name, version="v1beta1", endpoint_port=6443)
                 )
                 await kube.create(kubeconfig_secret(cluster_name, namespace, workload_plane))
 
