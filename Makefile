@@ -36,7 +36,7 @@ binaries: install
 	$(BIN)/operator-suite-dev binaries
 
 # The control-plane binaries, then the Cluster Stack tests' helm, OCI registry and Cluster API CRDs,
-# and Prometheus and promtool for the alert-rule tests.
+# Prometheus and promtool for the alert-rule tests, and the S3 server of the Typesense backup tests.
 tools: install
 	$(BIN)/operator-suite-dev binaries --clusterstack
 

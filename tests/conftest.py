@@ -16,6 +16,7 @@ from operator_testkit.controlplane import ControlPlane
 from operator_testkit.image import Image, image_of_sources
 from operator_testkit.operators import OperatorProcess, OperatorRegistry
 from operator_testkit.registry import RunningRegistry, running_registry
+from operator_testkit.s3 import RunningS3, ensure_versitygw, running_s3
 from samples import SAMPLES, load_sample
 
 _LAYERS = ("unit", "packaging", "integration", "e2e")
@@ -103,4 +104,12 @@ def oci_registry_tls(
     with running_registry(
         tmp_path_factory.mktemp("tls-registry"), binary=clusterstack_tools.registry, tls=True
     ) as running:
+        yield running
+
+
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningS3]:
+    """versitygw on loopback over HTTPS (``.ca_cert``), with root credentials of its own, for this
+    test session: the Typesense backups' object storage."""
+    with running_s3(tmp_path_factory.mktemp("s3"), binary=ensure_versitygw(), tls=True) as running:
         yield running

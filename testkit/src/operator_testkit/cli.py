@@ -3,8 +3,8 @@
 Subcommands:
 
 - ``binaries [--clusterstack]``: build (or reuse) the control-plane binaries (and with
-  ``--clusterstack``, helm, the OCI registry, the Cluster API CRDs, the Gateway API CRDs, and
-  Prometheus and promtool too) and print where they are;
+  ``--clusterstack``, helm, the OCI registry, the Cluster API CRDs, the Gateway API CRDs,
+  Prometheus and promtool, and the S3 server versitygw too) and print where they are;
 - ``controlplane up|down --dir DIR``: a detached local control plane, with ``DIR/kubeconfig``;
 - ``sandbox up|down``: control plane, node agent, operators and their samples; one per machine;
 - ``agent kill|freeze|thaw|delete-pod|restart-statefulset|wipe|fill|free``: faults on demand;
@@ -30,6 +30,7 @@ from operator_testkit.image import build_image, push_image
 from operator_testkit.module_crds import ensure_gateway_api_crds, ensure_prometheus_operator_crds
 from operator_testkit.nodeagent.cli import add_agent_commands
 from operator_testkit.prometheus_tools import ensure_prometheus_tools
+from operator_testkit.s3 import ensure_versitygw
 from operator_testkit.sandbox import (
     DEFAULT_LOCK,
     SANDBOX_POD_CIDR,
@@ -69,6 +70,7 @@ def _binaries(arguments: argparse.Namespace) -> int:
         prometheus = ensure_prometheus_tools()
         print(prometheus.directory)
         print(f"  {prometheus.prometheus}\n  {prometheus.promtool}")
+        print(f"  {ensure_versitygw()}")
     return 0
 
 
@@ -159,8 +161,8 @@ def _parser() -> argparse.ArgumentParser:
         "--clusterstack",
         action="store_true",
         help="also build or fetch the Cluster Stack tests' tools: helm, the OCI registry (distribution), "
-        "the CRDs of Cluster API and its Docker provider, Prometheus and promtool "
-        "(from hack/{helm,registry,cluster-api,capd,prometheus})",
+        "the CRDs of Cluster API, its Docker provider and ORC, Prometheus and promtool, and the S3 "
+        "server versitygw (from hack/{helm,registry,cluster-api,capd,orc,prometheus,versitygw})",
     )
     binaries.set_defaults(run=_binaries)
 

@@ -11,14 +11,11 @@ components are.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import secrets
-import signal
 import ssl
 import subprocess
 import tempfile
-import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,14 +26,10 @@ import yaml
 
 from operator_testkit.clusterstack_tools import ensure_clusterstack_tools
 from operator_testkit.controlplane import free_port
-from operator_testkit.errors import ControlPlaneError
 from operator_testkit.pki import create_pki
+from operator_testkit.servers import die_with_parent, serve_on_free_port, stop_group
 
 __all__ = ["RunningRegistry", "running_registry", "start_detached_registry"]
-
-_PR_SET_PDEATHSIG = 1
-_STOP_GRACE_SECONDS = 10.0
-_PORT_ATTEMPTS = 3
 
 
 @dataclass(frozen=True)
@@ -77,12 +70,6 @@ class RunningRegistry:
         return ssl.create_default_context(cafile=str(self.ca_cert)) if self.ca_cert else True
 
 
-def _die_with_parent() -> None:
-    """Run in the child before exec: SIGKILL this process when the parent goes away."""
-    libc = ctypes.CDLL("libc.so.6", use_errno=True)
-    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-
-
 def _write_config(
     directory: Path, host: str, tls: tuple[Path, Path] | None, auth: Mapping[str, Any] | None = None
 ) -> Path:
@@ -105,23 +92,6 @@ def _write_config(
     path = directory / "config.yml"
     path.write_text(yaml.safe_dump(config, sort_keys=False))
     return path
-
-
-def _log_tail(log: Path, lines: int = 30) -> str:
-    if not log.exists():
-        return "(no log)"
-    return "".join(log.read_text(errors="replace").splitlines(keepends=True)[-lines:])
-
-
-def _stop(process: subprocess.Popen[bytes]) -> None:
-    """SIGTERM the registry's process group, wait, then SIGKILL whatever is left; reap it."""
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(process.pid, signal.SIGTERM)
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        process.wait(timeout=_STOP_GRACE_SECONDS)
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(process.pid, signal.SIGKILL)
-    process.wait()
 
 
 def _answers(registry: RunningRegistry) -> bool:
@@ -159,7 +129,7 @@ def _start(
             cwd=directory,
             env=environment,
             start_new_session=True,
-            preexec_fn=None if detached else _die_with_parent,
+            preexec_fn=None if detached else die_with_parent,
         )
     scheme = "http" if tls is None else "https"
     return process, RunningRegistry(
@@ -169,29 +139,6 @@ def _start(
         ca_cert=ca_cert,
         pid=process.pid,
         authenticated=auth is not None,
-    )
-
-
-def _wait_until_answering(
-    process: subprocess.Popen[bytes], registry: RunningRegistry, timeout: float
-) -> bool:
-    """True once ``GET /v2/`` answers 200; False if the port was taken; raises on any other failure."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            tail = _log_tail(registry.log)
-            if "address already in use" in tail:
-                return False
-            raise ControlPlaneError(
-                f"the registry exited with code {process.returncode} while starting; "
-                f"last lines of {registry.log}:\n{tail}"
-            )
-        if _answers(registry):
-            return True
-        time.sleep(0.1)
-    raise ControlPlaneError(
-        f"the registry did not answer GET {registry.url}/v2/ within {timeout:.0f} s; "
-        f"last lines of {registry.log}:\n{_log_tail(registry.log)}"
     )
 
 
@@ -226,24 +173,17 @@ def running_registry(
         if tls:
             pki = create_pki(directory / "pki", service_ip="127.0.0.1")
             certificate, ca_cert = (pki.serving_cert, pki.serving_key), pki.ca_cert
-        for _ in range(_PORT_ATTEMPTS):
-            process, registry = _start(binary, directory, certificate, ca_cert, auth=auth)
-            try:
-                if _wait_until_answering(process, registry, start_timeout):
-                    break
-            except BaseException:
-                _stop(process)
-                raise
-            _stop(process)  # its port was taken between choosing and binding it: try another
-        else:
-            raise ControlPlaneError(
-                f"the registry found no free port in {_PORT_ATTEMPTS} attempts; "
-                f"last lines of {directory / 'registry.log'}:\n{_log_tail(directory / 'registry.log')}"
-            )
+        process, registry = serve_on_free_port(
+            "the registry",
+            lambda: _start(binary, directory, certificate, ca_cert, auth=auth),
+            _answers,
+            directory / "registry.log",
+            start_timeout,
+        )
         try:
             yield registry
         finally:
-            _stop(process)
+            stop_group(process)
 
 
 def start_detached_registry(directory: Path, binary: Path, start_timeout: float = 30.0) -> RunningRegistry:
@@ -251,13 +191,11 @@ def start_detached_registry(directory: Path, binary: Path, start_timeout: float 
     its pid or by the marker its environment carries (:data:`operator_testkit.sandbox.MARKER`)."""
     directory = directory.resolve()
     directory.mkdir(parents=True, exist_ok=True)
-    for _ in range(_PORT_ATTEMPTS):
-        process, registry = _start(binary, directory, None, None, detached=True)
-        try:
-            if _wait_until_answering(process, registry, start_timeout):
-                return registry
-        except BaseException:
-            _stop(process)
-            raise
-        _stop(process)
-    raise ControlPlaneError(f"the registry found no free port in {_PORT_ATTEMPTS} attempts")
+    _, registry = serve_on_free_port(
+        "the registry",
+        lambda: _start(binary, directory, None, None, detached=True),
+        _answers,
+        directory / "registry.log",
+        start_timeout,
+    )
+    return registry

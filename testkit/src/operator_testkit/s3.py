@@ -1,0 +1,168 @@
+"""A real S3-compatible server (versitygw, its posix backend) on a free loopback port, for the Typesense
+backup tests: buckets are directories under its storage, objects are files.
+
+:func:`ensure_versitygw` builds, or reuses, ``versitygw`` from the Go module
+``github.com/versity/versitygw`` (``cmd/versitygw``), pinned in ``hack/versitygw/go.mod``, the way
+:mod:`.prometheus_tools` builds Prometheus::
+
+    <cache_dir>/versitygw-V-<hash of the pinned files and the build flags>/bin/versitygw  build.log
+
+:func:`running_s3` starts it with a root access key and secret of its own (plain HTTP, or HTTPS with a
+certificate from :mod:`.pki`), waits until it answers, and stops it on the way out, also when the block
+raises; it runs in its own process group and dies with the test process (:mod:`.servers`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import ssl
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+from operator_core.settings import from_env
+from operator_testkit.binaries import (
+    build_binary,
+    build_once,
+    find_hack_dir,
+    pin_digest,
+    required_version,
+    say,
+)
+from operator_testkit.controlplane import free_port
+from operator_testkit.pki import create_pki
+from operator_testkit.servers import die_with_parent, serve_on_free_port, stop_group
+from operator_testkit.settings import ControlPlaneSettings
+
+__all__ = ["RunningS3", "ensure_versitygw", "running_s3"]
+
+_VERSITYGW = "github.com/versity/versitygw"
+_PINNED_FILES = ("versitygw/go.mod", "versitygw/go.sum")
+
+
+def _ldflags(version: str) -> str:
+    """The version stamp of versitygw's release build, so that ``--version`` names it."""
+    return f"-s -w -X main.Version={version}"
+
+
+def ensure_versitygw(settings: ControlPlaneSettings | None = None) -> Path:
+    """The pinned versitygw binary, built first (about a minute) if the cache lacks it.
+
+    A failed build raises :class:`ControlPlaneError` naming the ``go`` command, its directory and its
+    log (whose last lines it quotes)."""
+    settings = settings or from_env(ControlPlaneSettings)
+    hack = find_hack_dir()
+    version = required_version(hack / "versitygw" / "go.mod", _VERSITYGW)
+    digest = pin_digest(hack, _PINNED_FILES, _ldflags(version))
+    directory = settings.cache_dir / f"versitygw-{version}-{digest}"
+    binary = directory / "bin" / "versitygw"
+
+    def build() -> None:
+        log = directory / "build.log"
+        say(f"building versitygw {version} (log: {log})")
+        started = time.monotonic()
+        build_binary(binary, f"{_VERSITYGW}/cmd/versitygw", _ldflags(version), hack / "versitygw", log)
+        say(f"versitygw: done in {time.monotonic() - started:.0f} s")
+
+    build_once(directory, binary.is_file, build)
+    return binary
+
+
+@dataclass(frozen=True)
+class RunningS3:
+    """One running S3 server, and the root credentials it accepts."""
+
+    endpoint: str
+    """``http://127.0.0.1:PORT`` (or ``https://``): what an S3 client's endpoint URL names."""
+    access_key: str
+    secret_key: str
+    region: str
+    directory: Path
+    """Its storage (``data/``: one directory per bucket), log and, with TLS, certificates (``pki/``)."""
+    ca_cert: Path | None
+    pid: int
+
+    @property
+    def log(self) -> Path:
+        return self.directory / "versitygw.log"
+
+    @property
+    def storage(self) -> Path:
+        return self.directory / "data"
+
+    def ssl_context(self) -> ssl.SSLContext | bool:
+        """What an HTTP client passes to trust this server: its CA with TLS, else True."""
+        return ssl.create_default_context(cafile=str(self.ca_cert)) if self.ca_cert else True
+
+
+def _answers(server: RunningS3) -> bool:
+    """Any HTTP answer (an anonymous request is refused with 403 once it serves)."""
+    try:
+        httpx.get(server.endpoint, verify=server.ssl_context(), timeout=2, trust_env=False)
+    except httpx.HTTPError:
+        return False
+    return True
+
+
+@contextlib.contextmanager
+def running_s3(
+    directory: Path | None = None,
+    *,
+    binary: Path | None = None,
+    tls: bool = False,
+    region: str = "us-east-1",
+    start_timeout: float = 30.0,
+) -> Iterator[RunningS3]:
+    """versitygw on a free 127.0.0.1 port with fresh root credentials, stopped when the block ends.
+
+    ``directory`` holds its storage and log (a temporary directory, removed afterwards, if not given).
+    ``binary`` defaults to :func:`ensure_versitygw`'s. With ``tls``, HTTPS with a certificate for
+    127.0.0.1 signed by a fresh CA (:attr:`RunningS3.ca_cert`). Raises :class:`ControlPlaneError`,
+    with its log, if it does not start."""
+    binary = binary or ensure_versitygw()
+    with contextlib.ExitStack() as cleanup:
+        if directory is None:
+            directory = Path(cleanup.enter_context(tempfile.TemporaryDirectory(prefix="s3-")))
+        directory = directory.resolve()
+        (directory / "data").mkdir(parents=True, exist_ok=True)
+        ca_cert: Path | None = None
+        tls_flags: list[str] = []
+        if tls:
+            pki = create_pki(directory / "pki", service_ip="127.0.0.1")
+            ca_cert = pki.ca_cert
+            tls_flags = ["--cert", str(pki.serving_cert), "--key", str(pki.serving_key)]
+        access_key, secret_key = f"test-{secrets.token_hex(4)}", secrets.token_urlsafe(24)
+        log, storage = directory / "versitygw.log", str(directory / "data")
+
+        def start() -> tuple[subprocess.Popen[bytes], RunningS3]:
+            host = f"127.0.0.1:{free_port()}"
+            environment = {**os.environ, "ROOT_ACCESS_KEY": access_key, "ROOT_SECRET_KEY": secret_key}
+            with log.open("wb") as output:  # this run's log only
+                process = subprocess.Popen(
+                    [str(binary), "--port", host, "--region", region, "-q", *tls_flags, "posix", storage],
+                    stdin=subprocess.DEVNULL,
+                    stdout=output,
+                    stderr=subprocess.STDOUT,
+                    cwd=directory,
+                    env=environment,
+                    start_new_session=True,
+                    preexec_fn=die_with_parent,
+                )
+            scheme = "https" if tls else "http"
+            server = RunningS3(
+                f"{scheme}://{host}", access_key, secret_key, region, directory, ca_cert, process.pid
+            )
+            return process, server
+
+        process, server = serve_on_free_port("versitygw", start, _answers, log, start_timeout)
+        try:
+            yield server
+        finally:
+            stop_group(process)

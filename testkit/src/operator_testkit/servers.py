@@ -1,0 +1,100 @@
+"""What the test kit's servers (the OCI registry, the S3 server) share: each runs in its own process
+group, is killed by the kernel if the test process dies first, and is stopped group and all.
+
+:func:`serve_on_free_port` starts one on a free loopback port, tries another port when it lost the
+race for the first, and says why it did not start with the last lines of its log.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import functools
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+from operator_testkit.errors import ControlPlaneError
+
+__all__ = ["die_with_parent", "log_tail", "serve_on_free_port", "stop_group"]
+
+_PR_SET_PDEATHSIG = 1
+_STOP_GRACE_SECONDS = 10.0
+_PORT_ATTEMPTS = 3
+Server = TypeVar("Server")
+
+
+def die_with_parent() -> None:
+    """Run in the child before exec: SIGKILL this process when the parent goes away."""
+    libc = ctypes.CDLL("libc.so.6", use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def log_tail(log: Path, lines: int = 30) -> str:
+    if not log.exists():
+        return "(no log)"
+    return "".join(log.read_text(errors="replace").splitlines(keepends=True)[-lines:])
+
+
+def stop_group(process: subprocess.Popen[bytes]) -> None:
+    """SIGTERM the process group, wait, then SIGKILL whatever is left; reap it."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGTERM)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        process.wait(timeout=_STOP_GRACE_SECONDS)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+
+
+def _wait_until_answering(
+    name: str,
+    process: subprocess.Popen[bytes],
+    answers: Callable[[], bool],
+    log: Path,
+    timeout: float,
+) -> bool:
+    """True once ``answers()``; False if the port was taken; raises on any other failure."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            tail = log_tail(log)
+            if "address already in use" in tail:
+                return False
+            raise ControlPlaneError(
+                f"{name} exited with code {process.returncode} while starting; last lines of {log}:\n{tail}"
+            )
+        if answers():
+            return True
+        time.sleep(0.1)
+    raise ControlPlaneError(
+        f"{name} did not answer within {timeout:.0f} s; last lines of {log}:\n{log_tail(log)}"
+    )
+
+
+def serve_on_free_port(
+    name: str,
+    start: Callable[[], tuple[subprocess.Popen[bytes], Server]],
+    answers: Callable[[Server], bool],
+    log: Path,
+    timeout: float,
+) -> tuple[subprocess.Popen[bytes], Server]:
+    """``start()`` (which picks a free port) until the server answers: another port when its first
+    was taken between choosing and binding it, a :class:`ControlPlaneError` naming ``name`` and
+    quoting ``log`` otherwise. A server that did not start is stopped."""
+    for _ in range(_PORT_ATTEMPTS):
+        process, server = start()
+        try:
+            if _wait_until_answering(name, process, functools.partial(answers, server), log, timeout):
+                return process, server
+        except BaseException:
+            stop_group(process)
+            raise
+        stop_group(process)
+    raise ControlPlaneError(
+        f"{name} found no free port in {_PORT_ATTEMPTS} attempts; last lines of {log}:\n{log_tail(log)}"
+    )
