@@ -6,6 +6,7 @@ plugin (its ``pytest11`` entry points).
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Iterator
 from typing import Any
 
@@ -113,3 +114,11 @@ def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningS3]:
     test session: the Typesense backups' object storage."""
     with running_s3(tmp_path_factory.mktemp("s3"), binary=ensure_versitygw(), tls=True) as running:
         yield running
+
+
+@pytest.fixture
+def bucket(s3_server: RunningS3) -> str:
+    """A bucket of this test's own on the session's S3 server."""
+    name = f"backups-{secrets.token_hex(4)}"
+    s3_server.create_bucket(name)
+    return name

@@ -11,11 +11,9 @@ import secrets
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-import pytest_asyncio
 
 from operator_testkit.controlplane import free_port
 from operator_testkit.s3 import RunningS3
@@ -32,33 +30,13 @@ FACTS = SnapshotFacts(
 def environment(server: RunningS3, **overrides: str) -> dict[str, str]:
     """What the backup Job's container gets: the endpoint, the region, the credentials from the Secret
     and the CA, under AWS's names."""
-    return {
-        "AWS_ENDPOINT_URL_S3": server.endpoint,
-        "AWS_REGION": server.region,
-        "AWS_ACCESS_KEY_ID": server.access_key,
-        "AWS_SECRET_ACCESS_KEY": server.secret_key,
-        "AWS_CA_BUNDLE": str(server.ca_cert),
-        **overrides,
-    }
+    return {**server.aws_environment(), **overrides}
 
 
 def settings(server: RunningS3, **overrides: str) -> S3Settings:
     found = s3_settings(environment(server, **overrides))
     assert found is not None
     return found
-
-
-@pytest_asyncio.fixture
-async def bucket(s3_server: RunningS3) -> AsyncIterator[str]:
-    """A bucket of this test's own."""
-    name = f"backups-{secrets.token_hex(4)}"
-    storage = S3Storage(settings(s3_server), name, "")
-    client = await storage._open()
-    await client.create_bucket(Bucket=name)
-    try:
-        yield name
-    finally:
-        await storage.aclose()
 
 
 @pytest.fixture

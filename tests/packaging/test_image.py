@@ -1,11 +1,14 @@
 """The runtime image, built for real without a Docker engine (mmdebstrap's Debian base, buildah and the
 repository's Dockerfile): it runs each of the three operators by its command, as a user that is not root,
-with the runtime distribution and nothing of the test kit; its size is reported; it is pushed to a local
-OCI registry (the CNCF distribution registry), whose manifest names the image's config."""
+with the runtime distribution and nothing of the test kit; its backup command moves a snapshot to a real
+S3 server and back; its size is reported; it is pushed to a local OCI registry (the CNCF distribution
+registry), whose manifest names the image's config."""
 
 from __future__ import annotations
 
 import json
+import os
+import shutil
 from pathlib import Path
 
 import httpx
@@ -14,12 +17,13 @@ import pytest
 from operator_testkit.clusterstack_tools import ClusterStackTools
 from operator_testkit.image import Image, push_image, run_in_image
 from operator_testkit.registry import RunningRegistry
+from operator_testkit.s3 import RunningS3
 
 pytestmark = pytest.mark.packaging
 
 ROOT = Path(__file__).resolve().parents[2]
-# Debian's Python, the runtime's dependencies and helm (about 60 MiB); a bound that catches a stray
-# build tool or test dependency, not a target.
+# Debian's Python, the runtime's dependencies (botocore the largest) and helm (about 60 MiB); a bound
+# that catches a stray build tool or test dependency, not a target.
 MAX_SIZE_MIB = 350
 
 
@@ -35,6 +39,7 @@ def image(suite_image: Image) -> Image:
         ("monocle-operator", "usage: monocle-operator"),
         ("cluster-stack-operator", "usage: cluster-stack-operator"),
         ("operator-suite", "usage: operator-suite"),
+        ("typesense-backup", "usage: typesense-backup"),
     ],
 )
 def test_the_image_runs_each_operator_by_its_command(image: Image, command: str, says: str) -> None:
@@ -89,3 +94,38 @@ def test_the_image_is_pushed_to_a_local_oci_registry(image: Image, oci_registry:
     layers = manifest.json()["layers"]
     assert sum(layer["size"] for layer in layers) > 0
     assert len(layers) >= 2, "the base and the runtime"
+
+
+def test_the_images_typesense_backup_moves_a_snapshot_to_s3_and_back(
+    image: Image, s3_server: RunningS3, bucket: str, tmp_path: Path
+) -> None:
+    """What the backup Job and a restoring pod run, from the image's own filesystem as its user:
+    a snapshot up to S3 over HTTPS (the endpoint's CA mounted, the credentials in the environment),
+    then back into an empty data directory, byte for byte."""
+    snapshot, data, ca = tmp_path / "snapshot", tmp_path / "data", tmp_path / "ca"
+    (snapshot / "db").mkdir(parents=True)
+    (snapshot / "db" / "000001.sst").write_bytes(os.urandom(100_000))
+    (snapshot / "meta").write_text("raft meta\n")
+    data.mkdir()
+    ca.mkdir()
+    assert s3_server.ca_cert is not None
+    shutil.copyfile(s3_server.ca_cert, ca / "ca.pem")
+    for folder in (snapshot, snapshot / "db", data, ca):
+        folder.chmod(0o777)  # the image's user is not this one
+    location = f"s3://{bucket}/default/search/from-image"
+    environment = s3_server.aws_environment(ca_bundle="/ca/ca.pem")
+    volumes = {ca: "/ca"}
+    said = run_in_image(
+        image.name, "typesense-backup", "upload", "--snapshot", "/snapshot", "--to", location,
+        "--node", "search-sts-0", "--typesense-version", "29.0", "--collections", "1", "--documents", "1",
+        "--taken-at", "2026-11-25T23:00:00Z", "--keep-snapshot",
+        environment=environment, volumes={**volumes, snapshot: "/snapshot"},
+    )  # fmt: skip
+    assert json.loads(said) == {"files": 2, "location": location, "size": 100_010}
+    said = run_in_image(
+        image.name, "typesense-backup", "restore", "--from", location, "--data-dir", "/data",
+        environment=environment, volumes={**volumes, data: "/data"},
+    )  # fmt: skip
+    assert json.loads(said)["restored"] is True
+    assert (data / "db" / "000001.sst").read_bytes() == (snapshot / "db" / "000001.sst").read_bytes()
+    assert (data / "meta").read_text() == "raft meta\n"

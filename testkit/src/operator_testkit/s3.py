@@ -97,6 +97,23 @@ class RunningS3:
     def storage(self) -> Path:
         return self.directory / "data"
 
+    def aws_environment(self, ca_bundle: str | None = None) -> dict[str, str]:
+        """The variables AWS's tools (and ``typesense-backup``) read to reach this server as its root
+        user; ``ca_bundle``, where its CA is seen from the client (this machine's path by default)."""
+        environment = {
+            "AWS_ENDPOINT_URL_S3": self.endpoint,
+            "AWS_REGION": self.region,
+            "AWS_ACCESS_KEY_ID": self.access_key,
+            "AWS_SECRET_ACCESS_KEY": self.secret_key,
+        }
+        if self.ca_cert is not None:
+            environment["AWS_CA_BUNDLE"] = ca_bundle or str(self.ca_cert)
+        return environment
+
+    def create_bucket(self, name: str) -> None:
+        """A new bucket ``name``: with the posix backend, a folder of its storage."""
+        (self.storage / name).mkdir()
+
     def ssl_context(self) -> ssl.SSLContext | bool:
         """What an HTTP client passes to trust this server: its CA with TLS, else True."""
         return ssl.create_default_context(cafile=str(self.ca_cert)) if self.ca_cert else True
