@@ -18,7 +18,7 @@ from operator_core.apimodel import ApiModel, cel, preserve_unknown
 from operator_core.conditions import Condition
 from operator_core.crdgen import CustomResource, PrinterColumn, ScaleSubresource
 
-__all__ = ["CUSTOM_RESOURCES", "TYPESENSE_CLUSTER", "TypesenseClusterSpec", "TypesenseClusterStatus"]
+__all__ = ["TYPESENSE_CLUSTER", "TypesenseClusterSpec", "TypesenseClusterStatus", "cron_schedule"]
 
 GROUP = "ts.opentelekomcloud.com"
 VERSION = "v1alpha1"
@@ -33,6 +33,22 @@ _CRON_FIELD = r"[0-9*/,A-Za-z-]+"
 _CRON_MACROS = ("@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly")
 # A DNS host name: labels of letters, digits and '-', joined by dots.
 _HOST_NAME = r"[a-zA-Z0-9]([a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?([.][a-zA-Z0-9]([a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?)*"
+
+
+def cron_schedule() -> Any:
+    """A schedule field: 5 cron fields or a macro, checked by the API server (CEL)."""
+    return Field(
+        max_length=128,
+        json_schema_extra=cel(
+            (
+                f"self.matches('^{_CRON_FIELD}( {_CRON_FIELD}){{4}}$') || self in {list(_CRON_MACROS)}",
+                "schedule must be a cron expression of 5 fields "
+                "(minute hour day-of-month month day-of-week), without seconds or a time zone, "
+                "for example '*/30 * * * *', or one of " + ", ".join(_CRON_MACROS) + " (there is no "
+                "@reboot)",
+            )
+        ),
+    )
 
 
 class SecretReference(ApiModel):
@@ -262,18 +278,7 @@ class DocSearchScraperSpec(ApiModel):
     <protocol>://<host> and reads its sitemap.xml."""
     protocol: Literal["http", "https"] = "https"
     """Scheme of the site at host, for the generated config."""
-    schedule: str = Field(
-        max_length=128,
-        json_schema_extra=cel(
-            (
-                f"self.matches('^{_CRON_FIELD}( {_CRON_FIELD}){{4}}$') || self in {list(_CRON_MACROS)}",
-                "schedule must be a cron expression of 5 fields "
-                "(minute hour day-of-month month day-of-week), without seconds or a time zone, "
-                "for example '*/30 * * * *', or one of " + ", ".join(_CRON_MACROS) + " (a CronJob has no "
-                "@reboot)",
-            )
-        ),
-    )
+    schedule: str = cron_schedule()
     """Cron expression with five fields (no time zone, no seconds), or @hourly, @daily and the like."""
     auth_configuration: SecretReference | None = None
     """Secret whose keys become the scraper's environment: the credentials of a site behind a login
@@ -537,5 +542,3 @@ TYPESENSE_CLUSTER = CustomResource(
     scale=ScaleSubresource(".spec.replicas", ".status.replicas"),
     validations=(_RAFT_ENDPOINT_RULE,),
 )
-
-CUSTOM_RESOURCES = [TYPESENSE_CLUSTER]
