@@ -1,4 +1,5 @@
-"""The node agent runs pods on the local control plane: nodes, stand-ins, Jobs, deletion, shutdown."""
+"""The node agent runs pods on the local control plane: nodes, stand-ins, Jobs, termination messages,
+deletion, shutdown."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import httpx
 from operator_core.kube import Kube
 from operator_testkit.controlplane import ControlPlane
 from operator_testkit.fixtures import wait_until, worker_slice
+from operator_testkit.image import Image
 from operator_testkit.nodeagent.harness import AgentProcess, processes_under, start_agent
 from operator_testkit.nodeagent.pods import STAND_IN_ANNOTATION
 
@@ -199,3 +201,54 @@ async def test_stopped_agent_leaves_no_process(
         # place later tests' pods on it, where nothing runs them.
         await kube.delete("v1", "Node", "short-lived-0")
     assert processes_under(agent.state_dir) == []
+
+
+def job(name: str, namespace: str, image: str, script: str, **container: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "backoffLimit": 0,
+            "template": {
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [
+                        {"name": "task", "image": image, "command": ["python3", "-c", script], **container}
+                    ],
+                }
+            },
+        },
+    }
+
+
+async def test_a_container_of_the_suite_image_reports_its_termination_message(
+    kube: Kube, namespace: str, node_agent: AgentProcess, suite_image: Image
+) -> None:
+    """As a kubelet: what the container wrote to /dev/termination-log is its terminated.message (what
+    the backup Job reports through); with FallbackToLogsOnError, a failure that wrote none reports
+    the end of its log."""
+    wrote = "open('/dev/termination-log', 'w').write('{\"files\": 3}')"
+    await kube.create(job("reports", namespace, suite_image.name, wrote))
+    failed = "import sys; print('cannot reach the bucket'); sys.exit(3)"
+    await kube.create(
+        job("fails", namespace, suite_image.name, failed, terminationMessagePolicy="FallbackToLogsOnError")
+    )
+
+    async def terminated(name: str) -> dict[str, Any] | None:
+        pods = await kube.list("v1", "Pod", namespace, labels={"job-name": name})
+        statuses = [s for p in pods for s in (p.get("status") or {}).get("containerStatuses") or []]
+        state = statuses[0]["state"] if statuses else {}
+        found: dict[str, Any] | None = state.get("terminated")
+        return found
+
+    reported: Any = await wait_until(
+        lambda: terminated("reports"), timeout=90, what="the Job's container to end"
+    )
+    assert reported["exitCode"] == 0
+    assert reported["message"] == '{"files": 3}'
+    fallback: Any = await wait_until(
+        lambda: terminated("fails"), timeout=90, what="the failing container to end"
+    )
+    assert fallback["exitCode"] == 3
+    assert fallback["message"] == "cannot reach the bucket"

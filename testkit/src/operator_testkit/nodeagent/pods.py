@@ -76,6 +76,7 @@ BASE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 BACKOFF_START, BACKOFF_MAX, BACKOFF_RESET_AFTER = 1.0, 30.0, 60.0
 VOLUME_SYNC_SECONDS = 3.0
 RETRY_SECONDS = 2.0
+_TERMINATION_MESSAGE_BYTES = 4096  # the kubelet keeps no more of a termination log
 TOKEN_RENEW_AFTER = 0.8  # of a token's lifetime, as the kubelet does
 
 Manifest = dict[str, Any]
@@ -305,12 +306,28 @@ class ContainerRun:
             note += f" as a STAND-IN for image {self.spec.get('image')} (not the real program)"
         await worker.event("Normal", AgentReason.STARTED, note)
 
+    def _termination_message(self, code: int) -> str:
+        """What the kubelet reports as ``terminated.message``: the termination log the container wrote
+        (4096 bytes at most), or with ``FallbackToLogsOnError`` the end of its log when it failed
+        without writing one."""
+        written = ""
+        log = self.launch.termination_log if self.launch is not None else None
+        if log is not None:
+            with contextlib.suppress(OSError):
+                written = log.read_bytes()[:_TERMINATION_MESSAGE_BYTES].decode(errors="replace")
+        if written or code == 0 or self.spec.get("terminationMessagePolicy") != "FallbackToLogsOnError":
+            return written
+        with contextlib.suppress(OSError):
+            lines = self.log_path().read_bytes().decode(errors="replace").splitlines()[-80:]
+            return "\n".join(lines)[-2048:]
+        return ""
+
     def _terminated(self, code: int, restart: bool) -> None:
         finished = _now()
         reason = "Completed" if code == 0 else "Error"
         self.run.state, self.run.reason, self.run.exit_code = "terminated", reason, code
         self.run.finished_at, self.run.ready, self.run.will_restart = finished, False, restart
-        self.run.message = ""
+        self.run.message = self._termination_message(code)
         if restart:
             # lastState is the previous termination; a container finished for good shows it as state.
             self.run.last_state = {

@@ -115,6 +115,9 @@ class Launch:
     description: str  # safe to log: no Secret values
     root: ContainerRoot | None = None  # run in the image's own root filesystem (:mod:`.rootfs`)
     mounts: Sequence[Mount] = ()  # with a root: the volumes, bound at their paths in it
+    termination_log: Path | None = None
+    """With a root: the host file behind the container's terminationMessagePath, which becomes its
+    status's ``terminated.message`` when it ends, as the kubelet's."""
 
 
 class Runner(Protocol):
@@ -415,6 +418,11 @@ class ImageRootRunner:
         scratch = context.scratch
         scratch.mkdir(parents=True, exist_ok=True)
         (scratch / "rootfs").mkdir(exist_ok=True)
+        # As the kubelet: an empty file per start, writable by the container's user, at its path.
+        termination_log = scratch / "termination-log"
+        termination_log.write_bytes(b"")
+        termination_log.chmod(0o666)
+        message_path = str(context.container.get("terminationMessagePath") or "/dev/termination-log")
         (scratch / "hostname").write_text(f"{context.kubelet_env.get('HOSTNAME', '')}\n")
         (scratch / "resolv.conf").write_text("# names resolve through /etc/hosts only, on this node agent\n")
         root = ContainerRoot(
@@ -430,6 +438,7 @@ class ImageRootRunner:
             hostname_file=scratch / "hostname",
             resolv_file=scratch / "resolv.conf",
             sets_pwd="PWD" in env,
+            files={message_path: termination_log},
         )
         argv = [words[0], *bound_to_pod(words[1:], context.pod_ip)]
         return Launch(
@@ -439,6 +448,7 @@ class ImageRootRunner:
             description=context.redact(f"{shlex.join(argv)} from {context.image}'s root as {uid}:{gid}"),
             mounts=tuple(context.mounts),
             root=root,
+            termination_log=termination_log,
         )
 
 

@@ -57,6 +57,8 @@ class ContainerSnapshot:
                 terminated["finishedAt"] = timestamp(self.finished_at)
             if self.container_id:
                 terminated["containerID"] = self.container_id
+            if self.message:
+                terminated["message"] = self.message
             state = {"terminated": terminated}
         else:
             state = {"waiting": {"reason": self.reason or "ContainerCreating"}}
