@@ -602,7 +602,21 @@ class Kube:
     async def proxy_get(
         self, namespace: str, pod: str, port: int, path: str, *, headers: Mapping[str, str], timeout: float
     ) -> tuple[int, bytes]:
-        """GET ``path`` on a pod's port through the API server's pod proxy: (status code, body).
+        """GET ``path`` on a pod's port through the API server's pod proxy (see :meth:`proxy`)."""
+        return await self.proxy("GET", namespace, pod, port, path, headers=headers, timeout=timeout)
+
+    async def proxy(
+        self,
+        method: str,
+        namespace: str,
+        pod: str,
+        port: int,
+        path: str,
+        *,
+        headers: Mapping[str, str],
+        timeout: float,
+    ) -> tuple[int, bytes]:
+        """``method`` ``path`` on a pod's port through the API server's pod proxy: (status code, body).
 
         For an operator that runs outside the cluster, where pod addresses are not routable.
         It goes the same connection as every other request (same server, CA and credentials).
@@ -611,7 +625,7 @@ class Kube:
         """
         with self._no_answer_is_unavailable(f"proxying to pod {namespace}/{pod}:{port}", from_server=False):
             answer = await self._connected().request(
-                "GET",
+                method,
                 f"/api/v1/namespaces/{namespace}/pods/{pod}:{port}/proxy{path}",
                 headers=headers,
                 timeout=timeout,

@@ -143,6 +143,11 @@ async def test_the_pod_proxy_is_reached_with_the_kubeconfigs_own_server_and_cred
     code, body = await kube.proxy_get(namespace, "no-such-pod", 8108, "/health", headers={}, timeout=5)
     assert code == 404
     assert b"no-such-pod" in body
+    # A POST (a snapshot request) goes the same way.
+    path = "/operations/snapshot?snapshot_path=/x"
+    code, body = await kube.proxy("POST", namespace, "no-such-pod", 8108, path, headers={}, timeout=5)
+    assert code == 404
+    assert b"no-such-pod" in body
 
 
 async def test_no_answer_at_all_is_unavailable_and_temporary(tmp_path: Path) -> None:

@@ -43,11 +43,13 @@ def settings(server: RunningS3, **overrides: str) -> S3Settings:
 def snapshot(tmp_path: Path) -> Path:
     """A snapshot as Typesense lays one out: nested folders, small files and a big one (11 MiB)."""
     root = tmp_path / "snapshot"
-    (root / "state" / "snapshot").mkdir(parents=True)
-    (root / "state" / "snapshot" / "__raft_snapshot_meta").write_bytes(b"meta" * 30)
-    (root / "db").mkdir()
-    (root / "db" / "CURRENT").write_text("MANIFEST-000001\n")
-    (root / "db" / "000012.sst").write_bytes(os.urandom(11 * 1024 * 1024))
+    raft = root / "state" / "snapshot" / "snapshot_00000000000000000007"
+    (raft / "db_snapshot").mkdir(parents=True)
+    (raft / "__raft_snapshot_meta").write_bytes(b"meta" * 30)
+    (raft / "db_snapshot" / "CURRENT").write_text("MANIFEST-000001\n")
+    (raft / "db_snapshot" / "000012.sst").write_bytes(os.urandom(11 * 1024 * 1024))
+    (root / "state" / "meta").mkdir()
+    (root / "state" / "meta" / "raft_meta").write_bytes(b"term 3")
     return root
 
 
@@ -137,8 +139,9 @@ async def test_a_corrupted_object_or_a_missing_manifest_is_never_restored(
     storage = S3Storage(settings(s3_server), bucket, "default/search/corrupt")
     try:
         await upload(snapshot, storage, FACTS)
-        await storage.put_bytes("db/CURRENT", b"MANIFEST-000002\n")
-        with pytest.raises(TransferError, match="does not match its manifest: db/CURRENT: sha256"):
+        current = "state/snapshot/snapshot_00000000000000000007/db_snapshot/CURRENT"
+        await storage.put_bytes(current, b"MANIFEST-000002\n")
+        with pytest.raises(TransferError, match=f"does not match its manifest: {current}: sha256"):
             await download(storage, tmp_path / "restored")
         assert not (tmp_path / "restored").exists()
         assert not (tmp_path / "restored.partial").exists()
@@ -197,7 +200,7 @@ def test_the_command_uploads_restores_into_an_empty_data_directory_once_and_says
         env=env,
     )  # fmt: skip
     assert up.returncode == 0, up.stderr
-    assert '"files": 3' in up.stdout
+    assert '"files": 4' in up.stdout
     assert result.read_text() == up.stdout
     assert not snapshot.exists(), "the snapshot is removed from the node's volume once it is up"
 
@@ -214,6 +217,13 @@ def test_the_command_uploads_restores_into_an_empty_data_directory_once_and_says
     live.mkdir()
     (live / "db").mkdir()
     refused = run_command("restore", "--from", location, "--data-dir", str(live), env=env)
+    not_typesense = run_command(
+        "upload", "--snapshot", str(tmp_path), "--to", location + "-2", "--node", "n",
+        "--typesense-version", "29.0", "--collections", "0", "--documents", "0", "--taken-at", "t",
+        env=env,
+    )  # fmt: skip
+    assert not_typesense.returncode == 1
+    assert "is not a Typesense snapshot: it has no state/meta/raft_meta" in not_typesense.stderr
     assert refused.returncode == 1
     assert refused.stderr.strip().endswith("a backup goes only into an empty one")
 
@@ -224,4 +234,4 @@ def test_the_command_uploads_restores_into_an_empty_data_directory_once_and_says
     assert "nope-nope" not in wrong.stderr + wrong.stdout
     gone = run_command("remove", "--location", location, env=env)
     assert gone.returncode == 0, gone.stderr
-    assert '"removed": 4' in gone.stdout
+    assert '"removed": 5' in gone.stdout

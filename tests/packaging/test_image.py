@@ -103,14 +103,16 @@ def test_the_images_typesense_backup_moves_a_snapshot_to_s3_and_back(
     a snapshot up to S3 over HTTPS (the endpoint's CA mounted, the credentials in the environment),
     then back into an empty data directory, byte for byte."""
     snapshot, data, ca = tmp_path / "snapshot", tmp_path / "data", tmp_path / "ca"
-    (snapshot / "db").mkdir(parents=True)
-    (snapshot / "db" / "000001.sst").write_bytes(os.urandom(100_000))
-    (snapshot / "meta").write_text("raft meta\n")
+    raft = snapshot / "state" / "snapshot" / "snapshot_00000000000000000002"
+    raft.mkdir(parents=True)
+    (raft / "__raft_snapshot_meta").write_bytes(os.urandom(100_000))
+    (snapshot / "state" / "meta").mkdir()
+    (snapshot / "state" / "meta" / "raft_meta").write_text("raft meta\n")
     data.mkdir()
     ca.mkdir()
     assert s3_server.ca_cert is not None
     shutil.copyfile(s3_server.ca_cert, ca / "ca.pem")
-    for folder in (snapshot, snapshot / "db", data, ca):
+    for folder in (data, ca, *(p for p in snapshot.rglob("*") if p.is_dir()), snapshot):
         folder.chmod(0o777)  # the image's user is not this one
     location = f"s3://{bucket}/default/search/from-image"
     environment = s3_server.aws_environment(ca_bundle="/ca/ca.pem")
@@ -127,5 +129,6 @@ def test_the_images_typesense_backup_moves_a_snapshot_to_s3_and_back(
         environment=environment, volumes={**volumes, data: "/data"},
     )  # fmt: skip
     assert json.loads(said)["restored"] is True
-    assert (data / "db" / "000001.sst").read_bytes() == (snapshot / "db" / "000001.sst").read_bytes()
-    assert (data / "meta").read_text() == "raft meta\n"
+    restored = data / raft.relative_to(snapshot) / "__raft_snapshot_meta"
+    assert restored.read_bytes() == (raft / "__raft_snapshot_meta").read_bytes()
+    assert (data / "state" / "meta" / "raft_meta").read_text() == "raft meta\n"

@@ -50,7 +50,18 @@ def s3_settings(environment: dict[str, str]) -> S3Settings | None:
     )
 
 
+def check_typesense_snapshot(snapshot: Path) -> None:
+    """Refuse a folder that is not a whole Typesense snapshot: typesense-server 0.24.1 confirms a
+    snapshot whose copy into ``snapshot_path`` failed (it does not check the copy), so the folder is
+    looked at before anything goes up: raft's meta, and a raft snapshot with its meta file."""
+    if not (snapshot / "state" / "meta" / "raft_meta").is_file():
+        raise TransferError(f"{snapshot} is not a Typesense snapshot: it has no state/meta/raft_meta")
+    if not any((snapshot / "state" / "snapshot").glob("snapshot_*/__raft_snapshot_meta")):
+        raise TransferError(f"{snapshot} is not a whole Typesense snapshot: no state/snapshot/snapshot_*")
+
+
 async def _upload(arguments: argparse.Namespace, s3: S3Settings | None) -> dict[str, Any]:
+    await asyncio.to_thread(check_typesense_snapshot, arguments.snapshot)
     facts = SnapshotFacts(
         node=arguments.node,
         typesense_version=arguments.typesense_version,

@@ -81,6 +81,12 @@ class NodeAddressing(Protocol):
         """(status code, body) of GET ``path`` on the node; raises :class:`Unreachable`."""
         ...
 
+    async def post(
+        self, target: NodeTarget, path: str, headers: Mapping[str, str], timeout: float
+    ) -> tuple[int, bytes]:
+        """(status code, body) of POST ``path`` (no body) on the node; raises :class:`Unreachable`."""
+        ...
+
 
 class DirectToPod:
     """Straight to ``http://<pod IP>:<port>``, over one aiohttp session (the operator's HTTP client for
@@ -92,6 +98,16 @@ class DirectToPod:
     async def get(
         self, target: NodeTarget, path: str, headers: Mapping[str, str], timeout: float
     ) -> tuple[int, bytes]:
+        return await self._request("GET", target, path, headers, timeout)
+
+    async def post(
+        self, target: NodeTarget, path: str, headers: Mapping[str, str], timeout: float
+    ) -> tuple[int, bytes]:
+        return await self._request("POST", target, path, headers, timeout)
+
+    async def _request(
+        self, method: str, target: NodeTarget, path: str, headers: Mapping[str, str], timeout: float
+    ) -> tuple[int, bytes]:
         if not target.pod_ip:
             raise Unreachable(f"pod {target.pod} has no IP yet")
         if self._session is None:
@@ -99,7 +115,8 @@ class DirectToPod:
             # network, and the admin key goes to it alone.
             self._session = aiohttp.ClientSession()
         try:
-            async with self._session.get(
+            async with self._session.request(
+                method,
                 f"http://{target.pod_ip}:{target.port}{path}",
                 headers=dict(headers),
                 timeout=aiohttp.ClientTimeout(total=timeout),
@@ -124,9 +141,19 @@ class ApiServerProxy:
     async def get(
         self, target: NodeTarget, path: str, headers: Mapping[str, str], timeout: float
     ) -> tuple[int, bytes]:
+        return await self._request("GET", target, path, headers, timeout)
+
+    async def post(
+        self, target: NodeTarget, path: str, headers: Mapping[str, str], timeout: float
+    ) -> tuple[int, bytes]:
+        return await self._request("POST", target, path, headers, timeout)
+
+    async def _request(
+        self, method: str, target: NodeTarget, path: str, headers: Mapping[str, str], timeout: float
+    ) -> tuple[int, bytes]:
         try:
-            code, body = await self._kube.proxy_get(
-                target.namespace, target.pod, target.port, path, headers=headers, timeout=timeout
+            code, body = await self._kube.proxy(
+                method, target.namespace, target.pod, target.port, path, headers=headers, timeout=timeout
             )
         except errors.Unavailable as error:  # no answer from the API server, or a time-out
             raise Unreachable(str(error)) from error
