@@ -28,6 +28,7 @@ __all__ = [
     "build_pod_disruption_budget",
     "build_statefulset",
     "nodes_list",
+    "security_context",
     "server_configuration_hash",
 ]
 
@@ -184,7 +185,7 @@ def _typesense_container(cluster: Cluster) -> dict[str, Any]:
             "timeoutSeconds": 5,
             "failureThreshold": 6,
         },
-        "securityContext": _security_context(cluster, "typesense") or restricted_container(),
+        "securityContext": security_context(cluster, "typesense") or restricted_container(),
     }
     if spec.additional_server_configuration is not None:
         container["envFrom"] = [{"configMapRef": {"name": spec.additional_server_configuration.name}}]
@@ -213,11 +214,11 @@ def _metrics_container(cluster: Cluster) -> dict[str, Any] | None:
         ],
         "ports": [{"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"}],
         "resources": metrics.resources or DEFAULT_METRICS_RESOURCES,
-        "securityContext": _security_context(cluster, "metrics") or restricted_container(),
+        "securityContext": security_context(cluster, "metrics") or restricted_container(),
     }
 
 
-def _security_context(cluster: Cluster, which: str) -> dict[str, Any] | None:
+def security_context(cluster: Cluster, which: str) -> dict[str, Any] | None:
     """The spec's securityContext.<which>, which replaces the operator's own; None without it."""
     overrides = cluster.spec.security_context
     chosen: dict[str, Any] | None = getattr(overrides, which) if overrides is not None else None
@@ -248,7 +249,7 @@ def build_statefulset(
     if sidecar is not None:
         containers.append(sidecar)
     pod_spec: dict[str, Any] = {
-        "securityContext": _security_context(cluster, "pod") or RESTRICTED_POD_SECURITY_CONTEXT,
+        "securityContext": security_context(cluster, "pod") or RESTRICTED_POD_SECURITY_CONTEXT,
         "terminationGracePeriodSeconds": 60,
         "containers": containers,
         "volumes": [{"name": "nodeslist", "configMap": {"name": cluster.nodes_configmap_name}}],

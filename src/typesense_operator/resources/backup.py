@@ -1,0 +1,159 @@
+"""A TypesenseBackup's Job, from the backup, its cluster and the node chosen: pure spec → manifest.
+
+The Job runs ``typesense-backup upload`` from this suite's image on the node whose snapshot it moves,
+with that node's claim mounted where Typesense has it (so the snapshot's path is the same in both),
+as the nodes' own user (the snapshot's files are theirs, and the Job removes them once they are up).
+The storage credentials reach it only as environment variables from their Secrets.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from operator_core.children import Manifest, Owner
+from operator_core.podsecurity import restricted_container
+from typesense_operator.api.backups import TYPESENSE_BACKUP, TypesenseBackupSpec
+from typesense_operator.resources.core import (
+    CLAIM_TEMPLATE_NAME,
+    RESTRICTED_POD_SECURITY_CONTEXT,
+    security_context,
+)
+from typesense_operator.resources.model import DATA_DIR, MANAGED_BY, Cluster
+
+__all__ = ["BACKUP_VOLUME_DIR", "Backup", "backup_job", "backup_location", "snapshot_dir"]
+
+BACKUP_VOLUME_DIR = "/backups"
+"""Where a volume destination is mounted in the backup Job."""
+CA_DIR = "/etc/typesense-backup/ca"
+COMPONENT = "backup"
+BACKOFF_LIMIT = 2
+"""Upload attempts after the first: bounded, each leaving nothing behind when it fails."""
+_NAME_LIMIT = 63
+
+
+class Backup(Owner[TypesenseBackupSpec]):
+    """One TypesenseBackup: its identity, for the Job's name, labels and owner reference."""
+
+    resource = TYPESENSE_BACKUP
+    app = "typesense"
+    managed_by = MANAGED_BY
+
+
+def _bounded(name: str) -> str:
+    """``name`` if it fits a label value, else its start and a hash of the whole (stable, unique)."""
+    if len(name) <= _NAME_LIMIT:
+        return name
+    digest = hashlib.sha256(name.encode()).hexdigest()[:8]
+    return f"{name[: _NAME_LIMIT - 9].rstrip('-.')}-{digest}"
+
+
+def backup_location(backup: Backup) -> str:
+    """Where the backup goes: ``s3://<bucket>/<prefix>/<namespace>/<cluster>/<backup>``, or that
+    path under the volume's subPath as the Job sees it."""
+    destination = backup.spec.destination
+    parts = [backup.namespace, backup.spec.cluster.name, backup.name]
+    if destination.s3 is not None:
+        prefix = destination.s3.prefix.strip("/")
+        return "s3://" + "/".join([destination.s3.bucket, *([prefix] if prefix else []), *parts])
+    assert destination.volume is not None  # the API server holds it to exactly one
+    sub_path = destination.volume.sub_path.strip("/")
+    return "/".join([BACKUP_VOLUME_DIR, *([sub_path] if sub_path else []), *parts])
+
+
+def snapshot_dir(backup: Backup) -> str:
+    """Where the node writes the snapshot: a folder of its own data volume, named by the backup's uid
+    (a backup made again under the same name never meets the old one's leftovers)."""
+    return f"{DATA_DIR}/snapshots/{backup.uid}"
+
+
+Entries = list[dict[str, Any]]
+
+
+def _s3_environment(backup: Backup) -> tuple[Entries, Entries, Entries]:
+    """(env, volumes, mounts) that reach S3: the endpoint and region as values, the key from its
+    Secrets, the CA (when one is named) as a file."""
+    s3 = backup.spec.destination.s3
+    assert s3 is not None
+    env: list[dict[str, Any]] = [{"name": "AWS_REGION", "value": s3.region}]
+    if s3.endpoint:
+        env.append({"name": "AWS_ENDPOINT_URL_S3", "value": s3.endpoint.rstrip("/")})
+    for variable, reference in (
+        ("AWS_ACCESS_KEY_ID", s3.credentials.access_key_id),
+        ("AWS_SECRET_ACCESS_KEY", s3.credentials.secret_access_key),
+    ):
+        env.append(
+            {"name": variable, "valueFrom": {"secretKeyRef": {"name": reference.name, "key": reference.key}}}
+        )
+    if s3.ca is None:
+        return env, [], []
+    env.append({"name": "AWS_CA_BUNDLE", "value": f"{CA_DIR}/ca.crt"})
+    items = [{"key": s3.ca.key, "path": "ca.crt"}]
+    volume = {"name": "ca", "secret": {"secretName": s3.ca.name, "items": items}}
+    return env, [volume], [{"name": "ca", "mountPath": CA_DIR, "readOnly": True}]
+
+
+def backup_job(
+    backup: Backup,
+    cluster: Cluster,
+    *,
+    pod: str,
+    node_name: str | None,
+    image: str,
+    facts: dict[str, str],
+) -> Manifest:
+    """The Job that moves the snapshot of ``pod`` (on ``node_name``) to the backup's destination.
+    ``facts``: the manifest's node facts (``typesense-version``, ``collections``, ``documents``,
+    ``taken-at``), passed as arguments."""
+    index = pod.rsplit("-", 1)[-1]
+    claim = f"{CLAIM_TEMPLATE_NAME}-{cluster.statefulset_name}-{index}"
+    volumes: list[dict[str, Any]] = [{"name": "data", "persistentVolumeClaim": {"claimName": claim}}]
+    mounts: list[dict[str, Any]] = [{"name": "data", "mountPath": DATA_DIR}]
+    env: list[dict[str, Any]] = []
+    if backup.spec.destination.s3 is not None:
+        env, more_volumes, more_mounts = _s3_environment(backup)
+        volumes += more_volumes
+        mounts += more_mounts
+    else:
+        assert backup.spec.destination.volume is not None
+        target = {"claimName": backup.spec.destination.volume.claim_name}
+        volumes.append({"name": "backups", "persistentVolumeClaim": target})
+        mounts.append({"name": "backups", "mountPath": BACKUP_VOLUME_DIR})
+    arguments = ["upload", "--snapshot", snapshot_dir(backup), "--to", backup_location(backup), "--node", pod]
+    for flag in ("typesense-version", "collections", "documents", "taken-at"):
+        arguments += [f"--{flag}", facts[flag]]
+    pod_spec: dict[str, Any] = {
+        "restartPolicy": "Never",
+        # The snapshot is on this node's volume: the Job runs where it is.
+        **({"nodeName": node_name} if node_name else {}),
+        # The nodes' own pod context: the snapshot's files are their user's.
+        "securityContext": security_context(cluster, "pod") or RESTRICTED_POD_SECURITY_CONTEXT,
+        "volumes": volumes,
+        "containers": [
+            {
+                "name": "upload",
+                "image": image,
+                "command": ["typesense-backup"],
+                "args": arguments,
+                "env": env,
+                "volumeMounts": mounts,
+                "securityContext": restricted_container(),
+                # Its one-line result (or its reason) is what the operator reads back.
+                "terminationMessagePolicy": "FallbackToLogsOnError",
+                "resources": {
+                    "requests": {"cpu": "100m", "memory": "128Mi"},
+                    "limits": {"cpu": "1", "memory": "512Mi"},
+                },
+            }
+        ],
+    }
+    labels = backup.labels(COMPONENT)
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": backup.metadata(_bounded(f"{backup.name}-backup"), COMPONENT),
+        "spec": {
+            "backoffLimit": BACKOFF_LIMIT,
+            "template": {"metadata": {"labels": labels}, "spec": cluster.pulling(pod_spec)},
+        },
+    }
