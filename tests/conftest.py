@@ -67,12 +67,19 @@ def monocle_operator(
     return _operator("monocle-operator", operators, control_plane, pytestconfig)
 
 
+BACKUP_JOB_IMAGE = "localhost/operator-suite:backup-jobs"
+"""The image the Typesense operator's backup Jobs run in the tests: a backup test gives the suite's
+image of this checkout this name too (tag_image), as the chart gives the operator's own image."""
+
+
 def _operator(
     script: str, operators: OperatorRegistry, control_plane: ControlPlane, pytestconfig: pytest.Config
 ) -> OperatorProcess:
     """The operator's console script, with the RBAC its chart grants (files/rbac-rules.yaml)."""
     rbac = pytestconfig.rootpath / "charts" / script / "files" / "rbac-rules.yaml"
-    return operators.get(script, control_plane, rbac, "--verbose")
+    typesense = script == "typesense-operator"
+    environment = {"OPERATOR_SUITE_BACKUP_IMAGE": BACKUP_JOB_IMAGE} if typesense else None
+    return operators.get(script, control_plane, rbac, "--verbose", environment=environment)
 
 
 @pytest.fixture(scope="session")

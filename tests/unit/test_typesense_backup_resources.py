@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from typesense_operator.resources.backup import Backup, backup_job, backup_location, snapshot_dir
+from typesense_operator.resources.backup import Backup, backup_job, backup_location, remove_job, snapshot_dir
 from typesense_operator.resources.model import Cluster
 
 CLUSTER = Cluster.from_object(
@@ -125,3 +125,13 @@ def test_the_key_reaches_the_job_only_by_reference_and_the_snapshot_folder_is_th
             assert "value" not in entry
             assert set(entry["valueFrom"]) == {"secretKeyRef"}
     assert snapshot_dir(backup({"s3": S3})) == "/usr/share/typesense/data/snapshots/b-uid"
+
+
+def test_the_removal_runs_anywhere_with_the_destination_only() -> None:
+    made = remove_job(backup({"s3": S3}), CLUSTER, image="suite:1")
+    assert made["metadata"]["name"] == "nightly-remove"
+    pod = made["spec"]["template"]["spec"]
+    assert "nodeName" not in pod
+    assert [v["name"] for v in pod["volumes"]] == ["ca"]
+    (container,) = pod["containers"]
+    assert container["args"] == ["remove", "--location", "s3://typesense-backups/prod/shop/search/nightly"]

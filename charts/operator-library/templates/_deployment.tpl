@@ -66,6 +66,10 @@ spec:
             - name: OPERATOR_SUITE_WEBHOOK_CERT_DIR
               value: /etc/webhook-tls
             {{- end }}
+            {{- with .Values.backupJobs }}
+            - name: OPERATOR_SUITE_BACKUP_IMAGE
+              value: {{ default (include "operator.image" $) .image | quote }}
+            {{- end }}
             {{- with .Values.releaseStorage }}
             - name: OPERATOR_SUITE_RELEASE_DIR
               value: {{ .mountPath }}/releases

@@ -6,7 +6,7 @@ from enum import StrEnum
 
 from operator_core.children import CHILDREN_APPLIED
 
-__all__ = ["ConditionType", "EventReason", "ReadyReason"]
+__all__ = ["BackupReason", "ConditionType", "EventReason", "ReadyReason"]
 
 
 class ConditionType(StrEnum):
@@ -58,3 +58,24 @@ class EventReason(StrEnum):
     ROLL_PAUSED = "RollPaused"
     STORAGE_EXPANDED = "StorageExpanded"
     STORAGE_NOT_EXPANDABLE = "StorageNotExpandable"
+    BACKUP_STARTED = "BackupStarted"
+    BACKUP_COMPLETED = "BackupCompleted"
+    BACKUP_FAILED = "BackupFailed"
+    BACKUP_DATA_REMOVED = "BackupDataRemoved"
+    BACKUP_DATA_LEFT = "BackupDataLeft"
+
+
+class BackupReason(StrEnum):
+    """Reasons of a TypesenseBackup's Ready condition."""
+
+    PENDING = "Pending"
+    UPLOADING = "Uploading"
+    COMPLETED = "Completed"
+    CLUSTER_NOT_FOUND = "ClusterNotFound"
+    CLUSTER_NOT_READY = "ClusterNotReady"
+    NO_LEADER = "NoLeader"
+    ADMIN_KEY_MISSING = "AdminKeyMissing"
+    NO_BACKUP_IMAGE = "NoBackupImage"
+    SNAPSHOT_FAILED = "SnapshotFailed"
+    UPLOAD_FAILED = "UploadFailed"
+    JOB_LOST = "JobLost"

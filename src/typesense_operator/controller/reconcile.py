@@ -79,7 +79,17 @@ from typesense_operator.resources import (
     server_configuration_hash,
 )
 
-__all__ = ["REFERENCE_GRANTS_FINALIZER", "Outcome", "Scope", "finalize", "needs_finalizer", "reconcile"]
+__all__ = [
+    "REFERENCE_GRANTS_FINALIZER",
+    "Outcome",
+    "Scope",
+    "decoded_key",
+    "finalize",
+    "needs_finalizer",
+    "node_targets",
+    "probe_cluster",
+    "reconcile",
+]
 
 REVISION_LABEL = "controller-revision-hash"
 """The StatefulSet controller's label on each pod: the revision it was made from."""
@@ -183,7 +193,7 @@ def _generate_key() -> str:
     return "".join(secrets.choice(_KEY_ALPHABET) for _ in range(_KEY_LENGTH))
 
 
-def _decoded_key(secret: dict[str, Any] | None) -> str | None:
+def decoded_key(secret: dict[str, Any] | None) -> str | None:
     encoded = ((secret or {}).get("data") or {}).get(API_KEY_DATA_KEY)
     return base64.b64decode(encoded).decode() if encoded else None
 
@@ -230,7 +240,7 @@ async def ensure_admin_key(scope: Scope) -> Outcome:
         )
         scope.waiting_for_user = True
         return Outcome.STOP
-    key = _decoded_key(secret)
+    key = decoded_key(secret)
     if not key:
         await scope.set_condition(
             ConditionType.ADMIN_KEY_READY,
@@ -254,11 +264,9 @@ def _ordinal(pod: dict[str, Any], statefulset: str) -> int | None:
     return int(suffix) if suffix.isdigit() else None
 
 
-async def manage_quorum(scope: Scope) -> Outcome:
-    """Probe the nodes, decide the raft members, and take the decided step (recorded first if destructive)."""
-    cluster = scope.cluster
-    assert scope.api_key is not None
-    pods = await scope.kube.list("v1", "Pod", cluster.namespace, labels=cluster.labels("node"))
+async def node_targets(kube: Kube, cluster: Cluster) -> tuple[list[NodeTarget], list[dict[str, Any]]]:
+    """The cluster's node pods that are not going away, as probe targets, and the pods themselves."""
+    pods = await kube.list("v1", "Pod", cluster.namespace, labels=cluster.labels("node"))
     targets, target_pods = [], []
     for pod in pods:
         index = _ordinal(pod, cluster.statefulset_name)
@@ -276,14 +284,32 @@ async def manage_quorum(scope: Scope) -> Outcome:
                 peering_port=cluster.spec.peering_port,
             )
         )
-    probes = await probe_nodes(
-        scope.addressing,
+    return targets, target_pods
+
+
+async def probe_cluster(
+    addressing: NodeAddressing,
+    settings: TypesenseSettings,
+    cluster: Cluster,
+    targets: list[NodeTarget],
+    key: str,
+) -> list[NodeProbe]:
+    return await probe_nodes(
+        addressing,
         targets,
-        scope.api_key,
+        key,
         # The spec may ask for more patience, never for less than the operator's own floor.
-        timeout=max(scope.settings.probe_timeout, cluster.spec.health_probe_timeout_in_milliseconds / 1000),
-        concurrency=scope.settings.probe_concurrency,
+        timeout=max(settings.probe_timeout, cluster.spec.health_probe_timeout_in_milliseconds / 1000),
+        concurrency=settings.probe_concurrency,
     )
+
+
+async def manage_quorum(scope: Scope) -> Outcome:
+    """Probe the nodes, decide the raft members, and take the decided step (recorded first if destructive)."""
+    cluster = scope.cluster
+    assert scope.api_key is not None
+    targets, target_pods = await node_targets(scope.kube, cluster)
+    probes = await probe_cluster(scope.addressing, scope.settings, cluster, targets, scope.api_key)
     settings = QuorumSettings(
         grace_seconds=scope.settings.grace_seconds,
         loading_limit_seconds=scope.settings.loading_limit_seconds,

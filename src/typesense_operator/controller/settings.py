@@ -42,3 +42,6 @@ class TypesenseSettings:
     """At most this many nodes are probed at once."""
     probe_via: Literal["pod-ip", "api-proxy"] = "pod-ip"
     """How nodes are reached: pod-ip (in the cluster, or routable pod IPs) or api-proxy (the pod proxy)."""
+    backup_image: str = ""
+    """The image backup Jobs run (``typesense-backup``): this suite's own. The chart sets it to the
+    operator's image; without it, backups fail with a reason that names this setting."""

@@ -17,7 +17,8 @@ from typing import Any
 from operator_core.controller import Operator
 from operator_core.reconciling import Context
 from operator_core.settings import from_env
-from typesense_operator.api import TYPESENSE_CLUSTER
+from typesense_operator.api import TYPESENSE_BACKUP, TYPESENSE_CLUSTER
+from typesense_operator.controller.backup import DATA_FINALIZER, finalize_backup, keeps_data, reconcile_backup
 from typesense_operator.controller.metrics import forget_cluster
 from typesense_operator.controller.reconcile import (
     REFERENCE_GRANTS_FINALIZER,
@@ -97,4 +98,24 @@ OPERATOR.controller(
     finalize=finalize,
     needs_finalizer=needs_finalizer,
     on_gone=forget_cluster,
+)
+
+
+async def _reconcile_backup(obj: dict[str, Any], context: Context) -> float:
+    return await reconcile_backup(obj, context, context.extras["addressing"], context.extras["settings"])
+
+
+async def _finalize_backup(obj: dict[str, Any], context: Context) -> float:
+    return await finalize_backup(obj, context, context.extras["settings"])
+
+
+# Each TypesenseBackup: its Jobs (labelled as its children) wake it when they end.
+OPERATOR.controller(
+    TYPESENSE_BACKUP,
+    _reconcile_backup,
+    managed_by=MANAGED_BY,
+    child_kinds=(("batch/v1", "Job"),),
+    finalizer=DATA_FINALIZER,
+    finalize=_finalize_backup,
+    needs_finalizer=keeps_data,
 )

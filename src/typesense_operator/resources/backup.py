@@ -21,7 +21,16 @@ from typesense_operator.resources.core import (
 )
 from typesense_operator.resources.model import DATA_DIR, MANAGED_BY, Cluster
 
-__all__ = ["BACKUP_VOLUME_DIR", "Backup", "backup_job", "backup_location", "snapshot_dir"]
+__all__ = [
+    "BACKUP_VOLUME_DIR",
+    "Backup",
+    "backup_job",
+    "backup_job_name",
+    "backup_location",
+    "remove_job",
+    "remove_job_name",
+    "snapshot_dir",
+]
 
 BACKUP_VOLUME_DIR = "/backups"
 """Where a volume destination is mounted in the backup Job."""
@@ -36,7 +45,8 @@ class Backup(Owner[TypesenseBackupSpec]):
     """One TypesenseBackup: its identity, for the Job's name, labels and owner reference."""
 
     resource = TYPESENSE_BACKUP
-    app = "typesense"
+    # Not "typesense": a backup named as a cluster must never look like one of its children.
+    app = "typesense-backup"
     managed_by = MANAGED_BY
 
 
@@ -93,6 +103,78 @@ def _s3_environment(backup: Backup) -> tuple[Entries, Entries, Entries]:
     return env, [volume], [{"name": "ca", "mountPath": CA_DIR, "readOnly": True}]
 
 
+def _destination(backup: Backup) -> tuple[Entries, Entries, Entries]:
+    """(env, volumes, mounts) that reach the backup's destination."""
+    if backup.spec.destination.s3 is not None:
+        return _s3_environment(backup)
+    assert backup.spec.destination.volume is not None
+    target = {"claimName": backup.spec.destination.volume.claim_name}
+    return (
+        [],
+        [{"name": "backups", "persistentVolumeClaim": target}],
+        [{"name": "backups", "mountPath": BACKUP_VOLUME_DIR}],
+    )
+
+
+def _job(
+    backup: Backup,
+    cluster: Cluster | None,
+    name: str,
+    arguments: list[str],
+    image: str,
+    *,
+    placement: dict[str, Any],
+    volumes: Entries,
+    mounts: Entries,
+) -> Manifest:
+    env, more_volumes, more_mounts = _destination(backup)
+    pod_spec: dict[str, Any] = {
+        "restartPolicy": "Never",
+        **placement,
+        # The nodes' own pod context: the snapshot's files are their user's.
+        "securityContext": (security_context(cluster, "pod") if cluster else None)
+        or RESTRICTED_POD_SECURITY_CONTEXT,
+        "volumes": [*volumes, *more_volumes],
+        "containers": [
+            {
+                "name": "backup",
+                "image": image,
+                "command": ["typesense-backup"],
+                "args": arguments,
+                "env": env,
+                "volumeMounts": [*mounts, *more_mounts],
+                "securityContext": restricted_container(),
+                # Its one-line result (or its reason) is what the operator reads back.
+                "terminationMessagePolicy": "FallbackToLogsOnError",
+                "resources": {
+                    "requests": {"cpu": "100m", "memory": "128Mi"},
+                    "limits": {"cpu": "1", "memory": "512Mi"},
+                },
+            }
+        ],
+    }
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": backup.metadata(name, COMPONENT),
+        "spec": {
+            "backoffLimit": BACKOFF_LIMIT,
+            "template": {
+                "metadata": {"labels": backup.labels(COMPONENT)},
+                "spec": cluster.pulling(pod_spec) if cluster else pod_spec,
+            },
+        },
+    }
+
+
+def backup_job_name(backup: Backup) -> str:
+    return _bounded(f"{backup.name}-backup")
+
+
+def remove_job_name(backup: Backup) -> str:
+    return _bounded(f"{backup.name}-remove")
+
+
 def backup_job(
     backup: Backup,
     cluster: Cluster,
@@ -107,53 +189,26 @@ def backup_job(
     ``taken-at``), passed as arguments."""
     index = pod.rsplit("-", 1)[-1]
     claim = f"{CLAIM_TEMPLATE_NAME}-{cluster.statefulset_name}-{index}"
-    volumes: list[dict[str, Any]] = [{"name": "data", "persistentVolumeClaim": {"claimName": claim}}]
-    mounts: list[dict[str, Any]] = [{"name": "data", "mountPath": DATA_DIR}]
-    env: list[dict[str, Any]] = []
-    if backup.spec.destination.s3 is not None:
-        env, more_volumes, more_mounts = _s3_environment(backup)
-        volumes += more_volumes
-        mounts += more_mounts
-    else:
-        assert backup.spec.destination.volume is not None
-        target = {"claimName": backup.spec.destination.volume.claim_name}
-        volumes.append({"name": "backups", "persistentVolumeClaim": target})
-        mounts.append({"name": "backups", "mountPath": BACKUP_VOLUME_DIR})
     arguments = ["upload", "--snapshot", snapshot_dir(backup), "--to", backup_location(backup), "--node", pod]
     for flag in ("typesense-version", "collections", "documents", "taken-at"):
         arguments += [f"--{flag}", facts[flag]]
-    pod_spec: dict[str, Any] = {
-        "restartPolicy": "Never",
+    return _job(
+        backup,
+        cluster,
+        backup_job_name(backup),
+        arguments,
+        image,
         # The snapshot is on this node's volume: the Job runs where it is.
-        **({"nodeName": node_name} if node_name else {}),
-        # The nodes' own pod context: the snapshot's files are their user's.
-        "securityContext": security_context(cluster, "pod") or RESTRICTED_POD_SECURITY_CONTEXT,
-        "volumes": volumes,
-        "containers": [
-            {
-                "name": "upload",
-                "image": image,
-                "command": ["typesense-backup"],
-                "args": arguments,
-                "env": env,
-                "volumeMounts": mounts,
-                "securityContext": restricted_container(),
-                # Its one-line result (or its reason) is what the operator reads back.
-                "terminationMessagePolicy": "FallbackToLogsOnError",
-                "resources": {
-                    "requests": {"cpu": "100m", "memory": "128Mi"},
-                    "limits": {"cpu": "1", "memory": "512Mi"},
-                },
-            }
-        ],
-    }
-    labels = backup.labels(COMPONENT)
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": backup.metadata(_bounded(f"{backup.name}-backup"), COMPONENT),
-        "spec": {
-            "backoffLimit": BACKOFF_LIMIT,
-            "template": {"metadata": {"labels": labels}, "spec": cluster.pulling(pod_spec)},
-        },
-    }
+        placement={"nodeName": node_name} if node_name else {},
+        volumes=[{"name": "data", "persistentVolumeClaim": {"claimName": claim}}],
+        mounts=[{"name": "data", "mountPath": DATA_DIR}],
+    )
+
+
+def remove_job(backup: Backup, cluster: Cluster | None, *, image: str) -> Manifest:
+    """The Job that removes the backup's data from its destination (``typesense-backup remove``): in
+    the cluster's pod context and with its pull secrets while it exists, in the restricted one after."""
+    arguments = ["remove", "--location", backup_location(backup)]
+    return _job(
+        backup, cluster, remove_job_name(backup), arguments, image, placement={}, volumes=[], mounts=[]
+    )

@@ -49,6 +49,7 @@ __all__ = [
     "image_of_sources",
     "push_image",
     "run_in_image",
+    "tag_image",
     "unpacked_image",
 ]
 
@@ -291,6 +292,11 @@ def run_in_image(
         return buildah("run", "--isolation", "chroot", *options, container, "--", *command, capture=True)
     finally:
         buildah("rm", container)
+
+
+def tag_image(image: str, name: str, settings: ControlPlaneSettings | None = None) -> None:
+    """Give ``image`` the name ``name`` too (in this machine's image store), as ``buildah tag`` does."""
+    _buildah(settings or from_env(ControlPlaneSettings))("tag", image, name)
 
 
 def push_image(

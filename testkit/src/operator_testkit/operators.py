@@ -275,14 +275,27 @@ class OperatorRegistry:
         self._running: dict[tuple[str, str], OperatorProcess] = {}
 
     def get(
-        self, script: str, control_plane: ControlPlane, rbac_file: Path, *arguments: str
+        self,
+        script: str,
+        control_plane: ControlPlane,
+        rbac_file: Path,
+        *arguments: str,
+        environment: dict[str, str] | None = None,
     ) -> OperatorProcess:
+        """The process of ``script`` for ``control_plane``, started on first use (with ``environment``
+        besides this process's own)."""
         key = (script, control_plane.api_url)
         if key not in self._running:
             home = self._directory / f"{script}-{len(self._running)}"
             home.mkdir(parents=True)
             kubeconfig = service_account_kubeconfig(control_plane, rbac_file, home / "kubeconfig")
-            process = OperatorProcess(script, kubeconfig, home / "operator.log", *arguments)
+            process = OperatorProcess(
+                script,
+                kubeconfig,
+                home / "operator.log",
+                *arguments,
+                environment={**os.environ, **environment} if environment else None,
+            )
             process.start()
             self._running[key] = process
         return self._running[key]
