@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from images import BACKUP_JOB_IMAGE
 from operator_testkit.clusterstack_tools import ClusterStackTools, ensure_clusterstack_tools
 from operator_testkit.controlplane import ControlPlane
 from operator_testkit.image import Image, image_of_sources
@@ -65,11 +66,6 @@ def monocle_operator(
 ) -> OperatorProcess:
     """The monocle-operator process for this test's control plane, as its own ServiceAccount."""
     return _operator("monocle-operator", operators, control_plane, pytestconfig)
-
-
-BACKUP_JOB_IMAGE = "localhost/operator-suite:backup-jobs"
-"""The image the Typesense operator's backup Jobs run in the tests: a backup test gives the suite's
-image of this checkout this name too (tag_image), as the chart gives the operator's own image."""
 
 
 def _operator(

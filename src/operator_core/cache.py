@@ -174,7 +174,11 @@ def _trimmed(obj: Manifest, *, keep_spec: bool = True) -> Manifest:
     if isinstance(metadata, dict) and "managedFields" in metadata:
         obj = {**obj, "metadata": {k: v for k, v in metadata.items() if k != "managedFields"}}
     if not keep_spec and "spec" in obj:
+        spec = obj["spec"]
         obj = {k: v for k, v in obj.items() if k != "spec"}
+        node = spec.get("nodeName") if isinstance(spec, dict) else None
+        if node:  # where a pod runs is read (a backup Job goes there), and is one short string
+            obj["spec"] = {"nodeName": node}
     return obj
 
 
@@ -184,8 +188,8 @@ class WatchedKind:
     value is :data:`ANY_VALUE` selects the objects that carry it at all.
 
     ``keep_spec`` False holds the objects without their spec: for a kind that is only observed,
-    never applied (a StatefulSet's pods, of which only labels and status are read), which saves
-    most of their memory.
+    never applied (a StatefulSet's pods, of which only labels, status and the node they run on are
+    read), which saves most of their memory. A pod's ``spec.nodeName`` is kept.
     """
 
     api_version: str

@@ -316,7 +316,8 @@ def test_two_selectors_of_one_kind_make_one_informer_of_the_wider() -> None:
 async def test_an_observed_kind_is_held_without_its_spec_unless_another_reader_wants_it(
     running: list[Any],
 ) -> None:
-    with_spec = {**pod("a", 5), "spec": {"containers": [{"name": "c"}]}, "status": {"podIP": "127.0.0.9"}}
+    spec = {"containers": [{"name": "c"}], "nodeName": "node-b"}
+    with_spec = {**pod("a", 5), "spec": spec, "status": {"podIP": "127.0.0.9"}}
     source = ScriptedSource([with_spec])
     informer = Informer(source, WatchedKind("v1", "Pod", keep_spec=False))
     await source.scripts.put(
@@ -326,11 +327,11 @@ async def test_an_observed_kind_is_held_without_its_spec_unless_another_reader_w
     await settled()
     held = informer.get("ns", "a")
     assert held is not None
-    assert "spec" not in held
+    assert held["spec"] == {"nodeName": "node-b"}, "only the node it runs on is kept of its spec"
     assert held["status"] == {"podIP": "127.0.0.9"}
     assert held["metadata"]["resourceVersion"] == "6"
     informer.offer({**with_spec, "metadata": {**with_spec["metadata"], "resourceVersion": "7"}})
-    assert "spec" not in (informer.get("ns", "a") or {})
+    assert (informer.get("ns", "a") or {})["spec"] == {"nodeName": "node-b"}
 
     cache = Cache(ScriptedSource([]))
     cache.watch([WatchedKind("v1", "Pod", keep_spec=False), WatchedKind("v1", "Pod")])

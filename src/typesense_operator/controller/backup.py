@@ -181,7 +181,8 @@ async def _follow(report: _Report, kube: Kube) -> float:
     job = await kube.get("batch/v1", "Job", name, backup.namespace)
     if job is None:
         return await report.fail(BackupReason.JOB_LOST, f"its Job {name} is gone before it ended")
-    attempts = 1 + int(((job.get("status") or {}).get("failed")) or 0)
+    counts = job.get("status") or {}
+    attempts = max(1, sum(int(counts.get(key) or 0) for key in ("failed", "succeeded", "active")))
     if attempts != report.status.get("attempts"):
         report.status["attempts"] = attempts
     state = _job_state(job)

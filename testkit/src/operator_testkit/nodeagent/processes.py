@@ -31,9 +31,10 @@ import shlex
 import shutil
 import signal
 import sys
+import tempfile
 import time
 from collections.abc import Mapping, Sequence
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import IO
 
 from operator_testkit.nodeagent.failures import ProgramMissing
@@ -45,6 +46,7 @@ __all__ = [
     "die_with_parent",
     "mount_script",
     "run_to_exit",
+    "volume_steps",
     "wrapped_argv",
 ]
 
@@ -76,7 +78,8 @@ def wrapped_argv(
     """``argv`` run in a private mount namespace with ``hosts_file`` bound over /etc/hosts, and with
     the pod's ``hostname`` (``gethostname()`` is the pod's name, as in a pod) in a UTS namespace of its
     own; with ``root``, in the image's root filesystem as the container's user, with ``mounts`` at
-    their paths (``argv`` is then the program as the image names it)."""
+    their paths (``argv`` is then the program as the image names it); without, a program of this
+    machine that sees ``mounts`` at their container paths too (:func:`volume_steps`)."""
     namespaces = ["-m", "-u"] if hostname else ["-m"]
     if root is not None:
         steps = [
@@ -94,7 +97,47 @@ def wrapped_argv(
             *root.launcher(sys.executable),
             *argv,
         ]
-    return ["unshare", *namespaces, "sh", "-c", mount_script(hostname), str(hosts_file), *argv]
+    script = mount_script(hostname)
+    if mounts:
+        steps = volume_steps(mounts, Path(tempfile.mkdtemp(prefix=".paths-", dir=hosts_file.parent)))
+        script = " && ".join([*steps, script])
+    return ["unshare", *namespaces, "sh", "-c", script, str(hosts_file), *argv]
+
+
+def _anchor(path: PurePosixPath) -> PurePosixPath:
+    """The nearest folder of ``path`` (itself included) that exists on this machine."""
+    while not Path(path).is_dir() and path != path.parent:
+        path = path.parent
+    return path
+
+
+def volume_steps(mounts: Sequence[Mount], scratch: Path) -> list[str]:
+    """The ``sh`` steps that put a program of this machine's volumes at their container paths, in its
+    own mount namespace: a path this machine lacks is made in an overlay of its nearest folder (the
+    machine's own files stay as they are), then the volume is bound there. So a path the program is
+    told over its API (a Typesense snapshot's) is the container's, as in a pod. A path whose nearest
+    folder is / keeps only the translated arguments."""
+    steps: list[str] = []
+    overlaid: set[PurePosixPath] = set()
+    for mount in sorted(mounts, key=lambda m: len(m.container_path)):
+        target = PurePosixPath(mount.container_path)
+        anchor = _anchor(target)
+        if anchor == PurePosixPath("/"):
+            continue
+        if anchor != target and anchor not in overlaid:
+            layer = scratch / str(len(overlaid))
+            upper, work, lower = (shlex.quote(str(p)) for p in (layer / "upper", layer / "work", anchor))
+            steps.append(f"mkdir -p {upper} {work}")
+            options = f"lowerdir={lower},upperdir={upper},workdir={work}"
+            steps.append(f"mount -t overlay -o {options} container-paths {lower}")
+            overlaid.add(anchor)
+        quoted = shlex.quote(str(target))
+        if mount.host_path.is_dir():
+            steps.append(f"mkdir -p {quoted}")
+        else:
+            steps.append(f"mkdir -p {shlex.quote(str(target.parent))} && :> {quoted}")
+        steps.append(f"mount --bind {shlex.quote(str(mount.host_path))} {quoted}")
+    return steps
 
 
 _EXIT_CHECK_SECONDS = 3.0

@@ -114,7 +114,7 @@ class Launch:
     stand_in: bool
     description: str  # safe to log: no Secret values
     root: ContainerRoot | None = None  # run in the image's own root filesystem (:mod:`.rootfs`)
-    mounts: Sequence[Mount] = ()  # with a root: the volumes, bound at their paths in it
+    mounts: Sequence[Mount] = ()  # the volumes, bound at their container paths (in the root, with one)
     termination_log: Path | None = None
     """With a root: the host file behind the container's terminationMessagePath, which becomes its
     status's ``terminated.message`` when it ends, as the kubelet's."""
@@ -227,6 +227,9 @@ class TypesenseRunner:
             env=env,
             stand_in=False,
             description=context.redact("typesense-server " + " ".join(argv[1:])),
+            # Its volumes at their container paths too: a snapshot path the operator names over the
+            # API (under the data directory) lands on the node's volume, as in a pod.
+            mounts=tuple(context.mounts),
         )
 
 

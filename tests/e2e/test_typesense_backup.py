@@ -1,0 +1,176 @@
+"""A TypesenseBackup of a real 3-node Typesense cluster (run by the node agent) to a real S3 server
+(versitygw over HTTPS, its CA from a Secret): a caught-up follower is snapshotted, the suite's image
+uploads the snapshot from that node's own volume, the backup is Completed with what it holds, the
+manifest and every file are in the bucket; deleting the backup removes them."""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+import httpx
+
+from images import BACKUP_JOB_IMAGE
+from operator_core.kube import Kube
+from operator_testkit.assertions import wait_for_events
+from operator_testkit.fixtures import wait_until
+from operator_testkit.image import Image, tag_image
+from operator_testkit.nodeagent.harness import AgentProcess
+from operator_testkit.operators import OperatorProcess
+from operator_testkit.s3 import RunningS3
+
+API = "ts.opentelekomcloud.com/v1alpha1"
+DOCUMENTS = 200
+
+
+def secret(name: str, namespace: str, data: dict[str, str]) -> dict[str, Any]:
+    encoded = {key: base64.b64encode(value.encode()).decode() for key, value in data.items()}
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": name, "namespace": namespace},
+        "data": encoded,
+    }
+
+
+async def ready_cluster(kube: Kube, namespace: str, name: str) -> dict[str, Any]:
+    async def ready() -> dict[str, Any] | None:
+        cluster = await kube.get(API, "TypesenseCluster", name, namespace)
+        return cluster if ((cluster or {}).get("status") or {}).get("phase") == "QuorumReady" else None
+
+    found: dict[str, Any] = await wait_until(ready, timeout=180, interval=1, what=f"{name} QuorumReady")
+    return found
+
+
+async def test_a_backup_of_a_ready_cluster_is_taken_from_a_follower_and_is_whole_in_s3(
+    kube: Kube,
+    namespace: str,
+    node_agent: AgentProcess,
+    typesense_operator: OperatorProcess,
+    suite_image: Image,
+    s3_server: RunningS3,
+    bucket: str,
+) -> None:
+    tag_image(suite_image.name, BACKUP_JOB_IMAGE)
+    await kube.create(
+        {
+            "apiVersion": API,
+            "kind": "TypesenseCluster",
+            "metadata": {"name": "search", "namespace": namespace},
+            "spec": {"image": "typesense/typesense:27.1", "replicas": 3, "storage": {"size": "100Mi"}},
+        }
+    )
+    await ready_cluster(kube, namespace, "search")
+    key_secret = await kube.get("v1", "Secret", "search-admin-key", namespace)
+    assert key_secret is not None
+    headers = {"X-TYPESENSE-API-KEY": base64.b64decode(key_secret["data"]["typesense-api-key"]).decode()}
+    pods = await kube.list("v1", "Pod", namespace, labels={"app.kubernetes.io/instance": "search"})
+    addresses = {p["metadata"]["name"]: p["status"]["podIP"] for p in pods}
+
+    async with httpx.AsyncClient(trust_env=False, timeout=10) as http:
+
+        async def roles() -> dict[str, str] | None:
+            found = {
+                pod: (await http.get(f"http://{ip}:8108/status", headers=headers)).json().get("state", "")
+                for pod, ip in addresses.items()
+            }
+            return found if sorted(found.values()) == ["FOLLOWER", "FOLLOWER", "LEADER"] else None
+
+        states: Any = await wait_until(roles, timeout=60, interval=1, what="one leader and two followers")
+        leader = addresses[next(pod for pod, state in states.items() if state == "LEADER")]
+        schema = {"name": "books", "fields": [{"name": "title", "type": "string"}]}
+        assert (
+            await http.post(f"http://{leader}:8108/collections", headers=headers, json=schema)
+        ).status_code == 201
+        lines = "\n".join(json.dumps({"id": str(n), "title": f"Book {n}"}) for n in range(DOCUMENTS))
+        imported = await http.post(
+            f"http://{leader}:8108/collections/books/documents/import", headers=headers, content=lines
+        )
+        assert imported.status_code == 200
+
+        async def caught_up() -> bool:
+            counts = [
+                (await http.get(f"http://{ip}:8108/collections/books", headers=headers))
+                .json()
+                .get("num_documents")
+                for ip in addresses.values()
+            ]
+            return counts == [DOCUMENTS] * 3
+
+        await wait_until(caught_up, timeout=60, interval=1, what="every node holding the documents")
+
+    assert s3_server.ca_cert is not None
+    await kube.create(
+        secret(
+            "s3-user",
+            namespace,
+            {"ACCESS_KEY_ID": s3_server.access_key, "SECRET_ACCESS_KEY": s3_server.secret_key},
+        )
+    )
+    await kube.create(secret("s3-ca", namespace, {"ca.crt": s3_server.ca_cert.read_text()}))
+    await kube.create(
+        {
+            "apiVersion": API,
+            "kind": "TypesenseBackup",
+            "metadata": {"name": "nightly", "namespace": namespace},
+            "spec": {
+                "cluster": {"name": "search"},
+                "destination": {
+                    "s3": {
+                        "bucket": bucket,
+                        "prefix": "typesense",
+                        "endpoint": s3_server.endpoint,
+                        "region": s3_server.region,
+                        "credentials": {
+                            "accessKeyId": {"name": "s3-user", "key": "ACCESS_KEY_ID"},
+                            "secretAccessKey": {"name": "s3-user", "key": "SECRET_ACCESS_KEY"},
+                        },
+                        "ca": {"name": "s3-ca", "key": "ca.crt"},
+                    }
+                },
+            },
+        }
+    )
+
+    async def completed() -> dict[str, Any] | None:
+        found = await kube.get(API, "TypesenseBackup", "nightly", namespace)
+        phase = ((found or {}).get("status") or {}).get("phase")
+        assert phase != "Failed", (found or {}).get("status")
+        return found if phase == "Completed" else None
+
+    done: Any = await wait_until(completed, timeout=180, interval=1, what="the backup Completed")
+    status = done["status"]
+    assert states[status["node"]] == "FOLLOWER", "a caught-up follower was snapshotted, not the leader"
+    assert (status["collections"], status["documents"]) == (1, DOCUMENTS)
+    assert status["location"] == f"s3://{bucket}/typesense/{namespace}/search/nightly"
+    assert status["files"] > 0
+    assert status["sizeBytes"] > 0
+    (ready,) = [c for c in status["conditions"] if c["type"] == "Ready"]
+    assert (ready["status"], ready["reason"]) == ("True", "Completed")
+    await wait_for_events(kube, namespace, "BackupCompleted")
+
+    stored = s3_server.storage / bucket / "typesense" / namespace / "search" / "nightly"
+    manifest = json.loads((stored / "manifest.json").read_text())
+    assert manifest["node"] == status["node"]
+    assert manifest["documents"] == DOCUMENTS
+    assert len(manifest["files"]) == status["files"]
+    for entry in manifest["files"]:
+        assert (stored / entry["path"]).stat().st_size == entry["size"]
+    job = await kube.get("batch/v1", "Job", "nightly-backup", namespace)
+    assert job is not None
+    assert job["spec"]["template"]["spec"]["nodeName"] == next(
+        p["spec"]["nodeName"] for p in pods if p["metadata"]["name"] == status["node"]
+    )
+    for container in job["spec"]["template"]["spec"]["containers"]:
+        assert s3_server.secret_key not in json.dumps(container), "the key only by reference"
+
+    await kube.delete(API, "TypesenseBackup", "nightly", namespace)
+
+    async def removed() -> bool:
+        return (
+            not (stored / "manifest.json").exists()
+            and await kube.get(API, "TypesenseBackup", "nightly", namespace) is None
+        )
+
+    await wait_until(removed, timeout=120, interval=1, what="the backup's data removed and the backup gone")
