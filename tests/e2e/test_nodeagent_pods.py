@@ -49,6 +49,23 @@ def deployment(name: str, namespace: str, *, replicas: int = 1, port: int = 8080
     }
 
 
+def job(name: str, namespace: str, image: str, command: list[str], **container: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "backoffLimit": 0,
+            "template": {
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [{"name": "task", "image": image, "command": command, **container}],
+                }
+            },
+        },
+    }
+
+
 async def pods_of(kube: Kube, namespace: str, app: str) -> list[dict[str, Any]]:
     return await kube.list("v1", "Pod", namespace, labels={"app": app})
 
@@ -115,24 +132,7 @@ async def test_deployment_of_stand_in_runs_and_answers_on_its_pod_ip(
 
 
 async def test_job_of_stand_in_completes(kube: Kube, namespace: str, node_agent: AgentProcess) -> None:
-    await kube.create(
-        {
-            "apiVersion": "batch/v1",
-            "kind": "Job",
-            "metadata": {"name": "once", "namespace": namespace},
-            "spec": {
-                "backoffLimit": 0,
-                "template": {
-                    "spec": {
-                        "restartPolicy": "Never",
-                        "containers": [
-                            {"name": "task", "image": "busybox:1.36", "command": ["sh", "-c", "echo done"]}
-                        ],
-                    }
-                },
-            },
-        }
-    )
+    await kube.create(job("once", namespace, "busybox:1.36", ["sh", "-c", "echo done"]))
 
     async def complete() -> bool:
         job = await kube.get("batch/v1", "Job", "once", namespace)
@@ -203,25 +203,6 @@ async def test_stopped_agent_leaves_no_process(
     assert processes_under(agent.state_dir) == []
 
 
-def job(name: str, namespace: str, image: str, script: str, **container: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {
-            "backoffLimit": 0,
-            "template": {
-                "spec": {
-                    "restartPolicy": "Never",
-                    "containers": [
-                        {"name": "task", "image": image, "command": ["python3", "-c", script], **container}
-                    ],
-                }
-            },
-        },
-    }
-
-
 async def test_a_container_of_the_suite_image_reports_its_termination_message(
     kube: Kube, namespace: str, node_agent: AgentProcess, suite_image: Image
 ) -> None:
@@ -229,10 +210,16 @@ async def test_a_container_of_the_suite_image_reports_its_termination_message(
     the backup Job reports through); with FallbackToLogsOnError, a failure that wrote none reports
     the end of its log."""
     wrote = "open('/dev/termination-log', 'w').write('{\"files\": 3}')"
-    await kube.create(job("reports", namespace, suite_image.name, wrote))
+    await kube.create(job("reports", namespace, suite_image.name, ["python3", "-c", wrote]))
     failed = "import sys; print('cannot reach the bucket'); sys.exit(3)"
     await kube.create(
-        job("fails", namespace, suite_image.name, failed, terminationMessagePolicy="FallbackToLogsOnError")
+        job(
+            "fails",
+            namespace,
+            suite_image.name,
+            ["python3", "-c", failed],
+            terminationMessagePolicy="FallbackToLogsOnError",
+        )
     )
 
     async def terminated(name: str) -> dict[str, Any] | None:

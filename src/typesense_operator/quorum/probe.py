@@ -88,12 +88,13 @@ class NodeAddressing(Protocol):
         ...
 
 
-class DirectToPod:
-    """Straight to ``http://<pod IP>:<port>``, over one aiohttp session (the operator's HTTP client for
-    everything: no second library), made on first use inside the running loop."""
+class _ByMethod:
+    """GET and POST, both through the one ``_request`` an addressing implements."""
 
-    def __init__(self) -> None:
-        self._session: aiohttp.ClientSession | None = None
+    async def _request(
+        self, method: str, target: NodeTarget, path: str, headers: Mapping[str, str], timeout: float
+    ) -> tuple[int, bytes]:
+        raise NotImplementedError
 
     async def get(
         self, target: NodeTarget, path: str, headers: Mapping[str, str], timeout: float
@@ -104,6 +105,14 @@ class DirectToPod:
         self, target: NodeTarget, path: str, headers: Mapping[str, str], timeout: float
     ) -> tuple[int, bytes]:
         return await self._request("POST", target, path, headers, timeout)
+
+
+class DirectToPod(_ByMethod):
+    """Straight to ``http://<pod IP>:<port>``, over one aiohttp session (the operator's HTTP client for
+    everything: no second library), made on first use inside the running loop."""
+
+    def __init__(self) -> None:
+        self._session: aiohttp.ClientSession | None = None
 
     async def _request(
         self, method: str, target: NodeTarget, path: str, headers: Mapping[str, str], timeout: float
@@ -132,21 +141,11 @@ class DirectToPod:
             await self._session.close()
 
 
-class ApiServerProxy:
+class ApiServerProxy(_ByMethod):
     """Through ``/api/v1/namespaces/<ns>/pods/<pod>:<port>/proxy``, with the operator's own credentials."""
 
     def __init__(self, kube: Kube) -> None:
         self._kube = kube
-
-    async def get(
-        self, target: NodeTarget, path: str, headers: Mapping[str, str], timeout: float
-    ) -> tuple[int, bytes]:
-        return await self._request("GET", target, path, headers, timeout)
-
-    async def post(
-        self, target: NodeTarget, path: str, headers: Mapping[str, str], timeout: float
-    ) -> tuple[int, bytes]:
-        return await self._request("POST", target, path, headers, timeout)
 
     async def _request(
         self, method: str, target: NodeTarget, path: str, headers: Mapping[str, str], timeout: float

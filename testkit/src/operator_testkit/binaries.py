@@ -41,6 +41,7 @@ __all__ = [
     "Binaries",
     "build_binary",
     "build_once",
+    "build_telling",
     "ensure_binaries",
     "find_hack_dir",
     "pin_digest",
@@ -276,6 +277,14 @@ def _build(settings: ControlPlaneSettings, hack: Path, target: Path) -> None:
         staging.rename(target)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def build_telling(what: str, target: Path, package: str, ldflags: str, module_dir: Path, log: Path) -> None:
+    """:func:`build_binary`, saying on stderr what is built (a minute or more, often) and how long it took."""
+    say(f"building {what} (log: {log})")
+    started = time.monotonic()
+    build_binary(target, package, ldflags, module_dir, log)
+    say(f"{what}: done in {time.monotonic() - started:.0f} s")
 
 
 def say(message: str, command: str = "binaries") -> None:

@@ -13,18 +13,16 @@ The rules they test come from :func:`operator_testkit.charts.chart_alert_rules`.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from operator_core.settings import from_env
 from operator_testkit.binaries import (
-    build_binary,
     build_once,
+    build_telling,
     find_hack_dir,
     pin_digest,
     required_version,
-    say,
 )
 from operator_testkit.settings import ControlPlaneSettings
 
@@ -73,11 +71,9 @@ def _build(tools: PrometheusTools, hack: Path) -> None:
         target = tools.directory / "bin" / command
         if target.exists():
             continue
-        say(f"building {command} {tools.version} (log: {log})")
-        started = time.monotonic()
         package = f"{_PROMETHEUS}/cmd/{command}"
-        build_binary(target, package, _ldflags(tools.version), hack / "prometheus", log)
-        say(f"{command}: done in {time.monotonic() - started:.0f} s")
+        ldflags = _ldflags(tools.version)
+        build_telling(f"{command} {tools.version}", target, package, ldflags, hack / "prometheus", log)
 
 
 def ensure_prometheus_tools(settings: ControlPlaneSettings | None = None) -> PrometheusTools:

@@ -20,7 +20,6 @@ import secrets
 import ssl
 import subprocess
 import tempfile
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,12 +28,11 @@ import httpx
 
 from operator_core.settings import from_env
 from operator_testkit.binaries import (
-    build_binary,
     build_once,
+    build_telling,
     find_hack_dir,
     pin_digest,
     required_version,
-    say,
 )
 from operator_testkit.controlplane import free_port
 from operator_testkit.pki import create_pki
@@ -65,11 +63,9 @@ def ensure_versitygw(settings: ControlPlaneSettings | None = None) -> Path:
     binary = directory / "bin" / "versitygw"
 
     def build() -> None:
+        package = f"{_VERSITYGW}/cmd/versitygw"
         log = directory / "build.log"
-        say(f"building versitygw {version} (log: {log})")
-        started = time.monotonic()
-        build_binary(binary, f"{_VERSITYGW}/cmd/versitygw", _ldflags(version), hack / "versitygw", log)
-        say(f"versitygw: done in {time.monotonic() - started:.0f} s")
+        build_telling(f"versitygw {version}", binary, package, _ldflags(version), hack / "versitygw", log)
 
     build_once(directory, binary.is_file, build)
     return binary
