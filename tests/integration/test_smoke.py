@@ -220,9 +220,12 @@ async def test_printer_columns_short_name_and_scale_subresource(
     scaled = await kube.get(TS_API, "TypesenseCluster", "scaled", namespace)
     assert scaled is not None
     assert scaled["spec"]["replicas"] == 5
-    table = kubectl("get", "typesense", "-n", namespace).stdout.splitlines()
+    table = kubectl("get", "ts", "-n", namespace).stdout.splitlines()
     assert table[0].split() == ["NAME", "IMAGE", "REPLICAS", "READY", "STATUS", "AGE"]
     assert table[1].split()[:3] == ["scaled", "typesense/typesense:27.1", "5"]
+    # The category holds the backups too: kubectl names each row by its kind then.
+    every = kubectl("get", "typesense", "-n", namespace).stdout
+    assert "typesensecluster.ts.opentelekomcloud.com/scaled" in every
     refused = kubectl("scale", "ts/scaled", "-n", namespace, "--replicas=4", check=False)
     assert refused.returncode != 0
     assert "replicas must be 1, 3, 5 or 7" in refused.stderr

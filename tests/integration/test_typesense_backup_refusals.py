@@ -87,3 +87,23 @@ async def test_a_backups_spec_is_not_changed_once_asked_for(kube: Kube, namespac
     await kube.create(backup("fixed", namespace, "search"))
     with pytest.raises(Invalid, match="spec is immutable once set"):
         await kube.patch(API, "TypesenseBackup", "fixed", namespace, {"spec": {"deletionPolicy": "Retain"}})
+
+
+async def test_a_namespace_being_deleted_lets_its_backups_go_though_their_data_cannot_be_removed(
+    kube: Kube, namespace: str
+) -> None:
+    """A backup that wrote somewhere (status.location) and whose data is to be removed, in a namespace
+    being deleted: no removal Job can be made there, so the backup goes all the same (the data stays),
+    and the namespace is not held."""
+    await kube.create(backup("written", namespace, "gone-cluster"))
+    await failed(kube, namespace, "written")
+    stored = await kube.get(API, "TypesenseBackup", "written", namespace)
+    assert stored is not None
+    assert stored["metadata"]["finalizers"] == ["ts.opentelekomcloud.com/backup-data"]
+    await kube.patch_status(API, "TypesenseBackup", "written", namespace, {"location": "s3://bucket/x"})
+    await kube.delete("v1", "Namespace", namespace)
+
+    async def namespace_gone() -> bool:
+        return await kube.get("v1", "Namespace", namespace) is None
+
+    await wait_until(namespace_gone, timeout=60, what="the namespace, its backup let go")

@@ -121,6 +121,11 @@ async def _start(
             BackupReason.CLUSTER_NOT_FOUND,
             f"TypesenseCluster {backup.spec.cluster.name} does not exist in namespace {backup.namespace}",
         )
+    phase = (cluster_obj.get("status") or {}).get("phase")
+    if phase != "QuorumReady":  # said before anything else: a new cluster may not have its key yet
+        refused = choose_node(phase, [])
+        assert isinstance(refused, NotBackedUp)
+        return await report.fail(BackupReason(refused.reason), refused.message)
     cluster = Cluster.from_object(cluster_obj)
     key = decoded_key(await kube.get("v1", "Secret", cluster.admin_key_secret_name, cluster.namespace))
     if not key:
@@ -131,7 +136,7 @@ async def _start(
     register_secret(key)
     targets, pods = await node_targets(kube, cluster)
     probes = await probe_cluster(addressing, settings, cluster, targets, key)
-    choice = choose_node((cluster_obj.get("status") or {}).get("phase"), probes)
+    choice = choose_node(phase, probes)
     if isinstance(choice, NotBackedUp):
         return await report.fail(BackupReason(choice.reason), choice.message)
     if not settings.backup_image:
@@ -249,8 +254,14 @@ async def finalize_backup(obj: dict[str, Any], context: Context, settings: Types
         )
         # The Job takes the cluster's pod context and pull secrets when the cluster is still there.
         cluster = Cluster.from_object(cluster_obj) if cluster_obj else None
-        with contextlib.suppress(errors.Conflict):
-            await kube.create(remove_job(backup, cluster, image=settings.backup_image))
+        try:
+            with contextlib.suppress(errors.Conflict):
+                await kube.create(remove_job(backup, cluster, image=settings.backup_image))
+        except errors.Forbidden as error:
+            # A namespace being deleted takes no new Job: the data stays, and the backup goes all the same.
+            note = f"could not remove {status['location']}: no Job can be made ({error}); it is left there"
+            await book.event("Warning", EventReason.BACKUP_DATA_LEFT, note)
+            return FINALIZED
         return WAIT_FOR_CHANGE
     state = _job_state(job)
     if state is None:
