@@ -22,12 +22,13 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import oras.client
 import yaml
 
 from operator_testkit.clusterstack_tools import ensure_clusterstack_tools
 from operator_testkit.controlplane import free_port
 from operator_testkit.pki import create_pki
-from operator_testkit.servers import die_with_parent, serve_on_free_port, stop_group
+from operator_testkit.servers import die_with_parent, serve_on_free_port, stop_group, trusting
 
 __all__ = ["RunningRegistry", "running_registry", "start_detached_registry"]
 
@@ -67,7 +68,14 @@ class RunningRegistry:
 
     def ssl_context(self) -> ssl.SSLContext | bool:
         """What an HTTP client passes as ``verify``: this registry's CA with TLS, else True."""
-        return ssl.create_default_context(cafile=str(self.ca_cert)) if self.ca_cert else True
+        return trusting(self.ca_cert)
+
+    def oras_client(self) -> oras.client.OrasClient:
+        """An oras-py client of this registry, trusting its CA (another client than the operator's, so
+        that what the tests push is what other tools push)."""
+        return oras.client.OrasClient(
+            hostname=self.host, insecure=self.plain_http, tls_verify=str(self.ca_cert or True)
+        )
 
 
 def _write_config(

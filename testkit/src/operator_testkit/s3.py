@@ -36,7 +36,7 @@ from operator_testkit.binaries import (
 )
 from operator_testkit.controlplane import free_port
 from operator_testkit.pki import create_pki
-from operator_testkit.servers import die_with_parent, serve_on_free_port, stop_group
+from operator_testkit.servers import die_with_parent, serve_on_free_port, stop_group, trusting
 from operator_testkit.settings import ControlPlaneSettings
 
 __all__ = ["RunningS3", "ensure_versitygw", "running_s3"]
@@ -112,7 +112,7 @@ class RunningS3:
 
     def ssl_context(self) -> ssl.SSLContext | bool:
         """What an HTTP client passes to trust this server: its CA with TLS, else True."""
-        return ssl.create_default_context(cafile=str(self.ca_cert)) if self.ca_cert else True
+        return trusting(self.ca_cert)
 
 
 def _answers(server: RunningS3) -> bool:

@@ -12,6 +12,7 @@ import ctypes
 import functools
 import os
 import signal
+import ssl
 import subprocess
 import time
 from collections.abc import Callable
@@ -20,7 +21,7 @@ from typing import TypeVar
 
 from operator_testkit.errors import ControlPlaneError
 
-__all__ = ["die_with_parent", "log_tail", "serve_on_free_port", "stop_group"]
+__all__ = ["die_with_parent", "log_tail", "serve_on_free_port", "stop_group", "trusting"]
 
 _PR_SET_PDEATHSIG = 1
 _STOP_GRACE_SECONDS = 10.0
@@ -32,6 +33,11 @@ def die_with_parent() -> None:
     """Run in the child before exec: SIGKILL this process when the parent goes away."""
     libc = ctypes.CDLL("libc.so.6", use_errno=True)
     libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def trusting(ca_cert: Path | None) -> ssl.SSLContext | bool:
+    """What an HTTP client passes as ``verify`` to reach a server of ours: its CA with TLS, else True."""
+    return ssl.create_default_context(cafile=str(ca_cert)) if ca_cert else True
 
 
 def log_tail(log: Path, lines: int = 30) -> str:

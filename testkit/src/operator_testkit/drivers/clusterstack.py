@@ -22,7 +22,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import oras.client
 import yaml
 
 from clusterstack_operator.releases.versions import ReleaseName
@@ -252,9 +251,7 @@ def push_release(registry: RunningRegistry, directory: Path, repository: str) ->
     """Push a release directory as csctl publishes one: one layer per file, titled by its name, tagged
     with the release (dash form), with oras-py (another client than ours, so that both agree on the
     format, not only with themselves)."""
-    client = oras.client.OrasClient(
-        hostname=registry.host, insecure=registry.plain_http, tls_verify=str(registry.ca_cert or True)
-    )
+    client = registry.oras_client()
     here = Path.cwd()
     os.chdir(directory)  # oras-py titles each layer by the path it is given
     try:

@@ -29,7 +29,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-import oras.client
 import oras.container
 import yaml
 
@@ -375,19 +374,13 @@ def latest_stable_tag(tags: list[str], config: StackConfig) -> str | None:
     return f"{prefix}{max(numbers)}" if numbers else None
 
 
-def _oras(registry: RunningRegistry) -> oras.client.OrasClient:
-    return oras.client.OrasClient(
-        hostname=registry.host, insecure=registry.plain_http, tls_verify=str(registry.ca_cert or True)
-    )
-
-
 def publish_release_oci(registry: RunningRegistry, release: Path, repository: str) -> dict[str, Any] | None:
     """``csctl create --publish --remote oci``'s push of ``release``: one layer per regular file (in
     name order, titled by its name, typed as :func:`layer_media_type`), the OCI empty config, artifact
     type ``application/vnd.scs.cluster-stacks.v1``, annotations ``kubernetesVersion`` and ``hash``
     (besides oras' creation time), tagged with the release's name. As csctl, nothing is pushed when
     the tag exists (None is returned); otherwise the manifest pushed."""
-    client = _oras(registry)
+    client = registry.oras_client()
     target = oras.container.Container(f"{registry.host}/{repository}:{release.name}")
     if release.name in list_tags(registry, repository):
         return None
@@ -467,7 +460,7 @@ def manifest_summary(manifest: Mapping[str, Any]) -> dict[str, Any]:
 
 def list_tags(registry: RunningRegistry, repository: str) -> list[str]:
     """The tags of ``repository``: none while nothing was pushed to it (the registry answers 404)."""
-    client = _oras(registry)
+    client = registry.oras_client()
     response = client.do_request(f"{client.prefix}://{registry.host}/v2/{repository}/tags/list", "GET")
     if response.status_code == 404:
         return []
@@ -479,7 +472,7 @@ def download_release_oci(registry: RunningRegistry, repository: str, tag: str, i
     """What csctl's stable mode downloads of the newest release before it builds the next: every
     file of ``tag``, into ``into`` (returned)."""
     into.mkdir(parents=True, exist_ok=True)
-    client = _oras(registry)
+    client = registry.oras_client()
     target = f"{registry.host}/{repository}:{tag}"
     for layer in client.get_manifest(target)["layers"]:
         title = layer["annotations"]["org.opencontainers.image.title"]
@@ -489,7 +482,7 @@ def download_release_oci(registry: RunningRegistry, repository: str, tag: str, i
 
 def fetch_manifest(registry: RunningRegistry, repository: str, tag: str) -> dict[str, Any]:
     """The manifest tagged ``tag`` in ``repository``, as the registry serves it."""
-    client = _oras(registry)
+    client = registry.oras_client()
     manifest: dict[str, Any] = client.get_manifest(f"{registry.host}/{repository}:{tag}")
     return manifest
 
