@@ -43,7 +43,7 @@ from typesense_operator.resources.backup import (
 )
 from typesense_operator.resources.model import Cluster
 
-__all__ = ["DATA_FINALIZER", "finalize_backup", "keeps_data", "reconcile_backup"]
+__all__ = ["DATA_FINALIZER", "finalize_backup", "reconcile_backup", "removes_data"]
 
 DATA_FINALIZER = "ts.opentelekomcloud.com/backup-data"
 """Held by a backup whose deletionPolicy is Delete: it goes once its data is removed."""
@@ -232,7 +232,7 @@ async def reconcile_backup(
     return after
 
 
-def keeps_data(obj: dict[str, Any]) -> bool:
+def removes_data(obj: dict[str, Any]) -> bool:
     """Whether deleting this backup removes its data: deletionPolicy Delete (the default)."""
     return ((obj.get("spec") or {}).get("deletionPolicy") or "Delete") == "Delete"
 

@@ -18,7 +18,12 @@ from operator_core.controller import Operator
 from operator_core.reconciling import Context
 from operator_core.settings import from_env
 from typesense_operator.api import TYPESENSE_BACKUP, TYPESENSE_CLUSTER
-from typesense_operator.controller.backup import DATA_FINALIZER, finalize_backup, keeps_data, reconcile_backup
+from typesense_operator.controller.backup import (
+    DATA_FINALIZER,
+    finalize_backup,
+    reconcile_backup,
+    removes_data,
+)
 from typesense_operator.controller.metrics import forget_cluster
 from typesense_operator.controller.reconcile import (
     REFERENCE_GRANTS_FINALIZER,
@@ -117,5 +122,5 @@ OPERATOR.controller(
     child_kinds=(("batch/v1", "Job"),),
     finalizer=DATA_FINALIZER,
     finalize=_finalize_backup,
-    needs_finalizer=keeps_data,
+    needs_finalizer=removes_data,
 )
