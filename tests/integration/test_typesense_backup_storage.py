@@ -116,12 +116,12 @@ async def test_an_upload_cut_off_midway_leaves_no_half_backup(
     original = storage.put_file
     calls = 0
 
-    async def failing_after_two(key: str, path: Path) -> None:
+    async def failing_after_two(key: str, path: Path) -> tuple[int, str]:
         nonlocal calls
         calls += 1
         if calls > 2:
             raise asyncio.CancelledError
-        await original(key, path)
+        return await original(key, path)
 
     storage.put_file = failing_after_two  # type: ignore[method-assign]
     try:

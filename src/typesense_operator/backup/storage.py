@@ -11,11 +11,10 @@ import asyncio
 import contextlib
 import hashlib
 import os
-import shutil
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 __all__ = [
     "PART_SIZE",
@@ -31,6 +30,7 @@ PART_SIZE = 64 * 1024 * 1024
 """Files larger than this go up in parts of this size (S3 takes up to 5 GiB in one request; parts
 keep memory flat and let a failed part be retried alone)."""
 _CHUNK = 1024 * 1024
+T = TypeVar("T")
 
 
 class StorageError(Exception):
@@ -43,7 +43,11 @@ class Storage(Protocol):
     description: str
     """Where this is, for messages: ``s3://bucket/prefix`` or the directory."""
 
-    async def put_file(self, key: str, path: Path) -> None: ...
+    async def put_file(self, key: str, path: Path) -> tuple[int, str]:
+        """Write the file at ``path`` as ``key``; the size and sha256 of what was sent (each file is
+        read once: its checksum comes from the bytes that went up)."""
+        ...
+
     async def put_bytes(self, key: str, data: bytes) -> None: ...
     async def get_file(self, key: str, path: Path) -> tuple[int, str]:
         """Write the object to ``path``; its size and sha256."""
@@ -136,22 +140,26 @@ class S3Storage:
         except Exception as error:  # botocore's and aiohttp's errors, in one message
             raise StorageError(_s3_message(error, f"{what} ({self.description})")) from None
 
-    async def put_file(self, key: str, path: Path) -> None:
+    async def put_file(self, key: str, path: Path) -> tuple[int, str]:
         client = await self._open()
         target = self._key(key)
         size = (await asyncio.to_thread(path.stat)).st_size
+        digest = hashlib.sha256()
         async with self._call(f"uploading {target}"):
             if size <= self.part_size:
                 data = await asyncio.to_thread(path.read_bytes)
+                digest.update(data)
                 await client.put_object(Bucket=self.bucket, Key=target, Body=data)
-                return
+                return len(data), digest.hexdigest()
             upload = await client.create_multipart_upload(Bucket=self.bucket, Key=target)
             upload_id = upload["UploadId"]
             try:
-                parts = []
+                parts, sent = [], 0
                 with path.open("rb") as source:
                     number = 1
                     while chunk := source.read(self.part_size):
+                        digest.update(chunk)
+                        sent += len(chunk)
                         answer = await client.upload_part(
                             Bucket=self.bucket, Key=target, UploadId=upload_id, PartNumber=number, Body=chunk
                         )
@@ -164,6 +172,7 @@ class S3Storage:
                 with contextlib.suppress(Exception):
                     await client.abort_multipart_upload(Bucket=self.bucket, Key=target, UploadId=upload_id)
                 raise
+        return sent, digest.hexdigest()
 
     async def put_bytes(self, key: str, data: bytes) -> None:
         client = await self._open()
@@ -241,6 +250,17 @@ def _with_system_cas(bundle: Path) -> Path:
     return combined
 
 
+def _copy_hashing(source: Path, target: Path) -> tuple[int, str]:
+    """Copy ``source`` to ``target``; the size and sha256 of what was copied."""
+    digest, size = hashlib.sha256(), 0
+    with source.open("rb") as reading, target.open("wb") as writing:
+        while chunk := reading.read(_CHUNK):
+            writing.write(chunk)
+            digest.update(chunk)
+            size += len(chunk)
+    return size, digest.hexdigest()
+
+
 class DirectoryStorage:
     """A directory (a mounted volume): keys are paths under it. Files appear whole (written aside,
     then renamed)."""
@@ -252,33 +272,28 @@ class DirectoryStorage:
     def _path(self, key: str) -> Path:
         return self.root / key
 
-    def _place(self, key: str, write: Any) -> None:
+    def _place(self, key: str, write: Callable[[Path], T]) -> T:
         target = self._path(key)
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
             partial = target.with_name(target.name + ".partial")
-            write(partial)
+            written = write(partial)
             partial.rename(target)
         except OSError as error:
             raise StorageError(f"writing {key} ({self.description}): {error.strerror or error}") from None
+        return written
 
-    async def put_file(self, key: str, path: Path) -> None:
-        self._place(key, lambda partial: shutil.copyfile(path, partial))
+    async def put_file(self, key: str, path: Path) -> tuple[int, str]:
+        return self._place(key, lambda partial: _copy_hashing(path, partial))
 
     async def put_bytes(self, key: str, data: bytes) -> None:
         self._place(key, lambda partial: partial.write_bytes(data))
 
     async def get_file(self, key: str, path: Path) -> tuple[int, str]:
-        digest, size = hashlib.sha256(), 0
         try:
-            with self._path(key).open("rb") as source, path.open("wb") as target:
-                while chunk := source.read(_CHUNK):
-                    target.write(chunk)
-                    digest.update(chunk)
-                    size += len(chunk)
+            return _copy_hashing(self._path(key), path)
         except OSError as error:
             raise StorageError(f"reading {key} ({self.description}): {error.strerror or error}") from None
-        return size, digest.hexdigest()
 
     async def get_bytes(self, key: str) -> bytes | None:
         try:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,15 +35,6 @@ class SnapshotFacts:
     taken_at: str
 
 
-def _size_and_sha256(path: Path) -> tuple[int, str]:
-    digest, size = hashlib.sha256(), 0
-    with path.open("rb") as source:
-        while chunk := source.read(1024 * 1024):
-            digest.update(chunk)
-            size += len(chunk)
-    return size, digest.hexdigest()
-
-
 def _snapshot_files(snapshot: Path) -> list[Path]:
     if not snapshot.is_dir():
         raise TransferError(f"the snapshot {snapshot} is not a directory")
@@ -65,9 +55,8 @@ async def upload(snapshot: Path, storage: Storage, facts: SnapshotFacts) -> Mani
         entries = []
         for path in files:
             key = path.relative_to(snapshot).as_posix()
-            size, sha = await asyncio.to_thread(_size_and_sha256, path)
             written.append(key)
-            await storage.put_file(key, path)
+            size, sha = await storage.put_file(key, path)
             entries.append(FileEntry(key, size, sha))
         manifest = Manifest(
             files=tuple(entries),
