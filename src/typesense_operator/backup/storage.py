@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import hashlib
 import os
+import tempfile
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -109,7 +110,12 @@ class S3Storage:
 
             verify: bool | str = True
             if self.settings.ca_bundle is not None:
-                verify = str(_with_system_cas(self.settings.ca_bundle))
+                scratch = self._stack.enter_context(tempfile.TemporaryDirectory(prefix="typesense-backup-"))
+                try:
+                    verify = str(_with_system_cas(self.settings.ca_bundle, Path(scratch)))
+                except OSError as error:
+                    bundle = self.settings.ca_bundle
+                    raise StorageError(f"reading the CA bundle {bundle}: {error.strerror or error}") from None
             config = Config(
                 s3={"addressing_style": "path" if self.settings.path_style else "auto"},
                 retries={"max_attempts": 3, "mode": "standard"},
@@ -233,20 +239,19 @@ class S3Storage:
         self._client = None
 
 
-def _with_system_cas(bundle: Path) -> Path:
-    """``bundle`` and the system's CAs in one file beside it: botocore takes one file, and a private
-    CA is trusted besides the system's, not instead of them."""
+def _with_system_cas(bundle: Path, into: Path) -> Path:
+    """``bundle`` and the system's CAs in one file in ``into``: botocore takes one file, and a private
+    CA is trusted besides the system's, not instead of them. Not beside the bundle: that is a mounted
+    Secret, read-only."""
     import ssl
 
-    combined = bundle.with_name(bundle.name + ".with-system-cas.pem")
-    system = ssl.get_default_verify_paths().cafile
+    paths = ssl.get_default_verify_paths()
+    system = paths.cafile or paths.openssl_cafile
     parts = [bundle.read_bytes()]
     if system and os.path.exists(system):
         parts.append(Path(system).read_bytes())
-    try:
-        combined.write_bytes(b"\n".join(parts))
-    except OSError:  # a read-only mount: the bundle alone
-        return bundle
+    combined = into / "ca-bundle.pem"
+    combined.write_bytes(b"\n".join(parts))
     return combined
 
 
