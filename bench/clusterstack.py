@@ -210,6 +210,22 @@ async def measure_addons(
     }
 
 
+async def seconds_until(
+    check: Any, started: float, timeout: float = 120, pause: float = 0.05
+) -> float | None:
+    """Seconds from ``started`` until ``check()`` is true, or None if ``timeout`` passes first."""
+    while time.monotonic() < started + timeout:
+        if await check():
+            return round(time.monotonic() - started, 3)
+        await asyncio.sleep(pause)
+    return None
+
+
+async def release_ready(admin: Admin, name: str) -> bool:
+    answer = await admin.http.get(f"{RELEASES}/{name}")
+    return answer.status_code == 200 and bool((answer.json().get("status") or {}).get("ready"))
+
+
 DEPENDENCY_OBJECT = "/api/v1/namespaces/kube-system/configmaps/from-dependency"
 
 
@@ -231,44 +247,27 @@ async def measure_staged_addons(
             stage_dependencies={"stage-one": [dependency_on(dependency, repository.url)]},
         )
         await set_versions(admin, [1, 900, 901, 910])
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            answer = await admin.http.get(f"{RELEASES}/{staged}")
-            if answer.status_code == 200 and (answer.json().get("status") or {}).get("ready"):
-                break
-            await asyncio.sleep(0.5)
+        await seconds_until(lambda: release_ready(admin, staged), time.monotonic(), pause=0.5)
         workload = Admin(workload_plane)
         try:
             started = time.monotonic()
             await admin.create(SECRETS, kubeconfig_secret("staged", NAMESPACE, workload_plane))
             await admin.create(CLUSTERS, capi_cluster("staged", NAMESPACE, staged, endpoint_port=6443))
-            took = None
-            while time.monotonic() < started + 120:
+
+            async def stages_done() -> bool:
                 answer = await admin.http.get(f"{ADDONS}/cluster-addon-staged")
                 status = (answer.json().get("status") or {}) if answer.status_code == 200 else {}
                 stages = [s.get("phase") for s in status.get("stages") or []]
-                if stages and all(p == "done" for p in stages) and await workload.exists(DEPENDENCY_OBJECT):
-                    took = time.monotonic() - started
-                    break
-                await asyncio.sleep(0.05)
+                return (
+                    bool(stages)
+                    and all(p == "done" for p in stages)
+                    and await workload.exists(DEPENDENCY_OBJECT)
+                )
+
+            took = await seconds_until(stages_done, started)
         finally:
             await workload.close()
-    return {
-        "stages": 1,
-        "remote_dependencies": 1,
-        "cluster_created_to_stages_done_seconds": round(took, 3) if took is not None else None,
-    }
-
-
-async def seconds_until(
-    check: Any, started: float, timeout: float = 120, pause: float = 0.05
-) -> float | None:
-    """Seconds from ``started`` until ``check()`` is true, or None if ``timeout`` passes first."""
-    while time.monotonic() < started + timeout:
-        if await check():
-            return round(time.monotonic() - started, 3)
-        await asyncio.sleep(pause)
-    return None
+    return {"stages": 1, "remote_dependencies": 1, "cluster_created_to_stages_done_seconds": took}
 
 
 async def measure_openstack_shaped(
@@ -307,12 +306,10 @@ async def measure_openstack_shaped(
         async def class_exists() -> bool:
             return (await admin.http.get(f"{CLASSES}/{class_name}")).status_code == 200
 
-        async def release_ready() -> bool:
-            answer = await admin.http.get(f"{RELEASES}/{release.name}")
-            return answer.status_code == 200 and bool((answer.json().get("status") or {}).get("ready"))
-
         to_class = await seconds_until(class_exists, started)
-        to_ready = await seconds_until(release_ready, started, timeout=120 + (to_class or 0))
+        to_ready = await seconds_until(
+            lambda: release_ready(admin, release.name), started, timeout=120 + (to_class or 0)
+        )
         workload = Admin(workload_plane)
         try:
             started = time.monotonic()
