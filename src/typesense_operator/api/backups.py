@@ -208,6 +208,9 @@ class TypesenseScheduledBackupSpec(ApiModel):
     """Make no new backup while true (the ones made are kept, and retention still applies)."""
     deletion_policy: Literal["Delete", "Retain"] = "Delete"
     """The deletionPolicy of the backups this schedule makes."""
+    immediate: bool = False
+    """Also take a backup as soon as the schedule is created (once its cluster is QuorumReady), not
+    only at the first time the schedule fires."""
 
 
 class TypesenseScheduledBackupStatus(ApiModel):
