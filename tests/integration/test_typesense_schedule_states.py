@@ -99,7 +99,7 @@ async def test_a_schedule_that_never_fires_names_its_field_once_and_a_look_write
     assert await backups(kube, namespace) == []
 
 
-async def test_a_suspended_schedule_makes_nothing_prunes_all_the_same_and_makes_nothing_up_when_resumed(
+async def test_a_suspended_schedule_says_so_prunes_all_the_same_and_says_when_it_is_resumed(
     kube: Kube, namespace: str
 ) -> None:
     await kube.create(cluster(namespace))
