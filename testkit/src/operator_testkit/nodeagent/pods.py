@@ -57,6 +57,7 @@ from operator_testkit.nodeagent.status import ContainerSnapshot, pod_status, tim
 from operator_testkit.nodeagent.volumes import (
     Mount,
     TokenRequest,
+    give_to_group,
     is_file_volume,
     mount_table,
     sync_files,
@@ -739,6 +740,7 @@ class PodWorker:
 
     async def _prepare_volumes(self) -> bool:
         """Make every volume's directory; False while a claim is not bound or a source is missing."""
+        fs_group = (self.pod["spec"].get("securityContext") or {}).get("fsGroup")
         try:
             for volume in self.pod["spec"].get("volumes") or []:
                 name = volume["name"]
@@ -749,6 +751,8 @@ class PodWorker:
                 self.volume_dirs[name].mkdir(parents=True, exist_ok=True)
                 if "emptyDir" in volume:  # as the kubelet makes it: any user of the pod may write there
                     self.volume_dirs[name].chmod(0o777)
+                elif "persistentVolumeClaim" in volume and fs_group is not None:
+                    await asyncio.to_thread(give_to_group, self.volume_dirs[name], int(fs_group))
             await self._sync_file_volumes()
         except ConfigError as error:
             for run in self.runs:

@@ -30,6 +30,7 @@ from operator_testkit.nodeagent.env import ConfigError, PodFacts, downward_file
 __all__ = [
     "Mount",
     "TokenRequest",
+    "give_to_group",
     "mount_table",
     "sync_files",
     "token_requests",
@@ -221,3 +222,19 @@ def sync_files(directory: Path, files: Mapping[str, bytes]) -> bool:
             existing.unlink()
             changed = True
     return changed
+
+
+def give_to_group(root: Path, gid: int) -> None:
+    """A volume made the pod's ``fsGroup``'s, as the kubelet does for volumes that support ownership
+    management (with ``fsGroupChangePolicy: OnRootMismatch``): unless its root has that group already,
+    every file and folder gets the group, group read and write, and folders the setgid bit, so that what
+    the pod's users create stays the group's."""
+    if root.stat().st_gid == gid:
+        return
+    for path in (root, *root.rglob("*")):
+        if path.is_symlink():
+            continue
+        os.chown(path, -1, gid)
+        mode = path.stat().st_mode
+        extra = 0o2070 if path.is_dir() else 0o060
+        path.chmod((mode | extra) & 0o7777)
