@@ -251,8 +251,13 @@ def image_of_sources(context: Path, settings: ControlPlaneSettings | None = None
 
 
 def _forget_older_source_images(buildah: Buildah, keep: str) -> None:
-    """Remove all but the newest ``src-`` images (another worker's removal of the same one is no error)."""
-    listed = buildah("images", "--format", "{{.Name}}:{{.Tag}} {{.CreatedAtRaw}}", capture=True)
+    """Remove all but the newest ``src-`` images (another worker's removal of the same one is no error).
+    Housekeeping only: a listing that fails (buildah loses an image another process removes while it
+    lists) leaves the pruning to the next build."""
+    try:
+        listed = buildah("images", "--format", "{{.Name}}:{{.Tag}} {{.CreatedAtRaw}}", capture=True)
+    except ControlPlaneError:
+        return
     names = sorted(
         (line.split(None, 1) for line in listed.splitlines() if f":{SOURCE_TAG_PREFIX}" in line),
         key=lambda entry: entry[1],
