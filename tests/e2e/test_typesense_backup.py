@@ -133,7 +133,11 @@ async def test_a_backup_of_a_ready_cluster_is_taken_from_a_follower_and_is_whole
         }
     )
 
+    seen_jobs: list[dict[str, Any]] = []
+
     async def completed() -> dict[str, Any] | None:
+        job = await kube.get("batch/v1", "Job", "nightly-backup", namespace)
+        seen_jobs.extend([job] if job else [])
         found = await kube.get(API, "TypesenseBackup", "nightly", namespace)
         phase = ((found or {}).get("status") or {}).get("phase")
         assert phase != "Failed", (found or {}).get("status")
@@ -157,8 +161,14 @@ async def test_a_backup_of_a_ready_cluster_is_taken_from_a_follower_and_is_whole
     assert len(manifest["files"]) == status["files"]
     for entry in manifest["files"]:
         assert (stored / entry["path"]).stat().st_size == entry["size"]
-    job = await kube.get("batch/v1", "Job", "nightly-backup", namespace)
-    assert job is not None
+    assert seen_jobs, "the backup's Job was seen while it ran"
+    job = seen_jobs[-1]
+
+    # Its result is in the status: the ended Job goes, with its pod, which would hold the node's claim.
+    async def job_gone() -> bool:
+        return await kube.get("batch/v1", "Job", "nightly-backup", namespace) is None
+
+    await wait_until(job_gone, timeout=30, interval=0.5, what="the ended backup Job deleted")
     assert job["spec"]["template"]["spec"]["nodeName"] == next(
         p["spec"]["nodeName"] for p in pods if p["metadata"]["name"] == status["node"]
     )

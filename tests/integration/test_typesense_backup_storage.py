@@ -6,6 +6,7 @@ missing manifest each fail with a reason, leave nothing behind, and never show a
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import secrets
 import subprocess
@@ -235,3 +236,23 @@ def test_the_command_uploads_restores_into_an_empty_data_directory_once_and_says
     gone = run_command("remove", "--location", location, env=env)
     assert gone.returncode == 0, gone.stderr
     assert '"removed": 5' in gone.stdout
+
+
+def test_an_upload_that_keeps_failing_stops_after_its_attempts_and_leaves_nothing_anywhere(
+    s3_server: RunningS3, bucket: str, snapshot: Path, tmp_path: Path
+) -> None:
+    result = tmp_path / "result.json"
+    failed = run_command(
+        "--result", str(result), "upload", "--snapshot", str(snapshot), "--to", f"s3://{bucket}/x/y/z",
+        "--node", "search-sts-1", "--typesense-version", "29.0", "--collections", "2",
+        "--documents", "3", "--taken-at", "2026-11-25T23:00:00Z", "--attempts", "2",
+        env=environment(s3_server, AWS_SECRET_ACCESS_KEY="nope-nope"),
+    )  # fmt: skip
+    assert failed.returncode == 1
+    assert "attempt 1 failed" in failed.stderr, "each attempt but the last says it is tried again"
+    assert "2 attempts failed; the last: " in failed.stderr
+    assert "SignatureDoesNotMatch" in failed.stderr
+    assert "nope-nope" not in failed.stderr + result.read_text()
+    assert json.loads(result.read_text())["attempts"] == 2
+    assert not snapshot.exists(), "the last attempt removes the snapshot from the node all the same"
+    assert not any((s3_server.storage / bucket).rglob("*.*")), "nothing in the bucket"

@@ -10,6 +10,7 @@ import yaml
 
 from operator_core.crdgen import crd_manifest
 from operator_testkit import cel
+from typesense_operator.api import TYPESENSE_CLUSTER
 from typesense_operator.api.backups import (
     TYPESENSE_BACKUP,
     TYPESENSE_SCHEDULED_BACKUP,
@@ -138,3 +139,28 @@ def test_a_max_age_is_a_number_of_days_hours_minutes_or_seconds(age: str, allowe
 def test_a_schedule_is_checked_as_the_scrapers_are(schedule: str, allowed: bool) -> None:
     (rule,) = cel.rules(at(schema(TYPESENSE_SCHEDULED_BACKUP), "spec", "schedule"))
     assert cel.evaluate(rule, {"self": schedule}) is allowed
+
+
+FROM_BACKUP = {"fromBackup": {"backup": {"name": "nightly"}}}
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "allowed"),
+    [
+        (None, None, True),
+        (FROM_BACKUP, FROM_BACKUP, True),
+        (None, FROM_BACKUP, False),  # a live cluster is never restored into
+        (FROM_BACKUP, None, False),
+        (FROM_BACKUP, {"fromBackup": {"backup": {"name": "weekly"}}}, False),
+    ],
+)
+def test_a_clusters_bootstrap_is_set_at_creation_and_never_changed(
+    old: dict[str, Any] | None, new: dict[str, Any] | None, allowed: bool
+) -> None:
+    spec = at(schema(TYPESENSE_CLUSTER), "spec")
+    (rule,) = [r for r in cel.rules(spec) if "bootstrap" in r]
+
+    def with_bootstrap(bootstrap: dict[str, Any] | None) -> dict[str, Any]:
+        return {"image": "typesense/typesense:29.0", **({"bootstrap": bootstrap} if bootstrap else {})}
+
+    assert cel.evaluate(rule, {"self": with_bootstrap(new), "oldSelf": with_bootstrap(old)}) is allowed

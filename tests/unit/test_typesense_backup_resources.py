@@ -7,17 +7,24 @@ from typing import Any
 
 import pytest
 
-from typesense_operator.resources.backup import Backup, backup_job, backup_location, remove_job, snapshot_dir
+from typesense_operator.resources.backup import (
+    Backup,
+    backup_job,
+    backup_location,
+    remove_job,
+    restore_claim,
+    restore_job,
+    snapshot_dir,
+)
 from typesense_operator.resources.model import Cluster
 
-CLUSTER = Cluster.from_object(
-    {
-        "apiVersion": "ts.opentelekomcloud.com/v1alpha1",
-        "kind": "TypesenseCluster",
-        "metadata": {"name": "search", "namespace": "shop", "uid": "c-uid"},
-        "spec": {"image": "typesense/typesense:29.0", "imagePullSecrets": [{"name": "registry"}]},
-    }
-)
+CLUSTER_OBJECT: dict[str, Any] = {
+    "apiVersion": "ts.opentelekomcloud.com/v1alpha1",
+    "kind": "TypesenseCluster",
+    "metadata": {"name": "search", "namespace": "shop", "uid": "c-uid"},
+    "spec": {"image": "typesense/typesense:29.0", "imagePullSecrets": [{"name": "registry"}]},
+}
+CLUSTER = Cluster.from_object(CLUSTER_OBJECT)
 S3 = {
     "bucket": "typesense-backups",
     "prefix": "/prod/",
@@ -62,7 +69,7 @@ def test_an_s3_backup_runs_on_the_nodes_node_with_its_claim_and_the_credentials_
     made = job({"s3": S3})
     assert made["metadata"]["name"] == "nightly-backup"
     assert made["metadata"]["ownerReferences"][0]["kind"] == "TypesenseBackup"
-    assert made["spec"]["backoffLimit"] == 2
+    assert made["spec"]["backoffLimit"] == 0, "the upload makes its own attempts"
     pod = made["spec"]["template"]["spec"]
     assert pod["nodeName"] == "node-b"
     assert pod["restartPolicy"] == "Never"
@@ -135,3 +142,42 @@ def test_the_removal_runs_anywhere_with_the_destination_only() -> None:
     assert [v["name"] for v in pod["volumes"]] == ["ca"]
     (container,) = pod["containers"]
     assert container["args"] == ["remove", "--location", "s3://typesense-backups/prod/shop/search/nightly"]
+
+
+def test_a_restore_fills_the_first_nodes_claim_before_its_statefulset_exists() -> None:
+    placed = Cluster.from_object(
+        {
+            **CLUSTER_OBJECT,
+            "spec": {
+                **CLUSTER_OBJECT["spec"],
+                "nodeSelector": {"disk": "ssd"},
+                "storage": {"size": "5Gi", "storageClassName": "fast"},
+            },
+        }
+    )
+    claim = restore_claim(placed)
+    assert claim["metadata"]["name"] == "data-search-sts-0"
+    assert "ownerReferences" not in claim["metadata"], (
+        "deleting the cluster keeps its data, as the StatefulSet's"
+    )
+    assert claim["metadata"]["labels"] == placed.labels("node")
+    assert claim["spec"]["resources"]["requests"]["storage"] == "5Gi"
+    assert claim["spec"]["storageClassName"] == "fast"
+
+    made = restore_job(placed, backup({"s3": S3}), image="suite:1")
+    assert made["metadata"]["name"] == "search-restore"
+    assert made["metadata"]["ownerReferences"][0]["kind"] == "TypesenseCluster"
+    assert made["metadata"]["labels"]["app.kubernetes.io/instance"] == "search"
+    pod = made["spec"]["template"]["spec"]
+    assert pod["nodeSelector"] == {"disk": "ssd"}, "placed as the nodes are, so its volume suits them"
+    (container,) = pod["containers"]
+    assert container["args"] == [
+        "restore",
+        "--from",
+        "s3://typesense-backups/prod/shop/search/nightly",
+        "--data-dir",
+        "/usr/share/typesense/data",
+    ]
+    assert {"name": "data", "persistentVolumeClaim": {"claimName": "data-search-sts-0"}} in pod["volumes"]
+    secrets = [e for e in container["env"] if "valueFrom" in e]
+    assert {e["name"] for e in secrets} == {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"}

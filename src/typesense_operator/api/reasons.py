@@ -6,7 +6,7 @@ from enum import StrEnum
 
 from operator_core.children import CHILDREN_APPLIED
 
-__all__ = ["BackupReason", "ConditionType", "EventReason", "ReadyReason"]
+__all__ = ["BackupReason", "ConditionType", "EventReason", "ReadyReason", "RestoreReason", "ScheduleReason"]
 
 
 class ConditionType(StrEnum):
@@ -26,6 +26,11 @@ class ConditionType(StrEnum):
     """The HTTPRoutes (and ReferenceGrants) of spec.httpRoutes are applied, or none are requested."""
     STORAGE_READY = "StorageReady"
     """Every node's volume has the size spec.storage.size asks for, or is being grown to it."""
+    RESTORED = "Restored"
+    """spec.bootstrap.fromBackup: the first node's volume holds the whole backup (False while it is
+    filled, or when that failed)."""
+    SUSPENDED = "Suspended"
+    """A TypesenseScheduledBackup's: True while spec.suspend holds its new backups (False once resumed)."""
 
 
 class ReadyReason(StrEnum):
@@ -63,6 +68,14 @@ class EventReason(StrEnum):
     BACKUP_FAILED = "BackupFailed"
     BACKUP_DATA_REMOVED = "BackupDataRemoved"
     BACKUP_DATA_LEFT = "BackupDataLeft"
+    RESTORE_STARTED = "RestoreStarted"
+    RESTORE_COMPLETED = "RestoreCompleted"
+    RESTORE_FAILED = "RestoreFailed"
+    BACKUP_SCHEDULED = "BackupScheduled"
+    BACKUP_SKIPPED = "BackupSkipped"
+    BACKUP_PRUNED = "BackupPruned"
+    INVALID_SCHEDULE = "InvalidSchedule"
+    CLUSTER_NOT_FOUND = "ClusterNotFound"
 
 
 class BackupReason(StrEnum):
@@ -79,3 +92,25 @@ class BackupReason(StrEnum):
     SNAPSHOT_FAILED = "SnapshotFailed"
     UPLOAD_FAILED = "UploadFailed"
     JOB_LOST = "JobLost"
+
+
+class RestoreReason(StrEnum):
+    """Reasons of a TypesenseCluster's Restored condition (spec.bootstrap.fromBackup)."""
+
+    RESTORING = "Restoring"
+    RESTORED = "Restored"
+    BACKUP_NOT_FOUND = "BackupNotFound"
+    BACKUP_NOT_COMPLETED = "BackupNotCompleted"
+    NO_BACKUP_IMAGE = "NoBackupImage"
+    RESTORE_FAILED = "RestoreFailed"
+
+
+class ScheduleReason(StrEnum):
+    """Reasons of a TypesenseScheduledBackup's Ready and Suspended conditions."""
+
+    SCHEDULED = "Scheduled"
+    SUSPENDED = "Suspended"
+    RESUMED = "Resumed"
+    INVALID_SCHEDULE = "InvalidSchedule"
+    NAME_TOO_LONG = "NameTooLong"
+    CLUSTER_NOT_FOUND = "ClusterNotFound"

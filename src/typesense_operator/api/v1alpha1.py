@@ -339,6 +339,29 @@ class SecurityContextSpec(ApiModel):
     """The metrics exporter container's security context, instead of the operator's."""
 
 
+class BackupReference(ApiModel):
+    """A TypesenseBackup in the cluster's namespace."""
+
+    name: str = Field(min_length=1, max_length=253)
+    """Name of the TypesenseBackup. It must be Completed."""
+
+
+class FromBackup(ApiModel):
+    """The backup a new cluster starts from."""
+
+    backup: BackupReference
+    """A Completed TypesenseBackup in the cluster's namespace (of this or another cluster)."""
+
+
+class BootstrapSpec(ApiModel):
+    """How a new cluster gets its first data. Set when the cluster is created, never changed after."""
+
+    from_backup: FromBackup | None = None
+    """Restore a backup: the first node's volume is filled from it (every file checked against the
+    backup's manifest) before that node starts; the cluster comes up as that one node and then grows
+    to its replicas, the other nodes catching up from it."""
+
+
 class TypesenseClusterSpec(ApiModel):
     """The desired Typesense cluster."""
 
@@ -435,11 +458,18 @@ class TypesenseClusterSpec(ApiModel):
     """How Typesense pods spread across topology domains (core/v1 TopologySpreadConstraint objects)."""
     incremental_quorum_recovery: bool = False
     """When recovering quorum, add nodes back one at a time instead of all at once."""
+    bootstrap: BootstrapSpec | None = None
+    """Where a new cluster's data comes from: empty (not set), or a backup (fromBackup)."""
 
     model_config = ConfigDict(
         json_schema_extra=cel(
             ("self.apiPort != self.peeringPort", "apiPort and peeringPort must differ"),
             ("!has(self.corsDomains) || self.enableCors", "corsDomains needs enableCors: true"),
+            (
+                "has(self.bootstrap) == has(oldSelf.bootstrap)"
+                " && (!has(self.bootstrap) || self.bootstrap == oldSelf.bootstrap)",
+                "bootstrap is set when the cluster is created and never changed",
+            ),
         )
     )
 
@@ -488,6 +518,26 @@ class RollStatus(ApiModel):
     """Since when the roll has waited for a restarted node to come back (it pauses after a timeout)."""
 
 
+class RestoreStatus(ApiModel):
+    """The restore that gave a new cluster its data (spec.bootstrap.fromBackup)."""
+
+    backup: str | None = None
+    """The TypesenseBackup restored."""
+    location: str | None = None
+    """Where its data was read from."""
+    phase: Literal["Restoring", "Completed", "Failed"] | None = None
+    """Restoring (the first node's volume is being filled), Completed, or Failed (the Restored
+    condition says why)."""
+    started_at: datetime | None = None
+    """When the restore began."""
+    completed_at: datetime | None = None
+    """When the first node's volume held the whole backup."""
+    files: int | None = None
+    """Files restored."""
+    size_bytes: int | None = None
+    """Bytes restored."""
+
+
 class TypesenseClusterStatus(ApiModel):
     """The observed state of the cluster, written only by the operator."""
 
@@ -508,6 +558,8 @@ class TypesenseClusterStatus(ApiModel):
     """Quorum health and recovery bookkeeping."""
     roll: RollStatus | None = None
     """The roll of the last change that needed new pods."""
+    restore: RestoreStatus | None = None
+    """The restore of spec.bootstrap.fromBackup."""
 
 
 # raft rejects a peer address ({name}-sts-{i}.{name}-sts-svc:{peering}:{api}) longer than 64 characters.

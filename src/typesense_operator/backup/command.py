@@ -33,6 +33,10 @@ __all__ = ["main"]
 TERMINATION_LOG = Path("/dev/termination-log")
 RESTORED_MARKER = ".restored-from"
 """Written into a data directory a backup was restored into: a restarted pod does not restore again."""
+RETRY_SECONDS = 2.0
+"""The wait before an upload's second attempt (twice that before the third, and so on)."""
+_STAGING = (".restoring", ".restoring.partial")
+"""Where a restore downloads to (``download`` writes the second, then renames it to the first)."""
 
 
 def s3_settings(environment: dict[str, str]) -> S3Settings | None:
@@ -60,8 +64,17 @@ def check_typesense_snapshot(snapshot: Path) -> None:
         raise TransferError(f"{snapshot} is not a whole Typesense snapshot: no state/snapshot/snapshot_*")
 
 
+class AttemptsFailed(TransferError):
+    """Every attempt of an upload failed; the message is the last one's reason."""
+
+    def __init__(self, attempts: int, reason: str) -> None:
+        super().__init__(f"{attempts} attempts failed; the last: {reason}")
+        self.attempts = attempts
+
+
 async def _upload(arguments: argparse.Namespace, s3: S3Settings | None) -> dict[str, Any]:
-    await asyncio.to_thread(check_typesense_snapshot, arguments.snapshot)
+    """The attempts are made here, not by the Job's pod retries: only the last attempt may remove the
+    snapshot from the node's volume, and it always does (a failed backup leaves nothing on the node)."""
     facts = SnapshotFacts(
         node=arguments.node,
         typesense_version=arguments.typesense_version,
@@ -69,11 +82,29 @@ async def _upload(arguments: argparse.Namespace, s3: S3Settings | None) -> dict[
         documents=arguments.documents,
         taken_at=arguments.taken_at,
     )
-    async with open_storage(arguments.to, s3) as storage:
-        manifest = await upload(arguments.snapshot, storage, facts)
-    if not arguments.keep_snapshot:
-        shutil.rmtree(arguments.snapshot, ignore_errors=True)
-    return {"location": arguments.to, "files": len(manifest.files), "size": manifest.size}
+    # A folder that is not a Typesense snapshot is refused before anything, and never removed: it
+    # may be anything.
+    await asyncio.to_thread(check_typesense_snapshot, arguments.snapshot)
+    try:
+        for attempt in range(1, arguments.attempts + 1):
+            try:
+                async with open_storage(arguments.to, s3) as storage:
+                    manifest = await upload(arguments.snapshot, storage, facts)
+                break
+            except (TransferError, StorageError) as error:
+                if attempt == arguments.attempts:
+                    raise AttemptsFailed(attempt, str(error)) from None
+                print(f"typesense-backup: attempt {attempt} failed: {error}; trying again", file=sys.stderr)
+                await asyncio.sleep(RETRY_SECONDS * attempt)
+    finally:
+        if not arguments.keep_snapshot:
+            shutil.rmtree(arguments.snapshot, ignore_errors=True)
+    return {
+        "location": arguments.to,
+        "files": len(manifest.files),
+        "size": manifest.size,
+        "attempts": attempt,
+    }
 
 
 async def _restore(arguments: argparse.Namespace, s3: S3Settings | None) -> dict[str, Any]:
@@ -81,7 +112,7 @@ async def _restore(arguments: argparse.Namespace, s3: S3Settings | None) -> dict
     before = _restored_before(data)
     if before is not None:
         return {"location": before, "restored": False, "reason": "restored before"}
-    staging = data / ".restoring"
+    staging = data / _STAGING[0]
     async with open_storage(arguments.source, s3) as storage:
         manifest = await download(storage, staging)
     _move_into_place(staging, data, arguments.source)
@@ -99,7 +130,10 @@ def _restored_before(data: Path) -> str | None:
     marker = data / RESTORED_MARKER
     if marker.exists():
         return marker.read_text().strip()
-    if data.exists() and any(data.iterdir()):
+    for leftover in _STAGING:  # a restore cut short (its process killed): never a whole backup
+        shutil.rmtree(data / leftover, ignore_errors=True)
+    # A new ext4 volume comes with lost+found: it is empty all the same.
+    if data.exists() and any(entry.name != "lost+found" for entry in data.iterdir()):
         raise TransferError(f"the data directory {data} is not empty: a backup goes only into an empty one")
     return None
 
@@ -132,6 +166,7 @@ def _parser() -> argparse.ArgumentParser:
     up.add_argument("--documents", type=int, required=True)
     up.add_argument("--taken-at", required=True, help="RFC 3339")
     up.add_argument("--keep-snapshot", action="store_true")
+    up.add_argument("--attempts", type=int, default=3, help="uploads tried before giving up (default 3)")
     up.set_defaults(run=_upload)
     down = commands.add_parser("restore", help="a backup into an empty data directory")
     down.add_argument("--from", dest="source", required=True)
@@ -156,7 +191,8 @@ def main(argv: list[str] | None = None) -> int:
     except (TransferError, StorageError) as error:
         message = f"typesense-backup: {arguments.command} failed: {error}"
         print(message, file=sys.stderr)
-        _write_result(arguments.result, json.dumps({"error": str(error)}))
+        attempts = {"attempts": error.attempts} if isinstance(error, AttemptsFailed) else {}
+        _write_result(arguments.result, json.dumps({"error": str(error), **attempts}))
         return 1
     except KeyboardInterrupt:
         print(f"typesense-backup: {arguments.command} interrupted; nothing half was kept", file=sys.stderr)

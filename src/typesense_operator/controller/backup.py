@@ -11,10 +11,9 @@ The operator never reads the storage credentials: only the Job does, from their 
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-import json
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from operator_core import errors
@@ -29,6 +28,7 @@ from typesense_operator.api.backups import TYPESENSE_BACKUP
 from typesense_operator.api.reasons import BackupReason, EventReason
 from typesense_operator.backup.decide import NotBackedUp, choose_node
 from typesense_operator.backup.node import SnapshotFailed, take_snapshot
+from typesense_operator.controller.jobs import job_result, job_state, stamp
 from typesense_operator.controller.reconcile import decoded_key, node_targets, probe_cluster
 from typesense_operator.controller.settings import TypesenseSettings
 from typesense_operator.quorum.probe import NodeAddressing
@@ -43,19 +43,17 @@ from typesense_operator.resources.backup import (
 )
 from typesense_operator.resources.model import Cluster
 
-__all__ = ["DATA_FINALIZER", "finalize_backup", "reconcile_backup", "removes_data"]
+__all__ = [
+    "DATA_FINALIZER",
+    "finalize_backup",
+    "reconcile_backup",
+    "removes_data",
+]
 
 DATA_FINALIZER = "ts.opentelekomcloud.com/backup-data"
 """Held by a backup whose deletionPolicy is Delete: it goes once its data is removed."""
 FINAL_PHASES = ("Completed", "Failed")
-_TIME = "%Y-%m-%dT%H:%M:%SZ"
 _MESSAGE_WAIT_SECONDS = 1.0
-_MESSAGE_GRACE_SECONDS = 15.0
-"""How long after its Job's end a pod's termination message is waited for."""
-
-
-def _stamp(moment: datetime) -> str:
-    return moment.strftime(_TIME)
 
 
 @dataclass
@@ -67,46 +65,10 @@ class _Report:
     status: dict[str, Any]
 
     async def fail(self, reason: BackupReason, message: str) -> float:
-        self.status.update(phase="Failed", completedAt=_stamp(utcnow()))
+        self.status.update(phase="Failed", completedAt=stamp(utcnow()))
         await self.book.set("Ready", "False", reason, message)
         await self.book.event("Warning", EventReason.BACKUP_FAILED, message)
         return WAIT_FOR_CHANGE
-
-
-def _job_state(job: dict[str, Any] | None) -> str | None:
-    """ "Complete" or "Failed" once the Job ended, else None."""
-    for condition in ((job or {}).get("status") or {}).get("conditions") or []:
-        if condition.get("type") in ("Complete", "Failed") and condition.get("status") == "True":
-            return str(condition["type"])
-    return None
-
-
-async def _termination_message(kube: Kube, namespace: str, job_name: str) -> str:
-    """The last ended pod's termination message: the command's JSON result, or its reason."""
-    pods = await kube.list("v1", "Pod", namespace, labels={"job-name": job_name})
-    ended = []
-    for pod in pods:
-        for status in (pod.get("status") or {}).get("containerStatuses") or []:
-            terminated = (status.get("state") or {}).get("terminated")
-            if terminated:
-                ended.append((terminated.get("finishedAt") or "", terminated.get("message") or ""))
-    return max(ended)[1].strip() if ended else ""
-
-
-def _ended_recently(job: dict[str, Any]) -> bool:
-    ended = (job.get("status") or {}).get("completionTime")
-    if not ended:
-        return True
-    moment = datetime.fromisoformat(str(ended).replace("Z", "+00:00"))
-    return (utcnow() - moment).total_seconds() < _MESSAGE_GRACE_SECONDS
-
-
-def _result(message: str) -> dict[str, Any]:
-    try:
-        parsed = json.loads(message.splitlines()[-1]) if message else {}
-    except ValueError:
-        return {"error": message}
-    return parsed if isinstance(parsed, dict) else {"error": message}
 
 
 async def _start(
@@ -155,7 +117,7 @@ async def _start(
         "typesense-version": taken.typesense_version,
         "collections": str(taken.collections),
         "documents": str(taken.documents),
-        "taken-at": _stamp(started),
+        "taken-at": stamp(started),
     }
     job = backup_job(
         backup, cluster, pod=target.pod, node_name=(pod.get("spec") or {}).get("nodeName"),
@@ -166,7 +128,7 @@ async def _start(
         await kube.create(job)
     report.status.update(
         phase="Running",
-        startedAt=_stamp(started),
+        startedAt=stamp(started),
         node=target.pod,
         location=backup_location(backup),
         typesenseVersion=taken.typesense_version,
@@ -186,24 +148,20 @@ async def _follow(report: _Report, kube: Kube) -> float:
     job = await kube.get("batch/v1", "Job", name, backup.namespace)
     if job is None:
         return await report.fail(BackupReason.JOB_LOST, f"its Job {name} is gone before it ended")
-    counts = job.get("status") or {}
-    attempts = max(1, sum(int(counts.get(key) or 0) for key in ("failed", "succeeded", "active")))
-    if attempts != report.status.get("attempts"):
-        report.status["attempts"] = attempts
-    state = _job_state(job)
+    state = job_state(job)
     if state is None:
         return WAIT_FOR_CHANGE
-    message = await _termination_message(kube, backup.namespace, name)
-    if not message and state == "Complete" and _ended_recently(job):
-        # The Job's end can reach the watch before its pod's last status does: look again shortly.
+    result = await job_result(kube, job)
+    if result is None:
         return _MESSAGE_WAIT_SECONDS
-    result = _result(message)
+    if result.get("attempts"):
+        report.status["attempts"] = int(result["attempts"])
     if state == "Failed" or "error" in result:
         reason = result.get("error") or "its Job failed without saying why"
-        return await report.fail(BackupReason.UPLOAD_FAILED, f"after {attempts} attempts: {reason}")
+        return await report.fail(BackupReason.UPLOAD_FAILED, reason)
     report.status.update(
         phase="Completed",
-        completedAt=_stamp(utcnow()),
+        completedAt=stamp(utcnow()),
         sizeBytes=int(result.get("size") or 0),
         files=int(result.get("files") or 0),
     )
@@ -213,23 +171,89 @@ async def _follow(report: _Report, kube: Kube) -> float:
     return WAIT_FOR_CHANGE
 
 
+class _OneSnapshotAtATime:
+    """A cluster takes one backup at a time: typesense-server 0.24.1 confirms a second snapshot asked
+    for while one is being written, and writes nothing (seen when two backups started together). The
+    lock covers a backup's start, up to its status saying Running; ``under_way`` remembers what this
+    process started, which the watch cache may not show yet; after a restart, the cache tells."""
+
+    def __init__(self) -> None:
+        self.locks: dict[tuple[str, str], asyncio.Lock] = {}
+        self.under_way: dict[tuple[str, str], str] = {}
+
+    def lock(self, key: tuple[str, str]) -> asyncio.Lock:
+        return self.locks.setdefault(key, asyncio.Lock())
+
+    async def other(self, kube: Kube, backup: Backup) -> str | None:
+        """Another backup of the same cluster under way (Running), by name; None when there is none."""
+        key = (backup.namespace, backup.spec.cluster.name)
+        started = self.under_way.get(key)
+        if started and started != backup.name:
+            found = await kube.get(
+                TYPESENSE_BACKUP.api_version, TYPESENSE_BACKUP.kind, started, backup.namespace
+            )
+            if found is not None and ((found.get("status") or {}).get("phase")) not in FINAL_PHASES:
+                return started
+            self.under_way.pop(key, None)
+        for found in await kube.list(TYPESENSE_BACKUP.api_version, TYPESENSE_BACKUP.kind, backup.namespace):
+            same_cluster = ((found.get("spec") or {}).get("cluster") or {}).get(
+                "name"
+            ) == backup.spec.cluster.name
+            running = (found.get("status") or {}).get("phase") == "Running"
+            if same_cluster and running and found["metadata"]["name"] != backup.name:
+                return str(found["metadata"]["name"])
+        return None
+
+
+_SNAPSHOTS = _OneSnapshotAtATime()
+_WAIT_FOR_OTHER_SECONDS = 5.0
+"""How soon a backup waiting for another of its cluster looks again (that one's end wakes only itself)."""
+
+
 async def reconcile_backup(
     obj: dict[str, Any], context: Context, addressing: NodeAddressing, settings: TypesenseSettings
 ) -> float:
     """Move one backup along; returns seconds until the next look."""
     before = dict(obj.get("status") or {})
+    backup = Backup.from_object(obj)
     if before.get("phase") in FINAL_PHASES:
+        await _forget_job(context.kube, backup)
         return WAIT_FOR_CHANGE
-    report = _Report(Backup.from_object(obj), ConditionBook.of(obj, context.recorder), dict(before))
+    report = _Report(backup, ConditionBook.of(obj, context.recorder), dict(before))
     if before.get("phase") == "Running":
         after = await _follow(report, context.kube)
+        await _write(report, obj, context, before)
     else:
-        after = await _start(obj, report, context.kube, addressing, settings)
+        key = (backup.namespace, backup.spec.cluster.name)
+        async with _SNAPSHOTS.lock(key):
+            other = await _SNAPSHOTS.other(context.kube, backup)
+            if other is not None:
+                note = f"waiting for TypesenseBackup {other} to end: a cluster takes one backup at a time"
+                await report.book.set("Ready", "False", BackupReason.PENDING, note)
+                report.status["phase"] = "Pending"
+                after = _WAIT_FOR_OTHER_SECONDS
+            else:
+                after = await _start(obj, report, context.kube, addressing, settings)
+            await _write(report, obj, context, before)
+            if report.status.get("phase") == "Running":
+                _SNAPSHOTS.under_way[key] = backup.name
+    if report.status.get("phase") in FINAL_PHASES:
+        await _forget_job(context.kube, backup)
+    return after
+
+
+async def _write(report: _Report, obj: dict[str, Any], context: Context, before: dict[str, Any]) -> None:
     report.status["conditions"] = report.book.wire()
     report.status["observedGeneration"] = obj["metadata"].get("generation")
     changed = {key: value for key, value in report.status.items() if before.get(key) != value}
     await write_status(context.kube, TYPESENSE_BACKUP, obj, changed)
-    return after
+
+
+async def _forget_job(kube: Kube, backup: Backup) -> None:
+    """The ended backup's Job goes once its result is in the status, and its pod with it: an ended pod
+    that mounted the node's claim would keep that claim from being deleted, ever."""
+    if await kube.get("batch/v1", "Job", backup_job_name(backup), backup.namespace) is not None:
+        await kube.delete("batch/v1", "Job", backup_job_name(backup), backup.namespace)
 
 
 def removes_data(obj: dict[str, Any]) -> bool:
@@ -263,16 +287,13 @@ async def finalize_backup(obj: dict[str, Any], context: Context, settings: Types
             await book.event("Warning", EventReason.BACKUP_DATA_LEFT, note)
             return FINALIZED
         return WAIT_FOR_CHANGE
-    state = _job_state(job)
+    state = job_state(job)
     if state is None:
         return WAIT_FOR_CHANGE
     if state == "Complete":
         await book.event("Normal", EventReason.BACKUP_DATA_REMOVED, f"removed {status['location']}")
     else:
-        said = (
-            _result(await _termination_message(kube, backup.namespace, name)).get("error")
-            or "no reason given"
-        )
+        said = (await job_result(kube, job) or {}).get("error") or "no reason given"
         await book.event(
             "Warning",
             EventReason.BACKUP_DATA_LEFT,

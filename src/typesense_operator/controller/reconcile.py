@@ -46,6 +46,7 @@ from operator_core.storage import (
 from typesense_operator.api import TYPESENSE_CLUSTER
 from typesense_operator.api.reasons import ConditionType, EventReason
 from typesense_operator.controller.metrics import RECOVERIES, observe_quorum
+from typesense_operator.controller.restore import restore_from_backup
 from typesense_operator.controller.settings import TypesenseSettings
 from typesense_operator.controller.status import (
     BOOTSTRAPPING,
@@ -150,9 +151,16 @@ class Scope:
     """status.roll as this reconcile leaves it (None: as it was)."""
     rolling: bool = False
     """A roll is under way: the next look comes soon (the pods' changes wake the cluster too)."""
+    restore: dict[str, Any] | None = None
+    """status.restore as this reconcile leaves it (None: as it was)."""
+    restore_look: float | None = None
+    """The restore waits for something that wakes nothing (its backup, its pod's last status): look
+    again this soon."""
 
     @property
     def requeue_after(self) -> float:
+        if self.restore_look is not None:
+            return self.restore_look
         if self.rolling:
             return min(self._next_look, ROLL_LOOK_SECONDS)
         if self.waiting_for_user:
@@ -316,9 +324,8 @@ async def manage_quorum(scope: Scope) -> Outcome:
         incremental=cluster.spec.incremental_quorum_recovery,
     )
     previous = (scope.obj.get("status") or {}).get("quorum")
-    plan = decide(
-        probes, cluster.spec.replicas, record_from_status(scope.obj.get("status")), utcnow(), settings
-    )
+    record = record_from_status(scope.obj.get("status"))
+    plan = decide(probes, cluster.spec.replicas, record, utcnow(), settings)
     scope.plan, scope.members = plan, plan.members
     scope.nodes = list(zip(targets, probes, target_pods, strict=True))
     scope.nodes_answered = any(probe.reachable for probe in probes)
@@ -715,6 +722,7 @@ async def observe_nodes(scope: Scope) -> Outcome:
 STEPS: tuple[Step, ...] = (
     check_configuration,
     ensure_admin_key,
+    restore_from_backup,
     manage_quorum,
     plan_pod_monitor,
     plan_routes,
@@ -758,6 +766,7 @@ async def _write_status(scope: Scope, completed: bool) -> None:
         scope.observed,
         quorum=scope.quorum,
         roll=scope.roll,
+        restore=scope.restore,
         generation=scope.obj["metadata"].get("generation") if completed else None,
     )
     await write_status(scope.kube, TYPESENSE_CLUSTER, scope.obj, patch)

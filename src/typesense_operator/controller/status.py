@@ -21,7 +21,8 @@ BOOTSTRAPPING = "Bootstrapping"
 
 
 # Conditions that must hold before readiness of the nodes means anything.
-_PREREQUISITES = (ConditionType.ADMIN_KEY_READY, ConditionType.CHILDREN_APPLIED)
+# Restored: only a cluster that starts from a backup has it, and none of its nodes runs before it is True.
+_PREREQUISITES = (ConditionType.ADMIN_KEY_READY, ConditionType.RESTORED, ConditionType.CHILDREN_APPLIED)
 
 
 def ready_condition(
@@ -73,6 +74,7 @@ def status_patch(
     *,
     quorum: Mapping[str, Any] | None = None,
     roll: Mapping[str, Any] | None = None,
+    restore: Mapping[str, Any] | None = None,
     generation: int | None,
 ) -> dict[str, Any]:
     """The merge patch from ``current`` status to the new one; empty when nothing changed.
@@ -91,6 +93,8 @@ def status_patch(
         desired["quorum"] = dict(quorum)
     if roll:
         desired["roll"] = dict(roll)
+    if restore:
+        desired["restore"] = dict(restore)
     if generation is not None:
         desired["observedGeneration"] = generation
     # Fields this function does not own stay as they are; the ones it owns follow exactly.

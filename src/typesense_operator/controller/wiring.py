@@ -17,7 +17,7 @@ from typing import Any
 from operator_core.controller import Operator
 from operator_core.reconciling import Context
 from operator_core.settings import from_env
-from typesense_operator.api import TYPESENSE_BACKUP, TYPESENSE_CLUSTER
+from typesense_operator.api import TYPESENSE_BACKUP, TYPESENSE_CLUSTER, TYPESENSE_SCHEDULED_BACKUP
 from typesense_operator.controller.backup import (
     DATA_FINALIZER,
     finalize_backup,
@@ -31,6 +31,7 @@ from typesense_operator.controller.reconcile import (
     needs_finalizer,
     reconcile,
 )
+from typesense_operator.controller.schedule import named_cluster, reconcile_schedule
 from typesense_operator.controller.settings import TypesenseSettings
 from typesense_operator.quorum.probe import ApiServerProxy, DirectToPod, NodeAddressing
 from typesense_operator.resources import (
@@ -50,6 +51,8 @@ _CHILD_KINDS = (
     ("policy/v1", "PodDisruptionBudget"),
     ("networking.k8s.io/v1", "Ingress"),
     ("batch/v1", "CronJob"),
+    # The restore Job of spec.bootstrap.fromBackup: its end moves the restore on.
+    ("batch/v1", "Job"),
     (PODMONITOR_API_VERSION, "PodMonitor"),
     (HTTPROUTE_API_VERSION, "HTTPRoute"),
     # In the Gateways' namespaces: their owner-namespace label says which cluster they wake.
@@ -123,4 +126,17 @@ OPERATOR.controller(
     finalizer=DATA_FINALIZER,
     finalize=_finalize_backup,
     needs_finalizer=removes_data,
+)
+
+
+# Each TypesenseScheduledBackup: the backups it makes (labelled as its children) wake it as they change
+# (one that ends may let the next start, or be pruned), and so does the cluster it names (created at
+# last, or QuorumReady for an immediate backup); its next scheduled time is the return of its reconcile.
+OPERATOR.controller(
+    TYPESENSE_SCHEDULED_BACKUP,
+    reconcile_schedule,
+    managed_by=MANAGED_BY,
+    child_kinds=((TYPESENSE_BACKUP.api_version, TYPESENSE_BACKUP.kind),),
+    named=named_cluster,
+    named_kinds=((TYPESENSE_CLUSTER.api_version, TYPESENSE_CLUSTER.kind),),
 )

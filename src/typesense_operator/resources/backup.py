@@ -1,9 +1,10 @@
-"""A TypesenseBackup's Job, from the backup, its cluster and the node chosen: pure spec → manifest.
+"""The Jobs that move backups, from the backup, its cluster and the node chosen: pure spec → manifest.
 
-The Job runs ``typesense-backup upload`` from this suite's image on the node whose snapshot it moves,
-with that node's claim mounted where Typesense has it (so the snapshot's path is the same in both),
-as the nodes' own user (the snapshot's files are theirs, and the Job removes them once they are up).
-The storage credentials reach it only as environment variables from their Secrets.
+The backup Job runs ``typesense-backup upload`` from this suite's image on the node whose snapshot it
+moves, with that node's claim mounted where Typesense has it (so the snapshot's path is the same in
+both), as the nodes' own user (the snapshot's files are theirs, and the Job removes them once they are
+up). The restore Job runs ``typesense-backup restore`` into a new cluster's first claim, before its
+StatefulSet exists. The storage credentials reach them only as environment variables from their Secrets.
 """
 
 from __future__ import annotations
@@ -13,10 +14,11 @@ from typing import Any
 
 from operator_core.children import Manifest, Owner
 from operator_core.podsecurity import restricted_container
-from typesense_operator.api.backups import TYPESENSE_BACKUP, TypesenseBackupSpec
+from typesense_operator.api.backups import TYPESENSE_BACKUP, BackupDestination, TypesenseBackupSpec
 from typesense_operator.resources.core import (
-    CLAIM_TEMPLATE_NAME,
     RESTRICTED_POD_SECURITY_CONTEXT,
+    claim_template,
+    node_claim_name,
     security_context,
 )
 from typesense_operator.resources.model import DATA_DIR, MANAGED_BY, Cluster
@@ -29,6 +31,9 @@ __all__ = [
     "backup_location",
     "remove_job",
     "remove_job_name",
+    "restore_claim",
+    "restore_job",
+    "restore_job_name",
     "snapshot_dir",
 ]
 
@@ -36,8 +41,11 @@ BACKUP_VOLUME_DIR = "/backups"
 """Where a volume destination is mounted in the backup Job."""
 CA_DIR = "/etc/typesense-backup/ca"
 COMPONENT = "backup"
+RESTORE_COMPONENT = "restore"
 BACKOFF_LIMIT = 2
-"""Upload attempts after the first: bounded, each leaving nothing behind when it fails."""
+"""Restore and removal attempts after the first: bounded; each can start over from nothing. An upload's
+Job makes one (``typesense-backup upload`` makes its own attempts, so that only the last one removes the
+snapshot from the node)."""
 _NAME_LIMIT = 63
 
 
@@ -80,10 +88,10 @@ def snapshot_dir(backup: Backup) -> str:
 Entries = list[dict[str, Any]]
 
 
-def _s3_environment(backup: Backup) -> tuple[Entries, Entries, Entries]:
+def _s3_environment(destination: BackupDestination) -> tuple[Entries, Entries, Entries]:
     """(env, volumes, mounts) that reach S3: the endpoint and region as values, the key from its
     Secrets, the CA (when one is named) as a file."""
-    s3 = backup.spec.destination.s3
+    s3 = destination.s3
     assert s3 is not None
     env: list[dict[str, Any]] = [{"name": "AWS_REGION", "value": s3.region}]
     if s3.endpoint:
@@ -103,12 +111,12 @@ def _s3_environment(backup: Backup) -> tuple[Entries, Entries, Entries]:
     return env, [volume], [{"name": "ca", "mountPath": CA_DIR, "readOnly": True}]
 
 
-def _destination(backup: Backup) -> tuple[Entries, Entries, Entries]:
-    """(env, volumes, mounts) that reach the backup's destination."""
-    if backup.spec.destination.s3 is not None:
-        return _s3_environment(backup)
-    assert backup.spec.destination.volume is not None
-    target = {"claimName": backup.spec.destination.volume.claim_name}
+def _destination(destination: BackupDestination) -> tuple[Entries, Entries, Entries]:
+    """(env, volumes, mounts) that reach a backup's destination."""
+    if destination.s3 is not None:
+        return _s3_environment(destination)
+    assert destination.volume is not None
+    target = {"claimName": destination.volume.claim_name}
     return (
         [],
         [{"name": "backups", "persistentVolumeClaim": target}],
@@ -117,17 +125,18 @@ def _destination(backup: Backup) -> tuple[Entries, Entries, Entries]:
 
 
 def _job(
-    backup: Backup,
+    metadata: dict[str, Any],
+    destination: BackupDestination,
     cluster: Cluster | None,
-    name: str,
     arguments: list[str],
     image: str,
     *,
     placement: dict[str, Any],
     volumes: Entries,
     mounts: Entries,
+    backoff_limit: int = BACKOFF_LIMIT,
 ) -> Manifest:
-    env, more_volumes, more_mounts = _destination(backup)
+    env, more_volumes, more_mounts = _destination(destination)
     pod_spec: dict[str, Any] = {
         "restartPolicy": "Never",
         **placement,
@@ -156,11 +165,11 @@ def _job(
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": backup.metadata(name, COMPONENT),
+        "metadata": metadata,
         "spec": {
-            "backoffLimit": BACKOFF_LIMIT,
+            "backoffLimit": backoff_limit,
             "template": {
-                "metadata": {"labels": backup.labels(COMPONENT)},
+                "metadata": {"labels": metadata["labels"]},
                 "spec": cluster.pulling(pod_spec) if cluster else pod_spec,
             },
         },
@@ -187,21 +196,21 @@ def backup_job(
     """The Job that moves the snapshot of ``pod`` (on ``node_name``) to the backup's destination.
     ``facts``: the manifest's node facts (``typesense-version``, ``collections``, ``documents``,
     ``taken-at``), passed as arguments."""
-    index = pod.rsplit("-", 1)[-1]
-    claim = f"{CLAIM_TEMPLATE_NAME}-{cluster.statefulset_name}-{index}"
+    claim = node_claim_name(cluster, int(pod.rsplit("-", 1)[-1]))
     arguments = ["upload", "--snapshot", snapshot_dir(backup), "--to", backup_location(backup), "--node", pod]
     for flag in ("typesense-version", "collections", "documents", "taken-at"):
         arguments += [f"--{flag}", facts[flag]]
     return _job(
-        backup,
+        backup.metadata(backup_job_name(backup), COMPONENT),
+        backup.spec.destination,
         cluster,
-        backup_job_name(backup),
         arguments,
         image,
         # The snapshot is on this node's volume: the Job runs where it is.
         placement={"nodeName": node_name} if node_name else {},
         volumes=[{"name": "data", "persistentVolumeClaim": {"claimName": claim}}],
         mounts=[{"name": "data", "mountPath": DATA_DIR}],
+        backoff_limit=0,
     )
 
 
@@ -210,5 +219,52 @@ def remove_job(backup: Backup, cluster: Cluster | None, *, image: str) -> Manife
     the cluster's pod context and with its pull secrets while it exists, in the restricted one after."""
     arguments = ["remove", "--location", backup_location(backup)]
     return _job(
-        backup, cluster, remove_job_name(backup), arguments, image, placement={}, volumes=[], mounts=[]
+        backup.metadata(remove_job_name(backup), COMPONENT),
+        backup.spec.destination,
+        cluster,
+        arguments,
+        image,
+        placement={},
+        volumes=[],
+        mounts=[],
+    )
+
+
+def restore_job_name(cluster: Cluster) -> str:
+    return _bounded(f"{cluster.name}-restore")
+
+
+def restore_claim(cluster: Cluster) -> Manifest:
+    """The first node's claim, made before the StatefulSet (which takes a claim of its name as its own)
+    so that the backup is in it before Typesense starts. No owner, as the StatefulSet's own claims:
+    deleting the cluster keeps the data."""
+    template = claim_template(cluster)
+    metadata = {**template["metadata"], "name": node_claim_name(cluster, 0), "namespace": cluster.namespace}
+    claim = {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": metadata}
+    return {**claim, "spec": template["spec"]}
+
+
+def restore_job(cluster: Cluster, backup: Backup, *, image: str) -> Manifest:
+    """The Job that fills the first node's claim with ``backup`` (``typesense-backup restore``, every
+    file checked), placed as the nodes are, so that a volume bound where the Job ran suits them."""
+    spec = cluster.spec
+    placement = {
+        field: value
+        for field, value in (
+            ("nodeSelector", spec.node_selector),
+            ("tolerations", spec.tolerations),
+            ("affinity", spec.affinity),
+        )
+        if value
+    }
+    claim = {"claimName": node_claim_name(cluster, 0)}
+    return _job(
+        cluster.metadata(restore_job_name(cluster), RESTORE_COMPONENT),
+        backup.spec.destination,
+        cluster,
+        ["restore", "--from", backup_location(backup), "--data-dir", DATA_DIR],
+        image,
+        placement=placement,
+        volumes=[{"name": "data", "persistentVolumeClaim": claim}],
+        mounts=[{"name": "data", "mountPath": DATA_DIR}],
     )

@@ -27,6 +27,8 @@ __all__ = [
     "build_nodes_configmap",
     "build_pod_disruption_budget",
     "build_statefulset",
+    "claim_template",
+    "node_claim_name",
     "nodes_list",
     "security_context",
     "server_configuration_hash",
@@ -233,6 +235,27 @@ def server_configuration_hash(config_map: Mapping[str, Any] | None) -> str | Non
     return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:16]
 
 
+def claim_template(cluster: Cluster, claim_size: str | None = None) -> Manifest:
+    """The claim each node gets (``data-<statefulset>-<ordinal>``), of ``claim_size`` or the spec's size."""
+    storage = cluster.spec.storage
+    metadata: dict[str, Any] = {"name": CLAIM_TEMPLATE_NAME, "labels": cluster.labels(NODE)}
+    if storage.annotations:
+        metadata["annotations"] = dict(storage.annotations)
+    return {
+        "metadata": metadata,
+        "spec": {
+            "accessModes": [storage.access_mode],
+            "storageClassName": storage.storage_class_name,
+            "resources": {"requests": {"storage": claim_size or storage.size}},
+        },
+    }
+
+
+def node_claim_name(cluster: Cluster, index: int) -> str:
+    """The claim the StatefulSet gives node ``index``."""
+    return f"{CLAIM_TEMPLATE_NAME}-{cluster.statefulset_name}-{index}"
+
+
 def build_statefulset(
     cluster: Cluster, replicas: int, claim_size: str | None = None, configuration_hash: str | None = None
 ) -> Manifest:
@@ -276,9 +299,6 @@ def build_statefulset(
     metadata = cluster.metadata(cluster.statefulset_name, NODE)
     if statefulset_annotations:
         metadata["annotations"] = dict(statefulset_annotations)
-    claim_metadata: dict[str, Any] = {"name": CLAIM_TEMPLATE_NAME, "labels": cluster.labels(NODE)}
-    if spec.storage.annotations:
-        claim_metadata["annotations"] = dict(spec.storage.annotations)
     return {
         "apiVersion": "apps/v1",
         "kind": "StatefulSet",
@@ -293,16 +313,7 @@ def build_statefulset(
             "selector": {"matchLabels": cluster.selector(NODE)},
             "persistentVolumeClaimRetentionPolicy": {"whenDeleted": "Retain", "whenScaled": "Retain"},
             "template": {"metadata": template_metadata, "spec": cluster.pulling(pod_spec)},
-            "volumeClaimTemplates": [
-                {
-                    "metadata": claim_metadata,
-                    "spec": {
-                        "accessModes": [spec.storage.access_mode],
-                        "storageClassName": spec.storage.storage_class_name,
-                        "resources": {"requests": {"storage": claim_size or spec.storage.size}},
-                    },
-                }
-            ],
+            "volumeClaimTemplates": [claim_template(cluster, claim_size)],
         },
     }
 

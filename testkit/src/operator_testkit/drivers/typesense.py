@@ -693,9 +693,11 @@ class Rig:
 
 
 @contextlib.asynccontextmanager
-async def typesense_rig(repository: Path, namespace: str) -> AsyncIterator[Rig]:
+async def typesense_rig(
+    repository: Path, namespace: str, environment: dict[str, str] | None = None
+) -> AsyncIterator[Rig]:
     """A :class:`Rig` with the repository's CRDs and RBAC, and ``namespace`` made; all of it stopped
-    and removed at the end."""
+    and removed at the end. ``environment``: the operator's settings besides this process's own."""
     with tempfile.TemporaryDirectory(prefix="bench-") as scratch:
         directory = Path(scratch)
         with ControlPlane(directory / "cp", disabled_controllers=ENDPOINT_CONTROLLERS) as plane:
@@ -705,7 +707,7 @@ async def typesense_rig(repository: Path, namespace: str) -> AsyncIterator[Rig]:
             operators = OperatorRegistry(directory / "operators")
             try:
                 rbac = repository / "charts" / "typesense-operator" / "files" / "rbac-rules.yaml"
-                operator = operators.get("typesense-operator", plane, rbac)
+                operator = operators.get("typesense-operator", plane, rbac, environment=environment)
                 async with Kube.connect(plane.kubeconfig) as kube:
                     await kube.create(
                         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}

@@ -1,0 +1,69 @@
+"""What the operator reads back from the Jobs it runs (backups, removals, restores): whether a Job
+ended, and the one-line JSON result its command wrote as the pod's termination message."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+from operator_core.conditions import utcnow
+from operator_core.kube import Kube
+
+__all__ = ["job_result", "job_state", "stamp"]
+
+_TIME = "%Y-%m-%dT%H:%M:%SZ"
+_MESSAGE_GRACE_SECONDS = 15.0
+"""How long after its Job's end a pod's termination message is waited for."""
+
+
+def stamp(moment: datetime) -> str:
+    """``moment`` as status fields write it (RFC 3339, UTC, whole seconds)."""
+    return moment.strftime(_TIME)
+
+
+def job_state(job: dict[str, Any] | None) -> str | None:
+    """ "Complete" or "Failed" once the Job ended, else None."""
+    for condition in ((job or {}).get("status") or {}).get("conditions") or []:
+        if condition.get("type") in ("Complete", "Failed") and condition.get("status") == "True":
+            return str(condition["type"])
+    return None
+
+
+async def _termination_message(kube: Kube, namespace: str, job_name: str) -> str:
+    """The last ended pod's termination message: the command's JSON result, or its reason."""
+    pods = await kube.list("v1", "Pod", namespace, labels={"job-name": job_name})
+    ended = []
+    for pod in pods:
+        for status in (pod.get("status") or {}).get("containerStatuses") or []:
+            terminated = (status.get("state") or {}).get("terminated")
+            if terminated:
+                ended.append((terminated.get("finishedAt") or "", terminated.get("message") or ""))
+    return max(ended)[1].strip() if ended else ""
+
+
+def _ended_recently(job: dict[str, Any]) -> bool:
+    ended = (job.get("status") or {}).get("completionTime")
+    if not ended:
+        return True
+    moment = datetime.fromisoformat(str(ended).replace("Z", "+00:00"))
+    return (utcnow() - moment).total_seconds() < _MESSAGE_GRACE_SECONDS
+
+
+async def job_result(kube: Kube, job: dict[str, Any]) -> dict[str, Any] | None:
+    """An ended Job's result: the command's JSON line, or ``{"error": reason}``; None while its pod's
+    termination message may still be on its way (the Job's end can reach the watch before its pod's
+    last status does)."""
+    metadata = job["metadata"]
+    message = await _termination_message(kube, metadata["namespace"], metadata["name"])
+    if not message and job_state(job) == "Complete" and _ended_recently(job):
+        return None
+    return _result(message)
+
+
+def _result(message: str) -> dict[str, Any]:
+    try:
+        parsed = json.loads(message.splitlines()[-1]) if message else {}
+    except ValueError:
+        return {"error": message}
+    return parsed if isinstance(parsed, dict) else {"error": message}

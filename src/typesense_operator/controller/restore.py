@@ -1,0 +1,141 @@
+"""A new cluster's first data from a backup (spec.bootstrap.fromBackup): the reconcile step that runs
+before the quorum is looked at.
+
+The first node's claim is made before the StatefulSet, and a Job of this suite's image fills it with
+the backup (``typesense-backup restore``: every file checked against the manifest, only into an empty
+volume). Only then is the StatefulSet made, with the nodes list naming that node alone, as after a
+quorum downgrade: the restored node elects itself, and the quorum decision's upgrade path adds the
+other nodes as they answer, each catching up from it. Nothing Typesense runs before its data is whole,
+and no pod template carries anything of the restore (so nothing rolls when it is over).
+
+A failed restore stays Failed (the Restored condition says why) until its Job is deleted, which starts
+it again: a volume a failed restore wrote into holds nothing (the download lands whole or not at all).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import TYPE_CHECKING, Any
+
+from operator_core import errors
+from operator_core.conditions import utcnow
+from operator_core.steps import Outcome
+from typesense_operator.api.backups import TYPESENSE_BACKUP
+from typesense_operator.api.reasons import ConditionType, EventReason, RestoreReason
+from typesense_operator.controller.jobs import job_result, job_state, stamp
+from typesense_operator.resources.backup import (
+    Backup,
+    backup_location,
+    restore_claim,
+    restore_job,
+    restore_job_name,
+)
+
+if TYPE_CHECKING:
+    from typesense_operator.controller.reconcile import Scope
+
+__all__ = ["BACKUP_RECHECK_SECONDS", "restore_from_backup"]
+
+STATUS_LOOK_SECONDS = 0.5
+"""How soon after writing the restore's end the cluster looks again, to make its nodes."""
+BACKUP_RECHECK_SECONDS = 10.0
+"""How soon a cluster waiting for its backup (not there, or not Completed yet) looks again: a backup
+does not wake the cluster that restores it."""
+
+
+async def restore_from_backup(scope: Scope) -> Outcome:
+    """CONTINUE once the first node's volume holds the backup (or when there is nothing to restore);
+    STOP while it is filled, or when it cannot be."""
+    from_backup = scope.cluster.spec.bootstrap.from_backup if scope.cluster.spec.bootstrap else None
+    status = (scope.obj.get("status") or {}).get("restore") or {}
+    cluster, kube = scope.cluster, scope.kube
+    if from_backup is None:
+        return Outcome.CONTINUE
+    if status.get("phase") == "Completed":
+        # Its result is in the status: the Job goes, and its pod with it (an ended pod that mounted the
+        # claim would keep the claim from being deleted, ever).
+        if await kube.get("batch/v1", "Job", restore_job_name(cluster), cluster.namespace) is not None:
+            await kube.delete("batch/v1", "Job", restore_job_name(cluster), cluster.namespace)
+        return Outcome.CONTINUE
+    if await kube.get("apps/v1", "StatefulSet", cluster.statefulset_name, cluster.namespace) is not None:
+        # Nodes run already (a status lost, say): nothing is ever restored under them.
+        return Outcome.CONTINUE
+    restore = dict(status)
+    scope.restore = restore
+    job = await kube.get("batch/v1", "Job", restore_job_name(cluster), cluster.namespace)
+    if job is None:
+        await _start(scope, from_backup.backup.name, restore)
+        return Outcome.STOP
+    state = job_state(job)
+    if state is None:
+        return Outcome.STOP
+    result = await job_result(kube, job)
+    if result is None:
+        scope.restore_look = 1.0  # its pod's last status is on its way
+        return Outcome.STOP
+    if state == "Failed" or "error" in result:
+        said = result.get("error") or "its Job failed without saying why"
+        message = f"{said}; delete Job {restore_job_name(cluster)} to try again"
+        if restore.get("phase") != "Failed":
+            restore.update(phase="Failed", completedAt=stamp(utcnow()))
+        await scope.set_condition(
+            ConditionType.RESTORED,
+            "False",
+            RestoreReason.RESTORE_FAILED,
+            message,
+            warn=EventReason.RESTORE_FAILED,
+        )
+        return Outcome.STOP
+    restore.update(
+        phase="Completed",
+        completedAt=stamp(utcnow()),
+        files=int(result.get("files") or 0),
+        sizeBytes=int(result.get("size") or 0),
+    )
+    note = (
+        f"node 0's volume holds {restore.get('location')} "
+        f"({restore['files']} files, {restore['sizeBytes']} bytes)"
+    )
+    await scope.set_condition(ConditionType.RESTORED, "True", RestoreReason.RESTORED, note)
+    await scope.event("Normal", EventReason.RESTORE_COMPLETED, f"{note}; starting it alone, then growing")
+    # As after a downgrade to node 0: the nodes list names it alone, and the upgrade path grows it once
+    # node 0 leads. Written with the restore's end, before any node exists: the StatefulSet is made only
+    # once both are read back, so that no node ever starts in a list of three that two empty nodes
+    # would be a majority of.
+    scope.quorum = {"members": [0], "survivor": 0, "downgradedAt": stamp(utcnow())}
+    scope.restore_look = STATUS_LOOK_SECONDS
+    return Outcome.STOP
+
+
+async def _start(scope: Scope, name: str, restore: dict[str, Any]) -> None:
+    cluster, kube = scope.cluster, scope.kube
+    found = await kube.get(TYPESENSE_BACKUP.api_version, TYPESENSE_BACKUP.kind, name, cluster.namespace)
+    phase = ((found or {}).get("status") or {}).get("phase")
+    if found is None or phase != "Completed":
+        reason = RestoreReason.BACKUP_NOT_FOUND if found is None else RestoreReason.BACKUP_NOT_COMPLETED
+        what = "does not exist" if found is None else f"is {phase or 'Pending'}, not Completed"
+        message = f"TypesenseBackup {name} {what} in namespace {cluster.namespace}; waiting for it"
+        await scope.set_condition(ConditionType.RESTORED, "False", reason, message)
+        scope.restore_look = BACKUP_RECHECK_SECONDS
+        return
+    if not scope.settings.backup_image:
+        message = (
+            "the operator has no image for restore Jobs: set OPERATOR_SUITE_BACKUP_IMAGE to this suite's "
+            "image (the chart sets it to the operator's own)"
+        )
+        await scope.set_condition(ConditionType.RESTORED, "False", RestoreReason.NO_BACKUP_IMAGE, message)
+        scope.waiting_for_user = True
+        return
+    backup = Backup.from_object(found)
+    # Made already by an earlier reconcile that did not get to write the status: the same ones.
+    with contextlib.suppress(errors.Conflict):
+        await kube.create(restore_claim(cluster))
+    with contextlib.suppress(errors.Conflict):
+        await kube.create(restore_job(cluster, backup, image=scope.settings.backup_image))
+    location = backup_location(backup)
+    if restore.get("phase") != "Restoring":
+        restore.clear()
+        restore.update(backup=name, location=location, phase="Restoring", startedAt=stamp(utcnow()))
+        await scope.event("Normal", EventReason.RESTORE_STARTED, f"restoring {location} into node 0's volume")
+    message = f"filling node 0's volume from {location}"
+    await scope.set_condition(ConditionType.RESTORED, "False", RestoreReason.RESTORING, message)
