@@ -1,7 +1,8 @@
 """The whole backup journey on real parts: a real 3-node Typesense cluster (run by the node agent) holds
 documents in two collections, a synonym and an alias; it is backed up (to a real S3 server over HTTPS,
-or to a PersistentVolumeClaim); the cluster and its volumes are deleted; a new 3-node cluster restored
-from the backup serves all of it on every node and is QuorumReady. Before the good backup, backups that
+or to a PersistentVolumeClaim); the cluster and its volumes are deleted (with the volume, its
+TypesenseBackup too: the backup is then found by its location); a new 3-node cluster restored from the
+backup serves all of it on every node and is QuorumReady. Before the good backup, backups that
 cannot reach their storage (a wrong key, an endpoint nobody listens on) fail with the reason, leave
 nothing in the bucket, and leave the cluster as it was."""
 
@@ -124,19 +125,28 @@ async def test_a_cluster_deleted_with_its_volumes_is_restored_whole_from_its_bac
     if where == "s3":
         await _failing_backups_leave_nothing(kube, namespace, s3_server, bucket, nodes)
 
-    await kube.create(backup_manifest("before-the-fall", namespace, "search", destination))
+    made = backup_manifest("before-the-fall", namespace, "search", destination)
+    made["spec"]["deletionPolicy"] = "Retain"
+    await kube.create(made)
     backup = (await backup_ended(kube, namespace, "before-the-fall"))["status"]
     assert backup["phase"] == "Completed", backup
     assert (backup["collections"], backup["documents"]) == (2, LIBRARY.books + LIBRARY.authors)
 
     await delete_cluster_and_volumes(kube, namespace, "search")
     restored = cluster_manifest("search", namespace)
-    restored["spec"]["bootstrap"] = {"fromBackup": {"backup": {"name": "before-the-fall"}}}
+    if where == "s3":
+        restored["spec"]["bootstrap"] = {"fromBackup": {"backup": {"name": "before-the-fall"}}}
+    else:
+        # The disaster took the TypesenseBackup too (its data kept: Retain): found by where it is.
+        await kube.delete(API, "TypesenseBackup", "before-the-fall", namespace)
+        location = {"destination": destination, "path": f"{namespace}/search/before-the-fall"}
+        restored["spec"]["bootstrap"] = {"fromBackup": {"location": location}}
     await kube.create(restored)
     cluster = await ready_cluster(kube, namespace, "search")
     status = cluster["status"]
     assert status["restore"]["phase"] == "Completed", status["restore"]
-    assert status["restore"]["backup"] == "before-the-fall"
+    assert status["restore"]["location"] == backup["location"]
+    assert status["restore"].get("backup") == ("before-the-fall" if where == "s3" else None)
     (condition,) = [c for c in status["conditions"] if c["type"] == "Restored"]
     assert condition["status"] == "True", condition
 

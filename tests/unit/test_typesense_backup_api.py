@@ -164,3 +164,25 @@ def test_a_clusters_bootstrap_is_set_at_creation_and_never_changed(
         return {"image": "typesense/typesense:29.0", **({"bootstrap": bootstrap} if bootstrap else {})}
 
     assert cel.evaluate(rule, {"self": with_bootstrap(new), "oldSelf": with_bootstrap(old)}) is allowed
+
+
+@pytest.mark.parametrize(
+    ("from_backup", "allowed"),
+    [
+        ({"backup": {"name": "nightly"}}, True),
+        ({"location": {"destination": {"volume": {"claimName": "b"}}, "path": "shop/search/nightly"}}, True),
+        ({}, False),
+        (
+            {
+                "backup": {"name": "nightly"},
+                "location": {"destination": {"volume": {"claimName": "b"}}, "path": "x"},
+            },
+            False,
+        ),
+    ],
+)
+def test_a_restore_names_a_backup_or_its_location_not_both(
+    from_backup: dict[str, Any], allowed: bool
+) -> None:
+    (rule,) = cel.rules(at(schema(TYPESENSE_CLUSTER), "spec", "bootstrap", "fromBackup"))
+    assert cel.evaluate(rule, {"self": from_backup}) is allowed

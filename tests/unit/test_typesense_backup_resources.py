@@ -11,6 +11,7 @@ from typesense_operator.resources.backup import (
     Backup,
     backup_job,
     backup_location,
+    location_in,
     remove_job,
     restore_claim,
     restore_job,
@@ -164,7 +165,8 @@ def test_a_restore_fills_the_first_nodes_claim_before_its_statefulset_exists() -
     assert claim["spec"]["resources"]["requests"]["storage"] == "5Gi"
     assert claim["spec"]["storageClassName"] == "fast"
 
-    made = restore_job(placed, backup({"s3": S3}), image="suite:1")
+    source = backup({"s3": S3})
+    made = restore_job(placed, source.spec.destination, backup_location(source), image="suite:1")
     assert made["metadata"]["name"] == "search-restore"
     assert made["metadata"]["ownerReferences"][0]["kind"] == "TypesenseCluster"
     assert made["metadata"]["labels"]["app.kubernetes.io/instance"] == "search"
@@ -181,3 +183,9 @@ def test_a_restore_fills_the_first_nodes_claim_before_its_statefulset_exists() -
     assert {"name": "data", "persistentVolumeClaim": {"claimName": "data-search-sts-0"}} in pod["volumes"]
     secrets = [e for e in container["env"] if "valueFrom" in e]
     assert {e["name"] for e in secrets} == {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"}
+
+
+def test_a_backup_found_by_its_location_is_read_where_its_typesensebackup_put_it() -> None:
+    made = backup({"volume": {"claimName": "backups", "subPath": "typesense"}})
+    assert location_in(made.spec.destination, ["shop", "search", "nightly"]) == backup_location(made)
+    assert location_in(backup({"s3": S3}).spec.destination, ["a", "b"]) == "s3://typesense-backups/prod/a/b"

@@ -12,6 +12,7 @@ from pydantic import ConfigDict, Field
 from operator_core.apimodel import ApiModel, cel, immutable
 from operator_core.conditions import Condition
 from operator_core.crdgen import CustomResource, PrinterColumn
+from typesense_operator.api.destinations import BackupDestination
 from typesense_operator.api.v1alpha1 import GROUP, VERSION, cron_schedule
 
 __all__ = [
@@ -24,9 +25,6 @@ __all__ = [
     "TypesenseScheduledBackupStatus",
 ]
 
-# S3's bucket naming rules: 3 to 63 lower-case letters, digits, dots and hyphens, a letter or digit
-# at each end.
-_BUCKET = r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$"
 # A duration as Kubernetes and Go write them, in hours, minutes or seconds, or days (720h, 30d).
 _DURATION = r"^[0-9]+(d|h|m|s)$"
 
@@ -36,88 +34,6 @@ class ClusterReference(ApiModel):
 
     name: str = Field(min_length=1, max_length=253)
     """Name of the TypesenseCluster."""
-
-
-class SecretKeyReference(ApiModel):
-    """A key of a Secret in the same namespace."""
-
-    name: str = Field(min_length=1, max_length=253)
-    """Name of the Secret."""
-    key: str = Field(min_length=1, max_length=253)
-    """Key within the Secret."""
-
-
-class S3Credentials(ApiModel):
-    """The access key of an S3 user, from Secrets. Only the backup's Job reads them (as environment
-    variables); the operator never does, and they appear in no log, Event or status."""
-
-    access_key_id: SecretKeyReference
-    """The access key id."""
-    secret_access_key: SecretKeyReference
-    """The secret access key."""
-
-
-class S3Destination(ApiModel):
-    """A bucket of an S3-compatible object storage."""
-
-    bucket: str = Field(
-        max_length=63,
-        json_schema_extra=cel(
-            (f"self.matches('{_BUCKET}')", "bucket must be an S3 bucket name: 3 to 63 of a-z, 0-9, . and -")
-        ),
-    )
-    """Bucket name."""
-    prefix: str = Field(default="", max_length=512)
-    """Key prefix under which backups go: <prefix>/<namespace>/<cluster>/<backup name>/."""
-    endpoint: str | None = Field(
-        default=None,
-        max_length=512,
-        json_schema_extra=cel(
-            (
-                "self.matches('^https?://[^/]+/?$')",
-                "endpoint must be an http(s) URL with no path, such as https://s3.example.com",
-            )
-        ),
-    )
-    """The endpoint of an S3-compatible service (https://host:port); AWS's own when not set."""
-    region: str = Field(default="us-east-1", min_length=1, max_length=64)
-    """Region of the bucket."""
-    credentials: S3Credentials
-    """Where the access key is."""
-    ca: SecretKeyReference | None = None
-    """A CA certificate (PEM) to trust for the endpoint, besides the system's: a private endpoint's."""
-
-
-class VolumeDestination(ApiModel):
-    """A PersistentVolumeClaim, for clusters without object storage. Backups go into
-    <subPath>/<namespace>/<cluster>/<backup name>/ on it. A ReadWriteOnce claim ties the backup Jobs
-    to the node it is attached to."""
-
-    claim_name: str = Field(min_length=1, max_length=253)
-    """Name of the PersistentVolumeClaim, in the cluster's namespace."""
-    sub_path: str = Field(
-        default="",
-        max_length=512,
-        json_schema_extra=cel(
-            ("!self.startsWith('/') && !self.contains('..')", "subPath must be a relative path without '..'")
-        ),
-    )
-    """Folder on the volume under which backups go."""
-
-
-class BackupDestination(ApiModel):
-    """Where backups go: exactly one of s3 and volume."""
-
-    s3: S3Destination | None = None
-    """An S3-compatible bucket."""
-    volume: VolumeDestination | None = None
-    """A PersistentVolumeClaim."""
-
-    model_config = ConfigDict(
-        json_schema_extra=cel(
-            ("has(self.s3) != has(self.volume)", "a destination is exactly one of s3 and volume"),
-        )
-    )
 
 
 class TypesenseBackupSpec(ApiModel):

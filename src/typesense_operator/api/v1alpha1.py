@@ -17,6 +17,7 @@ from pydantic import ConfigDict, Field
 from operator_core.apimodel import ApiModel, cel, preserve_unknown
 from operator_core.conditions import Condition
 from operator_core.crdgen import CustomResource, PrinterColumn, ScaleSubresource
+from typesense_operator.api.destinations import BackupDestination
 
 __all__ = ["TYPESENSE_CLUSTER", "TypesenseClusterSpec", "TypesenseClusterStatus", "cron_schedule"]
 
@@ -346,11 +347,36 @@ class BackupReference(ApiModel):
     """Name of the TypesenseBackup. It must be Completed."""
 
 
-class FromBackup(ApiModel):
-    """The backup a new cluster starts from."""
+class BackupLocation(ApiModel):
+    """A backup found by where it is: for when its TypesenseBackup is gone too (its namespace, or the
+    whole Kubernetes cluster, lost)."""
 
-    backup: BackupReference
+    destination: BackupDestination
+    """Where the backups went (the same block as the backups' own)."""
+    path: str = Field(
+        min_length=1,
+        max_length=1024,
+        json_schema_extra=cel(
+            ("!self.startsWith('/') && !self.contains('..')", "path must be a relative path without '..'")
+        ),
+    )
+    """The backup's folder under the destination's prefix (or subPath): <namespace>/<cluster>/<backup>
+    for the backups this operator makes (a backup's status.location ends with it)."""
+
+
+class FromBackup(ApiModel):
+    """The backup a new cluster starts from: exactly one of backup and location."""
+
+    backup: BackupReference | None = None
     """A Completed TypesenseBackup in the cluster's namespace (of this or another cluster)."""
+    location: BackupLocation | None = None
+    """A backup by its destination and path, with no TypesenseBackup needed."""
+
+    model_config = ConfigDict(
+        json_schema_extra=cel(
+            ("has(self.backup) != has(self.location)", "fromBackup is exactly one of backup and location")
+        )
+    )
 
 
 class BootstrapSpec(ApiModel):
@@ -522,7 +548,7 @@ class RestoreStatus(ApiModel):
     """The restore that gave a new cluster its data (spec.bootstrap.fromBackup)."""
 
     backup: str | None = None
-    """The TypesenseBackup restored."""
+    """The TypesenseBackup restored (none when it was found by its location)."""
     location: str | None = None
     """Where its data was read from."""
     phase: Literal["Restoring", "Completed", "Failed"] | None = None

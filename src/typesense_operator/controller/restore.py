@@ -21,11 +21,14 @@ from operator_core import errors
 from operator_core.conditions import utcnow
 from operator_core.steps import Outcome
 from typesense_operator.api.backups import TYPESENSE_BACKUP
+from typesense_operator.api.destinations import BackupDestination
 from typesense_operator.api.reasons import ConditionType, EventReason, RestoreReason
+from typesense_operator.api.v1alpha1 import FromBackup
 from typesense_operator.controller.jobs import job_result, job_state, stamp
 from typesense_operator.resources.backup import (
     Backup,
     backup_location,
+    location_in,
     restore_claim,
     restore_job,
     restore_job_name,
@@ -64,7 +67,7 @@ async def restore_from_backup(scope: Scope) -> Outcome:
     scope.restore = restore
     job = await kube.get("batch/v1", "Job", restore_job_name(cluster), cluster.namespace)
     if job is None:
-        await _start(scope, from_backup.backup.name, restore)
+        await _start(scope, from_backup, restore)
         return Outcome.STOP
     state = job_state(job)
     if state is None:
@@ -107,17 +110,35 @@ async def restore_from_backup(scope: Scope) -> Outcome:
     return Outcome.STOP
 
 
-async def _start(scope: Scope, name: str, restore: dict[str, Any]) -> None:
-    cluster, kube = scope.cluster, scope.kube
-    found = await kube.get(TYPESENSE_BACKUP.api_version, TYPESENSE_BACKUP.kind, name, cluster.namespace)
-    phase = ((found or {}).get("status") or {}).get("phase")
-    if found is None or phase != "Completed":
-        reason = RestoreReason.BACKUP_NOT_FOUND if found is None else RestoreReason.BACKUP_NOT_COMPLETED
-        what = "does not exist" if found is None else f"is {phase or 'Pending'}, not Completed"
+async def _source(scope: Scope, from_backup: FromBackup) -> tuple[BackupDestination, str, str | None] | None:
+    """(destination, location, backup name) of the backup to restore; None, with the condition saying
+    why, while its TypesenseBackup is missing or not Completed."""
+    if from_backup.location is not None:
+        found = from_backup.location
+        return found.destination, location_in(found.destination, found.path.strip("/").split("/")), None
+    assert from_backup.backup is not None  # the API server holds it to exactly one
+    cluster, name = scope.cluster, from_backup.backup.name
+    found_obj = await scope.kube.get(
+        TYPESENSE_BACKUP.api_version, TYPESENSE_BACKUP.kind, name, cluster.namespace
+    )
+    phase = ((found_obj or {}).get("status") or {}).get("phase")
+    if found_obj is None or phase != "Completed":
+        reason = RestoreReason.BACKUP_NOT_FOUND if found_obj is None else RestoreReason.BACKUP_NOT_COMPLETED
+        what = "does not exist" if found_obj is None else f"is {phase or 'Pending'}, not Completed"
         message = f"TypesenseBackup {name} {what} in namespace {cluster.namespace}; waiting for it"
         await scope.set_condition(ConditionType.RESTORED, "False", reason, message)
         scope.restore_look = BACKUP_RECHECK_SECONDS
+        return None
+    backup = Backup.from_object(found_obj)
+    return backup.spec.destination, backup_location(backup), name
+
+
+async def _start(scope: Scope, from_backup: FromBackup, restore: dict[str, Any]) -> None:
+    cluster, kube = scope.cluster, scope.kube
+    source = await _source(scope, from_backup)
+    if source is None:
         return
+    destination, location, name = source
     if not scope.settings.backup_image:
         message = (
             "the operator has no image for restore Jobs: set OPERATOR_SUITE_BACKUP_IMAGE to this suite's "
@@ -126,16 +147,15 @@ async def _start(scope: Scope, name: str, restore: dict[str, Any]) -> None:
         await scope.set_condition(ConditionType.RESTORED, "False", RestoreReason.NO_BACKUP_IMAGE, message)
         scope.waiting_for_user = True
         return
-    backup = Backup.from_object(found)
     # Made already by an earlier reconcile that did not get to write the status: the same ones.
     with contextlib.suppress(errors.Conflict):
         await kube.create(restore_claim(cluster))
     with contextlib.suppress(errors.Conflict):
-        await kube.create(restore_job(cluster, backup, image=scope.settings.backup_image))
-    location = backup_location(backup)
+        await kube.create(restore_job(cluster, destination, location, image=scope.settings.backup_image))
     if restore.get("phase") != "Restoring":
         restore.clear()
-        restore.update(backup=name, location=location, phase="Restoring", startedAt=stamp(utcnow()))
+        restore.update(location=location, phase="Restoring", startedAt=stamp(utcnow()))
+        restore.update({"backup": name} if name else {})
         await scope.event("Normal", EventReason.RESTORE_STARTED, f"restoring {location} into node 0's volume")
     message = f"filling node 0's volume from {location}"
     await scope.set_condition(ConditionType.RESTORED, "False", RestoreReason.RESTORING, message)

@@ -29,6 +29,7 @@ __all__ = [
     "backup_job",
     "backup_job_name",
     "backup_location",
+    "location_in",
     "remove_job",
     "remove_job_name",
     "restore_claim",
@@ -69,8 +70,11 @@ def _bounded(name: str) -> str:
 def backup_location(backup: Backup) -> str:
     """Where the backup goes: ``s3://<bucket>/<prefix>/<namespace>/<cluster>/<backup>``, or that
     path under the volume's subPath as the Job sees it."""
-    destination = backup.spec.destination
-    parts = [backup.namespace, backup.spec.cluster.name, backup.name]
+    return location_in(backup.spec.destination, [backup.namespace, backup.spec.cluster.name, backup.name])
+
+
+def location_in(destination: BackupDestination, parts: list[str]) -> str:
+    """The folder ``parts`` under the destination's prefix (or subPath), as a Job names it."""
     if destination.s3 is not None:
         prefix = destination.s3.prefix.strip("/")
         return "s3://" + "/".join([destination.s3.bucket, *([prefix] if prefix else []), *parts])
@@ -244,9 +248,10 @@ def restore_claim(cluster: Cluster) -> Manifest:
     return {**claim, "spec": template["spec"]}
 
 
-def restore_job(cluster: Cluster, backup: Backup, *, image: str) -> Manifest:
-    """The Job that fills the first node's claim with ``backup`` (``typesense-backup restore``, every
-    file checked), placed as the nodes are, so that a volume bound where the Job ran suits them."""
+def restore_job(cluster: Cluster, destination: BackupDestination, location: str, *, image: str) -> Manifest:
+    """The Job that fills the first node's claim with the backup at ``location`` of ``destination``
+    (``typesense-backup restore``, every file checked), placed as the nodes are, so that a volume bound
+    where the Job ran suits them."""
     spec = cluster.spec
     placement = {
         field: value
@@ -260,9 +265,9 @@ def restore_job(cluster: Cluster, backup: Backup, *, image: str) -> Manifest:
     claim = {"claimName": node_claim_name(cluster, 0)}
     return _job(
         cluster.metadata(restore_job_name(cluster), RESTORE_COMPONENT),
-        backup.spec.destination,
+        destination,
         cluster,
-        ["restore", "--from", backup_location(backup), "--data-dir", DATA_DIR],
+        ["restore", "--from", location, "--data-dir", DATA_DIR],
         image,
         placement=placement,
         volumes=[{"name": "data", "persistentVolumeClaim": claim}],
