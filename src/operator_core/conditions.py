@@ -31,6 +31,7 @@ __all__ = [
     "set_condition",
     "summarize_ready",
     "utcnow",
+    "wire_time",
 ]
 
 READY = "Ready"
@@ -40,6 +41,11 @@ ConditionStatus = Literal["True", "False", "Unknown"]
 def utcnow() -> datetime:
     """Now, in UTC, to the second (what the API server stores)."""
     return datetime.now(UTC).replace(microsecond=0)
+
+
+def wire_time(moment: datetime) -> str:
+    """``moment`` as a status field writes it: RFC 3339 in UTC, to the second (``2026-11-26T02:15:30Z``)."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class Condition(ApiModel):

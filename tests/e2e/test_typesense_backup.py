@@ -14,33 +14,21 @@ import httpx
 from images import BACKUP_JOB_IMAGE
 from operator_core.kube import Kube
 from operator_testkit.assertions import wait_for_events
+from operator_testkit.drivers.typesense_backups import (
+    API,
+    backup_manifest,
+    cluster_manifest,
+    ready_cluster,
+    s3_destination,
+    store_s3_secrets,
+)
 from operator_testkit.fixtures import wait_until
 from operator_testkit.image import Image, tag_image
 from operator_testkit.nodeagent.harness import AgentProcess
 from operator_testkit.operators import OperatorProcess
 from operator_testkit.s3 import RunningS3
 
-API = "ts.opentelekomcloud.com/v1alpha1"
 DOCUMENTS = 200
-
-
-def secret(name: str, namespace: str, data: dict[str, str]) -> dict[str, Any]:
-    encoded = {key: base64.b64encode(value.encode()).decode() for key, value in data.items()}
-    return {
-        "apiVersion": "v1",
-        "kind": "Secret",
-        "metadata": {"name": name, "namespace": namespace},
-        "data": encoded,
-    }
-
-
-async def ready_cluster(kube: Kube, namespace: str, name: str) -> dict[str, Any]:
-    async def ready() -> dict[str, Any] | None:
-        cluster = await kube.get(API, "TypesenseCluster", name, namespace)
-        return cluster if ((cluster or {}).get("status") or {}).get("phase") == "QuorumReady" else None
-
-    found: dict[str, Any] = await wait_until(ready, timeout=180, interval=1, what=f"{name} QuorumReady")
-    return found
 
 
 async def test_a_backup_of_a_ready_cluster_is_taken_from_a_follower_and_is_whole_in_s3(
@@ -53,14 +41,7 @@ async def test_a_backup_of_a_ready_cluster_is_taken_from_a_follower_and_is_whole
     bucket: str,
 ) -> None:
     tag_image(suite_image.name, BACKUP_JOB_IMAGE)
-    await kube.create(
-        {
-            "apiVersion": API,
-            "kind": "TypesenseCluster",
-            "metadata": {"name": "search", "namespace": namespace},
-            "spec": {"image": "typesense/typesense:27.1", "replicas": 3, "storage": {"size": "100Mi"}},
-        }
-    )
+    await kube.create(cluster_manifest("search", namespace))
     await ready_cluster(kube, namespace, "search")
     key_secret = await kube.get("v1", "Secret", "search-admin-key", namespace)
     assert key_secret is not None
@@ -100,38 +81,8 @@ async def test_a_backup_of_a_ready_cluster_is_taken_from_a_follower_and_is_whole
 
         await wait_until(caught_up, timeout=60, interval=1, what="every node holding the documents")
 
-    assert s3_server.ca_cert is not None
-    await kube.create(
-        secret(
-            "s3-user",
-            namespace,
-            {"ACCESS_KEY_ID": s3_server.access_key, "SECRET_ACCESS_KEY": s3_server.secret_key},
-        )
-    )
-    await kube.create(secret("s3-ca", namespace, {"ca.crt": s3_server.ca_cert.read_text()}))
-    await kube.create(
-        {
-            "apiVersion": API,
-            "kind": "TypesenseBackup",
-            "metadata": {"name": "nightly", "namespace": namespace},
-            "spec": {
-                "cluster": {"name": "search"},
-                "destination": {
-                    "s3": {
-                        "bucket": bucket,
-                        "prefix": "typesense",
-                        "endpoint": s3_server.endpoint,
-                        "region": s3_server.region,
-                        "credentials": {
-                            "accessKeyId": {"name": "s3-user", "key": "ACCESS_KEY_ID"},
-                            "secretAccessKey": {"name": "s3-user", "key": "SECRET_ACCESS_KEY"},
-                        },
-                        "ca": {"name": "s3-ca", "key": "ca.crt"},
-                    }
-                },
-            },
-        }
-    )
+    await store_s3_secrets(kube, namespace, s3_server)
+    await kube.create(backup_manifest("nightly", namespace, "search", s3_destination(s3_server, bucket)))
 
     seen_jobs: list[dict[str, Any]] = []
 

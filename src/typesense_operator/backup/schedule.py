@@ -46,7 +46,6 @@ __all__ = [
     "next_step",
     "parse_time",
     "scheduled_backup",
-    "stamp",
 ]
 
 SCHEDULE_LABEL = "ts.opentelekomcloud.com/schedule"
@@ -57,7 +56,6 @@ LABEL_VALUE_LIMIT = 63
 """A label value's length limit: a schedule's name is one on its backups, and a backup's on its Jobs."""
 COMPONENT = "scheduled-backup"
 _FINAL_PHASES = ("Completed", "Failed")
-_TIME = "%Y-%m-%dT%H:%M:%SZ"
 _NAME_TIME = "%Y%m%d%H%M%S"
 
 
@@ -68,11 +66,6 @@ class Schedule(Owner[TypesenseScheduledBackupSpec]):
     # The backups it makes are backups: named so, as the Jobs of a backup are.
     app = "typesense-backup"
     managed_by = MANAGED_BY
-
-
-def stamp(moment: datetime) -> str:
-    """A time as the API server writes it."""
-    return moment.strftime(_TIME)
 
 
 def parse_time(text: str | None) -> datetime | None:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from operator_core import errors
-from operator_core.conditions import utcnow
+from operator_core.conditions import utcnow, wire_time
 from operator_core.controller import FINALIZED
 from operator_core.kube import Kube
 from operator_core.reconciling import WAIT_FOR_CHANGE, Context
@@ -28,7 +28,7 @@ from typesense_operator.api.backups import TYPESENSE_BACKUP
 from typesense_operator.api.reasons import BackupReason, EventReason
 from typesense_operator.backup.decide import NotBackedUp, choose_node
 from typesense_operator.backup.node import SnapshotFailed, take_snapshot
-from typesense_operator.controller.jobs import job_result, job_state, stamp
+from typesense_operator.controller.jobs import job_result, job_state
 from typesense_operator.controller.reconcile import decoded_key, node_targets, probe_cluster
 from typesense_operator.controller.settings import TypesenseSettings
 from typesense_operator.quorum.probe import NodeAddressing
@@ -65,7 +65,7 @@ class _Report:
     status: dict[str, Any]
 
     async def fail(self, reason: BackupReason, message: str) -> float:
-        self.status.update(phase="Failed", completedAt=stamp(utcnow()))
+        self.status.update(phase="Failed", completedAt=wire_time(utcnow()))
         await self.book.set("Ready", "False", reason, message)
         await self.book.event("Warning", EventReason.BACKUP_FAILED, message)
         return WAIT_FOR_CHANGE
@@ -117,7 +117,7 @@ async def _start(
         "typesense-version": taken.typesense_version,
         "collections": str(taken.collections),
         "documents": str(taken.documents),
-        "taken-at": stamp(started),
+        "taken-at": wire_time(started),
     }
     job = backup_job(
         backup, cluster, pod=target.pod, node_name=(pod.get("spec") or {}).get("nodeName"),
@@ -128,7 +128,7 @@ async def _start(
         await kube.create(job)
     report.status.update(
         phase="Running",
-        startedAt=stamp(started),
+        startedAt=wire_time(started),
         node=target.pod,
         location=backup_location(backup),
         typesenseVersion=taken.typesense_version,
@@ -161,7 +161,7 @@ async def _follow(report: _Report, kube: Kube) -> float:
         return await report.fail(BackupReason.UPLOAD_FAILED, reason)
     report.status.update(
         phase="Completed",
-        completedAt=stamp(utcnow()),
+        completedAt=wire_time(utcnow()),
         sizeBytes=int(result.get("size") or 0),
         files=int(result.get("files") or 0),
     )

@@ -10,16 +10,10 @@ from typing import Any
 from operator_core.conditions import utcnow
 from operator_core.kube import Kube
 
-__all__ = ["job_result", "job_state", "stamp"]
+__all__ = ["job_result", "job_state"]
 
-_TIME = "%Y-%m-%dT%H:%M:%SZ"
 _MESSAGE_GRACE_SECONDS = 15.0
 """How long after its Job's end a pod's termination message is waited for."""
-
-
-def stamp(moment: datetime) -> str:
-    """``moment`` as status fields write it (RFC 3339, UTC, whole seconds)."""
-    return moment.strftime(_TIME)
 
 
 def job_state(job: dict[str, Any] | None) -> str | None:

@@ -18,13 +18,13 @@ import contextlib
 from typing import TYPE_CHECKING, Any
 
 from operator_core import errors
-from operator_core.conditions import utcnow
+from operator_core.conditions import utcnow, wire_time
 from operator_core.steps import Outcome
 from typesense_operator.api.backups import TYPESENSE_BACKUP
 from typesense_operator.api.destinations import BackupDestination
 from typesense_operator.api.reasons import ConditionType, EventReason, RestoreReason
 from typesense_operator.api.v1alpha1 import FromBackup
-from typesense_operator.controller.jobs import job_result, job_state, stamp
+from typesense_operator.controller.jobs import job_result, job_state
 from typesense_operator.resources.backup import (
     Backup,
     backup_location,
@@ -80,7 +80,7 @@ async def restore_from_backup(scope: Scope) -> Outcome:
         said = result.get("error") or "its Job failed without saying why"
         message = f"{said}; delete Job {restore_job_name(cluster)} to try again"
         if restore.get("phase") != "Failed":
-            restore.update(phase="Failed", completedAt=stamp(utcnow()))
+            restore.update(phase="Failed", completedAt=wire_time(utcnow()))
         await scope.set_condition(
             ConditionType.RESTORED,
             "False",
@@ -91,7 +91,7 @@ async def restore_from_backup(scope: Scope) -> Outcome:
         return Outcome.STOP
     restore.update(
         phase="Completed",
-        completedAt=stamp(utcnow()),
+        completedAt=wire_time(utcnow()),
         files=int(result.get("files") or 0),
         sizeBytes=int(result.get("size") or 0),
     )
@@ -105,7 +105,7 @@ async def restore_from_backup(scope: Scope) -> Outcome:
     # node 0 leads. Written with the restore's end, before any node exists: the StatefulSet is made only
     # once both are read back, so that no node ever starts in a list of three that two empty nodes
     # would be a majority of.
-    scope.quorum = {"members": [0], "survivor": 0, "downgradedAt": stamp(utcnow())}
+    scope.quorum = {"members": [0], "survivor": 0, "downgradedAt": wire_time(utcnow())}
     scope.restore_look = STATUS_LOOK_SECONDS
     return Outcome.STOP
 
@@ -154,7 +154,7 @@ async def _start(scope: Scope, from_backup: FromBackup, restore: dict[str, Any])
         await kube.create(restore_job(cluster, destination, location, image=scope.settings.backup_image))
     if restore.get("phase") != "Restoring":
         restore.clear()
-        restore.update(location=location, phase="Restoring", startedAt=stamp(utcnow()))
+        restore.update(location=location, phase="Restoring", startedAt=wire_time(utcnow()))
         restore.update({"backup": name} if name else {})
         await scope.event("Normal", EventReason.RESTORE_STARTED, f"restoring {location} into node 0's volume")
     message = f"filling node 0's volume from {location}"

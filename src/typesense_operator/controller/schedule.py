@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from operator_core import errors
-from operator_core.conditions import utcnow
+from operator_core.conditions import utcnow, wire_time
 from operator_core.kube import Kube
 from operator_core.reconciling import WAIT_FOR_CHANGE, Context
 from operator_core.steps import ConditionBook, write_status
@@ -33,7 +33,6 @@ from typesense_operator.backup.schedule import (
     next_step,
     parse_time,
     scheduled_backup,
-    stamp,
 )
 
 __all__ = ["named_cluster", "reconcile_schedule"]
@@ -112,17 +111,18 @@ async def _act(
         except errors.Conflict:
             pass  # made by an earlier reconcile that did not get to say so: the same backup
         else:
-            await book.event(
-                "Normal", EventReason.BACKUP_SCHEDULED, f"made TypesenseBackup {name} for {stamp(step.time)}"
-            )
-        status.update(lastScheduleTime=stamp(step.time), lastBackup=name)
+            note = f"made TypesenseBackup {name} for {wire_time(step.time)}"
+            await book.event("Normal", EventReason.BACKUP_SCHEDULED, note)
+        status.update(lastScheduleTime=wire_time(step.time), lastBackup=name)
     elif step.action == "skip":
         assert step.time is not None
         assert step.next_time is not None
-        if status.get("nextScheduleTime") != stamp(step.next_time):  # said once: when the time is passed by
-            note = f"no backup for {stamp(step.time)}: the previous one, {step.busy}, was still running then"
+        # Said once: when the time is passed by.
+        if status.get("nextScheduleTime") != wire_time(step.next_time):
+            when = wire_time(step.time)
+            note = f"no backup for {when}: the previous one, {step.busy}, was still running then"
             await book.event("Normal", EventReason.BACKUP_SKIPPED, note)
-    status["nextScheduleTime"] = stamp(step.next_time) if step.next_time else None
+    status["nextScheduleTime"] = wire_time(step.next_time) if step.next_time else None
 
 
 async def _run(
@@ -179,7 +179,7 @@ async def _run(
         note = "no new backup while spec.suspend is true"
         await book.set(READY, "True", ScheduleReason.SUSPENDED, note)
         return resync
-    note = f"next backup at {stamp(step.next_time)}"
+    note = f"next backup at {wire_time(step.next_time)}"
     await book.set(
         READY, "True", ScheduleReason.SCHEDULED, f"{step.waiting}; {note}" if step.waiting else note
     )

@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from operator_core.conditions import wire_time
 from typesense_operator.quorum.decide import Action, Plan, QuorumRecord
 from typesense_operator.quorum.roll import RollAction, RollPlan
 
@@ -37,7 +38,7 @@ def record_from_status(status: dict[str, Any] | None) -> QuorumRecord:
 
 
 def _wire_time(value: datetime | None) -> str | None:
-    return value.strftime("%Y-%m-%dT%H:%M:%SZ") if value else None
+    return wire_time(value) if value else None
 
 
 def status_from_plan(plan: Plan, previous: dict[str, Any] | None) -> dict[str, Any]:
