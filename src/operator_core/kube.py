@@ -283,6 +283,7 @@ class Kube:
         content_type: str = "application/json",
     ) -> Answer:
         """One request; an answer of 400 or more raised as its error."""
+        sent = time.monotonic()
         with self._no_answer_is_unavailable(what):
             answer = await self._connected().request(
                 method,
@@ -291,7 +292,7 @@ class Kube:
                 body=body,
                 headers={"Content-Type": content_type} if body is not None else None,
             )
-        self._answered()
+        self._answered(sent)
         if answer.status >= 400:
             raise _refusal(answer, what)
         return answer
@@ -323,12 +324,17 @@ class Kube:
                 scrub(f"{what}: no answer from the API server ({error})"), reason=error.reason, outage=outage
             ) from error
 
-    def _answered(self) -> None:
-        """The API server answered (any status): the end of an outage, said once."""
+    def _answered(self, sent: float) -> None:
+        """The API server answered (any status) a request ``sent`` then (monotonic): the end of an
+        outage, said once. Not an answer to a request sent before the outage began: an API server going
+        away still completes some of what it had, after refusing others, which is no end of anything."""
         server = self.server or ""
         _ANSWERED.add(server)
+        since = _SILENT_SINCE.get(server)
+        if since is not None and sent < since:
+            return
         self.answering.set()
-        since = _SILENT_SINCE.pop(server, None)
+        _SILENT_SINCE.pop(server, None)
         if since is not None:
             _log.warning("the API server at %s answers again, after %.0f s", server, time.monotonic() - since)
 
@@ -623,6 +629,7 @@ class Kube:
         No answer at all is :class:`~operator_core.errors.Unavailable`; any answer, an error page
         included, is returned as it came.
         """
+        sent = time.monotonic()
         with self._no_answer_is_unavailable(f"proxying to pod {namespace}/{pod}:{port}", from_server=False):
             answer = await self._connected().request(
                 method,
@@ -630,7 +637,7 @@ class Kube:
                 headers=headers,
                 timeout=timeout,
             )
-        self._answered()
+        self._answered(sent)
         return answer.status, answer.body
 
     async def patch(
@@ -739,9 +746,10 @@ class Kube:
         what = f"watching {kind_name}" if name is None else f"watching {kind_name} {name}"
         # The server ends the watch after timeout_seconds; reading may wait that long between events.
         read_timeout = timeout_seconds + self._connected().timeout
+        sent = time.monotonic()
         with self._no_answer_is_unavailable(what):
             async with self._connected().stream(path, params=parameters, read_timeout=read_timeout) as answer:
-                self._answered()
+                self._answered(sent)
                 if answer.status >= 400:
                     raise _refusal(Answer(answer.status, await answer.body()), what)
                 yield OPENED, {}
