@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import os
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -386,7 +385,7 @@ async def test_an_operator_killed_mid_roll_resumes_it_and_restarts_no_node_twice
 @pytest.fixture
 async def impatient_operator(typesense_operator: OperatorProcess) -> AsyncIterator[OperatorProcess]:
     """The operator, waiting 10 s (not 300 s) for a restarted node before it pauses a roll."""
-    patience = {**os.environ, "OPERATOR_SUITE_ROLL_BACK_WITHIN_SECONDS": "10"}
+    patience = {"OPERATOR_SUITE_ROLL_BACK_WITHIN_SECONDS": "10"}
     await asyncio.to_thread(typesense_operator.restart, patience)
     try:
         yield typesense_operator

@@ -157,6 +157,7 @@ class OperatorProcess:
         self.port = port
         self._argv = argv
         self._environment = dict(environment) if environment is not None else None
+        self._started_with = self._environment
         self._before_exec: Callable[[], None] | None = None
         self._process: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
@@ -226,11 +227,13 @@ class OperatorProcess:
         self.stop()
         raise ControlPlaneError(f"{self.script} never reported live:\n{self.log()}")
 
-    def restart(self, environment: Mapping[str, str] | None = None) -> None:
-        """Stop it and start it again with this environment (None: this process's own), for a test
-        that needs other settings for a while."""
+    def restart(self, settings: Mapping[str, str] | None = None) -> None:
+        """Stop it and start it again with these settings besides the environment it was first given,
+        for a test that needs other settings for a while; None: as it was first started (a test's
+        settings must not outlive it: the next test gets the operator its fixture promises)."""
         self.stop()
-        self._environment = dict(environment) if environment is not None else None
+        base = self._started_with if self._started_with is not None else dict(os.environ)
+        self._environment = {**base, **settings} if settings is not None else self._started_with
         self.start()
 
     def kill(self) -> None:
