@@ -73,6 +73,10 @@ async def _failing_backups_leave_nothing(
         assert said in ready["message"], ready["message"]
         assert s3.secret_key not in str(failed)
         assert "wrong-secret" not in str(failed)
+    events = str(await kube.list("v1", "Event", namespace))
+    assert "SignatureDoesNotMatch" in events, "the reason is in the Events"
+    assert s3.secret_key not in events
+    assert "wrong-secret" not in events
     assert _objects(s3, bucket) == [], "a failed backup left objects behind"
     cluster = await kube.get(API, "TypesenseCluster", "search", namespace)
     assert ((cluster or {}).get("status") or {}).get("phase") == "QuorumReady"

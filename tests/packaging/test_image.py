@@ -123,7 +123,7 @@ def test_the_images_typesense_backup_moves_a_snapshot_to_s3_and_back(
         "--taken-at", "2026-11-25T23:00:00Z", "--keep-snapshot",
         environment=environment, volumes={**volumes, snapshot: "/snapshot"},
     )  # fmt: skip
-    assert json.loads(said) == {"files": 2, "location": location, "size": 100_010}
+    assert json.loads(said) == {"attempts": 1, "files": 2, "location": location, "size": 100_010}
     said = run_in_image(
         image.name, "typesense-backup", "restore", "--from", location, "--data-dir", "/data",
         environment=environment, volumes={**volumes, data: "/data"},
