@@ -1,0 +1,441 @@
+"""A chaos soak of a TypesenseCluster: a seeded random schedule of faults, one or two at a time, under
+a steady write and read load, against the local control plane, the node agent and the operator;
+then every acknowledged write looked for on every node (bench/chaos.py, and a shortened run in CI).
+
+The planning (:func:`plan`) and the judging (:func:`judge_actions`, :func:`lost_writes`) are pure and
+table-tested; :class:`Soak` applies the faults and measures. A run is replayable: the seed gives the
+schedule, and both are in its result.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import random
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from typing import Any
+
+import httpx
+
+from operator_core import errors
+from operator_testkit.controlplane import ControlPlane
+from operator_testkit.drivers.typesense import RAFT_MEMBER, TypesenseCluster, Writer, ready_condition
+from operator_testkit.nodeagent.disks import SIZE_LIMITED_ANNOTATION
+from operator_testkit.nodeagent.faults import FaultError, Faults
+from operator_testkit.operators import OperatorProcess
+
+__all__ = [
+    "CONTROL_FAULTS",
+    "DESTRUCTIVE_REASONS",
+    "NODE_FAULTS",
+    "Judgement",
+    "Sample",
+    "Soak",
+    "SteadyCluster",
+    "Step",
+    "judge_actions",
+    "lost_writes",
+    "plan",
+]
+
+NODE_FAULTS = (
+    "kill-leader",
+    "kill-follower",
+    "kill-majority",
+    "freeze-leader",
+    "freeze-follower",
+    "freeze-majority",
+    "delete-pod",
+    "delete-all-pods",
+    "orphan-statefulset",
+    "disk-full",
+)
+"""Faults of the nodes: their processes, pods, StatefulSet or disk."""
+CONTROL_FAULTS = ("kill-operator", "restart-apiserver", "roll")
+"""Faults of what runs the nodes, and a change of spec (a roll) in the middle of the rest."""
+DESTRUCTIVE_REASONS = ("QuorumDowngraded", "QuorumMemberFenced", "QuorumSurvivorRestarted")
+"""The operator's Events that announce an action that can lose data if it is wrong."""
+PAIR_CHANCE = 0.4
+HOLD_SECONDS = (3.0, 12.0)
+"""How long a fault lasts (a freeze, the operator or the API server down, the disk full), drawn in."""
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step of a schedule: these faults at once, each lasting ``hold_seconds`` where it can end."""
+
+    number: int
+    faults: tuple[str, ...]
+    hold_seconds: float
+
+
+def plan(seed: int, steps: int, replicas: int = 3) -> list[Step]:
+    """A schedule of ``steps`` steps (pure: the seed decides it). Each step is a fault of the nodes,
+    alone or (with :data:`PAIR_CHANCE`) with one of :data:`CONTROL_FAULTS`; "kill-majority" and
+    "freeze-majority" need more than one node, so a 1-node cluster gets neither."""
+    chooser = random.Random(seed)  # noqa: S311 - a replayable schedule, not a secret
+    node_faults = [f for f in NODE_FAULTS if replicas > 1 or not f.endswith("-majority")]
+    schedule = []
+    for number in range(1, steps + 1):
+        faults = [chooser.choice(node_faults)]
+        if chooser.random() < PAIR_CHANCE:
+            faults.append(chooser.choice(CONTROL_FAULTS))
+        hold = round(chooser.uniform(*HOLD_SECONDS), 1)
+        schedule.append(Step(number, tuple(faults), hold))
+    return schedule
+
+
+@dataclass(frozen=True)
+class Sample:
+    """What every node answered at one moment (``time.time()``): pod → raft state, or None."""
+
+    at: float
+    states: Mapping[str, str | None]
+
+
+def majority_healthy(sample: Sample, replicas: int) -> bool:
+    """One leader, and a raft majority of the desired nodes in the raft (leader or follower)."""
+    states = list(sample.states.values())
+    members = sum(1 for state in states if state in RAFT_MEMBER)
+    return states.count("LEADER") == 1 and members >= replicas // 2 + 1
+
+
+@dataclass(frozen=True)
+class Judgement:
+    at: float
+    reason: str
+    message: str
+    justified: bool
+    evidence: str
+
+
+def judge_actions(
+    actions: Sequence[tuple[float, str, str]], samples: Sequence[Sample], replicas: int, window: float = 3.0
+) -> list[Judgement]:
+    """Each destructive action (when, Event reason, message) judged against the nodes' states seen
+    before it: unjustified when every sample of the ``window`` seconds before it (at least one) saw a
+    healthy majority, so that the operator acted while the cluster did not need it. A sample shortly
+    before the action may differ from what the operator saw (its probes take time, raft may elect in
+    between): one sample without a healthy majority in the window is enough to justify it."""
+    judged = []
+    for at, reason, message in actions:
+        before = [s for s in samples if at - window <= s.at <= at]
+        healthy = [majority_healthy(s, replicas) for s in before]
+        justified = not before or not all(healthy)
+        seen = (
+            ", ".join(f"{p}={s or 'silent'}" for p, s in sorted(before[-1].states.items())) if before else ""
+        )
+        evidence = f"last seen before it: {seen}" if seen else "no sample in the window"
+        judged.append(Judgement(at, reason, message, justified, evidence))
+    return judged
+
+
+def lost_writes(acknowledged: Sequence[str], held: Mapping[str, set[str]]) -> dict[str, list[str]]:
+    """For each node, the acknowledged ids it does not hold (only nodes missing some)."""
+    return {
+        node: missing
+        for node, ids in held.items()
+        if (missing := [document for document in acknowledged if document not in ids])
+    }
+
+
+class SteadyCluster(TypesenseCluster):
+    """A cluster whose load keeps going while the API server is away (a chaos step restarts it): the
+    nodes' addresses are those last seen, and its Ready condition unknown, until it answers again."""
+
+    _last_ips: dict[str, str] | None = None
+
+    async def pod_ips(self) -> dict[str, str]:
+        try:
+            self._last_ips = await super().pod_ips()
+        except errors.KubeError:
+            if self._last_ips is None:
+                raise
+        return dict(self._last_ips)
+
+    async def is_ready(self) -> bool:
+        try:
+            return ready_condition(await self.get()).get("status") == "True"
+        except errors.KubeError:
+            return False
+
+
+@dataclass
+class _Reader:
+    """A steady read load: searches through a node that answers, counted."""
+
+    cluster: TypesenseCluster
+    ok: int = 0
+    failed: int = 0
+    _stop: asyncio.Event = field(default_factory=asyncio.Event)
+    _task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run())
+
+    async def _run(self) -> None:
+        while not self._stop.is_set():
+            ips = list((await self.cluster.pod_ips()).values())
+            if ips:
+                try:
+                    answer = await self.cluster.http.get(
+                        f"http://{random.choice(ips)}:8108/collections/books/documents/search",  # noqa: S311
+                        params={"q": "*", "query_by": "title", "per_page": "1"},
+                        headers=self.cluster.headers,
+                    )
+                    self.ok += answer.status_code == 200
+                    self.failed += answer.status_code != 200
+                except httpx.HTTPError:
+                    self.failed += 1
+            await asyncio.sleep(0.25)
+
+    async def stop(self) -> None:
+        self._stop.set()
+        if self._task is not None:
+            await self._task
+
+
+@dataclass
+class _Observer:
+    """Every node's raft state every half second, for judging the operator's actions afterwards."""
+
+    cluster: TypesenseCluster
+    samples: list[Sample] = field(default_factory=list)
+    _stop: asyncio.Event = field(default_factory=asyncio.Event)
+    _task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run())
+
+    async def _run(self) -> None:
+        while not self._stop.is_set():
+            states = await self.cluster.states()
+            answered = {pod: (state if state != "unreachable" else None) for pod, state in states.items()}
+            self.samples.append(Sample(time.time(), answered))
+            await asyncio.sleep(0.5)
+
+    def latest(self) -> Sample | None:
+        return self.samples[-1] if self.samples else None
+
+    async def stop(self) -> None:
+        self._stop.set()
+        if self._task is not None:
+            await self._task
+
+
+@dataclass
+class Soak:
+    """One soak run: the rig's parts, the cluster, and what was measured."""
+
+    cluster: SteadyCluster
+    faults: Faults
+    plane: ControlPlane
+    operator: OperatorProcess
+    replicas: int
+    recover_within: float = 240.0
+    results: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def statefulset(self) -> str:
+        return f"{self.cluster.name}-sts"
+
+    async def create(self) -> None:
+        """The cluster, with size-limited volumes (so that a disk can be filled), Ready, with its
+        collection."""
+        await self.cluster.create(
+            replicas=self.replicas,
+            storage={"size": "256Mi", "annotations": {SIZE_LIMITED_ANNOTATION: "true"}},
+        )
+        await self.cluster.wait_ready(timeout=300)
+        await self.cluster.create_collection()
+
+    async def run(self, seed: int, seconds: float) -> dict[str, Any]:
+        """Steps of :func:`plan` until ``seconds`` have passed; each waits for the cluster to be whole
+        again before the next. Returns the run's result (JSON-ready)."""
+        writer, reader, observer = Writer(self.cluster), _Reader(self.cluster), _Observer(self.cluster)
+        writer.start("chaos")
+        reader.start()
+        observer.start()
+        started_wall, started = time.time(), time.monotonic()
+        schedule = plan(seed, steps=1000, replicas=self.replicas)
+        done: list[Step] = []
+        unrecovered: str | None = None
+        try:
+            await writer.warmed_up()
+            for step in schedule:
+                if time.monotonic() - started > seconds:
+                    break
+                done.append(step)
+                outcome = await self._step(step, writer, observer)
+                self.results.append(outcome)
+                if not outcome["recovered"]:
+                    unrecovered = f"step {step.number} ({'+'.join(step.faults)}) did not recover"
+                    break
+                await asyncio.sleep(2)  # a calm moment between faults
+        finally:
+            await writer.stop()
+            await reader.stop()
+            await observer.stop()
+        await asyncio.sleep(5)  # followers apply what was committed last
+        lost = lost_writes(writer.acknowledged, await self._held_everywhere())
+        actions = await self._destructive_actions(started_wall)
+        judged = judge_actions(actions, observer.samples, self.replicas)
+        return {
+            "seed": seed,
+            "replicas": self.replicas,
+            "seconds": round(time.monotonic() - started, 1),
+            "schedule": [asdict(step) for step in done],
+            "steps": self.results,
+            "acknowledged_writes": len(writer.acknowledged),
+            "acknowledged_lost": max((len(ids) for ids in lost.values()), default=0),
+            "lost_by_node": {node: ids[:20] for node, ids in lost.items()},
+            "longest_write_gap_seconds": round(writer.longest_gap(started), 1),
+            "failed_writes": writer.failed(started),
+            "reads": {"ok": reader.ok, "failed": reader.failed},
+            "destructive_actions": [{**asdict(j), "at": round(j.at - started_wall, 1)} for j in judged],
+            "unjustified_destructive_actions": sum(1 for j in judged if not j.justified),
+            "unrecovered": unrecovered,
+        }
+
+    # -- one step
+
+    async def _step(self, step: Step, writer: Writer, observer: _Observer) -> dict[str, Any]:
+        fault_at = time.monotonic()
+        wall = time.time()
+        healing = [await self._apply(fault, step) for fault in step.faults]
+        await asyncio.gather(*(heal() for heal in healing))
+        recovered, ready_after = await self._recovered(fault_at, observer)
+        first_write = writer.first_ack_after(fault_at)
+        events = await self.cluster.timeline(wall)
+        return {
+            "step": step.number,
+            "faults": list(step.faults),
+            "hold_seconds": step.hold_seconds,
+            "recovered": recovered,
+            "seconds_to_whole": None if ready_after is None else round(ready_after, 1),
+            "seconds_to_first_accepted_write": None if first_write is None else round(first_write, 1),
+            "longest_write_gap_seconds": round(writer.longest_gap(fault_at), 1),
+            "events": [e for e in events if e["reason"] not in ("Updated", "Created")][:20],
+        }
+
+    async def _recovered(self, since: float, observer: _Observer) -> tuple[bool, float | None]:
+        """Whether the cluster is whole again (Ready, every desired node in the raft, one leader)
+        within :attr:`recover_within`, and after how long."""
+        deadline = since + self.recover_within
+        while time.monotonic() < deadline:
+            sample = observer.latest()
+            whole = (
+                sample is not None
+                and sample.at > time.time() - 2
+                and len(sample.states) == self.replicas
+                and all(state in RAFT_MEMBER for state in sample.states.values())
+                and list(sample.states.values()).count("LEADER") == 1
+            )
+            if whole and await self.cluster.is_ready():
+                return True, time.monotonic() - since
+            await asyncio.sleep(0.5)
+        return False, None
+
+    async def _pods_by_role(self) -> tuple[str | None, list[str]]:
+        states = await self.cluster.states()
+        leader = next((pod for pod, state in states.items() if state == "LEADER"), None)
+        return leader, sorted(pod for pod in states if pod != leader)
+
+    async def _apply(self, fault: str, step: Step) -> Any:
+        """Start one fault; returns the coroutine function that ends it after the step's hold (a no-op
+        for a fault nothing ends: a killed process restarts by itself, a deleted pod is made again)."""
+        namespace, hold = self.cluster.namespace, step.hold_seconds
+        leader, followers = await self._pods_by_role()
+        pods = sorted(await self.cluster.pod_ips())
+        chooser = random.Random(step.number)  # noqa: S311 - which pod, not a secret
+        majority = ([leader] if leader else []) + followers
+        majority = majority[: self.replicas // 2 + 1]
+
+        async def nothing() -> None:
+            return None
+
+        async def later(*calls: Any) -> None:
+            await asyncio.sleep(hold)
+            for call in calls:
+                with contextlib.suppress(FaultError):  # the pod may be gone (fenced, re-made)
+                    await call
+
+        target = {"leader": [leader] if leader else [], "follower": followers[:1], "majority": majority}
+        kind, _, whom = fault.partition("-")
+        if kind in ("kill", "freeze") and whom in target:
+            chosen = [pod for pod in target[whom] if pod]
+            for pod in chosen:
+                if kind == "kill":
+                    await self.faults.kill(namespace, pod, "typesense")
+                else:
+                    await self.faults.freeze(namespace, pod, "typesense")
+            if kind == "kill":
+                return nothing
+            return lambda: later(*(self.faults.thaw(namespace, pod, "typesense") for pod in chosen))
+        if fault == "delete-pod" and pods:
+            await self.cluster.kube.delete("v1", "Pod", chooser.choice(pods), namespace)
+            return nothing
+        if fault == "delete-all-pods":
+            for pod in pods:
+                await self.cluster.kube.delete("v1", "Pod", pod, namespace)
+            return nothing
+        if fault == "orphan-statefulset":
+            await self.cluster.kube.delete(
+                "apps/v1", "StatefulSet", self.statefulset, namespace, propagation="Orphan"
+            )
+            return nothing
+        if fault == "disk-full" and pods:
+            claim = f"data-{chooser.choice(pods)}"
+            await self.faults.fill_volume(namespace, claim)
+            return lambda: later(self.faults.free_volume(namespace, claim))
+        if fault == "kill-operator":
+            self.operator.kill()
+
+            async def start_operator() -> None:
+                await asyncio.sleep(hold)
+                await asyncio.to_thread(self.operator.start)
+
+            return start_operator
+        if fault == "restart-apiserver":
+            # Blocking: it stops the API server, waits, starts it, and returns once it answers.
+            restart = asyncio.create_task(asyncio.to_thread(self.plane.restart_apiserver, min(hold, 8.0)))
+
+            async def answered() -> None:
+                await restart
+
+            return answered
+        if fault == "roll":
+            patch = {"spec": {"podAnnotations": {"chaos.operator-suite.io/step": str(step.number)}}}
+            await self.cluster.kube.patch(
+                "ts.opentelekomcloud.com/v1alpha1", "TypesenseCluster", self.cluster.name, namespace, patch
+            )
+            return nothing
+        return nothing
+
+    # -- the end
+
+    async def _held_everywhere(self) -> dict[str, set[str]]:
+        """Every node's document ids (its export of the collection)."""
+        held = {}
+        for pod, ip in (await self.cluster.pod_ips()).items():
+            answer = await self.cluster.http.get(
+                f"http://{ip}:8108/collections/books/documents/export",
+                headers=self.cluster.headers,
+                timeout=60,
+            )
+            held[pod] = {json.loads(line)["id"] for line in answer.text.splitlines() if line.strip()}
+        return held
+
+    async def _destructive_actions(self, since: float) -> list[tuple[float, str, str]]:
+        found = []
+        for event in await self.cluster.kube.list("v1", "Event", self.cluster.namespace):
+            if event.get("reason") not in DESTRUCTIVE_REASONS or not event.get("eventTime"):
+                continue
+            at = datetime.fromisoformat(event["eventTime"].replace("Z", "+00:00")).timestamp()
+            if at >= since:
+                found.append((at, str(event["reason"]), str(event.get("message") or "")[:300]))
+        return sorted(found)

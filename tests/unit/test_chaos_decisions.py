@@ -1,0 +1,76 @@
+"""The chaos soak's pure parts: a schedule decided by its seed, destructive actions judged against the
+nodes' states seen before them, and lost writes found per node."""
+
+from __future__ import annotations
+
+import pytest
+
+from operator_testkit.drivers.typesense_chaos import (
+    CONTROL_FAULTS,
+    NODE_FAULTS,
+    Sample,
+    judge_actions,
+    lost_writes,
+    plan,
+)
+
+
+def test_a_seed_gives_one_schedule_and_another_seed_another() -> None:
+    assert plan(7, 50) == plan(7, 50)
+    assert plan(7, 50) != plan(8, 50)
+
+
+def test_each_step_is_a_node_fault_alone_or_with_one_control_fault() -> None:
+    schedule = plan(11, 200)
+    assert [step.number for step in schedule] == list(range(1, 201))
+    for step in schedule:
+        assert step.faults[0] in NODE_FAULTS
+        assert len(step.faults) in (1, 2)
+        assert all(fault in CONTROL_FAULTS for fault in step.faults[1:])
+        assert 3.0 <= step.hold_seconds <= 12.0
+    pairs = sum(1 for step in schedule if len(step.faults) == 2)
+    assert 40 <= pairs <= 120, "about two steps in five are pairs"
+    assert {step.faults[0] for step in schedule} == set(NODE_FAULTS), "every node fault comes up"
+
+
+def test_a_single_node_cluster_gets_no_majority_faults() -> None:
+    assert not any(step.faults[0].endswith("-majority") for step in plan(3, 200, replicas=1))
+
+
+HEALTHY = {"a": "LEADER", "b": "FOLLOWER", "c": "FOLLOWER"}
+ONE_LEFT = {"a": None, "b": None, "c": "FOLLOWER"}
+TWO_FOLLOWERS = {"a": "LEADER", "b": "FOLLOWER", "c": None}
+
+
+@pytest.mark.parametrize(
+    ("states", "justified"),
+    [
+        ([HEALTHY, HEALTHY, HEALTHY], False),  # a healthy majority all along: never justified
+        ([TWO_FOLLOWERS, TWO_FOLLOWERS], False),  # leader and one follower are a majority of 3
+        ([HEALTHY, ONE_LEFT, ONE_LEFT], True),
+        ([ONE_LEFT, HEALTHY], True),  # raft may have elected in between: one bad sample is enough
+        ([], True),  # nothing seen in the window: not held against it
+        ([{"a": "LEADER", "b": "LEADER", "c": "FOLLOWER"}], True),  # two leaders: split brain
+    ],
+)
+def test_a_destructive_action_is_judged_by_the_states_seen_before_it(
+    states: list[dict[str, str | None]], justified: bool
+) -> None:
+    samples = [Sample(100.0 + n, s) for n, s in enumerate(states)]
+    action_at = 100.0 + len(states) - 0.5
+    (judged,) = judge_actions([(action_at, "QuorumDowngraded", "NOT_READY for 20 s")], samples, replicas=3)
+    assert judged.justified is justified
+    assert judged.reason == "QuorumDowngraded"
+
+
+def test_samples_outside_the_window_do_not_count() -> None:
+    samples = [Sample(10.0, ONE_LEFT), Sample(99.0, HEALTHY), Sample(100.0, HEALTHY)]
+    (judged,) = judge_actions([(100.5, "QuorumMemberFenced", "")], samples, replicas=3, window=3.0)
+    assert not judged.justified
+    assert "a=LEADER" in judged.evidence
+
+
+def test_lost_writes_are_those_a_node_does_not_hold() -> None:
+    held = {"a": {"1", "2", "3"}, "b": {"1", "3"}, "c": set()}
+    assert lost_writes(["1", "2", "3"], held) == {"b": ["2"], "c": ["1", "2", "3"]}
+    assert lost_writes(["1"], {"a": {"1"}}) == {}
