@@ -15,6 +15,7 @@ from typesense_operator.quorum.decide import (
     cluster_state,
     decide,
     majority,
+    majority_held_back,
     provable_deadlock,
     requeue_seconds,
 )
@@ -482,3 +483,43 @@ def test_a_recovery_in_progress_is_probed_every_second() -> None:
     assert waiting.requeue_after == 1.0
     healthy = decide(healthy_cluster(), 3, waiting.record, NOW, GRACE)
     assert healthy.requeue_after == requeue_seconds(3, unhealthy=False)
+
+
+def held(index: int, reason: str | None = "CrashLoopBackOff") -> NodeProbe:
+    """A member that answers nothing, whose kubelet says why its container does not run (None: it runs)."""
+    return NodeProbe(index=index, reachable=False, held_back=reason)
+
+
+@pytest.mark.parametrize(
+    ("probes", "proven"),
+    [
+        pytest.param([held(0), held(1), node(2, last_log=(2, 7))], True, id="two of three held back"),
+        pytest.param([held(0, "HeldDown"), held(1), node(2)], True, id="held down by the test kit"),
+        pytest.param([held(0), held(1, None), node(2)], False, id="one silent member runs: it may be frozen"),
+        pytest.param(
+            [held(0), node(1, "CANDIDATE"), node(2)], False, id="the two that answer are a majority"
+        ),
+        pytest.param([held(0), held(1), node(2, "LEADER")], False, id="a leader"),
+        pytest.param([node(0), node(1), node(2)], False, id="nobody silent"),
+        pytest.param([held(0), held(1), held(2), node(3), node(4)], True, id="three of five held back"),
+        pytest.param([held(0), held(1), node(2), node(3), node(4)], False, id="two of five: three can elect"),
+        pytest.param([held(0)], False, id="one member: nothing to wait for but itself"),
+    ],
+)
+def test_a_majority_held_back_by_its_kubelets_is_proven_leaderless(
+    probes: list[NodeProbe], proven: bool
+) -> None:
+    assert (majority_held_back(probes) is not None) is proven
+
+
+def test_two_of_three_held_back_are_downgraded_at_once_and_fenced_frozen_ones_keep_their_grace() -> None:
+    probes = [held(0), held(1, "HeldDown"), node(2, last_log=(2, 7))]
+    plan = decide(probes, 3, QuorumRecord(), NOW, GRACE)
+    assert plan.action is Action.DOWNGRADE
+    assert plan.survivor == 2
+    assert plan.fenced == (0, 1)
+    assert "node 0: CrashLoopBackOff; node 1: HeldDown" in plan.message
+    frozen = [held(0), down(1), node(2, last_log=(2, 7))]
+    assert decide(frozen, 3, QuorumRecord(), NOW, GRACE).action is Action.NONE, (
+        "a frozen member keeps its grace"
+    )

@@ -54,7 +54,14 @@ from typesense_operator.controller.status import (
     ready_condition,
     status_patch,
 )
-from typesense_operator.quorum.decide import Action, NodeProbe, Plan, QuorumSettings, decide
+from typesense_operator.quorum.decide import (
+    HELD_BACK_REASONS,
+    Action,
+    NodeProbe,
+    Plan,
+    QuorumSettings,
+    decide,
+)
 from typesense_operator.quorum.probe import NodeAddressing, NodeTarget, probe_nodes
 from typesense_operator.quorum.record import (
     record_from_status,
@@ -79,6 +86,7 @@ from typesense_operator.resources import (
     invalid_scraper_configs,
     server_configuration_hash,
 )
+from typesense_operator.resources.core import TYPESENSE_CONTAINER
 
 __all__ = [
     "REFERENCE_GRANTS_FINALIZER",
@@ -272,6 +280,16 @@ def _ordinal(pod: dict[str, Any], statefulset: str) -> int | None:
     return int(suffix) if suffix.isdigit() else None
 
 
+def _held_back(pod: dict[str, Any]) -> str | None:
+    """The Typesense container's waiting reason when its kubelet holds it back (quorum/decide.py's
+    HELD_BACK_REASONS); None while it runs or is about to start."""
+    for status in (pod.get("status") or {}).get("containerStatuses") or []:
+        if status.get("name") == TYPESENSE_CONTAINER:
+            reason = ((status.get("state") or {}).get("waiting") or {}).get("reason")
+            return str(reason) if reason in HELD_BACK_REASONS else None
+    return None
+
+
 async def node_targets(kube: Kube, cluster: Cluster) -> tuple[list[NodeTarget], list[dict[str, Any]]]:
     """The cluster's node pods that are not going away, as probe targets, and the pods themselves."""
     pods = await kube.list("v1", "Pod", cluster.namespace, labels=cluster.labels("node"))
@@ -290,6 +308,7 @@ async def node_targets(kube: Kube, cluster: Cluster) -> tuple[list[NodeTarget], 
                 port=cluster.spec.api_port,
                 kubelet_ready=reports_true(pod),
                 peering_port=cluster.spec.peering_port,
+                held_back=_held_back(pod),
             )
         )
     return targets, target_pods

@@ -46,6 +46,7 @@ from enum import StrEnum
 from typesense_operator.api.reasons import ReadyReason
 
 __all__ = [
+    "HELD_BACK_REASONS",
     "Action",
     "ClusterState",
     "NodeProbe",
@@ -55,6 +56,7 @@ __all__ = [
     "cluster_state",
     "decide",
     "majority",
+    "majority_held_back",
     "provable_deadlock",
     "requeue_seconds",
 ]
@@ -107,6 +109,9 @@ class NodeProbe:
     """``ip:peering_port`` of every peer in the node's raft configuration (braft's /raft_stat)."""
     address: str | None = None
     """This node's own ``ip:peering_port`` now (its pod's IP): where its peers must reach it."""
+    held_back: str | None = None
+    """Why its kubelet keeps the Typesense container from running for a while (a waiting reason of
+    :data:`HELD_BACK_REASONS`, such as CrashLoopBackOff); None while it runs or is about to start."""
 
 
 @dataclass(frozen=True)
@@ -246,6 +251,39 @@ def provable_deadlock(probes: Sequence[NodeProbe]) -> str | None:
     )
 
 
+HELD_BACK_REASONS = frozenset(
+    {"CrashLoopBackOff", "ImagePullBackOff", "ErrImagePull", "CreateContainerConfigError", "HeldDown"}
+)
+"""Waiting reasons of a container that its kubelet will not run for seconds at least (a back-off, an
+image or a setting that is missing; HeldDown: the test kit's node agent holding it down). A container
+just killed is restarted at once, and one being created starts in a moment: neither is here."""
+
+
+def majority_held_back(probes: Sequence[NodeProbe]) -> str | None:
+    """Why no leader can come while the grace runs, when the kubelets prove it; None otherwise.
+
+    Proven when no member is LEADER, every member that does not answer is held back by its kubelet
+    (:data:`HELD_BACK_REASONS`: not running, and not about to), and the members that do answer are too
+    few to elect one of them (fewer than a raft majority). Raft needs those members back to heal, and
+    they are not coming back within an election: waiting out the grace only adds to the time without
+    writes. A member that does not answer but whose container runs (frozen, cut off, slow) proves
+    nothing: it may answer in a moment, and it keeps its grace.
+    """
+    if len(probes) < 2 or any(p.state == "LEADER" for p in probes):
+        return None
+    silent = [p for p in probes if not p.reachable]
+    if not silent or any(p.held_back is None for p in silent):
+        return None
+    answering = len(probes) - len(silent)
+    if answering >= majority(len(probes)):
+        return None
+    held = "; ".join(f"node {p.index}: {p.held_back}" for p in silent)
+    return (
+        f"no leader can be elected: {len(silent)} of {len(probes)} members are held back by their "
+        f"kubelets ({held}), and the {answering} that answer are no majority"
+    )
+
+
 def _loading(probes: Sequence[NodeProbe]) -> bool:
     """Some node answers but has no raft state yet (NOT_READY, or /status not served yet): it is starting."""
     return any(p.reachable and p.state in (None, "NOT_READY") for p in probes)
@@ -371,7 +409,7 @@ def decide(
     since = record.unhealthy_since or now
     waited = (now - since).total_seconds()
     stretch = replace(record, unhealthy_since=since)
-    deadlock = provable_deadlock(member_probes)
+    deadlock = provable_deadlock(member_probes) or majority_held_back(member_probes)
     if waited < settings.grace_seconds and deadlock is None:
         return decision.plan(
             Action.NONE,

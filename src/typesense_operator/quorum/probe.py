@@ -68,6 +68,8 @@ class NodeTarget:
     """The pod's Ready condition, passed through to the probe for the decision to weigh."""
     peering_port: int | None = None
     """Where braft serves ``/raft_stat`` (the node's last log entry); None: not asked."""
+    held_back: str | None = None
+    """The Typesense container's waiting reason, when its kubelet holds it back (passed through)."""
 
 
 class Unreachable(Exception):
@@ -260,6 +262,7 @@ async def _probe_one(
         health_ok=health_ok,
         resource_error=resource_error,
         kubelet_ready=target.kubelet_ready,
+        held_back=target.held_back,
         last_log=parse_last_log(raft),
         raft_peers=parse_raft_peers(raft),
         address=peer_address(target.pod_ip, target.peering_port)

@@ -21,6 +21,7 @@ from typesense_operator.resources.model import (
 __all__ = [
     "CLAIM_TEMPLATE_NAME",
     "SERVER_CONFIGURATION_HASH",
+    "TYPESENSE_CONTAINER",
     "build_client_service",
     "build_generated_key_secret",
     "build_headless_service",
@@ -42,6 +43,8 @@ CLAIM_TEMPLATE_NAME = "data"
 """The StatefulSet's claim template: node N's claim is ``data-<statefulset>-N``."""
 
 NODE = "node"
+TYPESENSE_CONTAINER = "typesense"
+"""The nodes' container that runs typesense-server."""
 METRICS_PORT = 8908
 # Used when spec.resources is not set: enough for a small index, bounded so one
 # cluster cannot starve a node.
@@ -159,7 +162,7 @@ def _typesense_env(cluster: Cluster) -> list[dict[str, Any]]:
 def _typesense_container(cluster: Cluster) -> dict[str, Any]:
     spec = cluster.spec
     container: dict[str, Any] = {
-        "name": "typesense",
+        "name": TYPESENSE_CONTAINER,
         "image": spec.image,
         "env": _typesense_env(cluster),
         "ports": [
