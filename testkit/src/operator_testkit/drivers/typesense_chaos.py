@@ -165,12 +165,11 @@ class SteadyCluster(TypesenseCluster):
 
 
 @dataclass
-class _Reader:
-    """A steady read load: searches through a node that answers, counted."""
+class _Loop:
+    """Something done every :attr:`interval` seconds in the background, until stopped."""
 
     cluster: TypesenseCluster
-    ok: int = 0
-    failed: int = 0
+    interval: float = 0.5
     _stop: asyncio.Event = field(default_factory=asyncio.Event)
     _task: asyncio.Task[None] | None = None
 
@@ -179,19 +178,11 @@ class _Reader:
 
     async def _run(self) -> None:
         while not self._stop.is_set():
-            ips = list((await self.cluster.pod_ips()).values())
-            if ips:
-                try:
-                    answer = await self.cluster.http.get(
-                        f"http://{random.choice(ips)}:8108/collections/books/documents/search",  # noqa: S311
-                        params={"q": "*", "query_by": "title", "per_page": "1"},
-                        headers=self.cluster.headers,
-                    )
-                    self.ok += answer.status_code == 200
-                    self.failed += answer.status_code != 200
-                except httpx.HTTPError:
-                    self.failed += 1
-            await asyncio.sleep(0.25)
+            await self.once()
+            await asyncio.sleep(self.interval)
+
+    async def once(self) -> None:
+        raise NotImplementedError
 
     async def stop(self) -> None:
         self._stop.set()
@@ -200,31 +191,43 @@ class _Reader:
 
 
 @dataclass
-class _Observer:
+class _Reader(_Loop):
+    """A steady read load: a search through a node every quarter second, counted."""
+
+    interval: float = 0.25
+    ok: int = 0
+    failed: int = 0
+
+    async def once(self) -> None:
+        ips = list((await self.cluster.pod_ips()).values())
+        if not ips:
+            return
+        try:
+            answer = await self.cluster.http.get(
+                f"http://{random.choice(ips)}:8108/collections/books/documents/search",  # noqa: S311
+                params={"q": "*", "query_by": "title", "per_page": "1"},
+                headers=self.cluster.headers,
+            )
+        except httpx.HTTPError:
+            self.failed += 1
+            return
+        self.ok += answer.status_code == 200
+        self.failed += answer.status_code != 200
+
+
+@dataclass
+class _Observer(_Loop):
     """Every node's raft state every half second, for judging the operator's actions afterwards."""
 
-    cluster: TypesenseCluster
     samples: list[Sample] = field(default_factory=list)
-    _stop: asyncio.Event = field(default_factory=asyncio.Event)
-    _task: asyncio.Task[None] | None = None
 
-    def start(self) -> None:
-        self._task = asyncio.create_task(self._run())
-
-    async def _run(self) -> None:
-        while not self._stop.is_set():
-            states = await self.cluster.states()
-            answered = {pod: (state if state != "unreachable" else None) for pod, state in states.items()}
-            self.samples.append(Sample(time.time(), answered))
-            await asyncio.sleep(0.5)
+    async def once(self) -> None:
+        states = await self.cluster.states()
+        answered = {pod: (state if state != "unreachable" else None) for pod, state in states.items()}
+        self.samples.append(Sample(time.time(), answered))
 
     def latest(self) -> Sample | None:
         return self.samples[-1] if self.samples else None
-
-    async def stop(self) -> None:
-        self._stop.set()
-        if self._task is not None:
-            await self._task
 
 
 @dataclass
