@@ -41,6 +41,7 @@ async def test_five_minutes_of_faults_lose_nothing_acknowledged_and_recover_by_t
     said = json.dumps({k: v for k, v in result.items() if k != "schedule"}, indent=1)[:6000]
     assert result["unrecovered"] is None, said
     assert result["acknowledged_lost"] == 0, said
+    assert result["nodes_not_read"] == [], said
     assert result["unjustified_destructive_actions"] == 0, said
     assert len(result["steps"]) >= 3, said
     assert result["acknowledged_writes"] > 100, said

@@ -22,6 +22,7 @@ from typing import Any
 import httpx
 
 from operator_core import errors
+from operator_testkit.assertions import condition
 from operator_testkit.controlplane import ControlPlane
 from operator_testkit.drivers.typesense import RAFT_MEMBER, TypesenseCluster, Writer, ready_condition
 from operator_testkit.nodeagent.disks import SIZE_LIMITED_ANNOTATION
@@ -282,9 +283,15 @@ class Soak:
         finally:
             await writer.stop()
             await reader.stop()
+        try:
+            if unrecovered is None:  # a roll the last step started may still be going on
+                await self._settled()
+                await self._recovered(time.monotonic(), observer)
+            await asyncio.sleep(5)  # followers apply what was committed last
+        finally:
             await observer.stop()
-        await asyncio.sleep(5)  # followers apply what was committed last
-        lost = lost_writes(writer.acknowledged, await self._held_everywhere())
+        held, unread = await self._held_everywhere()
+        lost = lost_writes(writer.acknowledged, held)
         actions = await self._destructive_actions(started_wall)
         judged = judge_actions(actions, observer.samples, self.replicas)
         return {
@@ -296,6 +303,7 @@ class Soak:
             "acknowledged_writes": len(writer.acknowledged),
             "acknowledged_lost": max((len(ids) for ids in lost.values()), default=0),
             "lost_by_node": {node: ids[:20] for node, ids in lost.items()},
+            "nodes_not_read": unread,
             "longest_write_gap_seconds": round(writer.longest_gap(started), 1),
             "failed_writes": writer.failed(started),
             "reads": {"ok": reader.ok, "failed": reader.failed},
@@ -342,6 +350,15 @@ class Soak:
                 return True, time.monotonic() - since
             await asyncio.sleep(0.5)
         return False, None
+
+    async def _settled(self, within: float = 300.0) -> None:
+        """Until no roll is under way (the Progressing condition is not True), or ``within`` passed."""
+        deadline = time.monotonic() + within
+        while time.monotonic() < deadline:
+            with contextlib.suppress(errors.KubeError):
+                if (condition(await self.cluster.get(), "Progressing") or {}).get("status") != "True":
+                    return
+            await asyncio.sleep(1)
 
     async def _pods_by_role(self) -> tuple[str | None, list[str]]:
         states = await self.cluster.states()
@@ -421,17 +438,31 @@ class Soak:
 
     # -- the end
 
-    async def _held_everywhere(self) -> dict[str, set[str]]:
-        """Every node's document ids (its export of the collection)."""
-        held = {}
-        for pod, ip in (await self.cluster.pod_ips()).items():
-            answer = await self.cluster.http.get(
-                f"http://{ip}:8108/collections/books/documents/export",
-                headers=self.cluster.headers,
-                timeout=60,
-            )
-            held[pod] = {json.loads(line)["id"] for line in answer.text.splitlines() if line.strip()}
-        return held
+    async def _held_everywhere(self, within: float = 120.0) -> tuple[dict[str, set[str]], list[str]]:
+        """Every node's document ids (its export of the collection), and the nodes that gave none within
+        ``within`` seconds (a node still restarting, for a roll that outlived the last step, answers
+        503 "Not Ready or Lagging" meanwhile)."""
+        held: dict[str, set[str]] = {}
+        deadline = time.monotonic() + within
+        pods = await self.cluster.pod_ips()
+        while len(held) < len(pods) and time.monotonic() < deadline:
+            for pod, ip in pods.items():
+                if pod in held:
+                    continue
+                with contextlib.suppress(httpx.HTTPError, ValueError, KeyError):
+                    answer = await self.cluster.http.get(
+                        f"http://{ip}:8108/collections/books/documents/export",
+                        headers=self.cluster.headers,
+                        timeout=60,
+                    )
+                    if answer.status_code == 200:
+                        held[pod] = {
+                            json.loads(line)["id"] for line in answer.text.splitlines() if line.strip()
+                        }
+            if len(held) < len(pods):
+                await asyncio.sleep(1)
+                pods = await self.cluster.pod_ips()
+        return held, sorted(set(pods) - set(held))
 
     async def _destructive_actions(self, since: float) -> list[tuple[float, str, str]]:
         found = []
