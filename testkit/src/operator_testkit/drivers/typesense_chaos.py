@@ -301,7 +301,8 @@ class Soak:
             "schedule": [asdict(step) for step in done],
             "steps": self.results,
             "acknowledged_writes": len(writer.acknowledged),
-            "acknowledged_lost": max((len(ids) for ids in lost.values()), default=0),
+            # None when some node could not be read: nothing is proven then.
+            "acknowledged_lost": None if unread else max((len(ids) for ids in lost.values()), default=0),
             "lost_by_node": {node: ids[:20] for node, ids in lost.items()},
             "nodes_not_read": unread,
             "longest_write_gap_seconds": round(writer.longest_gap(started), 1),
