@@ -19,6 +19,7 @@ from typesense_operator.resources.core import (
     RESTRICTED_POD_SECURITY_CONTEXT,
     claim_template,
     node_claim_name,
+    node_placement,
     security_context,
 )
 from typesense_operator.resources.model import DATA_DIR, MANAGED_BY, Cluster
@@ -252,16 +253,6 @@ def restore_job(cluster: Cluster, destination: BackupDestination, location: str,
     """The Job that fills the first node's claim with the backup at ``location`` of ``destination``
     (``typesense-backup restore``, every file checked), placed as the nodes are, so that a volume bound
     where the Job ran suits them."""
-    spec = cluster.spec
-    placement = {
-        field: value
-        for field, value in (
-            ("nodeSelector", spec.node_selector),
-            ("tolerations", spec.tolerations),
-            ("affinity", spec.affinity),
-        )
-        if value
-    }
     claim = {"claimName": node_claim_name(cluster, 0)}
     return _job(
         cluster.metadata(restore_job_name(cluster), RESTORE_COMPONENT),
@@ -269,7 +260,7 @@ def restore_job(cluster: Cluster, destination: BackupDestination, location: str,
         cluster,
         ["restore", "--from", location, "--data-dir", DATA_DIR],
         image,
-        placement=placement,
+        placement=node_placement(cluster),
         volumes=[{"name": "data", "persistentVolumeClaim": claim}],
         mounts=[{"name": "data", "mountPath": DATA_DIR}],
     )

@@ -30,6 +30,7 @@ __all__ = [
     "build_statefulset",
     "claim_template",
     "node_claim_name",
+    "node_placement",
     "nodes_list",
     "security_context",
     "server_configuration_hash",
@@ -254,6 +255,18 @@ def claim_template(cluster: Cluster, claim_size: str | None = None) -> Manifest:
     }
 
 
+def node_placement(cluster: Cluster) -> dict[str, Any]:
+    """Where the nodes may run, as the spec says (its nodeSelector, tolerations and affinity, those set):
+    for their pods, and for a Job whose volume they will use."""
+    spec = cluster.spec
+    chosen = (
+        ("nodeSelector", spec.node_selector),
+        ("tolerations", spec.tolerations),
+        ("affinity", spec.affinity),
+    )
+    return {field: value for field, value in chosen if value}
+
+
 def node_claim_name(cluster: Cluster, index: int) -> str:
     """The claim the StatefulSet gives node ``index``."""
     return f"{CLAIM_TEMPLATE_NAME}-{cluster.statefulset_name}-{index}"
@@ -280,10 +293,8 @@ def build_statefulset(
         "containers": containers,
         "volumes": [{"name": "nodeslist", "configMap": {"name": cluster.nodes_configmap_name}}],
     }
+    pod_spec.update(node_placement(cluster))
     for field, value in (
-        ("nodeSelector", spec.node_selector),
-        ("tolerations", spec.tolerations),
-        ("affinity", spec.affinity),
         ("topologySpreadConstraints", spec.topology_spread_constraints),
         ("priorityClassName", spec.priority_class_name),
     ):
