@@ -15,7 +15,7 @@ import pytest
 from images import BACKUP_JOB_IMAGE
 from operator_testkit.clusterstack_tools import ClusterStackTools, ensure_clusterstack_tools
 from operator_testkit.controlplane import ControlPlane
-from operator_testkit.image import Image, image_of_sources
+from operator_testkit.image import Image, image_of_sources, tag_image
 from operator_testkit.operators import OperatorProcess, OperatorRegistry
 from operator_testkit.registry import RunningRegistry, running_registry
 from operator_testkit.s3 import RunningS3, ensure_versitygw, running_s3
@@ -83,6 +83,14 @@ def suite_image(pytestconfig: pytest.Config) -> Image:
     """The runtime image of this checkout's sources, as ``make image`` builds it (tagged by their hash:
     built once for the run and both workers, and found again by the next run until a source changes)."""
     return image_of_sources(pytestconfig.rootpath)
+
+
+@pytest.fixture(scope="session")
+def backup_job_image(suite_image: Image) -> str:
+    """This checkout's image under the name the Typesense operator's backup and restore Jobs run
+    (OPERATOR_SUITE_BACKUP_IMAGE of the typesense_operator fixture)."""
+    tag_image(suite_image.name, BACKUP_JOB_IMAGE)
+    return BACKUP_JOB_IMAGE
 
 
 @pytest.fixture(scope="session")

@@ -5,17 +5,16 @@ manifest and every file are in the bucket; deleting the backup removes them."""
 
 from __future__ import annotations
 
-import base64
 import json
 from typing import Any
 
 import httpx
 
-from images import BACKUP_JOB_IMAGE
 from operator_core.kube import Kube
 from operator_testkit.assertions import wait_for_events
 from operator_testkit.drivers.typesense_backups import (
     API,
+    Nodes,
     backup_manifest,
     cluster_manifest,
     ready_cluster,
@@ -23,7 +22,6 @@ from operator_testkit.drivers.typesense_backups import (
     store_s3_secrets,
 )
 from operator_testkit.fixtures import wait_until
-from operator_testkit.image import Image, tag_image
 from operator_testkit.nodeagent.harness import AgentProcess
 from operator_testkit.operators import OperatorProcess
 from operator_testkit.s3 import RunningS3
@@ -36,18 +34,14 @@ async def test_a_backup_of_a_ready_cluster_is_taken_from_a_follower_and_is_whole
     namespace: str,
     node_agent: AgentProcess,
     typesense_operator: OperatorProcess,
-    suite_image: Image,
+    backup_job_image: str,
     s3_server: RunningS3,
     bucket: str,
 ) -> None:
-    tag_image(suite_image.name, BACKUP_JOB_IMAGE)
     await kube.create(cluster_manifest("search", namespace))
     await ready_cluster(kube, namespace, "search")
-    key_secret = await kube.get("v1", "Secret", "search-admin-key", namespace)
-    assert key_secret is not None
-    headers = {"X-TYPESENSE-API-KEY": base64.b64decode(key_secret["data"]["typesense-api-key"]).decode()}
-    pods = await kube.list("v1", "Pod", namespace, labels={"app.kubernetes.io/instance": "search"})
-    addresses = {p["metadata"]["name"]: p["status"]["podIP"] for p in pods}
+    nodes = await Nodes.of(kube, namespace, "search")
+    headers, addresses = nodes.headers, nodes.addresses
 
     async with httpx.AsyncClient(trust_env=False, timeout=10) as http:
 
@@ -120,9 +114,9 @@ async def test_a_backup_of_a_ready_cluster_is_taken_from_a_follower_and_is_whole
         return await kube.get("batch/v1", "Job", "nightly-backup", namespace) is None
 
     await wait_until(job_gone, timeout=30, interval=0.5, what="the ended backup Job deleted")
-    assert job["spec"]["template"]["spec"]["nodeName"] == next(
-        p["spec"]["nodeName"] for p in pods if p["metadata"]["name"] == status["node"]
-    )
+    snapshotted = await kube.get("v1", "Pod", status["node"], namespace)
+    assert snapshotted is not None
+    assert job["spec"]["template"]["spec"]["nodeName"] == snapshotted["spec"]["nodeName"]
     for container in job["spec"]["template"]["spec"]["containers"]:
         assert s3_server.secret_key not in json.dumps(container), "the key only by reference"
 

@@ -13,7 +13,6 @@ from typing import Any
 import httpx
 import pytest
 
-from images import BACKUP_JOB_IMAGE
 from operator_core.kube import Kube
 from operator_testkit.drivers.typesense_backups import (
     API,
@@ -27,7 +26,6 @@ from operator_testkit.drivers.typesense_backups import (
     s3_destination,
     store_s3_secrets,
 )
-from operator_testkit.image import Image, tag_image
 from operator_testkit.nodeagent.harness import AgentProcess
 from operator_testkit.operators import OperatorProcess
 from operator_testkit.s3 import RunningS3
@@ -92,12 +90,11 @@ async def test_a_cluster_deleted_with_its_volumes_is_restored_whole_from_its_bac
     namespace: str,
     node_agent: AgentProcess,
     typesense_operator: OperatorProcess,
-    suite_image: Image,
+    backup_job_image: str,
     s3_server: RunningS3,
     bucket: str,
     where: str,
 ) -> None:
-    tag_image(suite_image.name, BACKUP_JOB_IMAGE)
     await kube.create(cluster_manifest("search", namespace))
     if where == "s3":
         await store_s3_secrets(kube, namespace, s3_server)

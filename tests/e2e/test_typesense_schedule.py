@@ -14,7 +14,6 @@ from typing import Any
 
 import pytest
 
-from images import BACKUP_JOB_IMAGE
 from operator_core.kube import Kube
 from operator_testkit.assertions import wait_for_events
 from operator_testkit.drivers.typesense_backups import (
@@ -26,7 +25,6 @@ from operator_testkit.drivers.typesense_backups import (
     store_s3_secrets,
 )
 from operator_testkit.fixtures import wait_until
-from operator_testkit.image import Image, tag_image
 from operator_testkit.nodeagent.harness import AgentProcess
 from operator_testkit.operators import OperatorProcess
 from operator_testkit.s3 import RunningS3
@@ -80,11 +78,10 @@ async def test_a_schedule_backs_up_on_time_prunes_beyond_its_retention_and_rests
     namespace: str,
     node_agent: AgentProcess,
     typesense_operator: OperatorProcess,
-    suite_image: Image,
+    backup_job_image: str,
     s3_server: RunningS3,
     bucket: str,
 ) -> None:
-    tag_image(suite_image.name, BACKUP_JOB_IMAGE)
     await kube.create(cluster_manifest("search", namespace))
     await store_s3_secrets(kube, namespace, s3_server)
     await ready_cluster(kube, namespace, "search")
