@@ -13,6 +13,7 @@ Targets: 0 lost; no destructive action while a majority was healthy; every fault
 person.
 
 Usage: python bench/chaos.py [--minutes 30] [--seed N] [--replicas 3] [--out bench/results/chaos.json]
+                           [--logs DIR]
 """
 
 from __future__ import annotations
@@ -31,8 +32,8 @@ from operator_testkit.nodeagent.faults import Faults
 ROOT = Path(__file__).resolve().parent.parent
 
 
-async def run(minutes: float, seed: int, replicas: int) -> dict[str, Any]:
-    async with typesense_rig(ROOT, "chaos") as rig:
+async def run(minutes: float, seed: int, replicas: int, logs: Path | None) -> dict[str, Any]:
+    async with typesense_rig(ROOT, "chaos", keep_logs=logs) as rig:
         cluster = SteadyCluster(rig.kube, "chaos")
         soak = Soak(cluster, Faults.of(rig.agent.state_dir), rig.plane, rig.operator, replicas)
         await soak.create()
@@ -54,9 +55,10 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=None, help="replay a run (default: a new seed)")
     parser.add_argument("--replicas", type=int, default=3, choices=(3, 5))
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "chaos.json")
+    parser.add_argument("--logs", type=Path, default=None, help="keep every log here for reading")
     arguments = parser.parse_args()
     seed = arguments.seed if arguments.seed is not None else secrets.randbelow(2**31)
-    result = asyncio.run(run(arguments.minutes, seed, arguments.replicas))
+    result = asyncio.run(run(arguments.minutes, seed, arguments.replicas, arguments.logs))
     arguments.out.parent.mkdir(parents=True, exist_ok=True)
     arguments.out.write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps({k: v for k, v in result.items() if k not in ("steps", "schedule")}, indent=2))

@@ -15,6 +15,7 @@ import contextlib
 import itertools
 import re
 import secrets
+import shutil
 import tempfile
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -694,10 +695,15 @@ class Rig:
 
 @contextlib.asynccontextmanager
 async def typesense_rig(
-    repository: Path, namespace: str, environment: dict[str, str] | None = None
+    repository: Path,
+    namespace: str,
+    environment: dict[str, str] | None = None,
+    keep_logs: Path | None = None,
 ) -> AsyncIterator[Rig]:
     """A :class:`Rig` with the repository's CRDs and RBAC, and ``namespace`` made; all of it stopped
-    and removed at the end. ``environment``: the operator's settings besides this process's own."""
+    and removed at the end. ``environment``: the operator's settings besides this process's own.
+    ``keep_logs``: a directory that receives the operator's, the agent's and every container's logs
+    when the rig stops, so that a failed run can be read afterwards."""
     with tempfile.TemporaryDirectory(prefix="bench-") as scratch:
         directory = Path(scratch)
         with ControlPlane(directory / "cp", disabled_controllers=ENDPOINT_CONTROLLERS) as plane:
@@ -716,3 +722,13 @@ async def typesense_rig(
             finally:
                 operators.stop_all()
                 agent.stop()
+                if keep_logs is not None:
+                    _copy_logs(directory, keep_logs)
+
+
+def _copy_logs(directory: Path, destination: Path) -> None:
+    """Every ``*.log`` under ``directory``, at the same relative path under ``destination``."""
+    for log in directory.rglob("*.log"):
+        target = destination / log.relative_to(directory)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(log, target)

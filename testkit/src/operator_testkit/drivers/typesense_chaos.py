@@ -14,6 +14,7 @@ import contextlib
 import json
 import random
 import time
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
@@ -197,7 +198,12 @@ class _Reader(_Loop):
 
     interval: float = 0.25
     ok: int = 0
-    failed: int = 0
+    failures: Counter[str] = field(default_factory=Counter)
+    """Failed searches by cause: the HTTP status, or the exception's class."""
+
+    @property
+    def failed(self) -> int:
+        return sum(self.failures.values())
 
     async def once(self) -> None:
         ips = list((await self.cluster.pod_ips()).values())
@@ -209,11 +215,13 @@ class _Reader(_Loop):
                 params={"q": "*", "query_by": "title", "per_page": "1"},
                 headers=self.cluster.headers,
             )
-        except httpx.HTTPError:
-            self.failed += 1
+        except httpx.HTTPError as error:
+            self.failures[type(error).__name__] += 1
             return
-        self.ok += answer.status_code == 200
-        self.failed += answer.status_code != 200
+        if answer.status_code == 200:
+            self.ok += 1
+        else:
+            self.failures[f"HTTP {answer.status_code}"] += 1
 
 
 @dataclass
@@ -307,7 +315,7 @@ class Soak:
             "nodes_not_read": unread,
             "longest_write_gap_seconds": round(writer.longest_gap(started), 1),
             "failed_writes": writer.failed(started),
-            "reads": {"ok": reader.ok, "failed": reader.failed},
+            "reads": {"ok": reader.ok, "failed": reader.failed, "failures": dict(reader.failures)},
             "destructive_actions": [{**asdict(j), "at": round(j.at - started_wall, 1)} for j in judged],
             "unjustified_destructive_actions": sum(1 for j in judged if not j.justified),
             "unrecovered": unrecovered,
@@ -320,9 +328,10 @@ class Soak:
         wall = time.time()
         healing = [await self._apply(fault, step) for fault in step.faults]
         await asyncio.gather(*(heal() for heal in healing))
-        recovered, ready_after = await self._recovered(fault_at, observer)
+        recovered, ready_after = await self._recovered(fault_at, observer, writer)
         first_write = writer.first_ack_after(fault_at)
         events = await self.cluster.timeline(wall)
+        stuck = {} if recovered else await self._stuck(observer)
         return {
             "step": step.number,
             "faults": list(step.faults),
@@ -332,17 +341,36 @@ class Soak:
             "seconds_to_first_accepted_write": None if first_write is None else round(first_write, 1),
             "longest_write_gap_seconds": round(writer.longest_gap(fault_at), 1),
             "events": [e for e in events if e["reason"] not in ("Updated", "Created")][:20],
+            **stuck,
         }
 
-    async def _recovered(self, since: float, observer: _Observer) -> tuple[bool, float | None]:
-        """Whether the cluster is whole again (Ready, every desired node in the raft, one leader)
-        within :attr:`recover_within`, and after how long."""
+    async def _stuck(self, observer: _Observer) -> dict[str, Any]:
+        """What an unrecovered step left: every node's last raft state, and the cluster's quorum
+        record and Ready condition, so that the failure can be read from the result alone."""
+        latest = observer.latest()
+        status: dict[str, Any] = {}
+        with contextlib.suppress(errors.KubeError):
+            status = (await self.cluster.get()).get("status") or {}
+        return {
+            "stuck_states": dict(latest.states) if latest else {},
+            "stuck_quorum": status.get("quorum"),
+            "stuck_ready": next((c for c in status.get("conditions", []) if c.get("type") == "Ready"), None),
+        }
+
+    async def _recovered(
+        self, since: float, observer: _Observer, writer: Writer | None = None
+    ) -> tuple[bool, float | None]:
+        """Whether the cluster is whole again (Ready, every desired node in the raft, one leader, and
+        a write accepted) within :attr:`recover_within`, and after how long. Only what was seen after
+        ``since`` counts: a sample taken just before a fault would call the cluster whole at once."""
         deadline = since + self.recover_within
+        since_wall = time.time() - (time.monotonic() - since)
         while time.monotonic() < deadline:
             sample = observer.latest()
             whole = (
                 sample is not None
-                and sample.at > time.time() - 2
+                and sample.at > max(since_wall + 1, time.time() - 2)
+                and (writer is None or writer.first_ack_after(since) is not None)
                 and len(sample.states) == self.replicas
                 and all(state in RAFT_MEMBER for state in sample.states.values())
                 and list(sample.states.values()).count("LEADER") == 1
