@@ -406,13 +406,20 @@ class Informer:
 
     async def _back_off(self, failures: int, error: Exception) -> int:
         """Wait before the next try, longer after each failure in a row; a failure of an API server
-        outage (said once, by the client) is not said again, and its end cuts the wait short."""
+        outage (said once, by the client) is not said again, and its end cuts the wait short.
+
+        The outage's end also starts the count again: a restarted API server refuses watches for a
+        moment ("storage is (re)initializing"), and that refusal must be retried within a second,
+        not after the longest wait that the outage's failures had earned (10 s without any reconcile).
+        """
         delay = self._retry_seconds[min(failures, len(self._retry_seconds) - 1)]
         if errors.said_already(error):
             _log.debug(
                 "%r: watch failed, again in %.1f s or once the API server answers: %s", self, delay, error
             )
             await _wait_at_most(self._source.answering, delay)
+            if self._source.answering.is_set():
+                return 0
         else:
             _log.warning("%r: watch failed, again in %.1f s: %s", self, delay, error)
             await asyncio.sleep(delay)

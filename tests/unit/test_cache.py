@@ -242,6 +242,24 @@ async def test_a_failed_watch_makes_it_unsynced_until_the_next_watch_opens(runni
     assert source.watched_from == ["10", "10"]
 
 
+async def test_the_end_of_an_outage_starts_the_back_off_again(running: list[Any]) -> None:
+    """A restarted API server refuses watches for a moment ("storage is (re)initializing"): that
+    refusal is retried after the shortest wait, not after the longest one the outage had earned."""
+    source = ScriptedSource([pod("a", 5)])
+    informer = Informer(source, WatchedKind("v1", "Pod"), retry_seconds=(0.01, 0.02, 5.0))
+    source.answering.clear()
+    for _ in range(3):
+        await source.scripts.put(errors.Unavailable("connection refused", outage=True))
+    running.append(asyncio.create_task(informer.run()))
+    await informer.wait_synced()  # the list
+    await asyncio.sleep(0.1)  # two outage failures waited out: the next wait would be 5 s
+    source.answering.set()  # the API server answers again
+    await source.scripts.put(errors.Unavailable("storage is (re)initializing", status=500))
+    await source.scripts.put([])
+    await asyncio.sleep(0.2)
+    assert informer.synced
+
+
 async def test_an_expired_watch_lists_again_and_reports_what_vanished_meanwhile(running: list[Any]) -> None:
     source = ScriptedSource([pod("a", 5), pod("b", 6)])
     changed: list[str] = []
