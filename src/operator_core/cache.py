@@ -67,8 +67,12 @@ WATCH_TIMEOUT_SECONDS = 290
 """How long the API server keeps one watch open; the informer opens the next at once (no re-list)."""
 SYNC_WARNING_SECONDS = 30.0
 """How long reconciles wait for an unsynced cache before a warning says which kinds are behind."""
-FORBIDDEN_RECHECK_SECONDS = 60.0
-"""How often an informer that RBAC forbids tries again (a rule may have been granted meanwhile)."""
+FORBIDDEN_RECHECK_SECONDS = (1.0, 2.0, 5.0, 15.0, 60.0)
+"""When an informer that RBAC forbids tries again: soon at first, then once a minute (a rule may have
+been granted meanwhile). Soon, because a refusal is not always RBAC's last word: an API server that
+has just restarted refuses everything until its authorizer has read the roles again (the soak saw
+"clusterrole ... system:discovery not found" for a second after each restart), and a minute's wait
+there left the operator blind to every cluster for that minute."""
 UNSERVED_RECHECK_SECONDS = 300.0
 """How often an informer of a kind that is not served (its CRD not installed) looks again: each look is
 a LIST of every CRD, the only request an idle operator made (one a minute, in bench/scale.py). Our
@@ -239,7 +243,9 @@ class Informer:
         """Set while it is synced, or RBAC forbids it (it will not sync until a rule is granted)."""
         self.forbidden: str | None = None
         """The API server's refusal (403) while RBAC forbids listing or watching the kind; it holds nothing
-        then, and looks again every :data:`FORBIDDEN_RECHECK_SECONDS`."""
+        then, and looks again after each of :data:`FORBIDDEN_RECHECK_SECONDS` in turn."""
+        self._refusals = 0
+        """Refusals in a row, for the wait before the next look."""
         self.lists = 0
         """How many times the informer listed (1 after the start; more after each 410 Gone)."""
         self.served = True
@@ -388,13 +394,15 @@ class Informer:
         (it could not be kept current), and it looks again later, since a rule may be granted."""
         if self.forbidden is None:
             _log.warning(
-                "%r: the operator may not list or watch it, looking again every %.0f s: %s",
+                "%r: the operator may not list or watch it, looking again soon, then every %.0f s: %s",
                 self,
-                FORBIDDEN_RECHECK_SECONDS,
+                FORBIDDEN_RECHECK_SECONDS[-1],
                 error,
             )
         self.forbidden = str(error)
-        await self._hold_nothing_until_looked_at(scope, synced=False, seconds=FORBIDDEN_RECHECK_SECONDS)
+        wait = FORBIDDEN_RECHECK_SECONDS[min(self._refusals, len(FORBIDDEN_RECHECK_SECONDS) - 1)]
+        self._refusals += 1
+        await self._hold_nothing_until_looked_at(scope, synced=False, seconds=wait)
 
     async def _hold_nothing_until_looked_at(self, scope: str, *, synced: bool, seconds: float) -> None:
         """Drop what the scope held (reported as gone), mark it, and wait ``seconds`` before the next
@@ -441,6 +449,7 @@ class Informer:
             self.kind.ref, self.kind.labels, namespace=scope, each=self._trimmed
         )
         self._versions[scope], self.lists, self.served = version, self.lists + 1, True
+        self._refusals = 0
         if self.forbidden is not None:
             _log.info("%r: listed, the operator may watch it now", self)
             self.forbidden = None

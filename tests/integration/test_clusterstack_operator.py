@@ -1273,7 +1273,7 @@ async def test_an_operator_that_may_not_watch_secrets_reports_it_on_each_cluster
         assert warning["involvedObject"]["name"] == "cluster-addon-workload"
         assert warning["type"] == "Warning"
         assert "Secret.v1 cluster.x-k8s.io/cluster-name" in process.health()["caches"]
-        assert "looking again every 60 s" in process.log()
+        assert "looking again soon, then every 60 s" in process.log()
     finally:
         process.stop()
 

@@ -491,6 +491,21 @@ async def test_a_kind_rbac_forbids_settles_as_forbidden_and_holds_up_only_who_ne
         await cache.stop()
 
 
+async def test_a_refusal_is_looked_at_again_within_seconds(running: list[Any]) -> None:
+    """A restarted API server refuses everything until its authorizer has read the roles again: the
+    first look after a refusal comes within a second or two, not after the minute between later ones."""
+    source = ScriptedSource([pod("a", 5)])
+    source.list_error = errors.Forbidden('pods is forbidden: clusterrole "system:discovery" not found', status=403)
+    informer = Informer(source, WatchedKind("v1", "Pod"))
+    running.append(asyncio.create_task(informer.run()))
+    await asyncio.sleep(0.1)
+    assert informer.forbidden is not None
+    source.list_error = None
+    await source.scripts.put([])
+    await asyncio.wait_for(informer.wait_synced(), timeout=2)
+    assert informer.forbidden is None
+
+
 async def test_a_delete_requires_synced_only_the_caches_its_controller_declared() -> None:
     cache = Cache(ScriptedSource([]))
     cache.watch([WatchedKind("v1", "Pod"), WatchedKind("v1", "ConfigMap")])
