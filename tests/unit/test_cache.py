@@ -495,7 +495,9 @@ async def test_a_refusal_is_looked_at_again_within_seconds(running: list[Any]) -
     """A restarted API server refuses everything until its authorizer has read the roles again: the
     first look after a refusal comes within a second or two, not after the minute between later ones."""
     source = ScriptedSource([pod("a", 5)])
-    source.list_error = errors.Forbidden('pods is forbidden: clusterrole "system:discovery" not found', status=403)
+    source.list_error = errors.Forbidden(
+        'pods is forbidden: clusterrole "system:discovery" not found', status=403
+    )
     informer = Informer(source, WatchedKind("v1", "Pod"))
     running.append(asyncio.create_task(informer.run()))
     await asyncio.sleep(0.1)
