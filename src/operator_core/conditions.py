@@ -48,6 +48,11 @@ def wire_time(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def parse_wire_time(text: str | None) -> datetime | None:
+    """A time the API server wrote (``2026-11-26T03:00:00Z``, RFC 3339), or None for none."""
+    return datetime.fromisoformat(text.replace("Z", "+00:00")) if text else None
+
+
 class Condition(ApiModel):
     """One aspect of the object's current state, as in metav1.Condition."""
 

@@ -34,6 +34,7 @@ from typing import Any
 
 from operator_core import errors
 from operator_core.cache import OPENED
+from operator_core.conditions import parse_wire_time
 from operator_core.kube import Kube
 from operator_core.metrics import REPLICA
 from operator_core.reconciling import first_of
@@ -125,7 +126,8 @@ WATCH_SECONDS = 300
 
 
 def _parse_time(stamp: str) -> float:
-    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+    moment = parse_wire_time(stamp)
+    return moment.timestamp() if moment else 0.0
 
 
 def _micro_time(moment: float) -> str:

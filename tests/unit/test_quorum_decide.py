@@ -14,6 +14,7 @@ from typesense_operator.quorum.decide import (
     QuorumSettings,
     cluster_state,
     decide,
+    errored_members,
     majority,
     majority_held_back,
     provable_deadlock,
@@ -523,3 +524,40 @@ def test_two_of_three_held_back_are_downgraded_at_once_and_fenced_frozen_ones_ke
     assert decide(frozen, 3, QuorumRecord(), NOW, GRACE).action is Action.NONE, (
         "a frozen member keeps its grace"
     )
+
+
+def erring(index: int, ran: float | None) -> NodeProbe:
+    """A member that answers with raft state ERROR, its container started ``ran`` seconds ago."""
+    since = None if ran is None else NOW - timedelta(seconds=ran)
+    return node(index, "ERROR", ok=False, running_since=since)
+
+
+@pytest.mark.parametrize(
+    ("probes", "restarted"),
+    [
+        pytest.param([node(0, "LEADER"), node(1), erring(2, 61)], (2,), id="errored for a minute"),
+        pytest.param([node(0, "LEADER"), node(1), erring(2, 10)], (), id="just restarted: not again yet"),
+        pytest.param([node(0, "LEADER"), node(1), erring(2, None)], (), id="no start time: nothing proven"),
+        pytest.param(
+            [node(0, "LEADER"), erring(1, 300), erring(2, 61)], (1, 2), id="two errored: no voters anyway"
+        ),
+        pytest.param([node(0, "LEADER"), node(1), node(2, ok=False)], (), id="lagging is not errored"),
+    ],
+)
+def test_members_whose_raft_stopped_are_restarted(
+    probes: list[NodeProbe], restarted: tuple[int, ...]
+) -> None:
+    assert errored_members(probes, NOW) == restarted
+    plan = decide(probes, 3, QuorumRecord(), NOW, GRACE)
+    assert plan.restarted == restarted
+    assert plan.action is (Action.RESTART_ERRORED if restarted else Action.NONE)
+    if restarted:
+        assert "raft state ERROR" in plan.message
+
+
+def test_a_growing_nodes_list_goes_before_an_errored_restart() -> None:
+    record = QuorumRecord(members=(0,), survivor=0)
+    probes = [node(0, "LEADER"), node(1), erring(2, 61)]
+    plan = decide(probes, 3, record, NOW, GRACE)
+    assert plan.action is Action.UPGRADE
+    assert plan.restarted == ()

@@ -60,6 +60,7 @@ class EventReason(StrEnum):
     QUORUM_MEMBER_FENCED = "QuorumMemberFenced"
     QUORUM_SURGERY_HELD = "QuorumSurgeryHeld"
     NODE_RESTARTED = "NodeRestarted"
+    ERRORED_NODE_RESTARTED = "ErroredNodeRestarted"
     ROLL_PAUSED = "RollPaused"
     STORAGE_EXPANDED = "StorageExpanded"
     STORAGE_NOT_EXPANDABLE = "StorageNotExpandable"

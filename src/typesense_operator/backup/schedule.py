@@ -26,6 +26,7 @@ from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from operator_core.children import Manifest, Owner
+from operator_core.conditions import parse_wire_time
 from typesense_operator.api.backups import (
     TYPESENSE_BACKUP,
     TYPESENSE_SCHEDULED_BACKUP,
@@ -44,7 +45,6 @@ __all__ = [
     "backup_name",
     "backup_view",
     "next_step",
-    "parse_time",
     "scheduled_backup",
 ]
 
@@ -66,11 +66,6 @@ class Schedule(Owner[TypesenseScheduledBackupSpec]):
     # The backups it makes are backups: named so, as the Jobs of a backup are.
     app = "typesense-backup"
     managed_by = MANAGED_BY
-
-
-def parse_time(text: str | None) -> datetime | None:
-    """A time the API server wrote (``2026-11-26T03:00:00Z``), or None."""
-    return datetime.fromisoformat(text.replace("Z", "+00:00")) if text else None
 
 
 def backup_name(schedule: str, moment: datetime) -> str:
@@ -108,13 +103,13 @@ def scheduled_backup(schedule: Schedule, moment: datetime) -> Manifest:
 def backup_view(obj: Mapping[str, Any]) -> BackupView:
     """A TypesenseBackup as the pruning and the overlap check see it."""
     status = obj.get("status") or {}
-    created = parse_time(obj["metadata"].get("creationTimestamp"))
+    created = parse_wire_time(obj["metadata"].get("creationTimestamp"))
     assert created is not None, "the API server sets every object's creationTimestamp"
     return BackupView(
         name=obj["metadata"]["name"],
         phase=status.get("phase"),
         created_at=created,
-        completed_at=parse_time(status.get("completedAt")),
+        completed_at=parse_wire_time(status.get("completedAt")),
     )
 
 

@@ -4,10 +4,9 @@ ended, and the one-line JSON result its command wrote as the pod's termination m
 from __future__ import annotations
 
 import json
-from datetime import datetime
 from typing import Any
 
-from operator_core.conditions import utcnow
+from operator_core.conditions import parse_wire_time, utcnow
 from operator_core.kube import Kube
 
 __all__ = ["job_result", "job_state"]
@@ -40,8 +39,8 @@ def _ended_recently(job: dict[str, Any]) -> bool:
     ended = (job.get("status") or {}).get("completionTime")
     if not ended:
         return True
-    moment = datetime.fromisoformat(str(ended).replace("Z", "+00:00"))
-    return (utcnow() - moment).total_seconds() < _MESSAGE_GRACE_SECONDS
+    moment = parse_wire_time(str(ended))
+    return moment is None or (utcnow() - moment).total_seconds() < _MESSAGE_GRACE_SECONDS
 
 
 async def job_result(kube: Kube, job: dict[str, Any]) -> dict[str, Any] | None:

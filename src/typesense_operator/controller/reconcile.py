@@ -24,11 +24,12 @@ import secrets
 import string
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from operator_core import errors
 from operator_core.applying import apply_report_prune, owned_children
-from operator_core.conditions import ConditionStatus, reports_true, utcnow
+from operator_core.conditions import ConditionStatus, parse_wire_time, reports_true, utcnow
 from operator_core.controller import FINALIZED
 from operator_core.events import EventType
 from operator_core.kube import Kube
@@ -290,6 +291,15 @@ def _held_back(pod: dict[str, Any]) -> str | None:
     return None
 
 
+def _running_since(pod: dict[str, Any]) -> datetime | None:
+    """When the Typesense container started, while it runs (its kubelet's ``state.running.startedAt``)."""
+    for status in (pod.get("status") or {}).get("containerStatuses") or []:
+        if status.get("name") == TYPESENSE_CONTAINER:
+            started = ((status.get("state") or {}).get("running") or {}).get("startedAt")
+            return parse_wire_time(started) if started else None
+    return None
+
+
 async def node_targets(kube: Kube, cluster: Cluster) -> tuple[list[NodeTarget], list[dict[str, Any]]]:
     """The cluster's node pods that are not going away, as probe targets, and the pods themselves."""
     pods = await kube.list("v1", "Pod", cluster.namespace, labels=cluster.labels("node"))
@@ -309,6 +319,7 @@ async def node_targets(kube: Kube, cluster: Cluster) -> tuple[list[NodeTarget], 
                 kubelet_ready=reports_true(pod),
                 peering_port=cluster.spec.peering_port,
                 held_back=_held_back(pod),
+                running_since=_running_since(pod),
             )
         )
     return targets, target_pods
@@ -369,13 +380,15 @@ async def manage_quorum(scope: Scope) -> Outcome:
             RECOVERIES.labels(plan.action.value, "needed").inc()
         elif plan.action is Action.RESTART_SURVIVOR:
             await _restart_survivor(scope, plan)
+        elif plan.action is Action.RESTART_ERRORED:
+            await _restart_errored(scope, plan)
         elif plan.action is Action.HOLD and changed_action:
             await scope.event("Warning", EventReason.QUORUM_SURGERY_HELD, plan.message)
             RECOVERIES.labels(plan.action.value, "needed").inc()
     except Exception:
         RECOVERIES.labels(plan.action.value, "failed").inc()
         raise
-    if plan.action in (Action.DOWNGRADE, Action.UPGRADE, Action.RESTART_SURVIVOR):
+    if plan.action in (Action.DOWNGRADE, Action.UPGRADE, Action.RESTART_SURVIVOR, Action.RESTART_ERRORED):
         RECOVERIES.labels(plan.action.value, "taken").inc()
     return Outcome.CONTINUE
 
@@ -395,6 +408,16 @@ async def _restart_survivor(scope: Scope, plan: Plan) -> None:
     pod = cluster.pod_name(plan.survivor)
     await _delete_stuck_pod(scope, pod)
     await scope.event("Warning", EventReason.QUORUM_SURVIVOR_RESTARTED, f"{plan.message}: deleted pod {pod}")
+
+
+async def _restart_errored(scope: Scope, plan: Plan) -> None:
+    """Delete the pods of members whose raft stopped; their StatefulSet makes them again, on their volumes."""
+    for index in plan.restarted:
+        pod = scope.cluster.pod_name(index)
+        if await _delete_stuck_pod(scope, pod):
+            await scope.event(
+                "Warning", EventReason.ERRORED_NODE_RESTARTED, f"deleted pod {pod}: {plan.message}"
+            )
 
 
 async def _fence(scope: Scope, plan: Plan) -> None:

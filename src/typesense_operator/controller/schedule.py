@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from operator_core import errors
-from operator_core.conditions import utcnow, wire_time
+from operator_core.conditions import parse_wire_time, utcnow, wire_time
 from operator_core.kube import Kube
 from operator_core.reconciling import WAIT_FOR_CHANGE, Context
 from operator_core.steps import ConditionBook, write_status
@@ -31,7 +31,6 @@ from typesense_operator.backup.schedule import (
     ScheduleStep,
     backup_view,
     next_step,
-    parse_time,
     scheduled_backup,
 )
 
@@ -161,13 +160,13 @@ async def _run(
         )
         status["nextScheduleTime"] = None
         return resync
-    created = parse_time(obj["metadata"].get("creationTimestamp"))
+    created = parse_wire_time(obj["metadata"].get("creationTimestamp"))
     assert created is not None
     step = next_step(
         cron,
         now=now,
         created=created,
-        last=parse_time(status.get("lastScheduleTime")),
+        last=parse_wire_time(status.get("lastScheduleTime")),
         resumed=resumed,
         suspended=schedule.spec.suspend,
         immediate=schedule.spec.immediate,

@@ -55,6 +55,7 @@ __all__ = [
     "QuorumSettings",
     "cluster_state",
     "decide",
+    "errored_members",
     "majority",
     "majority_held_back",
     "provable_deadlock",
@@ -86,6 +87,8 @@ class Action(StrEnum):
     """A node is out of memory or disk: no surgery, a person must act."""
     HOLD = "Hold"
     """Surgery is due, but kubelets report Ready pods that the operator cannot reach: wait for agreement."""
+    RESTART_ERRORED = "RestartErrored"
+    """Delete the pods of members whose raft stopped (state ERROR): only a restart brings them back."""
 
 
 @dataclass(frozen=True)
@@ -112,6 +115,8 @@ class NodeProbe:
     held_back: str | None = None
     """Why its kubelet keeps the Typesense container from running for a while (a waiting reason of
     :data:`HELD_BACK_REASONS`, such as CrashLoopBackOff); None while it runs or is about to start."""
+    running_since: datetime | None = None
+    """When its Typesense container started, as its kubelet reports; None when it does not run."""
 
 
 @dataclass(frozen=True)
@@ -158,9 +163,14 @@ class Plan:
     warnings: tuple[str, ...] = field(default=())
     fenced: tuple[int, ...] = field(default=())
     """Pod ordinals to delete with the downgrade: members that answered nothing at all."""
+    restarted: tuple[int, ...] = field(default=())
+    """Pod ordinals to delete because their raft stopped (:attr:`Action.RESTART_ERRORED`)."""
 
 
 MIN_REQUEUE_SECONDS = 0.5
+ERRORED_RESTART_AFTER_SECONDS = 60.0
+"""How long a member in raft state ERROR must have run before its pod is deleted: a node that errs
+again right after a restart (its disk still full) is restarted once a minute, not in a loop."""
 
 
 def majority(size: int) -> int:
@@ -366,7 +376,9 @@ def decide(
     healthy = sum(1 for p in member_probes if p.health_ok)
     if decision.state is ClusterState.OK:
         reachable = {p.index for p in probes if p.reachable}
-        return _with_leader(decision, record, healthy, reachable, settings)
+        return _restart_errored(
+            _with_leader(decision, record, healthy, reachable, settings), member_probes, now
+        )
 
     if size == 1 and record.survivor is not None:
         # Downgraded already: the survivor's own grace runs from the downgrade.
@@ -496,6 +508,42 @@ def _with_leader(
         ReadyReason.QUORUM_NOT_READY,
         f"leader elected but only {healthy}/{size} members healthy (need {majority(size)}); waiting",
         calm,
+    )
+
+
+def errored_members(probes: Sequence[NodeProbe], now: datetime) -> tuple[int, ...]:
+    """Members whose raft stopped for good: they answer, their state is ERROR, and their container has
+    run for :data:`ERRORED_RESTART_AFTER_SECONDS`.
+
+    braft enters ERROR when it cannot go on (a failed write of its log, a full disk) and stays there
+    until the process restarts: such a member neither votes nor replicates, so restarting it costs the
+    quorum nothing and is the only way back. Its data stays on its volume.
+    """
+    return tuple(
+        p.index
+        for p in probes
+        if p.reachable
+        and p.state == "ERROR"
+        and p.running_since is not None
+        and (now - p.running_since).total_seconds() >= ERRORED_RESTART_AFTER_SECONDS
+    )
+
+
+def _restart_errored(plan: Plan, probes: Sequence[NodeProbe], now: datetime) -> Plan:
+    """The plan of a cluster with a leader, plus the restart of its errored members when nothing else
+    is being done (a growth of the nodes list goes first)."""
+    errored = errored_members(probes, now)
+    if not errored or plan.action is not Action.NONE:
+        return plan
+    nodes = ", ".join(map(str, errored))
+    return replace(
+        plan,
+        action=Action.RESTART_ERRORED,
+        restarted=errored,
+        message=f"{plan.message}; restarting node(s) {nodes}: raft state ERROR for "
+        f"{ERRORED_RESTART_AFTER_SECONDS:.0f} s (it stopped after a failed write; only a restart "
+        "brings it back, and it is no voter meanwhile)",
+        requeue_after=min(plan.requeue_after, requeue_seconds(len(plan.members), unhealthy=True)),
     )
 
 

@@ -24,6 +24,7 @@ import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from datetime import datetime
 from typing import Any, Protocol
 
 import aiohttp
@@ -70,6 +71,8 @@ class NodeTarget:
     """Where braft serves ``/raft_stat`` (the node's last log entry); None: not asked."""
     held_back: str | None = None
     """The Typesense container's waiting reason, when its kubelet holds it back (passed through)."""
+    running_since: datetime | None = None
+    """When the Typesense container started, as its kubelet reports (passed through)."""
 
 
 class Unreachable(Exception):
@@ -263,6 +266,7 @@ async def _probe_one(
         resource_error=resource_error,
         kubelet_ready=target.kubelet_ready,
         held_back=target.held_back,
+        running_since=target.running_since,
         last_log=parse_last_log(raft),
         raft_peers=parse_raft_peers(raft),
         address=peer_address(target.pod_ip, target.peering_port)

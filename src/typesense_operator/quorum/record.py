@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from operator_core.conditions import wire_time
+from operator_core.conditions import parse_wire_time, wire_time
 from typesense_operator.quorum.decide import Action, Plan, QuorumRecord
 from typesense_operator.quorum.roll import RollAction, RollPlan
 
@@ -22,7 +22,7 @@ __all__ = [
 def _time(value: Any) -> datetime | None:
     if isinstance(value, datetime) or value is None:
         return value
-    return datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    return parse_wire_time(str(value))
 
 
 def record_from_status(status: dict[str, Any] | None) -> QuorumRecord:
