@@ -62,6 +62,10 @@ async def test_answers_become_observations() -> None:
         {
             (0, "/status"): (200, {"committed_index": 42, "queued_writes": 0, "state": "LEADER"}),
             (0, "/health"): (200, {"ok": True}),
+            (0, "/metrics.json"): (
+                200,
+                {"system_disk_used_bytes": "4096", "system_disk_total_bytes": "268435456"},
+            ),
             (1, "/status"): (200, {"committed_index": 40, "queued_writes": 0, "state": "FOLLOWER"}),
             (1, "/health"): (503, {"ok": False, "resource_error": "OUT_OF_DISK"}),
             (2, "/health"): (503, b"Not Ready or Lagging"),
@@ -71,6 +75,8 @@ async def test_answers_become_observations() -> None:
         addressing, [target(0), target(1), target(2), target(3)], "the-key"
     )
     assert (leader.state, leader.committed_index, leader.health_ok) == ("LEADER", 42, True)
+    assert (leader.disk_used_bytes, leader.disk_total_bytes) == (4096, 268435456)
+    assert follower.disk_used_bytes is None
     assert (follower.health_ok, follower.resource_error) == (False, "OUT_OF_DISK")
     assert lagging.reachable
     assert lagging.state is None
@@ -83,7 +89,7 @@ async def test_answers_become_observations() -> None:
 async def test_concurrency_is_bounded() -> None:
     addressing = Scripted({(i, "/health"): (200, {"ok": True}) for i in range(10)})
     await probe_nodes(addressing, [target(i) for i in range(10)], "k", concurrency=2)
-    assert addressing.most_in_flight <= 4  # two nodes at once, each asking /status and /health
+    assert addressing.most_in_flight <= 6  # two nodes at once, each asking /status, /health, /metrics.json
 
 
 @contextlib.asynccontextmanager
@@ -149,8 +155,10 @@ def test_record_round_trips_through_status() -> None:
         requeue_after=10,
         record=record,
     )
-    status = status_from_plan(plan, None)
+    status = status_from_plan(plan, None, when)
     assert status["lastAction"] == "Downgrade"
+    assert status["lastActionAt"] == "2026-01-01T00:00:00Z"
+    assert status["lastActionMessage"] == "m"
     assert status["unhealthySince"] == "2026-01-01T00:00:00Z"
     assert record_from_status({"quorum": status}) == record
     assert record_from_status(None) == QuorumRecord()
@@ -247,3 +255,29 @@ async def test_only_a_missing_answer_makes_a_node_unreachable() -> None:
                 await probe_nodes(direct, [at(garbled)], "the-key")
     finally:
         await direct.aclose()
+
+
+def test_a_lasting_hold_is_recorded_once_and_a_running_grace_says_when_it_ends() -> None:
+    first, later = datetime(2026, 1, 1, tzinfo=UTC), datetime(2026, 1, 1, 0, 0, 5, tzinfo=UTC)
+    hold = Plan(
+        state=ClusterState.NOT_READY,
+        action=Action.HOLD,
+        members=(0, 1, 2),
+        ready=False,
+        reason=ReadyReason.QUORUM_NOT_READY,
+        message="held",
+        requeue_after=1,
+        record=QuorumRecord(),
+    )
+    recorded = status_from_plan(hold, None, first)
+    assert status_from_plan(hold, recorded, later) == recorded, "one episode, one record: no write per look"
+    waiting = replace(
+        hold,
+        action=Action.NONE,
+        wait_ends_at=later,
+        then="downgrade",
+        record=QuorumRecord(unhealthy_since=first),
+    )
+    status = status_from_plan(waiting, recorded, later)
+    assert (status["graceEndsAt"], status["thenAction"]) == ("2026-01-01T00:00:05Z", "downgrade")
+    assert status["lastActionAt"] == recorded["lastActionAt"]

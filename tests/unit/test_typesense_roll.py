@@ -164,6 +164,7 @@ def test_the_roll_bookkeeping_round_trips_through_the_status_and_leaves_unset_fi
         "updateRevision": NEW,
         "done": [1],
         "toDo": [0, 2],
+        "next": 1,  # the node waited for
         "waitingSince": "2026-01-01T12:00:00Z",
     }
     status = {"roll": wire}

@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 
 from operator_core.conditions import set_condition
 from operator_testkit.tables import T0, conditions
 from typesense_operator.api.reasons import ReadyReason
-from typesense_operator.controller.status import guards_disruptions, phase, ready_condition, status_patch
-from typesense_operator.quorum.decide import Action, ClusterState, Plan, QuorumRecord
+from typesense_operator.controller.status import (
+    guards_disruptions,
+    node_views,
+    nodes_to_publish,
+    phase,
+    ready_condition,
+    status_patch,
+)
+from typesense_operator.quorum.decide import Action, ClusterState, NodeProbe, Plan, QuorumRecord
 
 
 def a_plan(ready: bool, reason: str = "QuorumReady") -> Plan:
@@ -115,3 +124,74 @@ def test_status_patch_deletes_quorum_fields_that_are_no_longer_set() -> None:
     recovered = {"state": "OK", "lastAction": "Upgrade"}
     patch = status_patch(current, conditions, {}, quorum=recovered, generation=None)
     assert patch == {"quorum": {"members": None, "survivor": None, "lastAction": "Upgrade"}}
+
+
+def seen(index: int, state: str | None = "FOLLOWER", committed: int | None = 100, **kw: object) -> NodeProbe:
+    return NodeProbe(index=index, reachable=state is not None, state=state, committed_index=committed, **kw)  # type: ignore[arg-type]
+
+
+def test_node_views_count_lag_against_the_leader_and_name_the_revision() -> None:
+    views = node_views(
+        [
+            ("c-sts-1", seen(1, committed=90, health_ok=False), "old"),
+            ("c-sts-0", seen(0, "LEADER", health_ok=True, disk_used_bytes=10, disk_total_bytes=20), "new"),
+            ("c-sts-2", seen(2, None, committed=None, held_back="CrashLoopBackOff"), None),
+        ],
+        "new",
+    )
+    assert views == [
+        {
+            "index": 0,
+            "pod": "c-sts-0",
+            "answering": True,
+            "state": "LEADER",
+            "healthy": True,
+            "committedIndex": 100,
+            "lag": 0,
+            "currentRevision": True,
+            "diskUsedBytes": 10,
+            "diskTotalBytes": 20,
+        },
+        {
+            "index": 1,
+            "pod": "c-sts-1",
+            "answering": True,
+            "state": "FOLLOWER",
+            "healthy": False,
+            "committedIndex": 90,
+            "lag": 10,
+            "currentRevision": False,
+        },
+        {"index": 2, "pod": "c-sts-2", "answering": False, "heldBack": "CrashLoopBackOff"},
+    ]
+
+
+VIEW = [{"index": 0, "pod": "p", "answering": True, "state": "LEADER", "committedIndex": 5, "lag": 0}]
+
+
+def moved(**changes: object) -> list[dict[str, object]]:
+    return [{**VIEW[0], **changes}]
+
+
+@pytest.mark.parametrize(
+    ("fresh", "age", "written"),
+    [
+        pytest.param(VIEW, 600, False, id="nothing changed: never rewritten"),
+        pytest.param(moved(diskUsedBytes=7), 600, False, id="only the disk moved: no write of its own"),
+        pytest.param(moved(committedIndex=9), 30, False, id="raft counters moved, view fresh: kept"),
+        pytest.param(moved(committedIndex=9), 60, True, id="raft counters moved, view a minute old"),
+        pytest.param(moved(state="FOLLOWER"), 1, True, id="a state changed: at once"),
+        pytest.param(moved(answering=False), 1, True, id="stopped answering: at once"),
+        pytest.param(VIEW + VIEW, 1, True, id="a node more: at once"),
+    ],
+)
+def test_the_nodes_view_is_written_when_a_node_changes_and_its_counters_once_a_minute(
+    fresh: list[dict[str, object]], age: int, written: bool
+) -> None:
+    current = {"nodes": VIEW, "nodesObservedAt": "2026-01-01T00:00:00Z"}
+    now = T0 + timedelta(seconds=age)  # T0 is 2026-01-01T00:00:00Z
+    published = nodes_to_publish(current, fresh, now)
+    assert (published is not None) is written
+    if published:
+        assert published["nodes"] == fresh
+    assert nodes_to_publish({}, VIEW, now) is not None, "a first view is written"

@@ -528,7 +528,16 @@ class QuorumStatus(ApiModel):
     survivor_restarted: bool | None = None
     """Whether the last-resort restart of the survivor's pod was done for this downgrade (it is done once)."""
     last_action: str | None = None
-    """The last quorum step taken: Downgrade, Upgrade, RestartSurvivor, or NeedsIntervention."""
+    """The last quorum step taken: Downgrade, Upgrade, RestartSurvivor, RestartErrored, Hold, or
+    NeedsIntervention."""
+    last_action_at: datetime | None = None
+    """When the last quorum step was taken."""
+    last_action_message: str | None = None
+    """What the last quorum step did, and the evidence it was taken on."""
+    grace_ends_at: datetime | None = None
+    """While the operator waits for raft to heal itself: when that wait ends."""
+    then_action: str | None = None
+    """While the operator waits: what it will do when the wait ends and nothing healed."""
 
 
 class RollStatus(ApiModel):
@@ -542,6 +551,8 @@ class RollStatus(ApiModel):
     """Pod ordinals still to restart."""
     waiting_since: datetime | None = None
     """Since when the roll has waited for a restarted node to come back (it pauses after a timeout)."""
+    next: int | None = None
+    """The node the roll restarts next, or waits for."""
 
 
 class RestoreStatus(ApiModel):
@@ -562,6 +573,33 @@ class RestoreStatus(ApiModel):
     """Files restored."""
     size_bytes: int | None = None
     """Bytes restored."""
+
+
+class NodeStatus(ApiModel):
+    """One node as the operator's probes last saw it (status.nodes), for `kubectl typesense status`."""
+
+    index: int
+    """The pod's ordinal."""
+    pod: str
+    """The pod's name."""
+    answering: bool
+    """Whether the node answered the operator's probe at all."""
+    state: str | None = None
+    """Its raft state from /status: LEADER, FOLLOWER, CANDIDATE, NOT_READY or ERROR."""
+    healthy: bool | None = None
+    """Its /health answer (false: lagging, loading or failed)."""
+    committed_index: int | None = None
+    """Its raft committed index when the view was last refreshed."""
+    lag: int | None = None
+    """Entries its committed index was behind the leader's when the view was last refreshed."""
+    current_revision: bool | None = None
+    """Whether its pod runs the StatefulSet's update revision (False: the roll has yet to restart it)."""
+    held_back: str | None = None
+    """Why its kubelet does not run Typesense now (CrashLoopBackOff, ...), when it says so."""
+    disk_used_bytes: int | None = None
+    """Bytes used on its data volume (Typesense's /metrics.json) when the view was last refreshed."""
+    disk_total_bytes: int | None = None
+    """Size of its data volume (Typesense's /metrics.json)."""
 
 
 class TypesenseClusterStatus(ApiModel):
@@ -586,6 +624,11 @@ class TypesenseClusterStatus(ApiModel):
     """The roll of the last change that needed new pods."""
     restore: RestoreStatus | None = None
     """The restore of spec.bootstrap.fromBackup."""
+    nodes: list[NodeStatus] | None = None
+    """Each node as the operator's probes saw it: rewritten when a node's state changes, and its
+    counters (committed index, lag, disk) at most once a minute otherwise."""
+    nodes_observed_at: datetime | None = None
+    """When status.nodes was last written."""
 
 
 # raft rejects a peer address ({name}-sts-{i}.{name}-sts-svc:{peering}:{api}) longer than 64 characters.

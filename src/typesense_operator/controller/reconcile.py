@@ -52,6 +52,8 @@ from typesense_operator.controller.settings import TypesenseSettings
 from typesense_operator.controller.status import (
     BOOTSTRAPPING,
     guards_disruptions,
+    node_views,
+    nodes_to_publish,
     ready_condition,
     status_patch,
 )
@@ -355,12 +357,13 @@ async def manage_quorum(scope: Scope) -> Outcome:
     )
     previous = (scope.obj.get("status") or {}).get("quorum")
     record = record_from_status(scope.obj.get("status"))
-    plan = decide(probes, cluster.spec.replicas, record, utcnow(), settings)
+    now = utcnow()
+    plan = decide(probes, cluster.spec.replicas, record, now, settings)
     scope.plan, scope.members = plan, plan.members
     scope.nodes = list(zip(targets, probes, target_pods, strict=True))
     scope.nodes_answered = any(probe.reachable for probe in probes)
     scope.nodes_addressable = any(target.pod_ip for target in targets)
-    scope.quorum = status_from_plan(plan, previous)
+    scope.quorum = status_from_plan(plan, previous, now)
     changed_action = (
         plan.action is not Action.NONE and (previous or {}).get("lastAction") != plan.action.value
     )
@@ -802,13 +805,24 @@ async def _write_status(scope: Scope, completed: bool) -> None:
         became_not_ready=EventReason.QUORUM_NOT_READY,
         condition_type=ConditionType.READY,
     )
+    current = scope.obj.get("status") or {}
+    nodes = None
+    if scope.plan is not None:  # the nodes were probed
+        seen = [
+            (target.pod, probe, (pod["metadata"].get("labels") or {}).get(REVISION_LABEL))
+            for target, probe, pod in scope.nodes
+        ]
+        nodes = nodes_to_publish(
+            current, node_views(seen, (scope.roll or {}).get("updateRevision")), utcnow()
+        )
     patch = status_patch(
-        scope.obj.get("status") or {},
+        current,
         scope.book.conditions,
         scope.observed,
         quorum=scope.quorum,
         roll=scope.roll,
         restore=scope.restore,
+        nodes=nodes,
         generation=scope.obj["metadata"].get("generation") if completed else None,
     )
     await write_status(scope.kube, TYPESENSE_CLUSTER, scope.obj, patch)

@@ -7,14 +7,25 @@ Each takes only what was observed, so they are table-tested without a cluster.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
-from operator_core.conditions import Condition, ConditionStatus, find
+from operator_core.conditions import Condition, ConditionStatus, find, parse_wire_time, wire_time
 from operator_core.manifests import merge_patch
 from typesense_operator.api.reasons import ConditionType, ReadyReason
-from typesense_operator.quorum.decide import Plan
+from typesense_operator.quorum.decide import NodeProbe, Plan
 
-__all__ = ["BOOTSTRAPPING", "guards_disruptions", "phase", "ready_condition", "status_patch"]
+__all__ = [
+    "BOOTSTRAPPING",
+    "NODES_REFRESH_SECONDS",
+    "NODE_COUNTERS",
+    "guards_disruptions",
+    "node_views",
+    "nodes_to_publish",
+    "phase",
+    "ready_condition",
+    "status_patch",
+]
 
 BOOTSTRAPPING = "Bootstrapping"
 """The phase until a node was first ready."""
@@ -75,6 +86,7 @@ def status_patch(
     quorum: Mapping[str, Any] | None = None,
     roll: Mapping[str, Any] | None = None,
     restore: Mapping[str, Any] | None = None,
+    nodes: Mapping[str, Any] | None = None,
     generation: int | None,
 ) -> dict[str, Any]:
     """The merge patch from ``current`` status to the new one; empty when nothing changed.
@@ -95,8 +107,76 @@ def status_patch(
         desired["roll"] = dict(roll)
     if restore:
         desired["restore"] = dict(restore)
+    if nodes:
+        desired.update(nodes)
     if generation is not None:
         desired["observedGeneration"] = generation
     # Fields this function does not own stay as they are; the ones it owns follow exactly.
     owned = {key: value for key, value in desired.items() if value is not None}
     return merge_patch({key: current[key] for key in owned if key in current}, owned)
+
+
+NODE_COUNTERS = ("committedIndex", "lag", "diskUsedBytes", "diskTotalBytes")
+"""Fields of a node's view that move with every write: refreshed at most every
+:data:`NODES_REFRESH_SECONDS`, so that a busy cluster costs one status write a minute, not one per look.
+The disk's figures ride along and never cause a write themselves: they move with whatever else
+shares the filesystem, where an idle cluster's raft counters stand still."""
+_RAFT_COUNTERS = ("committedIndex", "lag")
+NODES_REFRESH_SECONDS = 60.0
+
+
+def node_views(
+    probes: Sequence[tuple[str, NodeProbe, str | None]], update_revision: str | None
+) -> list[dict[str, Any]]:
+    """``status.nodes``: each node (pod name, probe, its pod's revision) as the operator saw it,
+    ordered by ordinal, unset fields left out. Lag is counted against the leader's committed index."""
+    leader = next((p.committed_index for _, p, _ in probes if p.state == "LEADER"), None)
+    views = []
+    for pod, probe, revision in sorted(probes, key=lambda seen: seen[1].index):
+        lag = None
+        if leader is not None and probe.committed_index is not None:
+            lag = max(leader - probe.committed_index, 0)
+        view = {
+            "index": probe.index,
+            "pod": pod,
+            "answering": probe.reachable,
+            "state": probe.state,
+            "healthy": probe.health_ok,
+            "committedIndex": probe.committed_index,
+            "lag": lag,
+            "currentRevision": revision == update_revision if revision and update_revision else None,
+            "heldBack": probe.held_back,
+            "diskUsedBytes": probe.disk_used_bytes,
+            "diskTotalBytes": probe.disk_total_bytes,
+        }
+        views.append({key: value for key, value in view.items() if value is not None})
+    return views
+
+
+def nodes_to_publish(
+    current: Mapping[str, Any], fresh: list[dict[str, Any]], now: datetime
+) -> dict[str, Any] | None:
+    """``{"nodes", "nodesObservedAt"}`` to write, or None to keep what the status holds.
+
+    Written when a node changed (answering, raft state, health, revision, held back, a node more or
+    less), and otherwise when only its counters moved and the view is :data:`NODES_REFRESH_SECONDS`
+    old: an idle cluster's view is never rewritten, and a busy one's once a minute.
+    """
+    previous = current.get("nodes")
+    publish = {"nodes": fresh, "nodesObservedAt": wire_time(now)}
+    if _fields(previous, exclude=NODE_COUNTERS) != _fields(fresh, exclude=NODE_COUNTERS):
+        return publish
+    if _fields(previous, only=_RAFT_COUNTERS) == _fields(fresh, only=_RAFT_COUNTERS):
+        return None
+    observed_at = parse_wire_time(current.get("nodesObservedAt"))
+    stale = observed_at is None or (now - observed_at).total_seconds() >= NODES_REFRESH_SECONDS
+    return publish if stale else None
+
+
+def _fields(
+    views: Sequence[Mapping[str, Any]] | None, *, exclude: Sequence[str] = (), only: Sequence[str] | None = None
+) -> list[dict[str, Any]]:
+    return [
+        {key: value for key, value in view.items() if key not in exclude and (only is None or key in only)}
+        for view in views or ()
+    ]

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from enum import StrEnum
 
 from typesense_operator.api.reasons import ReadyReason
@@ -117,6 +117,10 @@ class NodeProbe:
     :data:`HELD_BACK_REASONS`, such as CrashLoopBackOff); None while it runs or is about to start."""
     running_since: datetime | None = None
     """When its Typesense container started, as its kubelet reports; None when it does not run."""
+    disk_used_bytes: int | None = None
+    """Bytes used on its data volume (/metrics.json), for the status view; no decision reads it."""
+    disk_total_bytes: int | None = None
+    """Size of its data volume (/metrics.json)."""
 
 
 @dataclass(frozen=True)
@@ -165,9 +169,18 @@ class Plan:
     """Pod ordinals to delete with the downgrade: members that answered nothing at all."""
     restarted: tuple[int, ...] = field(default=())
     """Pod ordinals to delete because their raft stopped (:attr:`Action.RESTART_ERRORED`)."""
+    wait_ends_at: datetime | None = None
+    """While a grace period runs: when it ends."""
+    then: str | None = None
+    """While a grace period runs: what the operator does when it ends and nothing healed."""
 
 
 MIN_REQUEUE_SECONDS = 0.5
+THEN_DOWNGRADE = (
+    "downgrade to the reachable node with the most up-to-date raft log, fencing members that answer "
+    "nothing, then grow back"
+)
+THEN_RESTART_SURVIVOR = "restart the single survivor's pod, once"
 ERRORED_RESTART_AFTER_SECONDS = 60.0
 """How long a member in raft state ERROR must have run before its pod is deleted: a node that errs
 again right after a restart (its disk still full) is restarted once a minute, not in a loop."""
@@ -324,6 +337,8 @@ class _Decision:
         warnings: tuple[str, ...] = (),
         fenced: tuple[int, ...] = (),
         due_in: float | None = None,
+        wait_ends_at: datetime | None = None,
+        then: str | None = None,
     ) -> Plan:
         """``due_in``: seconds until a running grace period ends; the next look comes no later."""
         new_members = self.members if members is None else members
@@ -344,6 +359,8 @@ class _Decision:
             survivor=survivor,
             warnings=warnings,
             fenced=fenced,
+            wait_ends_at=wait_ends_at,
+            then=then,
         )
 
 
@@ -429,6 +446,8 @@ def decide(
             f"{state} since {_clock(since)}: {settings.grace_seconds:.0f} s grace for raft to elect a leader",
             stretch,
             due_in=settings.grace_seconds - waited,
+            wait_ends_at=since + timedelta(seconds=settings.grace_seconds),
+            then=THEN_DOWNGRADE,
         )
     if size == 1:
         return _single_member_without_leader(decision, member_probes, stretch, now, settings)
@@ -577,6 +596,10 @@ def _single_member_without_leader(
             record,
             survivor=survivor,
             due_in=None if record.survivor_restarted else settings.grace_seconds - waited,
+            wait_ends_at=None
+            if record.survivor_restarted
+            else since + timedelta(seconds=settings.grace_seconds),
+            then=None if record.survivor_restarted else THEN_RESTART_SURVIVOR,
         )
     contradicted = _contradicted(probes)
     if contradicted:

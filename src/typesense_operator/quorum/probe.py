@@ -210,6 +210,14 @@ def parse_raft_peers(raft_stat: bytes) -> tuple[str, ...] | None:
     return tuple(peers) or None
 
 
+def _metric(answer: tuple[int, dict[str, Any]] | None, name: str) -> int | None:
+    """A counter of /metrics.json (Typesense writes its numbers as strings), or None."""
+    if answer is None or answer[0] != 200:
+        return None
+    value = answer[1].get(name)
+    return int(value) if isinstance(value, (int, str)) and str(value).isdigit() else None
+
+
 def _json(body: bytes) -> dict[str, Any]:
     try:
         parsed = json.loads(body)
@@ -245,8 +253,11 @@ async def _probe_one(
         answer = await get(replace(target, port=target.peering_port), RAFT_STAT_PATH, {})
         return answer[1] if answer is not None and answer[0] == 200 else b""
 
-    status, health, raft = await asyncio.gather(
-        ask("/status", {API_KEY_HEADER: api_key}), ask("/health", {}), raft_stat()
+    status, health, raft, metrics = await asyncio.gather(
+        ask("/status", {API_KEY_HEADER: api_key}),
+        ask("/health", {}),
+        raft_stat(),
+        ask("/metrics.json", {API_KEY_HEADER: api_key}),
     )
     state = committed = None
     if status is not None and status[0] == 200:
@@ -267,6 +278,8 @@ async def _probe_one(
         kubelet_ready=target.kubelet_ready,
         held_back=target.held_back,
         running_since=target.running_since,
+        disk_used_bytes=_metric(metrics, "system_disk_used_bytes"),
+        disk_total_bytes=_metric(metrics, "system_disk_total_bytes"),
         last_log=parse_last_log(raft),
         raft_peers=parse_raft_peers(raft),
         address=peer_address(target.pod_ip, target.peering_port)

@@ -41,10 +41,17 @@ def _wire_time(value: datetime | None) -> str | None:
     return wire_time(value) if value else None
 
 
-def status_from_plan(plan: Plan, previous: dict[str, Any] | None) -> dict[str, Any]:
-    """``status.quorum`` after ``plan``, unset fields left out: an unchanged plan gives an equal dict."""
+def status_from_plan(plan: Plan, previous: dict[str, Any] | None, now: datetime) -> dict[str, Any]:
+    """``status.quorum`` after ``plan`` (decided at ``now``), unset fields left out: an unchanged plan
+    gives an equal dict."""
     record = plan.record
-    last_action = plan.action.value if plan.action is not Action.NONE else (previous or {}).get("lastAction")
+    previous = previous or {}
+    # Hold and NeedsIntervention are decided again on every look while they last: one episode, one
+    # record (not a write per look).
+    lasting = plan.action in (Action.HOLD, Action.NEEDS_INTERVENTION)
+    acted = plan.action is not Action.NONE and not (
+        lasting and previous.get("lastAction") == plan.action.value
+    )
     fields: dict[str, Any] = {
         "state": plan.state.value,
         "members": list(record.members) or None,
@@ -53,7 +60,11 @@ def status_from_plan(plan: Plan, previous: dict[str, Any] | None) -> dict[str, A
         "survivor": record.survivor,
         "downgradedAt": _wire_time(record.downgraded_at),
         "survivorRestarted": record.survivor_restarted or None,
-        "lastAction": last_action,
+        "lastAction": plan.action.value if plan.action is not Action.NONE else previous.get("lastAction"),
+        "lastActionAt": _wire_time(now) if acted else previous.get("lastActionAt"),
+        "lastActionMessage": plan.message if acted else previous.get("lastActionMessage"),
+        "graceEndsAt": _wire_time(plan.wait_ends_at),
+        "thenAction": plan.then,
     }
     return {key: value for key, value in fields.items() if value is not None}
 
@@ -80,6 +91,7 @@ def roll_status(revision: str, step: RollPlan | None, waiting_since: datetime | 
         "updateRevision": revision,
         "done": list(step.done),
         "toDo": list(step.to_do),
+        "next": step.node,
         "waitingSince": _wire_time(waiting_since),
     }
     return {key: value for key, value in fields.items() if value is not None}
