@@ -410,14 +410,16 @@ class Kube:
         served = await self.served_kind(api_version, kind)
         path = _group_version_path(api_version)
         if namespace != ALL and served.namespaced:
-            path += f"/namespaces/{namespace or self._default_namespace()}"
+            path += f"/namespaces/{namespace or self.default_namespace}"
         return f"{path}/{served.plural}"
 
     async def object_path(self, api_version: str, kind: str, name: str, namespace: str | None) -> str:
         """The URL path of one object (``namespace`` is ignored for a kind that has none)."""
         return f"{await self.collection_path(api_version, kind, namespace)}/{name}"
 
-    def _default_namespace(self) -> str:
+    @property
+    def default_namespace(self) -> str:
+        """The kubeconfig context's namespace, or ``default``."""
         return (self._config.namespace if self._config is not None else None) or "default"
 
     async def _send(
@@ -511,14 +513,15 @@ class Kube:
         namespace: str | None = None,
         *,
         labels: Mapping[str, str] | None = None,
+        fields: Mapping[str, str] | None = None,
     ) -> list[Manifest]:
         """Objects of a kind. For a namespaced kind, ``namespace="*"`` means every namespace;
         None means the kubeconfig's default namespace. From the cache when it holds every object
-        that ``labels`` selects."""
-        informer = self._covering(api_version, kind, labels)
+        that ``labels`` selects (``fields``, a field selector, is always asked of the API server)."""
+        informer = None if fields else self._covering(api_version, kind, labels)
         if informer is not None and namespace is not None:
             return list(informer.list(namespace, labels))
-        items, _ = await self._list_pages((api_version, kind), labels, namespace)
+        items, _ = await self._list_pages((api_version, kind), labels, namespace, fields=fields)
         return items
 
     # -- writes
@@ -692,6 +695,8 @@ class Kube:
         labels: Mapping[str, str] | None,
         namespace: str | None,
         each: Callable[[Manifest], Manifest] | None = None,
+        *,
+        fields: Mapping[str, str] | None = None,
     ) -> tuple[builtins.list[Manifest], str]:
         """Objects of ``kind`` in ``namespace`` (:data:`ALL`: every one), in pages, and the list's
         resourceVersion.
@@ -703,6 +708,8 @@ class Kube:
         api_version, kind_name = kind
         path = await self.collection_path(api_version, kind_name, namespace)
         parameters = {"limit": "500", **_label_selector(labels)}
+        if fields:
+            parameters["fieldSelector"] = ",".join(f"{key}={value}" for key, value in fields.items())
         items: builtins.list[Manifest] = []
         while True:
             page = (await self._call("GET", path, f"listing {kind_name}", params=parameters)).json()

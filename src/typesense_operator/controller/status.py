@@ -174,7 +174,10 @@ def nodes_to_publish(
 
 
 def _fields(
-    views: Sequence[Mapping[str, Any]] | None, *, exclude: Sequence[str] = (), only: Sequence[str] | None = None
+    views: Sequence[Mapping[str, Any]] | None,
+    *,
+    exclude: Sequence[str] = (),
+    only: Sequence[str] | None = None,
 ) -> list[dict[str, Any]]:
     return [
         {key: value for key, value in view.items() if key not in exclude and (only is None or key in only)}
