@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import random
 import time
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
@@ -62,6 +63,8 @@ CONTROL_FAULTS = ("kill-operator", "restart-apiserver", "roll")
 DESTRUCTIVE_REASONS = ("QuorumDowngraded", "QuorumMemberFenced", "QuorumSurvivorRestarted")
 """The operator's Events that announce an action that can lose data if it is wrong."""
 PAIR_CHANCE = 0.4
+_GONE = ("does not run on this agent", "is not running", "not found")
+"""What the node agent says of a pod or container that is no longer there to heal."""
 HOLD_SECONDS = (3.0, 12.0)
 """How long a fault lasts (a freeze, the operator or the API server down, the disk full), drawn in."""
 
@@ -250,6 +253,8 @@ class Soak:
     replicas: int
     recover_within: float = 240.0
     results: list[dict[str, Any]] = field(default_factory=list)
+    unhealed: list[str] = field(default_factory=list)
+    """Faults the soak could not end (it says so rather than blame the operator for what followed)."""
 
     @property
     def statefulset(self) -> str:
@@ -319,6 +324,7 @@ class Soak:
             "destructive_actions": [{**asdict(j), "at": round(j.at - started_wall, 1)} for j in judged],
             "unjustified_destructive_actions": sum(1 for j in judged if not j.justified),
             "unrecovered": unrecovered,
+            "unhealed_faults": self.unhealed,
         }
 
     # -- one step
@@ -394,6 +400,23 @@ class Soak:
         leader = next((pod for pod, state in states.items() if state == "LEADER"), None)
         return leader, sorted(pod for pod in states if pod != leader)
 
+    async def _heal(self, call: Callable[[], Awaitable[object]], step: Step, within: float = 60.0) -> None:
+        """End a fault, trying again while the agent cannot (freeing a disk asks the API server, which a
+        step may be restarting); a pod gone meanwhile (fenced, re-made) needs no healing. A fault that
+        could not be ended is named in the step's result: what follows it is no recovery failure."""
+        deadline = time.monotonic() + within
+        while True:
+            try:
+                await call()
+                return
+            except FaultError as error:
+                if any(gone in str(error) for gone in _GONE):
+                    return
+                if time.monotonic() > deadline:
+                    self.unhealed.append(f"step {step.number}: {error}")
+                    return
+            await asyncio.sleep(1)
+
     async def _apply(self, fault: str, step: Step) -> Any:
         """Start one fault; returns the coroutine function that ends it after the step's hold (a no-op
         for a fault nothing ends: a killed process restarts by itself, a deleted pod is made again)."""
@@ -407,11 +430,10 @@ class Soak:
         async def nothing() -> None:
             return None
 
-        async def later(*calls: Any) -> None:
+        async def later(*calls: Callable[[], Awaitable[object]]) -> None:
             await asyncio.sleep(hold)
             for call in calls:
-                with contextlib.suppress(FaultError):  # the pod may be gone (fenced, re-made)
-                    await call
+                await self._heal(call, step)
 
         target = {"leader": [leader] if leader else [], "follower": followers[:1], "majority": majority}
         kind, _, whom = fault.partition("-")
@@ -424,7 +446,9 @@ class Soak:
                     await self.faults.freeze(namespace, pod, "typesense")
             if kind == "kill":
                 return nothing
-            return lambda: later(*(self.faults.thaw(namespace, pod, "typesense") for pod in chosen))
+            return lambda: later(
+                *(functools.partial(self.faults.thaw, namespace, pod, "typesense") for pod in chosen)
+            )
         if fault == "delete-pod" and pods:
             await self.cluster.kube.delete("v1", "Pod", chooser.choice(pods), namespace)
             return nothing
@@ -440,7 +464,7 @@ class Soak:
         if fault == "disk-full" and pods:
             claim = f"data-{chooser.choice(pods)}"
             await self.faults.fill_volume(namespace, claim)
-            return lambda: later(self.faults.free_volume(namespace, claim))
+            return lambda: later(functools.partial(self.faults.free_volume, namespace, claim))
         if fault == "kill-operator":
             self.operator.kill()
 
