@@ -77,21 +77,28 @@ def raft(document: dict[str, Any]) -> dict[str, str]:
     }
 
 
-async def until_shown(kubectl: Kubectl, cluster: TypesenseCluster, shown: Any, what: str) -> dict[str, Any]:
+async def until_shown(
+    kubectl: Kubectl, cluster: TypesenseCluster, shown: Any, what: str, timeout: float = 120
+) -> dict[str, Any]:
     """Run the command until ``shown(document)``; every run answers within the promised time."""
     found: dict[str, Any] = {}
 
     async def showing() -> bool:
         document, took = await kubectl.status(cluster)
         assert took < ANSWER_WITHIN_SECONDS, f"the command took {took:.1f} s"
+        found.clear()
         found.update(document)
         return bool(shown(document))
 
-    await wait_until(showing, timeout=120, interval=1, what=what)
+    try:
+        await wait_until(showing, timeout=timeout, interval=1, what=what)
+    except BaseException:
+        print(f"last document, waiting for {what}:\n{json.dumps(found, indent=1)}")
+        raise
     return found
 
 
-@pytest.mark.timeout(600)
+@pytest.mark.timeout(900)
 async def test_status_shows_a_ready_cluster_a_frozen_follower_a_roll_and_a_recovery(
     cluster: TypesenseCluster, control_plane: ControlPlane, node_agent: AgentProcess, tmp_path: Path
 ) -> None:
@@ -139,12 +146,23 @@ async def test_status_shows_a_ready_cluster_a_frozen_follower_a_roll_and_a_recov
     assert rolling["roll"]["next"] in range(3)
     text, _, _ = await kubectl.run("status", cluster.name, "-n", cluster.namespace)
     assert "Roll        to " in text
-    await until_shown(kubectl, cluster, lambda d: not (d["roll"] or {}).get("inProgress"), "the roll done")
+    await until_shown(
+        kubectl, cluster, lambda d: not (d["roll"] or {}).get("inProgress"), "the roll done", timeout=300
+    )
     await cluster.wait_ready(timeout=240)
 
     # A recovery: two of three frozen keep their grace; the view says when it ends and what comes then,
     # and after it the downgrade as the last step, with its evidence.
-    states = raft(await until_shown(kubectl, cluster, lambda d: "LEADER" in raft(d).values(), "a leader"))
+    rolled = await until_shown(
+        kubectl,
+        cluster,
+        lambda d: (
+            sorted(raft(d).values()) == ["FOLLOWER", "FOLLOWER", "LEADER"]
+            and all(node.get("currentRevision") and node.get("phase") == "Running" for node in d["nodes"])
+        ),
+        "every node rolled, running and in the raft",
+    )
+    states = raft(rolled)
     hung = sorted(states)[:2]
     for pod in hung:
         await faults.freeze(cluster.namespace, pod, "typesense")
