@@ -61,6 +61,7 @@ class EventReason(StrEnum):
     QUORUM_SURGERY_HELD = "QuorumSurgeryHeld"
     NODE_RESTARTED = "NodeRestarted"
     ERRORED_NODE_RESTARTED = "ErroredNodeRestarted"
+    TOOK_OVER = "TookOver"
     ROLL_PAUSED = "RollPaused"
     STORAGE_EXPANDED = "StorageExpanded"
     STORAGE_NOT_EXPANDABLE = "StorageNotExpandable"

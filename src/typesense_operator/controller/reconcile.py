@@ -57,6 +57,7 @@ from typesense_operator.controller.status import (
     ready_condition,
     status_patch,
 )
+from typesense_operator.controller.takeover import foreign_selector, plan_takeover
 from typesense_operator.quorum.decide import (
     HELD_BACK_REASONS,
     Action,
@@ -89,7 +90,8 @@ from typesense_operator.resources import (
     invalid_scraper_configs,
     server_configuration_hash,
 )
-from typesense_operator.resources.core import TYPESENSE_CONTAINER
+from typesense_operator.resources.core import NODE, TYPESENSE_CONTAINER
+from typesense_operator.resources.ingress import PROXY
 
 __all__ = [
     "REFERENCE_GRANTS_FINALIZER",
@@ -304,7 +306,7 @@ def _running_since(pod: dict[str, Any]) -> datetime | None:
 
 async def node_targets(kube: Kube, cluster: Cluster) -> tuple[list[NodeTarget], list[dict[str, Any]]]:
     """The cluster's node pods that are not going away, as probe targets, and the pods themselves."""
-    pods = await kube.list("v1", "Pod", cluster.namespace, labels=cluster.labels("node"))
+    pods = await kube.list("v1", "Pod", cluster.namespace, labels=cluster.labels(NODE))
     targets, target_pods = [], []
     for pod in pods:
         index = _ordinal(pod, cluster.statefulset_name)
@@ -565,6 +567,44 @@ async def grow_storage(scope: Scope) -> Outcome:
     return Outcome.STOP
 
 
+async def take_over(scope: Scope) -> Outcome:
+    """Replace workloads another controller made for this cluster (the Go operator's StatefulSet and
+    proxy Deployment), whose selectors ours cannot apply over: controller/takeover.py says how."""
+    cluster, kube = scope.cluster, scope.kube
+    live = await kube.get(
+        "apps/v1", "StatefulSet", cluster.statefulset_name, cluster.namespace, labelled_only=True
+    )
+    ours = cluster.selector(NODE)
+    selector = foreign_selector(live, ours)
+    if selector is not None:
+        pods = await kube.list("v1", "Pod", cluster.namespace, labels=selector)
+        plan = plan_takeover(cluster.statefulset_name, selector, ours, pods)
+        # Labelled first: our Services select by these labels, and the nodes list by their DNS names.
+        for pod in plan.label:
+            await kube.patch(
+                "v1", "Pod", pod, cluster.namespace, {"metadata": {"labels": cluster.labels(NODE)}}
+            )
+        await kube.delete(
+            "apps/v1", "StatefulSet", cluster.statefulset_name, cluster.namespace, propagation="Orphan"
+        )
+        await scope.event("Normal", EventReason.TOOK_OVER, plan.message)
+        return Outcome.STOP
+    if cluster.spec.ingress is not None:
+        proxy = await kube.get(
+            "apps/v1", "Deployment", cluster.proxy_name, cluster.namespace, labelled_only=True
+        )
+        if foreign_selector(proxy, cluster.selector(PROXY)) is not None:
+            # Stateless: replaced at once (a moment without the proxy), its pods with it.
+            await kube.delete("apps/v1", "Deployment", cluster.proxy_name, cluster.namespace)
+            await scope.event(
+                "Normal",
+                EventReason.TOOK_OVER,
+                f"Deployment {cluster.proxy_name} was made by another controller: "
+                "replaced by this operator's",
+            )
+    return Outcome.CONTINUE
+
+
 def _recreating(cluster: Cluster) -> str:
     return (
         f"recreating StatefulSet {cluster.statefulset_name} with a {cluster.spec.storage.size} claim "
@@ -602,7 +642,7 @@ async def apply_children(scope: Scope) -> Outcome:
     # Every pod that runs: a node not in the nodes list yet (growing back, scaling up) reads it too.
     pods = [
         pod
-        for pod in await scope.kube.list("v1", "Pod", cluster.namespace, labels=cluster.labels("node"))
+        for pod in await scope.kube.list("v1", "Pod", cluster.namespace, labels=cluster.labels(NODE))
         if not pod["metadata"].get("deletionTimestamp")
     ]
     nodes_list_before = None
@@ -768,6 +808,7 @@ STEPS: tuple[Step, ...] = (
     check_configuration,
     ensure_admin_key,
     restore_from_backup,
+    take_over,
     manage_quorum,
     plan_pod_monitor,
     plan_routes,

@@ -1,0 +1,67 @@
+"""Taking over a cluster whose StatefulSet another controller made (the Go typesense-operator 0.4.1).
+
+Its StatefulSet selects the pods by ``app: {name}-sts``; ours by name, instance and component. A
+StatefulSet's selector cannot change, so the foreign one is replaced: its pods are first given our
+labels (a label change restarts nothing), then it is deleted with its pods orphaned, and the next
+reconcile creates ours under the same name, which adopts the running pods and binds the same claims
+(``data-{name}-sts-{i}``: the same claim template name on both sides). The roll then restarts the
+adopted pods one at a time, the leader last, because their revision is not ours.
+
+The pods are labelled before anything else is applied: our Services select by our labels, and
+switching them to pods without those labels would take the pods' DNS names away, which the nodes list
+is made of. A proxy Deployment with a foreign selector is replaced the same way (it holds no data).
+
+:func:`plan_takeover` is pure; :func:`take_over` is the reconcile step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["TakeOver", "foreign_selector", "plan_takeover"]
+
+Manifest = Mapping[str, Any]
+
+
+def foreign_selector(live: Manifest | None, ours: Mapping[str, str]) -> dict[str, str] | None:
+    """The live workload's selector when it is not ours (another controller made it); None when it is
+    ours, or there is no live workload."""
+    if live is None or (live.get("metadata") or {}).get("deletionTimestamp"):
+        return None
+    selector = ((live.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
+    return None if dict(selector) == dict(ours) else dict(selector)
+
+
+@dataclass(frozen=True)
+class TakeOver:
+    """What to do to a StatefulSet another controller made."""
+
+    label: tuple[str, ...]
+    """Pods to give our labels first (the ordinals of this StatefulSet that lack them)."""
+    message: str
+
+
+def plan_takeover(
+    statefulset: str, selector: Mapping[str, str], ours: Mapping[str, str], pods: Sequence[Manifest]
+) -> TakeOver:
+    """Which of the foreign StatefulSet's pods (those its ``selector`` selects) need our labels before
+    it is replaced, and what to tell the user. Only the StatefulSet's own ordinals are touched."""
+    prefix = f"{statefulset}-"
+    label = []
+    for pod in pods:
+        name = pod["metadata"]["name"]
+        labels = pod["metadata"].get("labels") or {}
+        if not name.startswith(prefix) or not name[len(prefix) :].isdigit():
+            continue
+        if any(labels.get(key) != value for key, value in ours.items()):
+            label.append(name)
+    foreign = ", ".join(f"{key}={value}" for key, value in sorted(selector.items()))
+    message = (
+        f"StatefulSet {statefulset} was made by another controller (selector {foreign}): its pods get "
+        f"this operator's labels{f' ({len(label)} now)' if label else ''}, then it is replaced without its "
+        "pods or volumes; the new one adopts the running pods, and the roll restarts them one at a time, "
+        "the leader last"
+    )
+    return TakeOver(tuple(sorted(label)), message)
