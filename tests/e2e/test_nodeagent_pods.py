@@ -3,7 +3,9 @@ deletion, shutdown."""
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
+import time
 from typing import Any
 
 import httpx
@@ -239,3 +241,37 @@ async def test_a_container_of_the_suite_image_reports_its_termination_message(
     )
     assert fallback["exitCode"] == 3
     assert fallback["message"] == "cannot reach the bucket"
+
+
+async def test_a_second_delete_with_a_shorter_grace_kills_a_pod_that_ignores_sigterm(
+    kube: Kube, namespace: str, node_agent: AgentProcess, suite_image: Image
+) -> None:
+    """As a kubelet: a pod whose container ignores SIGTERM keeps running for its grace period, and a
+    second delete with a shorter grace (what the operator does to a Typesense leader stuck in its
+    shutdown) ends it at the new deadline."""
+    ignores = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(600)"
+    manifest = job("stubborn", namespace, suite_image.name, ["python3", "-c", ignores])
+    manifest["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] = 300
+
+    async def running() -> dict[str, Any] | None:
+        pods = await kube.list("v1", "Pod", namespace, labels={"job-name": "stubborn"})
+        return pods[0] if pods and (pods[0].get("status") or {}).get("phase") == "Running" else None
+
+    await kube.create(manifest)
+    pod: Any = await wait_until(running, timeout=90, what="the stubborn pod to run")
+    name = pod["metadata"]["name"]
+    await kube.delete("v1", "Pod", name, namespace)
+    await asyncio.sleep(3)
+    assert await kube.get("v1", "Pod", name, namespace) is not None, "SIGTERM is ignored: it stays"
+    pod_dir = node_agent.state_dir / "pods" / pod["metadata"]["uid"]
+    assert processes_under(pod_dir)
+    # Not 0, which would remove the object at once (a force delete) while its process may still run.
+    await kube.delete("v1", "Pod", name, namespace, grace_period=1)
+    started = time.monotonic()
+
+    async def gone() -> bool:
+        return await kube.get("v1", "Pod", name, namespace) is None
+
+    await wait_until(gone, timeout=30, what="the pod to be gone after a delete with a 1 s grace")
+    assert time.monotonic() - started < 15
+    assert not processes_under(pod_dir), "the stubborn process was killed"

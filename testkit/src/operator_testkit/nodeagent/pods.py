@@ -446,9 +446,20 @@ class PodWorker:
     # -- called by the agent
 
     def update(self, pod: Manifest) -> None:
+        before = self.pod["metadata"].get("deletionGracePeriodSeconds")
         self.pod = pod
         if pod["metadata"].get("deletionTimestamp"):
             self.terminating.set()
+        after = pod["metadata"].get("deletionGracePeriodSeconds")
+        if before is not None and after is not None and after < before:
+            # A second delete with a shorter grace (a kubelet honours it): kill at the new deadline.
+            self._helpers.append(asyncio.create_task(self._kill_after(float(after))))
+
+    async def _kill_after(self, grace: float) -> None:
+        await asyncio.sleep(grace)
+        for run in [*self.init_runs, *self.runs]:
+            if run.process is not None and run.process.returncode is None:
+                run.process.signal(signal.SIGKILL)
 
     def vanish(self) -> None:
         """The pod object is gone (force-deleted, or deleted after it finished): stop at once."""
