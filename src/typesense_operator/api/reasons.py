@@ -62,6 +62,7 @@ class EventReason(StrEnum):
     NODE_RESTARTED = "NodeRestarted"
     ERRORED_NODE_RESTARTED = "ErroredNodeRestarted"
     TOOK_OVER = "TookOver"
+    LEADER_SHUTDOWN_HURRIED = "LeaderShutdownHurried"
     ROLL_PAUSED = "RollPaused"
     STORAGE_EXPANDED = "StorageExpanded"
     STORAGE_NOT_EXPANDABLE = "StorageNotExpandable"

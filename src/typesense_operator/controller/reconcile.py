@@ -65,6 +65,7 @@ from typesense_operator.quorum.decide import (
     Plan,
     QuorumSettings,
     decide,
+    leaders_stuck_in_shutdown,
 )
 from typesense_operator.quorum.probe import NodeAddressing, NodeTarget, probe_nodes
 from typesense_operator.quorum.record import (
@@ -304,29 +305,70 @@ def _running_since(pod: dict[str, Any]) -> datetime | None:
     return None
 
 
-async def node_targets(kube: Kube, cluster: Cluster) -> tuple[list[NodeTarget], list[dict[str, Any]]]:
-    """The cluster's node pods that are not going away, as probe targets, and the pods themselves."""
+def _target(pod: dict[str, Any], index: int, cluster: Cluster) -> NodeTarget:
+    return NodeTarget(
+        index=index,
+        pod=pod["metadata"]["name"],
+        namespace=cluster.namespace,
+        pod_ip=(pod.get("status") or {}).get("podIP"),
+        port=cluster.spec.api_port,
+        kubelet_ready=reports_true(pod),
+        peering_port=cluster.spec.peering_port,
+        held_back=_held_back(pod),
+        running_since=_running_since(pod),
+    )
+
+
+async def node_targets(
+    kube: Kube, cluster: Cluster, *, terminating: bool = False
+) -> tuple[list[NodeTarget], list[dict[str, Any]]]:
+    """The cluster's node pods that are not going away (``terminating``: those that are), as probe
+    targets, and the pods themselves."""
     pods = await kube.list("v1", "Pod", cluster.namespace, labels=cluster.labels(NODE))
     targets, target_pods = [], []
     for pod in pods:
         index = _ordinal(pod, cluster.statefulset_name)
-        if index is None or pod["metadata"].get("deletionTimestamp"):
+        if index is None or bool(pod["metadata"].get("deletionTimestamp")) is not terminating:
             continue
         target_pods.append(pod)
-        targets.append(
-            NodeTarget(
-                index=index,
-                pod=pod["metadata"]["name"],
-                namespace=cluster.namespace,
-                pod_ip=(pod.get("status") or {}).get("podIP"),
-                port=cluster.spec.api_port,
-                kubelet_ready=reports_true(pod),
-                peering_port=cluster.spec.peering_port,
-                held_back=_held_back(pod),
-                running_since=_running_since(pod),
-            )
-        )
+        targets.append(_target(pod, index, cluster))
     return targets, target_pods
+
+
+HURRIED_GRACE_SECONDS = 1
+"""The grace of a second delete of a pod whose shutdown is stuck: not 0, which would remove the pod
+object at once (a force delete) while its process may still hold the volume."""
+
+
+async def _hurry_stuck_shutdowns(scope: Scope, now: datetime) -> None:
+    """A pod being deleted whose node still leads after a few seconds holds the whole cluster (see
+    quorum/decide.py's leaders_stuck_in_shutdown): delete it again with a grace of a second."""
+    cluster = scope.cluster
+    targets, pods = await node_targets(scope.kube, cluster, terminating=True)
+    ages, waiting = [], []
+    for target, pod in zip(targets, pods, strict=True):
+        metadata = pod["metadata"]
+        grace = metadata.get("deletionGracePeriodSeconds")
+        deadline = parse_wire_time(metadata.get("deletionTimestamp"))
+        if grace is None or grace <= HURRIED_GRACE_SECONDS or deadline is None:
+            continue
+        waiting.append(target)
+        ages.append((now - deadline).total_seconds() + grace)
+    if not waiting:
+        return
+    assert scope.api_key is not None
+    probes = await probe_cluster(scope.addressing, scope.settings, cluster, waiting, scope.api_key)
+    for index in leaders_stuck_in_shutdown(list(zip(probes, ages, strict=True))):
+        name = cluster.pod_name(index)
+        age = ages[[t.index for t in waiting].index(index)]
+        await scope.kube.delete("v1", "Pod", name, cluster.namespace, grace_period=HURRIED_GRACE_SECONDS)
+        await scope.event(
+            "Warning",
+            EventReason.LEADER_SHUTDOWN_HURRIED,
+            f"pod {name} has been shutting down for {age:.0f} s and its node still leads the raft "
+            "(typesense-server waits for writes that can no longer commit, and its heartbeats keep the "
+            f"followers from electing another): its grace is cut to {HURRIED_GRACE_SECONDS} s",
+        )
 
 
 async def probe_cluster(
@@ -350,6 +392,7 @@ async def manage_quorum(scope: Scope) -> Outcome:
     """Probe the nodes, decide the raft members, and take the decided step (recorded first if destructive)."""
     cluster = scope.cluster
     assert scope.api_key is not None
+    await _hurry_stuck_shutdowns(scope, utcnow())
     targets, target_pods = await node_targets(scope.kube, cluster)
     probes = await probe_cluster(scope.addressing, scope.settings, cluster, targets, scope.api_key)
     settings = QuorumSettings(
