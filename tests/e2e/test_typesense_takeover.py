@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from operator_core.kube import Kube
-from operator_testkit.drivers.go_typesense import play_go_operator
+from operator_testkit.drivers.go_typesense import handed_over, play_go_operator
 from operator_testkit.drivers.typesense import (
     TypesenseCluster,
     Writer,
@@ -25,21 +25,6 @@ from operator_testkit.drivers.typesense import (
 from operator_testkit.fixtures import wait_until
 from operator_testkit.nodeagent.harness import AgentProcess
 from operator_testkit.operators import OperatorProcess
-
-
-async def handed_over(cluster: TypesenseCluster) -> bool:
-    """Our StatefulSet runs every node, the roll is done, and the cluster is Ready."""
-    sts = await cluster.kube.get("apps/v1", "StatefulSet", f"{cluster.name}-sts", cluster.namespace)
-    if sts is None or "app" in sts["spec"]["selector"]["matchLabels"]:
-        return False
-    status, obj = sts.get("status") or {}, await cluster.get()
-    conditions = {c["type"]: c for c in (obj.get("status") or {}).get("conditions") or []}
-    return (
-        status.get("updatedReplicas") == 3
-        and status.get("currentRevision") == status.get("updateRevision")
-        and conditions.get("Ready", {}).get("status") == "True"
-        and conditions.get("Progressing", {}).get("reason") == "UpToDate"
-    )
 
 
 @pytest.mark.timeout(600)

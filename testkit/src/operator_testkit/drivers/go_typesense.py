@@ -18,9 +18,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from operator_core.kube import Kube
+from operator_testkit.drivers.typesense import TypesenseCluster
 from operator_testkit.fixtures import wait_until
 
-__all__ = ["GO_SELECTOR_LABEL", "QUORUM_READY_GATE", "go_made_children", "play_go_operator"]
+__all__ = ["GO_SELECTOR_LABEL", "QUORUM_READY_GATE", "go_made_children", "handed_over", "play_go_operator"]
 
 Manifest = dict[str, Any]
 
@@ -272,3 +273,19 @@ async def play_go_operator(kube: Kube, cluster: Manifest, api_key: str, timeout:
             {"type": QUORUM_READY_GATE, "status": "True", "reason": "NodeHealthy", "lastTransitionTime": now}
         )
         await kube.patch_status("v1", "Pod", pod["metadata"]["name"], namespace, {"conditions": conditions})
+
+
+async def handed_over(cluster: TypesenseCluster) -> bool:
+    """Whether our operator has taken the cluster over: its StatefulSet (our selector) runs every node
+    at its revision, the roll is done, and the cluster is Ready."""
+    sts = await cluster.kube.get("apps/v1", "StatefulSet", f"{cluster.name}-sts", cluster.namespace)
+    if sts is None or GO_SELECTOR_LABEL in sts["spec"]["selector"]["matchLabels"]:
+        return False
+    status, obj = sts.get("status") or {}, await cluster.get()
+    conditions = {c["type"]: c for c in (obj.get("status") or {}).get("conditions") or []}
+    return (
+        status.get("updatedReplicas") == sts["spec"]["replicas"]
+        and status.get("currentRevision") == status.get("updateRevision")
+        and conditions.get("Ready", {}).get("status") == "True"
+        and conditions.get("Progressing", {}).get("reason") == "UpToDate"
+    )
