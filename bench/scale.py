@@ -67,34 +67,19 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import httpx
-import yaml
 
 from operator_testkit.assertions import WRITE_VERBS
 from operator_testkit.controlplane import ENDPOINT_CONTROLLERS, ControlPlane
+from operator_testkit.drivers.go_typesense import GO_OPERATOR_USER, go_operator_process
 from operator_testkit.nodeagent.harness import start_agent
-from operator_testkit.operators import OperatorProcess, account_kubeconfig, service_account_kubeconfig
+from operator_testkit.operators import OperatorProcess, service_account_kubeconfig
 
 ROOT = Path(__file__).resolve().parent.parent
 API = "ts.opentelekomcloud.com/v1alpha1"
 CLUSTERS = "/apis/ts.opentelekomcloud.com/v1alpha1/namespaces/{namespace}/typesenseclusters"
 NAMESPACE = "bench"
 OUR_USER = "system:serviceaccount:typesense-system:typesense-operator"
-GO_USER = "system:serviceaccount:typesense-go:typesense-operator"
-GO_RBAC = """\
-apiVersion: v1
-kind: Namespace
-metadata: {name: typesense-go}
----
-apiVersion: v1
-kind: ServiceAccount
-metadata: {name: typesense-operator, namespace: typesense-go}
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRoleBinding
-metadata: {name: typesense-go-operator}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: cluster-admin}
-subjects: [{kind: ServiceAccount, name: typesense-operator, namespace: typesense-go}]
-"""
+GO_USER = GO_OPERATOR_USER
 SECRETS = "/api/v1/namespaces/{namespace}/secrets"
 CONFIGMAPS = "/api/v1/namespaces/{namespace}/configmaps"
 SERVICES = "/api/v1/namespaces/{namespace}/services"
@@ -186,23 +171,7 @@ def our_side() -> Side:
 
 def go_side(binary: Path, crds: Path) -> Side:
     def launch(plane: ControlPlane, home: Path) -> Operator:
-        rbac = list(yaml.safe_load_all(GO_RBAC))
-        kubeconfig = account_kubeconfig(plane, rbac, home / "operator.kubeconfig")
-        # No proxy settings, and no KUBECONFIG to compete with the flag.
-        environment = {k: v for k, v in os.environ.items() if "proxy" not in k.lower() and k != "KUBECONFIG"}
-        return OperatorProcess.of_command(
-            "the Go operator",
-            lambda port: [
-                str(binary),
-                f"--kubeconfig={kubeconfig}",
-                "--leader-elect=false",
-                "--metrics-bind-address=0",
-                f"--health-probe-bind-address=127.0.0.1:{port}",
-                "--zap-log-level=info",
-            ],
-            home / "operator.log",
-            environment=environment,
-        )
+        return go_operator_process(plane, binary, home)
 
     def reconciled(obj: Mapping[str, Any]) -> bool:
         return bool((obj.get("status") or {}).get("conditions"))

@@ -22,35 +22,16 @@ import argparse
 import asyncio
 import base64
 import json
-import os
 import secrets
 import time
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from operator_testkit.drivers.go_typesense import handed_over, play_go_operator
+from operator_testkit.drivers.go_typesense import go_operator_process, handed_over, play_go_operator
 from operator_testkit.drivers.typesense import TypesenseCluster, Writer, restarts_in_order, typesense_rig
 from operator_testkit.fixtures import wait_until
-from operator_testkit.operators import OperatorProcess, account_kubeconfig
 
 ROOT = Path(__file__).resolve().parent.parent
-GO_RBAC = """
-apiVersion: v1
-kind: Namespace
-metadata: {name: typesense-go}
----
-apiVersion: v1
-kind: ServiceAccount
-metadata: {name: typesense-operator, namespace: typesense-go}
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRoleBinding
-metadata: {name: typesense-go-operator}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: cluster-admin}
-subjects: [{kind: ServiceAccount, name: typesense-operator, namespace: typesense-go}]
-"""
 
 
 async def _made_by_the_go_operator(rig: Any, cluster: TypesenseCluster, binary: Path, crds: Path) -> str:
@@ -59,20 +40,7 @@ async def _made_by_the_go_operator(rig: Any, cluster: TypesenseCluster, binary: 
     await asyncio.to_thread(plane.kubectl, "apply", "--server-side", "--force-conflicts", "-f", str(crds))
     home = plane.directory / "go-operator"
     home.mkdir(parents=True, exist_ok=True)
-    kubeconfig = account_kubeconfig(plane, list(yaml.safe_load_all(GO_RBAC)), home / "kubeconfig")
-    environment = {k: v for k, v in os.environ.items() if "proxy" not in k.lower() and k != "KUBECONFIG"}
-    go = OperatorProcess.of_command(
-        "the Go operator",
-        lambda port: [
-            str(binary),
-            f"--kubeconfig={kubeconfig}",
-            "--leader-elect=false",
-            "--metrics-bind-address=0",
-            f"--health-probe-bind-address=127.0.0.1:{port}",
-        ],
-        home / "operator.log",
-        environment=environment,
-    )
+    go = go_operator_process(plane, binary, home)
     go.start()
     try:
         await cluster.create(replicas=3, storage={"size": "100Mi", "storageClassName": "standard"})

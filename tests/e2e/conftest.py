@@ -7,12 +7,16 @@ this directory, so the integration layer keeps a cluster where no pod ever runs.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 
 import pytest
 
+from operator_core.kube import Kube
 from operator_testkit.controlplane import ENDPOINT_CONTROLLERS, ControlPlane
+from operator_testkit.drivers.typesense import TypesenseCluster
 from operator_testkit.fixtures import worker_slice
+from operator_testkit.nodeagent.harness import AgentProcess
+from operator_testkit.operators import OperatorProcess
 
 
 @pytest.fixture(scope="session")
@@ -22,3 +26,18 @@ def control_plane(start_control_plane: Callable[..., ControlPlane]) -> ControlPl
         service_cidr=worker_slice("127.102.0.0/16"),
         disabled_controllers=ENDPOINT_CONTROLLERS,
     )
+
+
+@pytest.fixture
+async def cluster(
+    kube: Kube, namespace: str, node_agent: AgentProcess, typesense_operator: OperatorProcess
+) -> AsyncIterator[TypesenseCluster]:
+    """A Ready 3-node Typesense cluster run by the operator, with its collection."""
+    ts = TypesenseCluster(kube, namespace)
+    await ts.create(replicas=3)
+    await ts.wait_ready()
+    await ts.create_collection()
+    try:
+        yield ts
+    finally:
+        await ts.http.aclose()

@@ -38,20 +38,6 @@ from operator_testkit.operators import OperatorProcess
 from typesense_operator.controller.reconcile import NODES_LIST_ANNOTATION
 
 
-@pytest.fixture
-async def cluster(
-    kube: Kube, namespace: str, node_agent: AgentProcess, typesense_operator: OperatorProcess
-) -> Any:
-    ts = TypesenseCluster(kube, namespace)
-    await ts.create(replicas=3)
-    await ts.wait_ready()
-    await ts.create_collection()
-    try:
-        yield ts
-    finally:
-        await ts.http.aclose()
-
-
 async def test_documents_reach_every_node_of_a_ready_cluster(cluster: TypesenseCluster) -> None:
     acknowledged = [str(i) for i in range(5) if await cluster.write(str(i))]
     assert len(acknowledged) == 5

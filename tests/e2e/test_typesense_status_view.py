@@ -14,13 +14,12 @@ from typing import Any
 
 import pytest
 
-from operator_core.kube import Kube
 from operator_testkit.controlplane import ControlPlane
 from operator_testkit.drivers.typesense import TypesenseCluster
 from operator_testkit.fixtures import wait_until
 from operator_testkit.nodeagent.faults import Faults
 from operator_testkit.nodeagent.harness import AgentProcess
-from operator_testkit.operators import OperatorProcess, account_kubeconfig
+from operator_testkit.operators import account_kubeconfig
 
 ANSWER_WITHIN_SECONDS = 5.0
 """The command answers within this, whatever the nodes do: it never asks them anything."""
@@ -55,19 +54,6 @@ class Kubectl:
     async def status(self, cluster: TypesenseCluster) -> tuple[dict[str, Any], float]:
         out, _, took = await self.run("status", cluster.name, "-n", cluster.namespace, "-o", "json")
         return json.loads(out), took
-
-
-@pytest.fixture
-async def cluster(
-    kube: Kube, namespace: str, node_agent: AgentProcess, typesense_operator: OperatorProcess
-) -> Any:
-    ts = TypesenseCluster(kube, namespace)
-    await ts.create(replicas=3)
-    await ts.wait_ready()
-    try:
-        yield ts
-    finally:
-        await ts.http.aclose()
 
 
 def raft(document: dict[str, Any]) -> dict[str, str]:

@@ -12,16 +12,30 @@ that operator does once the pods run: it writes the pods' IPs into the nodes lis
 from __future__ import annotations
 
 import base64
+import os
 import secrets
 from collections.abc import Mapping
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
+import yaml
+
 from operator_core.kube import Kube
+from operator_testkit.controlplane import ControlPlane
 from operator_testkit.drivers.typesense import TypesenseCluster
 from operator_testkit.fixtures import wait_until
+from operator_testkit.operators import OperatorProcess, account_kubeconfig
 
-__all__ = ["GO_SELECTOR_LABEL", "QUORUM_READY_GATE", "go_made_children", "handed_over", "play_go_operator"]
+__all__ = [
+    "GO_OPERATOR_USER",
+    "GO_SELECTOR_LABEL",
+    "QUORUM_READY_GATE",
+    "go_made_children",
+    "go_operator_process",
+    "handed_over",
+    "play_go_operator",
+]
 
 Manifest = dict[str, Any]
 
@@ -288,4 +302,46 @@ async def handed_over(cluster: TypesenseCluster) -> bool:
         and status.get("currentRevision") == status.get("updateRevision")
         and conditions.get("Ready", {}).get("status") == "True"
         and conditions.get("Progressing", {}).get("reason") == "UpToDate"
+    )
+
+
+GO_OPERATOR_RBAC = """\
+apiVersion: v1
+kind: Namespace
+metadata: {name: typesense-go}
+---
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: typesense-operator, namespace: typesense-go}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: typesense-go-operator}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: cluster-admin}
+subjects: [{kind: ServiceAccount, name: typesense-operator, namespace: typesense-go}]
+"""
+GO_OPERATOR_USER = "system:serviceaccount:typesense-go:typesense-operator"
+"""Who the Go operator is to the API server (for counting its requests in the audit log)."""
+
+
+def go_operator_process(plane: ControlPlane, binary: Path, home: Path) -> OperatorProcess:
+    """The Go operator's manager (not started) on ``plane``, out of cluster, as its own ServiceAccount
+    bound to cluster-admin, with leader election and metrics off and info-level logs."""
+    kubeconfig = account_kubeconfig(
+        plane, list(yaml.safe_load_all(GO_OPERATOR_RBAC)), home / "operator.kubeconfig"
+    )
+    # No proxy settings, and no KUBECONFIG to compete with the flag.
+    environment = {k: v for k, v in os.environ.items() if "proxy" not in k.lower() and k != "KUBECONFIG"}
+    return OperatorProcess.of_command(
+        "the Go operator",
+        lambda port: [
+            str(binary),
+            f"--kubeconfig={kubeconfig}",
+            "--leader-elect=false",
+            "--metrics-bind-address=0",
+            f"--health-probe-bind-address=127.0.0.1:{port}",
+            "--zap-log-level=info",
+        ],
+        home / "operator.log",
+        environment=environment,
     )
