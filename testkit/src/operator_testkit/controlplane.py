@@ -65,6 +65,9 @@ DEFAULT_SERVICE_CIDR = "127.100.0.0/16"
 # works endpoints out from Services and Pods itself.
 ENDPOINT_CONTROLLERS = ("endpoint", "endpointslice", "endpointslicemirroring")
 _STOP_GRACE_SECONDS = 10.0
+LEASE_RENEW_DEADLINE_SECONDS = 10.0
+"""Leader election's default renew deadline: a control-plane component that cannot renew its lease
+for this long gives up and exits (its kubelet starts it again)."""
 _PR_SET_PDEATHSIG = 1
 
 
@@ -283,8 +286,31 @@ class ControlPlane:
 
     def restart_apiserver(self, down_seconds: float = 5.0) -> None:
         """Stop the kube-apiserver, leave it down ``down_seconds``, and start it again at the same address
-        (etcd keeps every object): an API server outage, as an upgrade or a crash makes one."""
-        (component,) = [c for c in self._components if c.name == "kube-apiserver"]
+        (etcd keeps every object): an API server outage, as an upgrade or a crash makes one.
+
+        An outage of :data:`LEASE_RENEW_DEADLINE_SECONDS` or more also restarts kube-scheduler and
+        kube-controller-manager, as it does in a cluster that runs them with leader election (kubeadm's
+        default): each exits when it cannot renew its lease in time, and its kubelet starts it again
+        with fresh caches. Left running across such an outage, kube-scheduler 1.35 was seen to keep
+        new pods Pending for minutes ("Scheduler cache is corrupted", no binding ever sent).
+        """
+        stopped = time.monotonic()
+        self._stop_component("kube-apiserver")
+        time.sleep(down_seconds)
+        port = int(self.api_url.rsplit(":", 1)[1])
+        self._start_apiserver(self.binaries, time.monotonic() + self.settings.start_timeout, port=port)
+        if time.monotonic() - stopped >= LEASE_RENEW_DEADLINE_SECONDS:
+            deadline = time.monotonic() + self.settings.start_timeout
+            for name, start in (
+                ("kube-controller-manager", self._start_controller_manager),
+                ("kube-scheduler", self._start_scheduler),
+            ):
+                self._stop_component(name)
+                start(self.binaries, deadline)
+        self.state().save()
+
+    def _stop_component(self, name: str) -> None:
+        (component,) = [c for c in self._components if c.name == name]
         (process,) = [p for p in self._processes if p.pid == component.pid]
         self._components.remove(component)
         self._processes.remove(process)
@@ -294,10 +320,6 @@ class ControlPlane:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
-        time.sleep(down_seconds)
-        port = int(self.api_url.rsplit(":", 1)[1])
-        self._start_apiserver(self.binaries, time.monotonic() + self.settings.start_timeout, port=port)
-        self.state().save()
 
     def state(self) -> ControlPlaneState:
         return ControlPlaneState(
