@@ -13,6 +13,7 @@ from typesense_operator.quorum.decide import (
     QuorumRecord,
     QuorumSettings,
     cluster_state,
+    committed_so_far,
     decide,
     errored_members,
     leaders_stuck_in_shutdown,
@@ -577,3 +578,41 @@ def test_a_leader_stuck_in_its_shutdown_is_hurried(
     terminating: list[tuple[NodeProbe, float]], hurried: tuple[int, ...]
 ) -> None:
     assert leaders_stuck_in_shutdown(terminating) == hurried
+
+
+def test_the_furthest_commit_of_any_leader_is_remembered() -> None:
+    leader = node(2, "LEADER", committed=117, last_log=(10, 118))
+    assert committed_so_far([node(0), leader], None) == (10, 117)
+    assert committed_so_far([node(0), leader], (11, 3)) == (11, 3), "a later term is further"
+    assert committed_so_far([node(0, committed=200, last_log=(10, 200))], (10, 117)) == (10, 117), (
+        "a follower's commit index is no leader's"
+    )
+    plan = decide([node(0), node(1), leader], 3, QuorumRecord(), NOW, GRACE)
+    assert plan.record.committed == (10, 117)
+
+
+def test_no_downgrade_to_a_node_that_lacks_acknowledged_writes() -> None:
+    """The soak's lost writes: growing back from a downgrade to node 2, node 2 led alone and acknowledged
+    writes up to index 117 of term 10; the others never caught up (their logs end at term 5, index 72)
+    when node 2 fell silent. Downgrading to node 1 would have thrown those writes away."""
+    record = QuorumRecord(
+        survivor=2, unhealthy_since=NOW - timedelta(seconds=61), committed=(10, 117), downgraded_at=NOW
+    )
+    behind = [
+        node(0, committed=72, last_log=(5, 72)),
+        node(1, committed=72, last_log=(5, 72)),
+        NodeProbe(index=2, reachable=False),
+    ]
+    plan = decide(behind, 3, record, NOW, GRACE)
+    assert plan.action is Action.NONE
+    assert plan.fenced == ()
+    assert "every acknowledged write" in plan.message
+    assert "term 10, index 117" in plan.message
+    caught_up = [node(0, committed=117, last_log=(10, 117)), *behind[1:]]
+    kept = decide(caught_up, 3, record, NOW, GRACE)
+    assert kept.action is Action.DOWNGRADE
+    assert kept.survivor == 0, "a node whose log reaches the furthest commit may be kept"
+    later_term = [node(0, committed=5, last_log=(11, 5)), *behind[1:]]
+    assert decide(later_term, 3, record, NOW, GRACE).survivor == 0, (
+        "a later term holds every commit before it"
+    )

@@ -281,3 +281,26 @@ def test_a_lasting_hold_is_recorded_once_and_a_running_grace_says_when_it_ends()
     status = status_from_plan(waiting, recorded, later)
     assert (status["graceEndsAt"], status["thenAction"]) == ("2026-01-01T00:00:05Z", "downgrade")
     assert status["lastActionAt"] == recorded["lastActionAt"]
+
+
+def test_the_furthest_commit_is_written_when_something_goes_wrong_not_on_every_look() -> None:
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    healthy = Plan(
+        state=ClusterState.OK,
+        action=Action.NONE,
+        members=(0, 1, 2),
+        ready=True,
+        reason=ReadyReason.QUORUM_READY,
+        message="leader elected",
+        requeue_after=11,
+        record=QuorumRecord(committed=(3, 100)),
+    )
+    first = status_from_plan(healthy, None, now)
+    assert first["committed"] == {"term": 3, "index": 100}
+    moved = replace(healthy, record=QuorumRecord(committed=(3, 250)))
+    assert status_from_plan(moved, first, now)["committed"] == {"term": 3, "index": 100}, "no write per look"
+    elected = replace(healthy, record=QuorumRecord(committed=(4, 251)))
+    assert status_from_plan(elected, first, now)["committed"] == {"term": 4, "index": 251}, "a new term"
+    trouble = replace(moved, state=ClusterState.NOT_READY, ready=False)
+    assert status_from_plan(trouble, first, now)["committed"] == {"term": 3, "index": 250}
+    assert record_from_status({"quorum": status_from_plan(trouble, first, now)}).committed == (3, 250)

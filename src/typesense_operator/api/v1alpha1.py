@@ -510,6 +510,15 @@ Phase = Literal[
 ]
 
 
+class RaftPosition(ApiModel):
+    """A position in the raft log."""
+
+    term: int
+    """The raft term."""
+    index: int
+    """The log index."""
+
+
 class QuorumStatus(ApiModel):
     """What the quorum reconciler observed and remembers, so a restarted operator resumes a recovery."""
 
@@ -530,6 +539,9 @@ class QuorumStatus(ApiModel):
     last_action: str | None = None
     """The last quorum step taken: Downgrade, Upgrade, RestartSurvivor, RestartErrored, Hold, or
     NeedsIntervention."""
+    committed: RaftPosition | None = None
+    """The furthest a leader was seen to have committed: a downgrade never keeps a node whose raft log
+    is behind it, since that node lacks acknowledged writes."""
     last_action_at: datetime | None = None
     """When the last quorum step was taken."""
     last_action_message: str | None = None

@@ -23,7 +23,7 @@ import json
 import secrets
 import string
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -388,6 +388,11 @@ async def probe_cluster(
     )
 
 
+_COMMITTED: dict[str, tuple[int, int]] = {}
+"""The furthest commit seen of each cluster (by uid), as of the last look: its status has it only as of
+the last time anything went wrong or the leader's term changed (quorum/record.py says why)."""
+
+
 async def manage_quorum(scope: Scope) -> Outcome:
     """Probe the nodes, decide the raft members, and take the decided step (recorded first if destructive)."""
     cluster = scope.cluster
@@ -402,8 +407,13 @@ async def manage_quorum(scope: Scope) -> Outcome:
     )
     previous = (scope.obj.get("status") or {}).get("quorum")
     record = record_from_status(scope.obj.get("status"))
+    uid = scope.obj["metadata"].get("uid", "")
+    remembered = max(filter(None, (record.committed, _COMMITTED.get(uid))), default=None)
+    record = replace(record, committed=remembered)
     now = utcnow()
     plan = decide(probes, cluster.spec.replicas, record, now, settings)
+    if plan.record.committed is not None:
+        _COMMITTED[uid] = plan.record.committed
     scope.plan, scope.members = plan, plan.members
     scope.nodes = list(zip(targets, probes, target_pods, strict=True))
     scope.nodes_answered = any(probe.reachable for probe in probes)

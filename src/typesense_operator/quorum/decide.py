@@ -54,6 +54,7 @@ __all__ = [
     "QuorumRecord",
     "QuorumSettings",
     "cluster_state",
+    "committed_so_far",
     "decide",
     "errored_members",
     "leaders_stuck_in_shutdown",
@@ -139,6 +140,10 @@ class QuorumRecord:
     downgraded_at: datetime | None = None
     survivor_restarted: bool = False
     """Whether the last-resort pod restart was already done for this downgrade."""
+    committed: tuple[int, int] | None = None
+    """(term, index): the furthest a leader was seen to have committed (its last log term, its
+    committed index). Every acknowledged write up to there is in a node's log only if that log is at
+    least as up to date (raft's own comparison); a downgrade never keeps a node whose log is behind."""
 
 
 @dataclass(frozen=True)
@@ -217,14 +222,39 @@ def cluster_state(probes: Sequence[NodeProbe]) -> ClusterState:
     return ClusterState.NOT_READY if not_ready > tolerated else ClusterState.ELECTION_DEADLOCK
 
 
-def _best_survivor(probes: Sequence[NodeProbe]) -> NodeProbe | None:
-    """The reachable node most likely to hold every acknowledged write.
+def committed_so_far(probes: Sequence[NodeProbe], before: tuple[int, int] | None) -> tuple[int, int] | None:
+    """The furthest commit seen: ``before``, or a LEADER's (last log term, committed index) beyond it.
+
+    A leader's last entry is of its own term (braft appends one when it is elected), and what it has
+    committed was acknowledged. A log at least as up to date as (that term, that index) holds every
+    entry up to there: one of a later term was written by a leader that held them all, one of that
+    term by that leader itself.
+    """
+    seen = [
+        (p.last_log[0], p.committed_index)
+        for p in probes
+        if p.state == "LEADER" and p.last_log is not None and p.committed_index
+    ]
+    return max([*seen, *([before] if before else [])], default=None)
+
+
+def _holds_every_commit(probe: NodeProbe, committed: tuple[int, int] | None) -> bool:
+    return committed is None or (probe.last_log is not None and probe.last_log >= committed)
+
+
+def _best_survivor(probes: Sequence[NodeProbe], committed: tuple[int, int] | None = None) -> NodeProbe | None:
+    """The reachable node most likely to hold every acknowledged write; None when no reachable node
+    provably holds every write committed so far (``committed``, see :func:`committed_so_far`).
 
     Raft's own rule comes first: the most up-to-date log (last term, then last index). The
     committed index alone is not enough: after a restart every node reports 0 until it hears from a
     leader, and a node whose log is empty (it never joined) would win the tie by its ordinal.
     """
-    candidates = [p for p in probes if p.reachable and (p.committed_index is not None or p.last_log)]
+    candidates = [
+        p
+        for p in probes
+        if p.reachable and (p.committed_index is not None or p.last_log) and _holds_every_commit(p, committed)
+    ]
     if not candidates:
         return None
     return max(candidates, key=lambda p: (p.last_log or (0, 0), p.committed_index or 0, -p.index))
@@ -377,6 +407,7 @@ def decide(
     full = tuple(range(desired))
     members = tuple(i for i in (record.members or full) if i < desired) or full
     member_probes = [p for p in probes if p.index in members]
+    record = replace(record, committed=committed_so_far(probes, record.committed))
     decision = _Decision(cluster_state(member_probes), desired, members)
     size = len(members)
 
@@ -453,8 +484,19 @@ def decide(
     if size == 1:
         return _single_member_without_leader(decision, member_probes, stretch, now, settings)
 
-    kept = _best_survivor(member_probes)
+    kept = _best_survivor(member_probes, record.committed)
     if kept is None:
+        if record.committed is not None and _best_survivor(member_probes) is not None:
+            term, index = record.committed
+            return decision.plan(
+                Action.NONE,
+                ReadyReason.QUORUM_NOT_READY,
+                f"{state} since {_clock(since)}, but no node that answers has every acknowledged write "
+                f"(a leader committed up to term {term}, index {index}; the best log that answers: "
+                f"{_log_of(_best_survivor(member_probes))}): a downgrade would lose them; waiting for a "
+                "node that has them to answer",
+                stretch,
+            )
         return decision.plan(
             Action.NONE,
             ReadyReason.QUORUM_NOT_READY,
@@ -583,6 +625,12 @@ def leaders_stuck_in_shutdown(terminating: Sequence[tuple[NodeProbe, float]]) ->
         for probe, deleting_for in terminating
         if probe.state == "LEADER" and deleting_for >= STUCK_SHUTDOWN_SECONDS
     )
+
+
+def _log_of(probe: NodeProbe | None) -> str:
+    if probe is None or probe.last_log is None:
+        return "unknown"
+    return f"node {probe.index}, term {probe.last_log[0]}, index {probe.last_log[1]}"
 
 
 def _clock(moment: datetime) -> str:

@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from operator_core.conditions import parse_wire_time, wire_time
-from typesense_operator.quorum.decide import Action, Plan, QuorumRecord
+from typesense_operator.quorum.decide import Action, ClusterState, Plan, QuorumRecord
 from typesense_operator.quorum.roll import RollAction, RollPlan
 
 __all__ = [
@@ -34,7 +34,30 @@ def record_from_status(status: dict[str, Any] | None) -> QuorumRecord:
         survivor=quorum.get("survivor"),
         downgraded_at=_time(quorum.get("downgradedAt")),
         survivor_restarted=bool(quorum.get("survivorRestarted")),
+        committed=_commit(quorum.get("committed")),
     )
+
+
+def _committed_to_write(plan: Plan, previous: dict[str, Any]) -> dict[str, int] | None:
+    """``status.quorum.committed`` to write: the plan's, or the one written before while the cluster is
+    healthy and its leader's term unchanged. Under writes the committed index moves on every look;
+    written each time, it would cost a status write per look. The operator keeps the latest in memory
+    (controller/reconcile.py), and writes it once anything goes wrong, when it matters."""
+    if plan.record.committed is None:
+        found = previous.get("committed")
+        return found if isinstance(found, dict) else None
+    fresh = {"term": plan.record.committed[0], "index": plan.record.committed[1]}
+    before = previous.get("committed")
+    healthy = plan.state is ClusterState.OK and plan.action is Action.NONE
+    if healthy and isinstance(before, dict) and before.get("term") == fresh["term"]:
+        return before
+    return fresh
+
+
+def _commit(value: Any) -> tuple[int, int] | None:
+    if not isinstance(value, dict) or value.get("term") is None or value.get("index") is None:
+        return None
+    return int(value["term"]), int(value["index"])
 
 
 def _wire_time(value: datetime | None) -> str | None:
@@ -60,6 +83,7 @@ def status_from_plan(plan: Plan, previous: dict[str, Any] | None, now: datetime)
         "survivor": record.survivor,
         "downgradedAt": _wire_time(record.downgraded_at),
         "survivorRestarted": record.survivor_restarted or None,
+        "committed": _committed_to_write(plan, previous),
         "lastAction": plan.action.value if plan.action is not Action.NONE else previous.get("lastAction"),
         "lastActionAt": _wire_time(now) if acted else previous.get("lastActionAt"),
         "lastActionMessage": plan.message if acted else previous.get("lastActionMessage"),
