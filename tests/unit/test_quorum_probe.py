@@ -257,18 +257,21 @@ async def test_only_a_missing_answer_makes_a_node_unreachable() -> None:
         await direct.aclose()
 
 
+HEALTHY = Plan(
+    state=ClusterState.OK,
+    action=Action.NONE,
+    members=(0, 1, 2),
+    ready=True,
+    reason=ReadyReason.QUORUM_READY,
+    message="leader elected",
+    requeue_after=11,
+    record=QuorumRecord(),
+)
+
+
 def test_a_lasting_hold_is_recorded_once_and_a_running_grace_says_when_it_ends() -> None:
     first, later = datetime(2026, 1, 1, tzinfo=UTC), datetime(2026, 1, 1, 0, 0, 5, tzinfo=UTC)
-    hold = Plan(
-        state=ClusterState.NOT_READY,
-        action=Action.HOLD,
-        members=(0, 1, 2),
-        ready=False,
-        reason=ReadyReason.QUORUM_NOT_READY,
-        message="held",
-        requeue_after=1,
-        record=QuorumRecord(),
-    )
+    hold = replace(HEALTHY, state=ClusterState.NOT_READY, action=Action.HOLD, ready=False, message="held")
     recorded = status_from_plan(hold, None, first)
     assert status_from_plan(hold, recorded, later) == recorded, "one episode, one record: no write per look"
     waiting = replace(
@@ -285,16 +288,7 @@ def test_a_lasting_hold_is_recorded_once_and_a_running_grace_says_when_it_ends()
 
 def test_the_furthest_commit_is_written_when_something_goes_wrong_not_on_every_look() -> None:
     now = datetime(2026, 1, 1, tzinfo=UTC)
-    healthy = Plan(
-        state=ClusterState.OK,
-        action=Action.NONE,
-        members=(0, 1, 2),
-        ready=True,
-        reason=ReadyReason.QUORUM_READY,
-        message="leader elected",
-        requeue_after=11,
-        record=QuorumRecord(committed=(3, 100)),
-    )
+    healthy = replace(HEALTHY, record=QuorumRecord(committed=(3, 100)))
     first = status_from_plan(healthy, None, now)
     assert first["committed"] == {"term": 3, "index": 100}
     moved = replace(healthy, record=QuorumRecord(committed=(3, 250)))
