@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import ctypes
 import ipaddress
 import json
 import os
@@ -43,6 +42,7 @@ from operator_core.settings import from_env
 from operator_testkit.binaries import Binaries, ensure_binaries
 from operator_testkit.errors import ControlPlaneError
 from operator_testkit.pki import Pki, create_pki
+from operator_testkit.servers import popen_bound
 from operator_testkit.settings import ControlPlaneSettings
 
 __all__ = [
@@ -68,7 +68,6 @@ _STOP_GRACE_SECONDS = 10.0
 LEASE_RENEW_DEADLINE_SECONDS = 10.0
 """Leader election's default renew deadline: a control-plane component that cannot renew its lease
 for this long gives up and exits (its kubelet starts it again)."""
-_PR_SET_PDEATHSIG = 1
 
 
 # Below Linux's ephemeral range (32768-60999 by default): the kernel never gives these ports to outgoing
@@ -95,12 +94,6 @@ def free_port() -> int:
 
 def _base64(path: Path) -> str:
     return base64.b64encode(path.read_bytes()).decode()
-
-
-def _die_with_parent() -> None:
-    """Run in the child before exec: SIGKILL this process when the parent goes away."""
-    libc = ctypes.CDLL("libc.so.6", use_errno=True)
-    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 @dataclass
@@ -336,15 +329,15 @@ class ControlPlane:
         log_path = self.log_dir / f"{name}.log"
         log = log_path.open("ab")
         self._logs.append(log)
-        process = subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            cwd=self.directory,
-            start_new_session=True,
-            preexec_fn=_die_with_parent if self.bind_to_parent else None,
-        )
+        options: dict[str, Any] = {
+            "stdin": subprocess.DEVNULL,
+            "stdout": log,
+            "stderr": subprocess.STDOUT,
+            "cwd": self.directory,
+            "start_new_session": True,
+        }
+        # Bound to this process from a thread that lasts: restart_apiserver runs on passing threads.
+        process = popen_bound(argv, **options) if self.bind_to_parent else subprocess.Popen(argv, **options)
         self._processes.append(process)
         self._components.append(_Component(name=Path(argv[0]).name, pid=process.pid, log=str(log_path)))
         return process

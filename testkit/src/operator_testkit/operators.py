@@ -26,7 +26,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from operator_testkit.charts import render_chart
 from operator_testkit.controlplane import ControlPlane, free_port
 from operator_testkit.errors import ControlPlaneError
-from operator_testkit.nodeagent.processes import die_with_parent
+from operator_testkit.servers import popen_bound
 
 __all__ = [
     "OperatorProcess",
@@ -140,7 +140,7 @@ class OperatorProcess:
         process = cls.__new__(cls)
         port = free_port()
         process._prepare(name, argv_for_port(port), port, log_path, environment)
-        process._before_exec = die_with_parent
+        process._bind_to_parent = True
         process.probes_port = None
         return process
 
@@ -158,7 +158,7 @@ class OperatorProcess:
         self._argv = argv
         self._environment = dict(environment) if environment is not None else None
         self._started_with = self._environment
-        self._before_exec: Callable[[], None] | None = None
+        self._bind_to_parent = False
         self._process: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
 
@@ -203,14 +203,18 @@ class OperatorProcess:
     def start(self, timeout: float = 60.0) -> None:
         self._log = self.log_path.open("ab")
         # Its own session: a Ctrl-C meant for a sandbox command does not reach it.
-        self._process = subprocess.Popen(
-            self._argv,
-            stdin=subprocess.DEVNULL,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            env=self._environment,
-            start_new_session=True,
-            preexec_fn=self._before_exec,
+        options: dict[str, Any] = {
+            "stdin": subprocess.DEVNULL,
+            "stdout": self._log,
+            "stderr": subprocess.STDOUT,
+            "env": self._environment,
+            "start_new_session": True,
+        }
+        # Bound to this process from a thread that lasts: the soak starts it again from passing threads.
+        self._process = (
+            popen_bound(self._argv, **options)
+            if self._bind_to_parent
+            else subprocess.Popen(self._argv, **options)
         )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

@@ -7,6 +7,7 @@ race for the first, and says why it did not start with the last lines of its log
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import ctypes
 import functools
@@ -14,14 +15,15 @@ import os
 import signal
 import ssl
 import subprocess
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from operator_testkit.errors import ControlPlaneError
 
-__all__ = ["die_with_parent", "log_tail", "serve_on_free_port", "stop_group", "trusting"]
+__all__ = ["die_with_parent", "log_tail", "popen_bound", "serve_on_free_port", "stop_group", "trusting"]
 
 _PR_SET_PDEATHSIG = 1
 _STOP_GRACE_SECONDS = 10.0
@@ -30,9 +32,37 @@ Server = TypeVar("Server")
 
 
 def die_with_parent() -> None:
-    """Run in the child before exec: SIGKILL this process when the parent goes away."""
+    """Run in the child before exec: SIGKILL this process when the parent goes away.
+
+    "The parent" is the thread that started it, not the process (prctl(2)): a child started from a
+    thread that ends first dies with that thread. Start it with :func:`popen_bound` where the calling
+    thread may not last (``asyncio.to_thread``'s workers end with their test's event loop)."""
     libc = ctypes.CDLL("libc.so.6", use_errno=True)
     libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+_spawner: concurrent.futures.ThreadPoolExecutor | None = None
+_spawner_lock = threading.Lock()
+
+
+def popen_bound(argv: Sequence[str], **options: Any) -> subprocess.Popen[bytes]:
+    """``subprocess.Popen`` of a child that dies with this process (:func:`die_with_parent`), started
+    from one thread that lives as long as this process, whichever thread asks. A control plane's API
+    server restarted from an ``asyncio.to_thread`` worker (the chaos soak) was killed when that worker
+    ended with its test, and every later test of the session met a dead API server."""
+    global _spawner
+    with _spawner_lock:
+        if _spawner is None:
+            _spawner = concurrent.futures.ThreadPoolExecutor(
+                max_workers=1, thread_name_prefix="bound-spawner"
+            )
+
+    def spawn() -> subprocess.Popen[bytes]:
+        return subprocess.Popen(argv, preexec_fn=die_with_parent, **options)
+
+    if threading.current_thread().name.startswith("bound-spawner"):
+        return spawn()
+    return _spawner.submit(spawn).result()
 
 
 def trusting(ca_cert: Path | None) -> ssl.SSLContext | bool:
