@@ -286,23 +286,24 @@ def _ordinal(pod: dict[str, Any], statefulset: str) -> int | None:
     return int(suffix) if suffix.isdigit() else None
 
 
+def _typesense_state(pod: dict[str, Any]) -> dict[str, Any]:
+    """The Typesense container's ``state`` as its kubelet reports it ({} before it has one)."""
+    for status in (pod.get("status") or {}).get("containerStatuses") or []:
+        if status.get("name") == TYPESENSE_CONTAINER:
+            return status.get("state") or {}
+    return {}
+
+
 def _held_back(pod: dict[str, Any]) -> str | None:
     """The Typesense container's waiting reason when its kubelet holds it back (quorum/decide.py's
     HELD_BACK_REASONS); None while it runs or is about to start."""
-    for status in (pod.get("status") or {}).get("containerStatuses") or []:
-        if status.get("name") == TYPESENSE_CONTAINER:
-            reason = ((status.get("state") or {}).get("waiting") or {}).get("reason")
-            return str(reason) if reason in HELD_BACK_REASONS else None
-    return None
+    reason = (_typesense_state(pod).get("waiting") or {}).get("reason")
+    return str(reason) if reason in HELD_BACK_REASONS else None
 
 
 def _running_since(pod: dict[str, Any]) -> datetime | None:
     """When the Typesense container started, while it runs (its kubelet's ``state.running.startedAt``)."""
-    for status in (pod.get("status") or {}).get("containerStatuses") or []:
-        if status.get("name") == TYPESENSE_CONTAINER:
-            started = ((status.get("state") or {}).get("running") or {}).get("startedAt")
-            return parse_wire_time(started) if started else None
-    return None
+    return parse_wire_time((_typesense_state(pod).get("running") or {}).get("startedAt"))
 
 
 def _target(pod: dict[str, Any], index: int, cluster: Cluster) -> NodeTarget:
@@ -345,7 +346,7 @@ async def _hurry_stuck_shutdowns(scope: Scope, now: datetime) -> None:
     quorum/decide.py's leaders_stuck_in_shutdown): delete it again with a grace of a second."""
     cluster = scope.cluster
     targets, pods = await node_targets(scope.kube, cluster, terminating=True)
-    ages, waiting = [], []
+    waiting, ages = [], {}
     for target, pod in zip(targets, pods, strict=True):
         metadata = pod["metadata"]
         grace = metadata.get("deletionGracePeriodSeconds")
@@ -353,14 +354,14 @@ async def _hurry_stuck_shutdowns(scope: Scope, now: datetime) -> None:
         if grace is None or grace <= HURRIED_GRACE_SECONDS or deadline is None:
             continue
         waiting.append(target)
-        ages.append((now - deadline).total_seconds() + grace)
+        ages[target.index] = (now - deadline).total_seconds() + grace  # since the deletion began
     if not waiting:
         return
     assert scope.api_key is not None
     probes = await probe_cluster(scope.addressing, scope.settings, cluster, waiting, scope.api_key)
-    for index in leaders_stuck_in_shutdown(list(zip(probes, ages, strict=True))):
+    for index in leaders_stuck_in_shutdown([(probe, ages[probe.index]) for probe in probes]):
         name = cluster.pod_name(index)
-        age = ages[[t.index for t in waiting].index(index)]
+        age = ages[index]
         await scope.kube.delete("v1", "Pod", name, cluster.namespace, grace_period=HURRIED_GRACE_SECONDS)
         await scope.event(
             "Warning",
@@ -410,7 +411,7 @@ async def manage_quorum(scope: Scope) -> Outcome:
     uid = scope.obj["metadata"].get("uid", "")
     remembered = max(filter(None, (record.committed, _COMMITTED.get(uid))), default=None)
     record = replace(record, committed=remembered)
-    now = utcnow()
+    now = utcnow()  # after the probes: a grace is counted to what they saw
     plan = decide(probes, cluster.spec.replicas, record, now, settings)
     if plan.record.committed is not None:
         _COMMITTED[uid] = plan.record.committed

@@ -12,13 +12,13 @@ from datetime import datetime
 from typing import Any
 
 from operator_core.conditions import parse_wire_time
+from typesense_operator.resources.core import TYPESENSE_CONTAINER
 
 __all__ = ["DOCUMENT_KIND", "DOCUMENT_VERSION", "EVENTS_SHOWN", "render", "status_document"]
 
 DOCUMENT_KIND = "TypesenseClusterStatusView"
 DOCUMENT_VERSION = 1
 EVENTS_SHOWN = 10
-TYPESENSE_CONTAINER = "typesense"
 
 Manifest = Mapping[str, Any]
 
