@@ -33,6 +33,7 @@ from operator_testkit.fixtures import wait_until
 from operator_testkit.nodeagent.harness import AgentProcess, start_agent
 from operator_testkit.operators import OperatorProcess, OperatorRegistry
 from operator_testkit.sandbox import SandboxEntry
+from typesense_operator.quorum.probe import RAFT_STAT_PATH, parse_last_log, parse_raft_peers, peer_address
 
 SANDBOX = SandboxEntry(
     script="typesense-operator",
@@ -47,6 +48,8 @@ SANDBOX = SandboxEntry(
 )
 
 API = "ts.opentelekomcloud.com/v1alpha1"
+PEERING_PORT = 8107
+"""Where a node of a cluster made with the default spec serves braft's pages."""
 ACKNOWLEDGED = "201"
 """What came of a write that the cluster acknowledged (:meth:`TypesenseCluster.try_write`)."""
 RAFT_MEMBER = ("LEADER", "FOLLOWER")
@@ -154,6 +157,35 @@ class TypesenseCluster:
 
         ips = await self.pod_ips()
         return dict(zip(ips, await asyncio.gather(*(state(ip) for ip in ips.values())), strict=True))
+
+    async def in_step(self) -> bool:
+        """True when the raft is at rest: one LEADER, every pod's raft log ends at the same entry, and
+        the leader's configuration is exactly the pods' addresses, with no change under way.
+
+        A node that reports FOLLOWER may still miss entries a majority committed without it (the
+        leader adds a node's new address only at its next nodes-file refresh): freeze the others then,
+        and the one left answering rightly cannot be kept alone."""
+        ips = await self.pod_ips()
+
+        async def raft_stat(ip: str) -> bytes | None:
+            try:
+                answer = await self.http.get(f"http://{ip}:{PEERING_PORT}{RAFT_STAT_PATH}", timeout=2)
+            except httpx.HTTPError:
+                return None
+            return answer.content if answer.status_code == 200 else None
+
+        pages = await asyncio.gather(*(raft_stat(ip) for ip in ips.values()))
+        if any(page is None for page in pages):
+            return False
+        leaders = [page for page in pages if page and re.search(rb"(?m)^state: LEADER\r?$", page)]
+        ends = {parse_last_log(page) for page in pages if page}
+        addresses = {peer_address(ip, PEERING_PORT) for ip in ips.values()}
+        return (
+            len(leaders) == 1
+            and len(ends) == 1
+            and b"changing_conf: NO" in leaders[0]
+            and set(parse_raft_peers(leaders[0]) or ()) == addresses
+        )
 
     async def leader_ip(self) -> str | None:
         """The IP of the node that says it leads, from the first to say so: a hung node does not
