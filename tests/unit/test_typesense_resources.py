@@ -7,6 +7,7 @@ Regenerate the golden files after an intended change with
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,7 @@ import pytest
 
 from operator_testkit.tables import assert_golden, by_kind_and_name
 from samples import GO_OPERATOR_0_4_1_FIELDS, sample_spec
-from typesense_operator.controller.reconcile import needs_finalizer
+from typesense_operator.controller.reconcile import needs_finalizer, pod_addresses
 from typesense_operator.resources import (
     Cluster,
     build_generated_key_secret,
@@ -113,6 +114,47 @@ def test_nodes_list_uses_headless_dns_names_and_ports() -> None:
         "cluster-1-sts-2.cluster-1-sts-svc:8107:8108"
     )
     assert nodes_list(cluster("full"), [1]) == "cluster-1-sts-1.cluster-1-sts-svc:9107:9108"
+
+
+@pytest.mark.parametrize(
+    ("members", "addresses", "listed"),
+    [
+        # Every member by its address: nothing Typesense has to resolve.
+        (range(3), {0: "127.9.0.1", 1: "127.9.0.2", 2: "127.9.0.3"}, "127.9.0.1,127.9.0.2,127.9.0.3"),
+        # Pod 0 replaced, no address yet: its name goes last, so a name that does not resolve can
+        # only drop itself (braft keeps the entries before the first it cannot parse).
+        (range(3), {1: "127.9.0.2", 2: "127.9.0.3"}, "127.9.0.2,127.9.0.3,cluster-1-sts-0.cluster-1-sts-svc"),
+        # A survivor alone, by its address; an address of a pod outside the members is not listed.
+        ([2], {0: "127.9.0.1", 2: "127.9.0.3"}, "127.9.0.3"),
+        # braft splits a peer at colons: an IPv6 address is written by name.
+        ([0, 1], {0: "fd00::1", 1: "127.9.0.2"}, "127.9.0.2,cluster-1-sts-0.cluster-1-sts-svc"),
+        ([0], {0: "not an address"}, "cluster-1-sts-0.cluster-1-sts-svc"),
+    ],
+)
+def test_nodes_list_names_members_by_address_and_only_those_without_one_by_name(
+    members: Sequence[int], addresses: dict[int, str], listed: str
+) -> None:
+    ports = ":8107:8108"
+    assert nodes_list(cluster("seed-aws"), members, addresses) == ",".join(
+        entry + ports for entry in listed.split(",")
+    )
+
+
+def test_pod_addresses_are_keyed_by_ordinal_and_ended_pods_have_none() -> None:
+    def pod(name: str, ip: str | None, phase: str = "Running", deleting: bool = False) -> dict[str, Any]:
+        metadata: dict[str, Any] = {"name": name}
+        if deleting:
+            metadata["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+        return {"metadata": metadata, "status": {"phase": phase, **({"podIP": ip} if ip else {})}}
+
+    pods = [
+        pod("cluster-1-sts-0", "127.9.0.1", deleting=True),  # still running its process: still listed
+        pod("cluster-1-sts-1", None, phase="Pending"),
+        pod("cluster-1-sts-2", "127.9.0.3", phase="Failed"),
+        pod("cluster-1-sts-3", "127.9.0.4"),
+        pod("other-sts-4", "127.9.0.5"),
+    ]
+    assert pod_addresses(pods, "cluster-1-sts") == {0: "127.9.0.1", 3: "127.9.0.4"}
 
 
 def test_statefulset_reads_the_users_key_and_lets_spec_override_extra_settings() -> None:

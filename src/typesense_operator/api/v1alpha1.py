@@ -416,9 +416,9 @@ class TypesenseClusterSpec(ApiModel):
     reset_peers_on_error: bool = True
     """Let Typesense reset its peers when it hits an error at start."""
     force_reset_peers_config_on_update: bool = True
-    """After each rewrite of the nodes list (a quorum recovery, a scale), annotate the pods so that
-    their kubelet refreshes the mounted nodes file at once, instead of at its next periodic sync (a
-    minute or more); Typesense then reads the new raft configuration within 10 s."""
+    """After each rewrite of the nodes list (a quorum recovery, a scale, a pod's new address), annotate
+    the pods so that their kubelet refreshes the mounted nodes file at once, instead of at its next
+    periodic sync (a minute or more); Typesense then reads the new raft configuration within 10 s."""
     enable_cors: bool = False
     """Enable CORS on the API."""
     cors_domains: str | None = None

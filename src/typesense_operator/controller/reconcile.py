@@ -286,6 +286,18 @@ def _ordinal(pod: dict[str, Any], statefulset: str) -> int | None:
     return int(suffix) if suffix.isdigit() else None
 
 
+def pod_addresses(pods: list[dict[str, Any]], statefulset: str) -> dict[int, str]:
+    """Each node pod's IP by ordinal, for the nodes list. A pod being deleted keeps its address while
+    its process may still lead; one that has ended (Failed, Succeeded) has none any more."""
+    addresses = {}
+    for pod in pods:
+        status = pod.get("status") or {}
+        index = _ordinal(pod, statefulset)
+        if index is not None and status.get("podIP") and status.get("phase") not in ("Failed", "Succeeded"):
+            addresses[index] = str(status["podIP"])
+    return addresses
+
+
 def _typesense_state(pod: dict[str, Any]) -> dict[str, Any]:
     """The Typesense container's ``state`` as its kubelet reports it ({} before it has one)."""
     for status in (pod.get("status") or {}).get("containerStatuses") or []:
@@ -679,6 +691,7 @@ async def apply_children(scope: Scope) -> Outcome:
     budget = await scope.kube.get(
         "policy/v1", "PodDisruptionBudget", cluster.pdb_name, cluster.namespace, labelled_only=True
     )
+    every_pod = await scope.kube.list("v1", "Pod", cluster.namespace, labels=cluster.labels(NODE))
     desired = desired_children(
         cluster,
         scope.members,
@@ -689,16 +702,13 @@ async def apply_children(scope: Scope) -> Outcome:
             ready_nodes=sum(1 for target, _, _ in scope.nodes if target.kubelet_ready),
             budget_exists=budget is not None,
         ),
+        addresses=pod_addresses(every_pod, cluster.statefulset_name),
     )
     if scope.pod_monitor is not None:
         desired.append(scope.pod_monitor)
     desired.extend(scope.routes)
     # Every pod that runs: a node not in the nodes list yet (growing back, scaling up) reads it too.
-    pods = [
-        pod
-        for pod in await scope.kube.list("v1", "Pod", cluster.namespace, labels=cluster.labels(NODE))
-        if not pod["metadata"].get("deletionTimestamp")
-    ]
+    pods = [pod for pod in every_pod if not pod["metadata"].get("deletionTimestamp")]
     nodes_list_before = None
     if pods and cluster.spec.force_reset_peers_config_on_update:
         nodes_list_before = await scope.kube.get(

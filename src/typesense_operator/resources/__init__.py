@@ -7,7 +7,7 @@ tells the controller which existing children to delete for that reason.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from operator_core import children
 from typesense_operator.resources.core import (
@@ -84,11 +84,13 @@ def desired_children(
     configuration_hash: str | None = None,
     *,
     disruption_budget: bool = True,
+    addresses: Mapping[int, str] | None = None,
 ) -> list[Manifest]:
     """Every child applied on each reconcile, in apply order (config before its consumers).
 
     ``members`` are the pod ordinals in the nodes list: every desired node normally, fewer
-    while quorum recovery runs. The StatefulSet always keeps ``spec.replicas`` pods, and
+    while quorum recovery runs; ``addresses`` their pods' IPs, by ordinal, where they have one
+    (see :func:`nodes_list`). The StatefulSet always keeps ``spec.replicas`` pods, and
     ``claim_size`` in its claim template when given, and ``configuration_hash`` (of the
     additionalServerConfiguration ConfigMap) in its pod template (see :func:`build_statefulset`).
     The PodDisruptionBudget comes with ``disruption_budget`` (the controller decides when a cluster
@@ -105,7 +107,7 @@ def desired_children(
     ]
     replicas = cluster.spec.replicas
     return [
-        build_nodes_configmap(cluster, range(replicas) if members is None else members),
+        build_nodes_configmap(cluster, range(replicas) if members is None else members, addresses),
         build_headless_service(cluster),
         build_client_service(cluster),
         build_statefulset(cluster, replicas, claim_size, configuration_hash),

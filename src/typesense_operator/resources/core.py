@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import ipaddress
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -84,18 +85,44 @@ def build_generated_key_secret(cluster: Cluster, api_key: str) -> Manifest | Non
     }
 
 
-def nodes_list(cluster: Cluster, members: Sequence[int]) -> str:
-    """Typesense's nodes file: the endpoints of the member pods (by ordinal), comma-separated."""
-    return ",".join(cluster.pod_endpoint(index) for index in members)
+def nodes_list(cluster: Cluster, members: Sequence[int], addresses: Mapping[int, str] | None = None) -> str:
+    """Typesense's nodes file: the member pods' raft endpoints, comma-separated.
+
+    A member whose pod has an IPv4 address (``addresses``, by ordinal) is written by that address, the
+    others by their headless-Service DNS name, after every address. Typesense (0.24 to 27.x at least)
+    keeps a name it cannot resolve as it is, and braft's parser stops at it: the configuration is the
+    entries before it. A leader then changes the raft membership to that prefix, and to an empty one
+    when the first entry is a pod being replaced, which aborts the leader (braft's replicator refuses
+    an empty configuration) and leaves every follower in a joint configuration that names no live
+    address, where no election can ever succeed. Addresses always parse; a name only stands for a pod
+    that has no address yet (nothing is lost when it is dropped) and makes a new pod reachable as soon
+    as its name resolves, before the list names its address.
+    """
+    known = addresses or {}
+    by_address = [index for index in members if _raft_address(known.get(index))]
+    by_name = [index for index in members if index not in by_address]
+    ports = f"{cluster.spec.peering_port}:{cluster.spec.api_port}"
+    endpoints = [f"{known[index]}:{ports}" for index in by_address]
+    return ",".join(endpoints + [cluster.pod_endpoint(index) for index in by_name])
 
 
-def build_nodes_configmap(cluster: Cluster, members: Sequence[int]) -> Manifest:
+def _raft_address(ip: str | None) -> bool:
+    """Whether braft can take ``ip`` as a peer's host: an IPv4 address (it splits peers at colons)."""
+    try:
+        return ip is not None and ipaddress.ip_address(ip).version == 4
+    except ValueError:
+        return False
+
+
+def build_nodes_configmap(
+    cluster: Cluster, members: Sequence[int], addresses: Mapping[int, str] | None = None
+) -> Manifest:
     """The raft membership. Quorum recovery narrows it to one survivor and grows it back."""
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": cluster.metadata(cluster.nodes_configmap_name, NODE),
-        "data": {NODELIST_KEY: nodes_list(cluster, members)},
+        "data": {NODELIST_KEY: nodes_list(cluster, members, addresses)},
     }
 
 
