@@ -32,11 +32,13 @@ def node(
     ready: bool = True,
     deleting: bool = False,
     peers: tuple[str, ...] | None = EVERY_NODE,
+    healthy: bool = True,
 ) -> RollNode:
     probe = NodeProbe(
         index=index,
         reachable=state is not None,
         state=state,
+        health_ok=healthy and state is not None,
         committed_index=committed,
         raft_peers=peers,
         address=address(index),
@@ -91,6 +93,18 @@ def plan(nodes: list[RollNode], *, quorum_ready: bool = True, waiting: float | N
             RollAction.WAIT,
             1,
             id="a restarted node that answers /health but is behind the leader",
+        ),
+        pytest.param(
+            [node(0, state="LEADER"), node(1, NEW, healthy=False), node(2)],
+            RollAction.WAIT,
+            1,
+            id="a restarted node that follows, its pod Ready, but whose /health is not ok yet",
+        ),
+        pytest.param(
+            [node(0, state="LEADER"), node(1, NEW), node(2, NEW, healthy=False)],
+            RollAction.WAIT,
+            2,
+            id="the leader waits while a follower's /health is not ok (a thawed node, Ready still True)",
         ),
         pytest.param(
             [node(0, state="LEADER"), node(1, deleting=True), node(2)],

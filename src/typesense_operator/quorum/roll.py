@@ -4,8 +4,9 @@ Pure: no I/O, no clock.
 A StatefulSet's own rolling update sees readiness only. This planner sees raft:
 
 - nothing is restarted while the cluster is not ``QuorumReady``, nor while a restarted node is not
-  back (its pod Ready, a FOLLOWER, its committed index within ``catch_up_entries`` of the leader's,
-  and its address, new after a restart, in the leader's raft configuration), nor while that
+  back (its pod Ready, a FOLLOWER whose /health is ok, its committed index within
+  ``catch_up_entries`` of the leader's, and its address, new after a restart, in the leader's raft
+  configuration), nor while that
   configuration names an address that no node has any more. A node back at a new address follows
   nobody until the leader's next nodes-file refresh (every 10 s) puts it in the configuration, and
   its committed index only looks caught up; restarting another node before that leaves a
@@ -92,6 +93,10 @@ def _caught_up(node: RollNode, leader: NodeProbe | None, settings: RollSettings)
         return True
     if probe.state != "FOLLOWER" or probe.committed_index is None or leader.committed_index is None:
         return False
+    if not probe.health_ok:
+        # Typesense's own verdict that it is not caught up (or out of a resource); the pod's Ready
+        # condition can still say True for a probe period after a node was frozen or fell behind.
+        return False
     if not _in_configuration(probe, leader):
         return False
     return leader.committed_index - probe.committed_index <= settings.catch_up_entries
@@ -118,6 +123,8 @@ def _not_caught_up(node: RollNode, leader: NodeProbe) -> str:
         return "it does not answer"
     if probe.state != "FOLLOWER":
         return f"its raft state is {probe.state}"
+    if not probe.health_ok:
+        return "its /health is not ok"
     if not _in_configuration(probe, leader):
         return f"the leader's raft configuration does not name its address {probe.address} yet"
     return f"committed index {probe.committed_index}, the leader's {leader.committed_index}"
