@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -471,9 +472,26 @@ def test_the_next_look_comes_when_the_grace_period_ends() -> None:
     assert almost.requeue_after == pytest.approx(0.6)
     started = decide(leaderless, 3, QuorumRecord(), NOW, settings)
     assert started.requeue_after == requeue_seconds(3, unhealthy=True), "never later than usual"
-    downgraded = QuorumRecord(members=(0,), survivor=0, downgraded_at=NOW - timedelta(seconds=19.8))
+    patience = settings.survivor_elects_within_seconds
+    downgraded = QuorumRecord(members=(0,), survivor=0, downgraded_at=NOW - timedelta(seconds=patience - 0.2))
     single = decide([node(0, ok=False)], 3, downgraded, NOW, settings)
     assert single.requeue_after == 0.5, "never a busy loop"
+
+
+def test_a_single_survivor_gets_two_nodes_file_reads_and_an_election_before_its_restart() -> None:
+    """Seen: 19 s from the downgrade to the survivor's election (one read came while it still followed
+    its dead leader); the last-resort restart waits longer than the grace for that."""
+    settings = QuorumSettings(grace_seconds=20)
+    downgraded = QuorumRecord(members=(0,), survivor=0, downgraded_at=NOW - timedelta(seconds=25))
+    waiting = decide([node(0, ok=False)], 3, downgraded, NOW, settings)
+    assert waiting.action is Action.NONE
+    assert waiting.wait_ends_at == NOW + timedelta(seconds=5)
+    later = replace(downgraded, downgraded_at=NOW - timedelta(seconds=31))
+    assert decide([node(0, ok=False)], 3, later, NOW, settings).action is Action.RESTART_SURVIVOR
+    patient = QuorumSettings(grace_seconds=60)
+    assert decide([node(0, ok=False)], 3, later, NOW, patient).action is Action.NONE, (
+        "never less than the grace"
+    )
 
 
 def test_a_recovery_in_progress_is_probed_every_second() -> None:

@@ -150,6 +150,11 @@ class QuorumRecord:
 class QuorumSettings:
     grace_seconds: float = 20.0
     """How long a leaderless or split-brain state must last before a downgrade."""
+    survivor_elects_within_seconds: float = 30.0
+    """How long a one-member list may go without a leader before the survivor's pod is restarted once
+    (never less than the grace). The survivor reads its nodes file every 10 s, and a read while it
+    still follows its dead leader (until its election timer fires) changes nothing: the kubelet's
+    sync, two reads, a pre-vote and an election (seen: 19 s from the downgrade) must fit."""
     loading_limit_seconds: float = 600.0
     """How long reachable-but-loading (NOT_READY) members may hold the countdown."""
     incremental: bool = False
@@ -655,17 +660,16 @@ def _single_member_without_leader(
     (survivor,) = decision.members
     since = record.downgraded_at or record.unhealthy_since or now
     waited = (now - since).total_seconds()
-    if record.survivor_restarted or waited < settings.grace_seconds:
+    patience = max(settings.grace_seconds, settings.survivor_elects_within_seconds)
+    if record.survivor_restarted or waited < patience:
         return decision.plan(
             Action.NONE,
             ReadyReason.QUORUM_DEGRADED,
             f"{decision.state}: single node {survivor} has no leader since the downgrade at {_clock(since)}",
             record,
             survivor=survivor,
-            due_in=None if record.survivor_restarted else settings.grace_seconds - waited,
-            wait_ends_at=None
-            if record.survivor_restarted
-            else since + timedelta(seconds=settings.grace_seconds),
+            due_in=None if record.survivor_restarted else patience - waited,
+            wait_ends_at=None if record.survivor_restarted else since + timedelta(seconds=patience),
             then=None if record.survivor_restarted else THEN_RESTART_SURVIVOR,
         )
     contradicted = _contradicted(probes)
