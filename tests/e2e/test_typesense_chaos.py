@@ -40,7 +40,10 @@ async def test_five_minutes_of_faults_lose_nothing_acknowledged_and_recover_by_t
         await cluster.http.aclose()
     headline = {k: v for k, v in result.items() if k not in ("schedule", "steps", "destructive_actions")}
     failed = [s for s in result["steps"] if not s["recovered"] or s["seconds_to_whole"] > 60]
-    said = json.dumps({**headline, "slow_or_unrecovered_steps": failed}, indent=1)[:8000]
+    unjustified = [a for a in result["destructive_actions"] if not a["justified"]]
+    said = json.dumps(
+        {**headline, "slow_or_unrecovered_steps": failed, "unjustified_actions": unjustified}, indent=1
+    )[:8000]
     assert result["unrecovered"] is None, said
     assert result["acknowledged_lost"] == 0, said
     assert result["nodes_not_read"] == [], said
