@@ -645,7 +645,8 @@ async def take_over(scope: Scope) -> Outcome:
     if selector is not None:
         pods = await kube.list("v1", "Pod", cluster.namespace, labels=selector)
         plan = plan_takeover(cluster.statefulset_name, selector, ours, pods)
-        # Labelled first: our Services select by these labels, and the nodes list by their DNS names.
+        # Labelled first: our Services select by these labels, and a pod the nodes list names by its
+        # DNS name (one with no address yet) is found through the headless Service.
         for pod in plan.label:
             await kube.patch(
                 "v1", "Pod", pod, cluster.namespace, {"metadata": {"labels": cluster.labels(NODE)}}

@@ -8,8 +8,9 @@ reconcile creates ours under the same name, which adopts the running pods and bi
 adopted pods one at a time, the leader last, because their revision is not ours.
 
 The pods are labelled before anything else is applied: our Services select by our labels, and
-switching them to pods without those labels would take the pods' DNS names away, which the nodes list
-is made of. A proxy Deployment with a foreign selector is replaced the same way (it holds no data).
+switching them to pods without those labels would take the pods' DNS names away, by which the nodes
+list names a pod that has no address yet. A proxy Deployment with a foreign selector is replaced the
+same way (it holds no data).
 
 :func:`plan_takeover` is pure; :func:`take_over` is the reconcile step.
 """

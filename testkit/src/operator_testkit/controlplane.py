@@ -42,7 +42,7 @@ from operator_core.settings import from_env
 from operator_testkit.binaries import Binaries, ensure_binaries
 from operator_testkit.errors import ControlPlaneError
 from operator_testkit.pki import Pki, create_pki
-from operator_testkit.servers import popen_bound
+from operator_testkit.servers import popen
 from operator_testkit.settings import ControlPlaneSettings
 
 __all__ = [
@@ -329,15 +329,16 @@ class ControlPlane:
         log_path = self.log_dir / f"{name}.log"
         log = log_path.open("ab")
         self._logs.append(log)
-        options: dict[str, Any] = {
-            "stdin": subprocess.DEVNULL,
-            "stdout": log,
-            "stderr": subprocess.STDOUT,
-            "cwd": self.directory,
-            "start_new_session": True,
-        }
         # Bound to this process from a thread that lasts: restart_apiserver runs on passing threads.
-        process = popen_bound(argv, **options) if self.bind_to_parent else subprocess.Popen(argv, **options)
+        process = popen(
+            argv,
+            bound=self.bind_to_parent,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=self.directory,
+            start_new_session=True,
+        )
         self._processes.append(process)
         self._components.append(_Component(name=Path(argv[0]).name, pid=process.pid, log=str(log_path)))
         return process

@@ -26,7 +26,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from operator_testkit.charts import render_chart
 from operator_testkit.controlplane import ControlPlane, free_port
 from operator_testkit.errors import ControlPlaneError
-from operator_testkit.servers import popen_bound
+from operator_testkit.servers import popen
 
 __all__ = [
     "OperatorProcess",
@@ -203,18 +203,15 @@ class OperatorProcess:
     def start(self, timeout: float = 60.0) -> None:
         self._log = self.log_path.open("ab")
         # Its own session: a Ctrl-C meant for a sandbox command does not reach it.
-        options: dict[str, Any] = {
-            "stdin": subprocess.DEVNULL,
-            "stdout": self._log,
-            "stderr": subprocess.STDOUT,
-            "env": self._environment,
-            "start_new_session": True,
-        }
         # Bound to this process from a thread that lasts: the soak starts it again from passing threads.
-        self._process = (
-            popen_bound(self._argv, **options)
-            if self._bind_to_parent
-            else subprocess.Popen(self._argv, **options)
+        self._process = popen(
+            self._argv,
+            bound=self._bind_to_parent,
+            stdin=subprocess.DEVNULL,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            env=self._environment,
+            start_new_session=True,
         )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

@@ -23,7 +23,15 @@ from typing import Any, TypeVar
 
 from operator_testkit.errors import ControlPlaneError
 
-__all__ = ["die_with_parent", "log_tail", "popen_bound", "serve_on_free_port", "stop_group", "trusting"]
+__all__ = [
+    "die_with_parent",
+    "log_tail",
+    "popen",
+    "popen_bound",
+    "serve_on_free_port",
+    "stop_group",
+    "trusting",
+]
 
 _PR_SET_PDEATHSIG = 1
 _STOP_GRACE_SECONDS = 10.0
@@ -63,6 +71,11 @@ def popen_bound(argv: Sequence[str], **options: Any) -> subprocess.Popen[bytes]:
     if threading.current_thread().name.startswith("bound-spawner"):
         return spawn()
     return _spawner.submit(spawn).result()
+
+
+def popen(argv: Sequence[str], *, bound: bool, **options: Any) -> subprocess.Popen[bytes]:
+    """``subprocess.Popen``, or :func:`popen_bound` when the child must die with this process."""
+    return popen_bound(argv, **options) if bound else subprocess.Popen(argv, **options)
 
 
 def trusting(ca_cert: Path | None) -> ssl.SSLContext | bool:
