@@ -506,6 +506,96 @@ def test_a_recovery_in_progress_is_probed_every_second() -> None:
     assert healthy.requeue_after == requeue_seconds(3, unhealthy=False)
 
 
+# ---- growing back early: the survivor's reset is seen before its election
+
+
+def addr(index: int) -> str:
+    return f"127.0.1.{index + 10}:8107"
+
+
+def survivor_probe(
+    index: int = 1, *, peers: tuple[str, ...] | None = None, state: str = "FOLLOWER"
+) -> NodeProbe:
+    """The survivor as /raft_stat shows it: by default reset to itself alone, not elected yet."""
+    return node(
+        index,
+        state,
+        ok=False,
+        address=addr(index),
+        raft_peers=(addr(index),) if peers is None else peers,
+        last_log=(4, 90),
+    )
+
+
+def old_member(index: int, **kw: object) -> NodeProbe:
+    """A member the downgrade did not keep, back on a new pod: its log (and configuration) is the old one."""
+    return node(index, ok=False, committed=0, address=addr(index), last_log=(4, 88), **kw)
+
+
+def test_a_survivor_that_reset_its_peers_gets_the_longer_list_before_it_leads() -> None:
+    """Its next read of the nodes file comes 10 s after the reset; it leads 5 to 6 s after it."""
+    probes = [old_member(0), survivor_probe(1), old_member(2)]
+    plan = decide(probes, 3, downgraded(1), NOW, GRACE)
+    assert (plan.action, plan.reason, plan.members) == (Action.UPGRADE, "QuorumUpgraded", (0, 1, 2))
+    assert not plan.ready
+    assert addr(1) in plan.message, "the evidence is in the Event"
+    assert (plan.record.survivor, plan.record.downgraded_at) == (1, downgraded(1).downgraded_at), (
+        "still the survivor's wait: it has not led yet"
+    )
+    assert plan.requeue_after == 1.0
+
+
+def test_no_early_growth_before_the_survivor_resets_its_peers() -> None:
+    still_old = survivor_probe(1, peers=(addr(0), addr(1), addr(2)))
+    plan = decide([old_member(0), still_old, old_member(2)], 3, downgraded(1), NOW, GRACE)
+    assert (plan.action, plan.members) == (Action.NONE, (1,))
+    assert "has no leader since the downgrade" in plan.message
+
+
+def test_nodes_with_an_empty_log_never_join_early() -> None:
+    """A node with no log takes its configuration from the nodes file when it starts: a list naming
+    three, read by two empty nodes, would let them elect each other (a restore starts so)."""
+    empty = [node(0, ok=False, committed=0, last_log=(0, 0)), survivor_probe(1), down(2)]
+    plan = decide(empty, 3, downgraded(1), NOW, GRACE)
+    assert (plan.action, plan.members) == (Action.NONE, (1,))
+    one = decide([empty[0], survivor_probe(1), old_member(2)], 3, downgraded(1), NOW, GRACE)
+    assert (one.action, one.members) == (Action.UPGRADE, (1, 2))
+
+
+def test_early_growth_is_incremental_when_the_spec_says_so() -> None:
+    settings = QuorumSettings(grace_seconds=60, incremental=True)
+    plan = decide([old_member(0), survivor_probe(1), old_member(2)], 3, downgraded(1), NOW, settings)
+    assert plan.members == (0, 1)
+
+
+def test_after_early_growth_the_survivor_still_has_its_own_wait_not_a_second_downgrade() -> None:
+    grown = decide([old_member(0), survivor_probe(1), old_member(2)], 3, downgraded(1), NOW, GRACE).record
+    later = NOW + timedelta(seconds=3)
+    plan = decide([old_member(0), survivor_probe(1), old_member(2)], 3, grown, later, GRACE)
+    assert (plan.action, plan.members, plan.fenced) == (Action.NONE, (0, 1, 2), ())
+    assert "kept alone by the downgrade" in plan.message
+    silent = decide([old_member(0), down(1), old_member(2)], 3, grown, later, GRACE)
+    assert (silent.action, silent.fenced) == (Action.NONE, ()), "no surgery while the survivor is unseen"
+
+
+def test_the_survivor_leading_ends_its_wait() -> None:
+    grown = decide([old_member(0), survivor_probe(1), old_member(2)], 3, downgraded(1), NOW, GRACE).record
+    leading = [old_member(0), survivor_probe(1, state="LEADER"), old_member(2)]
+    plan = decide(leading, 3, grown, NOW + timedelta(seconds=6), GRACE)
+    assert (plan.action, plan.ready, plan.members) == (Action.NONE, False, (0, 1, 2))
+    assert plan.record == replace(QuorumRecord(), committed=plan.record.committed)
+
+
+def test_a_survivor_that_never_leads_after_early_growth_is_restarted_alone() -> None:
+    """Its new pod has a new address and must read a list that names it alone to reset again."""
+    grown = decide([old_member(0), survivor_probe(1), old_member(2)], 3, downgraded(1), NOW, GRACE).record
+    settings = QuorumSettings(grace_seconds=20)
+    late = NOW + timedelta(seconds=settings.survivor_elects_within_seconds)
+    plan = decide([old_member(0), survivor_probe(1), old_member(2)], 3, grown, late, settings)
+    assert (plan.action, plan.members, plan.survivor) == (Action.RESTART_SURVIVOR, (1,), 1)
+    assert plan.record.survivor_restarted
+
+
 def held(index: int, reason: str | None = "CrashLoopBackOff") -> NodeProbe:
     """A member that answers nothing, whose kubelet says why its container does not run (None: it runs)."""
     return NodeProbe(index=index, reachable=False, held_back=reason)
@@ -613,9 +703,8 @@ def test_no_downgrade_to_a_node_that_lacks_acknowledged_writes() -> None:
     """The soak's lost writes: growing back from a downgrade to node 2, node 2 led alone and acknowledged
     writes up to index 117 of term 10; the others never caught up (their logs end at term 5, index 72)
     when node 2 fell silent. Downgrading to node 1 would have thrown those writes away."""
-    record = QuorumRecord(
-        survivor=2, unhealthy_since=NOW - timedelta(seconds=61), committed=(10, 117), downgraded_at=NOW
-    )
+    # Node 2 led since the downgrade: its wait as a survivor is over (no downgraded_at).
+    record = QuorumRecord(survivor=2, unhealthy_since=NOW - timedelta(seconds=61), committed=(10, 117))
     behind = [
         node(0, committed=72, last_log=(5, 72)),
         node(1, committed=72, last_log=(5, 72)),

@@ -56,6 +56,7 @@ __all__ = [
     "cluster_state",
     "committed_so_far",
     "decide",
+    "electing_alone",
     "errored_members",
     "leaders_stuck_in_shutdown",
     "majority",
@@ -434,11 +435,12 @@ def decide(
             _with_leader(decision, record, healthy, reachable, settings), member_probes, now
         )
 
-    if size == 1 and record.survivor is not None:
-        # Downgraded already: the survivor's own grace runs from the downgrade.
-        return _single_member_without_leader(
+    if record.survivor is not None and (size == 1 or record.downgraded_at is not None):
+        # Downgraded already, and no leader seen since: the survivor's own grace runs from the
+        # downgrade (the list may have grown already, while the survivor elects itself).
+        return _survivor_without_leader(
             decision,
-            member_probes,
+            probes,
             replace(record, unhealthy_since=record.unhealthy_since or now),
             now,
             settings,
@@ -487,7 +489,7 @@ def decide(
             then=THEN_DOWNGRADE,
         )
     if size == 1:
-        return _single_member_without_leader(decision, member_probes, stretch, now, settings)
+        return _survivor_without_leader(decision, probes, stretch, now, settings)
 
     kept = _best_survivor(member_probes, record.committed)
     if kept is None:
@@ -537,15 +539,18 @@ def decide(
 def _with_leader(
     decision: _Decision, record: QuorumRecord, healthy: int, reachable: set[int], settings: QuorumSettings
 ) -> Plan:
-    calm = replace(record, unhealthy_since=None, loading_since=None)
+    # A leader is seen: a downgrade's survivor led (or grew back), so its wait is over.
+    calm = replace(record, unhealthy_since=None, loading_since=None, downgraded_at=None)
     members, full, size = decision.members, decision.full, len(decision.members)
+    if members == full:
+        calm = replace(calm, survivor=None, survivor_restarted=False)
     # Only nodes that answer can join: a member that is down would only make the new configuration
     # wait for it.
     joinable = [i for i in full if i not in members and i in reachable]
     if members != full and healthy == size and joinable:
         grown = _grow(members, joinable, full, settings.incremental)
         if grown == full:
-            calm = replace(calm, survivor=None, downgraded_at=None, survivor_restarted=False)
+            calm = replace(calm, survivor=None, survivor_restarted=False)
         return decision.plan(
             Action.UPGRADE,
             ReadyReason.QUORUM_UPGRADED,
@@ -649,43 +654,106 @@ def _grow(
     return tuple(i for i in full if i in members or i in added)
 
 
-def _single_member_without_leader(
+def electing_alone(probe: NodeProbe | None) -> bool:
+    """Whether a node has reset its raft configuration to itself alone and has no leader yet: its
+    /raft_stat names its own current address as the only peer.
+
+    braft elects such a node by itself when its election timer fires (5 to 6 s in typesense-server),
+    with nobody's vote to wait for, and it stays a one-member configuration until, as leader, it
+    reads a longer nodes list.
+    """
+    return (
+        probe is not None
+        and probe.reachable
+        and probe.state not in ("LEADER", "ERROR")
+        and probe.address is not None
+        and probe.raft_peers == (probe.address,)
+    )
+
+
+def _has_a_log(probe: NodeProbe) -> bool:
+    """A raft log with entries: the node's configuration comes from its log, never from the nodes
+    file, so a restart while the list names more members cannot make it a voter of an empty majority."""
+    return probe.reachable and probe.last_log is not None and probe.last_log[1] > 0
+
+
+def _survivor_without_leader(
     decision: _Decision,
     probes: Sequence[NodeProbe],
     record: QuorumRecord,
     now: datetime,
     settings: QuorumSettings,
 ) -> Plan:
-    """A one-member list that still elects no leader: restart its pod once, then only wait."""
-    (survivor,) = decision.members
+    """A downgrade's survivor that has not led yet: grow the list early once it elects alone, restart
+    its pod once if it never does, otherwise wait.
+
+    The early growth is what saves a 10 s read: typesense-server reads its nodes file every 10 s,
+    resets its peers at one read (the list names it alone and it has no leader), is elected 5 to 6 s
+    later, and grows the configuration at its next read. A longer list written only once it leads
+    and is healthy (6 to 9 s after the reset, plus the kubelet's copy) often misses that next read
+    and waits 10 s more. Written as soon as its /raft_stat shows the reset, it is in place well
+    before: at that read the survivor leads and adds the others; were it still electing, a
+    multi-member list is refused by a node without a leader, and nothing changes.
+    """
+    members = decision.members
+    # A one-node list without a survivor recorded: a cluster of one node, or a record from before.
+    survivor = members[0] if record.survivor is None else record.survivor
     since = record.downgraded_at or record.unhealthy_since or now
     waited = (now - since).total_seconds()
     patience = max(settings.grace_seconds, settings.survivor_elects_within_seconds)
-    if record.survivor_restarted or waited < patience:
+    kept = next((p for p in probes if p.index == survivor), None)
+    if not record.survivor_restarted and waited >= patience:
+        contradicted = _contradicted([kept] if kept else [])
+        if contradicted:
+            return decision.plan(
+                Action.HOLD,
+                ReadyReason.QUORUM_DEGRADED,
+                f"single node {survivor}: {contradicted}",
+                record,
+                survivor=survivor,
+            )
+        # Its new pod gets a new address, and must read a list naming it alone to reset again.
         return decision.plan(
-            Action.NONE,
+            Action.RESTART_SURVIVOR,
             ReadyReason.QUORUM_DEGRADED,
-            f"{decision.state}: single node {survivor} has no leader since the downgrade at {_clock(since)}",
-            record,
+            f"{decision.state}: single node {survivor} elected no leader in {waited:.0f} s; "
+            "restarting its pod once",
+            replace(record, survivor_restarted=True),
+            members=(survivor,),
             survivor=survivor,
-            due_in=None if record.survivor_restarted else patience - waited,
-            wait_ends_at=None if record.survivor_restarted else since + timedelta(seconds=patience),
-            then=None if record.survivor_restarted else THEN_RESTART_SURVIVOR,
         )
-    contradicted = _contradicted(probes)
-    if contradicted:
+    joinable = [
+        p.index for p in probes if p.index < decision.desired and p.index not in members and _has_a_log(p)
+    ]
+    # From the one-member list only: spec.incrementalQuorumRecovery's next nodes wait for a leader.
+    if len(members) == 1 and electing_alone(kept) and joinable:
+        assert kept is not None
+        grown = _grow(members, joinable, decision.full, settings.incremental)
+        added = ", ".join(str(i) for i in grown if i not in members)
         return decision.plan(
-            Action.HOLD,
-            ReadyReason.QUORUM_DEGRADED,
-            f"single node {survivor}: {contradicted}",
+            Action.UPGRADE,
+            ReadyReason.QUORUM_UPGRADED,
+            f"node {survivor} has reset its raft configuration to itself alone (its /raft_stat names "
+            f"only {kept.address}) and elects itself within an election timeout: growing the nodes list "
+            f"to {len(grown)} now (adding node(s) {added}), so that the list is in place when it reads "
+            "it again as leader",
             record,
+            members=grown,
             survivor=survivor,
+        )
+    waiting = f"{decision.state}: single node {survivor} has no leader since the downgrade at {_clock(since)}"
+    if len(members) > 1:
+        waiting = (
+            f"{decision.state}: node {survivor}, kept alone by the downgrade at {_clock(since)}, has no "
+            f"leader yet; the nodes list names {len(members)} for when it leads"
         )
     return decision.plan(
-        Action.RESTART_SURVIVOR,
+        Action.NONE,
         ReadyReason.QUORUM_DEGRADED,
-        f"{decision.state}: single node {survivor} elected no leader in {waited:.0f} s; "
-        "restarting its pod once",
-        replace(record, survivor_restarted=True),
+        waiting,
+        record,
         survivor=survivor,
+        due_in=None if record.survivor_restarted else patience - waited,
+        wait_ends_at=None if record.survivor_restarted else since + timedelta(seconds=patience),
+        then=None if record.survivor_restarted else THEN_RESTART_SURVIVOR,
     )
