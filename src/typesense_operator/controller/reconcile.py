@@ -401,9 +401,29 @@ async def probe_cluster(
     )
 
 
-_COMMITTED: dict[str, tuple[int, int]] = {}
-"""The furthest commit seen of each cluster (by uid), as of the last look: its status has it only as of
-the last time anything went wrong or the leader's term changed (quorum/record.py says why)."""
+class CommitMemory:
+    """The furthest commit seen of each cluster, as of the last look: its status has it only as of the
+    last time anything went wrong or the leader's term changed (quorum/record.py says why).
+
+    Kept by (namespace, name) with the uid it was seen for, so that a cluster made again under the same
+    name starts afresh, and forgotten when the cluster is gone.
+    """
+
+    def __init__(self) -> None:
+        self._seen: dict[tuple[str, str], tuple[str, tuple[int, int]]] = {}
+
+    def recall(self, namespace: str, name: str, uid: str) -> tuple[int, int] | None:
+        seen_uid, committed = self._seen.get((namespace, name), (None, None))
+        return committed if seen_uid == uid else None
+
+    def keep(self, namespace: str, name: str, uid: str, committed: tuple[int, int]) -> None:
+        self._seen[(namespace, name)] = (uid, committed)
+
+    def forget(self, namespace: str, name: str) -> None:
+        self._seen.pop((namespace, name), None)
+
+
+COMMITS = CommitMemory()
 
 
 async def manage_quorum(scope: Scope) -> Outcome:
@@ -421,12 +441,13 @@ async def manage_quorum(scope: Scope) -> Outcome:
     previous = (scope.obj.get("status") or {}).get("quorum")
     record = record_from_status(scope.obj.get("status"))
     uid = scope.obj["metadata"].get("uid", "")
-    remembered = max(filter(None, (record.committed, _COMMITTED.get(uid))), default=None)
+    seen = COMMITS.recall(cluster.namespace, cluster.name, uid)
+    remembered = max(filter(None, (record.committed, seen)), default=None)
     record = replace(record, committed=remembered)
     now = utcnow()  # after the probes: a grace is counted to what they saw
     plan = decide(probes, cluster.spec.replicas, record, now, settings)
     if plan.record.committed is not None:
-        _COMMITTED[uid] = plan.record.committed
+        COMMITS.keep(cluster.namespace, cluster.name, uid, plan.record.committed)
     scope.plan, scope.members = plan, plan.members
     scope.nodes = list(zip(targets, probes, target_pods, strict=True))
     scope.nodes_answered = any(probe.reachable for probe in probes)

@@ -26,6 +26,7 @@ from typesense_operator.controller.backup import (
 )
 from typesense_operator.controller.metrics import forget_cluster
 from typesense_operator.controller.reconcile import (
+    COMMITS,
     REFERENCE_GRANTS_FINALIZER,
     finalize,
     needs_finalizer,
@@ -89,6 +90,12 @@ async def _reconcile_cluster(obj: dict[str, Any], context: Context) -> float:
     return await reconcile(obj, context, addressing, settings)
 
 
+def _forget(namespace: str, name: str) -> None:
+    """What the operator keeps in memory of a cluster that is gone: its metrics and its furthest commit."""
+    forget_cluster(namespace, name)
+    COMMITS.forget(namespace, name)
+
+
 OPERATOR = Operator("typesense-operator", TYPESENSE_CLUSTER.group, start=_start_probes, stop=_stop_probes)
 OPERATOR.controller(
     TYPESENSE_CLUSTER,
@@ -105,7 +112,7 @@ OPERATOR.controller(
     finalizer=REFERENCE_GRANTS_FINALIZER,
     finalize=finalize,
     needs_finalizer=needs_finalizer,
-    on_gone=forget_cluster,
+    on_gone=_forget,
 )
 
 
