@@ -63,6 +63,18 @@ def test_a_destructive_action_is_judged_by_the_states_seen_before_it(
     assert judged.reason == "QuorumDowngraded"
 
 
+def test_a_follower_outside_the_leader_configuration_is_no_member() -> None:
+    """A downgrade's survivor leads alone: the others say FOLLOWER until it grows the configuration, and
+    restarting it then is no action against a healthy majority."""
+    alone = Sample(100.0, HEALTHY, outside=frozenset({"b", "c"}))
+    (judged,) = judge_actions([(100.5, "QuorumSurvivorRestarted", "")], [alone], replicas=3)
+    assert judged.justified
+    assert "b=FOLLOWER (outside the leader configuration)" in judged.evidence
+    one_out = Sample(100.0, HEALTHY, outside=frozenset({"c"}))
+    (judged,) = judge_actions([(100.5, "QuorumMemberFenced", "")], [one_out], replicas=3)
+    assert not judged.justified, "the leader and one follower it names are a majority of 3"
+
+
 def test_samples_outside_the_window_do_not_count() -> None:
     samples = [Sample(10.0, ONE_LEFT), Sample(99.0, HEALTHY), Sample(100.0, HEALTHY)]
     (judged,) = judge_actions([(100.5, "QuorumMemberFenced", "")], samples, replicas=3, window=3.0)

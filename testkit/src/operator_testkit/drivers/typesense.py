@@ -166,15 +166,7 @@ class TypesenseCluster:
         leader adds a node's new address only at its next nodes-file refresh): freeze the others then,
         and the one left answering rightly cannot be kept alone."""
         ips = await self.pod_ips()
-
-        async def raft_stat(ip: str) -> bytes | None:
-            try:
-                answer = await self.http.get(f"http://{ip}:{PEERING_PORT}{RAFT_STAT_PATH}", timeout=2)
-            except httpx.HTTPError:
-                return None
-            return answer.content if answer.status_code == 200 else None
-
-        pages = await asyncio.gather(*(raft_stat(ip) for ip in ips.values()))
+        pages = await asyncio.gather(*(self.raft_stat(ip) for ip in ips.values()))
         if any(page is None for page in pages):
             return False
         leaders = [page for page in pages if page and re.search(rb"(?m)^state: LEADER\r?$", page)]
@@ -186,6 +178,24 @@ class TypesenseCluster:
             and b"changing_conf: NO" in leaders[0]
             and set(parse_raft_peers(leaders[0]) or ()) == addresses
         )
+
+    async def raft_stat(self, ip: str) -> bytes | None:
+        """A node's braft /raft_stat page; None when it does not answer."""
+        try:
+            answer = await self.http.get(f"http://{ip}:{PEERING_PORT}{RAFT_STAT_PATH}", timeout=2)
+        except httpx.HTTPError:
+            return None
+        return answer.content if answer.status_code == 200 else None
+
+    async def outside_configuration(self, pod: str) -> frozenset[str]:
+        """The pods whose address ``pod``'s raft configuration does not name; none when it is unknown
+        (the pod does not answer, or its configuration names host names)."""
+        ips = await self.pod_ips()
+        page = await self.raft_stat(ips[pod]) if pod in ips else None
+        peers = parse_raft_peers(page) if page else None
+        if peers is None:
+            return frozenset()
+        return frozenset(name for name, ip in ips.items() if peer_address(ip, PEERING_PORT) not in peers)
 
     async def leader_ip(self) -> str | None:
         """The IP of the node that says it leads, from the first to say so: a hung node does not

@@ -100,12 +100,18 @@ class Sample:
 
     at: float
     states: Mapping[str, str | None]
+    outside: frozenset[str] = frozenset()
+    """Pods whose address the leader's raft configuration does not name (a downgrade's survivor leads
+    alone until it grows the configuration): a FOLLOWER among them follows nobody that counts."""
 
 
 def majority_healthy(sample: Sample, replicas: int) -> bool:
-    """One leader, and a raft majority of the desired nodes in the raft (leader or follower)."""
+    """One leader, and a raft majority of the desired nodes in its raft (itself, or a follower that its
+    configuration names)."""
     states = list(sample.states.values())
-    members = sum(1 for state in states if state in RAFT_MEMBER)
+    members = sum(
+        1 for pod, state in sample.states.items() if state in RAFT_MEMBER and pod not in sample.outside
+    )
     return states.count("LEADER") == 1 and members >= replicas // 2 + 1
 
 
@@ -131,12 +137,17 @@ def judge_actions(
         before = [s for s in samples if at - window <= s.at <= at]
         healthy = [majority_healthy(s, replicas) for s in before]
         justified = not before or not all(healthy)
-        seen = (
-            ", ".join(f"{p}={s or 'silent'}" for p, s in sorted(before[-1].states.items())) if before else ""
-        )
+        seen = ", ".join(_seen(before[-1])) if before else ""
         evidence = f"last seen before it: {seen}" if seen else "no sample in the window"
         judged.append(Judgement(at, reason, message, justified, evidence))
     return judged
+
+
+def _seen(sample: Sample) -> list[str]:
+    return [
+        f"{pod}={state or 'silent'}{' (outside the leader configuration)' if pod in sample.outside else ''}"
+        for pod, state in sorted(sample.states.items())
+    ]
 
 
 def lost_writes(acknowledged: Sequence[str], held: Mapping[str, set[str]]) -> dict[str, list[str]]:
@@ -236,7 +247,9 @@ class _Observer(_Loop):
     async def once(self) -> None:
         states = await self.cluster.states()
         answered = {pod: (state if state != "unreachable" else None) for pod, state in states.items()}
-        self.samples.append(Sample(time.time(), answered))
+        leaders = [pod for pod, state in answered.items() if state == "LEADER"]
+        outside = await self.cluster.outside_configuration(leaders[0]) if len(leaders) == 1 else frozenset()
+        self.samples.append(Sample(time.time(), answered, outside))
 
     def latest(self) -> Sample | None:
         return self.samples[-1] if self.samples else None
