@@ -346,6 +346,9 @@ class Soak:
         fault_at = time.monotonic()
         wall = time.time()
         healing = [await self._apply(fault, step) for fault in step.faults]
+        # A sample of the faulted state at once: the operator may act on a kubelet's report within half
+        # a second, before the observer's next round, and its action is judged by what was seen before.
+        await observer.once()
         await asyncio.gather(*(heal() for heal in healing))
         recovered, ready_after = await self._recovered(fault_at, observer, writer)
         first_write = writer.first_ack_after(fault_at)
