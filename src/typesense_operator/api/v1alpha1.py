@@ -533,7 +533,8 @@ class QuorumStatus(ApiModel):
     survivor: int | None = None
     """The ordinal a downgrade kept, until the cluster has grown back."""
     downgraded_at: datetime | None = None
-    """When the last downgrade to a single node happened."""
+    """When the last downgrade to a single node happened; cleared once a leader is seen (the survivor
+    led), which ends the survivor's own wait."""
     survivor_restarted: bool | None = None
     """Whether the last-resort restart of the survivor's pod was done for this downgrade (it is done once)."""
     last_action: str | None = None

@@ -139,6 +139,8 @@ class QuorumRecord:
     survivor: int | None = None
     """The node a downgrade kept, while the cluster is downgraded or growing back."""
     downgraded_at: datetime | None = None
+    """When the survivor was chosen; cleared once a leader is seen. While set, the survivor has its own
+    wait (no second downgrade), even after the list grew early."""
     survivor_restarted: bool = False
     """Whether the last-resort pod restart was already done for this downgrade."""
     committed: tuple[int, int] | None = None
