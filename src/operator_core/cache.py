@@ -383,10 +383,18 @@ class Informer:
                 failures = await self._back_off(failures, error)
 
     async def _wait_while_not_served(self, scope: str) -> None:
-        """Not served: nothing of the kind exists, which is a synced view too. Look again later."""
+        """Not served: nothing of the kind exists, which is a synced view too. Look again later.
+
+        An answer, so any refusal before it is over: a restarted API server refuses even discovery
+        until its authorizer has read the roles again, and a kind whose CRD is not installed (PodMonitor,
+        HTTPRoute) would otherwise stay forbidden, and its controller's reconciles refused, until the
+        CRD came (seen in the soak: minutes of Ready=False, reason WatchForbidden)."""
         if self.served:
             _log.info("%r: not served; looking again every %.0f s", self, UNSERVED_RECHECK_SECONDS)
-        self.served = False
+        if self.forbidden is not None:
+            _log.info("%r: answered (not served), the refusal is over", self)
+            self.forbidden = None
+        self.served, self._refusals = False, 0
         await self._hold_nothing_until_looked_at(scope, synced=True, seconds=UNSERVED_RECHECK_SECONDS)
 
     async def _wait_while_forbidden(self, scope: str, error: errors.Forbidden) -> None:

@@ -508,6 +508,26 @@ async def test_a_refusal_is_looked_at_again_within_seconds(running: list[Any]) -
     assert informer.forbidden is None
 
 
+async def test_a_refusal_ends_when_the_kind_turns_out_not_to_be_served(running: list[Any]) -> None:
+    """A restarted API server refused even the discovery of a kind whose CRD is not installed; the next
+    look finds it not served, which is an answer: nothing is forbidden any more, and the kind is synced
+    (empty), so the controllers that need it go on."""
+    source = ScriptedSource([])
+    source.list_error = errors.Forbidden(
+        'forbidden: User "system:serviceaccount:ns:op" cannot get path "/apis/monitoring.coreos.com/v1"',
+        status=403,
+    )
+    informer = Informer(source, WatchedKind("monitoring.coreos.com/v1", "PodMonitor"))
+    running.append(asyncio.create_task(informer.run()))
+    await asyncio.sleep(0.1)
+    assert informer.forbidden is not None
+    source.list_error = errors.NotFound("kind PodMonitor is not served", status=404)
+    await asyncio.wait_for(informer.wait_synced(), timeout=3)
+    assert informer.forbidden is None
+    assert informer.settled
+    assert not informer.served
+
+
 async def test_a_delete_requires_synced_only_the_caches_its_controller_declared() -> None:
     cache = Cache(ScriptedSource([]))
     cache.watch([WatchedKind("v1", "Pod"), WatchedKind("v1", "ConfigMap")])
