@@ -660,9 +660,9 @@ def electing_alone(probe: NodeProbe | None) -> bool:
     """Whether a node has reset its raft configuration to itself alone and has no leader yet: its
     /raft_stat names its own current address as the only peer.
 
-    braft elects such a node by itself when its election timer fires (5 to 6 s in typesense-server),
-    with nobody's vote to wait for, and it stays a one-member configuration until, as leader, it
-    reads a longer nodes list.
+    braft elects such a node by itself when its election timer next fires (within 5 to 6 s in
+    typesense-server), with nobody's vote to wait for, and it stays a one-member configuration until,
+    as leader, it reads a longer nodes list.
     """
     return (
         probe is not None
@@ -690,10 +690,10 @@ def _survivor_without_leader(
     its pod once if it never does, otherwise wait.
 
     The early growth is what saves a 10 s read: typesense-server reads its nodes file every 10 s,
-    resets its peers at one read (the list names it alone and it has no leader), is elected 5 to 6 s
+    resets its peers at one read (the list names it alone and it has no leader), is elected up to 6 s
     later, and grows the configuration at its next read. A longer list written only once it leads
-    and is healthy (6 to 9 s after the reset, plus the kubelet's copy) often misses that next read
-    and waits 10 s more. Written as soon as its /raft_stat shows the reset, it is in place well
+    and is healthy (up to 9 s after the reset, plus the kubelet's copy) can miss that next read and
+    wait 10 s more. Written as soon as its /raft_stat shows the reset, it is in place well
     before: at that read the survivor leads and adds the others; were it still electing, a
     multi-member list is refused by a node without a leader, and nothing changes.
     """
