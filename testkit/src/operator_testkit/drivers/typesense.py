@@ -18,7 +18,7 @@ import secrets
 import shutil
 import tempfile
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -145,8 +145,9 @@ class TypesenseCluster:
             if (p.get("status") or {}).get("podIP") and not p["metadata"].get("deletionTimestamp")
         }
 
-    async def states(self) -> dict[str, str]:
-        """Each node's raft state, asked of all at once: a hung node delays the answer by one timeout."""
+    async def states(self, ips: Mapping[str, str] | None = None) -> dict[str, str]:
+        """Each node's raft state, asked of all at once: a hung node delays the answer by one timeout.
+        ``ips``: the pods' addresses, when the caller has just read them (:meth:`pod_ips`)."""
 
         async def state(ip: str) -> str:
             try:
@@ -155,7 +156,7 @@ class TypesenseCluster:
             except (httpx.HTTPError, ValueError):
                 return "unreachable"
 
-        ips = await self.pod_ips()
+        ips = await self.pod_ips() if ips is None else ips
         return dict(zip(ips, await asyncio.gather(*(state(ip) for ip in ips.values())), strict=True))
 
     async def in_step(self) -> bool:
@@ -187,10 +188,9 @@ class TypesenseCluster:
             return None
         return answer.content if answer.status_code == 200 else None
 
-    async def outside_configuration(self, pod: str) -> frozenset[str]:
-        """The pods whose address ``pod``'s raft configuration does not name; none when it is unknown
-        (the pod does not answer, or its configuration names host names)."""
-        ips = await self.pod_ips()
+    async def outside_configuration(self, pod: str, ips: Mapping[str, str]) -> frozenset[str]:
+        """The pods (of ``ips``, each pod's address) whose address ``pod``'s raft configuration does not
+        name; none when it is unknown (the pod does not answer, or its configuration names host names)."""
         page = await self.raft_stat(ips[pod]) if pod in ips else None
         peers = parse_raft_peers(page) if page else None
         if peers is None:

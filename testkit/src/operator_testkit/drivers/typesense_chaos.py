@@ -245,10 +245,13 @@ class _Observer(_Loop):
     samples: list[Sample] = field(default_factory=list)
 
     async def once(self) -> None:
-        states = await self.cluster.states()
+        ips = await self.cluster.pod_ips()  # once for both: a list of pods every half second is enough
+        states = await self.cluster.states(ips)
         answered = {pod: (state if state != "unreachable" else None) for pod, state in states.items()}
         leaders = [pod for pod, state in answered.items() if state == "LEADER"]
-        outside = await self.cluster.outside_configuration(leaders[0]) if len(leaders) == 1 else frozenset()
+        outside = (
+            await self.cluster.outside_configuration(leaders[0], ips) if len(leaders) == 1 else frozenset()
+        )
         self.samples.append(Sample(time.time(), answered, outside))
 
     def latest(self) -> Sample | None:
