@@ -13,7 +13,7 @@ export PATH := $(BIN):$(PATH)
 # Keep bytecode and tool caches out of the work tree.
 export PYTHONPYCACHEPREFIX := $(HOME)/.cache/operator-suite/pycache
 
-.PHONY: install binaries tools nginx image-tools image lint test unit integration e2e run down journey crds
+.PHONY: install binaries tools nginx node-tools image-tools image lint test unit integration e2e run down journey crds
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -36,9 +36,16 @@ binaries: install
 	$(BIN)/operator-suite-dev binaries
 
 # The control-plane binaries, then the Cluster Stack tests' helm, OCI registry and Cluster API CRDs,
-# Prometheus and promtool for the alert-rule tests, and the S3 server of the Typesense backup tests.
-tools: install
-	$(BIN)/operator-suite-dev binaries --clusterstack
+# Prometheus and promtool for the alert-rule tests, the S3 server of the Typesense backup tests, and the
+# real nodes' kubelet, kube-proxy, containerd, CoreDNS and pause.
+tools: install node-tools
+	$(BIN)/operator-suite-dev binaries --clusterstack --nodes
+
+# What real nodes take from Debian: runc (with libseccomp), the CNI plugins, iptables and conntrack for
+# kube-proxy, busybox for the small test images, buildah and mmdebstrap to build every image.
+NODE_PACKAGES := runc containernetworking-plugins iptables conntrack busybox-static buildah mmdebstrap
+node-tools:
+	@dpkg -s $(NODE_PACKAGES) >/dev/null 2>&1 || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(NODE_PACKAGES))
 
 # The node agent runs nginx:* images with Debian's real nginx.
 nginx:

@@ -44,6 +44,7 @@ __all__ = [
     "build_telling",
     "ensure_binaries",
     "find_hack_dir",
+    "kubernetes_ldflags",
     "pin_digest",
     "required_version",
     "run_go",
@@ -121,7 +122,7 @@ def pin_digest(hack: Path, pinned_files: Iterable[str], *recipe: str) -> str:
 
 def _pin_digest(hack: Path, settings: ControlPlaneSettings) -> str:
     """A digest of everything that decides the binaries: the pinned modules and the build flags."""
-    return pin_digest(hack, _PINNED_FILES, _kubernetes_ldflags(settings.kubernetes_version))
+    return pin_digest(hack, _PINNED_FILES, kubernetes_ldflags(settings.kubernetes_version))
 
 
 def cache_directory(settings: ControlPlaneSettings, hack: Path) -> Path:
@@ -171,7 +172,7 @@ def _go_environment() -> dict[str, str]:
     return env
 
 
-def _kubernetes_ldflags(version: str) -> str:
+def kubernetes_ldflags(version: str) -> str:
     """The version stamps upstream's build sets, for servers and for client-go's User-Agent alike."""
     major, minor = version.lstrip("v").split(".")[:2]
     values = {
@@ -250,7 +251,7 @@ def _build(settings: ControlPlaneSettings, hack: Path, target: Path) -> None:
                 "build",
                 "-trimpath",
                 "-ldflags",
-                _kubernetes_ldflags(settings.kubernetes_version),
+                kubernetes_ldflags(settings.kubernetes_version),
                 "-o",
                 f"{staging}/",
                 *(f"k8s.io/kubernetes/cmd/{name}" for name in KUBERNETES_COMMANDS),

@@ -2,7 +2,8 @@
 
 Subcommands:
 
-- ``binaries [--clusterstack]``: build (or reuse) the control-plane binaries (and with
+- ``binaries [--clusterstack] [--nodes]``: build (or reuse) the control-plane binaries (with ``--nodes``,
+  the real nodes' programs; with
   ``--clusterstack``, helm, the OCI registry, the Cluster API CRDs, the Gateway API CRDs,
   Prometheus and promtool, and the S3 server versitygw too) and print where they are;
 - ``controlplane up|down --dir DIR``: a detached local control plane, with ``DIR/kubeconfig``;
@@ -29,6 +30,7 @@ from operator_testkit.controlplane import ControlPlane, ControlPlaneState, runni
 from operator_testkit.image import build_image, push_image
 from operator_testkit.module_crds import ensure_gateway_api_crds, ensure_prometheus_operator_crds
 from operator_testkit.nodeagent.cli import add_agent_commands
+from operator_testkit.nodes.tools import ensure_node_tools
 from operator_testkit.prometheus_tools import ensure_prometheus_tools
 from operator_testkit.s3 import ensure_versitygw
 from operator_testkit.sandbox import (
@@ -53,6 +55,11 @@ def _binaries(arguments: argparse.Namespace) -> int:
     print(binaries.directory)
     for name in ("etcd", *KUBERNETES_COMMANDS):
         print(f"  {binaries.path(name)}")
+    if arguments.nodes:
+        node_tools = ensure_node_tools()
+        print(node_tools.bin)
+        for program in node_tools.programs:
+            print(f"  {node_tools.path(program.name)}")
     if arguments.clusterstack:
         tools = ensure_clusterstack_tools()
         print(tools.directory)
@@ -163,6 +170,12 @@ def _parser() -> argparse.ArgumentParser:
         help="also build or fetch the Cluster Stack tests' tools: helm, the OCI registry (distribution), "
         "the CRDs of Cluster API, its Docker provider and ORC, Prometheus and promtool, and the S3 "
         "server versitygw (from hack/{helm,registry,cluster-api,capd,orc,prometheus,versitygw})",
+    )
+    binaries.add_argument(
+        "--nodes",
+        action="store_true",
+        help="also build the real nodes' programs: kubelet, kube-proxy, containerd, CoreDNS and pause "
+        "(from hack/{node,containerd,coredns,pause}); runc and the CNI plugins come from Debian",
     )
     binaries.set_defaults(run=_binaries)
 

@@ -41,7 +41,7 @@ import yaml
 from operator_core.settings import from_env
 from operator_testkit.binaries import Binaries, ensure_binaries
 from operator_testkit.errors import ControlPlaneError
-from operator_testkit.pki import Pki, create_pki
+from operator_testkit.pki import Pki, create_pki, issue_client_certificate
 from operator_testkit.servers import popen
 from operator_testkit.settings import ControlPlaneSettings
 
@@ -175,13 +175,17 @@ class ControlPlane:
         bind_to_parent: bool = True,
         service_cidr: str = DEFAULT_SERVICE_CIDR,
         disabled_controllers: tuple[str, ...] = (),
+        bind_address: str = "127.0.0.1",
     ) -> None:
+        """``bind_address`` is where the API server listens: loopback, or, for real nodes, the machine's
+        end of their link, which their pods reach too (:mod:`operator_testkit.nodes`)."""
         self.directory = directory.resolve()
         self.settings = settings or from_env(ControlPlaneSettings)
         self._binaries = binaries
         self.bind_to_parent = bind_to_parent
         self.service_cidr = ipaddress.ip_network(service_cidr)
         self.disabled_controllers = disabled_controllers
+        self.bind_address = bind_address
         self._processes: list[subprocess.Popen[bytes]] = []
         self._components: list[_Component] = []
         self._logs: list[IO[bytes]] = []
@@ -249,7 +253,9 @@ class ControlPlane:
         self.directory.mkdir(parents=True, exist_ok=True)
         self.log_dir.mkdir(exist_ok=True)
         try:
-            self.pki = create_pki(self.directory / "pki", service_ip=str(self.service_cidr[1]))
+            self.pki = create_pki(
+                self.directory / "pki", service_ip=str(self.service_cidr[1]), addresses=(self.bind_address,)
+            )
             deadline = time.monotonic() + self.settings.start_timeout
             self._start_etcd(binaries, deadline)
             self._start_apiserver(binaries, deadline)
@@ -401,15 +407,22 @@ class ControlPlane:
     def _start_apiserver(self, binaries: Binaries, deadline: float, port: int | None = None) -> None:
         assert self.pki is not None
         port = port or free_port()
-        self.api_url = f"https://127.0.0.1:{port}"
+        self.api_url = f"https://{self.bind_address}:{port}"
+        kubelet_cert, kubelet_key = issue_client_certificate(
+            self.pki, self.directory / "pki", "kube-apiserver-kubelet-client", ("system:masters",)
+        )
         process = self._spawn(
             "kube-apiserver",
             [
                 str(binaries.kube_apiserver),
                 f"--etcd-servers={self.etcd_url}",
-                "--bind-address=127.0.0.1",
-                "--advertise-address=127.0.0.1",
+                f"--bind-address={self.bind_address}",
+                f"--advertise-address={self.bind_address}",
                 f"--secure-port={port}",
+                # Real nodes' kubelets (logs, exec, port-forward), reached at their InternalIP as this client.
+                f"--kubelet-client-certificate={kubelet_cert}",
+                f"--kubelet-client-key={kubelet_key}",
+                "--kubelet-preferred-address-types=InternalIP",
                 f"--cert-dir={self.directory / 'apiserver-certs'}",
                 f"--tls-cert-file={self.pki.serving_cert}",
                 f"--tls-private-key-file={self.pki.serving_key}",

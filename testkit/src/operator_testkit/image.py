@@ -41,11 +41,13 @@ from operator_testkit.settings import ControlPlaneSettings
 
 __all__ = [
     "BASE_NAME",
+    "Buildah",
     "Image",
     "ImageConfig",
     "ImageNotStored",
     "UnpackedImage",
     "build_image",
+    "buildah_of",
     "image_of_sources",
     "push_image",
     "run_in_image",
@@ -135,7 +137,8 @@ class Buildah:
             return False
 
 
-def _buildah(settings: ControlPlaneSettings) -> Buildah:
+def buildah_of(settings: ControlPlaneSettings) -> Buildah:
+    """buildah on this kit's own image store (under the cache directory)."""
     root = settings.cache_dir / "buildah"
     root.mkdir(parents=True, exist_ok=True)
     return Buildah(root, root / "build.log")
@@ -202,7 +205,7 @@ def _ensure_helm_image(settings: ControlPlaneSettings, buildah: Buildah) -> str:
 def build_image(context: Path, tag: str = "dev", settings: ControlPlaneSettings | None = None) -> Image:
     """Build the repository's Dockerfile in ``context`` as ``localhost/operator-suite:<tag>``."""
     settings = settings or from_env(ControlPlaneSettings)
-    buildah = _buildah(settings)
+    buildah = buildah_of(settings)
     base = _ensure_base(settings, buildah)
     helm = _ensure_helm_image(settings, buildah)
     name = f"{IMAGE_NAME}:{tag}"
@@ -236,7 +239,7 @@ def image_of_sources(context: Path, settings: ControlPlaneSettings | None = None
     (two test workers wait for one build), then found again until a source or the base's recipe
     changes; older ``src-`` images go."""
     settings = settings or from_env(ControlPlaneSettings)
-    buildah = _buildah(settings)
+    buildah = buildah_of(settings)
     base = _ensure_base(settings, buildah)
     helm = _ensure_helm_image(settings, buildah)
     tag = f"{SOURCE_TAG_PREFIX}{sources_hash(context, base, helm)}"
@@ -289,7 +292,7 @@ def run_in_image(
 ) -> str:
     """Run ``command`` in a container of ``image`` (as the image's user, on this machine's network),
     with ``environment`` and the host folders of ``volumes`` mounted at their paths; its output."""
-    buildah = _buildah(settings or from_env(ControlPlaneSettings))
+    buildah = buildah_of(settings or from_env(ControlPlaneSettings))
     container = buildah("from", "--quiet", image, capture=True)
     options = [f"--env={name}={value}" for name, value in (environment or {}).items()]
     options += [f"--volume={host}:{inside}" for host, inside in (volumes or {}).items()]
@@ -301,7 +304,7 @@ def run_in_image(
 
 def tag_image(image: str, name: str, settings: ControlPlaneSettings | None = None) -> None:
     """Give ``image`` the name ``name`` too (in this machine's image store), as ``buildah tag`` does."""
-    _buildah(settings or from_env(ControlPlaneSettings))("tag", image, name)
+    buildah_of(settings or from_env(ControlPlaneSettings))("tag", image, name)
 
 
 def push_image(
@@ -310,7 +313,7 @@ def push_image(
     """Copy ``image`` to ``destination`` (``docker://127.0.0.1:PORT/name:tag`` or ``oci:/dir:tag``).
     ``compress=False`` sends the layers as they are: for a registry on this machine, where gzip would
     only cost CPU (most of a push's time on two cores)."""
-    buildah = _buildah(settings or from_env(ControlPlaneSettings))
+    buildah = buildah_of(settings or from_env(ControlPlaneSettings))
     buildah(
         "push", "--tls-verify=false", *([] if compress else ["--disable-compression"]), image, destination
     )
@@ -365,7 +368,7 @@ def unpacked_image(name: str, settings: ControlPlaneSettings | None = None) -> U
     :class:`ImageNotStored` when the store does not have it.
     """
     settings = settings or from_env(ControlPlaneSettings)
-    buildah = _buildah(settings)
+    buildah = buildah_of(settings)
     try:
         details = json.loads(buildah("inspect", "--type", "image", name, capture=True))
     except ControlPlaneError as error:

@@ -18,7 +18,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-__all__ = ["Pki", "create_pki"]
+__all__ = ["Pki", "create_pki", "issue_client_certificate"]
 
 _VALIDITY = datetime.timedelta(days=30)
 
@@ -92,8 +92,42 @@ def _write(path: Path, data: bytes) -> Path:
     return path
 
 
-def create_pki(directory: Path, *, service_ip: str) -> Pki:
-    """Create a CA, serving and admin certificates, and the service-account key pair in ``directory``."""
+def _client(
+    ca_name: x509.Name, ca_key: ec.EllipticCurvePrivateKey, common_name: str, organizations: tuple[str, ...]
+) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = [x509.NameAttribute(NameOID.ORGANIZATION_NAME, group) for group in organizations]
+    subject.append(x509.NameAttribute(NameOID.COMMON_NAME, common_name))
+    certificate = _certificate(
+        x509.Name(subject), key.public_key(), ca_name, ca_key, usages=[ExtendedKeyUsageOID.CLIENT_AUTH]
+    )
+    return certificate, key
+
+
+def issue_client_certificate(
+    pki: Pki, directory: Path, common_name: str, organizations: tuple[str, ...] = ()
+) -> tuple[Path, Path]:
+    """A client certificate and key signed by ``pki``'s CA, for user ``common_name`` in groups
+    ``organizations`` (a kubelet is ``system:node:<name>`` in ``system:nodes``); their paths."""
+    ca_key = serialization.load_pem_private_key(pki.ca_key.read_bytes(), password=None)
+    ca = x509.load_pem_x509_certificate(pki.ca_cert.read_bytes())
+    if not isinstance(ca_key, ec.EllipticCurvePrivateKey):
+        raise TypeError(f"{pki.ca_key} is not the EC key this kit makes")
+    certificate, key = _client(ca.subject, ca_key, common_name, organizations)
+    directory.mkdir(parents=True, exist_ok=True)
+    stem = common_name.replace(":", "-")
+    return (
+        _write(directory / f"{stem}.crt", certificate.public_bytes(serialization.Encoding.PEM)),
+        _write(directory / f"{stem}.key", _pem_key(key)),
+    )
+
+
+def create_pki(directory: Path, *, service_ip: str, addresses: tuple[str, ...] = ()) -> Pki:
+    """Create a CA, serving and admin certificates, and the service-account key pair in ``directory``.
+
+    The serving certificate names 127.0.0.1, ``service_ip`` (the ``kubernetes`` Service) and any
+    further ``addresses`` the API server is reached at (a real node's pods reach it on the machine's
+    end of their link)."""
     directory.mkdir(parents=True, exist_ok=True)
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "operator-suite-local-ca")])
@@ -114,22 +148,11 @@ def create_pki(directory: Path, *, service_ip: str) -> Pki:
             x509.DNSName("kubernetes.default.svc.cluster.local"),
             x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
             x509.IPAddress(ipaddress.ip_address(service_ip)),
+            *(x509.IPAddress(ipaddress.ip_address(address)) for address in addresses),
         ],
     )
 
-    admin_key = ec.generate_private_key(ec.SECP256R1())
-    admin = _certificate(
-        x509.Name(
-            [
-                x509.NameAttribute(NameOID.ORGANIZATION_NAME, "system:masters"),
-                x509.NameAttribute(NameOID.COMMON_NAME, "operator-suite-admin"),
-            ]
-        ),
-        admin_key.public_key(),
-        ca_name,
-        ca_key,
-        usages=[ExtendedKeyUsageOID.CLIENT_AUTH],
-    )
+    admin, admin_key = _client(ca_name, ca_key, "operator-suite-admin", ("system:masters",))
 
     sa_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     pem = serialization.Encoding.PEM

@@ -1,0 +1,342 @@
+"""A local cluster of real nodes: a control plane, and on each node a real containerd and kubelet,
+with one kube-proxy and CoreDNS for the cluster, all in one slot of this machine (:mod:`.plan`).
+
+:class:`LocalCluster` starts everything in order and stops it leaving nothing behind: its processes,
+shims and containers all live in the slot's cgroups, which are killed as one; every mount is inside
+its directory and unmounted; its network namespace and link are deleted; the machine's settings are
+put back when no other slot is held (:mod:`.host`).
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import os
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import yaml
+
+from operator_testkit.binaries import say
+from operator_testkit.controlplane import ControlPlane, free_port
+from operator_testkit.errors import ControlPlaneError
+from operator_testkit.nodes import host
+from operator_testkit.nodes.configs import (
+    cni_conflist,
+    containerd_config,
+    kube_proxy_config,
+    kubelet_config,
+    resolv_conf,
+)
+from operator_testkit.nodes.dns import coredns_manifests
+from operator_testkit.nodes.images import NodeImage, base_node_images, load_images
+from operator_testkit.nodes.plan import NodePlan, NodesPlan, nodes_plan
+from operator_testkit.nodes.tools import NodeTools, ensure_node_tools
+from operator_testkit.pki import issue_client_certificate
+from operator_testkit.servers import log_tail, popen
+
+__all__ = ["LocalCluster"]
+
+_READY_TIMEOUT = 120.0
+_STOP_GRACE = 10.0
+
+
+@dataclass
+class _Daemon:
+    name: str
+    process: subprocess.Popen[bytes]
+    log: Path
+
+
+@dataclass
+class LocalCluster:
+    """``count`` real nodes and their control plane under ``directory``.
+
+    ``bound`` makes every process die with this one (tests); the sandbox's are not bound.
+    ``extra_images`` are loaded into every node besides pause, CoreDNS and busybox.
+    """
+
+    directory: Path
+    count: int = 3
+    bound: bool = True
+    extra_images: list[NodeImage] = field(default_factory=list)
+    control_plane: ControlPlane | None = None
+    plan: NodesPlan | None = None
+    tools: NodeTools | None = None
+    _slot: host.Slot | None = None
+    _daemons: list[_Daemon] = field(default_factory=list)
+    _logs: list[IO[bytes]] = field(default_factory=list)
+
+    # -- lifecycle
+
+    def __enter__(self) -> LocalCluster:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        """Everything, in order; on a failure, whatever started is stopped and the error says which step."""
+        self.directory = self.directory.resolve()
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.tools = ensure_node_tools()
+        images = [*base_node_images(self.tools), *self.extra_images]
+        self._slot = host.acquire_slot(self.directory)
+        self.plan = nodes_plan(self._slot.index, self.count, self.directory / "slot")
+        try:
+            started = time.monotonic()
+            host.create_network(self.plan)
+            host.make_cgroups(self._daemons_cgroup)
+            self.control_plane = ControlPlane(
+                self.directory / "controlplane",
+                bind_to_parent=self.bound,
+                service_cidr=str(self.plan.service_range),
+                bind_address=str(self.plan.api_address),
+            )
+            self.control_plane.start()
+            (self.plan.directory / "resolv.conf").write_text(resolv_conf(self.plan))
+            for node in self.plan.nodes:
+                self._start_containerd(node)
+            for node in self.plan.nodes:
+                self._wait_for_socket(node)
+                load_images(self._ctr(node), images)
+            for node in self.plan.nodes:
+                self._start_kubelet(node)
+            self._start_kube_proxy()
+            self._wait_for_nodes()
+            self._start_dns()
+            took = time.monotonic() - started
+            say(f"{self.count} real nodes Ready in {took:.0f} s (slot {self.plan.slot})", "nodes")
+        except BaseException:
+            self.stop()
+            raise
+
+    def stop(self) -> None:
+        """Stop everything and give the slot back; safe to call twice, and after a failed start."""
+        for daemon in reversed(self._daemons):
+            if daemon.process.poll() is None:
+                daemon.process.terminate()
+        for daemon in self._daemons:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                daemon.process.wait(timeout=_STOP_GRACE)
+        if self.plan is not None:
+            host.kill_cgroup_tree(f"/operator-suite/slot{self.plan.slot}")
+        for daemon in self._daemons:
+            with contextlib.suppress(ProcessLookupError, OSError):
+                daemon.process.kill()
+            daemon.process.wait()
+        self._daemons.clear()
+        for handle in self._logs:
+            handle.close()
+        self._logs.clear()
+        if self.control_plane is not None:
+            self.control_plane.stop()
+        if self.plan is not None:
+            host.unmount_under(self.plan.directory)
+            host.delete_network(self.plan)
+        if self._slot is not None:
+            host.give_back_slot(self._slot)
+            self._slot = None
+
+    # -- what tests use
+
+    @property
+    def kubeconfig(self) -> Path:
+        assert self.control_plane is not None
+        return self.control_plane.kubeconfig
+
+    def load(self, images: list[NodeImage]) -> None:
+        """Load more images into every node (the suite's own, built from the checkout, say)."""
+        assert self.plan is not None
+        for node in self.plan.nodes:
+            load_images(self._ctr(node), images)
+
+    def in_namespace(self, *argv: str) -> list[str]:
+        """``argv`` run in the nodes' network namespace (what a process on a node sees)."""
+        assert self.plan is not None
+        return host.in_namespace(self.plan, *argv)
+
+    def ctr(self, node: str, *arguments: str) -> str:
+        """``ctr`` against ``node``'s containerd (namespace k8s.io); its output."""
+        assert self.plan is not None
+        (plan,) = [n for n in self.plan.nodes if n.name == node]
+        done = subprocess.run([*self._ctr(plan), "--namespace", "k8s.io", *arguments],
+                              capture_output=True, text=True, check=True, timeout=60)  # fmt: skip
+        return done.stdout
+
+    # -- daemons
+
+    @property
+    def _daemons_cgroup(self) -> str:
+        assert self.plan is not None
+        return f"/operator-suite/slot{self.plan.slot}/daemons"
+
+    def _spawn(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> _Daemon:
+        assert self.plan is not None
+        assert self._slot is not None
+        log_path = self.plan.directory / "logs" / f"{name}.log"
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        log = log_path.open("ab")
+        self._logs.append(log)
+        process = popen(
+            host.in_namespace(self.plan, *argv),
+            bound=self.bound,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env=env,
+            # The slot's lock lives as long as any of its daemons: a killed test run frees it by dying.
+            pass_fds=(self._slot.descriptor,),
+        )
+        # Its children (containerd's shims, above all) are born in the slot's cgroups, so they die with it.
+        host.join_cgroups(process.pid, self._daemons_cgroup)
+        daemon = _Daemon(name, process, log_path)
+        self._daemons.append(daemon)
+        return daemon
+
+    def _ctr(self, node: NodePlan) -> list[str]:
+        assert self.tools is not None
+        return [str(self.tools.path("ctr")), "--address", str(node.sockets / "containerd.sock")]
+
+    def _start_containerd(self, node: NodePlan) -> None:
+        assert self.tools is not None
+        config = node.directory / "containerd.toml"
+        node.directory.mkdir(parents=True, exist_ok=True)
+        node.sockets.mkdir(parents=True, exist_ok=True)
+        config.write_text(containerd_config(node))
+        cni = node.directory / "cni" / "net.d"
+        cni.mkdir(parents=True, exist_ok=True)
+        (cni / "10-operator-suite.conflist").write_text(json.dumps(cni_conflist(node), indent=2))
+        env = {
+            **os.environ,
+            "PATH": f"{self.tools.bin}:{os.environ.get('PATH', '/usr/sbin:/usr/bin:/sbin:/bin')}",
+        }
+        self._spawn(
+            f"containerd-{node.name}", [str(self.tools.path("containerd")), "--config", str(config)], env
+        )
+
+    def _wait_for_socket(self, node: NodePlan) -> None:
+        (daemon,) = [d for d in self._daemons if d.name == f"containerd-{node.name}"]
+        socket = node.sockets / "containerd.sock"
+        self._until(f"containerd of {node.name}", daemon, socket.exists, 30.0)
+
+    def _kubeconfig(self, name: str, user: str, groups: tuple[str, ...]) -> Path:
+        assert self.control_plane is not None
+        assert self.control_plane.pki is not None
+        assert self.plan is not None
+        certificate, key = issue_client_certificate(
+            self.control_plane.pki, self.plan.directory / "pki", user, groups
+        )
+        text = self.control_plane.kubeconfig_text({
+            "client-certificate-data": base64.b64encode(certificate.read_bytes()).decode(),
+            "client-key-data": base64.b64encode(key.read_bytes()).decode(),
+        })  # fmt: skip
+        path = self.plan.directory / f"{name}.kubeconfig"
+        path.write_text(text)
+        path.chmod(0o600)
+        return path
+
+    def _start_kubelet(self, node: NodePlan) -> None:
+        assert self.tools is not None
+        assert self.plan is not None
+        assert self.control_plane is not None
+        assert self.control_plane.pki is not None
+        host.make_cgroups(node.cgroup_root)
+        kubeconfig = self._kubeconfig(node.name, f"system:node:{node.name}", ("system:nodes",))
+        config = node.directory / "kubelet.yaml"
+        document = kubelet_config(node, self.plan, port=free_port(), ca_file=self.control_plane.pki.ca_cert)
+        config.write_text(yaml.safe_dump(document, sort_keys=False))
+        self._spawn(
+            f"kubelet-{node.name}",
+            [
+                str(self.tools.path("kubelet")),
+                f"--config={config}",
+                f"--kubeconfig={kubeconfig}",
+                f"--hostname-override={node.name}",
+                f"--node-ip={node.address}",
+                f"--root-dir={node.directory / 'kubelet'}",
+                f"--cert-dir={node.directory / 'kubelet-pki'}",
+                f"--node-labels=topology.kubernetes.io/zone={node.zone}",
+            ],
+        )
+
+    def _start_kube_proxy(self) -> None:
+        assert self.tools is not None
+        assert self.plan is not None
+        kubeconfig = self._kubeconfig("kube-proxy", "system:kube-proxy", ())
+        config = self.plan.directory / "kube-proxy.yaml"
+        document = kube_proxy_config(
+            self.plan, kubeconfig=kubeconfig, metrics_port=free_port(), healthz_port=free_port()
+        )
+        config.write_text(yaml.safe_dump(document, sort_keys=False))
+        self._spawn("kube-proxy", [str(self.tools.path("kube-proxy")), f"--config={config}"])
+
+    def _start_dns(self) -> None:
+        assert self.plan is not None
+        assert self.control_plane is not None
+        manifests = coredns_manifests(self.plan)
+        path = self.plan.directory / "coredns.yaml"
+        path.write_text(yaml.safe_dump_all(manifests, sort_keys=False))
+        self.control_plane.kubectl("apply", "--server-side", "-f", str(path))
+        self.control_plane.kubectl(
+            "-n", "kube-system", "rollout", "status", "deployment/coredns", f"--timeout={_READY_TIMEOUT:.0f}s"
+        )
+
+    # -- waiting
+
+    def _until(self, what: str, daemon: _Daemon, ready: Callable[[], bool], timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if daemon.process.poll() is not None:
+                raise ControlPlaneError(
+                    f"{daemon.name} exited with code {daemon.process.returncode} while starting; "
+                    f"last lines of {daemon.log}:\n{log_tail(daemon.log)}"
+                )
+            if ready():
+                return
+            time.sleep(0.1)
+        raise ControlPlaneError(
+            f"{what} was not ready in {timeout:.0f} s; last lines of {daemon.log}:\n{log_tail(daemon.log)}"
+        )
+
+    def _wait_for_nodes(self) -> None:
+        assert self.control_plane is not None
+        assert self.plan is not None
+        names = {node.name for node in self.plan.nodes}
+        deadline = time.monotonic() + _READY_TIMEOUT
+        ready: set[str] = set()
+        while time.monotonic() < deadline:
+            for daemon in self._daemons:
+                if daemon.process.poll() is not None:
+                    raise ControlPlaneError(
+                        f"{daemon.name} exited with code {daemon.process.returncode}; "
+                        f"last lines of {daemon.log}:\n{log_tail(daemon.log)}"
+                    )
+            listed: dict[str, Any] = json.loads(self.control_plane.kubectl("get", "nodes", "-o", "json"))
+            ready = {
+                item["metadata"]["name"]
+                for item in listed["items"]
+                if any(
+                    c["type"] == "Ready" and c["status"] == "True"
+                    for c in item["status"].get("conditions", [])
+                )
+            }
+            if names <= ready:
+                return
+            time.sleep(0.3)
+        kubelets = [
+            d
+            for d in self._daemons
+            if d.name.startswith("kubelet-") and d.name.removeprefix("kubelet-") not in ready
+        ]
+        tails = "\n".join(f"--- {d.log}\n{log_tail(d.log, 15)}" for d in kubelets)
+        raise ControlPlaneError(
+            f"nodes {sorted(names - ready)} were not Ready in {_READY_TIMEOUT:.0f} s:\n{tails}"
+        )

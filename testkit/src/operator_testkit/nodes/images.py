@@ -1,0 +1,163 @@
+"""The images real nodes run, built here with buildah (no registry is reached), and loaded into each
+node's containerd under the names pods ask for.
+
+=================================  =============================================================
+image                              what it holds
+=================================  =============================================================
+localhost/operator-suite-pause:1   hack/pause: every pod's sandbox
+localhost/operator-suite-coredns   CoreDNS from hack/coredns: the cluster's DNS
+busybox:1.36                       Debian's busybox-static: the tests' small pods
+=================================  =============================================================
+
+An image loaded under a name that is not its own says so in :attr:`NodeImage.loaded_as`, one line
+each, which the sandbox prints: a pod that asks for ``busybox:1.36`` gets Debian bookworm's
+busybox 1.35, for example.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from operator_core.settings import from_env
+from operator_testkit.binaries import build_once, say
+from operator_testkit.errors import ControlPlaneError
+from operator_testkit.image import SOURCE_DATE_EPOCH, Buildah, buildah_of
+from operator_testkit.nodes.configs import PAUSE_IMAGE
+from operator_testkit.nodes.tools import NodeTools
+from operator_testkit.settings import ControlPlaneSettings
+
+__all__ = ["COREDNS_IMAGE", "NodeImage", "base_node_images", "load_images"]
+
+COREDNS_IMAGE = "localhost/operator-suite-coredns:1"
+BUSYBOX = Path("/bin/busybox")
+
+
+@dataclass(frozen=True)
+class NodeImage:
+    """An image in this machine's buildah store, and the names a node's containerd knows it by."""
+
+    built: str
+    """Its name in the buildah store."""
+    names: tuple[str, ...]
+    """What pods may ask for; the first is its own name."""
+    loaded_as: tuple[str, ...] = field(default=())
+    """One line per name that is not its own, saying what it really is."""
+
+
+def _from_scratch(
+    buildah: Buildah, tag: str, files: dict[Path, str], entrypoint: list[str], *run: list[str]
+) -> None:
+    container = buildah("from", "scratch", capture=True)
+    try:
+        for source, target in files.items():
+            buildah("add", container, str(source), target)
+        for command in run:
+            buildah("run", "--isolation", "chroot", container, "--", *command)
+        if entrypoint:
+            buildah("config", "--entrypoint", str(entrypoint).replace("'", '"'), container)
+        buildah("commit", "--quiet", "--timestamp", SOURCE_DATE_EPOCH, container, tag)
+    finally:
+        buildah("rm", container)
+
+
+def _digest_of(paths: Iterable[Path], *recipe: object) -> str:
+    """12 hex digits over the files an image holds and the steps that make it: either changed, a new tag."""
+    digest = hashlib.sha256(repr(recipe).encode())
+    for path in paths:
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:12]
+
+
+def base_node_images(tools: NodeTools, settings: ControlPlaneSettings | None = None) -> list[NodeImage]:
+    """pause, CoreDNS and busybox, built once per binary (a changed build gets a new tag)."""
+    settings = settings or from_env(ControlPlaneSettings)
+    buildah = buildah_of(settings)
+    if not BUSYBOX.exists():
+        raise ControlPlaneError(
+            f"{BUSYBOX} is missing: apt-get install busybox-static (make node-tools does)"
+        )
+    recipes = [
+        (PAUSE_IMAGE, {tools.path("pause"): "/pause"}, ["/pause"], []),
+        (COREDNS_IMAGE, {tools.path("coredns"): "/coredns"}, ["/coredns"], []),
+        (
+            "localhost/operator-suite-busybox:1",
+            {BUSYBOX: "/bin/busybox"},
+            [],
+            [
+                ["/bin/busybox", "--install", "-s", "/bin"],
+                ["/bin/busybox", "mkdir", "-m", "1777", "/tmp"],  # noqa: S108 (the image's own /tmp)
+            ],
+        ),
+    ]
+    images = []
+    for name, files, entrypoint, run in recipes:
+        built = f"{name}-{_digest_of(files, sorted(files.values()), entrypoint, run)}"
+        if not buildah.has_image(built):
+            say(f"building {name}", "nodes")
+            _from_scratch(buildah, built, files, entrypoint, *run)
+        images.append(NodeImage(built, (name,)))
+    busybox = images[-1]
+    images[-1] = NodeImage(
+        busybox.built,
+        (*busybox.names, "busybox:1.36", "busybox:latest"),
+        ("busybox:1.36 and busybox:latest are Debian bookworm's busybox-static",),
+    )
+    return images
+
+
+def _archive(buildah: Buildah, image: NodeImage, directory: Path) -> Path:
+    """The image as a docker-archive (what ``ctr images import`` reads), made once per image id."""
+    image_id = buildah(
+        "inspect", "--type", "image", "--format", "{{.FromImageID}}", image.built, capture=True
+    )
+    archive = directory / f"{image_id[:16]}.tar"
+
+    def export() -> None:
+        partial = archive.with_suffix(".partial")
+        partial.unlink(missing_ok=True)
+        buildah("push", "--quiet", image.built, f"docker-archive:{partial}:{image.names[0]}")
+        partial.rename(archive)
+
+    build_once(directory, archive.exists, export)
+    return archive
+
+
+def load_images(
+    ctr: list[str], images: Iterable[NodeImage], settings: ControlPlaneSettings | None = None
+) -> None:
+    """Import each image into the containerd that ``ctr`` (the command and its ``--address``) talks to,
+    under all its names, pinned so that the kubelet's image collection never removes it."""
+    settings = settings or from_env(ControlPlaneSettings)
+    buildah = buildah_of(settings)
+    directory = settings.cache_dir / "node-images"
+    directory.mkdir(parents=True, exist_ok=True)
+    for image in images:
+        archive = _archive(buildah, image, directory)
+        _ctr(ctr, "images", "import", "--no-unpack", str(archive))
+        own = _normalized(image.names[0])
+        for alias in image.names[1:]:
+            _ctr(ctr, "images", "tag", "--force", own, _normalized(alias))
+        for name in image.names:
+            _ctr(ctr, "images", "label", _normalized(name), "io.cri-containerd.pinned=pinned")
+
+
+def _normalized(name: str) -> str:
+    """The name as the CRI knows it: ``busybox:1.36`` is ``docker.io/library/busybox:1.36``."""
+    first = name.split("/", 1)[0]
+    if "/" not in name:
+        return f"docker.io/library/{name}"
+    if "." in first or ":" in first or first == "localhost":
+        return name
+    return f"docker.io/{name}"
+
+
+def _ctr(ctr: list[str], *arguments: str) -> None:
+    done = subprocess.run(
+        [*ctr, "--namespace", "k8s.io", *arguments], capture_output=True, text=True, check=False, timeout=300
+    )
+    if done.returncode != 0:
+        raise ControlPlaneError(f"ctr {' '.join(arguments)} failed: {done.stderr.strip()}")

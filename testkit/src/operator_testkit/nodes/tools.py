@@ -1,0 +1,142 @@
+"""Build, or reuse, the programs of a real node from Go modules pinned under ``hack/``, the way
+:mod:`operator_testkit.binaries` builds the control plane. One table says what is built from where:
+
+=============================  ================  ===============================================
+program                        pinned in         why this one
+=============================  ================  ===============================================
+kubelet, kube-proxy            hack/node         the control plane's k8s.io/kubernetes v1.35.4
+containerd, its runc shim,     hack/containerd   containerd 2 (Debian's 1.6 is past upstream's
+ctr                                              support; 2.x runs the same here)
+coredns                        hack/coredns      the cluster's DNS, run as a pod
+pause                          hack/pause        every pod's sandbox, our own twenty lines
+=============================  ================  ===============================================
+
+runc, the CNI plugins and iptables come from Debian's packages (``make node-tools``): runc needs
+libseccomp through cgo, which these static builds do not have. Everything lands in
+``<cache_dir>/nodes-<hash of the pinned files and flags>/bin``; only a missing program is built.
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from operator_core.settings import from_env
+from operator_testkit.binaries import (
+    build_once,
+    build_telling,
+    find_hack_dir,
+    kubernetes_ldflags,
+    pin_digest,
+    required_version,
+)
+from operator_testkit.errors import ControlPlaneError
+from operator_testkit.settings import ControlPlaneSettings
+
+__all__ = ["DEBIAN_PROGRAMS", "GoProgram", "NodeTools", "ensure_node_tools", "node_programs"]
+
+_CONTAINERD = "github.com/containerd/containerd/v2"
+_COREDNS = "github.com/coredns/coredns"
+
+
+@dataclass(frozen=True)
+class GoProgram:
+    """One program built from a pinned module: its name, the ``hack/`` folder pinning it, its package
+    and the linker flags its upstream release sets (versions, mostly)."""
+
+    name: str
+    module: str
+    package: str
+    ldflags: str
+
+
+def node_programs(hack: Path, settings: ControlPlaneSettings) -> tuple[GoProgram, ...]:
+    """The table above, with each upstream's version stamps (read from the pins)."""
+    kubernetes = kubernetes_ldflags(settings.kubernetes_version)
+    containerd = required_version(hack / "containerd" / "go.mod", _CONTAINERD)
+    containerd_flags = f"-s -w -X {_CONTAINERD}/version.Version={containerd}"
+    return (
+        GoProgram("kubelet", "node", "k8s.io/kubernetes/cmd/kubelet", kubernetes),
+        GoProgram("kube-proxy", "node", "k8s.io/kubernetes/cmd/kube-proxy", kubernetes),
+        GoProgram("containerd", "containerd", f"{_CONTAINERD}/cmd/containerd", containerd_flags),
+        GoProgram(
+            "containerd-shim-runc-v2",
+            "containerd",
+            f"{_CONTAINERD}/cmd/containerd-shim-runc-v2",
+            containerd_flags,
+        ),
+        GoProgram("ctr", "containerd", f"{_CONTAINERD}/cmd/ctr", containerd_flags),
+        GoProgram("coredns", "coredns", _COREDNS, "-s -w"),
+        GoProgram("pause", "pause", ".", "-s -w"),
+    )
+
+
+DEBIAN_PROGRAMS = {
+    "runc": "runc",
+    "iptables": "iptables",
+    "nsenter": "util-linux",
+    "ip": "iproute2",
+    "conntrack": "conntrack",
+}
+"""The programs a node takes from Debian, with the package that brings each."""
+
+
+@dataclass(frozen=True)
+class NodeTools:
+    directory: Path
+    programs: tuple[GoProgram, ...]
+
+    @property
+    def bin(self) -> Path:
+        return self.directory / "bin"
+
+    def path(self, name: str) -> Path:
+        return self.bin / name
+
+    def complete(self) -> bool:
+        return all(self.path(program.name).is_file() for program in self.programs)
+
+
+def missing_debian_programs() -> list[str]:
+    """The Debian packages to install for the programs a node needs that are not on this machine."""
+    return sorted({package for program, package in DEBIAN_PROGRAMS.items() if shutil.which(program) is None})
+
+
+def ensure_node_tools(settings: ControlPlaneSettings | None = None) -> NodeTools:
+    """The node programs at their pinned versions, built first if the cache lacks them; refuses at once,
+    naming the packages, when a Debian program a node needs is missing."""
+    missing = missing_debian_programs()
+    if missing:
+        raise ControlPlaneError(
+            f"real nodes need Debian's {', '.join(missing)}, not installed here: "
+            f"apt-get install {' '.join(missing)} (make node-tools does)"
+        )
+    settings = settings or from_env(ControlPlaneSettings)
+    hack = find_hack_dir()
+    programs = node_programs(hack, settings)
+    pinned = [
+        f"{module}/{name}"
+        for module in ("node", "containerd", "coredns", "pause")
+        for name in ("go.mod", "go.sum")
+    ]
+    pinned = [name for name in pinned if (hack / name).exists()] + ["pause/main.go"]
+    recipe = [f"{p.name} {p.module} {p.package} {p.ldflags}" for p in programs]
+    tools = NodeTools(settings.cache_dir / f"nodes-{pin_digest(hack, pinned, *recipe)}", programs)
+
+    def build() -> None:
+        log = tools.directory / "build.log"
+        for program in programs:
+            if not tools.path(program.name).is_file():
+                what = f"{program.name} ({program.module})"
+                build_telling(
+                    what,
+                    tools.path(program.name),
+                    program.package,
+                    program.ldflags,
+                    hack / program.module,
+                    log,
+                )
+
+    build_once(tools.directory, tools.complete, build)
+    return tools

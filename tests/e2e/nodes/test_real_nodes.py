@@ -1,0 +1,199 @@
+"""Real nodes: a real kubelet, containerd and runc per node, kube-proxy, CoreDNS, and a network from
+which nothing leaves the machine."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import time
+from typing import Any
+
+import pytest
+
+from operator_core.kube import Kube
+from operator_testkit.fixtures import Kubectl, wait_until
+from operator_testkit.image import Image
+from operator_testkit.nodes.cluster import LocalCluster
+from operator_testkit.nodes.host import EGRESS_CHAIN, leftovers
+from operator_testkit.nodes.images import NodeImage
+
+BUSYBOX = "busybox:1.36"
+RESTRICTED = {
+    "runAsNonRoot": True,
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
+LOCKED_DOWN = {
+    "allowPrivilegeEscalation": False,
+    "readOnlyRootFilesystem": True,
+    "capabilities": {"drop": ["ALL"]},
+}
+
+
+def pod(name: str, namespace: str, image: str, script: str, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "restartPolicy": "Never",
+            "terminationGracePeriodSeconds": 1,
+            "containers": [
+                {
+                    "name": "main",
+                    "image": image,
+                    "imagePullPolicy": "Never",
+                    "command": ["/bin/sh", "-c", script],
+                    **spec.pop("container", {}),
+                }
+            ],
+            **spec,
+        },
+    }
+
+
+async def finished(kube: Kube, namespace: str, name: str, timeout: float = 60.0) -> dict[str, Any]:
+    async def done() -> dict[str, Any] | None:
+        found = await kube.get("v1", "Pod", name, namespace)
+        phase = ((found or {}).get("status") or {}).get("phase")
+        return found if phase in ("Succeeded", "Failed") else None
+
+    result = await wait_until(done, timeout=timeout, what=f"pod {name} to finish")
+    assert isinstance(result, dict)
+    return result
+
+
+async def in_nodes_namespace(cluster: LocalCluster, *argv: str) -> str:
+    command = cluster.in_namespace(*argv)
+    done = await asyncio.to_thread(subprocess.run, command, capture_output=True, text=True, check=True)
+    return done.stdout
+
+
+def logs(kubectl: Kubectl, namespace: str, name: str) -> str:
+    return kubectl("-n", namespace, "logs", name).stdout
+
+
+def test_three_nodes_run_the_pinned_kubelet_on_containerd_in_their_zones(kubectl: Kubectl) -> None:
+    nodes = json.loads(kubectl("get", "nodes", "-o", "json").stdout)["items"]
+    seen = {
+        n["metadata"]["name"]: (
+            n["metadata"]["labels"]["topology.kubernetes.io/zone"],
+            n["status"]["nodeInfo"]["kubeletVersion"],
+            n["status"]["nodeInfo"]["containerRuntimeVersion"].split(":")[0],
+            next(c["status"] for c in n["status"]["conditions"] if c["type"] == "Ready"),
+        )
+        for n in nodes
+    }
+    assert seen == {
+        "node-a": ("zone-a", "v1.35.4", "containerd", "True"),
+        "node-b": ("zone-b", "v1.35.4", "containerd", "True"),
+        "node-c": ("zone-c", "v1.35.4", "containerd", "True"),
+    }
+
+
+async def test_a_pod_finds_the_api_server_by_its_service_name_through_cluster_dns(
+    kube: Kube, namespace: str, kubectl: Kubectl
+) -> None:
+    script = (
+        "nslookup kubernetes.default.svc.cluster.local && "
+        "nc -w 3 kubernetes.default.svc.cluster.local 443 </dev/null && echo reached"
+    )
+    await kube.create(pod("dns", namespace, BUSYBOX, script))
+    done = await finished(kube, namespace, "dns")
+    output = logs(kubectl, namespace, "dns")
+    assert done["status"]["phase"] == "Succeeded", output
+    assert "reached" in output
+
+
+async def test_a_name_outside_the_cluster_gets_no_answer_from_anywhere(
+    kube: Kube, namespace: str, kubectl: Kubectl
+) -> None:
+    started = time.monotonic()
+    await kube.create(pod("outside", namespace, BUSYBOX, "nslookup example.org; echo rc=$?"))
+    await finished(kube, namespace, "outside")
+    output = logs(kubectl, namespace, "outside")
+    assert "rc=1" in output, output
+    assert time.monotonic() - started < 30
+
+
+async def test_nothing_a_pod_sends_outside_the_pod_and_service_ranges_leaves(
+    kube: Kube, namespace: str, kubectl: Kubectl, real_cluster: LocalCluster
+) -> None:
+    # Addresses of every kind a packet must never reach: this machine's own network, a private range,
+    # a public one. Each must fail: the namespace routes none of them, and its guard drops them too.
+    script = "; ".join(
+        f"nc -w 2 {address} 80 </dev/null; echo {address}=$?"
+        for address in ("192.0.2.1", "10.0.0.1", "1.1.1.1")
+    )
+    await kube.create(pod("egress", namespace, BUSYBOX, script))
+    await finished(kube, namespace, "egress")
+    output = logs(kubectl, namespace, "egress")
+    for address in ("192.0.2.1", "10.0.0.1", "1.1.1.1"):
+        assert f"{address}=1" in output, output
+    forward = await in_nodes_namespace(real_cluster, "iptables", "-w", "-t", "mangle", "-S", "FORWARD")
+    assert f"-A FORWARD -j {EGRESS_CHAIN}" in forward.splitlines()[1], forward
+    routes = await in_nodes_namespace(real_cluster, "ip", "route", "show", "default")
+    assert routes.strip() == "", f"the nodes' namespace has a default route: {routes}"
+
+
+async def test_pods_on_different_nodes_reach_each_other_through_a_service(
+    kube: Kube, namespace: str, kubectl: Kubectl
+) -> None:
+    labels = {"app": "echo"}
+    server = pod("server", namespace, BUSYBOX, "echo hello > /tmp/index.html && httpd -f -p 8080 -h /tmp",
+                 nodeName="node-a")  # fmt: skip
+    server["metadata"]["labels"] = labels
+    server["spec"]["restartPolicy"] = "Always"
+    await kube.create(server)
+    await kube.create({
+        "apiVersion": "v1", "kind": "Service", "metadata": {"name": "echo", "namespace": namespace},
+        "spec": {"selector": labels, "ports": [{"port": 80, "targetPort": 8080}]},
+    })  # fmt: skip
+    fetch = "for i in $(seq 30); do wget -q -O - http://echo/index.html && exit 0; sleep 1; done; exit 1"
+    client = pod("client", namespace, BUSYBOX, fetch, nodeName="node-c")
+    await kube.create(client)
+    done = await finished(kube, namespace, "client", timeout=90)
+    assert done["status"]["phase"] == "Succeeded", logs(kubectl, namespace, "client")
+    assert logs(kubectl, namespace, "client").strip() == "hello"
+
+
+async def test_the_operator_image_runs_as_65532_and_runc_keeps_its_root_filesystem_read_only(
+    kube: Kube, namespace: str, kubectl: Kubectl, real_cluster: LocalCluster, suite_image: Image
+) -> None:
+    real_cluster.load([NodeImage(suite_image.name, (suite_image.name,))])
+    script = (
+        "id -u; id -g; touch /opt/operator-suite/probe 2>&1; echo wrote=$?; touch /tmp/probe; echo tmp=$?"
+    )
+    manifest = pod(
+        "operator-image", namespace, suite_image.name, script,
+        securityContext=RESTRICTED,
+        container={"securityContext": LOCKED_DOWN,
+                   "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}]},
+        volumes=[{"name": "tmp", "emptyDir": {}}],
+    )  # fmt: skip
+    await kube.create(manifest)
+    await finished(kube, namespace, "operator-image")
+    lines = logs(kubectl, namespace, "operator-image").splitlines()
+    assert lines[:2] == ["65532", "65532"], lines
+    assert "Read-only file system" in lines[2], lines
+    assert lines[3:] == ["wrote=1", "tmp=0"], lines
+
+
+async def test_a_memory_limit_is_enforced_by_the_kernel(kube: Kube, namespace: str) -> None:
+    manifest = pod(
+        "hog", namespace, BUSYBOX, "head -c 200m /dev/zero | tail > /dev/null",
+        container={"resources": {"limits": {"memory": "32Mi"}}},
+    )  # fmt: skip
+    await kube.create(manifest)
+    done = await finished(kube, namespace, "hog")
+    (state,) = done["status"]["containerStatuses"]
+    assert state["state"]["terminated"]["reason"] == "OOMKilled"
+
+
+def test_a_stopped_cluster_leaves_nothing_on_the_machine(tmp_path_factory: pytest.TempPathFactory) -> None:
+    cluster = LocalCluster(tmp_path_factory.mktemp("one"), count=1)
+    cluster.start()
+    assert cluster.plan is not None
+    plan = cluster.plan
+    cluster.stop()
+    assert leftovers(plan) == []

@@ -1,0 +1,101 @@
+"""Where real nodes live (pure): every slot's ranges are its own and inside 198.18.0.0/15, and the
+configuration files point every path into the node's directory."""
+
+from __future__ import annotations
+
+import ipaddress
+import itertools
+from pathlib import Path
+
+import pytest
+
+from operator_testkit.nodes.configs import cni_conflist, containerd_config, kubelet_config
+from operator_testkit.nodes.dns import COREFILE
+from operator_testkit.nodes.plan import MAX_NODES, SLOTS, nodes_plan
+
+BENCHMARK_RANGE = ipaddress.ip_network("198.18.0.0/15")
+ROOT = Path("/tmp/t")
+
+
+def test_every_address_of_every_slot_is_in_the_benchmark_range_and_no_two_slots_share_one() -> None:
+    plans = [nodes_plan(slot, MAX_NODES, ROOT / str(slot)) for slot in range(SLOTS)]
+    networks = []
+    for plan in plans:
+        networks += [plan.pod_range, plan.service_range, plan.link]
+        for node in plan.nodes:
+            assert node.pod_subnet.subnet_of(plan.pod_range)
+            assert node.address in plan.link
+    for network in networks:
+        assert network.subnet_of(BENCHMARK_RANGE), network
+    for first, second in itertools.combinations(networks, 2):
+        assert not first.overlaps(second), (first, second)
+
+
+def test_a_slot_names_its_nodes_and_zones_by_letter_and_its_links_fit_linux() -> None:
+    plan = nodes_plan(7, 3, ROOT)
+    assert [(n.name, n.zone) for n in plan.nodes] == [
+        ("node-a", "zone-a"),
+        ("node-b", "zone-b"),
+        ("node-c", "zone-c"),
+    ]
+    assert plan.api_address == ipaddress.ip_address("198.19.240.1")
+    assert plan.dns_service_ip == ipaddress.ip_address("198.19.112.10")
+    names = [plan.machine_link, plan.namespace_link, *(n.bridge for n in plan.nodes)]
+    assert all(len(name) <= 15 for name in names), names
+    assert len(set(names)) == len(names)
+
+
+@pytest.mark.parametrize(
+    ("slot", "count", "message"),
+    [
+        (8, 3, "slot 8 is not one of 0-7"),
+        (-1, 3, "slot -1 is not one of 0-7"),
+        (0, 0, "between 1 and 26 nodes"),
+        (0, 27, "between 1 and 26 nodes"),
+    ],
+)
+def test_a_slot_or_count_out_of_range_is_refused(slot: int, count: int, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        nodes_plan(slot, count, ROOT)
+
+
+def test_a_directory_too_long_for_the_kubelets_sockets_is_refused_before_anything_starts() -> None:
+    with pytest.raises(ValueError, match="too long by 3 characters"):
+        nodes_plan(0, 1, Path("/" + "d" * 69))
+    nodes_plan(0, 1, Path("/" + "d" * 66))
+
+
+def test_the_pod_network_is_the_nodes_own_bridge_and_subnet_without_masquerade() -> None:
+    plan = nodes_plan(1, 2, ROOT)
+    bridge, portmap = cni_conflist(plan.nodes[1])["plugins"]
+    assert bridge["bridge"] == "osbr1b"
+    assert bridge["ipMasq"] is False
+    assert bridge["ipam"]["ranges"] == [[{"subnet": "198.18.33.0/24", "gateway": "198.18.33.1"}]]
+    assert bridge["ipam"]["dataDir"] == "/tmp/t/node-b/cni/ipam"
+    assert portmap["type"] == "portmap"
+
+
+def test_containerd_and_the_kubelet_keep_to_the_nodes_own_places_with_this_machines_settings() -> None:
+    plan = nodes_plan(2, 1, ROOT)
+    (node,) = plan.nodes
+    containerd = containerd_config(node)
+    for line in (
+        'root = "/tmp/t/node-a/containerd/root"',
+        'address = "/run/operator-suite/s2/a/containerd.sock"',
+        "restrict_oom_score_adj = true",
+        "SystemdCgroup = false",
+        'sandbox = "localhost/operator-suite-pause:1"',
+        'conf_dir = "/tmp/t/node-a/cni/net.d"',
+    ):
+        assert line in containerd.splitlines(), line
+    kubelet = kubelet_config(node, plan, port=10250, ca_file=ROOT / "ca.crt")
+    assert kubelet["failCgroupV1"] is False
+    assert kubelet["cgroupDriver"] == "cgroupfs"
+    assert kubelet["cgroupRoot"] == "/operator-suite/slot2/node-a"
+    assert kubelet["clusterDNS"] == ["198.19.32.10"]
+    assert kubelet["containerRuntimeEndpoint"] == "unix:///run/operator-suite/s2/a/containerd.sock"
+
+
+def test_cluster_dns_answers_for_the_cluster_and_forwards_nowhere() -> None:
+    assert "kubernetes cluster.local" in COREFILE
+    assert "forward" not in COREFILE
