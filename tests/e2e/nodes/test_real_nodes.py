@@ -17,6 +17,7 @@ from operator_testkit.image import Image
 from operator_testkit.nodes.cluster import LocalCluster
 from operator_testkit.nodes.host import EGRESS_CHAIN, leftovers
 from operator_testkit.nodes.images import NodeImage
+from operator_testkit.nodes.storage import SIZE_LIMITED_CLASS
 
 BUSYBOX = "busybox:1.36"
 RESTRICTED = {
@@ -67,6 +68,19 @@ async def in_nodes_namespace(cluster: LocalCluster, *argv: str) -> str:
     command = cluster.in_namespace(*argv)
     done = await asyncio.to_thread(subprocess.run, command, capture_output=True, text=True, check=True)
     return done.stdout
+
+
+def claim(name: str, namespace: str, storage_class: str, size: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "accessModes": ["ReadWriteOnce"],
+            "storageClassName": storage_class,
+            "resources": {"requests": {"storage": size}},
+        },
+    }
 
 
 def logs(kubectl: Kubectl, namespace: str, name: str) -> str:
@@ -154,7 +168,8 @@ async def test_pods_on_different_nodes_reach_each_other_through_a_service(
     await kube.create(client)
     done = await finished(kube, namespace, "client", timeout=90)
     assert done["status"]["phase"] == "Succeeded", logs(kubectl, namespace, "client")
-    assert logs(kubectl, namespace, "client").strip() == "hello"
+    # A first try may meet no route yet: kube-proxy writes a new Service's rules within a second.
+    assert logs(kubectl, namespace, "client").splitlines()[-1] == "hello"
 
 
 async def test_the_operator_image_runs_as_65532_and_runc_keeps_its_root_filesystem_read_only(
@@ -197,3 +212,34 @@ def test_a_stopped_cluster_leaves_nothing_on_the_machine(tmp_path_factory: pytes
     plan = cluster.plan
     cluster.stop()
     assert leftovers(plan) == []
+
+
+async def test_a_claim_gets_a_volume_on_its_pods_node_and_a_size_limited_one_fills_up(
+    kube: Kube, namespace: str, kubectl: Kubectl
+) -> None:
+    for name, storage_class in (("plain", "standard"), ("small", SIZE_LIMITED_CLASS)):
+        await kube.create(claim(name, namespace, storage_class, "8Mi"))
+    script = (
+        "echo kept > /plain/file && cat /plain/file; "
+        "dd if=/dev/zero of=/small/fill bs=1M count=16 2>&1 | grep -o 'No space left on device'; "
+        "df -k /small | tail -n 1"
+    )
+    manifest = pod(
+        "writer", namespace, BUSYBOX, script, nodeSelector={"kubernetes.io/hostname": "node-b"},
+        container={"volumeMounts": [{"name": n, "mountPath": f"/{n}"} for n in ("plain", "small")]},
+        volumes=[{"name": n, "persistentVolumeClaim": {"claimName": n}} for n in ("plain", "small")],
+    )  # fmt: skip
+    await kube.create(manifest)
+    done = await finished(kube, namespace, "writer", timeout=90)
+    lines = logs(kubectl, namespace, "writer").splitlines()
+    assert done["status"]["phase"] == "Succeeded", lines
+    assert lines[0] == "kept"
+    assert "No space left on device" in lines[1], lines
+    assert lines[2].split()[1] == "8192", lines  # 8 MiB, in KiB blocks
+    for name in ("plain", "small"):
+        bound = await kube.get("v1", "PersistentVolumeClaim", name, namespace)
+        assert bound is not None
+        volume = await kube.get("v1", "PersistentVolume", bound["spec"]["volumeName"], None)
+        assert volume is not None
+        terms = volume["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"]
+        assert terms[0]["matchExpressions"][0]["values"] == ["node-b"]

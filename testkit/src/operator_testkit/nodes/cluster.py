@@ -36,6 +36,8 @@ from operator_testkit.nodes.configs import (
 from operator_testkit.nodes.dns import coredns_manifests
 from operator_testkit.nodes.images import NodeImage, base_node_images, load_images
 from operator_testkit.nodes.plan import NodePlan, NodesPlan, nodes_plan
+from operator_testkit.nodes.storage import NAMESPACE as STORAGE_NAMESPACE
+from operator_testkit.nodes.storage import storage_manifests
 from operator_testkit.nodes.tools import NodeTools, ensure_node_tools
 from operator_testkit.pki import issue_client_certificate
 from operator_testkit.servers import log_tail, popen
@@ -110,7 +112,7 @@ class LocalCluster:
                 self._start_kubelet(node)
             self._start_kube_proxy()
             self._wait_for_nodes()
-            self._start_dns()
+            self._start_addons()
             took = time.monotonic() - started
             say(f"{self.count} real nodes Ready in {took:.0f} s (slot {self.plan.slot})", "nodes")
         except BaseException:
@@ -244,6 +246,7 @@ class LocalCluster:
         return path
 
     def _start_kubelet(self, node: NodePlan) -> None:
+        host.share_directory(node.directory / "storage")
         assert self.tools is not None
         assert self.plan is not None
         assert self.control_plane is not None
@@ -278,16 +281,25 @@ class LocalCluster:
         config.write_text(yaml.safe_dump(document, sort_keys=False))
         self._spawn("kube-proxy", [str(self.tools.path("kube-proxy")), f"--config={config}"])
 
-    def _start_dns(self) -> None:
+    def _start_addons(self) -> None:
+        """CoreDNS and the volume provisioner, applied together and waited for together."""
         assert self.plan is not None
         assert self.control_plane is not None
-        manifests = coredns_manifests(self.plan)
-        path = self.plan.directory / "coredns.yaml"
-        path.write_text(yaml.safe_dump_all(manifests, sort_keys=False))
+        path = self.plan.directory / "addons.yaml"
+        path.write_text(yaml.safe_dump_all([*coredns_manifests(self.plan), *storage_manifests(self.plan)]))
         self.control_plane.kubectl("apply", "--server-side", "-f", str(path))
-        self.control_plane.kubectl(
-            "-n", "kube-system", "rollout", "status", "deployment/coredns", f"--timeout={_READY_TIMEOUT:.0f}s"
-        )
+        for namespace, deployment in (
+            ("kube-system", "coredns"),
+            (STORAGE_NAMESPACE, "local-path-provisioner"),
+        ):
+            self.control_plane.kubectl(
+                "-n",
+                namespace,
+                "rollout",
+                "status",
+                f"deployment/{deployment}",
+                f"--timeout={_READY_TIMEOUT:.0f}s",
+            )
 
     # -- waiting
 

@@ -43,6 +43,7 @@ __all__ = [
     "leftovers",
     "make_cgroups",
     "mounts_under",
+    "share_directory",
     "sweep_slot",
     "unmount_under",
 ]
@@ -331,6 +332,14 @@ def mounts_under(directory: Path) -> list[Path]:
         if point == root or point.is_relative_to(root):
             found.append(point)
     return sorted(set(found), key=lambda p: -len(p.parts))
+
+
+def share_directory(directory: Path) -> None:
+    """Make ``directory`` a shared mount (a bind mount on itself): a mount made below it inside a pod
+    with bidirectional propagation then reaches this mount namespace, and so the kubelet."""
+    directory.mkdir(parents=True, exist_ok=True)
+    _run("mount", "--bind", str(directory), str(directory))
+    _run("mount", "--make-shared", str(directory))
 
 
 def unmount_under(directory: Path) -> None:

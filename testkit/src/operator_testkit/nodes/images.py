@@ -6,6 +6,8 @@ image                              what it holds
 =================================  =============================================================
 localhost/operator-suite-pause:1   hack/pause: every pod's sandbox
 localhost/operator-suite-coredns   CoreDNS from hack/coredns: the cluster's DNS
+localhost/operator-suite-local-    local-path-provisioner from hack/local-path: the cluster's volumes
+path:1
 busybox:1.36                       Debian's busybox-static: the tests' small pods
 =================================  =============================================================
 
@@ -30,9 +32,18 @@ from operator_testkit.nodes.configs import PAUSE_IMAGE
 from operator_testkit.nodes.tools import NodeTools
 from operator_testkit.settings import ControlPlaneSettings
 
-__all__ = ["COREDNS_IMAGE", "NodeImage", "base_node_images", "load_images"]
+__all__ = [
+    "BUSYBOX_IMAGE",
+    "COREDNS_IMAGE",
+    "LOCAL_PATH_IMAGE",
+    "NodeImage",
+    "base_node_images",
+    "load_images",
+]
 
 COREDNS_IMAGE = "localhost/operator-suite-coredns:1"
+LOCAL_PATH_IMAGE = "localhost/operator-suite-local-path:1"
+BUSYBOX_IMAGE = "localhost/operator-suite-busybox:1"
 BUSYBOX = Path("/bin/busybox")
 
 
@@ -83,8 +94,9 @@ def base_node_images(tools: NodeTools, settings: ControlPlaneSettings | None = N
     recipes = [
         (PAUSE_IMAGE, {tools.path("pause"): "/pause"}, ["/pause"], []),
         (COREDNS_IMAGE, {tools.path("coredns"): "/coredns"}, ["/coredns"], []),
+        (LOCAL_PATH_IMAGE, {tools.path("local-path-provisioner"): "/local-path-provisioner"}, [], []),
         (
-            "localhost/operator-suite-busybox:1",
+            BUSYBOX_IMAGE,
             {BUSYBOX: "/bin/busybox"},
             [],
             [

@@ -8,6 +8,7 @@ kubelet, kube-proxy            hack/node         the control plane's k8s.io/kube
 containerd, its runc shim,     hack/containerd   containerd 2 (Debian's 1.6 is past upstream's
 ctr                                              support; 2.x runs the same here)
 coredns                        hack/coredns      the cluster's DNS, run as a pod
+local-path-provisioner         hack/local-path   the cluster's volumes, run as a pod
 pause                          hack/pause        every pod's sandbox, our own twenty lines
 =============================  ================  ===============================================
 
@@ -38,6 +39,7 @@ __all__ = ["DEBIAN_PROGRAMS", "GoProgram", "NodeTools", "ensure_node_tools", "no
 
 _CONTAINERD = "github.com/containerd/containerd/v2"
 _COREDNS = "github.com/coredns/coredns"
+_LOCAL_PATH = "github.com/rancher/local-path-provisioner"
 
 
 @dataclass(frozen=True)
@@ -56,6 +58,7 @@ def node_programs(hack: Path, settings: ControlPlaneSettings) -> tuple[GoProgram
     kubernetes = kubernetes_ldflags(settings.kubernetes_version)
     containerd = required_version(hack / "containerd" / "go.mod", _CONTAINERD)
     containerd_flags = f"-s -w -X {_CONTAINERD}/version.Version={containerd}"
+    local_path = required_version(hack / "local-path" / "go.mod", _LOCAL_PATH)
     return (
         GoProgram("kubelet", "node", "k8s.io/kubernetes/cmd/kubelet", kubernetes),
         GoProgram("kube-proxy", "node", "k8s.io/kubernetes/cmd/kube-proxy", kubernetes),
@@ -68,6 +71,7 @@ def node_programs(hack: Path, settings: ControlPlaneSettings) -> tuple[GoProgram
         ),
         GoProgram("ctr", "containerd", f"{_CONTAINERD}/cmd/ctr", containerd_flags),
         GoProgram("coredns", "coredns", _COREDNS, "-s -w"),
+        GoProgram("local-path-provisioner", "local-path", _LOCAL_PATH, f"-s -w -X main.VERSION={local_path}"),
         GoProgram("pause", "pause", ".", "-s -w"),
     )
 
@@ -117,7 +121,7 @@ def ensure_node_tools(settings: ControlPlaneSettings | None = None) -> NodeTools
     programs = node_programs(hack, settings)
     pinned = [
         f"{module}/{name}"
-        for module in ("node", "containerd", "coredns", "pause")
+        for module in ("node", "containerd", "coredns", "local-path", "pause")
         for name in ("go.mod", "go.sum")
     ]
     pinned = [name for name in pinned if (hack / name).exists()] + ["pause/main.go"]
