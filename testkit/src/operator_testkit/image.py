@@ -48,6 +48,7 @@ __all__ = [
     "UnpackedImage",
     "build_image",
     "buildah_of",
+    "ensure_base",
     "image_of_sources",
     "push_image",
     "run_in_image",
@@ -152,7 +153,7 @@ def _maker_environment() -> dict[str, str]:
     return {**kept, "SOURCE_DATE_EPOCH": SOURCE_DATE_EPOCH}
 
 
-def _ensure_base(settings: ControlPlaneSettings, buildah: Buildah) -> str:
+def ensure_base(settings: ControlPlaneSettings, buildah: Buildah) -> str:
     """The base image's name pinned by digest; made once per recipe."""
     recipe_parts = [_MMDEBSTRAP, _MIRROR, SOURCE_DATE_EPOCH, "without the host's PYTHON* variables"]
     recipe = hashlib.sha256(json.dumps(recipe_parts).encode()).hexdigest()[:12]
@@ -206,7 +207,7 @@ def build_image(context: Path, tag: str = "dev", settings: ControlPlaneSettings 
     """Build the repository's Dockerfile in ``context`` as ``localhost/operator-suite:<tag>``."""
     settings = settings or from_env(ControlPlaneSettings)
     buildah = buildah_of(settings)
-    base = _ensure_base(settings, buildah)
+    base = ensure_base(settings, buildah)
     helm = _ensure_helm_image(settings, buildah)
     name = f"{IMAGE_NAME}:{tag}"
     say(f"building {name} from {context / 'Dockerfile'} (log: {buildah.log})", "image")
@@ -240,7 +241,7 @@ def image_of_sources(context: Path, settings: ControlPlaneSettings | None = None
     changes; older ``src-`` images go."""
     settings = settings or from_env(ControlPlaneSettings)
     buildah = buildah_of(settings)
-    base = _ensure_base(settings, buildah)
+    base = ensure_base(settings, buildah)
     helm = _ensure_helm_image(settings, buildah)
     tag = f"{SOURCE_TAG_PREFIX}{sources_hash(context, base, helm)}"
     name = f"{IMAGE_NAME}:{tag}"

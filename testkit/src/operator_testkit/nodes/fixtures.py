@@ -17,14 +17,16 @@ import pytest
 
 from operator_testkit.nodes.cluster import LocalCluster
 from operator_testkit.nodes.host import leftovers
+from operator_testkit.nodes.images import typesense_image
 
 __all__ = ["real_cluster"]
 
 
 @pytest.fixture(scope="session")
 def real_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    """Three real nodes (``node-a`` .. ``node-c``, zones ``zone-a`` .. ``zone-c``) and their control plane."""
-    cluster = LocalCluster(Path(tmp_path_factory.mktemp("nodes")))
+    """Three real nodes (``node-a`` .. ``node-c``, zones ``zone-a`` .. ``zone-c``) and their control plane,
+    with the Typesense image loaded besides the base ones."""
+    cluster = LocalCluster(Path(tmp_path_factory.mktemp("nodes")), extra_images=[typesense_image()])
     cluster.start()
     assert cluster.plan is not None
     plan = cluster.plan

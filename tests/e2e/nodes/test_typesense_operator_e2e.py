@@ -1,5 +1,5 @@
 """The Typesense operator builds a real raft cluster: the older seed sample, unchanged, becomes three
-typesense-server processes (run by the node agent) with one leader, and the operator reports QuorumReady."""
+typesense-server pods on real nodes with one leader, and the operator reports QuorumReady."""
 
 from __future__ import annotations
 
@@ -7,26 +7,19 @@ import base64
 from typing import Any, cast
 
 import httpx
-import pytest
 
 from operator_core.kube import Kube
 from operator_testkit.fixtures import wait_until
-from operator_testkit.nodeagent.harness import AgentProcess
 from operator_testkit.operators import OperatorProcess
 
 API = "ts.opentelekomcloud.com/v1alpha1"
-
-
-@pytest.fixture
-def agent_and_operator(node_agent: AgentProcess, typesense_operator: OperatorProcess) -> OperatorProcess:
-    return typesense_operator
 
 
 async def test_seed_sample_becomes_a_ready_raft_cluster(
     kube: Kube,
     namespace: str,
     samples: dict[str, list[dict[str, Any]]],
-    agent_and_operator: OperatorProcess,
+    typesense_operator: OperatorProcess,
 ) -> None:
     for document in samples["ts_v1alpha1_typesensecluster_aws"]:
         await kube.apply({**document, "metadata": {**document["metadata"], "namespace": namespace}})
