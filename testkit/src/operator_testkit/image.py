@@ -48,6 +48,7 @@ __all__ = [
     "UnpackedImage",
     "build_image",
     "buildah_of",
+    "debian_image",
     "ensure_base",
     "image_of_sources",
     "push_image",
@@ -60,17 +61,24 @@ BASE_NAME = "localhost/operator-suite-base"
 HELM_IMAGE_NAME = "localhost/operator-suite-helm"
 IMAGE_NAME = "localhost/operator-suite"
 SOURCE_DATE_EPOCH = "1747699200"  # the Debian snapshot this machine's apt sources name (2025-05-20)
-_MMDEBSTRAP = [
-    "--mode=root",
-    "--variant=minbase",
-    "--include=python3,python3-venv",
-    "--dpkgopt=path-exclude=/usr/share/man/*",
-    "--dpkgopt=path-exclude=/usr/share/doc/*",
-    "--dpkgopt=path-include=/usr/share/doc/*/copyright",
-    "--dpkgopt=path-exclude=/usr/share/locale/*",
-    "--dpkgopt=path-exclude=/usr/share/info/*",
-    "bookworm",
-]
+
+
+def _mmdebstrap(packages: tuple[str, ...]) -> list[str]:
+    """mmdebstrap's options for a bookworm minbase with ``packages``, without manuals and translations."""
+    return [
+        "--mode=root",
+        "--variant=minbase",
+        f"--include={','.join(packages)}",
+        "--dpkgopt=path-exclude=/usr/share/man/*",
+        "--dpkgopt=path-exclude=/usr/share/doc/*",
+        "--dpkgopt=path-include=/usr/share/doc/*/copyright",
+        "--dpkgopt=path-exclude=/usr/share/locale/*",
+        "--dpkgopt=path-exclude=/usr/share/info/*",
+        "bookworm",
+    ]
+
+
+_BASE_PACKAGES = ("python3", "python3-venv")
 _MIRROR = "http://deb.debian.org/debian"
 _CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
 _TIMEOUT = 900
@@ -155,19 +163,28 @@ def _maker_environment() -> dict[str, str]:
 
 def ensure_base(settings: ControlPlaneSettings, buildah: Buildah) -> str:
     """The base image's name pinned by digest; made once per recipe."""
-    recipe_parts = [_MMDEBSTRAP, _MIRROR, SOURCE_DATE_EPOCH, "without the host's PYTHON* variables"]
+    return debian_image(settings, buildah, BASE_NAME, _BASE_PACKAGES, "base")
+
+
+def debian_image(
+    settings: ControlPlaneSettings, buildah: Buildah, name: str, packages: tuple[str, ...], label: str
+) -> str:
+    """A Debian bookworm minbase image with ``packages`` (mmdebstrap), named ``name:bookworm-<hash of
+    its recipe>`` and returned pinned by digest; made once per recipe, under ``image-<label>-<hash>/``."""
+    options = _mmdebstrap(packages)
+    recipe_parts = [options, _MIRROR, SOURCE_DATE_EPOCH, "without the host's PYTHON* variables"]
     recipe = hashlib.sha256(json.dumps(recipe_parts).encode()).hexdigest()[:12]
-    root = settings.cache_dir / f"image-base-{recipe}"
-    tag = f"{BASE_NAME}:bookworm-{recipe}"
+    root = settings.cache_dir / f"image-{label}-{recipe}"
+    tag = f"{name}:bookworm-{recipe}"
 
     def make() -> None:
         tarball = root / "rootfs.tar"
         if not tarball.exists():
-            say("making the Debian bookworm base with mmdebstrap (about a minute)", "image")
+            say(f"making a Debian bookworm root with {', '.join(packages)} by mmdebstrap (a minute)", "image")
             partial = root / "rootfs.tar.partial"
             with (root / "mmdebstrap.log").open("w") as log:
                 subprocess.run(
-                    [_tool("mmdebstrap"), *_MMDEBSTRAP, str(partial), _MIRROR],
+                    [_tool("mmdebstrap"), *options, str(partial), _MIRROR],
                     stdout=log, stderr=log, check=True, timeout=_TIMEOUT,
                     env=_maker_environment(),
                 )  # fmt: skip
@@ -182,7 +199,7 @@ def ensure_base(settings: ControlPlaneSettings, buildah: Buildah) -> str:
 
     build_once(root, lambda: buildah.has_image(tag), make)
     digest = buildah("inspect", "--type", "image", "--format", "{{.FromImageDigest}}", tag, capture=True)
-    return f"{BASE_NAME}@{digest}"
+    return f"{name}@{digest}"
 
 
 def _ensure_helm_image(settings: ControlPlaneSettings, buildah: Buildah) -> str:

@@ -132,12 +132,14 @@ def running_s3(
     tls: bool = False,
     region: str = "us-east-1",
     start_timeout: float = 30.0,
+    address: str = "127.0.0.1",
 ) -> Iterator[RunningS3]:
-    """versitygw on a free 127.0.0.1 port with fresh root credentials, stopped when the block ends.
+    """versitygw on a free port of ``address`` (loopback, or where real nodes' pods reach this machine)
+    with fresh root credentials, stopped when the block ends.
 
     ``directory`` holds its storage and log (a temporary directory, removed afterwards, if not given).
     ``binary`` defaults to :func:`ensure_versitygw`'s. With ``tls``, HTTPS with a certificate for
-    127.0.0.1 signed by a fresh CA (:attr:`RunningS3.ca_cert`). Raises :class:`ControlPlaneError`,
+    its address signed by a fresh CA (:attr:`RunningS3.ca_cert`). Raises :class:`ControlPlaneError`,
     with its log, if it does not start."""
     binary = binary or ensure_versitygw()
     with contextlib.ExitStack() as cleanup:
@@ -148,14 +150,14 @@ def running_s3(
         ca_cert: Path | None = None
         tls_flags: list[str] = []
         if tls:
-            pki = create_pki(directory / "pki", service_ip="127.0.0.1")
+            pki = create_pki(directory / "pki", service_ip="127.0.0.1", addresses=(address,))
             ca_cert = pki.ca_cert
             tls_flags = ["--cert", str(pki.serving_cert), "--key", str(pki.serving_key)]
         access_key, secret_key = f"test-{secrets.token_hex(4)}", secrets.token_urlsafe(24)
         log, storage = directory / "versitygw.log", str(directory / "data")
 
         def start() -> tuple[subprocess.Popen[bytes], RunningS3]:
-            host = f"127.0.0.1:{free_port()}"
+            host = f"{address}:{free_port()}"
             environment = {**os.environ, "ROOT_ACCESS_KEY": access_key, "ROOT_SECRET_KEY": secret_key}
             with log.open("wb") as output:  # this run's log only
                 process = subprocess.Popen(

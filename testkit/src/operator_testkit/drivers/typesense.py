@@ -259,14 +259,19 @@ class TypesenseCluster:
         return ACKNOWLEDGED
 
     async def missing_on_every_node(self, document_ids: list[str]) -> dict[str, list[str]]:
-        """For each node, the acknowledged documents it does not have."""
+        """For each node, the acknowledged documents it does not have (all of them while it does not answer:
+        a pod that has its address may not listen yet, its typesense-server still loading)."""
         missing: dict[str, list[str]] = {}
         for pod, ip in (await self.pod_ips()).items():
             lost = []
             for document_id in document_ids:
-                answer = await self.http.get(
-                    f"http://{ip}:8108/collections/books/documents/{document_id}", headers=self.headers
-                )
+                try:
+                    answer = await self.http.get(
+                        f"http://{ip}:8108/collections/books/documents/{document_id}", headers=self.headers
+                    )
+                except httpx.HTTPError:
+                    lost = list(document_ids)
+                    break
                 if answer.status_code != 200:
                     lost.append(document_id)
             missing[pod] = lost

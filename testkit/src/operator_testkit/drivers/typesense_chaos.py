@@ -29,6 +29,7 @@ from operator_testkit.controlplane import ControlPlane
 from operator_testkit.drivers.typesense import RAFT_MEMBER, TypesenseCluster, Writer, ready_condition
 from operator_testkit.nodeagent.disks import SIZE_LIMITED_ANNOTATION
 from operator_testkit.nodeagent.faults import FaultError, Faults
+from operator_testkit.nodes.faults import NodeFaults
 from operator_testkit.operators import OperatorProcess
 
 __all__ = [
@@ -63,8 +64,8 @@ CONTROL_FAULTS = ("kill-operator", "restart-apiserver", "roll")
 DESTRUCTIVE_REASONS = ("QuorumDowngraded", "QuorumMemberFenced", "QuorumSurvivorRestarted")
 """The operator's Events that announce an action that can lose data if it is wrong."""
 PAIR_CHANCE = 0.4
-_GONE = ("does not run on this agent", "is not running", "not found")
-"""What the node agent says of a pod or container that is no longer there to heal."""
+_GONE = ("does not run on this agent", "is not running", "is not started", "not found")
+"""What the node agent or a real node's faults say of a pod or container that is no longer there to heal."""
 HOLD_SECONDS = (3.0, 12.0)
 """How long a fault lasts (a freeze, the operator or the API server down, the disk full), drawn in."""
 
@@ -263,11 +264,15 @@ class Soak:
     """One soak run: the rig's parts, the cluster, and what was measured."""
 
     cluster: SteadyCluster
-    faults: Faults
+    faults: Faults | NodeFaults
     plane: ControlPlane
     operator: OperatorProcess
     replicas: int
     recover_within: float = 240.0
+    storage: dict[str, Any] = field(
+        default_factory=lambda: {"size": "256Mi", "annotations": {SIZE_LIMITED_ANNOTATION: "true"}}
+    )
+    """The nodes' volumes: size-limited, so that a disk can be filled (on real nodes, by their class)."""
     results: list[dict[str, Any]] = field(default_factory=list)
     unhealed: list[str] = field(default_factory=list)
     """Faults the soak could not end (it says so rather than blame the operator for what followed)."""
@@ -279,10 +284,7 @@ class Soak:
     async def create(self) -> None:
         """The cluster, with size-limited volumes (so that a disk can be filled), Ready, with its
         collection."""
-        await self.cluster.create(
-            replicas=self.replicas,
-            storage={"size": "256Mi", "annotations": {SIZE_LIMITED_ANNOTATION: "true"}},
-        )
+        await self.cluster.create(replicas=self.replicas, storage=self.storage)
         await self.cluster.wait_ready(timeout=300)
         await self.cluster.create_collection()
 

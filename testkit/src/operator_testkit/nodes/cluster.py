@@ -22,6 +22,7 @@ from typing import IO, Any
 
 import yaml
 
+from operator_core.kube import Kube
 from operator_testkit.binaries import say
 from operator_testkit.controlplane import ControlPlane, free_port
 from operator_testkit.errors import ControlPlaneError
@@ -34,6 +35,7 @@ from operator_testkit.nodes.configs import (
     resolv_conf,
 )
 from operator_testkit.nodes.dns import coredns_manifests
+from operator_testkit.nodes.faults import NodeFaults
 from operator_testkit.nodes.images import NodeImage, base_node_images, load_images
 from operator_testkit.nodes.plan import NodePlan, NodesPlan, nodes_plan
 from operator_testkit.nodes.storage import NAMESPACE as STORAGE_NAMESPACE
@@ -158,6 +160,12 @@ class LocalCluster:
         assert self.plan is not None
         for node in self.plan.nodes:
             load_images(self._ctr(node), images)
+
+    def faults(self, kube: Kube) -> NodeFaults:
+        """Faults on demand on these nodes, through ``kube`` (an admin client of their control plane)."""
+        assert self.plan is not None
+        nodes = {node.name: node for node in self.plan.nodes}
+        return NodeFaults(kube, lambda name: self._ctr(nodes[name]))
 
     def in_namespace(self, *argv: str) -> list[str]:
         """``argv`` run in the nodes' network namespace (what a process on a node sees)."""

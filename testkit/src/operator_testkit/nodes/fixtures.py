@@ -17,7 +17,7 @@ import pytest
 
 from operator_testkit.nodes.cluster import LocalCluster
 from operator_testkit.nodes.host import leftovers
-from operator_testkit.nodes.images import typesense_image
+from operator_testkit.nodes.images import nginx_image, typesense_image
 
 __all__ = ["real_cluster"]
 
@@ -25,8 +25,10 @@ __all__ = ["real_cluster"]
 @pytest.fixture(scope="session")
 def real_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     """Three real nodes (``node-a`` .. ``node-c``, zones ``zone-a`` .. ``zone-c``) and their control plane,
-    with the Typesense image loaded besides the base ones."""
-    cluster = LocalCluster(Path(tmp_path_factory.mktemp("nodes")), extra_images=[typesense_image()])
+    with the Typesense and nginx images loaded besides the base ones."""
+    cluster = LocalCluster(
+        Path(tmp_path_factory.mktemp("nodes")), extra_images=[typesense_image(), nginx_image()]
+    )
     cluster.start()
     assert cluster.plan is not None
     plan = cluster.plan

