@@ -29,8 +29,14 @@ def control_plane(start_control_plane: Callable[..., ControlPlane]) -> ControlPl
 
 
 @pytest.fixture
+def pods_run(node_agent: AgentProcess) -> object:
+    """What runs this directory's pods: the node agent (``nodes/`` overrides it with real nodes)."""
+    return node_agent
+
+
+@pytest.fixture
 async def cluster(
-    kube: Kube, namespace: str, node_agent: AgentProcess, typesense_operator: OperatorProcess
+    kube: Kube, namespace: str, pods_run: object, typesense_operator: OperatorProcess
 ) -> AsyncIterator[TypesenseCluster]:
     """A Ready 3-node Typesense cluster run by the operator, with its collection."""
     ts = TypesenseCluster(kube, namespace)

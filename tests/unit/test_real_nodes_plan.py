@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ipaddress
 import itertools
+import json
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,9 @@ import pytest
 from operator_testkit.nodes.configs import cni_conflist, containerd_config, kubelet_config
 from operator_testkit.nodes.dns import COREFILE
 from operator_testkit.nodes.plan import MAX_NODES, SLOTS, nodes_plan
+from operator_testkit.nodes.storage import SIZE_LIMITED_CLASS, storage_manifests
+
+DEFAULT_ANNOTATION = "storageclass.kubernetes.io/is-default-class"
 
 BENCHMARK_RANGE = ipaddress.ip_network("198.18.0.0/15")
 ROOT = Path("/tmp/t")
@@ -99,3 +103,21 @@ def test_containerd_and_the_kubelet_keep_to_the_nodes_own_places_with_this_machi
 def test_cluster_dns_answers_for_the_cluster_and_forwards_nowhere() -> None:
     assert "kubernetes cluster.local" in COREFILE
     assert "forward" not in COREFILE
+
+
+def test_volumes_come_from_local_path_with_the_samples_classes_and_a_size_limited_one() -> None:
+    plan = nodes_plan(0, 2, ROOT)
+    manifests = storage_manifests(plan)
+    classes = {m["metadata"]["name"]: m for m in manifests if m["kind"] == "StorageClass"}
+    assert set(classes) == {"standard", "local-path", "gp2", "csi-disk", SIZE_LIMITED_CLASS}
+    defaults = [n for n, m in classes.items() if m["metadata"]["annotations"][DEFAULT_ANNOTATION] == "true"]
+    assert defaults == ["standard"]
+    assert {m["provisioner"] for m in classes.values()} == {"rancher.io/local-path"}
+    (config,) = [m for m in manifests if m["kind"] == "ConfigMap"]
+    paths = json.loads(config["data"]["config.json"])["storageClassConfigs"]
+    assert paths[SIZE_LIMITED_CLASS]["nodePathMap"][1] == {
+        "node": "node-b",
+        "paths": [f"/tmp/t/node-b/storage/{SIZE_LIMITED_CLASS}"],
+    }
+    assert paths["gp2"]["nodePathMap"][0]["paths"] == ["/tmp/t/node-a/storage/plain"]
+    assert f"*/{SIZE_LIMITED_CLASS}/*) mount -t tmpfs" in config["data"]["setup"]

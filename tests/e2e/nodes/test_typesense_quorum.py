@@ -1,4 +1,4 @@
-"""Quorum scenarios on real Typesense raft clusters run by the node agent, with the operator in charge.
+"""Quorum scenarios on real Typesense raft clusters on real nodes, with the operator in charge.
 
 Each scenario writes through the current leader, makes a fault, and checks that
 the operator does what the quorum decision promises and that no acknowledged
@@ -32,8 +32,8 @@ from operator_testkit.drivers.typesense import (
     rolled_by_the_operator,
 )
 from operator_testkit.fixtures import wait_until
-from operator_testkit.nodeagent.faults import FaultError, Faults
-from operator_testkit.nodeagent.harness import AgentProcess
+from operator_testkit.nodeagent.faults import FaultError
+from operator_testkit.nodes.faults import NodeFaults
 from operator_testkit.operators import OperatorProcess
 from typesense_operator.controller.reconcile import NODES_LIST_ANNOTATION
 
@@ -195,10 +195,9 @@ async def _recovered_by_fencing(cluster: TypesenseCluster, lost: LostMajority, r
 
 
 async def test_two_of_three_killed_past_the_grace_period_are_recovered_without_a_manual_step(
-    cluster: TypesenseCluster, node_agent: AgentProcess, namespace: str
+    cluster: TypesenseCluster, faults: NodeFaults, namespace: str
 ) -> None:
     """The leader and a follower die and stay dead (their ports refuse connections)."""
-    faults = Faults.of(node_agent.state_dir)
     lost, recovery = await lose_two_of_three(cluster, functools.partial(faults.down, namespace))
     print(
         f"two of three killed: first write {recovery.seconds_to_first_write} s, "
@@ -210,7 +209,7 @@ async def test_two_of_three_killed_past_the_grace_period_are_recovered_without_a
 
 @pytest.mark.timeout(420)
 async def test_two_of_three_hung_past_the_grace_period_are_recovered_without_a_manual_step(
-    cluster: TypesenseCluster, node_agent: AgentProcess, namespace: str
+    cluster: TypesenseCluster, faults: NodeFaults, namespace: str
 ) -> None:
     """The leader and a follower hang (frozen: they hold their ports and answer nothing), and stay hung.
 
@@ -220,7 +219,6 @@ async def test_two_of_three_hung_past_the_grace_period_are_recovered_without_a_m
     leader and re-reads no nodes file until that call ends; should it stay stuck, the operator's
     last resort (restarting the survivor's pod once, after a second grace period) frees it.
     """
-    faults = Faults.of(node_agent.state_dir)
     lost, recovery = await lose_two_of_three(cluster, functools.partial(faults.freeze, namespace))
     restarts = len(await cluster.events("QuorumSurvivorRestarted"))
     print(
@@ -231,9 +229,8 @@ async def test_two_of_three_hung_past_the_grace_period_are_recovered_without_a_m
 
 
 async def test_a_frozen_leader_is_replaced_by_raft_and_rejoins_without_surgery(
-    cluster: TypesenseCluster, node_agent: AgentProcess, namespace: str
+    cluster: TypesenseCluster, faults: NodeFaults, namespace: str
 ) -> None:
-    faults = Faults.of(node_agent.state_dir)
     downgrades_before = len(await cluster.events("QuorumDowngraded"))
     writer = Writer(cluster)
     writer.start("frozen")
@@ -308,11 +305,10 @@ async def test_a_change_that_needs_new_pods_is_rolled_by_the_operator_with_the_l
 
 
 async def test_an_edit_of_the_server_configuration_alone_reaches_every_node_through_a_roll(
-    kube: Kube, namespace: str, node_agent: AgentProcess, typesense_operator: OperatorProcess
+    kube: Kube, namespace: str, faults: NodeFaults, typesense_operator: OperatorProcess
 ) -> None:
     """No spec change: the additionalServerConfiguration ConfigMap is edited, and every typesense-server
     process ends up with the new setting in its environment, one node at a time."""
-    faults = Faults.of(node_agent.state_dir)
     settings = {
         "apiVersion": "v1",
         "kind": "ConfigMap",
@@ -380,9 +376,8 @@ async def impatient_operator(typesense_operator: OperatorProcess) -> AsyncIterat
 
 
 async def test_a_node_that_does_not_come_back_pauses_the_roll_until_it_does(
-    cluster: TypesenseCluster, impatient_operator: OperatorProcess, node_agent: AgentProcess, namespace: str
+    cluster: TypesenseCluster, impatient_operator: OperatorProcess, faults: NodeFaults, namespace: str
 ) -> None:
-    faults = Faults.of(node_agent.state_dir)
     pods = await cluster.kube.list(
         "v1", "Pod", namespace, labels={"app.kubernetes.io/instance": cluster.name}
     )

@@ -1,18 +1,17 @@
 """The operators installed as users install them, and running inside the cluster.
 
-The real helm installs a chart onto a local control plane of this module's own (the CRDs come from
-the chart too), with the image built from this checkout. The node agent runs the operator's pod from
-that image's own root filesystem, as the chart runs it: user 65532, a read-only root, the image's
-``ENV`` and only what a kubelet adds, the pod's volumes at their paths and a ServiceAccount token
-bound to the pod. The operator finds the API server as in any cluster, through
-``KUBERNETES_SERVICE_HOST`` (the ``kubernetes`` Service) and the token file, with no kubeconfig, so
-it can do exactly what the chart's RBAC grants.
+The real helm installs a chart onto a cluster of real nodes of this module's own (the CRDs come from
+the chart too), with the image built from this checkout. A real kubelet, containerd and runc run the
+operator's pod as the chart says: user 65532, a read-only root, the image's ``ENV`` and only what a
+kubelet adds, the pod's volumes at their paths and a ServiceAccount token bound to the pod. The
+operator finds the API server as in any cluster, through ``KUBERNETES_SERVICE_HOST`` (the
+``kubernetes`` Service, through kube-proxy) and the token file, with no kubeconfig, so it can do
+exactly what the chart's RBAC grants. (Monocle's chart: ``tests/e2e/test_in_cluster_monocle.py``,
+on the node agent until Monocle's stand-in images exist.)
 """
 
 from __future__ import annotations
 
-import base64
-import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,10 +20,15 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
+from in_cluster import (
+    assert_runs_from_the_image_as_the_chart_says,
+    environment,
+    ready_condition,
+    token_claims,
+)
 from operator_core.kube import Kube
-from operator_testkit.assertions import wait_for_condition
 from operator_testkit.charts import install_chart, uninstall_chart
-from operator_testkit.controlplane import ENDPOINT_CONTROLLERS, ControlPlane
+from operator_testkit.controlplane import ControlPlane
 from operator_testkit.drivers.typesense import (
     TypesenseCluster,
     assert_each_node_once_and_the_leader_last,
@@ -33,39 +37,37 @@ from operator_testkit.drivers.typesense import (
     roll_under_writes,
     rolled_by_the_operator,
 )
-from operator_testkit.fixtures import wait_until, worker_slice
+from operator_testkit.fixtures import wait_until
 from operator_testkit.image import Image
-from operator_testkit.nodeagent.harness import AgentProcess, processes_under, start_agent
+from operator_testkit.nodeagent.faults import FaultError
+from operator_testkit.nodes.cluster import LocalCluster
+from operator_testkit.nodes.images import NodeImage, typesense_image
 
 pytestmark = pytest.mark.e2e
 
 TYPESENSE = "ts.opentelekomcloud.com/v1alpha1"
 MONOCLE = "monocle.monocle.change-metrics.io/v1alpha1"
-# /var/run is a symlink to /run, which /proc/PID/root would resolve in the caller's mount namespace.
-TOKEN_DIR = "run/secrets/kubernetes.io/serviceaccount"
 
 
 @pytest.fixture(scope="module")
-def plane(start_control_plane: Any) -> ControlPlane:
-    """A control plane of this module's own: helm installs the CRDs here, and no operator of the
-    session's runs beside the installed one."""
-    control_plane: ControlPlane = start_control_plane(
-        "in-cluster",
-        service_cidr=worker_slice("127.103.0.0/16"),
-        disabled_controllers=ENDPOINT_CONTROLLERS,
+def nodes(tmp_path_factory: pytest.TempPathFactory, suite_image: Image) -> Iterator[LocalCluster]:
+    """Real nodes and a control plane of this module's own: helm installs the CRDs there, and no
+    operator of the session's runs beside the installed one."""
+    cluster = LocalCluster(
+        tmp_path_factory.mktemp("in-cluster"),
+        extra_images=[typesense_image(), NodeImage(suite_image.name, (suite_image.name,))],
     )
-    return control_plane
-
-
-@pytest.fixture(scope="module")
-def agent(plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[AgentProcess]:
-    started = start_agent(
-        plane, tmp_path_factory.mktemp("in-cluster-agent"), "--pod-cidr", worker_slice("127.53.0.0/16")
-    )
+    cluster.start()
     try:
-        yield started
+        yield cluster
     finally:
-        started.stop()
+        cluster.stop()
+
+
+@pytest.fixture(scope="module")
+def plane(nodes: LocalCluster) -> ControlPlane:
+    assert nodes.control_plane is not None
+    return nodes.control_plane
 
 
 @pytest.fixture(scope="module")
@@ -89,71 +91,23 @@ async def kube(plane: ControlPlane) -> Any:
         await client.close()
 
 
-def operator_process(agent: AgentProcess, command: str) -> int:
-    """The pid of the operator the agent runs for a pod (its process's working directory is the pod's)."""
-    for pid in processes_under(agent.state_dir):
-        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-        if any(Path(word.decode()).name == command for word in argv[:2] if word):
-            return pid
-    raise AssertionError(f"no {command} process under {agent.state_dir}")
+async def operator_process(nodes: LocalCluster, kube: Kube, namespace: str) -> int:
+    """The host pid of the operator's process in its pod, once the pod runs."""
+    faults = nodes.faults(kube)
 
+    async def started() -> int | None:
+        pods = await kube.list("v1", "Pod", namespace)
+        try:
+            return await faults.pid(namespace, pods[0]["metadata"]["name"]) if pods else None
+        except FaultError:
+            return None
 
-def token_claims(pid: int) -> dict[str, Any]:
-    """The claims of the token the process sees at the in-cluster path (in its own mount namespace)."""
-    token = Path(f"/proc/{pid}/root/{TOKEN_DIR}/token").read_text()
-    payload = token.split(".")[1]
-    claims: dict[str, Any] = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
-    return claims
-
-
-def environment(pid: int) -> dict[str, str]:
-    entries = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
-    return dict(entry.decode().split("=", 1) for entry in entries if b"=" in entry)
-
-
-IMAGE_ENV = {"PATH", "PYTHONDONTWRITEBYTECODE", "PYTHONUNBUFFERED"}  # the Dockerfile's ENV
-
-
-def from_a_kubelet(name: str) -> bool:
-    """A variable a kubelet gives a container: HOSTNAME, a Service link, or the chart's own env."""
-    links = ("_SERVICE_HOST", "_SERVICE_PORT", "_PORT", "_PROTO", "_ADDR")
-    return (
-        name == "HOSTNAME"
-        or name.startswith("OPERATOR_SUITE_")
-        or "_SERVICE_PORT_" in name
-        or (name.endswith(links) or "_PORT_" in name)
-    )
-
-
-def assert_runs_from_the_image_as_the_chart_says(pid: int, command: str) -> None:
-    """The process is the image's program in the image's root, as 65532 with a read-only root, no
-    privilege to gain, and nothing in its environment but the image's and a kubelet's."""
-    status = dict(line.split(":\t", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines())
-    assert status["Uid"].split() == ["65532"] * 4
-    assert status["Gid"].split() == ["65532"] * 4
-    assert status["NoNewPrivs"] == "1"
-    assert int(status["CapEff"], 16) == int(status["CapBnd"], 16) == 0
-    root = Path(f"/proc/{pid}/root")
-    assert (root / "opt/operator-suite/bin" / command).is_file(), "the image's own program"
-    assert not (root / "root/.cache/operator-suite").exists(), "nothing of this machine's filesystem"
-    (root_mount,) = [line.split() for line in Path(f"/proc/{pid}/mountinfo").read_text().splitlines()
-                     if line.split()[4] == "/"]  # fmt: skip
-    assert "ro" in root_mount[5].split(","), "a read-only root filesystem"
-    env = environment(pid)
-    assert "KUBECONFIG" not in env
-    assert env["HOME"] == "/home/nonroot", "from the image's passwd, as a runtime sets it"
-    strays = sorted(name for name in env if name not in IMAGE_ENV | {"HOME"} and not from_a_kubelet(name))
-    assert strays == [], f"variables no kubelet gives: {strays}"
-
-
-async def ready_condition(kube: Kube, api: str, kind: str, name: str, namespace: str) -> dict[str, Any]:
-    """The Ready=True condition, once there."""
-    return await wait_for_condition(kube, api, kind, name, namespace, "Ready", "True", timeout=180)
+    return int(await wait_until(started, timeout=60, interval=0.5, what=f"the operator's pod in {namespace}"))
 
 
 async def test_typesense_chart_installs_a_namespaced_operator_that_runs_a_cluster_in_its_namespace_only(
     plane: ControlPlane,
-    agent: AgentProcess,
+    nodes: LocalCluster,
     helm_home: Path,
     kube: Kube,
     samples: dict[str, list[dict[str, Any]]],
@@ -167,7 +121,7 @@ async def test_typesense_chart_installs_a_namespaced_operator_that_runs_a_cluste
     )  # fmt: skip
 
     # The pod runs the image's command from the image, with the in-cluster configuration.
-    pid = operator_process(agent, "typesense-operator")
+    pid = await operator_process(nodes, kube, "typesense-system")
     assert_runs_from_the_image_as_the_chart_says(pid, "typesense-operator")
     env = environment(pid)
     assert env["KUBERNETES_SERVICE_HOST"] == str(plane.service_cidr[1])
@@ -209,31 +163,8 @@ async def test_typesense_chart_installs_a_namespaced_operator_that_runs_a_cluste
     assert await kube.get(TYPESENSE, "TypesenseCluster", "cluster-1", "search") is not None
 
 
-async def test_monocle_chart_installs_a_cluster_wide_operator_that_brings_a_sample_to_ready(
-    plane: ControlPlane,
-    agent: AgentProcess,
-    helm_home: Path,
-    kube: Kube,
-    samples: dict[str, list[dict[str, Any]]],
-    image_values: list[str],
-) -> None:
-    install_chart(helm_home, plane.kubeconfig, "mon", "monocle-operator", "monocle-system", image_values)
-    pid = operator_process(agent, "monocle-operator")
-    assert_runs_from_the_image_as_the_chart_says(pid, "monocle-operator")
-    assert token_claims(pid)["sub"] == "system:serviceaccount:monocle-system:mon-monocle-operator"
-
-    plane.kubectl("create", "namespace", "metrics")
-    (sample,) = samples["monocle_v1alpha1_monocle"]
-    await kube.apply({**sample, "metadata": {**sample["metadata"], "namespace": "metrics"}})
-    # Monocle and Elasticsearch run as the agent's stand-ins: Ready is as far as they go.
-    await ready_condition(kube, MONOCLE, "Monocle", sample["metadata"]["name"], "metrics")
-
-    uninstall_chart(helm_home, plane.kubeconfig, "mon", "monocle-system")
-    assert await kube.get("apps/v1", "Deployment", "mon-monocle-operator", "monocle-system") is None
-
-
 async def test_two_replicas_hand_over_mid_roll_and_the_new_leader_completes_it_without_repeating_a_step(
-    plane: ControlPlane, agent: AgentProcess, helm_home: Path, kube: Kube, image_values: list[str]
+    plane: ControlPlane, nodes: LocalCluster, helm_home: Path, kube: Kube, image_values: list[str]
 ) -> None:
     plane.kubectl("create", "namespace", "ha-watched")
     install_chart(

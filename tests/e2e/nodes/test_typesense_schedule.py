@@ -1,4 +1,4 @@
-"""A TypesenseScheduledBackup of a real 3-node Typesense cluster (run by the node agent) to a real S3
+"""A TypesenseScheduledBackup of a real 3-node Typesense cluster (on real nodes) to a real S3
 server (versitygw over HTTPS): its immediate backup completes; at the next minute the schedule fires
 and a second one completes, and the first, beyond the retention (keep: 1), is deleted with its data
 in the bucket, though the schedule is suspended by then; suspended, it makes no backup when the next
@@ -25,7 +25,6 @@ from operator_testkit.drivers.typesense_backups import (
     store_s3_secrets,
 )
 from operator_testkit.fixtures import wait_until
-from operator_testkit.nodeagent.harness import AgentProcess
 from operator_testkit.operators import OperatorProcess
 from operator_testkit.s3 import RunningS3
 
@@ -76,7 +75,6 @@ def _files(folder: Path) -> list[Path]:
 async def test_a_schedule_backs_up_on_time_prunes_beyond_its_retention_and_rests_while_suspended(
     kube: Kube,
     namespace: str,
-    node_agent: AgentProcess,
     typesense_operator: OperatorProcess,
     backup_job_image: str,
     s3_server: RunningS3,

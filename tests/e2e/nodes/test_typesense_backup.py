@@ -1,4 +1,4 @@
-"""A TypesenseBackup of a real 3-node Typesense cluster (run by the node agent) to a real S3 server
+"""A TypesenseBackup of a real 3-node Typesense cluster (on real nodes) to a real S3 server
 (versitygw over HTTPS, its CA from a Secret): a caught-up follower is snapshotted, the suite's image
 uploads the snapshot from that node's own volume, the backup is Completed with what it holds, the
 manifest and every file are in the bucket; deleting the backup removes them."""
@@ -22,7 +22,6 @@ from operator_testkit.drivers.typesense_backups import (
     store_s3_secrets,
 )
 from operator_testkit.fixtures import wait_until
-from operator_testkit.nodeagent.harness import AgentProcess
 from operator_testkit.operators import OperatorProcess
 from operator_testkit.s3 import RunningS3
 
@@ -32,7 +31,6 @@ DOCUMENTS = 200
 async def test_a_backup_of_a_ready_cluster_is_taken_from_a_follower_and_is_whole_in_s3(
     kube: Kube,
     namespace: str,
-    node_agent: AgentProcess,
     typesense_operator: OperatorProcess,
     backup_job_image: str,
     s3_server: RunningS3,

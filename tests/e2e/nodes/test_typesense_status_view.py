@@ -1,6 +1,7 @@
 """``kubectl typesense status`` where users run it: through kubectl's plugin lookup, with a kubeconfig,
-against a real 3-node cluster that the operator runs, while a follower is frozen, a roll goes on and
-a recovery waits out its grace; and for a user who may read only TypesenseClusters and Events."""
+against a real 3-node cluster on real nodes that the operator runs, while a follower is frozen, a roll
+goes on and a recovery waits out its grace; and for a user who may read only TypesenseClusters and
+Events."""
 
 from __future__ import annotations
 
@@ -17,8 +18,7 @@ import pytest
 from operator_testkit.controlplane import ControlPlane
 from operator_testkit.drivers.typesense import TypesenseCluster
 from operator_testkit.fixtures import wait_until
-from operator_testkit.nodeagent.faults import Faults
-from operator_testkit.nodeagent.harness import AgentProcess
+from operator_testkit.nodes.faults import NodeFaults
 from operator_testkit.operators import account_kubeconfig
 
 ANSWER_WITHIN_SECONDS = 5.0
@@ -86,10 +86,9 @@ async def until_shown(
 
 @pytest.mark.timeout(900)
 async def test_status_shows_a_ready_cluster_a_frozen_follower_a_roll_and_a_recovery(
-    cluster: TypesenseCluster, control_plane: ControlPlane, node_agent: AgentProcess, tmp_path: Path
+    cluster: TypesenseCluster, control_plane: ControlPlane, faults: NodeFaults, tmp_path: Path
 ) -> None:
     kubectl = Kubectl(control_plane, control_plane.kubeconfig)
-    faults = Faults.of(node_agent.state_dir)
 
     # Ready: one leader, every node answering, on its pod, at the current revision.
     ready = await until_shown(

@@ -1,4 +1,4 @@
-"""The operator's nginx proxy, run as real nginx by the node agent, checks the Referer before Typesense."""
+"""The operator's nginx proxy, Debian's nginx in a pod on a real node, checks the Referer before Typesense."""
 
 from __future__ import annotations
 
@@ -9,12 +9,11 @@ import httpx
 from operator_core.kube import Kube
 from operator_testkit.drivers.typesense import TypesenseCluster
 from operator_testkit.fixtures import wait_until
-from operator_testkit.nodeagent.harness import AgentProcess
 from operator_testkit.operators import OperatorProcess
 
 
 async def test_only_the_allowed_referer_gets_through(
-    kube: Kube, namespace: str, node_agent: AgentProcess, typesense_operator: OperatorProcess
+    kube: Kube, namespace: str, typesense_operator: OperatorProcess
 ) -> None:
     cluster = TypesenseCluster(kube, namespace)
     ingress = {"host": "search.example.com", "ingressClassName": "nginx", "referer": "docs.example.com"}
