@@ -14,6 +14,7 @@ import pytest
 from operator_core.kube import Kube
 from operator_testkit.fixtures import Kubectl, wait_until
 from operator_testkit.image import Image
+from operator_testkit.nodeagent.faults import FaultError
 from operator_testkit.nodes.cluster import LocalCluster
 from operator_testkit.nodes.host import EGRESS_CHAIN, leftovers
 from operator_testkit.nodes.images import NodeImage
@@ -205,12 +206,27 @@ async def test_a_memory_limit_is_enforced_by_the_kernel(kube: Kube, namespace: s
     assert state["state"]["terminated"]["reason"] == "OOMKilled"
 
 
-def test_a_stopped_cluster_leaves_nothing_on_the_machine(tmp_path_factory: pytest.TempPathFactory) -> None:
+async def test_a_stopped_cluster_leaves_nothing_on_the_machine_even_with_a_frozen_pod(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
     cluster = LocalCluster(tmp_path_factory.mktemp("one"), count=1)
-    cluster.start()
+    await asyncio.to_thread(cluster.start)
     assert cluster.plan is not None
     plan = cluster.plan
-    cluster.stop()
+    try:
+        async with Kube.connect(cluster.kubeconfig) as kube:
+            await kube.create(pod("frozen", "default", BUSYBOX, "sleep 3600"))
+
+            async def frozen() -> bool:
+                try:
+                    await cluster.faults(kube).freeze("default", "frozen")
+                except FaultError:
+                    return False  # not started yet
+                return True
+
+            await wait_until(frozen, timeout=60, what="the pod's container to be frozen")
+    finally:
+        await asyncio.to_thread(cluster.stop)
     assert leftovers(plan) == []
 
 

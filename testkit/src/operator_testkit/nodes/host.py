@@ -302,8 +302,11 @@ def kill_cgroup_tree(path: str, timeout: float = 10.0) -> None:
         for pid in pids:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-        with contextlib.suppress(OSError):
-            freezer.write_text("THAWED")  # a frozen process cannot die
+        # A frozen process cannot die: thaw the tree, and every container frozen on its own (a test's
+        # freeze, ``ctr tasks pause``), whose state a thawed parent does not change.
+        for state in (CGROUP_ROOT / "freezer" / path.lstrip("/")).rglob("freezer.state"):
+            with contextlib.suppress(OSError):
+                state.write_text("THAWED")
         if time.monotonic() > deadline:
             raise ControlPlaneError(
                 f"processes {sorted(pids)} in cgroup {path} did not die in {timeout:.0f} s"
