@@ -72,7 +72,12 @@ def test_an_s3_backup_runs_on_the_nodes_node_with_its_claim_and_the_credentials_
     assert made["metadata"]["ownerReferences"][0]["kind"] == "TypesenseBackup"
     assert made["spec"]["backoffLimit"] == 0, "the upload makes its own attempts"
     pod = made["spec"]["template"]["spec"]
-    assert pod["nodeName"] == "node-b"
+    # Affinity, not nodeName: the scheduler must see the pod, or a WaitForFirstConsumer claim is never bound.
+    assert "nodeName" not in pod
+    terms = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"
+    ]
+    assert terms == [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["node-b"]}]}]
     assert pod["restartPolicy"] == "Never"
     assert pod["imagePullSecrets"] == [{"name": "registry"}]
     assert pod["securityContext"]["runAsUser"] == 10000, "the nodes' user: the snapshot is theirs"

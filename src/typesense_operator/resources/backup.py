@@ -129,6 +129,16 @@ def _destination(destination: BackupDestination) -> tuple[Entries, Entries, Entr
     )
 
 
+def _on_node(node_name: str) -> dict[str, Any]:
+    """Scheduling onto exactly ``node_name`` (by the Node's name, as a DaemonSet's pods are placed)."""
+    term = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node_name]}]}
+    return {
+        "affinity": {
+            "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}
+        }
+    }
+
+
 def _job(
     metadata: dict[str, Any],
     destination: BackupDestination,
@@ -211,8 +221,10 @@ def backup_job(
         cluster,
         arguments,
         image,
-        # The snapshot is on this node's volume: the Job runs where it is.
-        placement={"nodeName": node_name} if node_name else {},
+        # The snapshot is on this node's volume: the Job runs where it is. Required affinity to the node,
+        # not nodeName: a pod given its node skips the scheduler, which binds a WaitForFirstConsumer
+        # claim (a volume destination not used yet), and would wait for that claim forever.
+        placement=_on_node(node_name) if node_name else {},
         volumes=[{"name": "data", "persistentVolumeClaim": {"claimName": claim}}],
         mounts=[{"name": "data", "mountPath": DATA_DIR}],
         backoff_limit=0,
