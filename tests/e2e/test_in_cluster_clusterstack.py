@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
-from test_in_cluster import assert_runs_from_the_image_as_the_chart_says, environment, operator_process
 
+from in_cluster import assert_runs_from_the_image_as_the_chart_says, environment, operator_process_on_agent
 from operator_core import errors
 from operator_core.kube import Kube
 from operator_testkit.charts import install_chart, uninstall_chart
@@ -134,7 +134,7 @@ async def test_the_chart_runs_the_operator_from_the_image_and_it_reconciles_a_cl
         helm_home, plane.kubeconfig, RELEASE, "cluster-stack-operator", NAMESPACE, ["-f", str(values)]
     )
 
-    pid = operator_process(agent, COMMAND)
+    pid = operator_process_on_agent(agent, COMMAND)
     assert_runs_from_the_image_as_the_chart_says(pid, COMMAND)
 
     plane.kubectl("create", "namespace", STACKS)

@@ -13,13 +13,18 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from in_cluster import assert_runs_from_the_image_as_the_chart_says, ready_condition, token_claims
+from in_cluster import (
+    assert_runs_from_the_image_as_the_chart_says,
+    operator_process_on_agent,
+    ready_condition,
+    token_claims,
+)
 from operator_core.kube import Kube
 from operator_testkit.charts import install_chart, uninstall_chart
 from operator_testkit.controlplane import ENDPOINT_CONTROLLERS, ControlPlane
 from operator_testkit.fixtures import worker_slice
 from operator_testkit.image import Image
-from operator_testkit.nodeagent.harness import AgentProcess, processes_under, start_agent
+from operator_testkit.nodeagent.harness import AgentProcess, start_agent
 
 MONOCLE = "monocle.monocle.change-metrics.io/v1alpha1"
 
@@ -54,15 +59,6 @@ async def kube(plane: ControlPlane) -> Any:
         await client.close()
 
 
-def operator_process(agent: AgentProcess, command: str) -> int:
-    """The pid of the operator the agent runs for a pod (its process's working directory is the pod's)."""
-    for pid in processes_under(agent.state_dir):
-        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-        if any(Path(word.decode()).name == command for word in argv[:2] if word):
-            return pid
-    raise AssertionError(f"no {command} process under {agent.state_dir}")
-
-
 async def test_monocle_chart_installs_a_cluster_wide_operator_that_brings_a_sample_to_ready(
     plane: ControlPlane,
     agent: AgentProcess,
@@ -75,7 +71,7 @@ async def test_monocle_chart_installs_a_cluster_wide_operator_that_brings_a_samp
     image_values = ["--set", f"image.repository={repository}", "--set", f"image.tag={tag}"]
     helm_home = tmp_path / "helm"
     install_chart(helm_home, plane.kubeconfig, "mon", "monocle-operator", "monocle-system", image_values)
-    pid = operator_process(agent, "monocle-operator")
+    pid = operator_process_on_agent(agent, "monocle-operator")
     assert_runs_from_the_image_as_the_chart_says(pid, "monocle-operator")
     assert token_claims(pid)["sub"] == "system:serviceaccount:monocle-system:mon-monocle-operator"
 

@@ -10,9 +10,9 @@
 - **cgroups**: every process of the slot (daemons, shims, containers) runs under
   ``/operator-suite/slot<N>/`` in every v1 controller; :func:`kill_cgroup_tree` freezes, kills and
   removes that tree, so nothing outlives the nodes.
-- **Host-wide settings** the kubelet changes (:data:`KUBELET_SYSCTLS`) and the fixed paths it and
-  containerd create (:data:`FIXED_PATHS`): the first slot taken records them, the last slot given back
-  puts them back.
+- **Host-wide settings** the kubelet changes (:data:`KUBELET_SYSCTLS`), the inotify instances the nodes
+  need (:data:`INOTIFY_INSTANCES`), and the fixed paths the kubelet and containerd create
+  (:data:`FIXED_PATHS`): the first slot taken records them, the last slot given back puts them back.
 """
 
 from __future__ import annotations
@@ -59,6 +59,12 @@ KUBELET_SYSCTLS = (
     "kernel.keys.root_maxbytes",
 )
 """What the kubelet sets on the whole machine at its start (its "kernel defaults")."""
+INOTIFY_INSTANCES = "fs.inotify.max_user_instances"
+INOTIFY_INSTANCES_NEEDED = 1024
+"""Every kubelet and containerd watches files through inotify instances of their own (about 15 a node
+here): Debian's 128 per user ran out with three clusters of three nodes ("too many open files", and a
+containerd whose CRI plugin did not load). Raised while nodes run, as kind advises; put back after."""
+MACHINE_SYSCTLS = (*KUBELET_SYSCTLS, INOTIFY_INSTANCES)
 FIXED_PATHS = (
     Path("/var/lib/kubelet"),
     Path("/var/log/containers"),
@@ -137,6 +143,7 @@ def acquire_slot(directory: Path) -> Slot:
                 continue
             if not any(_held_by_another(other) for other in range(SLOTS) if other != index):
                 _record_machine()
+            _raise_inotify_instances()
             sweep_slot(index)
             _slot_record(index).write_text(json.dumps({"directory": str(directory), "pid": os.getpid()}))
             return Slot(index, descriptor)
@@ -174,9 +181,15 @@ def _record_machine() -> None:
     record = RUN_DIR / "machine.json"
     if record.exists():
         return  # a run killed before it could restore: its record holds the values from before it
-    values = {name: _sysctl_path(name).read_text().strip() for name in KUBELET_SYSCTLS}
+    values = {name: _sysctl_path(name).read_text().strip() for name in MACHINE_SYSCTLS}
     absent = [str(path) for path in FIXED_PATHS if not path.exists()]
     record.write_text(json.dumps({"sysctls": values, "absent": absent}, indent=2))
+
+
+def _raise_inotify_instances() -> None:
+    path = _sysctl_path(INOTIFY_INSTANCES)
+    if int(path.read_text()) < INOTIFY_INSTANCES_NEEDED:
+        path.write_text(str(INOTIFY_INSTANCES_NEEDED))
 
 
 def _restore_machine() -> None:
