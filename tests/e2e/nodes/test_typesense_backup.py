@@ -114,7 +114,9 @@ async def test_a_backup_of_a_ready_cluster_is_taken_from_a_follower_and_is_whole
     await wait_until(job_gone, timeout=30, interval=0.5, what="the ended backup Job deleted")
     snapshotted = await kube.get("v1", "Pod", status["node"], namespace)
     assert snapshotted is not None
-    assert job["spec"]["template"]["spec"]["nodeName"] == snapshotted["spec"]["nodeName"]
+    affinity = job["spec"]["template"]["spec"]["affinity"]["nodeAffinity"]
+    (term,) = affinity["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert term["matchFields"][0]["values"] == [snapshotted["spec"]["nodeName"]], "on the snapshot's node"
     for container in job["spec"]["template"]["spec"]["containers"]:
         assert s3_server.secret_key not in json.dumps(container), "the key only by reference"
 
