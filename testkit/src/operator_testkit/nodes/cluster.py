@@ -130,7 +130,7 @@ class LocalCluster:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 daemon.process.wait(timeout=_STOP_GRACE)
         if self.plan is not None:
-            host.kill_cgroup_tree(f"/operator-suite/slot{self.plan.slot}")
+            host.kill_cgroup_tree(self.plan.cgroup)
         for daemon in self._daemons:
             with contextlib.suppress(ProcessLookupError, OSError):
                 daemon.process.kill()
@@ -185,7 +185,7 @@ class LocalCluster:
     @property
     def _daemons_cgroup(self) -> str:
         assert self.plan is not None
-        return f"/operator-suite/slot{self.plan.slot}/daemons"
+        return f"{self.plan.cgroup}/daemons"
 
     def _spawn(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> _Daemon:
         assert self.plan is not None

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from operator_testkit.errors import ControlPlaneError
-from operator_testkit.nodes.plan import RUN_DIR, SLOTS, NodesPlan, socket_directory
+from operator_testkit.nodes.plan import RUN_DIR, SLOTS, NodesPlan, slot_cgroup, socket_directory
 
 __all__ = [
     "FIXED_PATHS",
@@ -209,7 +209,7 @@ def _restore_machine() -> None:
 
 def sweep_slot(index: int) -> None:
     """Remove what an earlier holder of slot ``index`` left: processes, mounts, its link, cgroups."""
-    kill_cgroup_tree(f"/operator-suite/slot{index}")
+    kill_cgroup_tree(slot_cgroup(index))
     record = _slot_record(index)
     if record.exists():
         with contextlib.suppress(ValueError, KeyError):
@@ -371,7 +371,7 @@ def unmount_under(directory: Path) -> None:
 def leftovers(plan: NodesPlan) -> list[str]:
     """What a stopped slot left on the machine: processes, mounts, its link, cgroups (empty when clean)."""
     found = []
-    path = f"operator-suite/slot{plan.slot}"
+    path = plan.cgroup.lstrip("/")
     for controller in _controllers():
         if (controller / path).exists():
             found.append(f"cgroup {controller / path}")

@@ -32,6 +32,7 @@ __all__ = [
     "NodePlan",
     "NodesPlan",
     "nodes_plan",
+    "slot_cgroup",
     "socket_directory",
 ]
 
@@ -41,6 +42,11 @@ MAX_NODES = 26
 
 RUN_DIR = Path("/run/operator-suite")
 """The machine's record of slots, and short paths for sockets (a unix socket's path has at most 107 bytes)."""
+
+
+def slot_cgroup(slot: int) -> str:
+    """The cgroup (in every hierarchy) that holds every process of the slot: daemons, shims, containers."""
+    return f"/operator-suite/slot{slot}"
 
 
 def socket_directory(slot: int) -> Path:
@@ -114,6 +120,10 @@ class NodesPlan:
         return "uplink"
 
     @property
+    def cgroup(self) -> str:
+        return slot_cgroup(self.slot)
+
+    @property
     def socket_directory(self) -> Path:
         return socket_directory(self.slot)
 
@@ -158,7 +168,7 @@ def nodes_plan(slot: int, count: int, directory: Path) -> NodesPlan:
             pod_subnet=node_subnets[i],
             bridge=f"osbr{slot}{letter}",
             sockets=socket_directory(slot) / letter,
-            cgroup_root=f"/operator-suite/slot{slot}/node-{letter}",
+            cgroup_root=f"{slot_cgroup(slot)}/node-{letter}",
             directory=directory / f"node-{letter}",
         )
         for i, letter in ((i, chr(ord("a") + i)) for i in range(count))
