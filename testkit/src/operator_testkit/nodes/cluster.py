@@ -92,8 +92,9 @@ class LocalCluster:
         self.tools = ensure_node_tools()
         images = [*base_node_images(self.tools), *self.extra_images]
         self._slot = host.acquire_slot(self.directory)
-        self.plan = nodes_plan(self._slot.index, self.count, self.directory / "slot")
         try:
+            # Inside the try: a plan refused (a directory too long) still gives the slot back.
+            self.plan = nodes_plan(self._slot.index, self.count, self.directory / "slot")
             started = time.monotonic()
             host.create_network(self.plan)
             host.make_cgroups(self._daemons_cgroup)
