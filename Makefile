@@ -92,7 +92,7 @@ e2e: tools nginx
 crds: install
 	$(BIN)/operator-suite crds
 
-run: tools nginx
+run: tools nginx image-tools
 	$(BIN)/operator-suite-dev sandbox up --dir $(RUN_DIR)
 
 down: install

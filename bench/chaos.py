@@ -27,7 +27,6 @@ from typing import Any
 
 from operator_testkit.drivers.typesense import typesense_rig
 from operator_testkit.drivers.typesense_chaos import Soak, SteadyCluster
-from operator_testkit.nodeagent.faults import Faults
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -35,7 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 async def run(minutes: float, seed: int, replicas: int, logs: Path | None) -> dict[str, Any]:
     async with typesense_rig(ROOT, "chaos", keep_logs=logs) as rig:
         cluster = SteadyCluster(rig.kube, "chaos")
-        soak = Soak(cluster, Faults.of(rig.agent.state_dir), rig.plane, rig.operator, replicas)
+        soak = Soak(cluster, rig.faults, rig.plane, rig.operator, replicas)
         await soak.create()
         try:
             result = await soak.run(seed, minutes * 60)

@@ -1,7 +1,7 @@
 """Benchmark: how the Typesense operator scales with the number of clusters, beside the Go operator if given.
 
 Runs a real local control plane and the typesense-operator process (as its own
-ServiceAccount), with no node agent: there are no Nodes, so every Typesense pod
+ServiceAccount), with no nodes: there are no Nodes, so every Typesense pod
 stays Pending and no cluster ever becomes Ready. It measures:
 
 - seconds from creating a TypesenseCluster to all of its children existing, p50 and p95: for
@@ -37,9 +37,9 @@ to cluster-admin, leader election off, metrics off, its health probe on a free 1
 and info-level logs. The result has both sides and the ratios ours/go.
 
 ``--ready`` adds one scenario for ours only: ``--ready-clusters`` clusters made Ready by real
-typesense-server processes (the node agent), then an idle window. The Go operator is left out of
-it: out of cluster it probes the nodes through the API server's pod proxy, which refuses the
-loopback pod addresses the node agent gives.
+typesense-server pods on three real nodes, then an idle window. The Go operator is not run in it
+yet (out of cluster it would probe the nodes through the API server's pod proxy, which reaches real
+nodes' pods; a side-by-side run is still to be done).
 
 Usage: python bench/scale.py [--sizes 20,100,1000] [--idle-seconds 60] [--skip-cold-start | --only-cold-start]
        [--go-operator PATH [--go-crds DIR]] [--ready] [--out FILE.json]
@@ -69,9 +69,10 @@ from typing import Any, Protocol
 import httpx
 
 from operator_testkit.assertions import WRITE_VERBS
-from operator_testkit.controlplane import ENDPOINT_CONTROLLERS, ControlPlane
+from operator_testkit.controlplane import ControlPlane
 from operator_testkit.drivers.go_typesense import GO_OPERATOR_USER, go_operator_process
-from operator_testkit.nodeagent.harness import start_agent
+from operator_testkit.nodes.cluster import LocalCluster
+from operator_testkit.nodes.images import typesense_image
 from operator_testkit.operators import OperatorProcess, service_account_kubeconfig
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -94,7 +95,7 @@ GO_CHILDREN = (
     (STATEFULSETS, "{name}-sts"),
 )
 # Ours make the same five on creation: the PodDisruptionBudget comes with the first ready node, which
-# no cluster here gets (no node agent runs).
+# no cluster here gets (no node runs its pods).
 OUR_CHILDREN = GO_CHILDREN
 METADATA_ONLY = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -714,18 +715,26 @@ async def cache_ready(admin: Admin, path: str, timeout: float = 30) -> None:
 async def plane_for(side: Side, directory: Path, **plane_options: Any) -> Any:
     """A fresh control plane in ``directory`` (made here), the side's CRDs, the bench namespace, an admin."""
     with BenchControlPlane(directory / "cp", **plane_options) as plane:
-        await asyncio.to_thread(plane.kubectl, "apply", "--server-side", "-f", str(side.crds))
-        admin = Admin(plane)
-        try:
-            await established(admin, "typesenseclusters.ts.opentelekomcloud.com")
-            await admin.create(
-                "/api/v1/namespaces",
-                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}},
-            )
-            await cache_ready(admin, CLUSTERS.format(namespace=NAMESPACE))
+        async with crds_and_admin(side, plane) as admin:
             yield plane, admin
-        finally:
-            await admin.close()
+
+
+@contextlib.asynccontextmanager
+async def crds_and_admin(side: Side, plane: ControlPlane | None) -> Any:
+    """The side's CRDs and the bench namespace on ``plane``, and an admin client of it."""
+    assert plane is not None
+    await asyncio.to_thread(plane.kubectl, "apply", "--server-side", "-f", str(side.crds))
+    admin = Admin(plane)
+    try:
+        await established(admin, "typesenseclusters.ts.opentelekomcloud.com")
+        await admin.create(
+            "/api/v1/namespaces",
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}},
+        )
+        await cache_ready(admin, CLUSTERS.format(namespace=NAMESPACE))
+        yield admin
+    finally:
+        await admin.close()
 
 
 def keep_log(settings: argparse.Namespace, source: Path, name: str) -> None:
@@ -833,37 +842,42 @@ async def cold_start_scenario(side: Side, settings: argparse.Namespace, home: Pa
 
 
 async def ready_scenario(side: Side, settings: argparse.Namespace, home: Path) -> dict[str, Any]:
-    """Clusters made Ready by real typesense-server processes (the node agent), then an idle window."""
+    """Clusters made Ready by the real typesense-server on three real nodes, then an idle window."""
     count = settings.ready_clusters
-    async with plane_for(side, home, disabled_controllers=ENDPOINT_CONTROLLERS) as (plane, admin):
-        agent = start_agent(plane, home / "agent")
-        operator = side.launch(plane, home)
-        run = Run.of(side, plane, admin, operator, settings)
-        try:
-            await asyncio.to_thread(operator.start)
-            await asyncio.sleep(3)
-            everything = names(0, count)
-            started = time.monotonic()
-            await create_clusters(admin, everything, settings.replicas)
-            ready: set[str] = set()
-            while len(ready) < count and time.monotonic() - started < 600:
-                await asyncio.sleep(2)
-                ready = {
-                    i["metadata"]["name"]
-                    for i in await admin.items(CLUSTERS.format(namespace=NAMESPACE))
-                    if any(
-                        c["type"] == "Ready" and c["status"] == "True"
-                        for c in (i.get("status") or {}).get("conditions") or []
-                    )
-                }
-            if len(ready) < count:
-                raise TimeoutError(f"{count - len(ready)} of {count} clusters not Ready within 600 s")
-            seconds = time.monotonic() - started
-            window = await idle(run, count)
-        finally:
-            operator.stop()
-            agent.stop()
-            keep_log(settings, home / "operator.log", f"{side.name}-ready-operator.log")
+    nodes = LocalCluster(home / "nodes", extra_images=[typesense_image()], plane_class=BenchControlPlane)
+    await asyncio.to_thread(nodes.start)
+    try:
+        async with crds_and_admin(side, nodes.control_plane) as admin:
+            plane = nodes.control_plane
+            assert plane is not None
+            operator = side.launch(plane, home)
+            run = Run.of(side, plane, admin, operator, settings)
+            try:
+                await asyncio.to_thread(operator.start)
+                await asyncio.sleep(3)
+                everything = names(0, count)
+                started = time.monotonic()
+                await create_clusters(admin, everything, settings.replicas)
+                ready: set[str] = set()
+                while len(ready) < count and time.monotonic() - started < 600:
+                    await asyncio.sleep(2)
+                    ready = {
+                        i["metadata"]["name"]
+                        for i in await admin.items(CLUSTERS.format(namespace=NAMESPACE))
+                        if any(
+                            c["type"] == "Ready" and c["status"] == "True"
+                            for c in (i.get("status") or {}).get("conditions") or []
+                        )
+                    }
+                if len(ready) < count:
+                    raise TimeoutError(f"{count - len(ready)} of {count} clusters not Ready within 600 s")
+                seconds = time.monotonic() - started
+                window = await idle(run, count)
+            finally:
+                operator.stop()
+                keep_log(settings, home / "operator.log", f"{side.name}-ready-operator.log")
+    finally:
+        await asyncio.to_thread(nodes.stop)
     return {
         "clusters": count,
         "replicas": settings.replicas,
@@ -951,7 +965,7 @@ async def run(settings: argparse.Namespace) -> dict[str, Any]:
             "sequential_gap_seconds": settings.sequential_gap,
             "idle_opens_after_quiet_seconds": QUIET_SECONDS,
             "cold_start_clusters": settings.cold_start_size,
-            "pods": "Pending: the control plane has no Node (no node agent runs)",
+            "pods": "Pending: the control plane has no Node",
             "control_plane": "controller manager and scheduler: --kube-api-qps=500 --kube-api-burst=1000",
         },
     }
@@ -1015,7 +1029,9 @@ def main() -> None:
     parser.add_argument("--only-cold-start", action="store_true", help="the cold start (and its idle) only")
     parser.add_argument("--go-operator", type=Path, help="the Go manager binary, to run the same scenarios")
     parser.add_argument("--go-crds", type=Path, help="its CRD yaml(s); default: the binary's directory")
-    parser.add_argument("--ready", action="store_true", help="also 20 Ready clusters (ours only, node agent)")
+    parser.add_argument(
+        "--ready", action="store_true", help="also 20 Ready clusters (ours only, on three real nodes)"
+    )
     parser.add_argument("--ready-clusters", type=int, default=20)
     parser.add_argument("--keep-logs", type=Path, help="copy the operators' logs into this directory")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "scale.json")

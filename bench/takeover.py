@@ -2,12 +2,12 @@
 
 Without ``--go-operator``: the cluster's objects are made exactly as the Go operator makes them
 (operator_testkit.drivers.go_typesense, from its source; its module is not served here, so its
-binary cannot be built), with real typesense-server nodes run by the node agent. With
+binary cannot be built), with the real typesense-server 0.24.1 in pods on three real nodes (its
+exporter and health-check sidecars, not to be had here, as labelled stand-ins). With
 ``--go-operator PATH`` (its manager binary, and its CRDs in ``--go-crds DIR``): the Go operator
 itself makes the cluster, then is stopped; our CRD replaces its CRD (server-side apply, forced),
 and ours is started. Out of cluster, the Go operator probes the nodes through the API server's pod
-proxy, which refuses the node agent's loopback pod addresses: its quorum view here is not a real
-one, and the result says which way the cluster was made.
+proxy, which reaches the pods as in any cluster. The result says which way the cluster was made.
 
 Measured: seconds from our operator's start to the cluster taken over (our StatefulSet runs every
 node at its revision, Ready), the longest gap between acknowledged writes, failed writes, the
@@ -27,9 +27,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-from operator_testkit.drivers.go_typesense import go_operator_process, handed_over, play_go_operator
+from operator_testkit.drivers.go_typesense import (
+    EXPORTER_IMAGE,
+    HEALTHCHECK_IMAGE,
+    go_operator_process,
+    handed_over,
+    play_go_operator,
+)
 from operator_testkit.drivers.typesense import TypesenseCluster, Writer, restarts_in_order, typesense_rig
 from operator_testkit.fixtures import wait_until
+from operator_testkit.nodes.images import go_sidecars_image
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -81,7 +88,8 @@ async def _missing_once_caught_up(cluster: TypesenseCluster, acknowledged: list[
 
 
 async def run(go_operator: Path | None, go_crds: Path | None) -> dict[str, Any]:
-    async with typesense_rig(ROOT, "takeover") as rig:
+    sidecars = [go_sidecars_image((EXPORTER_IMAGE, HEALTHCHECK_IMAGE))]
+    async with typesense_rig(ROOT, "takeover", images=sidecars) as rig:
         rig.operator.stop()  # the Go operator ran this cluster; ours comes later
         cluster = TypesenseCluster(rig.kube, "takeover")
         try:

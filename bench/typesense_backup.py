@@ -1,9 +1,10 @@
 """Benchmark: a TypesenseBackup of a real 3-node cluster to a real S3 server, and a new 3-node cluster
 restored from it, for 10k and 100k small documents.
 
-Runs a local control plane, the node agent (real typesense-server processes; the backup and restore
-Jobs run this checkout's image), the typesense-operator, and versitygw over HTTPS on loopback. For each
-size it records:
+Runs three real nodes (a kubelet, containerd and runc each) and their control plane, the real
+typesense-server 0.24.1 in their pods (the backup and restore Jobs run this checkout's image), the
+typesense-operator, and versitygw over HTTPS where the pods reach this machine. For each size it
+records:
 
 - the backup: seconds from the TypesenseBackup's creation to Completed, its bytes and files, and its
   throughput (documents and MiB per second);
@@ -44,7 +45,8 @@ from operator_testkit.drivers.typesense_backups import (
     store_s3_secrets,
 )
 from operator_testkit.fixtures import wait_until
-from operator_testkit.image import image_of_sources, tag_image
+from operator_testkit.image import image_of_sources
+from operator_testkit.nodes.images import NodeImage
 from operator_testkit.s3 import RunningS3, ensure_versitygw, running_s3
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -118,20 +120,21 @@ async def _size(kube: Kube, s3: RunningS3, bucket: str, documents: int) -> dict[
 
 async def run(sizes: list[int]) -> dict[str, Any]:
     image = await asyncio.to_thread(image_of_sources, ROOT)
-    await asyncio.to_thread(tag_image, image.name, JOB_IMAGE)
     environment = {"OPERATOR_SUITE_BACKUP_IMAGE": JOB_IMAGE}
-    with (
-        tempfile.TemporaryDirectory(prefix="bench-s3-") as scratch,
-        running_s3(Path(scratch), binary=ensure_versitygw(), tls=True) as s3,
-    ):
-        bucket = f"bench-{secrets.token_hex(4)}"
-        s3.create_bucket(bucket)
-        async with typesense_rig(ROOT, NAMESPACE, environment) as rig:
+    jobs = [NodeImage(image.name, (JOB_IMAGE,))]
+    async with typesense_rig(ROOT, NAMESPACE, environment, images=jobs) as rig:
+        with (
+            tempfile.TemporaryDirectory(prefix="bench-s3-") as scratch,
+            running_s3(Path(scratch), binary=ensure_versitygw(), tls=True, address=rig.address) as s3,
+        ):
+            bucket = f"bench-{secrets.token_hex(4)}"
+            s3.create_bucket(bucket)
             await store_s3_secrets(rig.kube, NAMESPACE, s3)
             results = {f"{size // 1000}k": await _size(rig.kube, s3, bucket, size) for size in sizes}
     return {
         "benchmark": "typesense_backup",
-        "cluster": "3 nodes, typesense-server 0.24.1; S3: versitygw v1.8.0 over HTTPS on loopback",
+        "cluster": "3 real nodes (kubelet v1.35.4, containerd 2.3.7, runc), typesense-server 0.24.1; "
+        "S3: versitygw v1.8.0 over HTTPS on the nodes' link to this machine",
         "documents": "small: {id, title} with one string field, in two collections (+100 authors)",
         "sizes": results,
         "targets": {"100k": {"restore.seconds_to_every_node_holding_all": 60}},

@@ -1,8 +1,8 @@
 """Benchmark: recovery of a real Typesense raft cluster after faults, with the Typesense operator in charge.
 
-Runs a local control plane, the node agent (real typesense-server processes) and
-the typesense-operator process, creates a 3-node cluster, keeps a steady write
-load, and for each scenario records:
+Runs three real nodes (a kubelet, containerd and runc each) and their control plane, the real
+typesense-server 0.24.1 in their pods, and the typesense-operator process; creates a 3-node cluster,
+keeps a steady write load, and for each scenario records:
 
 - seconds from the fault to Ready=True;
 - seconds from the fault to the first accepted write;
@@ -12,7 +12,8 @@ Scenarios (the quorum issue's numbering):
 
 - "two-of-three-killed" (3): the leader and a follower die and stay dead;
 - "two-of-three-hung" (3, harder): the leader and a follower hang (SIGSTOP) and stay hung;
-- "full-restart" (4): every pod re-created at once, with new IPs (the node agent's instant restart);
+- "full-restart" (4): a power cut: every container killed and every pod object removed at once
+  (grace 0); the StatefulSet makes them again, with new IPs;
 - "kubectl-delete-pods": ``kubectl delete pods --all`` as a user runs it (graceful termination, then
   re-creation by the real StatefulSet controller); its seconds count from the command's return.
 
@@ -50,7 +51,6 @@ from operator_testkit.drivers.typesense import (
     lose_two_of_three,
     typesense_rig,
 )
-from operator_testkit.nodeagent.faults import Faults
 
 ROOT = Path(__file__).resolve().parent.parent
 EVENT_REASONS = ("QuorumDowngraded", "QuorumMemberFenced", "QuorumSurvivorRestarted", "QuorumUpgraded")
@@ -123,7 +123,7 @@ async def run(only: Sequence[str] = SCENARIOS, rounds: int = 1) -> dict[str, Any
         await cluster.create(replicas=3)
         bootstrap = await cluster.wait_ready(timeout=300)
         await cluster.create_collection()
-        faults = Faults.of(rig.agent.state_dir)
+        faults = rig.faults
         counted: dict[str, int] = {}
         scenarios: dict[str, Callable[[], Awaitable[dict[str, Any]]]] = {
             "two-of-three-killed": lambda: two_of_three_scenario(

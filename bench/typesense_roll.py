@@ -1,10 +1,10 @@
 """Benchmark: a change that needs new pods, rolled by the operator and by a plain StatefulSet rolling
 update, side by side in one run, on a real Typesense cluster that holds 100k documents, under writes.
 
-Runs a local control plane, the node agent (real typesense-server processes) and the typesense-operator
-process; creates a 3-node cluster, imports the documents (so that a restarted node takes real time to
-load and catch up), and rolls four changes of the pod template (a new CPU request), each under a steady
-write load:
+Runs three real nodes (a kubelet, containerd and runc each) and their control plane, the real
+typesense-server 0.24.1 in their pods, and the typesense-operator process; creates a 3-node cluster,
+imports the documents (so that a restarted node takes real time to load and catch up), and rolls
+four changes of the pod template (a new CPU request), each under a steady write load:
 
 - "operator": the operator's roll (StatefulSet ``OnDelete``; followers first, each back and caught up
   before the next, the leader last);
@@ -44,7 +44,6 @@ from operator_testkit.drivers.typesense import (
     typesense_rig,
 )
 from operator_testkit.fixtures import wait_until
-from operator_testkit.nodeagent.faults import Faults
 from operator_testkit.operators import OperatorProcess
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -163,7 +162,7 @@ async def run(documents: int) -> dict[str, Any]:
         seeding = time.monotonic()
         await seed_documents(cluster, documents)
         seed_seconds = time.monotonic() - seeding
-        freeze = functools.partial(Faults.of(rig.agent.state_dir).freeze, NAMESPACE)
+        freeze = functools.partial(rig.faults.freeze, NAMESPACE)
         kubectl, operator = rig.plane.kubectl, rig.operator
         results = {
             "operator": await operator_roll(cluster, "101m", None),

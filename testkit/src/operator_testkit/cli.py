@@ -35,11 +35,8 @@ from operator_testkit.prometheus_tools import ensure_prometheus_tools
 from operator_testkit.s3 import ensure_versitygw
 from operator_testkit.sandbox import (
     DEFAULT_LOCK,
-    SANDBOX_POD_CIDR,
-    SANDBOX_SERVICE_CIDR,
     SandboxOptions,
     journey_entries,
-    loopback_range,
     sandbox_down,
     sandbox_up,
 )
@@ -119,13 +116,6 @@ def _kubectl(arguments: argparse.Namespace) -> int:
     os.execv(kubectl, [str(kubectl), f"--kubeconfig={kubeconfig}", *arguments.kubectl_arguments])  # noqa: S606
 
 
-def _loopback_range(text: str) -> str:
-    try:
-        return loopback_range(text)
-    except ValueError as error:
-        raise argparse.ArgumentTypeError(str(error)) from error
-
-
 def _sandbox(arguments: argparse.Namespace) -> int:
     if arguments.action == "journey":
         journeys = journey_entries()
@@ -141,10 +131,7 @@ def _sandbox(arguments: argparse.Namespace) -> int:
         return walk(arguments.dir / arguments.operator, arguments.pause)
     if arguments.action == "down":
         return sandbox_down(arguments.dir, arguments.lock)
-    options = SandboxOptions(
-        pod_cidr=arguments.pod_cidr, service_cidr=arguments.service_cidr, lock=arguments.lock
-    )
-    return sandbox_up(arguments.dir, options)
+    return sandbox_up(arguments.dir, SandboxOptions(lock=arguments.lock))
 
 
 def _image(arguments: argparse.Namespace) -> int:
@@ -202,7 +189,8 @@ def _parser() -> argparse.ArgumentParser:
         sub.set_defaults(run=run)
 
     sandbox = commands.add_parser(
-        "sandbox", help="control plane + node agent + operators + a sample Typesense cluster, on this machine"
+        "sandbox",
+        help="3 real nodes + the operators installed by helm + a sample Typesense cluster, on this machine",
     )
     sandbox_actions = sandbox.add_subparsers(dest="action", required=True)
     for action, text in (
@@ -221,19 +209,6 @@ def _parser() -> argparse.ArgumentParser:
             "$OPERATOR_SUITE_SANDBOX_LOCK)",
         )
         sub.set_defaults(run=_sandbox)
-        if action == "up":
-            sub.add_argument(
-                "--pod-cidr",
-                type=_loopback_range,
-                default=SANDBOX_POD_CIDR,
-                help="loopback range for pod addresses (%(default)s)",
-            )
-            sub.add_argument(
-                "--service-cidr",
-                type=_loopback_range,
-                default=SANDBOX_SERVICE_CIDR,
-                help="loopback range for Service addresses (%(default)s)",
-            )
 
     journey = sandbox_actions.add_parser(
         "journey", help="an operator's whole user journey on control planes of its own, step by step"

@@ -119,8 +119,9 @@ def _start(
     *,
     detached: bool = False,
     auth: Mapping[str, Any] | None = None,
+    address: str = "127.0.0.1",
 ) -> tuple[subprocess.Popen[bytes], RunningRegistry]:
-    host = f"127.0.0.1:{free_port()}"
+    host = f"{address}:{free_port()}"
     config = _write_config(directory, host, tls, auth)
     log = directory / "registry.log"
     environment = {
@@ -158,8 +159,10 @@ def running_registry(
     tls: bool = False,
     auth: Mapping[str, Any] | None = None,
     start_timeout: float = 30.0,
+    address: str = "127.0.0.1",
 ) -> Iterator[RunningRegistry]:
-    """A registry on a free 127.0.0.1 port, stopped when the block ends.
+    """A registry on a free port of ``address`` (loopback, or where real nodes' pods reach this
+    machine), stopped when the block ends.
 
     ``auth`` is its config's ``auth`` section (:mod:`operator_testkit.registry_auth` writes the htpasswd
     and token ones); a registry started again on the same ``directory`` serves what was pushed before.
@@ -179,11 +182,11 @@ def running_registry(
         certificate: tuple[Path, Path] | None = None
         ca_cert: Path | None = None
         if tls:
-            pki = create_pki(directory / "pki", service_ip="127.0.0.1")
+            pki = create_pki(directory / "pki", service_ip="127.0.0.1", addresses=(address,))
             certificate, ca_cert = (pki.serving_cert, pki.serving_key), pki.ca_cert
         process, registry = serve_on_free_port(
             "the registry",
-            lambda: _start(binary, directory, certificate, ca_cert, auth=auth),
+            lambda: _start(binary, directory, certificate, ca_cert, auth=auth, address=address),
             _answers,
             directory / "registry.log",
             start_timeout,
@@ -194,14 +197,17 @@ def running_registry(
             stop_group(process)
 
 
-def start_detached_registry(directory: Path, binary: Path, start_timeout: float = 30.0) -> RunningRegistry:
-    """A plain-HTTP registry that outlives this process (a sandbox's): whoever started it stops it, by
-    its pid or by the marker its environment carries (:data:`operator_testkit.sandbox.MARKER`)."""
+def start_detached_registry(
+    directory: Path, binary: Path, address: str = "127.0.0.1", start_timeout: float = 30.0
+) -> RunningRegistry:
+    """A plain-HTTP registry on ``address`` that outlives this process (a sandbox's, on the address
+    where real nodes' pods reach this machine): whoever started it stops it, by its pid or by the
+    marker its environment carries (:data:`operator_testkit.sandbox.MARKER`)."""
     directory = directory.resolve()
     directory.mkdir(parents=True, exist_ok=True)
     _, registry = serve_on_free_port(
         "the registry",
-        lambda: _start(binary, directory, None, None, detached=True),
+        lambda: _start(binary, directory, None, None, detached=True, address=address),
         _answers,
         directory / "registry.log",
         start_timeout,

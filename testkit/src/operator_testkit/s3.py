@@ -39,7 +39,7 @@ from operator_testkit.pki import create_pki
 from operator_testkit.servers import die_with_parent, serve_on_free_port, stop_group, trusting
 from operator_testkit.settings import ControlPlaneSettings
 
-__all__ = ["RunningS3", "ensure_versitygw", "running_s3"]
+__all__ = ["RunningS3", "ensure_versitygw", "running_s3", "start_detached_s3"]
 
 _VERSITYGW = "github.com/versity/versitygw"
 _PINNED_FILES = ("versitygw/go.mod", "versitygw/go.sum")
@@ -124,6 +124,41 @@ def _answers(server: RunningS3) -> bool:
     return True
 
 
+def _start_versitygw(
+    binary: Path, directory: Path, *, tls: bool, region: str, address: str, detached: bool, timeout: float
+) -> tuple[subprocess.Popen[bytes], RunningS3]:
+    """versitygw serving ``directory/data`` on a free port of ``address``, once it answers."""
+    (directory / "data").mkdir(parents=True, exist_ok=True)
+    ca_cert: Path | None = None
+    tls_flags: list[str] = []
+    if tls:
+        pki = create_pki(directory / "pki", service_ip="127.0.0.1", addresses=(address,))
+        ca_cert = pki.ca_cert
+        tls_flags = ["--cert", str(pki.serving_cert), "--key", str(pki.serving_key)]
+    access_key, secret_key = f"test-{secrets.token_hex(4)}", secrets.token_urlsafe(24)
+    log, storage = directory / "versitygw.log", str(directory / "data")
+
+    def start() -> tuple[subprocess.Popen[bytes], RunningS3]:
+        host = f"{address}:{free_port()}"
+        environment = {**os.environ, "ROOT_ACCESS_KEY": access_key, "ROOT_SECRET_KEY": secret_key}
+        with log.open("wb") as output:  # this run's log only
+            process = subprocess.Popen(
+                [str(binary), "--port", host, "--region", region, "-q", *tls_flags, "posix", storage],
+                stdin=subprocess.DEVNULL,
+                stdout=output,
+                stderr=subprocess.STDOUT,
+                cwd=directory,
+                env=environment,
+                start_new_session=True,
+                preexec_fn=None if detached else die_with_parent,
+            )
+        scheme = "https" if tls else "http"
+        endpoint = f"{scheme}://{host}"
+        return process, RunningS3(endpoint, access_key, secret_key, region, directory, ca_cert, process.pid)
+
+    return serve_on_free_port("versitygw", start, _answers, log, timeout)
+
+
 @contextlib.contextmanager
 def running_s3(
     directory: Path | None = None,
@@ -145,39 +180,21 @@ def running_s3(
     with contextlib.ExitStack() as cleanup:
         if directory is None:
             directory = Path(cleanup.enter_context(tempfile.TemporaryDirectory(prefix="s3-")))
-        directory = directory.resolve()
-        (directory / "data").mkdir(parents=True, exist_ok=True)
-        ca_cert: Path | None = None
-        tls_flags: list[str] = []
-        if tls:
-            pki = create_pki(directory / "pki", service_ip="127.0.0.1", addresses=(address,))
-            ca_cert = pki.ca_cert
-            tls_flags = ["--cert", str(pki.serving_cert), "--key", str(pki.serving_key)]
-        access_key, secret_key = f"test-{secrets.token_hex(4)}", secrets.token_urlsafe(24)
-        log, storage = directory / "versitygw.log", str(directory / "data")
-
-        def start() -> tuple[subprocess.Popen[bytes], RunningS3]:
-            host = f"{address}:{free_port()}"
-            environment = {**os.environ, "ROOT_ACCESS_KEY": access_key, "ROOT_SECRET_KEY": secret_key}
-            with log.open("wb") as output:  # this run's log only
-                process = subprocess.Popen(
-                    [str(binary), "--port", host, "--region", region, "-q", *tls_flags, "posix", storage],
-                    stdin=subprocess.DEVNULL,
-                    stdout=output,
-                    stderr=subprocess.STDOUT,
-                    cwd=directory,
-                    env=environment,
-                    start_new_session=True,
-                    preexec_fn=die_with_parent,
-                )
-            scheme = "https" if tls else "http"
-            server = RunningS3(
-                f"{scheme}://{host}", access_key, secret_key, region, directory, ca_cert, process.pid
-            )
-            return process, server
-
-        process, server = serve_on_free_port("versitygw", start, _answers, log, start_timeout)
+        process, server = _start_versitygw(
+            binary, directory.resolve(), tls=tls, region=region, address=address, detached=False,
+            timeout=start_timeout,
+        )  # fmt: skip
         try:
             yield server
         finally:
             stop_group(process)
+
+
+def start_detached_s3(directory: Path, address: str, region: str = "us-east-1") -> RunningS3:
+    """A plain-HTTP versitygw on ``address`` that outlives this process (a sandbox's): whoever started
+    it stops it, by its pid or by the marker its environment carries."""
+    directory = directory.resolve()
+    _, server = _start_versitygw(
+        ensure_versitygw(), directory, tls=False, region=region, address=address, detached=True, timeout=30
+    )
+    return server

@@ -1,33 +1,35 @@
 """``operator-suite-dev sandbox up|down``: the suite's main job on one machine.
 
-``up`` starts a local control plane, the StorageClasses the samples name, the node agent (so pods
-really run), and each operator that registers a sandbox entry (entry point group
-``operator_suite.sandbox``), each as its own ServiceAccount; applies that operator's sample
-manifests; and waits, printing progress, until every sample custom object reports ``Ready=True``.
-Nothing here knows a particular operator: the entries say which console script, RBAC file and
-samples to use.
+``up`` starts a local cluster of three real nodes (:mod:`.nodes`: a control plane, a kubelet,
+containerd and runc on each node, kube-proxy, CoreDNS and a volume provisioner), loads the images
+the samples' pods run, installs each operator that registers a sandbox entry (entry point group
+``operator_suite.sandbox``) with ``helm install`` from the suite's image built from this checkout, as
+users install it; applies that operator's samples and what its entry prepares (the S3 server and
+the scheduled backup of the Typesense sample, say); and waits, printing progress, until every sample
+custom object reports ``Ready=True`` and what the entries await has happened. Nothing here knows a
+particular operator: the entries say which chart, images and samples to use.
 
 Everything runs detached, and ``up`` records it as it starts it: ``DIR/sandbox.json`` is written
-before anything starts and gains each process as it starts, and every process ``up`` starts carries
-:data:`MARKER` in its environment, so ``down`` finds even one whose pid was never recorded (``up``
-killed mid-start). ``down`` stops it all and checks that nothing is left.
+before anything starts, the cluster records its slot in ``DIR/cluster/cluster.json`` as soon as it
+has one, and every process ``up`` starts carries :data:`MARKER` in its environment, so ``down``
+finds even one whose pid was never recorded (``up`` killed mid-start). ``down`` stops it all (the
+nodes' daemons and containers as one cgroup tree) and checks that nothing is left: no process,
+mount, link, network namespace or cgroup.
 
-``up`` fails loudly and leaves nothing behind: when a sample's pod cannot start (its program is
-missing, its config is invalid, see :mod:`.nodeagent.failures`) it says which pod and why within
-seconds, instead of waiting out its time-out; on any failure, Ctrl-C, SIGTERM or SIGHUP it stops
-everything it started (the logs stay in DIR) before it exits.
+``up`` fails loudly and leaves nothing behind: when a sample's pod cannot start (its image is not
+on the nodes, its configuration names a missing Secret: :mod:`.pod_failures`) it says which pod and
+why within seconds, instead of waiting out its time-out; on any failure, Ctrl-C, SIGTERM or SIGHUP it
+stops everything it started (the logs stay in DIR) before it exits.
 
-One sandbox runs per machine: two would hand out the same pod and Service addresses. ``up`` takes
-a lock file (:data:`DEFAULT_LOCK`, or ``--lock``) that names its directory, and refuses at once
-while the sandbox named there runs. Its pod and Service ranges (:data:`SANDBOX_POD_CIDR`,
-:data:`SANDBOX_SERVICE_CIDR`) are apart from those of the test suite's workers, so ``make test``
-can run beside it.
+One sandbox runs per machine, so that a second ``make run`` says where the first one runs instead of
+starting another: ``up`` takes a lock file (:data:`DEFAULT_LOCK`, or ``--lock``) that names its
+directory. Its nodes take a slot of the machine like any test run's (:mod:`.nodes.host`), so ``make
+test`` can run beside it.
 """
 
 from __future__ import annotations
 
 import contextlib
-import ipaddress
 import json
 import os
 import shutil
@@ -44,77 +46,113 @@ from typing import Any
 import yaml
 
 from operator_testkit.binaries import find_hack_dir
-from operator_testkit.controlplane import (
-    ENDPOINT_CONTROLLERS,
-    ControlPlane,
-    ControlPlaneState,
-    stop_recorded,
-)
+from operator_testkit.charts import install_chart
+from operator_testkit.controlplane import ControlPlane
 from operator_testkit.errors import ControlPlaneError
-from operator_testkit.nodeagent.failures import WaitingKey, stuck_containers, waiting_since
-from operator_testkit.nodeagent.harness import processes_under, start_agent
-from operator_testkit.nodeagent.storage import PROVISIONER
-from operator_testkit.operators import OperatorProcess, service_account_kubeconfig
+from operator_testkit.image import image_of_sources
+from operator_testkit.nodes import host
+from operator_testkit.nodes.cluster import RECORD as CLUSTER_RECORD
+from operator_testkit.nodes.cluster import LocalCluster, stop_recorded_cluster
+from operator_testkit.nodes.images import NodeImage, nginx_image, typesense_image
+from operator_testkit.nodes.plan import nodes_plan
+from operator_testkit.nodes.storage import STORAGE_CLASSES
+from operator_testkit.pod_failures import WaitingKey, stuck_containers, waiting_since
 
 __all__ = [
     "DEFAULT_LOCK",
     "MARKER",
-    "SANDBOX_POD_CIDR",
-    "SANDBOX_SERVICE_CIDR",
+    "SAMPLES_NAMESPACE",
+    "Awaited",
+    "Prepared",
     "SandboxEntry",
     "SandboxOptions",
-    "loopback_range",
+    "SandboxSite",
     "sandbox_down",
     "sandbox_processes",
     "sandbox_up",
-    "storage_class",
     "storage_class_names",
+    "unknown_storage_classes",
 ]
 
 ENTRY_POINT_GROUP = "operator_suite.sandbox"
 MARKER = "OPERATOR_SUITE_SANDBOX_DIR"
 """Set to the sandbox's directory in the environment of every process ``up`` starts."""
 DEFAULT_LOCK = Path(os.environ.get("OPERATOR_SUITE_SANDBOX_LOCK", "/run/operator-suite/sandbox.lock"))
-# The test suite's workers take eighths of 127.50-52/16 (pods) and 127.100-102/16 (Services).
-SANDBOX_POD_CIDR = "127.60.0.0/16"
-SANDBOX_SERVICE_CIDR = "127.110.0.0/16"
+WITHOUT_IMAGES = "OPERATOR_SUITE_SANDBOX_WITHOUT_IMAGES"
+"""Names of images (comma-separated) ``up`` does not load onto the nodes: what a user sees whose
+cluster lacks an image its samples ask for (a test of ``up``'s failure report sets it)."""
 SAMPLES_NAMESPACE = "default"
 _READY_TIMEOUT = 300.0
 _POLL_SECONDS = 2.0
-_OPERATOR_GRACE, _AGENT_GRACE, _LEFTOVER_GRACE = 30.0, 40.0, 10.0  # the agent stops its containers first
+_LEFTOVER_GRACE = 10.0
 _SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+@dataclass(frozen=True)
+class SandboxSite:
+    """Where an entry prepares what its operator needs."""
+
+    plane: ControlPlane
+    home: Path
+    """The operator's own directory in the sandbox's."""
+    address: str
+    """This machine's address as the nodes' pods reach it: a server for them listens there."""
+
+
+@dataclass(frozen=True)
+class Awaited:
+    """Something an entry's samples make by themselves that ``up`` waits for (a scheduled backup's
+    first backup, say): the first object of ``resource`` matching ``selector`` whose
+    ``status.phase`` is ``done``; one whose phase is ``failed`` fails ``up``, with its message."""
+
+    what: str
+    resource: str
+    selector: str
+    done: str = "Completed"
+    failed: str = "Failed"
+    timeout: float = 180.0
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """What an entry made ready for its operator."""
+
+    env: Mapping[str, str] = field(default_factory=dict)
+    """Settings for the operator's container (the chart's ``env``)."""
+    manifests: tuple[dict[str, Any], ...] = ()
+    """Applied in the samples' namespace after the samples; custom objects among them are waited for
+    until Ready too."""
+    awaited: tuple[Awaited, ...] = ()
+    notes: tuple[str, ...] = ()
+    """Lines printed once everything is Ready."""
 
 
 @dataclass(frozen=True)
 class SandboxEntry:
     """What the sandbox runs for one operator; paths are relative to the repository root."""
 
-    script: str
-    rbac: str
+    chart: str
+    """The operator's chart under ``charts/``, installed with the suite's image."""
     samples: tuple[str, ...]
     """Manifests to apply; every custom object among them is waited for until Ready. May be empty:
-    the operator then only runs (for operators whose workloads the node agent cannot run)."""
+    the operator then only runs."""
     usage: str = ""
     """Lines printed once everything is Ready: how to use what the samples made."""
-    storage_classes: tuple[str, ...] = ()
-    """StorageClasses the operator's objects name when their spec does not (its defaults); those
-    the samples name are found in them."""
-    prepare: Callable[[ControlPlane, Path], Mapping[str, str]] | None = None
-    """What the operator needs before it starts (CRDs it reads, a release source), made in the given
-    directory; returns variables for the operator's environment. Processes it starts carry the
-    sandbox's marker, so ``down`` stops them."""
+    images: Callable[[], list[NodeImage]] | None = None
+    """Images the samples' pods run, besides Typesense's and nginx's, which every sandbox loads."""
+    prepare: Callable[[SandboxSite], Prepared] | None = None
+    """What the operator needs before it is installed (CRDs it reads, a release source, an S3
+    server). Processes it starts carry the sandbox's marker, so ``down`` stops them."""
     journey: Callable[[Path, bool], int] | None = None
     """``operator-suite-dev sandbox journey``: the operator's whole user journey, walked step by step
-    in the given directory on control planes of its own (paused before the end when asked); its
-    exit code. Everything it starts stops when it returns."""
+    in the given directory on clusters of its own (paused before the end when asked); its exit code.
+    Everything it starts stops when it returns."""
 
 
 @dataclass(frozen=True)
 class SandboxOptions:
-    """Where a sandbox takes its addresses and its lock (tests give their own)."""
+    """Where a sandbox takes its lock (tests give their own)."""
 
-    pod_cidr: str = SANDBOX_POD_CIDR
-    service_cidr: str = SANDBOX_SERVICE_CIDR
     lock: Path = DEFAULT_LOCK
 
 
@@ -124,8 +162,7 @@ class _Record:
 
     directory: Path
     lock: str
-    controlplane: str
-    agent: dict[str, Any] | None = None
+    cluster: str
     operators: list[dict[str, Any]] = field(default_factory=list)
 
     @property
@@ -133,12 +170,7 @@ class _Record:
         return self.directory / "sandbox.json"
 
     def save(self) -> None:
-        data = {
-            "lock": self.lock,
-            "controlplane": self.controlplane,
-            "agent": self.agent,
-            "operators": self.operators,
-        }
+        data = {"lock": self.lock, "cluster": self.cluster, "operators": self.operators}
         temporary = self.path.with_name(".sandbox.json.tmp")
         temporary.write_text(json.dumps(data, indent=2))
         os.replace(temporary, self.path)
@@ -172,19 +204,6 @@ def _complain(message: str) -> None:
 # ---------------------------------------------------------------- pure decisions
 
 
-def loopback_range(text: str) -> str:
-    """``text`` as a network, if it lies in 127.0.0.0/8: no sandbox address leads off this machine (pure)."""
-    try:
-        network = ipaddress.IPv4Network(text)
-    except ValueError as error:
-        raise ValueError(f"{text!r} is not an IPv4 network: {error}") from error
-    if not network.subnet_of(ipaddress.IPv4Network("127.0.0.0/8")):
-        raise ValueError(
-            f"{text} is not a loopback range (127.0.0.0/8): its traffic would leave this machine"
-        )
-    return str(network)
-
-
 def storage_class_names(documents: Iterable[Any]) -> set[str]:
     """Every ``storageClassName`` a manifest names, at any depth (pure)."""
     names: set[str] = set()
@@ -200,21 +219,10 @@ def storage_class_names(documents: Iterable[Any]) -> set[str]:
     return names
 
 
-def storage_class(name: str) -> dict[str, Any]:
-    """A StorageClass the node agent provisions (pure).
-
-    Its provisioner is the agent's, an external one to the controller manager, which then waits
-    (a Normal ExternalProvisioning Event) instead of failing (a ProvisioningFailed Warning for a
-    class that does not exist) while the agent binds a volume to the claim.
-    """
-    return {
-        "apiVersion": "storage.k8s.io/v1",
-        "kind": "StorageClass",
-        "metadata": {"name": name, "labels": {"app.kubernetes.io/managed-by": "operator-suite-sandbox"}},
-        "provisioner": PROVISIONER,
-        "reclaimPolicy": "Delete",
-        "volumeBindingMode": "Immediate",
-    }
+def unknown_storage_classes(documents: Iterable[Any]) -> list[str]:
+    """The StorageClasses the documents name that the nodes do not provide (pure): a claim of one would
+    wait for ever, so ``up`` refuses before it starts anything."""
+    return sorted(storage_class_names(documents) - set(STORAGE_CLASSES))
 
 
 def _ready_condition(obj: Mapping[str, Any]) -> dict[str, Any]:
@@ -238,27 +246,16 @@ def _carries_marker(pid: int, directory: Path) -> bool:
     return f"{MARKER}={directory}".encode() in _environment(pid)
 
 
-def _has_terminal(pid: int) -> bool:
-    """Whether the process has a controlling terminal: a person's shell has one, a container never."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return False
-    return fields[4] != "0"  # tty_nr
-
-
 def sandbox_processes(directory: Path) -> list[int]:
-    """Every live process of the sandbox in ``directory``, but this one.
+    """Every live process of the sandbox in ``directory`` that carries :data:`MARKER`, but this one.
 
-    Those ``up`` started carry :data:`MARKER`; the containers (whose environment is their own) run
-    inside the agent's directory. A shell someone opened there has a terminal, and is left alone.
-    """
+    The nodes' daemons carry it; their containers, whose environment is their own, do not, and are
+    stopped with the nodes' cgroup tree."""
     directory = directory.resolve()
     found = set()
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit() and _carries_marker(int(entry.name), directory):
             found.add(int(entry.name))
-    found |= {pid for pid in processes_under(directory / "nodeagent") if not _has_terminal(pid)}
     found.discard(os.getpid())
     return sorted(pid for pid in found if _alive(pid))
 
@@ -281,16 +278,6 @@ def _wait_gone(pids: Iterable[int], grace: float) -> list[int]:
                 os.waitpid(pid, os.WNOHANG)  # ours, when ``up`` cleans up after itself
         left = [pid for pid in left if _alive(pid)]
     return left
-
-
-def _terminate(pid: int, grace: float) -> None:
-    """SIGTERM a recorded process's group, SIGKILL it after ``grace`` seconds."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, signal.SIGTERM)
-    if _wait_gone([pid], grace):
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(pid, signal.SIGKILL)
-        _wait_gone([pid], 5)
 
 
 def _stop_leftovers(directory: Path) -> None:
@@ -405,28 +392,29 @@ def sandbox_up(directory: Path, options: SandboxOptions | None = None) -> int:
     """Start the sandbox in ``directory``; 0 once every sample is Ready, else why not, with nothing left."""
     options = options or SandboxOptions()
     directory = directory.resolve()
-    try:
-        loopback_range(options.pod_cidr)
-        loopback_range(options.service_cidr)
-    except ValueError as error:
-        _complain(str(error))
-        return 1
     if (directory / "sandbox.json").exists():
         _complain(f"a sandbox is already recorded in {directory}")
         _complain(f"stop it first: operator-suite-dev sandbox down --dir {directory}")
         return 1
+    root = find_hack_dir().parent
+    entries = _entries()
+    samples = {sample: _documents(root / sample) for entry in entries.values() for sample in entry.samples}
+    unknown = unknown_storage_classes(d for documents in samples.values() for d in documents)
+    if unknown:
+        _complain(f"the samples name StorageClasses the nodes do not provide: {', '.join(unknown)}")
+        _complain(f"(they provide {', '.join(STORAGE_CLASSES)})")
+        return 1
     directory.mkdir(parents=True, exist_ok=True)
     running = _take_lock(options.lock, directory)
     if running is not None:
-        _complain(f"another sandbox runs on this machine, from {running} (lock {options.lock});")
-        _complain("a second one would take the same pod and Service addresses.")
+        _complain(f"another sandbox runs on this machine, from {running} (lock {options.lock}).")
         _complain(f"stop it first: operator-suite-dev sandbox down --dir {running}")
         return 1
-    record = _Record(directory, str(options.lock), str(directory / "controlplane"))
+    record = _Record(directory, str(options.lock), str(directory / "cluster"))
     record.save()
     with _marked(directory), _interruptible():
         try:
-            _start(record, options)
+            _start(record, entries, samples)
             return 0
         except _Interrupted as interrupted:
             _complain(f"{interrupted}: stopping everything this sandbox started")
@@ -438,69 +426,94 @@ def sandbox_up(directory: Path, options: SandboxOptions | None = None) -> int:
             code = 1
         # Signals stay ignored from here on: a second Ctrl-C must not cut the clean-up short.
         sandbox_down(directory, options.lock)
-    _complain(
-        f"its logs are kept in {directory}: nodeagent/agent.log, operators/*/operator.log, controlplane/logs/"
-    )
+    _complain(f"its logs are kept in {directory}: cluster/slot/logs/ (the nodes), cluster/controlplane/logs/")
     return code
 
 
-def _start(record: _Record, options: SandboxOptions) -> None:
+def _images(entries: Mapping[str, SandboxEntry], root: Path) -> list[NodeImage]:
+    """The images the nodes get: the suite's (built from this checkout), Typesense's, nginx's and the
+    entries' own, less those :data:`WITHOUT_IMAGES` names."""
+    _say("building the suite's image from this checkout (once per change of the sources)")
+    suite = image_of_sources(root)
+    images = [NodeImage(suite.name, (suite.name,)), typesense_image(), nginx_image()]
+    for entry in entries.values():
+        images.extend(entry.images() if entry.images is not None else [])
+    left_out = {name.strip() for name in os.environ.get(WITHOUT_IMAGES, "").split(",") if name.strip()}
+    kept = [image for image in images if not left_out & set(image.names)]
+    for image in images:
+        if image not in kept:
+            _say(f"not loading {', '.join(image.names)} (${WITHOUT_IMAGES})")
+    for image in kept:
+        for line in image.loaded_as:
+            _say(f"image: {line}")
+    return kept
+
+
+def _start(
+    record: _Record, entries: Mapping[str, SandboxEntry], samples: Mapping[str, list[dict[str, Any]]]
+) -> None:
     directory = record.directory
     root = find_hack_dir().parent
     started = time.monotonic()
-    entries = _entries()
-    _say("starting etcd, kube-apiserver, kube-controller-manager, kube-scheduler")
-    plane = ControlPlane(
-        Path(record.controlplane),
-        bind_to_parent=False,
-        service_cidr=options.service_cidr,
-        disabled_controllers=ENDPOINT_CONTROLLERS,
-    )
-    plane.start()
+    images = _images(entries, root)
+    _say("starting 3 real nodes (kubelet, containerd, runc) and their control plane")
+    cluster = LocalCluster(Path(record.cluster), bound=False, extra_images=images)
+    try:
+        cluster.start()
+    finally:
+        cluster.detach()  # from here on only down stops it, whatever happens to this process
+    assert cluster.control_plane is not None
+    assert cluster.plan is not None
+    plane = cluster.control_plane
     # DIR/kubeconfig, as for a bare control plane, so `operator-suite-dev kubectl --dir DIR` works on both.
     admin_kubeconfig = directory / "kubeconfig"
     shutil.copyfile(plane.kubeconfig, admin_kubeconfig)
     admin_kubeconfig.chmod(0o600)
-    plane.kubectl("apply", "--server-side", "-f", str(root / "deploy" / "crds"))
-    plane.kubectl("wait", "--for=condition=Established", "crd", "--all", "--timeout=60s")
-    samples = {sample: _documents(root / sample) for entry in entries.values() for sample in entry.samples}
-    classes = storage_class_names(d for documents in samples.values() for d in documents)
-    classes |= {name for entry in entries.values() for name in entry.storage_classes}
-    if classes:
-        _say(f"creating the StorageClasses the samples name: {', '.join(sorted(classes))}")
-        manifest = directory / "storageclasses.yaml"
-        manifest.write_text(yaml.safe_dump_all([storage_class(name) for name in sorted(classes)]))
-        plane.kubectl("apply", "--server-side", "-f", str(manifest))
-    _say(f"starting the node agent (3 nodes in zones a, b, c; pods on {options.pod_cidr})")
-    agent = start_agent(plane, directory / "nodeagent", "--pod-cidr", options.pod_cidr, detached=True)
-    record.agent = {"pid": agent.process.pid, "dir": str(agent.state_dir)}
-    record.save()
+    _say(plane.kubectl("get", "nodes", "-o", "wide").rstrip())
+    repository, tag = images[0].names[0].rsplit(":", 1)
     objects: list[tuple[str, str, str]] = []
+    awaited: list[Awaited] = []
+    notes: list[str] = []
     for name, entry in entries.items():
-        _say(f"starting {entry.script} as its own ServiceAccount")
         home = directory / "operators" / name
         home.mkdir(parents=True, exist_ok=True)
-        kubeconfig = service_account_kubeconfig(plane, root / entry.rbac, home / "kubeconfig")
-        environment = {**os.environ, **entry.prepare(plane, home)} if entry.prepare is not None else None
-        operator = OperatorProcess(entry.script, kubeconfig, home / "operator.log", environment=environment)
-        operator.start()
-        record.operators.append({"name": name, "pid": operator.pid, "log": str(operator.log_path)})
+        site = SandboxSite(plane, home, str(cluster.plan.api_address))
+        prepared = entry.prepare(site) if entry.prepare is not None else Prepared()
+        values = {
+            "image": {"repository": repository, "tag": tag},
+            "env": [{"name": key, "value": value} for key, value in prepared.env.items()],
+        }
+        (home / "values.json").write_text(json.dumps(values, indent=2))  # JSON is YAML
+        namespace = f"{name}-system"
+        _say(f"helm install {entry.chart} charts/{entry.chart} -n {namespace} (the suite's image)")
+        install_chart(
+            directory / "helm", plane.kubeconfig, entry.chart, entry.chart, namespace,
+            ["-f", str(home / "values.json")],
+        )  # fmt: skip
+        record.operators.append({"name": name, "release": entry.chart, "namespace": namespace})
         record.save()
         for sample in entry.samples:
             _say(f"applying {sample}")
             plane.kubectl("apply", "--server-side", "-n", SAMPLES_NAMESPACE, "-f", str(root / sample))
-            for document in samples[sample]:
-                group = document["apiVersion"].split("/")[0]
-                if "." in group:
-                    # kind.group: a bare kind may also name a category
-                    resource = f"{document['kind'].lower()}.{group}"
-                    objects.append((resource, SAMPLES_NAMESPACE, document["metadata"]["name"]))
+            objects.extend(_custom_objects(samples[sample]))
+        if prepared.manifests:
+            path = home / "prepared.yaml"
+            path.write_text(yaml.safe_dump_all(list(prepared.manifests)))
+            _say(f"applying {path.relative_to(directory)}")
+            plane.kubectl("apply", "--server-side", "-n", SAMPLES_NAMESPACE, "-f", str(path))
+            objects.extend(_custom_objects(prepared.manifests))
+        awaited.extend(prepared.awaited)
+        notes.extend(prepared.notes)
     _wait_ready(plane, objects)
+    for wanted in awaited:
+        _wait_for(plane, wanted)
     _say(f"ready in {time.monotonic() - started:.0f} s")
     print("\nUse it:")
     print(f"  export KUBECONFIG={admin_kubeconfig} PATH={plane.binaries.kubectl.parent}:$PATH")
     for entry in entries.values():
         print(entry.usage)
+    for note in notes:
+        print(note)
     print(f"Stop it: operator-suite-dev sandbox down --dir {directory}", flush=True)
 
 
@@ -508,23 +521,37 @@ def _documents(path: Path) -> list[dict[str, Any]]:
     return [d for d in yaml.safe_load_all(path.read_text()) if d]
 
 
-def _wait_ready(plane: ControlPlane, objects: list[tuple[str, str, str]]) -> None:
-    """Poll each custom object until Ready=True, printing each new Ready message.
+def _custom_objects(documents: Iterable[Mapping[str, Any]]) -> list[tuple[str, str, str]]:
+    """(kind.group, namespace, name) of each custom object among ``documents``."""
+    found = []
+    for document in documents:
+        group = document["apiVersion"].split("/")[0]
+        if "." in group:  # kind.group: a bare kind may also name a category
+            found.append(
+                (f"{document['kind'].lower()}.{group}", SAMPLES_NAMESPACE, document["metadata"]["name"])
+            )
+    return found
 
-    Fails at once when a pod of the samples cannot start (:func:`.failures.stuck_containers`).
-    """
+
+def _stuck_pods(plane: ControlPlane, since: dict[WaitingKey, float]) -> dict[WaitingKey, float]:
+    """Raise at once when a pod of the samples cannot start (:func:`.pod_failures.stuck_containers`);
+    else the updated times each waiting container began to wait."""
+    pods = json.loads(plane.kubectl("get", "pods", "-n", SAMPLES_NAMESPACE, "-o", "json"))["items"]
+    since = waiting_since(pods, since, time.monotonic())
+    stuck = stuck_containers(pods, since, time.monotonic())
+    if stuck:
+        raise ControlPlaneError("a sample's pod cannot start:\n  " + "\n  ".join(s.describe() for s in stuck))
+    return since
+
+
+def _wait_ready(plane: ControlPlane, objects: list[tuple[str, str, str]]) -> None:
+    """Poll each custom object until Ready=True, printing each new Ready message."""
     deadline = time.monotonic() + _READY_TIMEOUT
     pending = list(objects)
     last: dict[tuple[str, str, str], str] = {}
     since: dict[WaitingKey, float] = {}
     while pending:
-        pods = json.loads(plane.kubectl("get", "pods", "-n", SAMPLES_NAMESPACE, "-o", "json"))["items"]
-        since = waiting_since(pods, since, time.monotonic())
-        stuck = stuck_containers(pods, since, time.monotonic())
-        if stuck:
-            raise ControlPlaneError(
-                "a sample's pod cannot start:\n  " + "\n  ".join(s.describe() for s in stuck)
-            )
+        since = _stuck_pods(plane, since)
         if time.monotonic() > deadline:
             raise ControlPlaneError(f"not Ready after {_READY_TIMEOUT:.0f} s: {pending}")
         for item in list(pending):
@@ -542,6 +569,30 @@ def _wait_ready(plane: ControlPlane, objects: list[tuple[str, str, str]]) -> Non
             time.sleep(_POLL_SECONDS)
 
 
+def _wait_for(plane: ControlPlane, wanted: Awaited) -> None:
+    """Until an object of ``wanted`` is done; fails when one failed, or on its time-out."""
+    _say(f"waiting for {wanted.what}")
+    deadline = time.monotonic() + wanted.timeout
+    since: dict[WaitingKey, float] = {}
+    while True:
+        since = _stuck_pods(plane, since)
+        found = plane.kubectl(
+            "get", wanted.resource, "-n", SAMPLES_NAMESPACE, "-l", wanted.selector, "-o", "json"
+        )
+        for item in json.loads(found)["items"]:
+            status = item.get("status") or {}
+            name = item["metadata"]["name"]
+            if status.get("phase") == wanted.done:
+                _say(f"{wanted.resource.split('.')[0]}/{name}: {wanted.done}")
+                return
+            if status.get("phase") == wanted.failed:
+                message = _ready_condition(item).get("message", "")
+                raise ControlPlaneError(f"{wanted.what} failed: {name}: {message}")
+        if time.monotonic() > deadline:
+            raise ControlPlaneError(f"{wanted.what}: not {wanted.done} after {wanted.timeout:.0f} s")
+        time.sleep(_POLL_SECONDS)
+
+
 # ---------------------------------------------------------------- down
 
 
@@ -551,28 +602,26 @@ def sandbox_down(directory: Path, lock: Path | None = None) -> int:
     path = directory / "sandbox.json"
     record: dict[str, Any] = json.loads(path.read_text()) if path.exists() else {}
     lock = Path(record["lock"]) if record.get("lock") else (lock or DEFAULT_LOCK)
-    if not record and not sandbox_processes(directory):
+    cluster = Path(record.get("cluster") or directory / "cluster")
+    plan = None
+    if (cluster / CLUSTER_RECORD).exists():
+        recorded = json.loads((cluster / CLUSTER_RECORD).read_text())
+        plan = nodes_plan(recorded["slot"], recorded["count"], cluster.resolve() / "slot")
+    if not record and plan is None and not sandbox_processes(directory):
         _release_lock(lock, directory)
         _say(f"no sandbox recorded in {directory}, and none of its processes runs")
         return 0
-    for operator in record.get("operators") or []:
-        if _carries_marker(operator["pid"], directory):
-            _terminate(operator["pid"], _OPERATOR_GRACE)
-    agent = record.get("agent")
-    if agent and _carries_marker(agent["pid"], directory):
-        _terminate(agent["pid"], _AGENT_GRACE)
-    controlplane = Path(record.get("controlplane") or directory / "controlplane")
-    if (controlplane / "state.json").exists():
-        stop_recorded(ControlPlaneState.load(controlplane).components)
-        (controlplane / "state.json").unlink()
-    # What was started but not yet recorded (up stopped mid-start), and containers the agent left.
+    # The nodes (their daemons, shims and containers, one cgroup tree), then the control plane.
+    stop_recorded_cluster(cluster)
+    # What was started but not recorded (up stopped mid-start), and the servers entries started.
     _stop_leftovers(directory)
-    left = sandbox_processes(directory)
+    left = [f"process {pid}" for pid in sandbox_processes(directory)]
+    left.extend(host.leftovers(plan) if plan is not None else [])
     path.unlink(missing_ok=True)
     (directory / "kubeconfig").unlink(missing_ok=True)
     _release_lock(lock, directory)
     if left:
-        _complain(f"processes left behind: {left}")
+        _complain(f"left behind: {', '.join(left)}")
         return 1
     _say(f"stopped everything of the sandbox in {directory}")
     return 0

@@ -8,15 +8,13 @@ the other back.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
 
 from operator_testkit.clusterstack_tools import ensure_clusterstack_tools
-from operator_testkit.controlplane import ControlPlane
 from operator_testkit.drivers.clusterstack import publish_release, push_release
 from operator_testkit.drivers.clusterstack_journey import run_journey
 from operator_testkit.registry import start_detached_registry
-from operator_testkit.sandbox import SandboxEntry
+from operator_testkit.sandbox import Prepared, SandboxEntry, SandboxSite
 
 __all__ = ["SANDBOX", "SANDBOX_RELEASE", "SANDBOX_REPOSITORY"]
 
@@ -24,21 +22,23 @@ SANDBOX_REPOSITORY = "stacks/cluster-stacks"
 SANDBOX_RELEASE = "docker-sandbox-1-30-v1"
 
 
-def _prepare_sandbox(plane: ControlPlane, home: Path) -> Mapping[str, str]:
-    """Cluster API's CRDs, a registry on loopback holding one stack, and the operator's settings for it."""
+def _prepare_sandbox(site: SandboxSite) -> Prepared:
+    """Cluster API's CRDs, a registry holding one stack where the operator's pod reaches it, and the
+    operator's settings for it."""
     tools = ensure_clusterstack_tools()
     for crds in (tools.capi_crds, tools.capd_crds):
-        plane.kubectl("apply", "--server-side", "-f", str(crds))
-    plane.kubectl("wait", "--for=condition=Established", "crd", "--all", "--timeout=60s")
-    registry = start_detached_registry(home / "registry", tools.registry)
-    _, release = publish_release(home / "published", SANDBOX_RELEASE, helm=tools.helm)
+        site.plane.kubectl("apply", "--server-side", "-f", str(crds))
+    site.plane.kubectl("wait", "--for=condition=Established", "crd", "--all", "--timeout=60s")
+    registry = start_detached_registry(site.home / "registry", tools.registry, address=site.address)
+    _, release = publish_release(site.home / "published", SANDBOX_RELEASE, helm=tools.helm)
     push_release(registry, release, SANDBOX_REPOSITORY)
-    return {
-        "OCI_REPOSITORY": f"{registry.host}/{SANDBOX_REPOSITORY}",
-        "OPERATOR_SUITE_OCI_PLAIN_HTTP": "true",
-        "OPERATOR_SUITE_HELM": str(tools.helm),
-        "OPERATOR_SUITE_RELEASE_DIR": str(home / "downloads"),
-    }
+    return Prepared(
+        env={
+            "OPERATOR_SUITE_RELEASE_SOURCE": "oci",
+            "OPERATOR_SUITE_OCI_REPOSITORY": f"{registry.host}/{SANDBOX_REPOSITORY}",
+            "OPERATOR_SUITE_OCI_PLAIN_HTTP": "true",
+        }
+    )
 
 
 def _journey(directory: Path, pause: bool) -> int:
@@ -46,8 +46,7 @@ def _journey(directory: Path, pause: bool) -> int:
 
 
 SANDBOX = SandboxEntry(
-    script="cluster-stack-operator",
-    rbac="charts/cluster-stack-operator/files/rbac-rules.yaml",
+    chart="cluster-stack-operator",
     samples=("deploy/samples/clusterstack_sandbox.yaml",),
     prepare=_prepare_sandbox,
     journey=_journey,

@@ -1,16 +1,15 @@
-"""The Monocle operator in the test kit: what ``operator-suite-dev sandbox up`` runs for it (no samples).
+"""The Monocle operator in the test kit: what ``operator-suite-dev sandbox up`` runs for it.
 
-Monocle's images cannot run on the node agent (it runs stand-ins, not
-containers), so no instance is created: the operator waits for one.
+Its chart only, for now: no instance is created until Monocle's stand-in images (Elasticsearch, the
+API, the crawler) are loaded onto the nodes; the operator waits for one.
 """
 
 from operator_testkit.sandbox import SandboxEntry
 
 SANDBOX = SandboxEntry(
-    script="monocle-operator",
-    rbac="charts/monocle-operator/files/rbac-rules.yaml",
+    chart="monocle-operator",
     samples=(),
     usage="""\
-  The monocle-operator runs, with no instance (Monocle's images run only as stand-ins here):
+  The monocle-operator runs, with no instance (Monocle's images are not on these nodes):
   kubectl apply -f deploy/samples/monocle_v1alpha1_monocle.yaml && kubectl get monocles""",
 )

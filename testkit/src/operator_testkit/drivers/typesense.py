@@ -1,10 +1,9 @@
-"""The Typesense operator in the test kit: its sandbox entry, and a driver for the clusters it makes.
+"""The Typesense operator in the test kit: a driver for the clusters it makes.
 
-:data:`SANDBOX` is what ``operator-suite-dev sandbox up`` runs for it: its RBAC and the older seed
-sample. The driver, for end-to-end tests and benchmarks, finds the nodes by pod IP, writes through
-whichever node leads, reads back from every node, and keeps a steady write load that records what
-was acknowledged; a roll is followed as the operator reports it (its Progressing condition and
-NodeRestarted Events).
+For end-to-end tests and benchmarks (its sandbox entry is :mod:`.typesense_sandbox`): it finds the
+nodes by pod IP, writes through whichever node leads, reads back from every node, and keeps a steady
+write load that records what was acknowledged; a roll is followed as the operator reports it (its
+Progressing condition and NodeRestarted Events).
 """
 
 from __future__ import annotations
@@ -18,7 +17,7 @@ import secrets
 import shutil
 import tempfile
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -28,24 +27,13 @@ import httpx
 
 from operator_core.kube import Kube
 from operator_testkit.assertions import condition
-from operator_testkit.controlplane import ENDPOINT_CONTROLLERS, ControlPlane
+from operator_testkit.controlplane import ControlPlane
 from operator_testkit.fixtures import wait_until
-from operator_testkit.nodeagent.harness import AgentProcess, start_agent
+from operator_testkit.nodes.cluster import LocalCluster
+from operator_testkit.nodes.faults import NodeFaults
+from operator_testkit.nodes.images import NodeImage, typesense_image
 from operator_testkit.operators import OperatorProcess, OperatorRegistry
-from operator_testkit.sandbox import SandboxEntry
 from typesense_operator.quorum.probe import RAFT_STAT_PATH, parse_last_log, parse_raft_peers, peer_address
-
-SANDBOX = SandboxEntry(
-    script="typesense-operator",
-    rbac="charts/typesense-operator/files/rbac-rules.yaml",
-    samples=("deploy/samples/ts_v1alpha1_typesensecluster_aws.yaml",),
-    storage_classes=("standard",),  # a TypesenseCluster's storage.storageClassName when unset
-    usage="""\
-  kubectl get typesenseclusters,pods -o wide
-  KEY=$(kubectl get secret cluster-1-admin-key -o jsonpath='{.data.typesense-api-key}' | base64 -d)
-  IP=$(kubectl get pod cluster-1-sts-0 -o jsonpath='{.status.podIP}')
-  curl -s -H "X-TYPESENSE-API-KEY: $KEY" http://$IP:8108/status""",
-)
 
 API = "ts.opentelekomcloud.com/v1alpha1"
 PEERING_PORT = 8107
@@ -731,13 +719,28 @@ async def first_restart(cluster: TypesenseCluster) -> str:
 
 @dataclass(frozen=True)
 class Rig:
-    """What a Typesense benchmark runs on: a control plane, the node agent (real typesense-server
-    processes), the typesense-operator as its own ServiceAccount, and an admin client."""
+    """What a Typesense benchmark runs on: three real nodes and their control plane, the
+    typesense-operator as its own ServiceAccount (a process of this machine, so that its CPU and memory
+    are measured), and an admin client."""
 
-    plane: ControlPlane
-    agent: AgentProcess
+    nodes: LocalCluster
     operator: OperatorProcess
     kube: Kube
+
+    @property
+    def plane(self) -> ControlPlane:
+        assert self.nodes.control_plane is not None
+        return self.nodes.control_plane
+
+    @property
+    def faults(self) -> NodeFaults:
+        return self.nodes.faults(self.kube)
+
+    @property
+    def address(self) -> str:
+        """Where the nodes' pods reach this machine: a server for them (S3, say) listens there."""
+        assert self.nodes.plan is not None
+        return str(self.nodes.plan.api_address)
 
 
 @contextlib.asynccontextmanager
@@ -746,31 +749,33 @@ async def typesense_rig(
     namespace: str,
     environment: dict[str, str] | None = None,
     keep_logs: Path | None = None,
+    images: Sequence[NodeImage] = (),
 ) -> AsyncIterator[Rig]:
     """A :class:`Rig` with the repository's CRDs and RBAC, and ``namespace`` made; all of it stopped
     and removed at the end. ``environment``: the operator's settings besides this process's own.
-    ``keep_logs``: a directory that receives the operator's, the agent's and every container's logs
-    when the rig stops, so that a failed run can be read afterwards."""
+    ``images``: loaded onto the nodes besides Typesense's. ``keep_logs``: a directory that receives
+    the operator's, the nodes' daemons' and every container's logs when the rig stops, so that a
+    failed run can be read afterwards."""
     with tempfile.TemporaryDirectory(prefix="bench-") as scratch:
         directory = Path(scratch)
-        with ControlPlane(directory / "cp", disabled_controllers=ENDPOINT_CONTROLLERS) as plane:
+        nodes = LocalCluster(directory / "nodes", extra_images=[typesense_image(), *images])
+        await asyncio.to_thread(nodes.start)
+        operators = OperatorRegistry(directory / "operators")
+        try:
+            plane = nodes.control_plane
+            assert plane is not None
             crds = str(repository / "deploy" / "crds")
             await asyncio.to_thread(plane.kubectl, "apply", "--server-side", "-f", crds)
-            agent = start_agent(plane, directory / "agent")
-            operators = OperatorRegistry(directory / "operators")
-            try:
-                rbac = repository / "charts" / "typesense-operator" / "files" / "rbac-rules.yaml"
-                operator = operators.get("typesense-operator", plane, rbac, environment=environment)
-                async with Kube.connect(plane.kubeconfig) as kube:
-                    await kube.create(
-                        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
-                    )
-                    yield Rig(plane, agent, operator, kube)
-            finally:
-                operators.stop_all()
-                agent.stop()
-                if keep_logs is not None:
-                    _copy_logs(directory, keep_logs)
+            rbac = repository / "charts" / "typesense-operator" / "files" / "rbac-rules.yaml"
+            operator = operators.get("typesense-operator", plane, rbac, environment=environment)
+            async with Kube.connect(plane.kubeconfig) as kube:
+                await kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+                yield Rig(nodes, operator, kube)
+        finally:
+            operators.stop_all()
+            if keep_logs is not None:
+                _copy_logs(directory, keep_logs)
+            await asyncio.to_thread(nodes.stop)
 
 
 def _copy_logs(directory: Path, destination: Path) -> None:

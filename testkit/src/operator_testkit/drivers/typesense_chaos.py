@@ -27,9 +27,8 @@ from operator_core import errors
 from operator_testkit.assertions import condition
 from operator_testkit.controlplane import ControlPlane
 from operator_testkit.drivers.typesense import RAFT_MEMBER, TypesenseCluster, Writer, ready_condition
-from operator_testkit.nodeagent.disks import SIZE_LIMITED_ANNOTATION
-from operator_testkit.nodeagent.faults import FaultError, Faults
-from operator_testkit.nodes.faults import NodeFaults
+from operator_testkit.nodes.faults import FaultError, NodeFaults
+from operator_testkit.nodes.storage import SIZE_LIMITED_CLASS
 from operator_testkit.operators import OperatorProcess
 
 __all__ = [
@@ -264,15 +263,15 @@ class Soak:
     """One soak run: the rig's parts, the cluster, and what was measured."""
 
     cluster: SteadyCluster
-    faults: Faults | NodeFaults
+    faults: NodeFaults
     plane: ControlPlane
     operator: OperatorProcess
     replicas: int
     recover_within: float = 240.0
     storage: dict[str, Any] = field(
-        default_factory=lambda: {"size": "256Mi", "annotations": {SIZE_LIMITED_ANNOTATION: "true"}}
+        default_factory=lambda: {"size": "256Mi", "storageClassName": SIZE_LIMITED_CLASS}
     )
-    """The nodes' volumes: size-limited, so that a disk can be filled (on real nodes, by their class)."""
+    """The nodes' volumes: size-limited, so that a disk can be filled."""
     results: list[dict[str, Any]] = field(default_factory=list)
     unhealed: list[str] = field(default_factory=list)
     """Faults the soak could not end (it says so rather than blame the operator for what followed)."""

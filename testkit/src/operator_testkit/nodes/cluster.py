@@ -24,7 +24,7 @@ import yaml
 
 from operator_core.kube import Kube
 from operator_testkit.binaries import say
-from operator_testkit.controlplane import ControlPlane, free_port
+from operator_testkit.controlplane import ControlPlane, ControlPlaneState, free_port, stop_recorded
 from operator_testkit.errors import ControlPlaneError
 from operator_testkit.nodes import host
 from operator_testkit.nodes.configs import (
@@ -44,10 +44,13 @@ from operator_testkit.nodes.tools import NodeTools, ensure_node_tools
 from operator_testkit.pki import issue_client_certificate
 from operator_testkit.servers import log_tail, popen
 
-__all__ = ["LocalCluster"]
+__all__ = ["LocalCluster", "stop_recorded_cluster"]
 
 _READY_TIMEOUT = 120.0
 _STOP_GRACE = 10.0
+RECORD = "cluster.json"
+"""In a cluster's directory while it runs: its slot and size, so :func:`stop_recorded_cluster` can
+stop it from another process (a sandbox's ``down``)."""
 
 
 @dataclass
@@ -63,12 +66,14 @@ class LocalCluster:
 
     ``bound`` makes every process die with this one (tests); the sandbox's are not bound.
     ``extra_images`` are loaded into every node besides pause, CoreDNS and busybox.
+    ``plane_class`` makes the control plane (a benchmark's raises its controllers' client limits).
     """
 
     directory: Path
     count: int = 3
     bound: bool = True
     extra_images: list[NodeImage] = field(default_factory=list)
+    plane_class: type[ControlPlane] = ControlPlane
     control_plane: ControlPlane | None = None
     plan: NodesPlan | None = None
     tools: NodeTools | None = None
@@ -95,10 +100,12 @@ class LocalCluster:
         try:
             # Inside the try: a plan refused (a directory too long) still gives the slot back.
             self.plan = nodes_plan(self._slot.index, self.count, self.directory / "slot")
+            record = {"slot": self._slot.index, "count": self.count}
+            (self.directory / RECORD).write_text(json.dumps(record))
             started = time.monotonic()
             host.create_network(self.plan)
             host.make_cgroups(self._daemons_cgroup)
-            self.control_plane = ControlPlane(
+            self.control_plane = self.plane_class(
                 self.directory / "controlplane",
                 bind_to_parent=self.bound,
                 service_cidr=str(self.plan.service_range),
@@ -147,6 +154,19 @@ class LocalCluster:
             host.delete_network(self.plan)
         if self._slot is not None:
             host.give_back_slot(self._slot)
+            self._slot = None
+        (self.directory / RECORD).unlink(missing_ok=True)
+
+    def detach(self) -> None:
+        """Leave the cluster running when this process ends (it must not be ``bound``); its daemons
+        keep the slot's lock, and :func:`stop_recorded_cluster` stops it from any process."""
+        assert not self.bound, "a bound cluster dies with this process"
+        self._daemons.clear()
+        for handle in self._logs:
+            handle.close()
+        self._logs.clear()
+        if self._slot is not None:
+            self._slot.release()  # this process's copy of the lock; the daemons hold theirs
             self._slot = None
 
     # -- what tests use
@@ -361,3 +381,24 @@ class LocalCluster:
         raise ControlPlaneError(
             f"nodes {sorted(names - ready)} were not Ready in {_READY_TIMEOUT:.0f} s:\n{tails}"
         )
+
+
+def stop_recorded_cluster(directory: Path) -> bool:
+    """Stop the detached cluster recorded in ``directory`` (:meth:`LocalCluster.detach`), leaving
+    nothing behind; False if none is recorded there."""
+    directory = directory.resolve()
+    path = directory / RECORD
+    if not path.exists():
+        return False
+    record = json.loads(path.read_text())
+    plan = nodes_plan(record["slot"], record["count"], directory / "slot")
+    host.kill_cgroup_tree(plan.cgroup)  # the daemons, the shims and every container
+    plane = directory / "controlplane"
+    if (plane / "state.json").exists():
+        stop_recorded(ControlPlaneState.load(plane).components)
+        (plane / "state.json").unlink()
+    host.unmount_under(plan.directory)
+    host.delete_network(plan)
+    host.give_back_recorded_slot(plan.slot, directory)
+    path.unlink()
+    return True

@@ -1,5 +1,6 @@
-"""Faults on demand on real nodes, through the mechanisms a node really has: the same calls as the
-node agent's :class:`~operator_testkit.nodeagent.faults.Faults` (so a test moves over unchanged).
+"""Faults on demand on real nodes, through the mechanisms a node really has; a fault that cannot be
+made (no such pod, a container not running, a volume that is not size-limited) raises
+:class:`FaultError` with why.
 
 ==========================  ================================================================
 fault                       how
@@ -34,16 +35,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from operator_core.errors import OperatorError
 from operator_core.kube import Kube
-from operator_testkit.nodeagent.faults import FaultError
 from operator_testkit.nodes.storage import SIZE_LIMITED_CLASS
 
-__all__ = ["FILL_FILE", "NodeFaults"]
+__all__ = ["FILL_FILE", "FaultError", "NodeFaults"]
 
 Answer = dict[str, Any]
 FILL_FILE = ".operator-suite-fill"
 PARTITION_CHAIN = "OPERATOR-SUITE-DOWN"
 _DELETE_WAIT_SECONDS = 120.0
+
+
+class FaultError(OperatorError):
+    """A fault could not be made, and why."""
 
 
 @dataclass(frozen=True)

@@ -162,6 +162,18 @@ def give_back_slot(slot: Slot) -> None:
             _restore_machine()
 
 
+def give_back_recorded_slot(index: int, directory: Path) -> None:
+    """Forget slot ``index`` if its record names ``directory`` (a detached cluster stopped from another
+    process, whose daemons held the lock); when no slot is held any more, put the machine back."""
+    with _machine_lock():
+        record = _slot_record(index)
+        with contextlib.suppress(OSError, ValueError, KeyError):
+            if Path(json.loads(record.read_text())["directory"]) == directory:
+                record.unlink()
+        if not any(_held_by_another(other) for other in range(SLOTS)):
+            _restore_machine()
+
+
 @contextlib.contextmanager
 def _machine_lock() -> Iterator[None]:
     RUN_DIR.mkdir(parents=True, exist_ok=True)

@@ -43,6 +43,7 @@ __all__ = [
     "LOCAL_PATH_IMAGE",
     "NodeImage",
     "base_node_images",
+    "go_sidecars_image",
     "load_images",
     "nginx_image",
 ]
@@ -169,6 +170,31 @@ def typesense_image(settings: ControlPlaneSettings | None = None) -> NodeImage:
             if not alias.endswith(":0.24.1")
         ),
     )
+
+
+SIDECARS_IMAGE = "localhost/operator-suite-go-sidecars:1"
+_SIDECAR_PROGRAM = 'exec httpd -f -p "${METRICS_PORT:-${HEALTHCHECK_PORT:?}}" -h /www'
+
+
+def go_sidecars_image(names: tuple[str, ...], settings: ControlPlaneSettings | None = None) -> NodeImage:
+    """A labelled stand-in for the Go Typesense operator's sidecars (its Prometheus exporter and its
+    health check, ``names``), which are not to be had here: busybox's httpd serving a page that says
+    so on the port their variables name (``METRICS_PORT``, ``HEALTHCHECK_PORT``), so that a pod made
+    as the Go operator makes it runs whole until ours takes it over and rolls them away."""
+    settings = settings or from_env(ControlPlaneSettings)
+    buildah = buildah_of(settings)
+    page = "a stand-in for the Go Typesense operator's sidecars (operator_testkit.nodes.images)"
+    run = [
+        ["/bin/busybox", "--install", "-s", "/bin"],
+        ["/bin/busybox", "sh", "-c", f"mkdir -p /www && echo '{page}' > /www/index.html"],
+    ]
+    entrypoint = ["/bin/sh", "-c", _SIDECAR_PROGRAM]
+    built = f"{SIDECARS_IMAGE}-{_digest_of([BUSYBOX], run, entrypoint)}"
+    if not buildah.has_image(built):
+        say(f"building {SIDECARS_IMAGE}", "nodes")
+        _from_scratch(buildah, built, {BUSYBOX: "/bin/busybox"}, entrypoint, *run)
+    said = "a stand-in for the Go Typesense operator's sidecars: busybox's httpd"
+    return NodeImage(built, (SIDECARS_IMAGE, *names), tuple(f"{name} is {said}" for name in names))
 
 
 NGINX_IMAGE = "localhost/operator-suite-nginx:bookworm"
