@@ -39,7 +39,7 @@ import hashlib
 from pathlib import Path
 
 from operator_core.settings import from_env
-from operator_testkit.binaries import say
+from operator_testkit.binaries import build_once, say
 from operator_testkit.image import buildah_of, ensure_base
 from operator_testkit.nodes.images import CONTAINER, NodeImage, _commit
 from operator_testkit.settings import ControlPlaneSettings
@@ -371,18 +371,6 @@ ELASTICSEARCH_PROGRAM = _COMMON.replace("__WHAT__", "A stand-in for Elasticsearc
 MONOCLE_PROGRAM = _COMMON.replace("__WHAT__", "A stand-in for Monocle's monocle program") + _MONOCLE
 
 
-def _program_file(settings: ControlPlaneSettings, name: str, text: str) -> Path:
-    """The program written where buildah can add it from (named by its content: never a stale one)."""
-    directory = settings.cache_dir / "standins"
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / f"{name}-{hashlib.sha256(text.encode()).hexdigest()[:12]}.py"
-    if not path.exists():
-        partial = path.with_suffix(".partial")
-        partial.write_text(text)
-        partial.rename(path)
-    return path
-
-
 def _standin(
     settings: ControlPlaneSettings,
     own: str,
@@ -392,14 +380,18 @@ def _standin(
     config: tuple[str, ...],
     run: tuple[str, ...] = (),
 ) -> str:
-    """The image ``own`` with ``program`` at ``target``, as ``uid``; built once per content."""
+    """The image ``own`` with ``program`` at ``target``, as ``uid``: built once per recipe, under a lock
+    (another test run on this machine may be building the same one)."""
     buildah = buildah_of(settings)
     base = ensure_base(settings, buildah)
-    source = _program_file(settings, own.rsplit("/", 1)[1].split(":")[0], program)
-    recipe = repr((base, program, target, uid, config, run)).encode()
-    built = f"{own}-{hashlib.sha256(recipe).hexdigest()[:12]}"
-    if not buildah.has_image(built):
+    digest = hashlib.sha256(repr((base, program, target, uid, config, run)).encode()).hexdigest()[:12]
+    built = f"{own}-{digest}"
+    directory = settings.cache_dir / "standins" / f"{own.rsplit('/', 1)[1].split(':')[0]}-{digest}"
+
+    def build() -> None:
         say(f"building {own}", "nodes")
+        source = directory / Path(target).name
+        source.write_text(program)
         steps: list[tuple[str, ...]] = [("add", "--chmod", "0755", CONTAINER, str(source), target)]
         if run:
             steps.append(("run", "--isolation", "chroot", CONTAINER, "--", *run))
@@ -409,6 +401,8 @@ def _standin(
             *config, CONTAINER,
         ))  # fmt: skip
         _commit(buildah, base, built, *steps)
+
+    build_once(directory, lambda: buildah.has_image(built), build)
     return built
 
 
