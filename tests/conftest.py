@@ -1,6 +1,6 @@
 """Shared test set-up: the operators as processes, the samples, and a marker per layer (from the directory).
 
-The control-plane and node-agent fixtures come from the test kit, which registers them as a pytest
+The control-plane and real-node fixtures come from the test kit, which registers them as a pytest
 plugin (its ``pytest11`` entry points).
 """
 

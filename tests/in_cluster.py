@@ -10,7 +10,6 @@ from typing import Any
 
 from operator_core.kube import Kube
 from operator_testkit.assertions import wait_for_condition
-from operator_testkit.nodeagent.harness import AgentProcess, processes_under
 
 # /var/run is a symlink to /run, which /proc/PID/root would resolve in the caller's mount namespace.
 TOKEN_DIR = "run/secrets/kubernetes.io/serviceaccount"
@@ -67,12 +66,3 @@ def assert_runs_from_the_image_as_the_chart_says(pid: int, command: str) -> None
 async def ready_condition(kube: Kube, api: str, kind: str, name: str, namespace: str) -> dict[str, Any]:
     """The Ready=True condition, once there."""
     return await wait_for_condition(kube, api, kind, name, namespace, "Ready", "True", timeout=180)
-
-
-def operator_process_on_agent(agent: AgentProcess, command: str) -> int:
-    """The pid of the operator the node agent runs for a pod (its working directory is the pod's)."""
-    for pid in processes_under(agent.state_dir):
-        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-        if any(Path(word.decode()).name == command for word in argv[:2] if word):
-            return pid
-    raise AssertionError(f"no {command} process under {agent.state_dir}")

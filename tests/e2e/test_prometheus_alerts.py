@@ -25,9 +25,9 @@ from operator_core.kube import Kube
 from operator_testkit.charts import chart_alert_rules
 from operator_testkit.controlplane import ControlPlane, free_port
 from operator_testkit.fixtures import wait_until
-from operator_testkit.nodeagent.processes import die_with_parent
 from operator_testkit.operators import OperatorProcess, service_account_kubeconfig
 from operator_testkit.prometheus_tools import ensure_prometheus_tools
+from operator_testkit.servers import die_with_parent
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "typesense-operator"
@@ -157,7 +157,7 @@ async def test_a_real_prometheus_scrapes_the_operator_and_its_alerts_fire(
         operator,
         running_prometheus(tmp_path / "prometheus", rules, f"127.0.0.1:{operator.probes_port}") as prometheus,
     ):
-        # Its pods select a node label no node has: they stay Pending, with or without a node agent.
+        # Its pods select a node label no node has: they stay Pending, with or without nodes.
         await kube.apply(
             {
                 "apiVersion": API,

@@ -3,7 +3,7 @@
 Pods are made by the real controller-manager (ReplicaSets, the StatefulSet and
 the Job) in namespaces that enforce the restricted Pod Security Standard, so a
 pod that is not restricted is refused there. No kubelet runs them here: that
-the Job completes is the node agent's end-to-end concern.
+the Job completes is an end-to-end concern (tests/e2e/nodes/test_monocle.py).
 """
 
 from __future__ import annotations

@@ -396,7 +396,7 @@ async def test_a_change_of_a_pod_wakes_its_cluster_and_costs_no_request(
     """A cluster waiting for its pods has no timer (no pod has an address to probe): their changes wake it."""
     await kube.apply(cluster(namespace, {"image": "typesense/typesense:27.1"}))
     pod = await wait_for_object(kube, "v1", "Pod", "cluster-1-sts-0", namespace)
-    assert not (pod.get("status") or {}).get("podIP")  # no node agent here: the pods stay Pending
+    assert not (pod.get("status") or {}).get("podIP")  # no nodes here: the pods stay Pending
     settled = await settle(control_plane, OPERATOR_USER, namespace)
     before = await reconciles_counted(typesense_operator, at_or_after=time.time())
     kubectl(

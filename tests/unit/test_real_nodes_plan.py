@@ -121,3 +121,34 @@ def test_volumes_come_from_local_path_with_the_samples_classes_and_a_size_limite
     }
     assert paths["gp2"]["nodePathMap"][0]["paths"] == ["/tmp/t/node-a/storage/plain"]
     assert f"*/{SIZE_LIMITED_CLASS}/*) mount -t tmpfs" in config["data"]["setup"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "target"),
+    [
+        (["nodes", "freeze", "cluster-1-sts-0", "-n", "search"], ("pod", "cluster-1-sts-0")),
+        (
+            ["nodes", "kill", "cluster-1-sts-1", "-c", "typesense", "--signal", "TERM"],
+            ("pod", "cluster-1-sts-1"),
+        ),
+        (["nodes", "partition", "cluster-1-sts-2"], ("pod", "cluster-1-sts-2")),
+        (["nodes", "fill", "data-cluster-1-sts-0"], ("claim", "data-cluster-1-sts-0")),
+        (["nodes", "restart-statefulset", "cluster-1-sts"], ("statefulset", "cluster-1-sts")),
+    ],
+)
+def test_fault_commands_parse_into_a_target_and_a_runner(argv: list[str], target: tuple[str, str]) -> None:
+    from operator_testkit.cli import _parser
+
+    parsed = _parser().parse_args(argv)
+    assert getattr(parsed, target[0]) == target[1]
+    assert callable(parsed.run)
+    assert parsed.dir.name == "sandbox"
+
+
+def test_a_fault_command_without_a_running_sandbox_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from operator_testkit.cli import main
+
+    assert main(["nodes", "freeze", "cluster-1-sts-0", "--dir", str(tmp_path)]) == 1
+    assert f"no sandbox runs in {tmp_path}" in capsys.readouterr().err

@@ -109,7 +109,7 @@ async def all_gone(kube: Kube, namespace: str, objects: Iterable[tuple[str, str,
 
 async def events_for(kube: Kube, namespace: str, reason: str) -> list[dict[str, Any]]:
     """The namespace's Events with that reason."""
-    # The core/v1 view: it also shows Events with no eventTime (the node agent's), which the
+    # The core/v1 view: it also shows Events with no eventTime (a kubelet's, kubectl's), which the
     # events.k8s.io decoder refuses.
     return [e for e in await kube.list("v1", "Event", namespace) if e["reason"] == reason]
 

@@ -7,8 +7,9 @@ Subcommands:
   ``--clusterstack``, helm, the OCI registry, the Cluster API CRDs, the Gateway API CRDs,
   Prometheus and promtool, and the S3 server versitygw too) and print where they are;
 - ``controlplane up|down --dir DIR``: a detached local control plane, with ``DIR/kubeconfig``;
-- ``sandbox up|down``: control plane, node agent, operators and their samples; one per machine;
-- ``agent kill|freeze|thaw|delete-pod|restart-statefulset|wipe|fill|free``: faults on demand;
+- ``sandbox up|down``: 3 real nodes, the operators installed by helm, their samples; one per machine;
+- ``nodes kill|freeze|thaw|down|up|partition|heal|delete-pod|restart-statefulset|wipe|fill|free``:
+  faults on demand in a sandbox's pods and volumes;
 - ``kubectl [--dir DIR] ARGS...``: the pinned kubectl against a local control plane.
 
 The user's ``operator-suite`` (CRDs) ships with the operators; this one needs the repository's
@@ -29,7 +30,7 @@ from operator_testkit.clusterstack_tools import ensure_clusterstack_tools
 from operator_testkit.controlplane import ControlPlane, ControlPlaneState, running_components, stop_recorded
 from operator_testkit.image import build_image, push_image
 from operator_testkit.module_crds import ensure_gateway_api_crds, ensure_prometheus_operator_crds
-from operator_testkit.nodeagent.cli import add_agent_commands
+from operator_testkit.nodes.cli import add_nodes_commands
 from operator_testkit.nodes.tools import ensure_node_tools
 from operator_testkit.prometheus_tools import ensure_prometheus_tools
 from operator_testkit.s3 import ensure_versitygw
@@ -223,7 +224,7 @@ def _parser() -> argparse.ArgumentParser:
     journey.add_argument("--pause", action="store_true", help="keep it all running until Enter is pressed")
     journey.set_defaults(run=_sandbox)
 
-    add_agent_commands(commands)
+    add_nodes_commands(commands)
 
     kubectl = commands.add_parser(
         "kubectl", help="run the pinned kubectl against the control plane in DIR: kubectl [--dir DIR] ARGS..."

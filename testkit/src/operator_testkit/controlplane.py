@@ -47,7 +47,6 @@ from operator_testkit.settings import ControlPlaneSettings
 
 __all__ = [
     "DEFAULT_SERVICE_CIDR",
-    "ENDPOINT_CONTROLLERS",
     "ControlPlane",
     "ControlPlaneState",
     "free_port",
@@ -59,11 +58,6 @@ __all__ = [
 # private or public address because of a Service; the API server accepts a 127/8 range.
 # Give a second, concurrent control plane another range if both have service proxies.
 DEFAULT_SERVICE_CIDR = "127.100.0.0/16"
-# Pods that really run get loopback addresses, which the API server refuses in Endpoints and
-# EndpointSlices ("may not be in the loopback range"): these controllers could only fail, with a
-# Warning Event per Service per attempt. A plane whose pods run turns them off; the node agent
-# works endpoints out from Services and Pods itself.
-ENDPOINT_CONTROLLERS = ("endpoint", "endpointslice", "endpointslicemirroring")
 _STOP_GRACE_SECONDS = 10.0
 LEASE_RENEW_DEADLINE_SECONDS = 10.0
 """Leader election's default renew deadline: a control-plane component that cannot renew its lease

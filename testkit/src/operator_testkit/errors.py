@@ -8,5 +8,5 @@ __all__ = ["ControlPlaneError"]
 
 
 class ControlPlaneError(OperatorError):
-    """The local control plane, the node agent, an operator process or the sandbox could not be built,
+    """The local control plane, the real nodes, an operator process or the sandbox could not be built,
     started, or stopped."""

@@ -10,9 +10,9 @@ session of a venv where the kit is installed has them:
 - ``installed_crds`` (session): every CRD of the suite, applied and Established;
 - ``start_control_plane``: start more control planes (e.g. a "workload cluster"), stopped at the end.
 
-Under pytest-xdist every worker starts its own control planes and node agent;
-:func:`worker_slice` gives each worker its own part of a loopback range, so that
-Service and pod addresses of two workers never collide.
+Under pytest-xdist every worker starts its own control planes (and real nodes, each in a slot of
+the machine of its own); :func:`worker_slice` gives each worker its own part of a loopback range, so
+that the Service addresses of two workers' bare control planes never collide.
 """
 
 from __future__ import annotations

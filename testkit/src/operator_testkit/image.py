@@ -12,9 +12,8 @@ No Docker engine runs on these machines, and none is needed:
   OCI runtime refuses its cgroups: "cgroups in hybrid mode not supported"), with the base and helm's
   image pinned by their digests, into buildah storage of our own under ``<cache_dir>/buildah/``;
 - :func:`run_in_image` runs a command inside the image (``buildah run``, chroot isolation),
-  :func:`push_image` copies it to an OCI registry on loopback, and :func:`unpacked_image` gives an
-  image's root filesystem as a plain directory tree with its configuration, for the node agent to run
-  a pod's container from (:mod:`operator_testkit.nodeagent.rootfs`).
+  :func:`push_image` copies it to an OCI registry on loopback; real nodes get it through
+  :mod:`operator_testkit.nodes.images`.
 
 buildah and mmdebstrap come from Debian (``make image-tools``); a missing one is named with the command
 that installs it. The host's CA bundle is passed to pip as a build secret, so that a network that
@@ -43,9 +42,6 @@ __all__ = [
     "BASE_NAME",
     "Buildah",
     "Image",
-    "ImageConfig",
-    "ImageNotStored",
-    "UnpackedImage",
     "build_image",
     "buildah_of",
     "debian_image",
@@ -54,7 +50,6 @@ __all__ = [
     "push_image",
     "run_in_image",
     "tag_image",
-    "unpacked_image",
 ]
 
 BASE_NAME = "localhost/operator-suite-base"
@@ -335,97 +330,3 @@ def push_image(
     buildah(
         "push", "--tls-verify=false", *([] if compress else ["--disable-compression"]), image, destination
     )
-
-
-class ImageNotStored(LookupError):
-    """The image is not in this machine's image store (``make image`` builds the suite's own)."""
-
-
-@dataclass(frozen=True)
-class ImageConfig:
-    """What an image's configuration tells a container runtime (the OCI image config's ``config``)."""
-
-    user: str = ""  # "uid[:gid]" or a name; empty means root
-    env: tuple[str, ...] = ()  # "NAME=value" entries, in order
-    entrypoint: tuple[str, ...] = ()
-    cmd: tuple[str, ...] = ()
-    working_dir: str = ""
-
-    @classmethod
-    def from_oci(cls, config: dict[str, object]) -> ImageConfig:
-        def words(key: str) -> tuple[str, ...]:
-            value = config.get(key) or []
-            return tuple(str(word) for word in value) if isinstance(value, list) else ()
-
-        return cls(
-            user=str(config.get("User") or ""),
-            env=words("Env"),
-            entrypoint=words("Entrypoint"),
-            cmd=words("Cmd"),
-            working_dir=str(config.get("WorkingDir") or ""),
-        )
-
-
-@dataclass(frozen=True)
-class UnpackedImage:
-    """An image's root filesystem as a directory tree (never written to: each container gets its own
-    overlay on top), and its configuration."""
-
-    image_id: str
-    tree: Path
-    config: ImageConfig
-
-
-_UNPACKED_KEPT = 3  # image trees kept besides the one asked for: older builds of the same tag go
-
-
-def unpacked_image(name: str, settings: ControlPlaneSettings | None = None) -> UnpackedImage:
-    """The root filesystem and configuration of ``name`` from this machine's image store, unpacked once
-    per image id under ``<cache_dir>/rootfs/<id>/`` (a few seconds for the suite's image).
-
-    :class:`ImageNotStored` when the store does not have it.
-    """
-    settings = settings or from_env(ControlPlaneSettings)
-    buildah = buildah_of(settings)
-    try:
-        details = json.loads(buildah("inspect", "--type", "image", name, capture=True))
-    except ControlPlaneError as error:
-        raise ImageNotStored(
-            f"image {name!r} is not in this machine's image store ({buildah.root / 'storage'}); "
-            f"make image builds {IMAGE_NAME}:dev"
-        ) from error
-    image_id = str(details["FromImageID"])
-    config = ImageConfig.from_oci(dict(details.get("OCIv1", {}).get("config") or {}))
-    trees = settings.cache_dir / "rootfs"
-    root = trees / image_id[:16]
-    tree = root / "tree"
-
-    def unpack() -> None:
-        partial = root / "tree.partial"
-        shutil.rmtree(partial, ignore_errors=True)
-        container = buildah("from", "--pull-never", "--quiet", name, capture=True)
-        try:
-            mounted = buildah("mount", container, capture=True)
-            # cp keeps owners, modes, symbolic links and device nodes: the tree is the image's as is.
-            subprocess.run(["cp", "-a", f"{mounted}/.", str(partial)], check=True, timeout=_TIMEOUT)
-        finally:
-            buildah("rm", container)
-        partial.rename(tree)
-        say(f"unpacked {name} ({image_id[:12]}) into {tree}", "image")
-
-    build_once(root, tree.is_dir, unpack)
-    _forget_older_trees(trees, keep=root)
-    return UnpackedImage(image_id=image_id, tree=tree, config=config)
-
-
-def _forget_older_trees(trees: Path, keep: Path) -> None:
-    """Remove all but the most recent unpacked trees (a tree in use is one a running container's
-    overlay holds open: removing its files from under it is what an image prune does too)."""
-    others = sorted(
-        (path for path in trees.iterdir() if path.is_dir() and path != keep),
-        key=lambda path: path.stat().st_mtime,
-        reverse=True,
-    )
-    for old in others[_UNPACKED_KEPT:]:
-        shutil.rmtree(old, ignore_errors=True)
-        old.with_name(f"{old.name}.lock").unlink(missing_ok=True)

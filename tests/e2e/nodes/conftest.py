@@ -4,17 +4,19 @@ and runc per node) brings its own control plane, and overriding ``control_plane`
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
 from images import BACKUP_JOB_IMAGE
 from operator_core.kube import Kube
 from operator_testkit.controlplane import ControlPlane
+from operator_testkit.drivers.typesense import TypesenseCluster
 from operator_testkit.image import Image, tag_image
 from operator_testkit.nodes.cluster import LocalCluster
 from operator_testkit.nodes.faults import NodeFaults
 from operator_testkit.nodes.images import NodeImage
+from operator_testkit.operators import OperatorProcess
 from operator_testkit.s3 import RunningS3, ensure_versitygw, running_s3
 
 
@@ -31,9 +33,18 @@ def faults(real_cluster: LocalCluster, kube: Kube) -> NodeFaults:
 
 
 @pytest.fixture
-def pods_run(real_cluster: LocalCluster) -> object:
-    """The real nodes run this directory's pods (the ``cluster`` fixture of ``tests/e2e`` needs them)."""
-    return real_cluster
+async def cluster(
+    kube: Kube, namespace: str, real_cluster: LocalCluster, typesense_operator: OperatorProcess
+) -> AsyncIterator[TypesenseCluster]:
+    """A Ready 3-node Typesense cluster on the real nodes, run by the operator, with its collection."""
+    ts = TypesenseCluster(kube, namespace)
+    await ts.create(replicas=3)
+    await ts.wait_ready()
+    await ts.create_collection()
+    try:
+        yield ts
+    finally:
+        await ts.http.aclose()
 
 
 @pytest.fixture(scope="session")

@@ -6,12 +6,19 @@ operator's pod as the chart says: user 65532, a read-only root, the image's ``EN
 kubelet adds, the pod's volumes at their paths and a ServiceAccount token bound to the pod. The
 operator finds the API server as in any cluster, through ``KUBERNETES_SERVICE_HOST`` (the
 ``kubernetes`` Service, through kube-proxy) and the token file, with no kubeconfig, so it can do
-exactly what the chart's RBAC grants. (Monocle's chart: ``tests/e2e/test_in_cluster_monocle.py``,
-on the node agent until Monocle's stand-in images exist.)
+exactly what the chart's RBAC grants.
+
+The Cluster Stack operator's chart runs here too, with Cluster API's CRDs (as wherever it is used):
+its releases come from an OCI registry on this machine, which the pod reaches as any registry, at the
+address where the nodes reach this machine; its webhooks answer the API server through the chart's
+Service, with the chart's own certificate.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,8 +33,11 @@ from in_cluster import (
     ready_condition,
     token_claims,
 )
+from operator_core import errors
 from operator_core.kube import Kube
+from operator_testkit.assertions import condition
 from operator_testkit.charts import install_chart, uninstall_chart
+from operator_testkit.clusterstack_tools import ClusterStackTools
 from operator_testkit.controlplane import ControlPlane
 from operator_testkit.drivers.typesense import (
     TypesenseCluster,
@@ -37,11 +47,13 @@ from operator_testkit.drivers.typesense import (
     roll_under_writes,
     rolled_by_the_operator,
 )
-from operator_testkit.fixtures import wait_until
+from operator_testkit.fixtures import crd_documents, install_crds, wait_until
 from operator_testkit.image import Image
-from operator_testkit.nodeagent.faults import FaultError
 from operator_testkit.nodes.cluster import LocalCluster
+from operator_testkit.nodes.faults import FaultError
 from operator_testkit.nodes.images import NodeImage, typesense_image
+from operator_testkit.registry import RunningRegistry, running_registry
+from releases import publish_release, push_release
 
 pytestmark = pytest.mark.e2e
 
@@ -215,3 +227,151 @@ async def test_two_replicas_hand_over_mid_roll_and_the_new_leader_completes_it_w
     assert handover[0] < 8, f"handover took {handover[0]:.1f} s"
     print(f"in-cluster handover after deleting the leader's pod mid-roll: {handover[0]:.1f} s")
     uninstall_chart(helm_home, plane.kubeconfig, "ha", "ha-system")
+
+
+# ---------------------------------------------------------------- the Cluster Stack operator
+
+CLUSTERSTACK = "clusterstack.x-k8s.io/v1alpha1"
+CSO_RELEASE, CSO_NAMESPACE, CSO_COMMAND = "cso", "cso-system", "cluster-stack-operator"
+REPOSITORY, TAG, STACKS = "kaas/cluster-stacks", "docker-inpod-1-30-v1", "stacks"
+
+
+@pytest.fixture(scope="module")
+def nodes_registry(
+    nodes: LocalCluster, clusterstack_tools: ClusterStackTools, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[RunningRegistry]:
+    """A plain-HTTP registry where the nodes' pods reach this machine."""
+    assert nodes.plan is not None
+    with running_registry(
+        tmp_path_factory.mktemp("registry"),
+        binary=clusterstack_tools.registry,
+        address=str(nodes.plan.api_address),
+    ) as running:
+        yield running
+
+
+@contextlib.contextmanager
+def with_the_operators_log(plane: ControlPlane, namespace: str) -> Iterator[None]:
+    """A wait that times out says what the operator logged meanwhile."""
+    try:
+        yield
+    except pytest.fail.Exception as failure:
+        try:
+            logs = plane.kubectl("logs", "-n", namespace, "--tail=40", "-l", "app.kubernetes.io/instance=cso")
+        except Exception as error:  # what went wrong first is the news; the log is a courtesy
+            logs = f"(no log: {error})"
+        pytest.fail(f"{failure}\n--- the operator's log:\n{logs}")
+
+
+async def test_cluster_stack_chart_runs_the_operator_from_the_image_and_it_reconciles_a_cluster_stack(
+    plane: ControlPlane,
+    nodes: LocalCluster,
+    kube: Kube,
+    image_values: list[str],
+    clusterstack_tools: ClusterStackTools,
+    nodes_registry: RunningRegistry,
+    tmp_path: Path,
+) -> None:
+    documents = [*crd_documents(clusterstack_tools.capi_crds), *crd_documents(clusterstack_tools.capd_crds)]
+    await install_crds(plane, documents)
+    _, published = publish_release(tmp_path / "published", TAG, helm=clusterstack_tools.helm)
+    await asyncio.to_thread(push_release, nodes_registry, published, REPOSITORY)
+    helm_home = tmp_path / "helm"
+    settings = {
+        "env": [
+            {"name": "OPERATOR_SUITE_RELEASE_SOURCE", "value": "oci"},
+            {"name": "OPERATOR_SUITE_OCI_REPOSITORY", "value": f"{nodes_registry.host}/{REPOSITORY}"},
+            {"name": "OPERATOR_SUITE_OCI_PLAIN_HTTP", "value": "true"},
+        ]
+    }
+    (tmp_path / "values.json").write_text(json.dumps(settings))  # JSON is YAML
+    install_chart(
+        helm_home, plane.kubeconfig, CSO_RELEASE, "cluster-stack-operator", CSO_NAMESPACE,
+        [*image_values, "-f", str(tmp_path / "values.json")],
+    )  # fmt: skip
+
+    pid = await operator_process(nodes, kube, CSO_NAMESPACE)
+    assert_runs_from_the_image_as_the_chart_says(pid, CSO_COMMAND)
+
+    plane.kubectl("create", "namespace", STACKS)
+    # The API server refuses, in the webhook's words, what only the webhook refuses.
+    elsewhere = {
+        "apiVersion": CLUSTERSTACK,
+        "kind": "ClusterAddon",
+        "metadata": {"name": "probe", "namespace": STACKS},
+        "spec": {
+            "clusterRef": {
+                "apiVersion": "cluster.x-k8s.io/v1beta2",
+                "kind": "Cluster",
+                "name": "x",
+                "namespace": "other",
+            }
+        },
+    }
+
+    async def refused_by_the_webhook() -> str | None:
+        try:
+            await kube.create(elsewhere)
+        except errors.Forbidden as error:
+            return str(error) if "clusteraddons.clusterstack.x-k8s.io" in str(error) else None
+        await kube.delete(CLUSTERSTACK, "ClusterAddon", "probe", STACKS)
+        return None
+
+    with with_the_operators_log(plane, CSO_NAMESPACE):
+        refusal: Any = await wait_until(refused_by_the_webhook, timeout=60, what="the webhook to answer")
+    assert "a ClusterAddon lives beside its Cluster" in refusal
+    created = await kube.create(
+        {
+            "apiVersion": CLUSTERSTACK,
+            "kind": "ClusterStack",
+            "metadata": {"name": "inpod", "namespace": STACKS},
+            "spec": {
+                "provider": "docker",
+                "name": "inpod",
+                "kubernetesVersion": "1.30",
+                "versions": ["v1"],
+                "autoSubscribe": False,
+                "noProvider": True,
+            },
+        }
+    )
+    generation = created["metadata"]["generation"]
+
+    # The operator reconciles the stack: it creates the release of the version it lists, and reports.
+    async def reported() -> dict[str, Any] | None:
+        found = await kube.get(CLUSTERSTACK, "ClusterStack", "inpod", STACKS)
+        status = (found or {}).get("status") or {}
+        return found if status.get("observedGeneration") == generation and status.get("summary") else None
+
+    with with_the_operators_log(plane, CSO_NAMESPACE):
+        stack: Any = await wait_until(reported, timeout=60, what="the ClusterStack's status")
+    assert (condition(stack, "ClusterStackReleasesSynced") or {})["status"] == "True"
+    assert [entry["name"] for entry in stack["status"]["summary"]] == ["v1"]
+    release = await kube.get(CLUSTERSTACK, "ClusterStackRelease", TAG, STACKS)
+    assert release is not None, "the ClusterStackRelease of the listed version"
+    assert {o["kind"] for o in release["metadata"]["ownerReferences"]} == {"ClusterStack"}
+
+    # The release is downloaded from the registry into the chart's release volume, rendered by the
+    # image's own helm, and applied: Ready.
+    async def ready() -> dict[str, Any] | None:
+        found = await kube.get(CLUSTERSTACK, "ClusterStackRelease", TAG, STACKS)
+        return found if (found or {}).get("status", {}).get("ready") else None
+
+    with with_the_operators_log(plane, CSO_NAMESPACE):
+        settled: Any = await wait_until(ready, timeout=90, what="the release to be Ready")
+    status = json.dumps(settled["status"], indent=1)
+    for kind in ("ClusterStackReleaseDownloaded", "HelmChartApplied", "Ready"):
+        assert (condition(settled, kind) or {})["status"] == "True", status
+    assert settled["status"]["kubernetesVersion"] == "v1.30.10", "read from the downloaded metadata"
+    assert await kube.get("cluster.x-k8s.io/v1beta2", "ClusterClass", TAG, STACKS) is not None, (
+        "the cluster-class chart's ClusterClass, rendered by the image's helm"
+    )
+    assert environment(pid)["OPERATOR_SUITE_RELEASE_DIR"] == "/var/cache/cluster-stack-operator/releases"
+
+    uninstall_chart(helm_home, plane.kubeconfig, CSO_RELEASE, CSO_NAMESPACE)
+
+    async def operator_gone() -> bool:
+        return not await kube.list("v1", "Pod", CSO_NAMESPACE)
+
+    await wait_until(operator_gone, timeout=60, interval=0.5, what="the operator's pod to go")
+    assert await kube.get(CLUSTERSTACK, "ClusterStack", "inpod", STACKS) is not None, "the stacks stay"

@@ -14,8 +14,8 @@ import pytest
 from operator_core.kube import Kube
 from operator_testkit.fixtures import Kubectl, wait_until
 from operator_testkit.image import Image
-from operator_testkit.nodeagent.faults import FaultError
 from operator_testkit.nodes.cluster import LocalCluster
+from operator_testkit.nodes.faults import FaultError
 from operator_testkit.nodes.host import EGRESS_CHAIN, leftovers
 from operator_testkit.nodes.images import NodeImage
 from operator_testkit.nodes.storage import SIZE_LIMITED_CLASS

@@ -184,11 +184,13 @@ async def test_up_names_a_pod_whose_image_is_missing_within_seconds_and_leaves_n
     await wait_until(lambda: process.poll() is not None, timeout=120, what="sandbox up to exit")
     said = sandbox.said()
     assert process.returncode == 1, said
-    assert "not loading typesense/typesense:27.1" in said
+    (left_out,) = [line for line in said.splitlines() if "not loading" in line]
+    assert "typesense/typesense:27.1" in left_out
     assert "sandbox up failed: a sample's pod cannot start" in said
     report = next(line for line in said.splitlines() if "container typesense cannot start" in line)
     assert "pod default/cluster-1-sts-" in report
     assert "ErrImagePull" in report or "ImagePullBackOff" in report, report
+    assert "127.0.0.1:9" in report, "the pull went to the nodes' absent proxy, and nowhere else"
     assert reported_after < STUCK_REPORTED_WITHIN
     assert "not Ready after" not in said
     assert_nothing_left(sandbox)

@@ -32,8 +32,7 @@ from operator_testkit.drivers.typesense import (
     rolled_by_the_operator,
 )
 from operator_testkit.fixtures import wait_until
-from operator_testkit.nodeagent.faults import FaultError
-from operator_testkit.nodes.faults import NodeFaults
+from operator_testkit.nodes.faults import FaultError, NodeFaults
 from operator_testkit.operators import OperatorProcess
 from typesense_operator.controller.reconcile import NODES_LIST_ANNOTATION
 

@@ -1,15 +1,18 @@
 """The Monocle operator in the test kit: what ``operator-suite-dev sandbox up`` runs for it.
 
-Its chart only, for now: no instance is created until Monocle's stand-in images (Elasticsearch, the
-API, the crawler) are loaded onto the nodes; the operator waits for one.
+Its chart and the seed sample, whose Elasticsearch, API and crawler run on the test kit's labelled
+stand-ins for images that cannot be had here (:mod:`operator_testkit.nodes.standins`).
 """
 
+from operator_testkit.nodes.standins import monocle_standins
 from operator_testkit.sandbox import SandboxEntry
 
 SANDBOX = SandboxEntry(
     chart="monocle-operator",
-    samples=(),
+    samples=("deploy/samples/monocle_v1alpha1_monocle.yaml",),
+    images=monocle_standins,
     usage="""\
-  The monocle-operator runs, with no instance (Monocle's images are not on these nodes):
-  kubectl apply -f deploy/samples/monocle_v1alpha1_monocle.yaml && kubectl get monocles""",
+  kubectl get monocles,statefulsets,deployments
+  (Elasticsearch and Monocle are stand-ins here: their logs say so; config changes still run
+  update-idents Jobs: kubectl edit configmap monocle-sample-api)""",
 )

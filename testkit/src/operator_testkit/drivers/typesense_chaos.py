@@ -1,5 +1,5 @@
 """A chaos soak of a TypesenseCluster: a seeded random schedule of faults, one or two at a time, under
-a steady write and read load, against the local control plane, the node agent and the operator;
+a steady write and read load, on real nodes, against the local control plane and the operator;
 then every acknowledged write looked for on every node (bench/chaos.py, and a shortened run in CI).
 
 The planning (:func:`plan`) and the judging (:func:`judge_actions`, :func:`lost_writes`) are pure and
@@ -63,8 +63,8 @@ CONTROL_FAULTS = ("kill-operator", "restart-apiserver", "roll")
 DESTRUCTIVE_REASONS = ("QuorumDowngraded", "QuorumMemberFenced", "QuorumSurvivorRestarted")
 """The operator's Events that announce an action that can lose data if it is wrong."""
 PAIR_CHANCE = 0.4
-_GONE = ("does not run on this agent", "is not running", "is not started", "not found")
-"""What the node agent or a real node's faults say of a pod or container that is no longer there to heal."""
+_GONE = ("is not running", "is not started", "not found")
+"""What a real node's faults say of a pod or container that is no longer there to heal."""
 HOLD_SECONDS = (3.0, 12.0)
 """How long a fault lasts (a freeze, the operator or the API server down, the disk full), drawn in."""
 
@@ -421,7 +421,7 @@ class Soak:
         return leader, sorted(pod for pod in states if pod != leader)
 
     async def _heal(self, call: Callable[[], Awaitable[object]], step: Step, within: float = 60.0) -> None:
-        """End a fault, trying again while the agent cannot (freeing a disk asks the API server, which a
+        """End a fault, trying again while it cannot be ended (freeing a disk asks the API server, which a
         step may be restarting); a pod gone meanwhile (fenced, re-made) needs no healing. A fault that
         could not be ended is named in the step's result: what follows it is no recovery failure."""
         deadline = time.monotonic() + within

@@ -44,10 +44,12 @@ from operator_testkit.nodes.tools import NodeTools, ensure_node_tools
 from operator_testkit.pki import issue_client_certificate
 from operator_testkit.servers import log_tail, popen
 
-__all__ = ["LocalCluster", "stop_recorded_cluster"]
+__all__ = ["LocalCluster", "recorded_faults", "stop_recorded_cluster"]
 
 _READY_TIMEOUT = 120.0
 _STOP_GRACE = 10.0
+NO_REGISTRY = "http://127.0.0.1:9"
+"""Where the nodes' containerd sends every pull: the discard port of the nodes' own loopback."""
 RECORD = "cluster.json"
 """In a cluster's directory while it runs: its slot and size, so :func:`stop_recorded_cluster` can
 stop it from another process (a sandbox's ``down``)."""
@@ -247,6 +249,12 @@ class LocalCluster:
         (cni / "10-operator-suite.conflist").write_text(json.dumps(cni_conflist(node), indent=2))
         env = {
             **os.environ,
+            # An image a pod asks for that no node has is never pulled from anywhere: every registry is
+            # reached through a proxy that is not there (the namespace's own loopback), so a pull fails
+            # at once, with no name looked up and no packet sent off the machine.
+            "HTTPS_PROXY": NO_REGISTRY,
+            "HTTP_PROXY": NO_REGISTRY,
+            "NO_PROXY": "",
             "PATH": f"{self.tools.bin}:{os.environ.get('PATH', '/usr/sbin:/usr/bin:/sbin:/bin')}",
         }
         self._spawn(
@@ -402,3 +410,17 @@ def stop_recorded_cluster(directory: Path) -> bool:
     host.give_back_recorded_slot(plan.slot, directory)
     path.unlink()
     return True
+
+
+def recorded_faults(directory: Path, kube: Kube) -> NodeFaults:
+    """Faults on the running cluster recorded in ``directory`` (a sandbox's, from a shell), through
+    ``kube``, an admin client of its control plane. Raises :class:`ControlPlaneError` if none runs."""
+    directory = directory.resolve()
+    path = directory / RECORD
+    if not path.exists():
+        raise ControlPlaneError(f"no cluster of real nodes is recorded in {directory} ({RECORD})")
+    record = json.loads(path.read_text())
+    plan = nodes_plan(record["slot"], record["count"], directory / "slot")
+    ctr = ensure_node_tools().path("ctr")
+    sockets = {node.name: node.sockets / "containerd.sock" for node in plan.nodes}
+    return NodeFaults(kube, lambda name: [str(ctr), "--address", str(sockets[name])])

@@ -1,8 +1,8 @@
-"""The chaos soak, shortened for CI: a real 3-node Typesense cluster under writes and reads, and five
-minutes of a fixed seed's faults, one or two at a time (killed and frozen nodes, deleted pods, an
-orphaned StatefulSet, a full disk, the operator killed, the API server restarted, a roll in the
-middle). Nothing acknowledged is lost, no destructive action is taken while a majority is healthy,
-and every fault is recovered without a person. bench/chaos.py runs the same for 30 minutes."""
+"""The chaos soak, shortened for CI: a real 3-node Typesense cluster on real nodes under writes and
+reads, and five minutes of a fixed seed's faults, one or two at a time (killed and frozen nodes,
+deleted pods, an orphaned StatefulSet, a full disk, the operator killed, the API server restarted, a
+roll in the middle). Nothing acknowledged is lost, no destructive action is taken while a majority is
+healthy, and every fault is recovered without a person. bench/chaos.py runs the same for 30 minutes."""
 
 from __future__ import annotations
 
@@ -13,8 +13,7 @@ import pytest
 from operator_core.kube import Kube
 from operator_testkit.controlplane import ControlPlane
 from operator_testkit.drivers.typesense_chaos import Soak, SteadyCluster
-from operator_testkit.nodeagent.faults import Faults
-from operator_testkit.nodeagent.harness import AgentProcess
+from operator_testkit.nodes.faults import NodeFaults
 from operator_testkit.operators import OperatorProcess
 
 SEED = 4
@@ -28,11 +27,11 @@ async def test_five_minutes_of_faults_lose_nothing_acknowledged_and_recover_by_t
     kube: Kube,
     namespace: str,
     control_plane: ControlPlane,
-    node_agent: AgentProcess,
+    faults: NodeFaults,
     typesense_operator: OperatorProcess,
 ) -> None:
     cluster = SteadyCluster(kube, namespace)
-    soak = Soak(cluster, Faults.of(node_agent.state_dir), control_plane, typesense_operator, replicas=3)
+    soak = Soak(cluster, faults, control_plane, typesense_operator, replicas=3)
     await soak.create()
     try:
         result = await soak.run(SEED, MINUTES * 60)

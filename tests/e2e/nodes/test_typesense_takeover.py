@@ -1,8 +1,9 @@
 """A cluster made by the Go typesense-operator 0.4.1 handed over to ours under writes: objects shaped
 exactly as the Go operator makes them (operator_testkit.drivers.go_typesense, from its source), real
-Typesense nodes, then our operator started. Nothing acknowledged is lost, no more than one node is
-restarted at a time (the leader last), and the longest write gap is reported.
-(With the real Go binary, when one is given: bench/takeover.py --go-operator.)"""
+Typesense nodes on real nodes (the Go operator's exporter and health-check sidecars, which are not to
+be had here, as labelled stand-ins: ``go_sidecars_image``), then our operator started. Nothing
+acknowledged is lost, no more than one node is restarted at a time (the leader last), and the longest
+write gap is reported. (With the real Go binary, when one is given: bench/takeover.py --go-operator.)"""
 
 from __future__ import annotations
 
@@ -15,7 +16,12 @@ from typing import Any
 import pytest
 
 from operator_core.kube import Kube
-from operator_testkit.drivers.go_typesense import handed_over, play_go_operator
+from operator_testkit.drivers.go_typesense import (
+    EXPORTER_IMAGE,
+    HEALTHCHECK_IMAGE,
+    handed_over,
+    play_go_operator,
+)
 from operator_testkit.drivers.typesense import (
     TypesenseCluster,
     Writer,
@@ -23,14 +29,16 @@ from operator_testkit.drivers.typesense import (
     restarts_in_order,
 )
 from operator_testkit.fixtures import wait_until
-from operator_testkit.nodeagent.harness import AgentProcess
+from operator_testkit.nodes.cluster import LocalCluster
+from operator_testkit.nodes.images import go_sidecars_image
 from operator_testkit.operators import OperatorProcess
 
 
 @pytest.mark.timeout(600)
 async def test_a_cluster_the_go_operator_made_is_handed_over_without_losing_a_write(
-    kube: Kube, namespace: str, node_agent: AgentProcess, typesense_operator: OperatorProcess
+    kube: Kube, namespace: str, real_cluster: LocalCluster, typesense_operator: OperatorProcess
 ) -> None:
+    real_cluster.load([go_sidecars_image((EXPORTER_IMAGE, HEALTHCHECK_IMAGE))])
     cluster = TypesenseCluster(kube, namespace)
     typesense_operator.stop()  # the Go operator ran this cluster; ours comes later
     try:

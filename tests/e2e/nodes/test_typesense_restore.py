@@ -1,4 +1,4 @@
-"""The whole backup journey on real parts: a real 3-node Typesense cluster (run by the node agent) holds
+"""The whole backup journey on real parts: a real 3-node Typesense cluster (on real nodes) holds
 documents in two collections, a synonym and an alias; it is backed up (to a real S3 server over HTTPS,
 or to a PersistentVolumeClaim); the cluster and its volumes are deleted (with the volume, its
 TypesenseBackup too: the backup is then found by its location); a new 3-node cluster restored from the
@@ -26,7 +26,6 @@ from operator_testkit.drivers.typesense_backups import (
     s3_destination,
     store_s3_secrets,
 )
-from operator_testkit.nodeagent.harness import AgentProcess
 from operator_testkit.operators import OperatorProcess
 from operator_testkit.s3 import RunningS3
 
@@ -88,7 +87,6 @@ async def _failing_backups_leave_nothing(
 async def test_a_cluster_deleted_with_its_volumes_is_restored_whole_from_its_backup(
     kube: Kube,
     namespace: str,
-    node_agent: AgentProcess,
     typesense_operator: OperatorProcess,
     backup_job_image: str,
     s3_server: RunningS3,

@@ -1,0 +1,134 @@
+"""``operator-suite-dev nodes ...``: the faults of :mod:`.faults` from a shell, on a running sandbox's
+real nodes.
+
+:func:`add_nodes_commands` adds the ``nodes`` command to ``operator-suite-dev``'s subparsers; each
+subcommand sets ``run`` to a function of the parsed arguments that returns the exit code, as the
+other commands do. ``--dir`` is a sandbox's directory (its nodes live in ``DIR/cluster``)::
+
+    operator-suite-dev nodes kill cluster-1-sts-0 [-n default] [-c typesense] [--signal TERM]
+    operator-suite-dev nodes freeze cluster-1-sts-1 ; operator-suite-dev nodes thaw cluster-1-sts-1
+    operator-suite-dev nodes down cluster-1-sts-1 ; operator-suite-dev nodes up cluster-1-sts-1
+    operator-suite-dev nodes partition cluster-1-sts-2 ; operator-suite-dev nodes heal cluster-1-sts-2
+    operator-suite-dev nodes delete-pod cluster-1-sts-2 [--grace-period 0] [--no-wait]
+    operator-suite-dev nodes restart-statefulset cluster-1-sts
+    operator-suite-dev nodes wipe data-cluster-1-sts-0
+    operator-suite-dev nodes fill data-cluster-1-sts-0 ; operator-suite-dev nodes free data-cluster-1-sts-0
+
+Each prints what it did as JSON; a fault that cannot be made says why and exits 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from typing import Any
+
+from operator_core.kube import Kube
+from operator_testkit.errors import ControlPlaneError
+from operator_testkit.nodes.cluster import RECORD, recorded_faults
+from operator_testkit.nodes.faults import FaultError, NodeFaults
+
+__all__ = ["DEFAULT_SANDBOX_DIR", "add_nodes_commands"]
+
+DEFAULT_SANDBOX_DIR = Path.home() / ".local" / "state" / "operator-suite" / "sandbox"
+
+Action = Callable[[NodeFaults, argparse.Namespace], Coroutine[Any, Any, Any]]
+
+
+def _runner(action: Action) -> Callable[[argparse.Namespace], int]:
+    def run(arguments: argparse.Namespace) -> int:
+        cluster = arguments.dir.resolve() / "cluster"
+        if not (cluster / RECORD).exists():
+            print(
+                f"operator-suite-dev nodes: no sandbox runs in {arguments.dir} (make run starts one)",
+                file=sys.stderr,
+            )
+            return 1
+
+        async def act() -> Any:
+            async with Kube.connect(cluster / "controlplane" / "kubeconfig") as kube:
+                return await action(recorded_faults(cluster, kube), arguments)
+
+        try:
+            print(json.dumps(asyncio.run(act()), indent=2))
+        except (FaultError, ControlPlaneError) as error:
+            print(f"operator-suite-dev nodes: {error}", file=sys.stderr)
+            return 1
+        return 0
+
+    return run
+
+
+def _add(actions: Any, name: str, help_text: str, target: str, action: Action) -> argparse.ArgumentParser:
+    parser: argparse.ArgumentParser = actions.add_parser(name, help=help_text)
+    parser.add_argument(target, help=f"the {target}'s name")
+    parser.add_argument("-n", "--namespace", default="default", help="(%(default)s)")
+    parser.add_argument(
+        "--dir", type=Path, default=DEFAULT_SANDBOX_DIR, help="a sandbox's directory (%(default)s)"
+    )
+    parser.set_defaults(run=_runner(action))
+    return parser
+
+
+def _with_container(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-c", "--container", default=None, help="(the pod's first container)")
+
+
+def add_nodes_commands(subparsers: Any) -> None:
+    """Add ``nodes`` and its fault subcommands to a parser's ``add_subparsers()`` object."""
+    nodes = subparsers.add_parser("nodes", help="faults on demand in a sandbox's pods and volumes")
+    actions = nodes.add_subparsers(dest="action", required=True)
+
+    kill = _add(
+        actions, "kill", "signal every process of a container (SIGKILL by default); the kubelet restarts it",
+        "pod", lambda f, a: f.kill(a.namespace, a.pod, a.container, a.signal),
+    )  # fmt: skip
+    _with_container(kill)
+    kill.add_argument("--signal", default="KILL", help="a signal name (%(default)s)")
+    for name, text, method in (
+        ("freeze", "freeze a container (the cgroup freezer): it holds its ports and answers nothing",
+         NodeFaults.freeze),
+        ("thaw", "thaw a frozen container", NodeFaults.thaw),
+        ("down", "cut a container off and kill it: it restarts behind the rules until `up`", NodeFaults.down),
+        ("up", "drop the rules `down` made", NodeFaults.up),
+    ):  # fmt: skip
+        _with_container(_add(actions, name, text, "pod", _container(method)))
+    for name, text, pod_method in (
+        ("partition", "reject every connection to or from a pod (its loopback aside)", NodeFaults.partition),
+        ("heal", "drop the rules `partition` made", NodeFaults.heal),
+    ):
+        _add(actions, name, text, "pod", _pod(pod_method))
+    delete = _add(
+        actions, "delete-pod", "delete a pod through the API, as kubectl delete pod", "pod",
+        lambda f, a: f.delete_pod(
+            a.namespace, a.pod, grace_period_seconds=a.grace_period, wait=not a.no_wait
+        ),
+    )  # fmt: skip
+    delete.add_argument("--grace-period", type=int, default=None)
+    delete.add_argument("--no-wait", action="store_true", help="return once the deletion is requested")
+    _add(
+        actions, "restart-statefulset", "a power cut for a StatefulSet's pods; they come back with new IPs",
+        "statefulset", lambda f, a: f.restart_statefulset(a.namespace, a.statefulset),
+    )  # fmt: skip
+    for name, text, volume_method in (
+        ("wipe", "remove everything in a claim's volume", NodeFaults.wipe_volume),
+        ("fill", "fill a size-limited claim's volume to the last byte", NodeFaults.fill_volume),
+        ("free", "remove what fill wrote", NodeFaults.free_volume),
+    ):
+        _add(actions, name, text, "claim", _volume(volume_method))
+
+
+def _container(method: Callable[[NodeFaults, str, str, str | None], Coroutine[Any, Any, Any]]) -> Action:
+    return lambda faults, a: method(faults, a.namespace, a.pod, a.container)
+
+
+def _pod(method: Callable[[NodeFaults, str, str], Coroutine[Any, Any, Any]]) -> Action:
+    return lambda faults, a: method(faults, a.namespace, a.pod)
+
+
+def _volume(method: Callable[[NodeFaults, str, str], Coroutine[Any, Any, Any]]) -> Action:
+    return lambda faults, a: method(faults, a.namespace, a.claim)
