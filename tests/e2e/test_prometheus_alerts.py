@@ -27,7 +27,7 @@ from operator_testkit.controlplane import ControlPlane, free_port
 from operator_testkit.fixtures import wait_until
 from operator_testkit.operators import OperatorProcess, service_account_kubeconfig
 from operator_testkit.prometheus_tools import ensure_prometheus_tools
-from operator_testkit.servers import die_with_parent
+from operator_testkit.servers import spawn
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "typesense-operator"
@@ -72,15 +72,11 @@ def running_prometheus(directory: Path, rules: dict[str, Any], target: str) -> I
     (directory / "prometheus.yml").write_text(yaml.safe_dump(config, sort_keys=False))
     data, log = directory / "data", directory / "prometheus.log"
     address = f"127.0.0.1:{free_port()}"
-    with log.open("wb") as output:
-        process = subprocess.Popen(
-            [
-                str(binary), f"--config.file={directory / 'prometheus.yml'}",
-                f"--storage.tsdb.path={data}", f"--web.listen-address={address}",
-            ],
-            stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT, cwd=directory,
-            start_new_session=True, preexec_fn=die_with_parent,
-        )  # fmt: skip
+    argv = [
+        str(binary), f"--config.file={directory / 'prometheus.yml'}",
+        f"--storage.tsdb.path={data}", f"--web.listen-address={address}",
+    ]  # fmt: skip
+    process = spawn(argv, log, bound=True, truncate=True, cwd=directory)
     try:
         prometheus = RunningPrometheus(f"http://{address}", log)
         deadline = time.monotonic() + 30

@@ -33,7 +33,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import IO, Any, Self
+from typing import Any, Self
 
 import httpx
 import yaml
@@ -42,7 +42,7 @@ from operator_core.settings import from_env
 from operator_testkit.binaries import Binaries, ensure_binaries
 from operator_testkit.errors import ControlPlaneError
 from operator_testkit.pki import Pki, create_pki, issue_client_certificate
-from operator_testkit.servers import popen
+from operator_testkit.servers import spawn
 from operator_testkit.settings import ControlPlaneSettings
 
 __all__ = [
@@ -182,7 +182,6 @@ class ControlPlane:
         self.bind_address = bind_address
         self._processes: list[subprocess.Popen[bytes]] = []
         self._components: list[_Component] = []
-        self._logs: list[IO[bytes]] = []
         self.pki: Pki | None = None
         self.etcd_url = ""
         self.api_url = ""
@@ -271,11 +270,8 @@ class ControlPlane:
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
-        for handle in self._logs:
-            handle.close()
         self._processes.clear()
         self._components.clear()
-        self._logs.clear()
 
     def restart_apiserver(self, down_seconds: float = 5.0) -> None:
         """Stop the kube-apiserver, leave it down ``down_seconds``, and start it again at the same address
@@ -327,18 +323,8 @@ class ControlPlane:
 
     def _spawn(self, name: str, argv: list[str]) -> subprocess.Popen[bytes]:
         log_path = self.log_dir / f"{name}.log"
-        log = log_path.open("ab")
-        self._logs.append(log)
         # Bound to this process from a thread that lasts: restart_apiserver runs on passing threads.
-        process = popen(
-            argv,
-            bound=self.bind_to_parent,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            cwd=self.directory,
-            start_new_session=True,
-        )
+        process = spawn(argv, log_path, bound=self.bind_to_parent, cwd=self.directory)
         self._processes.append(process)
         self._components.append(_Component(name=Path(argv[0]).name, pid=process.pid, log=str(log_path)))
         return process

@@ -17,7 +17,7 @@ import tempfile
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import IO, Any, Self
+from typing import Any, Self
 
 import httpx
 import yaml
@@ -26,7 +26,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from operator_testkit.charts import render_chart
 from operator_testkit.controlplane import ControlPlane, free_port
 from operator_testkit.errors import ControlPlaneError
-from operator_testkit.servers import popen
+from operator_testkit.servers import spawn
 
 __all__ = [
     "OperatorProcess",
@@ -160,7 +160,6 @@ class OperatorProcess:
         self._started_with = self._environment
         self._bind_to_parent = False
         self._process: subprocess.Popen[bytes] | None = None
-        self._log: IO[bytes] | None = None
 
     def __enter__(self) -> Self:
         self.start()
@@ -201,18 +200,8 @@ class OperatorProcess:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
     def start(self, timeout: float = 60.0) -> None:
-        self._log = self.log_path.open("ab")
-        # Its own session: a Ctrl-C meant for a sandbox command does not reach it.
         # Bound to this process from a thread that lasts: the soak starts it again from passing threads.
-        self._process = popen(
-            self._argv,
-            bound=self._bind_to_parent,
-            stdin=subprocess.DEVNULL,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            env=self._environment,
-            start_new_session=True,
-        )
+        self._process = spawn(self._argv, self.log_path, bound=self._bind_to_parent, env=self._environment)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self._process.poll() is not None:
@@ -243,12 +232,6 @@ class OperatorProcess:
             self._process.kill()
             self._process.wait()
         self._process = None
-        self._close_log()
-
-    def _close_log(self) -> None:
-        if self._log is not None:
-            self._log.close()
-            self._log = None
 
     def stop(self) -> int | None:
         """SIGTERM, wait, then SIGKILL; returns the exit code."""
@@ -263,7 +246,6 @@ class OperatorProcess:
                     self._process.wait()
             code = self._process.returncode
             self._process = None
-        self._close_log()
         return code
 
 

@@ -28,7 +28,7 @@ import yaml
 from operator_testkit.clusterstack_tools import ensure_clusterstack_tools
 from operator_testkit.controlplane import free_port
 from operator_testkit.pki import create_pki
-from operator_testkit.servers import die_with_parent, serve_on_free_port, stop_group, trusting
+from operator_testkit.servers import serve_on_free_port, spawn, stop_group, trusting
 
 __all__ = ["RunningRegistry", "running_registry", "start_detached_registry"]
 
@@ -129,17 +129,9 @@ def _start(
         # Its OpenTelemetry exporter would otherwise try an OTLP collector on localhost:4318.
         "OTEL_TRACES_EXPORTER": "none",
     }
-    with log.open("wb") as output:  # this run's log only, so a failure's tail is this run's
-        process = subprocess.Popen(
-            [str(binary), "serve", str(config)],
-            stdin=subprocess.DEVNULL,
-            stdout=output,
-            stderr=subprocess.STDOUT,
-            cwd=directory,
-            env=environment,
-            start_new_session=True,
-            preexec_fn=None if detached else die_with_parent,
-        )
+    # This run's log only, so a failure's tail is this run's.
+    argv = [str(binary), "serve", str(config)]
+    process = spawn(argv, log, bound=not detached, truncate=True, cwd=directory, env=environment)
     scheme = "http" if tls is None else "https"
     return process, RunningRegistry(
         host=host,

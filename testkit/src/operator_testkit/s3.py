@@ -36,7 +36,7 @@ from operator_testkit.binaries import (
 )
 from operator_testkit.controlplane import free_port
 from operator_testkit.pki import create_pki
-from operator_testkit.servers import die_with_parent, serve_on_free_port, stop_group, trusting
+from operator_testkit.servers import serve_on_free_port, spawn, stop_group, trusting
 from operator_testkit.settings import ControlPlaneSettings
 
 __all__ = ["RunningS3", "ensure_versitygw", "running_s3", "start_detached_s3"]
@@ -141,17 +141,9 @@ def _start_versitygw(
     def start() -> tuple[subprocess.Popen[bytes], RunningS3]:
         host = f"{address}:{free_port()}"
         environment = {**os.environ, "ROOT_ACCESS_KEY": access_key, "ROOT_SECRET_KEY": secret_key}
-        with log.open("wb") as output:  # this run's log only
-            process = subprocess.Popen(
-                [str(binary), "--port", host, "--region", region, "-q", *tls_flags, "posix", storage],
-                stdin=subprocess.DEVNULL,
-                stdout=output,
-                stderr=subprocess.STDOUT,
-                cwd=directory,
-                env=environment,
-                start_new_session=True,
-                preexec_fn=None if detached else die_with_parent,
-            )
+        argv = [str(binary), "--port", host, "--region", region, "-q", *tls_flags, "posix", storage]
+        # This run's log only, so a failure's tail is this run's.
+        process = spawn(argv, log, bound=not detached, truncate=True, cwd=directory, env=environment)
         scheme = "https" if tls else "http"
         endpoint = f"{scheme}://{host}"
         return process, RunningS3(endpoint, access_key, secret_key, region, directory, ca_cert, process.pid)

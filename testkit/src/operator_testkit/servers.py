@@ -1,8 +1,12 @@
-"""What the test kit's servers (the OCI registry, the S3 server) share: each runs in its own process
-group, is killed by the kernel if the test process dies first, and is stopped group and all.
+"""Starting and stopping the test kit's child processes, in one place: the control plane's
+components, the real nodes' daemons, the operators run as processes, and the servers (the OCI
+registry, the S3 server).
 
-:func:`serve_on_free_port` starts one on a free loopback port, tries another port when it lost the
-race for the first, and says why it did not start with the last lines of its log.
+:func:`spawn` starts each one the same way: in its own process group and session (a Ctrl-C meant for
+the caller does not reach it), its output appended to its log file, and, unless it must outlive this
+process (a sandbox's), killed by the kernel if this process dies first. :func:`stop_group` stops one
+group and all. :func:`serve_on_free_port` starts a server on a free port, tries another port when it
+lost the race for the first, and says why it did not start with the last lines of its log.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ __all__ = [
     "popen",
     "popen_bound",
     "serve_on_free_port",
+    "spawn",
     "stop_group",
     "trusting",
 ]
@@ -76,6 +81,25 @@ def popen_bound(argv: Sequence[str], **options: Any) -> subprocess.Popen[bytes]:
 def popen(argv: Sequence[str], *, bound: bool, **options: Any) -> subprocess.Popen[bytes]:
     """``subprocess.Popen``, or :func:`popen_bound` when the child must die with this process."""
     return popen_bound(argv, **options) if bound else subprocess.Popen(argv, **options)
+
+
+def spawn(
+    argv: Sequence[str], log: Path, *, bound: bool, truncate: bool = False, **options: Any
+) -> subprocess.Popen[bytes]:
+    """``argv`` in a session of its own, its stdout and stderr appended to ``log`` (the log holds only
+    this run with ``truncate``), no stdin; bound to this process unless ``bound`` is False.
+    ``options`` go to ``subprocess.Popen`` (``cwd``, ``env``, ``pass_fds``)."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("wb" if truncate else "ab") as output:  # the child keeps its own copy
+        return popen(
+            argv,
+            bound=bound,
+            stdin=subprocess.DEVNULL,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            **options,
+        )
 
 
 def trusting(ca_cert: Path | None) -> ssl.SSLContext | bool:

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import yaml
 
@@ -42,7 +42,7 @@ from operator_testkit.nodes.storage import NAMESPACE as STORAGE_NAMESPACE
 from operator_testkit.nodes.storage import storage_manifests
 from operator_testkit.nodes.tools import NodeTools, ensure_node_tools
 from operator_testkit.pki import issue_client_certificate
-from operator_testkit.servers import log_tail, popen
+from operator_testkit.servers import log_tail, spawn
 
 __all__ = ["LocalCluster", "recorded_faults", "stop_recorded_cluster"]
 
@@ -81,7 +81,6 @@ class LocalCluster:
     tools: NodeTools | None = None
     _slot: host.Slot | None = None
     _daemons: list[_Daemon] = field(default_factory=list)
-    _logs: list[IO[bytes]] = field(default_factory=list)
 
     # -- lifecycle
 
@@ -146,9 +145,6 @@ class LocalCluster:
                 daemon.process.kill()
             daemon.process.wait()
         self._daemons.clear()
-        for handle in self._logs:
-            handle.close()
-        self._logs.clear()
         if self.control_plane is not None:
             self.control_plane.stop()
         if self.plan is not None:
@@ -164,9 +160,6 @@ class LocalCluster:
         keep the slot's lock, and :func:`stop_recorded_cluster` stops it from any process."""
         assert not self.bound, "a bound cluster dies with this process"
         self._daemons.clear()
-        for handle in self._logs:
-            handle.close()
-        self._logs.clear()
         if self._slot is not None:
             self._slot.release()  # this process's copy of the lock; the daemons hold theirs
             self._slot = None
@@ -214,16 +207,10 @@ class LocalCluster:
         assert self.plan is not None
         assert self._slot is not None
         log_path = self.plan.directory / "logs" / f"{name}.log"
-        log_path.parent.mkdir(parents=True, exist_ok=True)
-        log = log_path.open("ab")
-        self._logs.append(log)
-        process = popen(
+        process = spawn(
             host.in_namespace(self.plan, *argv),
+            log_path,
             bound=self.bound,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
             env=env,
             # The slot's lock lives as long as any of its daemons: a killed test run frees it by dying.
             pass_fds=(self._slot.descriptor,),
