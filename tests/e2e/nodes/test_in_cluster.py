@@ -8,6 +8,10 @@ operator finds the API server as in any cluster, through ``KUBERNETES_SERVICE_HO
 ``kubernetes`` Service, through kube-proxy) and the token file, with no kubeconfig, so it can do
 exactly what the chart's RBAC grants.
 
+The Monocle chart's operator watches every namespace and brings its sample up on the test kit's
+stand-ins for Elasticsearch and Monocle (:mod:`operator_testkit.nodes.standins`), which cannot be had
+here.
+
 The Cluster Stack operator's chart runs here too, with Cluster API's CRDs (as wherever it is used):
 its releases come from an OCI registry on this machine, which the pod reaches as any registry, at the
 address where the nodes reach this machine; its webhooks answer the API server through the chart's
@@ -52,6 +56,7 @@ from operator_testkit.image import Image
 from operator_testkit.nodes.cluster import LocalCluster
 from operator_testkit.nodes.faults import FaultError
 from operator_testkit.nodes.images import NodeImage, typesense_image
+from operator_testkit.nodes.standins import monocle_standins
 from operator_testkit.registry import RunningRegistry, running_registry
 from releases import publish_release, push_release
 
@@ -67,7 +72,11 @@ def nodes(tmp_path_factory: pytest.TempPathFactory, suite_image: Image) -> Itera
     operator of the session's runs beside the installed one."""
     cluster = LocalCluster(
         tmp_path_factory.mktemp("in-cluster"),
-        extra_images=[typesense_image(), NodeImage(suite_image.name, (suite_image.name,))],
+        extra_images=[
+            typesense_image(),
+            *monocle_standins(),
+            NodeImage(suite_image.name, (suite_image.name,)),
+        ],
     )
     cluster.start()
     try:
@@ -227,6 +236,41 @@ async def test_two_replicas_hand_over_mid_roll_and_the_new_leader_completes_it_w
     assert handover[0] < 8, f"handover took {handover[0]:.1f} s"
     print(f"in-cluster handover after deleting the leader's pod mid-roll: {handover[0]:.1f} s")
     uninstall_chart(helm_home, plane.kubeconfig, "ha", "ha-system")
+
+
+# ---------------------------------------------------------------- the Monocle operator
+
+
+async def test_monocle_chart_installs_a_cluster_wide_operator_that_brings_a_sample_to_ready(
+    plane: ControlPlane,
+    nodes: LocalCluster,
+    kube: Kube,
+    samples: dict[str, list[dict[str, Any]]],
+    helm_home: Path,
+    image_values: list[str],
+) -> None:
+    install_chart(helm_home, plane.kubeconfig, "mon", "monocle-operator", "monocle-system", image_values)
+
+    # The pod runs the image's command from the image, with the in-cluster configuration.
+    pid = await operator_process(nodes, kube, "monocle-system")
+    assert_runs_from_the_image_as_the_chart_says(pid, "monocle-operator")
+    env = environment(pid)
+    assert env["KUBERNETES_SERVICE_HOST"] == str(plane.service_cidr[1])
+    assert env["KUBERNETES_SERVICE_PORT"] == "443"
+    claims = token_claims(pid)
+    assert claims["sub"] == "system:serviceaccount:monocle-system:mon-monocle-operator"
+    (pod,) = await kube.list("v1", "Pod", "monocle-system")
+    assert claims["kubernetes.io"]["pod"]["name"] == pod["metadata"]["name"], "a token bound to the pod"
+
+    # Watching every namespace, it brings the sample up in one it was never told of.
+    plane.kubectl("create", "namespace", "metrics")
+    (sample,) = samples["monocle_v1alpha1_monocle"]
+    await kube.apply({**sample, "metadata": {**sample["metadata"], "namespace": "metrics"}})
+    await ready_condition(kube, MONOCLE, "Monocle", sample["metadata"]["name"], "metrics")
+
+    uninstall_chart(helm_home, plane.kubeconfig, "mon", "monocle-system")
+    assert await kube.get("apps/v1", "Deployment", "mon-monocle-operator", "monocle-system") is None
+    assert await kube.get(MONOCLE, "Monocle", sample["metadata"]["name"], "metrics") is not None
 
 
 # ---------------------------------------------------------------- the Cluster Stack operator

@@ -183,7 +183,7 @@ def go_sidecars_image(names: tuple[str, ...], settings: ControlPlaneSettings | N
     as the Go operator makes it runs whole until ours takes it over and rolls them away."""
     settings = settings or from_env(ControlPlaneSettings)
     buildah = buildah_of(settings)
-    page = "a stand-in for the Go Typesense operator's sidecars (operator_testkit.nodes.images)"
+    page = "a stand-in for the sidecars of the Go Typesense operator (operator_testkit.nodes.images)"
     run = [
         ["/bin/busybox", "--install", "-s", "/bin"],
         ["/bin/busybox", "sh", "-c", f"mkdir -p /www && echo '{page}' > /www/index.html"],
