@@ -52,6 +52,70 @@ def ready_condition(cluster: dict[str, Any] | None) -> dict[str, Any]:
     return condition(cluster or {}, "Ready") or {}
 
 
+async def admin_headers(kube: Kube, namespace: str, name: str) -> dict[str, str]:
+    """The header that carries the cluster's admin key, read from the Secret the operator made."""
+    secret = await kube.get("v1", "Secret", f"{name}-admin-key", namespace)
+    assert secret is not None, f"no admin key Secret for {namespace}/{name}"
+    return {"X-TYPESENSE-API-KEY": base64.b64decode(secret["data"]["typesense-api-key"]).decode()}
+
+
+async def node_addresses(kube: Kube, namespace: str, name: str) -> dict[str, str]:
+    """Each node's pod IP by pod name: the pods of the cluster that have one and are not being deleted."""
+    pods = await kube.list("v1", "Pod", namespace, labels={"app.kubernetes.io/instance": name})
+    return {
+        p["metadata"]["name"]: p["status"]["podIP"]
+        for p in pods
+        if (p.get("status") or {}).get("podIP") and not p["metadata"].get("deletionTimestamp")
+    }
+
+
+@dataclass(frozen=True)
+class Nodes:
+    """The nodes of a cluster as they are now, by pod name, and its admin key: for checks that go to
+    every node by name (what a backup holds, what a restore brought back)."""
+
+    addresses: dict[str, str]
+    headers: dict[str, str]
+
+    @classmethod
+    async def of(cls, kube: Kube, namespace: str, name: str) -> Nodes:
+        return cls(await node_addresses(kube, namespace, name), await admin_headers(kube, namespace, name))
+
+    def url(self, pod: str, path: str) -> str:
+        return f"http://{self.addresses[pod]}:8108{path}"
+
+    async def leader(self, http: httpx.AsyncClient) -> str:
+        """The pod that says it leads, once one does."""
+
+        async def find() -> str | None:
+            for pod in self.addresses:
+                try:
+                    answer = await http.get(self.url(pod, "/status"), headers=self.headers)
+                except httpx.HTTPError:
+                    continue
+                if answer.json().get("state") == "LEADER":
+                    return pod
+            return None
+
+        return str(await wait_until(find, timeout=60, interval=0.5, what="a leader"))
+
+    async def on_every_node(
+        self, http: httpx.AsyncClient, check: Callable[[httpx.AsyncClient, str], Awaitable[bool]], what: str
+    ) -> None:
+        """Until ``check`` holds on every node (a node that does not answer does not hold it yet)."""
+
+        async def everywhere() -> bool:
+            for pod in self.addresses:
+                try:
+                    if not await check(http, pod):
+                        return False
+                except httpx.HTTPError:
+                    return False
+            return True
+
+        await wait_until(everywhere, timeout=90, interval=0.5, what=what)
+
+
 @dataclass
 class TypesenseCluster:
     """One TypesenseCluster in a test namespace, reached by pod IP."""
@@ -89,10 +153,7 @@ class TypesenseCluster:
 
         await wait_until(ready, timeout=timeout, interval=0.5, what=f"{self.name} Ready=True")
         if not self.headers:
-            secret = await self.kube.get("v1", "Secret", f"{self.name}-admin-key", self.namespace)
-            assert secret is not None
-            key = base64.b64decode(secret["data"]["typesense-api-key"]).decode()
-            self.headers = {"X-TYPESENSE-API-KEY": key}
+            self.headers = await admin_headers(self.kube, self.namespace, self.name)
         return time.monotonic() - started
 
     async def events(self, reason: str) -> list[dict[str, Any]]:
@@ -124,14 +185,7 @@ class TypesenseCluster:
         await wait_until(not_ready, timeout=timeout, interval=0.5, what=f"{self.name} to leave Ready=True")
 
     async def pod_ips(self) -> dict[str, str]:
-        pods = await self.kube.list(
-            "v1", "Pod", self.namespace, labels={"app.kubernetes.io/instance": self.name}
-        )
-        return {
-            p["metadata"]["name"]: p["status"]["podIP"]
-            for p in pods
-            if (p.get("status") or {}).get("podIP") and not p["metadata"].get("deletionTimestamp")
-        }
+        return await node_addresses(self.kube, self.namespace, self.name)
 
     async def states(self, ips: Mapping[str, str] | None = None) -> dict[str, str]:
         """Each node's raft state, asked of all at once: a hung node delays the answer by one timeout.

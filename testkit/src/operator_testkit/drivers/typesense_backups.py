@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, cast
 
 import httpx
 
 from operator_core.kube import Kube
+from operator_testkit.drivers.typesense import Nodes
 from operator_testkit.fixtures import wait_until
 from operator_testkit.s3 import RunningS3
 
@@ -119,53 +119,6 @@ async def delete_cluster_and_volumes(kube: Kube, namespace: str, name: str) -> N
         return not await kube.list("v1", "PersistentVolumeClaim", namespace, labels=labels)
 
     await wait_until(no_claims, timeout=60, interval=0.5, what="the cluster's claims gone")
-
-
-@dataclass
-class Nodes:
-    """The nodes of a cluster, by pod name, and its admin key."""
-
-    addresses: dict[str, str]
-    headers: dict[str, str]
-
-    @classmethod
-    async def of(cls, kube: Kube, namespace: str, name: str) -> Nodes:
-        key_secret = await kube.get("v1", "Secret", f"{name}-admin-key", namespace)
-        assert key_secret is not None
-        key = base64.b64decode(key_secret["data"]["typesense-api-key"]).decode()
-        pods = await kube.list("v1", "Pod", namespace, labels={"app.kubernetes.io/instance": name})
-        addresses = {p["metadata"]["name"]: p["status"]["podIP"] for p in pods if p["status"].get("podIP")}
-        return cls(addresses, {"X-TYPESENSE-API-KEY": key})
-
-    def url(self, pod: str, path: str) -> str:
-        return f"http://{self.addresses[pod]}:8108{path}"
-
-    async def leader(self, http: httpx.AsyncClient) -> str:
-        async def find() -> str | None:
-            for pod in self.addresses:
-                try:
-                    answer = await http.get(self.url(pod, "/status"), headers=self.headers)
-                except httpx.HTTPError:
-                    continue
-                if answer.json().get("state") == "LEADER":
-                    return pod
-            return None
-
-        return cast(str, await wait_until(find, timeout=60, interval=0.5, what="a leader"))
-
-    async def on_every_node(
-        self, http: httpx.AsyncClient, check: Callable[[httpx.AsyncClient, str], Awaitable[bool]], what: str
-    ) -> None:
-        async def everywhere() -> bool:
-            for pod in self.addresses:
-                try:
-                    if not await check(http, pod):
-                        return False
-                except httpx.HTTPError:
-                    return False
-            return True
-
-        await wait_until(everywhere, timeout=90, interval=0.5, what=what)
 
 
 @dataclass(frozen=True)
