@@ -10,9 +10,11 @@ changed pin builds afresh. A file lock keeps two builders from racing.
 ``operator-suite-dev binaries`` is the command-line face of :func:`ensure_binaries`.
 
 The build-and-cache steps (:func:`find_hack_dir`, :func:`pin_digest`, :func:`required_version`,
-:func:`build_once`, :func:`run_go`, :func:`build_binary`, :func:`say`) are shared with
-:mod:`operator_testkit.clusterstack_tools` and :mod:`operator_testkit.prometheus_tools`, which build
-more tools the same way.
+:func:`build_once`, :func:`run_go`, :func:`build_binary`, :func:`say`) are shared with every other
+pinned tool. Most are a table of :class:`GoProgram` rows built by :func:`ensure_go_programs` (the
+real nodes' programs, Prometheus and promtool, versitygw); the control plane builds its commands in
+one ``go build`` (they share one module and most of their packages), and the Cluster Stack tools
+also copy CRDs out of modules (:mod:`operator_testkit.clusterstack_tools`).
 """
 
 from __future__ import annotations
@@ -39,10 +41,13 @@ from operator_testkit.settings import ControlPlaneSettings
 __all__ = [
     "KUBERNETES_COMMANDS",
     "Binaries",
+    "GoProgram",
+    "GoPrograms",
     "build_binary",
     "build_once",
     "build_telling",
     "ensure_binaries",
+    "ensure_go_programs",
     "find_hack_dir",
     "kubernetes_ldflags",
     "pin_digest",
@@ -301,3 +306,65 @@ def ensure_binaries(settings: ControlPlaneSettings | None = None) -> Binaries:
     binaries = Binaries(root / "bin")
     build_once(root, binaries.complete, lambda: _build(settings, hack, binaries.directory))
     return binaries
+
+
+# ---------------------------------------------------------------- Go programs from a table
+
+
+@dataclass(frozen=True)
+class GoProgram:
+    """One program built from a pinned module: its name, the ``hack/`` folder pinning it, its package
+    and the linker flags its upstream release sets (versions, mostly)."""
+
+    name: str
+    module: str
+    package: str
+    ldflags: str
+
+
+@dataclass(frozen=True)
+class GoPrograms:
+    """Programs built into one cache directory, ``<directory>/bin/<name>``."""
+
+    directory: Path
+    programs: tuple[GoProgram, ...]
+
+    @property
+    def bin(self) -> Path:
+        return self.directory / "bin"
+
+    def path(self, name: str) -> Path:
+        return self.bin / name
+
+    def complete(self) -> bool:
+        return all(self.path(program.name).is_file() for program in self.programs)
+
+
+def ensure_go_programs(
+    label: str,
+    programs: tuple[GoProgram, ...],
+    pinned_files: Iterable[str],
+    recipe: Iterable[str],
+    settings: ControlPlaneSettings,
+) -> GoPrograms:
+    """``programs``, built into ``<cache_dir>/<label>-<hash of the pinned files and the recipe>/bin``
+    unless there already; only a missing program is built, each saying so (:func:`build_telling`)."""
+    hack = find_hack_dir()
+    built = GoPrograms(settings.cache_dir / f"{label}-{pin_digest(hack, pinned_files, *recipe)}", programs)
+
+    def build() -> None:
+        log = built.directory / "build.log"
+        for program in programs:
+            if not built.path(program.name).is_file():
+                what = f"{program.name} ({program.module})"
+                build_telling(
+                    what,
+                    built.path(program.name),
+                    program.package,
+                    program.ldflags,
+                    hack / program.module,
+                    log,
+                )
+
+    build_once(built.directory, built.complete, build)
+    return built

@@ -18,10 +18,10 @@ from pathlib import Path
 
 from operator_core.settings import from_env
 from operator_testkit.binaries import (
-    build_once,
-    build_telling,
+    GoProgram,
+    GoPrograms,
+    ensure_go_programs,
     find_hack_dir,
-    pin_digest,
     required_version,
 )
 from operator_testkit.settings import ControlPlaneSettings
@@ -37,20 +37,21 @@ _COMMANDS = ("prometheus", "promtool")
 class PrometheusTools:
     """Where Prometheus and promtool are, and which module version they are built from."""
 
-    directory: Path
+    programs: GoPrograms
     version: str
     """The pinned module version (``v0.316.0`` is Prometheus 3.16.0: :func:`prometheus_release`)."""
 
     @property
+    def directory(self) -> Path:
+        return self.programs.directory
+
+    @property
     def prometheus(self) -> Path:
-        return self.directory / "bin" / "prometheus"
+        return self.programs.path("prometheus")
 
     @property
     def promtool(self) -> Path:
-        return self.directory / "bin" / "promtool"
-
-    def complete(self) -> bool:
-        return self.prometheus.is_file() and self.promtool.is_file()
+        return self.programs.path("promtool")
 
 
 def prometheus_release(module_version: str) -> str:
@@ -65,26 +66,18 @@ def _ldflags(version: str) -> str:
     return f"-s -w -X github.com/prometheus/common/version.Version={prometheus_release(version)}"
 
 
-def _build(tools: PrometheusTools, hack: Path) -> None:
-    log = tools.directory / "build.log"
-    for command in _COMMANDS:
-        target = tools.directory / "bin" / command
-        if target.exists():
-            continue
-        package = f"{_PROMETHEUS}/cmd/{command}"
-        ldflags = _ldflags(tools.version)
-        build_telling(f"{command} {tools.version}", target, package, ldflags, hack / "prometheus", log)
-
-
 def ensure_prometheus_tools(settings: ControlPlaneSettings | None = None) -> PrometheusTools:
     """Prometheus and promtool at the pinned version, built first if the cache lacks them.
 
     A failed build raises :class:`ControlPlaneError` naming the ``go`` command, its directory and
     its log (whose last lines it quotes)."""
     settings = settings or from_env(ControlPlaneSettings)
-    hack = find_hack_dir()
-    version = required_version(hack / "prometheus" / "go.mod", _PROMETHEUS)
-    label = f"prometheus-{version}-{pin_digest(hack, _PINNED_FILES, _ldflags(version))}"
-    tools = PrometheusTools(settings.cache_dir / label, version)
-    build_once(tools.directory, tools.complete, lambda: _build(tools, hack))
-    return tools
+    version = required_version(find_hack_dir() / "prometheus" / "go.mod", _PROMETHEUS)
+    programs = tuple(
+        GoProgram(command, "prometheus", f"{_PROMETHEUS}/cmd/{command}", _ldflags(version))
+        for command in _COMMANDS
+    )
+    built = ensure_go_programs(
+        f"prometheus-{version}", programs, _PINNED_FILES, [_ldflags(version)], settings
+    )
+    return PrometheusTools(built, version)

@@ -27,13 +27,7 @@ from pathlib import Path
 import httpx
 
 from operator_core.settings import from_env
-from operator_testkit.binaries import (
-    build_once,
-    build_telling,
-    find_hack_dir,
-    pin_digest,
-    required_version,
-)
+from operator_testkit.binaries import GoProgram, ensure_go_programs, find_hack_dir, required_version
 from operator_testkit.controlplane import free_port
 from operator_testkit.pki import create_pki
 from operator_testkit.servers import serve_on_free_port, spawn, stop_group, trusting
@@ -56,19 +50,12 @@ def ensure_versitygw(settings: ControlPlaneSettings | None = None) -> Path:
     A failed build raises :class:`ControlPlaneError` naming the ``go`` command, its directory and its
     log (whose last lines it quotes)."""
     settings = settings or from_env(ControlPlaneSettings)
-    hack = find_hack_dir()
-    version = required_version(hack / "versitygw" / "go.mod", _VERSITYGW)
-    digest = pin_digest(hack, _PINNED_FILES, _ldflags(version))
-    directory = settings.cache_dir / f"versitygw-{version}-{digest}"
-    binary = directory / "bin" / "versitygw"
-
-    def build() -> None:
-        package = f"{_VERSITYGW}/cmd/versitygw"
-        log = directory / "build.log"
-        build_telling(f"versitygw {version}", binary, package, _ldflags(version), hack / "versitygw", log)
-
-    build_once(directory, binary.is_file, build)
-    return binary
+    version = required_version(find_hack_dir() / "versitygw" / "go.mod", _VERSITYGW)
+    program = GoProgram("versitygw", "versitygw", f"{_VERSITYGW}/cmd/versitygw", _ldflags(version))
+    built = ensure_go_programs(
+        f"versitygw-{version}", (program,), _PINNED_FILES, [_ldflags(version)], settings
+    )
+    return built.path("versitygw")
 
 
 @dataclass(frozen=True)

@@ -20,16 +20,15 @@ libseccomp through cgo, which these static builds do not have. Everything lands 
 from __future__ import annotations
 
 import shutil
-from dataclasses import dataclass
 from pathlib import Path
 
 from operator_core.settings import from_env
 from operator_testkit.binaries import (
-    build_once,
-    build_telling,
+    GoProgram,
+    GoPrograms,
+    ensure_go_programs,
     find_hack_dir,
     kubernetes_ldflags,
-    pin_digest,
     required_version,
 )
 from operator_testkit.errors import ControlPlaneError
@@ -40,17 +39,6 @@ __all__ = ["DEBIAN_PROGRAMS", "GoProgram", "NodeTools", "ensure_node_tools", "no
 _CONTAINERD = "github.com/containerd/containerd/v2"
 _COREDNS = "github.com/coredns/coredns"
 _LOCAL_PATH = "github.com/rancher/local-path-provisioner"
-
-
-@dataclass(frozen=True)
-class GoProgram:
-    """One program built from a pinned module: its name, the ``hack/`` folder pinning it, its package
-    and the linker flags its upstream release sets (versions, mostly)."""
-
-    name: str
-    module: str
-    package: str
-    ldflags: str
 
 
 def node_programs(hack: Path, settings: ControlPlaneSettings) -> tuple[GoProgram, ...]:
@@ -86,20 +74,8 @@ DEBIAN_PROGRAMS = {
 """The programs a node takes from Debian, with the package that brings each."""
 
 
-@dataclass(frozen=True)
-class NodeTools:
-    directory: Path
-    programs: tuple[GoProgram, ...]
-
-    @property
-    def bin(self) -> Path:
-        return self.directory / "bin"
-
-    def path(self, name: str) -> Path:
-        return self.bin / name
-
-    def complete(self) -> bool:
-        return all(self.path(program.name).is_file() for program in self.programs)
+NodeTools = GoPrograms
+"""Where the node programs are: ``path(name)``, ``bin``."""
 
 
 def missing_debian_programs() -> list[str]:
@@ -126,21 +102,4 @@ def ensure_node_tools(settings: ControlPlaneSettings | None = None) -> NodeTools
     ]
     pinned = [name for name in pinned if (hack / name).exists()] + ["pause/main.go"]
     recipe = [f"{p.name} {p.module} {p.package} {p.ldflags}" for p in programs]
-    tools = NodeTools(settings.cache_dir / f"nodes-{pin_digest(hack, pinned, *recipe)}", programs)
-
-    def build() -> None:
-        log = tools.directory / "build.log"
-        for program in programs:
-            if not tools.path(program.name).is_file():
-                what = f"{program.name} ({program.module})"
-                build_telling(
-                    what,
-                    tools.path(program.name),
-                    program.package,
-                    program.ldflags,
-                    hack / program.module,
-                    log,
-                )
-
-    build_once(tools.directory, tools.complete, build)
-    return tools
+    return ensure_go_programs("nodes", programs, pinned, recipe, settings)
