@@ -1,10 +1,12 @@
 """The Cluster Stack operator's whole user journey, step by step: ``operator-suite-dev sandbox journey``.
 
-It starts two local control planes, a management cluster with Cluster API's CRDs and a workload
-cluster (what a Cluster object stands for), publishes three releases of one stack to a local source
-(v2 with the same cluster addons as v1, v3 with new ones), runs the cluster-stack-operator as its
-ServiceAccount with its admission webhooks registered by a loopback URL, and then walks the journey
-while it prints what happens and how long each step took:
+It starts a management cluster on a real node (a kubelet, containerd and runc: :mod:`.nodes`) with
+Cluster API's CRDs, and a workload cluster's control plane (what a Cluster object stands for) where
+the node's pods reach it; publishes three releases of one stack to an OCI registry there too (v2 with
+the same cluster addons as v1, v3 with new ones); installs the cluster-stack-operator with ``helm
+install`` of its chart and the suite's image, as users do (its webhooks through the chart's Service
+and certificate); and then walks the journey while it prints what happens and how long each step
+took:
 
 1. a ClusterStack lists v1, v2 and v3: their releases become ready and their ClusterClasses appear;
 2. a Cluster on v1 (with the kubeconfig Secret Cluster API would write): its ClusterAddon appears,
@@ -16,14 +18,15 @@ while it prints what happens and how long each step took:
 7. the Cluster is deleted: its ClusterAddon goes, and the stack can let v1 and v2 go.
 
 No Cluster API controller runs: the journey writes what they would (the Cluster, its kubeconfig
-Secret). Everything it starts stops when it ends, fails or is interrupted (Ctrl-C); ``--pause`` keeps
-it all running until Enter is pressed, to look around with kubectl.
+Secret, naming the workload control plane by the address the operator's pod reaches). Everything
+it starts stops when it ends, fails or is interrupted (Ctrl-C); ``--pause`` keeps it all running
+until Enter is pressed, to look around with kubectl.
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
+import json
 import sys
 import time
 from collections.abc import Awaitable, Callable
@@ -34,11 +37,19 @@ from operator_core import errors
 from operator_core.kube import Kube
 from operator_testkit.assertions import events_for
 from operator_testkit.binaries import find_hack_dir
+from operator_testkit.charts import install_chart
 from operator_testkit.clusterstack_tools import ensure_clusterstack_tools
-from operator_testkit.controlplane import ControlPlane, free_port
-from operator_testkit.drivers.clusterstack import capi_cluster, kubeconfig_secret, publish_release
-from operator_testkit.operators import OperatorProcess, service_account_kubeconfig
-from operator_testkit.webhooks import registration_rbac, webhook_settings
+from operator_testkit.controlplane import ControlPlane
+from operator_testkit.drivers.clusterstack import (
+    capi_cluster,
+    kubeconfig_secret,
+    publish_release,
+    push_release,
+)
+from operator_testkit.image import image_of_sources
+from operator_testkit.nodes.cluster import LocalCluster
+from operator_testkit.nodes.images import NodeImage
+from operator_testkit.registry import running_registry
 
 __all__ = ["run_journey"]
 
@@ -46,6 +57,7 @@ API = "clusterstack.x-k8s.io/v1alpha1"
 CLUSTER_API = "cluster.x-k8s.io/v1beta2"
 NAMESPACE = "journey"
 STACK = "docker-journey-1-30"
+REPOSITORY = "journey/cluster-stacks"
 ADDON = f"cluster-addon-{NAMESPACE}"
 T = TypeVar("T")
 
@@ -102,48 +114,54 @@ def run_journey(directory: Path, *, pause: bool = False) -> int:
 
 async def _journey(directory: Path, narrator: _Narrator, pause: bool) -> None:
     root = find_hack_dir().parent
-    narrator.say("building or reusing helm and Cluster API's CRDs")
+    narrator.say("building or reusing helm, the registry, Cluster API's CRDs and the suite's image")
     tools = await asyncio.to_thread(ensure_clusterstack_tools)
-    narrator.say("starting two control planes: the management cluster and a workload cluster")
-    with (
-        ControlPlane(directory / "management") as management,
-        ControlPlane(directory / "workload") as workload,
-    ):
-        for crds in (tools.capi_crds, tools.capd_crds, root / "deploy" / "crds"):
-            await asyncio.to_thread(management.kubectl, "apply", "--server-side", "-f", str(crds))
-        await asyncio.to_thread(
-            management.kubectl, "wait", "--for=condition=Established", "crd", "--all", "--timeout=60s"
-        )
-        source = directory / "releases"
-        narrator.say(f"publishing {STACK}-v1, -v2 (the same cluster addons) and -v3 (new ones) to {source}")
-        for version, addon_version in (("v1", "v1"), ("v2", "v1"), ("v3", "v2")):
-            if not (source / f"{STACK}-{version}").exists():
-                publish_release(source, f"{STACK}-{version}", addon_version=addon_version, helm=tools.helm)
-        async with Kube.connect(management.kubeconfig) as admin:
-            for document in registration_rbac():
-                await admin.apply(document)
-        home = directory / "operator"
-        home.mkdir(exist_ok=True)
-        kubeconfig = service_account_kubeconfig(
-            management,
-            root / "charts" / "cluster-stack-operator" / "files" / "rbac-rules.yaml",
-            home / "kubeconfig",
-        )
-        environment = {
-            **{k: v for k, v in os.environ.items() if not k.startswith(("GIT_", "OCI_", "OPERATOR_SUITE_"))},
-            "OPERATOR_SUITE_RELEASE_SOURCE": "local",
-            "OPERATOR_SUITE_LOCAL_RELEASES": str(source),
-            "OPERATOR_SUITE_RELEASE_DIR": str(home / "downloads"),
-            "OPERATOR_SUITE_HELM": str(tools.helm),
-            "OPERATOR_SUITE_ADDON_CHECK_SECONDS": "5",
-            **webhook_settings(home / f"tls-{time.time_ns()}", free_port()),
-        }
-        narrator.say("starting cluster-stack-operator as its ServiceAccount, its webhooks on 127.0.0.1")
-        operator = OperatorProcess(
-            "cluster-stack-operator", kubeconfig, home / "operator.log", environment=environment
-        )
-        await asyncio.to_thread(operator.start)
-        try:
+    image = await asyncio.to_thread(image_of_sources, root)
+    narrator.say("starting the management cluster: a control plane and a real node")
+    nodes = LocalCluster(directory / "mgmt", count=1, extra_images=[NodeImage(image.name, (image.name,))])
+    await asyncio.to_thread(nodes.start)
+    try:
+        assert nodes.control_plane is not None
+        assert nodes.plan is not None
+        management, address = nodes.control_plane, str(nodes.plan.api_address)
+        narrator.say(f"starting the workload cluster's control plane on {address}, where the pods reach it")
+        with (
+            ControlPlane(directory / "workload", bind_address=address) as workload,
+            running_registry(directory / "registry", binary=tools.registry, address=address) as registry,
+        ):
+            for crds in (tools.capi_crds, tools.capd_crds):
+                await asyncio.to_thread(management.kubectl, "apply", "--server-side", "-f", str(crds))
+            await asyncio.to_thread(
+                management.kubectl, "wait", "--for=condition=Established", "crd", "--all", "--timeout=60s"
+            )
+            published = directory / "releases"
+            narrator.say(
+                f"publishing {STACK}-v1, -v2 (the same cluster addons) and -v3 (new ones) to {registry.host}"
+            )
+            for version, addon_version in (("v1", "v1"), ("v2", "v1"), ("v3", "v2")):
+                tag = f"{STACK}-{version}"
+                if not (published / tag).exists():
+                    publish_release(published, tag, addon_version=addon_version, helm=tools.helm)
+                await asyncio.to_thread(push_release, registry, published / tag, REPOSITORY)
+            values = directory / "values.json"
+            repository, tag = image.name.rsplit(":", 1)
+            settings = {
+                "OPERATOR_SUITE_RELEASE_SOURCE": "oci",
+                "OPERATOR_SUITE_OCI_REPOSITORY": f"{registry.host}/{REPOSITORY}",
+                "OPERATOR_SUITE_OCI_PLAIN_HTTP": "true",
+                "OPERATOR_SUITE_ADDON_CHECK_SECONDS": "5",
+            }
+            values.write_text(json.dumps({  # JSON is YAML
+                "image": {"repository": repository, "tag": tag},
+                "env": [{"name": name, "value": value} for name, value in settings.items()],
+            }))  # fmt: skip
+            narrator.say(
+                "helm install cluster-stack-operator charts/cluster-stack-operator (its webhooks too)"
+            )
+            await asyncio.to_thread(
+                install_chart, directory / "helm", management.kubeconfig, "cso", "cluster-stack-operator",
+                "cso-system", ["-f", str(values)],
+            )  # fmt: skip
             async with (
                 Kube.connect(management.kubeconfig) as kube,
                 Kube.connect(workload.kubeconfig) as there,
@@ -152,11 +170,8 @@ async def _journey(directory: Path, narrator: _Narrator, pause: bool) -> None:
             if pause:
                 _show_how_to_look(management, workload)
                 await asyncio.to_thread(input, "Press Enter to stop everything. ")
-        finally:
-            await asyncio.to_thread(operator.stop)
-            async with Kube.connect(management.kubeconfig) as admin:
-                for document in registration_rbac():
-                    await admin.delete(document["apiVersion"], document["kind"], document["metadata"]["name"])
+    finally:
+        await asyncio.to_thread(nodes.stop)
 
 
 def _show_how_to_look(management: ControlPlane, workload: ControlPlane) -> None:

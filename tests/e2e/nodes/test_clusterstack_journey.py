@@ -1,6 +1,6 @@
-"""``operator-suite-dev sandbox journey`` as a user runs it: the Cluster Stack operator's whole journey on
-two control planes of its own, told step by step, and nothing left running when it ends or is
-interrupted."""
+"""``operator-suite-dev sandbox journey`` as a user runs it: the Cluster Stack operator's whole journey,
+installed by helm on a management cluster of a real node, with a workload cluster beside it, told
+step by step, and nothing left running when it ends or is interrupted."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+import pytest
 
 STEPS = (
     "1. a ClusterStack lists v1, v2 and v3",
@@ -51,9 +53,16 @@ def processes_naming(directory: Path) -> list[str]:
     return found
 
 
-def test_the_journey_tells_every_step_and_leaves_nothing_running(tmp_path: Path) -> None:
+@pytest.fixture
+def short_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The journey's directory: short, since its node's sockets live under it."""
+    return tmp_path_factory.mktemp("j")
+
+
+def test_the_journey_tells_every_step_and_leaves_nothing_running(short_path: Path) -> None:
+    tmp_path = short_path
     process = journey(tmp_path)
-    output, _ = process.communicate(timeout=600)
+    output, _ = process.communicate(timeout=900)
     assert process.returncode == 0, output
     positions = [output.find(step) for step in STEPS]
     assert all(p >= 0 for p in positions), [s for s, p in zip(STEPS, positions, strict=True) if p < 0]
@@ -63,7 +72,8 @@ def test_the_journey_tells_every_step_and_leaves_nothing_running(tmp_path: Path)
     assert processes_naming(tmp_path) == []
 
 
-def test_ctrl_c_in_the_middle_stops_everything_it_started(tmp_path: Path) -> None:
+def test_ctrl_c_in_the_middle_stops_everything_it_started(short_path: Path) -> None:
+    tmp_path = short_path
     process = journey(tmp_path)
     assert process.stdout is not None
     lines = []
