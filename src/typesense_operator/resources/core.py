@@ -225,6 +225,38 @@ def _typesense_container(cluster: Cluster) -> dict[str, Any]:
     return container
 
 
+WAIT_FOR_ADDRESSES_CONTAINER = "wait-for-addresses"
+WAIT_FOR_ADDRESSES_SECONDS = 30
+# typesense-server (0.24 at least) reads its nodes file once at start and, when an entry does not
+# resolve, tries again only 30 s later. A new pod has no address when its first list is written, so
+# the list names it by its DNS name, which its Service's record serves only a moment after the pod
+# has its address, and after typesense-server has started (about 100 ms). So the pod waits here,
+# before the server starts, until the list names every member by address (a name holds letters, an
+# IPv4 address none), which the operator writes as soon as the pods have theirs. Never longer than
+# WAIT_FOR_ADDRESSES_SECONDS: a member that cannot be placed must not keep the others from starting.
+_WAIT_FOR_ADDRESSES = """\
+nodes="$1"; tries=$(( $2 * 5 ))
+while [ "$tries" -gt 0 ] && { [ ! -s "$nodes" ] || grep -q '[A-Za-z]' "$nodes"; }; do
+  tries=$(( tries - 1 )); sleep 0.2
+done
+exit 0
+"""
+
+
+def _wait_for_addresses_container(cluster: Cluster) -> dict[str, Any]:
+    """An init container of the Typesense image (its shell, grep and sleep): until every member is
+    listed by address (above), at most WAIT_FOR_ADDRESSES_SECONDS."""
+    return {
+        "name": WAIT_FOR_ADDRESSES_CONTAINER,
+        "image": cluster.spec.image,
+        "command": ["/bin/sh", "-c", _WAIT_FOR_ADDRESSES, "wait-for-addresses",
+                    f"{NODELIST_DIR}/{NODELIST_KEY}", str(WAIT_FOR_ADDRESSES_SECONDS)],
+        "volumeMounts": [{"name": "nodeslist", "mountPath": NODELIST_DIR}],
+        "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"memory": "32Mi"}},
+        "securityContext": security_context(cluster, "typesense") or restricted_container(),
+    }  # fmt: skip
+
+
 def _metrics_container(cluster: Cluster) -> dict[str, Any] | None:
     metrics = cluster.spec.metrics
     if metrics is None:
@@ -317,6 +349,7 @@ def build_statefulset(
     pod_spec: dict[str, Any] = {
         "securityContext": security_context(cluster, "pod") or RESTRICTED_POD_SECURITY_CONTEXT,
         "terminationGracePeriodSeconds": 60,
+        "initContainers": [_wait_for_addresses_container(cluster)],
         "containers": containers,
         "volumes": [{"name": "nodeslist", "configMap": {"name": cluster.nodes_configmap_name}}],
     }
