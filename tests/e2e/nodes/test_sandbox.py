@@ -9,6 +9,7 @@ its processes is left; ``down`` itself checks that no mount, link or cgroup of i
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -156,6 +157,15 @@ async def test_up_gets_the_sample_ready_and_backed_up_a_second_sandbox_is_refuse
     backups = sandbox.kubectl("get", "typesensebackups")["items"]
     assert [b["status"]["phase"] for b in backups] == ["Completed"]
     assert backups[0]["status"]["location"].startswith("s3://backups/typesense/default/cluster-1/")
+
+    # Faults from a shell, on the sandbox's own nodes.
+    for action in ("freeze", "thaw"):
+        said = await asyncio.to_thread(
+            subprocess.run, [CLI, "nodes", action, "cluster-1-sts-0", "--dir", str(sandbox.directory)],
+            capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+        assert said.returncode == 0, said.stderr
+        assert json.loads(said.stdout)["pod"] == "default/cluster-1-sts-0"
 
     second = Sandbox(tmp_path / "second", sandbox.lock, tmp_path / "second.log")
     started = time.monotonic()
