@@ -126,6 +126,24 @@ async def operator_process(nodes: LocalCluster, kube: Kube, namespace: str) -> i
     return int(await wait_until(started, timeout=60, interval=0.5, what=f"the operator's pod in {namespace}"))
 
 
+async def assert_runs_in_cluster(
+    nodes: LocalCluster, kube: Kube, namespace: str, command: str, service_account: str
+) -> int:
+    """The operator's pod runs the image's command from the image as the chart says, with the
+    in-cluster configuration (the ``kubernetes`` Service, a token bound to the pod); its host pid."""
+    assert nodes.control_plane is not None
+    pid = await operator_process(nodes, kube, namespace)
+    assert_runs_from_the_image_as_the_chart_says(pid, command)
+    env = environment(pid)
+    assert env["KUBERNETES_SERVICE_HOST"] == str(nodes.control_plane.service_cidr[1])
+    assert env["KUBERNETES_SERVICE_PORT"] == "443"
+    claims = token_claims(pid)
+    assert claims["sub"] == f"system:serviceaccount:{namespace}:{service_account}"
+    (pod,) = await kube.list("v1", "Pod", namespace)
+    assert claims["kubernetes.io"]["pod"]["name"] == pod["metadata"]["name"], "a token bound to the pod"
+    return pid
+
+
 async def test_typesense_chart_installs_a_namespaced_operator_that_runs_a_cluster_in_its_namespace_only(
     plane: ControlPlane,
     nodes: LocalCluster,
@@ -141,16 +159,9 @@ async def test_typesense_chart_installs_a_namespaced_operator_that_runs_a_cluste
         [*image_values, "--set", "watchNamespaces={search}", "--set", "logFormat=json"],
     )  # fmt: skip
 
-    # The pod runs the image's command from the image, with the in-cluster configuration.
-    pid = await operator_process(nodes, kube, "typesense-system")
-    assert_runs_from_the_image_as_the_chart_says(pid, "typesense-operator")
-    env = environment(pid)
-    assert env["KUBERNETES_SERVICE_HOST"] == str(plane.service_cidr[1])
-    assert env["KUBERNETES_SERVICE_PORT"] == "443"
-    claims = token_claims(pid)
-    assert claims["sub"] == "system:serviceaccount:typesense-system:ts-typesense-operator"
-    pods = await kube.list("v1", "Pod", "typesense-system")
-    assert claims["kubernetes.io"]["pod"]["name"] == pods[0]["metadata"]["name"], "a token bound to the pod"
+    await assert_runs_in_cluster(
+        nodes, kube, "typesense-system", "typesense-operator", "ts-typesense-operator"
+    )
 
     (sample,) = samples["ts_v1alpha1_typesensecluster_aws"]
     for namespace in ("search", "elsewhere"):
@@ -251,16 +262,7 @@ async def test_monocle_chart_installs_a_cluster_wide_operator_that_brings_a_samp
 ) -> None:
     install_chart(helm_home, plane.kubeconfig, "mon", "monocle-operator", "monocle-system", image_values)
 
-    # The pod runs the image's command from the image, with the in-cluster configuration.
-    pid = await operator_process(nodes, kube, "monocle-system")
-    assert_runs_from_the_image_as_the_chart_says(pid, "monocle-operator")
-    env = environment(pid)
-    assert env["KUBERNETES_SERVICE_HOST"] == str(plane.service_cidr[1])
-    assert env["KUBERNETES_SERVICE_PORT"] == "443"
-    claims = token_claims(pid)
-    assert claims["sub"] == "system:serviceaccount:monocle-system:mon-monocle-operator"
-    (pod,) = await kube.list("v1", "Pod", "monocle-system")
-    assert claims["kubernetes.io"]["pod"]["name"] == pod["metadata"]["name"], "a token bound to the pod"
+    await assert_runs_in_cluster(nodes, kube, "monocle-system", "monocle-operator", "mon-monocle-operator")
 
     # Watching every namespace, it brings the sample up in one it was never told of.
     plane.kubectl("create", "namespace", "metrics")
@@ -334,8 +336,9 @@ async def test_cluster_stack_chart_runs_the_operator_from_the_image_and_it_recon
         [*image_values, "-f", str(tmp_path / "values.json")],
     )  # fmt: skip
 
-    pid = await operator_process(nodes, kube, CSO_NAMESPACE)
-    assert_runs_from_the_image_as_the_chart_says(pid, CSO_COMMAND)
+    pid = await assert_runs_in_cluster(
+        nodes, kube, CSO_NAMESPACE, CSO_COMMAND, f"{CSO_RELEASE}-{CSO_COMMAND}"
+    )
 
     plane.kubectl("create", "namespace", STACKS)
     # The API server refuses, in the webhook's words, what only the webhook refuses.
