@@ -9,11 +9,12 @@ four changes of the pod template (a new CPU request), each under a steady write 
 - "operator": the operator's roll (StatefulSet ``OnDelete``; followers first, each back and caught up
   before the next, the leader last);
 - "statefulset-rolling-update": the same kind of change as the Go operator rolls it: the operator is
-  stopped, and the StatefulSet gets ``RollingUpdate`` and the new template, so that the StatefulSet
-  controller rolls it, seeing readiness only. The operator is started again afterwards and must find
-  nothing to roll;
+  stopped, the StatefulSet gets ``RollingUpdate`` and the new template (without our init container)
+  and the nodes list the Go operator's DNS names (on real nodes a pod made again has a new address),
+  so that the StatefulSet controller rolls it, seeing readiness only. The operator is started again
+  afterwards and must find nothing to roll;
 - "operator-hung-follower" and "statefulset-rolling-update-hung-follower": both again, with the
-  lowest-numbered follower hung (SIGSTOP) just before the change, and never thawed by hand.
+  lowest-numbered follower hung (the cgroup freezer) just before the change, and never thawed by hand.
 
 For each: acknowledged writes lost, the longest gap between two acknowledged writes, failed write
 attempts, the fewest caught-up nodes at any moment (answering as LEADER or FOLLOWER within 100
@@ -108,6 +109,13 @@ async def statefulset_roll(
 
     async def change() -> None:
         await cluster.create(replicas=3, resources=resources)
+        # As the Go operator runs a cluster: its nodes list names the pods by DNS name (a pod made
+        # again has a new address, and no operator of ours is there to write it), and its pods have
+        # no init container waiting for addresses (decision 39).
+        go_list = ",".join(f"{STATEFULSET}-{i}.{STATEFULSET}-svc:8107:8108" for i in range(3))
+        await kube.patch(
+            "v1", "ConfigMap", f"{cluster.name}-nodeslist", NAMESPACE, {"data": {"nodes": go_list}}
+        )
         patch = [
             {"op": "replace", "path": "/spec/updateStrategy", "value": {"type": "RollingUpdate"}},
             {
@@ -115,6 +123,7 @@ async def statefulset_roll(
                 "path": f"/spec/template/spec/containers/{containers.index('typesense')}/resources",
                 "value": resources,
             },
+            {"op": "remove", "path": "/spec/template/spec/initContainers"},
         ]
         await asyncio.to_thread(
             kubectl,
