@@ -189,7 +189,10 @@ async def test_up_names_a_pod_whose_image_is_missing_within_seconds_and_leaves_n
     process = sandbox.up(env={WITHOUT_IMAGES: "typesense/typesense:27.1"})
     await sandbox.wait_for(process, SAMPLE_APPLIED, timeout=UP_WITHIN)
     applied = time.monotonic()
-    await sandbox.wait_for(process, "container typesense cannot start", timeout=STUCK_REPORTED_WITHIN)
+    # The pod's first container to start is its init container, of the same image.
+    await sandbox.wait_for(
+        process, "container wait-for-addresses cannot start", timeout=STUCK_REPORTED_WITHIN
+    )
     reported_after = time.monotonic() - applied
     await wait_until(lambda: process.poll() is not None, timeout=120, what="sandbox up to exit")
     said = sandbox.said()
@@ -197,7 +200,7 @@ async def test_up_names_a_pod_whose_image_is_missing_within_seconds_and_leaves_n
     (left_out,) = [line for line in said.splitlines() if "not loading" in line]
     assert "typesense/typesense:27.1" in left_out
     assert "sandbox up failed: a sample's pod cannot start" in said
-    report = next(line for line in said.splitlines() if "container typesense cannot start" in line)
+    report = next(line for line in said.splitlines() if "container wait-for-addresses cannot start" in line)
     assert "pod default/cluster-1-sts-" in report
     assert "ErrImagePull" in report or "ImagePullBackOff" in report, report
     assert "127.0.0.1:9" in report, "the pull went to the nodes' absent proxy, and nowhere else"
