@@ -429,8 +429,9 @@ class Soak:
             try:
                 await call()
                 return
-            except FaultError as error:
-                if any(gone in str(error) for gone in _GONE):
+            except (FaultError, errors.Unavailable) as error:
+                # Unavailable: the API server is away (a step restarts it); the fault ends once it is back.
+                if isinstance(error, FaultError) and any(gone in str(error) for gone in _GONE):
                     return
                 if time.monotonic() > deadline:
                     self.unhealed.append(f"step {step.number}: {error}")

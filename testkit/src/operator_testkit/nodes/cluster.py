@@ -181,7 +181,7 @@ class LocalCluster:
         """Faults on demand on these nodes, through ``kube`` (an admin client of their control plane)."""
         assert self.plan is not None
         nodes = {node.name: node for node in self.plan.nodes}
-        return NodeFaults(kube, lambda name: self._ctr(nodes[name]))
+        return NodeFaults(kube, lambda name: self._ctr(nodes[name]), tuple(nodes))
 
     def in_namespace(self, *argv: str) -> list[str]:
         """``argv`` run in the nodes' network namespace (what a process on a node sees)."""
@@ -410,4 +410,4 @@ def recorded_faults(directory: Path, kube: Kube) -> NodeFaults:
     plan = nodes_plan(record["slot"], record["count"], directory / "slot")
     ctr = ensure_node_tools().path("ctr")
     sockets = {node.name: node.sockets / "containerd.sock" for node in plan.nodes}
-    return NodeFaults(kube, lambda name: [str(ctr), "--address", str(sockets[name])])
+    return NodeFaults(kube, lambda name: [str(ctr), "--address", str(sockets[name])], tuple(sockets))

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from operator_core import errors
 from operator_core.errors import OperatorError
 from operator_core.kube import Kube
 from operator_testkit.nodes.storage import SIZE_LIMITED_CLASS
@@ -58,6 +59,8 @@ class NodeFaults:
 
     kube: Kube
     ctr_of: Callable[[str], list[str]]
+    nodes: tuple[str, ...] = ()
+    """The nodes' names: where a container is looked for when the API server does not answer."""
 
     # -- reading a container
 
@@ -68,14 +71,39 @@ class NodeFaults:
         return found
 
     async def _container(self, namespace: str, pod: str, container: str | None) -> tuple[str, str, str]:
-        """The container's node, name and containerd id; FaultError while it has none."""
-        found = await self._pod(namespace, pod)
+        """The container's node, name and containerd id; FaultError while it has none.
+
+        From the pod's status; while the API server does not answer (a fault of its own), from the
+        nodes' containerd, by the labels the kubelet gives every container: a node's fault (a thaw
+        above all) needs no control plane."""
+        try:
+            found = await self._pod(namespace, pod)
+        except errors.Unavailable:
+            if container is None or not self.nodes:
+                raise
+            return await self._container_on_nodes(namespace, pod, container)
         statuses = (found.get("status") or {}).get("containerStatuses") or []
         name = container or found["spec"]["containers"][0]["name"]
         status = next((s for s in statuses if s["name"] == name), None)
         if status is None or not status.get("containerID"):
             raise FaultError(f"container {name} of {namespace}/{pod} is not started")
         return found["spec"]["nodeName"], name, status["containerID"].removeprefix("containerd://")
+
+    async def _container_on_nodes(self, namespace: str, pod: str, container: str) -> tuple[str, str, str]:
+        labels = {
+            "io.kubernetes.pod.namespace": namespace,
+            "io.kubernetes.pod.name": pod,
+            "io.kubernetes.container.name": container,
+        }
+        wanted = ",".join(f'labels."{key}"=={value}' for key, value in labels.items())
+        for node in self.nodes:
+            for container_id in (await self._ctr(node, "containers", "list", "--quiet", wanted)).split():
+                try:
+                    await self._task(node, container_id)
+                except FaultError:
+                    continue  # an earlier run of the container, ended
+                return node, container, container_id
+        raise FaultError(f"container {container} of {namespace}/{pod} is not running on any node")
 
     async def _ctr(self, node: str, *arguments: str, check: bool = True) -> str:
         command = [*self.ctr_of(node), "--namespace", "k8s.io", *arguments]
