@@ -34,11 +34,11 @@ import yaml
 
 from clusterstack_operator.api.reasons import ConditionType, EventReason, Reason
 from clusterstack_operator.api.v1alpha1 import CLUSTER_ADDON
+from clusterstack_operator.controller.clusters import clusters_of
 from clusterstack_operator.controller.common import (
     StackScope,
     StackSteps,
     apply_and_record,
-    clusters_of,
     delete_applied,
     report_template_failure,
     values_template_data,

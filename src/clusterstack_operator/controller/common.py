@@ -20,7 +20,6 @@ from clusterstack_operator.api.reasons import ConditionType, EventReason, Reason
 from clusterstack_operator.api.v1alpha1 import CAPI_CONDITIONS
 from clusterstack_operator.controller.runtime import RUNTIME, StackRuntime
 from clusterstack_operator.releases.addons import template_references
-from clusterstack_operator.releases.decide import class_namespace_of, cluster_class_of, cluster_in
 from clusterstack_operator.resources import MANAGED_BY
 from operator_core import errors
 from operator_core.applying import apply_each
@@ -33,13 +32,8 @@ from operator_core.reconciling import Context
 from operator_core.steps import ConditionBook, Outcome, run_steps, write_status
 
 __all__ = [
-    "CLUSTER_KINDS",
     "StackScope",
     "apply_and_record",
-    "class_namespaces",
-    "clusters_by_class",
-    "clusters_of",
-    "clusters_using",
     "delete_applied",
     "finish_ready",
     "report_template_failure",
@@ -48,10 +42,6 @@ __all__ = [
     "write_capi_status",
     "write_ready_status",
 ]
-
-CLUSTER_KINDS = (("cluster.x-k8s.io/v1beta2", "Cluster"), ("cluster.x-k8s.io/v1beta1", "Cluster"))
-"""Both versions Cluster API serves: a Cluster names its class in v1beta2's ``spec.topology.classRef.name``
-or v1beta1's ``spec.topology.class``, and either may be the one a Cluster was written and read in."""
 
 
 @dataclass(kw_only=True)
@@ -144,46 +134,6 @@ async def finish_ready(
         became_ready=became_ready,
         became_not_ready=became_not_ready,
     )
-
-
-async def clusters_of(kube: Kube, namespace: str) -> list[dict[str, Any]]:
-    """The Clusters of ``namespace`` (none without Cluster API), each once: as v1beta2 when that is
-    served, else as v1beta1."""
-    seen: dict[str, dict[str, Any]] = {}
-    for api_version, kind in CLUSTER_KINDS:
-        for cluster in await kube.list(api_version, kind, namespace):
-            seen.setdefault(cluster["metadata"]["name"], {**cluster, "apiVersion": api_version})
-    return list(seen.values())
-
-
-async def clusters_using(kube: Kube, namespace: str) -> list[dict[str, Any]]:
-    """The Clusters that use the ClusterClasses of ``namespace``: its own, and tenants' in any namespace
-    the operator watches whose topology names it as the class namespace (each once, as
-    :func:`clusters_of` reads them)."""
-    seen: dict[tuple[str, str], dict[str, Any]] = {}
-    for api_version, kind in CLUSTER_KINDS:
-        for cluster in await kube.list(api_version, kind, "*"):
-            metadata = cluster["metadata"]
-            if class_namespace_of(cluster) == namespace:
-                seen.setdefault(
-                    (metadata["namespace"], metadata["name"]), {**cluster, "apiVersion": api_version}
-                )
-    return list(seen.values())
-
-
-def class_namespaces(cluster: Mapping[str, Any]) -> list[str]:
-    """The namespace whose stacks and releases a Cluster's change concerns, besides its own."""
-    return [class_namespace_of(cluster)]
-
-
-def clusters_by_class(clusters: list[dict[str, Any]], namespace: str) -> dict[str, set[str]]:
-    """ClusterClass name -> the ``clusters`` whose topology uses it, named as :func:`cluster_in` says."""
-    used: dict[str, set[str]] = {}
-    for cluster in clusters:
-        name = cluster_class_of(cluster)
-        if name is not None:
-            used.setdefault(name, set()).add(cluster_in(cluster, namespace))
-    return used
 
 
 async def values_template_data(kube: Kube, cluster: Mapping[str, Any]) -> dict[str, Any]:

@@ -22,12 +22,11 @@ import yaml
 
 from clusterstack_operator.api.reasons import ConditionType, EventReason, Reason
 from clusterstack_operator.api.v1alpha1 import CLUSTER_STACK_RELEASE
+from clusterstack_operator.controller.clusters import clusters_by_class, clusters_using
 from clusterstack_operator.controller.common import (
     StackScope,
     StackSteps,
     apply_and_record,
-    clusters_by_class,
-    clusters_using,
     delete_applied,
     report_template_failure,
     write_capi_status,

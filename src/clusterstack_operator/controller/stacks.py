@@ -20,12 +20,8 @@ from typing import Any
 
 from clusterstack_operator.api.reasons import ConditionType, EventReason, Reason
 from clusterstack_operator.api.v1alpha1 import CLUSTER_ADDON, CLUSTER_STACK, CLUSTER_STACK_RELEASE
-from clusterstack_operator.controller.common import (
-    StackScope,
-    StackSteps,
-    clusters_by_class,
-    clusters_using,
-)
+from clusterstack_operator.controller.clusters import clusters_by_class, clusters_using
+from clusterstack_operator.controller.common import StackScope, StackSteps
 from clusterstack_operator.releases.decide import (
     WANTED,
     ExistingRelease,

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from clusterstack_operator.api.v1alpha1 import CLUSTER_ADDON, CLUSTER_STACK, CLUSTER_STACK_RELEASE
 from clusterstack_operator.controller.addons import addon_references, reconcile_addon
-from clusterstack_operator.controller.common import CLUSTER_KINDS, class_namespaces
+from clusterstack_operator.controller.clusters import CLUSTER_KINDS, class_namespaces
 from clusterstack_operator.controller.releases import FINALIZER, finalize_release, reconcile_release
 from clusterstack_operator.controller.runtime import RUNTIME, StackRuntime
 from clusterstack_operator.controller.settings import settings_from_environment
