@@ -27,14 +27,13 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from enum import Enum
 from pathlib import Path
 from typing import Any
 
 from operator_core import errors
 from operator_core.cache import OPENED
-from operator_core.conditions import parse_wire_time
+from operator_core.clock import micro_time, parse_wire_time
 from operator_core.kube import Kube
 from operator_core.metrics import REPLICA
 from operator_core.reconciling import first_of
@@ -130,10 +129,6 @@ def _parse_time(stamp: str) -> float:
     return moment.timestamp() if moment else 0.0
 
 
-def _micro_time(moment: float) -> str:
-    return datetime.fromtimestamp(moment, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
 class LeaderElector:
     """Holds one Lease for one replica: :meth:`acquire`, then :meth:`keep` while it leads, :meth:`release`."""
 
@@ -157,7 +152,7 @@ class LeaderElector:
     def _manifest(
         self, view: LeaseView | None, *, acquiring: bool, resource_version: str | None
     ) -> dict[str, Any]:
-        now = _micro_time(self._clock())
+        now = micro_time(self._clock())
         spec: dict[str, Any] = {
             "holderIdentity": self.identity,
             "leaseDurationSeconds": round(self._settings.lease_duration_seconds),
@@ -304,7 +299,7 @@ class LeaderElector:
                 "spec": {
                     "holderIdentity": None,
                     "leaseDurationSeconds": 1,
-                    "renewTime": _micro_time(self._clock()),
+                    "renewTime": micro_time(self._clock()),
                 },
             }
             await self._kube.patch(LEASE_API, "Lease", self.name, self.namespace, patch)

@@ -49,6 +49,7 @@ from clusterstack_operator.sources.base import SourceError
 from operator_core import errors
 from operator_core.cache import WatchedKind
 from operator_core.children import MANAGED_BY_LABEL
+from operator_core.conditions import condition_of
 from operator_core.reconciling import Context
 from operator_core.steps import ConditionBook, Outcome
 
@@ -307,11 +308,10 @@ def releases_not_ready(
     )
     waiting = []
     for tag in wanted:
-        status = (existing.get(tag) or {}).get("status") or {}
-        if status.get("ready"):
+        release = existing.get(tag) or {}
+        if (release.get("status") or {}).get("ready"):
             continue
-        conditions = status.get("conditions") or []
-        ready: Mapping[str, Any] = next((c for c in conditions if c.get("type") == ConditionType.READY), {})
+        ready = condition_of(release, ConditionType.READY) or {}
         waiting.append(
             (tag, ready.get("reason") or Reason.PROCESS_ONGOING, ready.get("message") or "not reconciled yet")
         )

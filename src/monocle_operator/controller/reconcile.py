@@ -55,7 +55,7 @@ from operator_core.metrics import REGISTRY
 from operator_core.reconciling import WAIT_FOR_CHANGE, Context
 from operator_core.secrets import register_secret
 from operator_core.steps import ConditionBook, Outcome, run_steps, write_status
-from operator_core.storage import claim_template_size, requested_size
+from operator_core.storage import claim_template_size, expansion_allowed, requested_size
 
 __all__ = ["Outcome", "Scope", "reconcile"]
 
@@ -221,10 +221,7 @@ async def expand_storage(scope: Scope) -> Outcome:
         return Outcome.CONTINUE
     claimed = requested_size(claim["spec"])
     class_name = claim["spec"].get("storageClassName")
-    allows = False
-    if class_name:
-        storage_class = await scope.kube.get("storage.k8s.io/v1", "StorageClass", class_name)
-        allows = bool((storage_class or {}).get("allowVolumeExpansion"))
+    allows = await expansion_allowed(scope.kube, class_name)
     plan = decide_expansion(instance.spec.elastic.storage_size, claimed, class_name, allows)
     if plan.action is Expansion.EXPAND:
         await scope.kube.apply(build_claim_expansion(instance, plan.size))

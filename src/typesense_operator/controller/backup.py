@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from operator_core import errors
-from operator_core.conditions import utcnow, wire_time
+from operator_core.clock import utcnow, wire_time
 from operator_core.controller import FINALIZED
 from operator_core.kube import Kube
 from operator_core.reconciling import WAIT_FOR_CHANGE, Context
@@ -28,7 +28,7 @@ from typesense_operator.api.backups import TYPESENSE_BACKUP
 from typesense_operator.api.reasons import BackupReason, EventReason
 from typesense_operator.backup.decide import NotBackedUp, choose_node
 from typesense_operator.backup.node import SnapshotFailed, take_snapshot
-from typesense_operator.controller.jobs import job_result, job_state
+from typesense_operator.controller.jobs import delete_ended_job, job_result, job_state, no_image_message
 from typesense_operator.controller.reconcile import decoded_key, node_targets, probe_cluster
 from typesense_operator.controller.settings import TypesenseSettings
 from typesense_operator.quorum.probe import NodeAddressing
@@ -104,8 +104,7 @@ async def _start(
     if not settings.backup_image:
         return await report.fail(
             BackupReason.NO_BACKUP_IMAGE,
-            "the operator has no image for backup Jobs: set OPERATOR_SUITE_BACKUP_IMAGE to this suite's "
-            "image (the chart sets it to the operator's own)",
+            no_image_message("backup"),
         )
     target, pod = next((t, p) for t, p in zip(targets, pods, strict=True) if t.index == choice.index)
     started = utcnow()
@@ -217,7 +216,7 @@ async def reconcile_backup(
     before = dict(obj.get("status") or {})
     backup = Backup.from_object(obj)
     if before.get("phase") in FINAL_PHASES:
-        await _forget_job(context.kube, backup)
+        await delete_ended_job(context.kube, backup_job_name(backup), backup.namespace)
         return WAIT_FOR_CHANGE
     report = _Report(backup, ConditionBook.of(obj, context.recorder), dict(before))
     if before.get("phase") == "Running":
@@ -238,7 +237,7 @@ async def reconcile_backup(
             if report.status.get("phase") == "Running":
                 _SNAPSHOTS.under_way[key] = backup.name
     if report.status.get("phase") in FINAL_PHASES:
-        await _forget_job(context.kube, backup)
+        await delete_ended_job(context.kube, backup_job_name(backup), backup.namespace)
     return after
 
 
@@ -247,13 +246,6 @@ async def _write(report: _Report, obj: dict[str, Any], context: Context, before:
     report.status["observedGeneration"] = obj["metadata"].get("generation")
     changed = {key: value for key, value in report.status.items() if before.get(key) != value}
     await write_status(context.kube, TYPESENSE_BACKUP, obj, changed)
-
-
-async def _forget_job(kube: Kube, backup: Backup) -> None:
-    """The ended backup's Job goes once its result is in the status, and its pod with it: an ended pod
-    that mounted the node's claim would keep that claim from being deleted, ever."""
-    if await kube.get("batch/v1", "Job", backup_job_name(backup), backup.namespace) is not None:
-        await kube.delete("batch/v1", "Job", backup_job_name(backup), backup.namespace)
 
 
 def removes_data(obj: dict[str, Any]) -> bool:

@@ -29,10 +29,12 @@ from typing import Any
 
 from operator_core import errors
 from operator_core.applying import apply_report_prune, owned_children
-from operator_core.conditions import ConditionStatus, parse_wire_time, reports_true, utcnow
+from operator_core.clock import parse_wire_time, utcnow
+from operator_core.conditions import ConditionStatus, reports_true
 from operator_core.controller import FINALIZED
 from operator_core.events import EventType
 from operator_core.kube import Kube
+from operator_core.pods import container_state, pod_ordinal
 from operator_core.reconciling import WAIT_FOR_CHANGE, Context
 from operator_core.secrets import register_secret
 from operator_core.steps import ConditionBook, Outcome, run_steps, write_status
@@ -41,6 +43,7 @@ from operator_core.storage import (
     claim_expansion,
     claim_template_size,
     decide_expansion,
+    expansion_allowed,
     requested_size,
     smaller,
 )
@@ -281,41 +284,28 @@ async def ensure_admin_key(scope: Scope) -> Outcome:
     return Outcome.CONTINUE
 
 
-def _ordinal(pod: dict[str, Any], statefulset: str) -> int | None:
-    suffix = pod["metadata"]["name"].removeprefix(f"{statefulset}-")
-    return int(suffix) if suffix.isdigit() else None
-
-
 def pod_addresses(pods: list[dict[str, Any]], statefulset: str) -> dict[int, str]:
     """Each node pod's IP by ordinal, for the nodes list. A pod being deleted keeps its address while
     its process may still lead; one that has ended (Failed, Succeeded) has none any more."""
     addresses = {}
     for pod in pods:
         status = pod.get("status") or {}
-        index = _ordinal(pod, statefulset)
+        index = pod_ordinal(pod["metadata"]["name"], statefulset)
         if index is not None and status.get("podIP") and status.get("phase") not in ("Failed", "Succeeded"):
             addresses[index] = str(status["podIP"])
     return addresses
 
 
-def _typesense_state(pod: dict[str, Any]) -> dict[str, Any]:
-    """The Typesense container's ``state`` as its kubelet reports it ({} before it has one)."""
-    for status in (pod.get("status") or {}).get("containerStatuses") or []:
-        if status.get("name") == TYPESENSE_CONTAINER:
-            return status.get("state") or {}
-    return {}
-
-
 def _held_back(pod: dict[str, Any]) -> str | None:
     """The Typesense container's waiting reason when its kubelet holds it back (quorum/decide.py's
     HELD_BACK_REASONS); None while it runs or is about to start."""
-    reason = (_typesense_state(pod).get("waiting") or {}).get("reason")
+    reason = (container_state(pod, TYPESENSE_CONTAINER).get("waiting") or {}).get("reason")
     return str(reason) if reason in HELD_BACK_REASONS else None
 
 
 def _running_since(pod: dict[str, Any]) -> datetime | None:
     """When the Typesense container started, while it runs (its kubelet's ``state.running.startedAt``)."""
-    return parse_wire_time((_typesense_state(pod).get("running") or {}).get("startedAt"))
+    return parse_wire_time((container_state(pod, TYPESENSE_CONTAINER).get("running") or {}).get("startedAt"))
 
 
 def _target(pod: dict[str, Any], index: int, cluster: Cluster) -> NodeTarget:
@@ -340,7 +330,7 @@ async def node_targets(
     pods = await kube.list("v1", "Pod", cluster.namespace, labels=cluster.labels(NODE))
     targets, target_pods = [], []
     for pod in pods:
-        index = _ordinal(pod, cluster.statefulset_name)
+        index = pod_ordinal(pod["metadata"]["name"], cluster.statefulset_name)
         if index is None or bool(pod["metadata"].get("deletionTimestamp")) is not terminating:
             continue
         target_pods.append(pod)
@@ -612,8 +602,7 @@ async def grow_storage(scope: Scope) -> Outcome:
         await scope.set_condition(ConditionType.STORAGE_READY, "True", "AsRequested")
         return Outcome.CONTINUE
     class_name = cluster.spec.storage.storage_class_name
-    storage_class = await kube.get("storage.k8s.io/v1", "StorageClass", class_name)
-    allows = bool((storage_class or {}).get("allowVolumeExpansion"))
+    allows = await expansion_allowed(kube, class_name)
     plan = decide_expansion(
         wanted, template, class_name, allows, field="storage.size", volume="Typesense volumes"
     )

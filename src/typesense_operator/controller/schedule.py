@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from operator_core import errors
-from operator_core.conditions import parse_wire_time, utcnow, wire_time
+from operator_core.clock import parse_wire_time, utcnow, wire_time
 from operator_core.kube import Kube
 from operator_core.reconciling import WAIT_FOR_CHANGE, Context
 from operator_core.steps import ConditionBook, write_status

@@ -10,7 +10,8 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from operator_core.conditions import Condition, ConditionStatus, find, parse_wire_time, wire_time
+from operator_core.clock import parse_wire_time, wire_time
+from operator_core.conditions import Condition, ConditionStatus, find
 from operator_core.manifests import merge_patch
 from typesense_operator.api.reasons import ConditionType, ReadyReason
 from typesense_operator.quorum.decide import NodeProbe, Plan
