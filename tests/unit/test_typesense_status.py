@@ -17,7 +17,7 @@ from typesense_operator.controller.status import (
     ready_condition,
     status_patch,
 )
-from typesense_operator.quorum.decide import Action, ClusterState, NodeProbe, Plan, QuorumRecord
+from typesense_operator.quorum.model import Action, ClusterState, NodeProbe, Plan, QuorumRecord
 
 
 def a_plan(ready: bool, reason: str = "QuorumReady") -> Plan:

@@ -29,7 +29,7 @@ from typesense_operator.api.reasons import BackupReason, EventReason
 from typesense_operator.backup.decide import NotBackedUp, choose_node
 from typesense_operator.backup.node import SnapshotFailed, take_snapshot
 from typesense_operator.controller.jobs import delete_ended_job, job_result, job_state, no_image_message
-from typesense_operator.controller.reconcile import decoded_key, node_targets, probe_cluster
+from typesense_operator.controller.nodes import decoded_key, node_targets, probe_cluster
 from typesense_operator.controller.settings import TypesenseSettings
 from typesense_operator.quorum.probe import NodeAddressing
 from typesense_operator.resources.backup import (

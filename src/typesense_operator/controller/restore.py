@@ -15,7 +15,7 @@ it again: a volume a failed restore wrote into holds nothing (the download lands
 from __future__ import annotations
 
 import contextlib
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from operator_core import errors
 from operator_core.clock import utcnow, wire_time
@@ -25,6 +25,7 @@ from typesense_operator.api.destinations import BackupDestination
 from typesense_operator.api.reasons import ConditionType, EventReason, RestoreReason
 from typesense_operator.api.v1alpha1 import FromBackup
 from typesense_operator.controller.jobs import delete_ended_job, job_result, job_state, no_image_message
+from typesense_operator.controller.scope import Scope
 from typesense_operator.resources.backup import (
     Backup,
     backup_location,
@@ -33,9 +34,6 @@ from typesense_operator.resources.backup import (
     restore_job,
     restore_job_name,
 )
-
-if TYPE_CHECKING:
-    from typesense_operator.controller.reconcile import Scope
 
 __all__ = ["BACKUP_RECHECK_SECONDS", "restore_from_backup"]
 

@@ -14,7 +14,7 @@ from operator_core.clock import parse_wire_time, wire_time
 from operator_core.conditions import Condition, ConditionStatus, find
 from operator_core.manifests import merge_patch
 from typesense_operator.api.reasons import ConditionType, ReadyReason
-from typesense_operator.quorum.decide import NodeProbe, Plan
+from typesense_operator.quorum.model import NodeProbe, Plan
 
 __all__ = [
     "BOOTSTRAPPING",

@@ -25,8 +25,8 @@ from typesense_operator.controller.backup import (
     removes_data,
 )
 from typesense_operator.controller.metrics import forget_cluster
+from typesense_operator.controller.nodes import COMMITS
 from typesense_operator.controller.reconcile import (
-    COMMITS,
     REFERENCE_GRANTS_FINALIZER,
     finalize,
     needs_finalizer,
