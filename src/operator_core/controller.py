@@ -69,6 +69,8 @@ __all__ = ["FINALIZED", "LOOP_STOP_SECONDS", "Operator"]
 
 Reconcile = Callable[[dict[str, Any], Context], Awaitable[float]]
 """One reconcile of one object: returns the seconds until the next look (``math.inf``: wait for a change)."""
+Start = Callable[[Context], Awaitable[object]]
+"""The start hook: makes the operator's runtime (:attr:`Context.runtime`) once the caches are up."""
 Hook = Callable[[Context], Awaitable[None]]
 Named = Callable[[dict[str, Any]], Iterable[tuple[str, str]]]
 Kinds = Sequence[tuple[str, str]]
@@ -83,7 +85,7 @@ class Operator:
         name: str,
         api_group: str,
         *,
-        start: Hook | None = None,
+        start: Start | None = None,
         stop: Hook | None = None,
         retired_finalizers: Sequence[str] = (),
         serving: Callable[[], contextlib.AbstractAsyncContextManager[object]] | None = None,
@@ -189,7 +191,7 @@ class Operator:
         context, gate = self._connected, reconcile_gate()
         if self._start_hook is not None:
             self._hooked = True
-            await self._start_hook(context)
+            context.runtime = await self._start_hook(context)
         # Only now may loops start: one per object the first lists found (each listener saw it then, too
         # early), and from now on as the watches report new ones.
         self._context, self._gate = context, gate
@@ -397,7 +399,7 @@ class Operator:
         finalizer: str | None = None,
         finalize: Reconcile | None = None,
         needs_finalizer: Callable[[Manifest], bool] | None = None,
-        on_gone: Callable[[str, str], None] | None = None,
+        on_gone: Callable[[Context, str, str], None] | None = None,
     ) -> None:
         """Reconcile every object of ``resource`` in a loop of its own, woken by what can change it.
 
@@ -422,8 +424,9 @@ class Operator:
         whose spec leaves something behind that no owner reference cleans up), and loses it again
         when it no longer does.
 
-        ``on_gone(namespace, name)`` runs when an object's loop ends because it is gone or being
-        deleted: to drop what the operator keeps about it (its metrics' series).
+        ``on_gone(context, namespace, name)`` runs when an object's loop ends because it is gone or
+        being deleted: to drop what the operator keeps about it (its metrics' series, what its runtime
+        remembers).
         """
         wakeups, finalizing = Wakeups(), Wakeups()
         references = References(named) if named is not None else None
@@ -498,7 +501,7 @@ class Operator:
                     needs=needs,
                 )
             if on_gone is not None and not self._stopping_flag:
-                on_gone(namespace, name)
+                on_gone(context, namespace, name)
 
         self._listeners.append(self._object_loops(resource, run_object))
 

@@ -10,8 +10,10 @@ from monocle_operator.controller.status import (
     deployment_condition,
     ready_condition,
     statefulset_condition,
-    status_patch,
+    status_fields,
 )
+from operator_core.conditions import Condition
+from operator_core.manifests import owned_status_patch
 from operator_testkit.tables import conditions
 
 
@@ -75,6 +77,24 @@ def test_ready_names_the_first_component_that_is_not(
     states: dict[str, str], expected: tuple[str, str]
 ) -> None:
     assert ready_condition(conditions(**states))[:2] == expected
+
+
+def status_patch(
+    current: dict[str, Any],
+    conditions: list[Condition],
+    *,
+    config_hash: str | None,
+    update_idents_job: str | None,
+    generation: int | None,
+) -> dict[str, Any]:
+    """The patch a reconcile's end writes (operator_core.steps.Steps) of these fields and conditions."""
+    owned = {
+        **status_fields(config_hash=config_hash, update_idents_job=update_idents_job),
+        "conditions": [c.to_wire() for c in conditions],
+    }
+    if generation is not None:
+        owned["observedGeneration"] = generation
+    return owned_status_patch(current, owned)
 
 
 def test_status_patch_is_empty_when_nothing_changed_and_keeps_unset_fields() -> None:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
-from operator_core.conditions import set_condition
+from operator_core.conditions import Condition, set_condition
+from operator_core.manifests import owned_status_patch
 from operator_testkit.tables import T0, conditions
 from typesense_operator.api.reasons import ReadyReason
 from typesense_operator.controller.status import (
@@ -15,7 +17,7 @@ from typesense_operator.controller.status import (
     nodes_to_publish,
     phase,
     ready_condition,
-    status_patch,
+    status_fields,
 )
 from typesense_operator.quorum.model import Action, ClusterState, NodeProbe, Plan, QuorumRecord
 
@@ -88,6 +90,24 @@ def test_the_disruption_budget_stands_from_the_first_ready_node_on(
     previous_phase: str | None, ready_nodes: int, budget_exists: bool, wanted: bool
 ) -> None:
     assert guards_disruptions(previous_phase, ready_nodes, budget_exists) is wanted
+
+
+def status_patch(
+    current: dict[str, Any],
+    conditions: list[Condition],
+    observed: dict[str, int],
+    *,
+    generation: int | None,
+    **fields: Any,
+) -> dict[str, Any]:
+    """The patch a reconcile's end writes (operator_core.steps.Steps) of these fields and conditions."""
+    owned = {
+        **status_fields(current, conditions, observed, **fields),
+        "conditions": [c.to_wire() for c in conditions],
+    }
+    if generation is not None:
+        owned["observedGeneration"] = generation
+    return owned_status_patch(current, owned)
 
 
 def test_status_patch_holds_only_changes() -> None:

@@ -1,139 +1,84 @@
-"""What the Cluster Stack controllers share: the scope of one reconcile and its single status write, the
-ClusterClasses Clusters use, and rendered objects applied (and deleted again) one by one with a
-per-object record.
+"""What the Cluster Stack controllers share: the scope of one reconcile and its Ready report, and
+rendered objects applied (and deleted again) one by one with a per-object record.
 
-Each controller's reconcile is the suite's one shape (as Typesense's and Monocle's): its context is put
-into a :class:`StackScope` (or a subclass) once, an ordered list of steps takes it from there
-(:func:`operator_core.steps.run_steps`), and :func:`finish_ready` writes the status once at the end,
-``observedGeneration`` only when every step ran; :class:`StackSteps` is that, described once per
-controller.
+Each controller's reconcile is the suite's one shape (:class:`operator_core.steps.Steps`): its context
+is put into a :class:`StackScope` (or a subclass) once, an ordered list of steps takes it from there,
+and :func:`ready_report` says Ready before the status is written once at the end.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, Generic, TypeVar
+from typing import Any, TypeVar
 
 from clusterstack_operator.api.reasons import ConditionType, EventReason, Reason
 from clusterstack_operator.api.v1alpha1 import CAPI_CONDITIONS
-from clusterstack_operator.controller.runtime import RUNTIME, StackRuntime
+from clusterstack_operator.controller.runtime import StackRuntime
 from clusterstack_operator.releases.addons import template_references
 from clusterstack_operator.resources import MANAGED_BY
 from operator_core import errors
 from operator_core.applying import apply_each
 from operator_core.children import MANAGED_BY_LABEL
-from operator_core.conditions import summarize_ready
+from operator_core.conditions import ConditionShape, summarize_ready
 from operator_core.crdgen import CustomResource
 from operator_core.kube import Kube
-from operator_core.manifests import merge_patch
+from operator_core.manifests import owned_status_patch
 from operator_core.reconciling import Context
-from operator_core.steps import ConditionBook, Outcome, run_steps, write_status
+from operator_core.steps import ConditionBook, Scope, write_status
 
 __all__ = [
     "StackScope",
     "apply_and_record",
     "delete_applied",
-    "finish_ready",
+    "ready_report",
     "report_template_failure",
     "resource_entry",
     "values_template_data",
     "write_capi_status",
-    "write_ready_status",
 ]
 
 
 @dataclass(kw_only=True)
-class StackScope:
-    """One reconcile of one Cluster Stack object: its context, put together once, and what its steps
-    have found and decided so far. Each controller's scope adds its own findings."""
+class StackScope(Scope):
+    """One reconcile of one Cluster Stack object (:class:`operator_core.steps.Scope`), with the operator's
+    runtime. Each controller's scope adds its own findings."""
 
-    obj: dict[str, Any]
-    kube: Kube
-    book: ConditionBook
     runtime: StackRuntime
-    next_look: float
-    """Seconds until the next look, lowered (or set to WAIT_FOR_CHANGE) by the steps."""
-    status: dict[str, Any] = field(default_factory=dict)
-    """The status fields this reconcile sets; the finish writes them with the conditions."""
-    baseline: dict[str, Any] | None = None
-    """The object with the status on the server, when a step wrote some already (a staged release's
-    progress); None: the object as read."""
 
     @staticmethod
-    def parts(obj: dict[str, Any], context: Context) -> dict[str, Any]:
-        """The fields every scope starts with, from the object and the controller's context."""
-        return {
-            "obj": obj,
-            "kube": context.kube,
-            "book": ConditionBook.of(obj, context.recorder, CAPI_CONDITIONS),
-            "runtime": context.extras[RUNTIME],
-            "next_look": context.settings.resync_seconds,
-        }
+    def parts(
+        obj: dict[str, Any], context: Context, shape: ConditionShape = CAPI_CONDITIONS
+    ) -> dict[str, Any]:
+        """The fields every scope starts with: the suite's, in Cluster API's condition shape, and the
+        runtime the start hook made."""
+        return {**Scope.parts(obj, context, shape), "runtime": context.runtime_of(StackRuntime)}
 
 
-ScopeT = TypeVar("ScopeT", bound=StackScope)
+StackScopeT = TypeVar("StackScopeT", bound=StackScope)
 
 
-@dataclass(frozen=True)
-class StackSteps(Generic[ScopeT]):
-    """One Cluster Stack controller's reconcile: its scope, made once from the object and the context,
-    its ordered steps, and the single status write at the end (:func:`finish_ready`)."""
-
-    resource: CustomResource
-    scope: Callable[[dict[str, Any], Context], ScopeT]
-    steps: Sequence[Callable[[ScopeT], Awaitable[Outcome]]]
-    required: Callable[[ScopeT], Sequence[str]]
-    """The conditions Ready is summarised from, as the steps left them."""
-    ready_message: str
-    became_ready: StrEnum
-    became_not_ready: StrEnum
-
-    async def reconcile(self, obj: dict[str, Any], context: Context) -> float:
-        """One reconcile: the steps until one stops, the status once; the seconds until the next look."""
-        scope = self.scope(obj, context)
-        await run_steps(self.steps, scope, finish=self._finish)
-        return scope.next_look
-
-    async def _finish(self, scope: ScopeT, completed: bool) -> None:
-        await finish_ready(
-            scope,
-            completed,
-            self.resource,
-            self.required(scope),
-            ready_message=self.ready_message,
-            became_ready=self.became_ready,
-            became_not_ready=self.became_not_ready,
-        )
-
-
-async def finish_ready(
-    scope: StackScope,
-    completed: bool,
-    resource: CustomResource,
-    required: Sequence[str],
+def ready_report(
+    required: Callable[[StackScopeT], Sequence[str]],
     *,
     ready_message: str,
     became_ready: StrEnum,
     became_not_ready: StrEnum,
-) -> None:
-    """The single status write of a reconcile (:func:`write_ready_status` of the scope's fields), with
-    ``observedGeneration`` only when every step ran: a spec the controller could not act on in full is
-    not "observed"."""
-    if completed:
-        scope.status["observedGeneration"] = scope.obj["metadata"].get("generation")
-    await write_ready_status(
-        scope.kube,
-        resource,
-        scope.baseline if scope.baseline is not None else scope.obj,
-        scope.book,
-        scope.status,
-        required,
-        ready_message=ready_message,
-        became_ready=became_ready,
-        became_not_ready=became_not_ready,
-    )
+) -> Callable[[StackScopeT, bool], Awaitable[None]]:
+    """The report of a Cluster Stack object with a ``status.ready``: Ready summarised from the conditions
+    ``required`` names, as the steps left them (an Event when it turns), and ``ready`` from it."""
+
+    async def report(scope: StackScopeT, completed: bool) -> None:
+        status, reason, message = summarize_ready(
+            scope.book.conditions, required(scope), ready_message=ready_message
+        )
+        await scope.book.set_ready(
+            status, reason, message, became_ready=became_ready, became_not_ready=became_not_ready
+        )
+        scope.status["ready"] = status == "True"
+
+    return report
 
 
 async def values_template_data(kube: Kube, cluster: Mapping[str, Any]) -> dict[str, Any]:
@@ -159,12 +104,12 @@ async def write_capi_status(
     book: ConditionBook,
     fields: Mapping[str, Any],
 ) -> None:
-    """Status ``fields`` and the book's conditions in Cluster API's shape: only what changed, if anything."""
-    current = dict(obj.get("status") or {})
-    wanted = {**current, **fields, "conditions": book.wire()}
-    patch = merge_patch(current, wanted)
-    if patch:
-        await write_status(kube, resource, obj, patch)
+    """A status write outside the reconcile's end (a finalizer's, a staged release's progress): the
+    ``fields`` and the book's conditions, in Cluster API's shape, only what changed, if anything."""
+    current = obj.get("status") or {}
+    await write_status(
+        kube, resource, obj, owned_status_patch(current, {**fields, "conditions": book.wire()})
+    )
 
 
 async def report_template_failure(book: ConditionBook, error: Exception, *, where: str = "") -> None:
@@ -178,28 +123,6 @@ async def report_template_failure(book: ConditionBook, error: Exception, *, wher
         warn=EventReason.VALIDATE_HELM_CHART_FAILED,
         warn_on_new_message=True,
     )
-
-
-async def write_ready_status(
-    kube: Kube,
-    resource: CustomResource,
-    obj: Mapping[str, Any],
-    book: ConditionBook,
-    fields: dict[str, Any],
-    required: Sequence[str],
-    *,
-    ready_message: str,
-    became_ready: StrEnum,
-    became_not_ready: StrEnum,
-) -> None:
-    """The end of every reconcile of an object with a ``status.ready``: Ready summarised from the
-    ``required`` conditions (an Event when it turns), ``ready`` from it, and status written if changed."""
-    status, reason, message = summarize_ready(book.conditions, required, ready_message=ready_message)
-    await book.set_ready(
-        status, reason, message, became_ready=became_ready, became_not_ready=became_not_ready
-    )
-    fields["ready"] = status == "True"
-    await write_capi_status(kube, resource, obj, book, fields)
 
 
 def resource_entry(manifest: Mapping[str, Any], status: str = "synced") -> dict[str, Any]:

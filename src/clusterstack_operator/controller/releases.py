@@ -25,9 +25,9 @@ from clusterstack_operator.api.v1alpha1 import CLUSTER_STACK_RELEASE
 from clusterstack_operator.controller.clusters import clusters_by_class, clusters_using
 from clusterstack_operator.controller.common import (
     StackScope,
-    StackSteps,
     apply_and_record,
     delete_applied,
+    ready_report,
     report_template_failure,
     write_capi_status,
 )
@@ -42,7 +42,7 @@ from operator_core.children import MANAGED_BY_LABEL
 from operator_core.controller import FINALIZED
 from operator_core.kube import Kube
 from operator_core.reconciling import WAIT_FOR_CHANGE, Context
-from operator_core.steps import Outcome
+from operator_core.steps import Outcome, Steps
 
 __all__ = ["FINALIZER", "finalize_release", "reconcile_release"]
 
@@ -164,14 +164,16 @@ async def apply_cluster_class(scope: ReleaseScope) -> Outcome:
     return Outcome.CONTINUE
 
 
-STEPS = StackSteps(
+STEPS = Steps(
     CLUSTER_STACK_RELEASE,
     ReleaseScope.of,
     (download, wait_for_provider, apply_cluster_class),
-    required=lambda _: REQUIRED,
-    ready_message="ClusterClass applied",
-    became_ready=EventReason.RELEASE_READY,
-    became_not_ready=EventReason.RELEASE_NOT_READY,
+    ready_report(
+        lambda _: REQUIRED,
+        ready_message="ClusterClass applied",
+        became_ready=EventReason.RELEASE_READY,
+        became_not_ready=EventReason.RELEASE_NOT_READY,
+    ),
 )
 reconcile_release = STEPS.reconcile
 

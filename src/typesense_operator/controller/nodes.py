@@ -1,7 +1,8 @@
 """Reaching a TypesenseCluster's nodes: its pods as probe targets (ordinal, address, what their kubelet
 says), the admin key the probes carry, the probes themselves through the operator's addressing, and the
-furthest commit seen of each cluster. Who uses it: the cluster's quorum step and its children (the
-nodes list by address), and the backup controller, which probes the nodes to choose one."""
+furthest commit seen of each cluster (:class:`CommitMemory`, kept in the operator's runtime). Who uses
+it: the cluster's quorum step and its children (the nodes list by address), and the backup controller,
+which probes the nodes to choose one."""
 
 from __future__ import annotations
 
@@ -22,7 +23,6 @@ from typesense_operator.resources import API_KEY_DATA_KEY, Cluster
 from typesense_operator.resources.core import NODE, TYPESENSE_CONTAINER
 
 __all__ = [
-    "COMMITS",
     "CommitMemory",
     "decoded_key",
     "generate_key",
@@ -137,6 +137,3 @@ class CommitMemory:
 
     def forget(self, namespace: str, name: str) -> None:
         self._seen.pop((namespace, name), None)
-
-
-COMMITS = CommitMemory()

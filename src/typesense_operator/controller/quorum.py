@@ -13,7 +13,7 @@ from operator_core.steps import Outcome
 from typesense_operator.api import TYPESENSE_CLUSTER
 from typesense_operator.api.reasons import EventReason
 from typesense_operator.controller.metrics import RECOVERIES, observe_quorum
-from typesense_operator.controller.nodes import COMMITS, node_targets, probe_cluster
+from typesense_operator.controller.nodes import node_targets, probe_cluster
 from typesense_operator.controller.scope import Scope
 from typesense_operator.quorum.decide import decide, leaders_stuck_in_shutdown
 from typesense_operator.quorum.model import Action, Plan, QuorumSettings
@@ -72,13 +72,13 @@ async def manage_quorum(scope: Scope) -> Outcome:
     previous = (scope.obj.get("status") or {}).get("quorum")
     record = record_from_status(scope.obj.get("status"))
     uid = scope.obj["metadata"].get("uid", "")
-    seen = COMMITS.recall(cluster.namespace, cluster.name, uid)
+    seen = scope.runtime.commits.recall(cluster.namespace, cluster.name, uid)
     remembered = max(filter(None, (record.committed, seen)), default=None)
     record = replace(record, committed=remembered)
     now = utcnow()  # after the probes: a grace is counted to what they saw
     plan = decide(probes, cluster.spec.replicas, record, now, settings)
     if plan.record.committed is not None:
-        COMMITS.keep(cluster.namespace, cluster.name, uid, plan.record.committed)
+        scope.runtime.commits.keep(cluster.namespace, cluster.name, uid, plan.record.committed)
     scope.plan, scope.members = plan, plan.members
     scope.nodes = list(zip(targets, probes, target_pods, strict=True))
     scope.nodes_answered = any(probe.reachable for probe in probes)

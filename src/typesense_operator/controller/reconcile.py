@@ -23,7 +23,7 @@ from operator_core.clock import utcnow
 from operator_core.controller import FINALIZED
 from operator_core.reconciling import Context
 from operator_core.secrets import register_secret
-from operator_core.steps import ConditionBook, Outcome, run_steps, write_status
+from operator_core.steps import Outcome, Steps
 from typesense_operator.api import TYPESENSE_CLUSTER
 from typesense_operator.api.reasons import ConditionType, EventReason
 from typesense_operator.controller.children import (
@@ -36,18 +36,16 @@ from typesense_operator.controller.nodes import decoded_key, generate_key
 from typesense_operator.controller.quorum import manage_quorum
 from typesense_operator.controller.restore import restore_from_backup
 from typesense_operator.controller.roll import REVISION_LABEL, roll_nodes
-from typesense_operator.controller.scope import Scope, Step
-from typesense_operator.controller.settings import TypesenseSettings
+from typesense_operator.controller.scope import Scope
 from typesense_operator.controller.status import (
     BOOTSTRAPPING,
     node_views,
     nodes_to_publish,
     ready_condition,
-    status_patch,
+    status_fields,
 )
 from typesense_operator.controller.storage import grow_storage
 from typesense_operator.controller.takeover import take_over
-from typesense_operator.quorum.probe import NodeAddressing
 from typesense_operator.resources import (
     API_KEY_DATA_KEY,
     PRUNABLE_ELSEWHERE,
@@ -170,40 +168,11 @@ async def observe_nodes(scope: Scope) -> Outcome:
     return Outcome.CONTINUE
 
 
-STEPS: tuple[Step, ...] = (
-    check_configuration,
-    ensure_admin_key,
-    restore_from_backup,
-    take_over,
-    manage_quorum,
-    plan_pod_monitor,
-    plan_routes,
-    grow_storage,
-    apply_children,
-    roll_nodes,
-    observe_nodes,
-)
-
-
-async def reconcile(
-    obj: dict[str, Any], context: Context, addressing: NodeAddressing, settings: TypesenseSettings
-) -> float:
-    """Bring one cluster to its spec and write its status; returns seconds until the next look."""
-    scope = Scope(
-        obj=obj,
-        cluster=Cluster.from_object(obj),
-        kube=context.kube,
-        book=ConditionBook.of(obj, context.recorder),
-        settings=settings,
-        addressing=addressing,
-        resync_seconds=context.settings.resync_seconds,
-    )
-    await run_steps(STEPS, scope, finish=_write_status)
-    return scope.requeue_after
-
-
-async def _write_status(scope: Scope, completed: bool) -> None:
-    bootstrapping = (scope.obj.get("status") or {}).get("phase") in (None, BOOTSTRAPPING)
+async def report(scope: Scope, completed: bool) -> None:
+    """Ready from the prerequisites and the quorum, and the status fields the cluster owns: its phase,
+    replicas, the quorum's record, the roll, the restore and each node's view."""
+    current = scope.current
+    bootstrapping = current.get("phase") in (None, BOOTSTRAPPING)
     await scope.book.set_ready(
         *ready_condition(
             scope.book.conditions, scope.plan, observed=scope.nodes_answered or not bootstrapping
@@ -212,7 +181,6 @@ async def _write_status(scope: Scope, completed: bool) -> None:
         became_not_ready=EventReason.QUORUM_NOT_READY,
         condition_type=ConditionType.READY,
     )
-    current = scope.obj.get("status") or {}
     nodes = None
     if scope.plan is not None:  # the nodes were probed
         seen = [
@@ -222,14 +190,36 @@ async def _write_status(scope: Scope, completed: bool) -> None:
         nodes = nodes_to_publish(
             current, node_views(seen, (scope.roll or {}).get("updateRevision")), utcnow()
         )
-    patch = status_patch(
-        current,
-        scope.book.conditions,
-        scope.observed,
-        quorum=scope.quorum,
-        roll=scope.roll,
-        restore=scope.restore,
-        nodes=nodes,
-        generation=scope.obj["metadata"].get("generation") if completed else None,
+    scope.status.update(
+        status_fields(
+            current,
+            scope.book.conditions,
+            scope.observed,
+            quorum=scope.quorum,
+            roll=scope.roll,
+            restore=scope.restore,
+            nodes=nodes,
+        )
     )
-    await write_status(scope.kube, TYPESENSE_CLUSTER, scope.obj, patch)
+
+
+STEPS = Steps(
+    TYPESENSE_CLUSTER,
+    Scope.of,
+    (
+        check_configuration,
+        ensure_admin_key,
+        restore_from_backup,
+        take_over,
+        manage_quorum,
+        plan_pod_monitor,
+        plan_routes,
+        grow_storage,
+        apply_children,
+        roll_nodes,
+        observe_nodes,
+    ),
+    report,
+)
+reconcile = STEPS.reconcile
+"""Bring one cluster to its spec and write its status; returns seconds until the next look."""

@@ -4,22 +4,21 @@ decided so far, and when the cluster is to be looked at again. Who uses it: ever
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from operator_core.conditions import ConditionStatus
 from operator_core.events import EventType
-from operator_core.kube import Kube
-from operator_core.reconciling import WAIT_FOR_CHANGE
-from operator_core.steps import ConditionBook, Outcome
+from operator_core.reconciling import WAIT_FOR_CHANGE, Context
+from operator_core.steps import Scope as BaseScope
 from typesense_operator.api.reasons import ConditionType, EventReason
+from typesense_operator.controller.runtime import TypesenseRuntime
 from typesense_operator.controller.settings import TypesenseSettings
 from typesense_operator.quorum.model import Action, NodeProbe, Plan
 from typesense_operator.quorum.probe import NodeAddressing, NodeTarget
 from typesense_operator.resources import Cluster
 
-__all__ = ["CRD_RECHECK_SECONDS", "ROLL_LOOK_SECONDS", "Scope", "Step"]
+__all__ = ["CRD_RECHECK_SECONDS", "ROLL_LOOK_SECONDS", "Scope"]
 
 ROLL_LOOK_SECONDS = 2.0
 """How soon a cluster in the middle of a roll looks again: for a node catching up, which no watch tells."""
@@ -28,17 +27,13 @@ CRD_RECHECK_SECONDS = 15.0
 watch tells when Prometheus Operator or the Gateway API is installed."""
 
 
-@dataclass
-class Scope:
-    """What one reconcile knows and has decided so far."""
+@dataclass(kw_only=True)
+class Scope(BaseScope):
+    """What one reconcile of one TypesenseCluster knows and has decided so far. Its :attr:`next_look` is
+    the resync interval: the quorum, a roll, a restore or a missing CRD ask for a sooner one."""
 
-    obj: dict[str, Any]
     cluster: Cluster
-    kube: Kube
-    book: ConditionBook
-    settings: TypesenseSettings
-    addressing: NodeAddressing
-    resync_seconds: float
+    runtime: TypesenseRuntime
     api_key: str | None = None
     members: tuple[int, ...] | None = None
     """Pod ordinals in the nodes list, as the quorum decision wants them (None: not decided)."""
@@ -79,26 +74,42 @@ class Scope:
     """The restore waits for something that wakes nothing (its backup, its pod's last status): look
     again this soon."""
 
+    @classmethod
+    def of(cls, obj: dict[str, Any], context: Context) -> Scope:
+        return cls(
+            **BaseScope.parts(obj, context),
+            cluster=Cluster.from_object(obj),
+            runtime=context.runtime_of(TypesenseRuntime),
+        )
+
+    @property
+    def settings(self) -> TypesenseSettings:
+        return self.runtime.settings
+
+    @property
+    def addressing(self) -> NodeAddressing:
+        return self.runtime.addressing
+
     @property
     def requeue_after(self) -> float:
         if self.restore_look is not None:
             return self.restore_look
         if self.rolling:
-            return min(self._next_look, ROLL_LOOK_SECONDS)
+            return min(self._quorum_look, ROLL_LOOK_SECONDS)
         if self.waiting_for_user:
             return WAIT_FOR_CHANGE
         if self.waiting_for_crd:
-            return min(self._next_look, CRD_RECHECK_SECONDS)
-        return self._next_look
+            return min(self._quorum_look, CRD_RECHECK_SECONDS)
+        return self._quorum_look
 
     @property
-    def _next_look(self) -> float:
+    def _quorum_look(self) -> float:
         if self.plan is None:
-            return self.resync_seconds
+            return self.next_look
         if not self.nodes_addressable and self.plan.action is Action.NONE:
             # Nothing to probe yet: a pod that gets its IP (or any other change of a pod) wakes the loop.
-            return self.resync_seconds
-        return min(self.plan.requeue_after, self.resync_seconds)
+            return self.next_look
+        return min(self.plan.requeue_after, self.next_look)
 
     async def set_condition(
         self,
@@ -114,6 +125,3 @@ class Scope:
 
     async def event(self, event_type: EventType, reason: EventReason, note: str) -> None:
         await self.book.event(event_type, reason, note)
-
-
-Step = Callable[[Scope], Awaitable[Outcome]]
