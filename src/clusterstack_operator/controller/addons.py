@@ -34,17 +34,15 @@ import yaml
 
 from clusterstack_operator.api.reasons import ConditionType, EventReason, Reason
 from clusterstack_operator.api.v1alpha1 import CLUSTER_ADDON
-from clusterstack_operator.controller.clusters import clusters_of
-from clusterstack_operator.controller.common import (
-    StackScope,
+from clusterstack_operator.controller.charts import (
     apply_and_record,
     delete_applied,
-    ready_report,
     report_template_failure,
     values_template_data,
-    write_capi_status,
 )
+from clusterstack_operator.controller.clusters import clusters_of
 from clusterstack_operator.controller.runtime import ADDON_NAMESPACE
+from clusterstack_operator.controller.scope import StackScope, ready_report, write_capi_status
 from clusterstack_operator.controller.stages import StagedRun, has_stages, run_stages
 from clusterstack_operator.helm import HelmError
 from clusterstack_operator.releases.addons import (

@@ -22,15 +22,9 @@ import yaml
 
 from clusterstack_operator.api.reasons import ConditionType, EventReason, Reason
 from clusterstack_operator.api.v1alpha1 import CLUSTER_STACK_RELEASE
+from clusterstack_operator.controller.charts import apply_and_record, delete_applied, report_template_failure
 from clusterstack_operator.controller.clusters import clusters_by_class, clusters_using
-from clusterstack_operator.controller.common import (
-    StackScope,
-    apply_and_record,
-    delete_applied,
-    ready_report,
-    report_template_failure,
-    write_capi_status,
-)
+from clusterstack_operator.controller.scope import StackScope, ready_report, write_capi_status
 from clusterstack_operator.helm import HelmError
 from clusterstack_operator.releases.assets import InvalidRelease
 from clusterstack_operator.releases.versions import InvalidVersion, ReleaseName

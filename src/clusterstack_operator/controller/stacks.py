@@ -21,7 +21,7 @@ from typing import Any
 from clusterstack_operator.api.reasons import ConditionType, EventReason, Reason
 from clusterstack_operator.api.v1alpha1 import CLUSTER_ADDON, CLUSTER_STACK, CLUSTER_STACK_RELEASE
 from clusterstack_operator.controller.clusters import clusters_by_class, clusters_using
-from clusterstack_operator.controller.common import StackScope, ready_report
+from clusterstack_operator.controller.scope import StackScope, ready_report
 from clusterstack_operator.releases.decide import (
     WANTED,
     ExistingRelease,
