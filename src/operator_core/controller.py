@@ -113,8 +113,8 @@ class Operator:
         """(purpose, kind, namespace, name) -> the loop reconciling that object, or letting it go."""
         self.legacy_finalizers = (f"{api_group}/finalizer", *retired_finalizers)
         """Finalizers nothing of this operator honours, removed wherever they are found, so that an
-        object can still be deleted: the one kopf's per-object daemons put on every object before the
-        loops were the cache's own (decision 20), and ``retired_finalizers``, those of an operator this
+        object can still be deleted: the one an earlier runtime put on every object before the loops
+        were the cache's own (decision 20), and ``retired_finalizers``, those of an operator this
         one took over from (upstream's on the objects it made) whose clean-up has no work left here."""
         self._stopping_flag = _Flag()
         self._trimming: asyncio.Task[None] | None = None
@@ -239,9 +239,9 @@ class Operator:
         """A listener that keeps one reconcile loop running for each object of ``resource`` in the cache
         that is not being deleted, from the moment the cache first holds it.
 
-        The loop ends by itself once its object is gone or being deleted. The cache, not kopf, starts
-        it: a new object is reconciled as soon as its ADDED event lands, with no second watch of the
-        kind and no finalizer written first (kopf's daemons wanted one on every object).
+        The loop ends by itself once its object is gone or being deleted. The cache starts it: a new
+        object is reconciled as soon as its ADDED event lands, with no second watch of the kind and no
+        finalizer written first.
         """
         primary = (resource.api_version, resource.kind)
         self._resources.append(resource)

@@ -7,14 +7,13 @@ The leader renews it every ``retry_seconds``; a renewal that has not succeeded
 for ``renew_deadline_seconds`` means another replica may take over soon, so the
 leader exits at once (as controller-runtime does), before its Lease can expire,
 and never acts beside a new leader. A leader that stops cleanly (SIGTERM, a pod
-deleted) first finishes what kopf is doing, then releases the Lease, so the
+deleted) first finishes the reconciles in flight, then releases the Lease, so the
 standby takes over at once (it sees the release) instead of after a whole Lease
 duration, and before a replica that is only starting can take it.
 
-Why not kopf's peering: it needs cluster-wide CRDs of its own, and it pauses a
-replica only after it sees a peer of higher priority, which is a race at start;
-a Lease is what every Kubernetes controller uses, and ``kubectl get lease`` shows
-who leads (``docs/decisions.md``).
+Why a Lease: it is what every Kubernetes controller uses, it needs no CRD of its
+own, a replica waits for it before it acts (no race at start), and ``kubectl get
+lease`` shows who leads (``docs/decisions.md``, decision 17).
 
 :func:`decide` is pure and table-tested; :class:`LeaderElector` is its adapter.
 """

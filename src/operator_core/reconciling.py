@@ -251,7 +251,7 @@ async def run_loop(
     """Call ``once`` until it returns None (the object is gone) or ``stopped``.
 
     ``once`` returns the seconds until the next look (:data:`WAIT_FOR_CHANGE`: only when
-    woken). A failure never ends the loop (kopf would wait a minute before restarting it);
+    woken). A failure never ends the loop, nor pauses it longer than its back-off;
     :func:`operator_core.errors.retry_policy` says what it costs: a temporary error is
     retried with back-off, a bug with its traceback in the log; a permanent one is logged
     once and waits until the object, or something it names or owns, changes. A failure of an
