@@ -30,10 +30,18 @@ from operator_core.conditions import METAV1, Condition, ConditionShape, Conditio
 from operator_core.crdgen import CustomResource
 from operator_core.events import EventRecorder, EventType
 from operator_core.kube import Kube
-from operator_core.manifests import owned_status_patch
+from operator_core.manifests import Manifest, owned_status_patch
 from operator_core.reconciling import Context
 
-__all__ = ["ConditionBook", "Outcome", "Scope", "Steps", "run_steps", "write_status"]
+__all__ = [
+    "ConditionBook",
+    "Outcome",
+    "Scope",
+    "Steps",
+    "final_status_patch",
+    "run_steps",
+    "write_status",
+]
 
 
 class Outcome(Enum):
@@ -253,11 +261,22 @@ class Steps(Generic[StepScope]):
     async def _finish(self, scope: StepScope, completed: bool) -> None:
         if self.report is not None:
             await self.report(scope, completed)
-        if completed:
-            # A spec the controller could not act on in full is not "observed".
-            scope.status["observedGeneration"] = scope.obj["metadata"].get("generation")
-        scope.status["conditions"] = scope.book.wire()
+        # A spec the controller could not act on in full is not "observed".
+        generation = scope.obj["metadata"].get("generation") if completed else None
+        patch = final_status_patch(scope.current, scope.status, scope.book.wire(), generation)
         written = scope.baseline if scope.baseline is not None else scope.obj
-        await write_status(
-            scope.kube, self.resource, written, owned_status_patch(scope.current, scope.status)
-        )
+        await write_status(scope.kube, self.resource, written, patch)
+
+
+def final_status_patch(
+    current: Mapping[str, Any],
+    owned: Mapping[str, Any],
+    conditions: list[dict[str, Any]],
+    generation: int | None,
+) -> Manifest:
+    """The patch a reconcile's end writes: the ``owned`` fields and the ``conditions``, and ``generation``
+    as ``observedGeneration`` when given (None: it stays as it is); empty when nothing changed."""
+    fields = {**owned, "conditions": conditions}
+    if generation is not None:
+        fields["observedGeneration"] = generation
+    return owned_status_patch(current, fields)

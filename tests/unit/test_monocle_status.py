@@ -12,8 +12,7 @@ from monocle_operator.controller.status import (
     statefulset_condition,
     status_fields,
 )
-from operator_core.conditions import Condition
-from operator_core.manifests import owned_status_patch
+from operator_core.steps import final_status_patch
 from operator_testkit.tables import conditions
 
 
@@ -79,22 +78,9 @@ def test_ready_names_the_first_component_that_is_not(
     assert ready_condition(conditions(**states))[:2] == expected
 
 
-def status_patch(
-    current: dict[str, Any],
-    conditions: list[Condition],
-    *,
-    config_hash: str | None,
-    update_idents_job: str | None,
-    generation: int | None,
-) -> dict[str, Any]:
+def status_patch(current: Any, conditions: Any, *, generation: Any, **fields: Any) -> Any:
     """The patch a reconcile's end writes (operator_core.steps.Steps) of these fields and conditions."""
-    owned = {
-        **status_fields(config_hash=config_hash, update_idents_job=update_idents_job),
-        "conditions": [c.to_wire() for c in conditions],
-    }
-    if generation is not None:
-        owned["observedGeneration"] = generation
-    return owned_status_patch(current, owned)
+    return final_status_patch(current, status_fields(**fields), [c.to_wire() for c in conditions], generation)
 
 
 def test_status_patch_is_empty_when_nothing_changed_and_keeps_unset_fields() -> None:

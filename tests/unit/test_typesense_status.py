@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from operator_core.conditions import Condition, set_condition
-from operator_core.manifests import owned_status_patch
+from operator_core.conditions import set_condition
+from operator_core.steps import final_status_patch
 from operator_testkit.tables import T0, conditions
 from typesense_operator.api.reasons import ReadyReason
 from typesense_operator.controller.status import (
@@ -92,22 +92,10 @@ def test_the_disruption_budget_stands_from_the_first_ready_node_on(
     assert guards_disruptions(previous_phase, ready_nodes, budget_exists) is wanted
 
 
-def status_patch(
-    current: dict[str, Any],
-    conditions: list[Condition],
-    observed: dict[str, int],
-    *,
-    generation: int | None,
-    **fields: Any,
-) -> dict[str, Any]:
+def status_patch(current: Any, conditions: Any, observed: Any, *, generation: Any, **fields: Any) -> Any:
     """The patch a reconcile's end writes (operator_core.steps.Steps) of these fields and conditions."""
-    owned = {
-        **status_fields(current, conditions, observed, **fields),
-        "conditions": [c.to_wire() for c in conditions],
-    }
-    if generation is not None:
-        owned["observedGeneration"] = generation
-    return owned_status_patch(current, owned)
+    owned = status_fields(current, conditions, observed, **fields)
+    return final_status_patch(current, owned, [c.to_wire() for c in conditions], generation)
 
 
 def test_status_patch_holds_only_changes() -> None:
