@@ -62,7 +62,7 @@ from operator_core.reconciling import (
     waker,
 )
 from operator_core.settings import KubeSettings, from_env
-from operator_core.starting import check_start
+from operator_core.starting import EXIT_SECONDS, check_start, process_started
 
 __all__ = ["FINALIZED", "LOOP_STOP_SECONDS", "Operator"]
 
@@ -126,6 +126,8 @@ class Operator:
         for it to start."""
         self._hooked = False
         """Whether the start hook ran (then the stop hook runs too, whatever happened after)."""
+        self._start_checked = False
+        """Whether the start was checked once already in this process (a standby's check before it leads)."""
 
     def health(self) -> dict[str, Any]:
         """What ``/healthz`` shows: how many reconciles ran, of how many objects, when each kind's
@@ -172,8 +174,14 @@ class Operator:
 
     async def check_can_start(self, kube: Kube) -> None:
         """:func:`check_start` for this operator's kinds: the runner asks it before a replica waits for
-        its Lease too, so that a standby does not wait on an API server it can never use."""
-        await check_start(kube, self._resources)
+        its Lease too, so that a standby does not wait on an API server it can never use.
+
+        The first check of the process counts its patience from the process's start, so that a start
+        that gives up is over within :data:`~operator_core.starting.START_SECONDS` of it; a later one
+        (a standby's, once it leads) from its own start."""
+        since = None if self._start_checked else process_started() - EXIT_SECONDS
+        self._start_checked = True
+        await check_start(kube, self._resources, since=since)
 
     async def _start(self, namespaces: tuple[str, ...] | None) -> None:
         large_blocks_to_the_system()  # before the first connection's buffer (operator_core.memory)
