@@ -2,9 +2,9 @@
 
 An operator describes each webhook once (:class:`ValidatingWebhook`): the resource and operations the
 API server asks it about, and the ``check`` that answers an :class:`AdmissionRequest` with a
-:class:`Verdict`. :class:`AdmissionServer` serves them all on one port (aiohttp, which kopf brings
-already), with the certificate and key files it is given (a cert-manager Certificate's Secret, mounted;
-a test's own CA), loaded again when they change. :func:`webhook_configuration` is the
+:class:`Verdict`. :class:`AdmissionServer` serves them all on one port (aiohttp, the operators' client
+library already), with the certificate and key files it is given (a cert-manager Certificate's Secret,
+mounted; a test's own CA), loaded again when they change. :func:`webhook_configuration` is the
 ValidatingWebhookConfiguration that points the API server at them by URL, for an operator that
 registers itself.
 
@@ -16,7 +16,7 @@ What the server promises its checks and the API server:
 - messages pass through :func:`operator_core.secrets.scrub`, so a registered secret never reaches a
   user or a log through them.
 
-Why a server of our own and not kopf's admission machinery: docs/decisions.md, decision 16.
+Why a server of our own, in the core: docs/decisions.md, decision 16.
 """
 
 from __future__ import annotations

@@ -12,9 +12,9 @@ or vanished in between as changes too. A :class:`Cache` is an operator's set
 of informers, and :class:`operator_core.kube.Kube` reads from it for the kinds
 it covers.
 
-Why not kopf's indexes: kopf guarantees that its indexes are filled before the
-first handler runs, but says nothing after a watch error, and its re-list
-keeps objects deleted while the watch was down. Here the state is explicit:
+A cache that is filled once says nothing after a watch error, and a re-list
+that only adds keeps objects deleted while the watch was down. Here the state
+is explicit:
 :attr:`Informer.synced` is false from the start until the first list, and
 again from a failed watch until the next one is open. :meth:`Cache.require_synced`
 is how a destructive step (a delete, quorum surgery, a "missing" child) refuses

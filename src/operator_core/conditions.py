@@ -12,12 +12,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import Field
 
 from operator_core.apimodel import ApiModel
+from operator_core.clock import utcnow
 
 __all__ = [
     "METAV1",
@@ -25,32 +26,16 @@ __all__ = [
     "Condition",
     "ConditionShape",
     "ConditionStatus",
+    "condition_of",
     "find",
     "is_true",
     "reports_true",
     "set_condition",
     "summarize_ready",
-    "utcnow",
-    "wire_time",
 ]
 
 READY = "Ready"
 ConditionStatus = Literal["True", "False", "Unknown"]
-
-
-def utcnow() -> datetime:
-    """Now, in UTC, to the second (what the API server stores)."""
-    return datetime.now(UTC).replace(microsecond=0)
-
-
-def wire_time(moment: datetime) -> str:
-    """``moment`` as a status field writes it: RFC 3339 in UTC, to the second (``2026-11-26T02:15:30Z``)."""
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def parse_wire_time(text: str | None) -> datetime | None:
-    """A time the API server wrote (``2026-11-26T03:00:00Z``, RFC 3339), or None for none."""
-    return datetime.fromisoformat(text.replace("Z", "+00:00")) if text else None
 
 
 class Condition(ApiModel):
@@ -111,10 +96,15 @@ def is_true(conditions: Iterable[Condition], condition_type: str) -> bool:
     return found is not None and found.status == "True"
 
 
+def condition_of(obj: Mapping[str, Any], condition_type: str = READY) -> Mapping[str, Any] | None:
+    """That condition of an object read from the API, as it is on the wire; None when it has none."""
+    conditions = (obj.get("status") or {}).get("conditions") or []
+    return next((c for c in conditions if c.get("type") == condition_type), None)
+
+
 def reports_true(obj: Mapping[str, Any], condition_type: str = READY) -> bool:
     """Whether an object read from the API (a pod, say) has that condition True in its status."""
-    conditions = (obj.get("status") or {}).get("conditions") or []
-    return any(c.get("type") == condition_type and c.get("status") == "True" for c in conditions)
+    return (condition_of(obj, condition_type) or {}).get("status") == "True"
 
 
 def _order(condition: Condition) -> tuple[int, str]:

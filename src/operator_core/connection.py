@@ -2,8 +2,8 @@
 
 :class:`operator_core.kube.Kube` sends every request through a :class:`Connection`. lightkube's own
 client (httpx2) spent 0.5-0.9 ms of CPU on each request against the local API server, the largest part
-of an operator's CPU at scale; aiohttp, kopf's client and already installed, spends 0.2-0.35 ms
-(decision 21).
+of an operator's CPU at scale; aiohttp, which the operators' other clients and servers use too, spends
+0.2-0.35 ms (decision 21).
 
 lightkube still reads the kubeconfig and makes the TLS context (the cluster's CA, a client
 certificate) and the credentials: a token; a token file, read again after a 401 because the kubelet

@@ -62,13 +62,15 @@ from operator_core.reconciling import (
     waker,
 )
 from operator_core.settings import KubeSettings, from_env
-from operator_core.starting import check_start
+from operator_core.starting import EXIT_SECONDS, check_start, process_started
 
 __all__ = ["FINALIZED", "LOOP_STOP_SECONDS", "Operator"]
 
 
 Reconcile = Callable[[dict[str, Any], Context], Awaitable[float]]
 """One reconcile of one object: returns the seconds until the next look (``math.inf``: wait for a change)."""
+Start = Callable[[Context], Awaitable[object]]
+"""The start hook: makes the operator's runtime (:attr:`Context.runtime`) once the caches are up."""
 Hook = Callable[[Context], Awaitable[None]]
 Named = Callable[[dict[str, Any]], Iterable[tuple[str, str]]]
 Kinds = Sequence[tuple[str, str]]
@@ -83,7 +85,7 @@ class Operator:
         name: str,
         api_group: str,
         *,
-        start: Hook | None = None,
+        start: Start | None = None,
         stop: Hook | None = None,
         retired_finalizers: Sequence[str] = (),
         serving: Callable[[], contextlib.AbstractAsyncContextManager[object]] | None = None,
@@ -111,8 +113,8 @@ class Operator:
         """(purpose, kind, namespace, name) -> the loop reconciling that object, or letting it go."""
         self.legacy_finalizers = (f"{api_group}/finalizer", *retired_finalizers)
         """Finalizers nothing of this operator honours, removed wherever they are found, so that an
-        object can still be deleted: the one kopf's per-object daemons put on every object before the
-        loops were the cache's own (decision 20), and ``retired_finalizers``, those of an operator this
+        object can still be deleted: the one an earlier runtime put on every object before the loops
+        were the cache's own (decision 20), and ``retired_finalizers``, those of an operator this
         one took over from (upstream's on the objects it made) whose clean-up has no work left here."""
         self._stopping_flag = _Flag()
         self._trimming: asyncio.Task[None] | None = None
@@ -124,6 +126,8 @@ class Operator:
         for it to start."""
         self._hooked = False
         """Whether the start hook ran (then the stop hook runs too, whatever happened after)."""
+        self._start_checked = False
+        """Whether the start was checked once already in this process (a standby's check before it leads)."""
 
     def health(self) -> dict[str, Any]:
         """What ``/healthz`` shows: how many reconciles ran, of how many objects, when each kind's
@@ -170,8 +174,14 @@ class Operator:
 
     async def check_can_start(self, kube: Kube) -> None:
         """:func:`check_start` for this operator's kinds: the runner asks it before a replica waits for
-        its Lease too, so that a standby does not wait on an API server it can never use."""
-        await check_start(kube, self._resources)
+        its Lease too, so that a standby does not wait on an API server it can never use.
+
+        The first check of the process counts its patience from the process's start, so that a start
+        that gives up is over within :data:`~operator_core.starting.START_SECONDS` of it; a later one
+        (a standby's, once it leads) from its own start."""
+        since = None if self._start_checked else process_started() - EXIT_SECONDS
+        self._start_checked = True
+        await check_start(kube, self._resources, since=since)
 
     async def _start(self, namespaces: tuple[str, ...] | None) -> None:
         large_blocks_to_the_system()  # before the first connection's buffer (operator_core.memory)
@@ -189,7 +199,7 @@ class Operator:
         context, gate = self._connected, reconcile_gate()
         if self._start_hook is not None:
             self._hooked = True
-            await self._start_hook(context)
+            context.runtime = await self._start_hook(context)
         # Only now may loops start: one per object the first lists found (each listener saw it then, too
         # early), and from now on as the watches report new ones.
         self._context, self._gate = context, gate
@@ -237,9 +247,9 @@ class Operator:
         """A listener that keeps one reconcile loop running for each object of ``resource`` in the cache
         that is not being deleted, from the moment the cache first holds it.
 
-        The loop ends by itself once its object is gone or being deleted. The cache, not kopf, starts
-        it: a new object is reconciled as soon as its ADDED event lands, with no second watch of the
-        kind and no finalizer written first (kopf's daemons wanted one on every object).
+        The loop ends by itself once its object is gone or being deleted. The cache starts it: a new
+        object is reconciled as soon as its ADDED event lands, with no second watch of the kind and no
+        finalizer written first.
         """
         primary = (resource.api_version, resource.kind)
         self._resources.append(resource)
@@ -397,7 +407,7 @@ class Operator:
         finalizer: str | None = None,
         finalize: Reconcile | None = None,
         needs_finalizer: Callable[[Manifest], bool] | None = None,
-        on_gone: Callable[[str, str], None] | None = None,
+        on_gone: Callable[[Context, str, str], None] | None = None,
     ) -> None:
         """Reconcile every object of ``resource`` in a loop of its own, woken by what can change it.
 
@@ -422,8 +432,9 @@ class Operator:
         whose spec leaves something behind that no owner reference cleans up), and loses it again
         when it no longer does.
 
-        ``on_gone(namespace, name)`` runs when an object's loop ends because it is gone or being
-        deleted: to drop what the operator keeps about it (its metrics' series).
+        ``on_gone(context, namespace, name)`` runs when an object's loop ends because it is gone or
+        being deleted: to drop what the operator keeps about it (its metrics' series, what its runtime
+        remembers).
         """
         wakeups, finalizing = Wakeups(), Wakeups()
         references = References(named) if named is not None else None
@@ -498,7 +509,7 @@ class Operator:
                     needs=needs,
                 )
             if on_gone is not None and not self._stopping_flag:
-                on_gone(namespace, name)
+                on_gone(context, namespace, name)
 
         self._listeners.append(self._object_loops(resource, run_object))
 

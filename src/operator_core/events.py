@@ -13,10 +13,10 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Mapping
-from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, Literal
 
+from operator_core.clock import micro_time
 from operator_core.errors import OperatorError, retry_log_level
 from operator_core.identity import pod_name
 from operator_core.kube import Kube
@@ -29,11 +29,6 @@ __all__ = ["EventRecorder", "EventType"]
 EventType = Literal["Normal", "Warning"]
 # The API server refuses longer notes.
 _MAX_NOTE = 1024
-
-
-def _micro_time() -> str:
-    """Now, as a MicroTime (eventTime): RFC 3339 with six fraction digits, always."""
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 class EventRecorder:
@@ -97,7 +92,7 @@ class EventRecorder:
             "apiVersion": "events.k8s.io/v1",
             "kind": "Event",
             "metadata": {"name": f"{metadata['name']}.{uuid.uuid4().hex[:16]}", "namespace": namespace},
-            "eventTime": _micro_time(),
+            "eventTime": micro_time(),
             "reportingController": self.controller,
             "reportingInstance": self.instance,
             "action": action or str(reason),

@@ -2,8 +2,8 @@
 
 A pod's container runs as a numeric user that the image may not list in ``/etc/passwd``, and a
 kubelet sets neither ``USER`` nor ``LOGNAME`` nor (without a passwd entry) ``HOME``: anything that
-asks for a user name (``getpass.getuser()``, kopf's default peering id) fails there. The Lease holder,
-the Events' reporting instance and kopf's identity all come from here instead.
+asks for a user name (``getpass.getuser()``) fails there. The Lease holder and the Events' reporting
+instance come from here instead.
 """
 
 from __future__ import annotations

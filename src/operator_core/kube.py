@@ -35,7 +35,7 @@ import logging
 import time
 from collections.abc import AsyncGenerator, Callable, Iterator, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -53,6 +53,7 @@ from operator_core.cache import (
     label_selector,
     selector_covers,
 )
+from operator_core.clock import micro_time
 from operator_core.connection import Answer, AnswerCounter, Connection, NoAnswer, decode_json
 from operator_core.manifests import APPLIED_HASH_ANNOTATION, Manifest, needs_apply, with_applied_hash
 from operator_core.secrets import scrub
@@ -119,7 +120,7 @@ def _json_value(value: Any) -> Any:
     """What json.dumps cannot write itself: a datetime, as the API's RFC 3339 (microseconds for a
     MicroTime; the API server reads both forms)."""
     if isinstance(value, datetime):
-        return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        return micro_time(value)
     raise TypeError(f"{type(value).__name__} is not JSON")
 
 

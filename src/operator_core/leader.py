@@ -7,14 +7,13 @@ The leader renews it every ``retry_seconds``; a renewal that has not succeeded
 for ``renew_deadline_seconds`` means another replica may take over soon, so the
 leader exits at once (as controller-runtime does), before its Lease can expire,
 and never acts beside a new leader. A leader that stops cleanly (SIGTERM, a pod
-deleted) first finishes what kopf is doing, then releases the Lease, so the
+deleted) first finishes the reconciles in flight, then releases the Lease, so the
 standby takes over at once (it sees the release) instead of after a whole Lease
 duration, and before a replica that is only starting can take it.
 
-Why not kopf's peering: it needs cluster-wide CRDs of its own, and it pauses a
-replica only after it sees a peer of higher priority, which is a race at start;
-a Lease is what every Kubernetes controller uses, and ``kubectl get lease`` shows
-who leads (``docs/decisions.md``).
+Why a Lease: it is what every Kubernetes controller uses, it needs no CRD of its
+own, a replica waits for it before it acts (no race at start), and ``kubectl get
+lease`` shows who leads (``docs/decisions.md``, decision 17).
 
 :func:`decide` is pure and table-tested; :class:`LeaderElector` is its adapter.
 """
@@ -27,14 +26,13 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from enum import Enum
 from pathlib import Path
 from typing import Any
 
 from operator_core import errors
 from operator_core.cache import OPENED
-from operator_core.conditions import parse_wire_time
+from operator_core.clock import micro_time, parse_wire_time
 from operator_core.kube import Kube
 from operator_core.metrics import REPLICA
 from operator_core.reconciling import first_of
@@ -130,10 +128,6 @@ def _parse_time(stamp: str) -> float:
     return moment.timestamp() if moment else 0.0
 
 
-def _micro_time(moment: float) -> str:
-    return datetime.fromtimestamp(moment, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
 class LeaderElector:
     """Holds one Lease for one replica: :meth:`acquire`, then :meth:`keep` while it leads, :meth:`release`."""
 
@@ -157,7 +151,7 @@ class LeaderElector:
     def _manifest(
         self, view: LeaseView | None, *, acquiring: bool, resource_version: str | None
     ) -> dict[str, Any]:
-        now = _micro_time(self._clock())
+        now = micro_time(self._clock())
         spec: dict[str, Any] = {
             "holderIdentity": self.identity,
             "leaseDurationSeconds": round(self._settings.lease_duration_seconds),
@@ -304,7 +298,7 @@ class LeaderElector:
                 "spec": {
                     "holderIdentity": None,
                     "leaseDurationSeconds": 1,
-                    "renewTime": _micro_time(self._clock()),
+                    "renewTime": micro_time(self._clock()),
                 },
             }
             await self._kube.patch(LEASE_API, "Lease", self.name, self.namespace, patch)

@@ -2,8 +2,7 @@
 
 Each record says which object it is about when it is about one: inside a
 reconcile (:func:`about_object`, set by the shared loop for everything the
-reconcile logs, its HTTP clients' lines too) or through kopf's own object
-loggers (their ``k8s_ref``). The JSON fields are ``time``, ``level``,
+reconcile logs, its HTTP clients' lines too). The JSON fields are ``time``, ``level``,
 ``logger``, ``message``, ``kind``, ``namespace``, ``object`` and, after a
 failure, ``exception``. Both formats scrub what they write with
 :mod:`operator_core.secrets` (a traceback's text too), so a Secret value never
@@ -52,17 +51,6 @@ def about_object(kind: str, namespace: str, name: str) -> Iterator[None]:
         _OBJECT.reset(token)
 
 
-def _object_of(record: logging.LogRecord) -> tuple[str, str, str] | None:
-    reference = getattr(record, "k8s_ref", None)
-    if isinstance(reference, dict) and reference.get("name"):
-        return (
-            str(reference.get("kind", "")),
-            str(reference.get("namespace") or ""),
-            str(reference["name"]),
-        )
-    return _OBJECT.get()
-
-
 class JsonFormatter(logging.Formatter):
     """One JSON object per record, with the object it is about as fields of their own."""
 
@@ -73,7 +61,7 @@ class JsonFormatter(logging.Formatter):
             "logger": record.name,
             "message": scrub(record.getMessage()),
         }
-        about = _object_of(record)
+        about = _OBJECT.get()
         if about is not None:
             entry["kind"], entry["namespace"], entry["object"] = about
         if record.exc_info:
@@ -86,7 +74,7 @@ class _TextFormatter(logging.Formatter):
     """The plain format, with ``[namespace/name]`` after the logger when the record is about an object."""
 
     def format(self, record: logging.LogRecord) -> str:
-        about = _object_of(record)
+        about = _OBJECT.get()
         record.about = f" [{about[1]}/{about[2]}]" if about is not None else ""
         # The whole line, a traceback's text included, which may quote a value.
         return scrub(super().format(record))

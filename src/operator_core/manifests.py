@@ -30,6 +30,7 @@ __all__ = [
     "is_contained",
     "merge_patch",
     "needs_apply",
+    "owned_status_patch",
     "with_applied_hash",
 ]
 
@@ -136,6 +137,14 @@ def merge_patch(current: Mapping[str, Any], desired: Mapping[str, Any]) -> Manif
         elif key not in current or old != value:
             patch[key] = value
     return patch
+
+
+def owned_status_patch(current: Mapping[str, Any], owned: Mapping[str, Any]) -> Manifest:
+    """The merge patch of a status whose ``owned`` fields (those its controller writes) are to be what
+    they are there, every other field of ``current`` left as it is; empty when nothing changed. A field
+    owned as None is removed, and one that is not there is left out of the patch: no write for it."""
+    fields = {key: value for key, value in owned.items() if value is not None or key in current}
+    return merge_patch({key: current[key] for key in fields if key in current}, fields)
 
 
 def with_applied_hash(desired: Mapping[str, Any]) -> Manifest:

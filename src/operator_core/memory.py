@@ -22,7 +22,7 @@ an idle operator with 100 clusters kept about 11 MiB of them (bench/scale.py). W
 at its default, each buffer is unmapped as its connection closes.
 
 The cyclic garbage collector's full passes look at every container object the process holds: the
-modules, classes and functions of kopf, pydantic, lightkube and the operator, and what the caches
+modules, classes and functions of pydantic, lightkube, aiohttp and the operator, and what the caches
 hold. One such pass took 130 ms in an operator with 40 clusters, in the middle of a new cluster's
 writes (bench/scale.py, one at a time: its p95 doubled). :func:`freeze_long_lived`, once the caches
 have first listed, leaves everything alive then out of every later pass (``gc.freeze``): the same

@@ -32,7 +32,7 @@ import contextvars
 import logging
 import math
 from collections.abc import Awaitable, Callable, Hashable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 from operator_core import errors
@@ -251,7 +251,7 @@ async def run_loop(
     """Call ``once`` until it returns None (the object is gone) or ``stopped``.
 
     ``once`` returns the seconds until the next look (:data:`WAIT_FOR_CHANGE`: only when
-    woken). A failure never ends the loop (kopf would wait a minute before restarting it);
+    woken). A failure never ends the loop, nor pauses it longer than its back-off;
     :func:`operator_core.errors.retry_policy` says what it costs: a temporary error is
     retried with back-off, a bug with its traceback in the log; a permanent one is logged
     once and waits until the object, or something it names or owns, changes. A failure of an
@@ -337,18 +337,30 @@ async def first_of(*flags: Flag, timeout: float) -> None:
             waiter.cancel()
 
 
+RuntimeT = TypeVar("RuntimeT")
+
+
 @dataclass
 class Context:
-    """What every reconcile of one operator process shares: its client, its Event recorder, its settings.
+    """What every reconcile of one operator process shares: its client, its Event recorder, its settings,
+    and its runtime.
 
-    ``extras`` holds what an operator's ``start`` hook makes for its own reconciles (a probe
-    client, its own settings), by name.
+    ``runtime`` is what the operator's ``start`` hook made for its own reconciles (its settings, a probe
+    client, what it keeps between reconciles): one object of the operator's own type, which a
+    controller reads with :meth:`runtime_of`.
     """
 
     kube: Kube
     recorder: EventRecorder
     settings: KubeSettings
-    extras: dict[str, Any] = field(default_factory=dict)
+    runtime: object = None
+
+    def runtime_of(self, kind: type[RuntimeT]) -> RuntimeT:
+        """The runtime, as the operator's own ``kind``; a start hook that made none (or another) is a
+        wiring mistake, said at once."""
+        if not isinstance(self.runtime, kind):
+            raise TypeError(f"the start hook made {type(self.runtime).__name__}, not {kind.__name__}")
+        return self.runtime
 
 
 def waker(

@@ -45,7 +45,7 @@ class KubeSettings:
     batch_seconds: float = 0.1
     """Once a change wakes an object, how long its loop waits for more before it reconciles: the
     StatefulSet controller's few updates of a new StatefulSet, and its pods, then cost one reconcile
-    and one status write, not one each. kopf's batch window does the same (0.1 s by default)."""
+    and one status write, not one each."""
     resync_seconds: float = 600.0
     """A full reconcile of each object this often even when nothing was seen to change: the safety
     net under the watches that wake an object when it, its children or what it names change."""

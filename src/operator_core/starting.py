@@ -10,29 +10,55 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 from collections.abc import Sequence
+from pathlib import Path
 
 from operator_core import errors
 from operator_core.crdgen import CustomResource
 from operator_core.kube import Kube
 
-__all__ = ["START_SECONDS", "check_start"]
+__all__ = ["EXIT_SECONDS", "START_SECONDS", "check_start", "process_started"]
 
 START_SECONDS = 20.0
-"""How long a starting operator waits for the API server to answer before it gives up: its pod then
-restarts with back-off, as a controller-runtime manager's does, and says why each time."""
+"""How long a starting operator waits for the API server to answer before it gives up, counted from the
+process's start: its pod then restarts with back-off, as a controller-runtime manager's does, and says
+why each time."""
 _START_RETRY_SECONDS = 1.0
+EXIT_SECONDS = 0.5
+"""What is kept of :data:`START_SECONDS` for the way out once the start has failed (the client closed,
+the line printed, the interpreter ended), so that the process is gone within it."""
+
+
+def process_started() -> float:
+    """When this process started, on :func:`time.monotonic`'s clock (from ``/proc``: the interpreter and
+    the imports before the first line of ours count too); now where ``/proc`` cannot tell."""
+    try:
+        # The fields after the command's closing parenthesis start at the third; starttime is the 22nd.
+        fields = Path("/proc/self/stat").read_text().rpartition(")")[2].split()
+        started_ticks = int(fields[22 - 3])
+        uptime = float(Path("/proc/uptime").read_text().split()[0])
+        age = uptime - started_ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        age = 0.0
+    return time.monotonic() - max(age, 0.0)
 
 
 async def check_start(
-    kube: Kube, resources: Sequence[CustomResource], patience: float = START_SECONDS
+    kube: Kube,
+    resources: Sequence[CustomResource],
+    patience: float = START_SECONDS,
+    *,
+    since: float | None = None,
 ) -> None:
     """What an operator cannot start without, checked before its caches start: an API server that
-    answers within ``patience`` seconds and takes its credentials, and its own kinds served.
-    :class:`~operator_core.errors.StartFailed` names the address and the cause otherwise."""
+    answers within ``patience`` seconds of ``since`` (a :func:`time.monotonic` time; now when None; the
+    operators give :func:`process_started`, less :data:`EXIT_SECONDS` for the way out) and takes its
+    credentials, and its own kinds served. :class:`~operator_core.errors.StartFailed` names the address
+    and the cause otherwise."""
     where = kube.server or "the in-cluster address"
-    deadline = time.monotonic() + patience
+    deadline = (time.monotonic() if since is None else since) + patience
     waiting_said = False
     while True:
         remaining = deadline - time.monotonic()

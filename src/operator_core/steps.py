@@ -1,5 +1,12 @@
-"""One reconcile of one object, as an ordered list of steps over a scope, then status once.
+"""One reconcile of one object, as an ordered list of steps over a scope, then status once: the one
+shape of every controller of the suite.
 
+- :class:`Steps`: a controller's reconcile, described once: how its :class:`Scope` is made from the
+  object and the context, its ordered steps, and its ``report`` (Ready and the status fields it owns,
+  from what the steps left). Its :meth:`Steps.reconcile` runs the steps until one says STOP, then
+  writes the status once (:func:`operator_core.manifests.owned_status_patch` of the fields the
+  controller owns and the conditions), ``observedGeneration`` only when every step ran.
+- :class:`Scope`: what every reconcile's scope holds; each controller's adds its own findings.
 - :class:`Outcome` and :func:`run_steps`: run the steps until one says STOP.
 - :class:`ConditionBook`: the conditions of one reconcile, set with pure
   :func:`operator_core.conditions.set_condition`, posting a Warning Event only
@@ -7,23 +14,34 @@
   when Ready flips.
 - :func:`write_status`: the status patch, only when there is one.
 
-Who calls it: the operators' ``controller.reconcile`` (steps, conditions, status), and
+Who calls it: every controller of the operators (each describes its reconcile as a :class:`Steps`), and
 :mod:`operator_core.applying`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from enum import Enum, StrEnum
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 from operator_core.conditions import METAV1, Condition, ConditionShape, ConditionStatus, find, set_condition
 from operator_core.crdgen import CustomResource
 from operator_core.events import EventRecorder, EventType
 from operator_core.kube import Kube
+from operator_core.manifests import Manifest, owned_status_patch
+from operator_core.reconciling import Context
 
-__all__ = ["ConditionBook", "Outcome", "run_steps", "write_status"]
+__all__ = [
+    "ConditionBook",
+    "Outcome",
+    "Scope",
+    "Steps",
+    "final_status_patch",
+    "run_steps",
+    "write_status",
+]
 
 
 class Outcome(Enum):
@@ -167,3 +185,98 @@ async def write_status(
         await kube.patch_status(
             resource.api_version, resource.kind, metadata["name"], metadata["namespace"], patch
         )
+
+
+@dataclass(kw_only=True)
+class Scope:
+    """One reconcile of one object: its context, put together once, and what its steps have found and
+    decided so far. Each controller's scope adds its own findings."""
+
+    obj: dict[str, Any]
+    kube: Kube
+    book: ConditionBook
+    next_look: float
+    """Seconds until the next look, lowered (or set to WAIT_FOR_CHANGE) by the steps."""
+    status: dict[str, Any] = field(default_factory=dict)
+    """The status fields this reconcile owns and sets (None: removed); the finish writes them with the
+    conditions, and leaves every other field as it is."""
+    baseline: dict[str, Any] | None = None
+    """The object with the status on the server, when a step wrote some already (progress that must
+    not wait for the end); None: the object as read."""
+    held: AsyncExitStack = field(default_factory=AsyncExitStack)
+    """What a step holds until the status is written (a lock), let go after it."""
+    after_status: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
+    """What is done once the status is written (a Job let go once its result is kept), in order;
+    nothing when a step raised."""
+
+    @staticmethod
+    def parts(obj: dict[str, Any], context: Context, shape: ConditionShape = METAV1) -> dict[str, Any]:
+        """The fields every scope starts with, from the object and the controller's context; ``shape``:
+        how the object's kind writes its conditions."""
+        return {
+            "obj": obj,
+            "kube": context.kube,
+            "book": ConditionBook.of(obj, context.recorder, shape),
+            "next_look": context.settings.resync_seconds,
+        }
+
+    @property
+    def current(self) -> Mapping[str, Any]:
+        """The status on the server, as the last write left it."""
+        return (self.baseline if self.baseline is not None else self.obj).get("status") or {}
+
+    @property
+    def requeue_after(self) -> float:
+        """Seconds until the next look: :attr:`next_look`, unless a controller's scope knows better."""
+        return self.next_look
+
+
+StepScope = TypeVar("StepScope", bound=Scope)
+
+
+@dataclass(frozen=True)
+class Steps(Generic[StepScope]):
+    """One controller's reconcile: its scope, made once from the object and the context, its ordered
+    steps, and its report; the single status write at the end is this class's."""
+
+    resource: CustomResource
+    scope: Callable[[dict[str, Any], Context], StepScope]
+    steps: Sequence[Callable[[StepScope], Awaitable[Outcome]]]
+    report: Callable[[StepScope, bool], Awaitable[None]] | None = None
+    """Sets Ready and the status fields the controller owns (:attr:`Scope.status`) from what the steps
+    left, told whether every step ran; it runs even when a step raised."""
+
+    async def reconcile(self, obj: dict[str, Any], context: Context) -> float:
+        """One reconcile: the steps until one stops, the status once; the seconds until the next look."""
+        return await self.run(self.scope(obj, context))
+
+    async def run(self, scope: StepScope) -> float:
+        """:meth:`reconcile` of a scope made already (a test's, with its own clock)."""
+        async with scope.held:
+            await run_steps(self.steps, scope, finish=self._finish)
+            for then in scope.after_status:
+                await then()
+        return scope.requeue_after
+
+    async def _finish(self, scope: StepScope, completed: bool) -> None:
+        if self.report is not None:
+            await self.report(scope, completed)
+        # A spec the controller could not act on in full is not "observed".
+        generation = scope.obj["metadata"].get("generation") if completed else None
+        patch = final_status_patch(scope.current, scope.status, scope.book.wire(), generation)
+        written = scope.baseline if scope.baseline is not None else scope.obj
+        await write_status(scope.kube, self.resource, written, patch)
+
+
+def final_status_patch(
+    current: Mapping[str, Any],
+    owned: Mapping[str, Any],
+    conditions: list[dict[str, Any]],
+    generation: int | None,
+) -> Manifest:
+    """The patch a reconcile's end writes: the ``owned`` fields and the ``conditions``, and ``generation``
+    as ``observedGeneration`` when given (None: it stays as it is); empty when nothing changed."""
+    fields = {**owned, "conditions": conditions}
+    if generation is not None:
+        fields["observedGeneration"] = generation
+    return owned_status_patch(current, fields)

@@ -1,5 +1,6 @@
 """Growing the volumes of a StatefulSet: whether a larger size can be had, and the patches that ask
-for it. Pure: the controllers read the claims and their StorageClass, and apply what is decided here.
+for it. Pure but for :func:`expansion_allowed`, the one read of a StorageClass: the controllers read the
+claims, and apply what is decided here.
 
 Kubernetes grows a bound PersistentVolumeClaim when its StorageClass says
 ``allowVolumeExpansion: true``; a StatefulSet's ``volumeClaimTemplates`` never change, so an operator
@@ -13,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from enum import Enum
-from typing import Any
+from typing import Any, Protocol
 
 from operator_core.children import Manifest
 from operator_core.quantity import parse_quantity
@@ -21,9 +22,11 @@ from operator_core.quantity import parse_quantity
 __all__ = [
     "Expansion",
     "ExpansionPlan",
+    "Reader",
     "claim_expansion",
     "claim_template_size",
     "decide_expansion",
+    "expansion_allowed",
     "requested_size",
     "smaller",
 ]
@@ -79,6 +82,24 @@ def decide_expansion(
             "allow volume expansion (allowVolumeExpansion: true)",
         )
     return ExpansionPlan(Expansion.EXPAND, wanted, f"growing the {volume} from {claimed} to {wanted}")
+
+
+class Reader(Protocol):
+    """What :func:`expansion_allowed` reads through (an ``operator_core.kube.Kube``): named by shape, so that
+    the pure ``resources`` rooms, which build the claim patches here, stay clear of the API adapter."""
+
+    async def get(
+        self, api_version: str, kind: str, name: str, namespace: str | None = None
+    ) -> Mapping[str, Any] | None: ...
+
+
+async def expansion_allowed(kube: Reader, class_name: str | None) -> bool:
+    """Whether StorageClass ``class_name`` says ``allowVolumeExpansion: true`` (no class, or one that is
+    not there, does not)."""
+    if not class_name:
+        return False
+    storage_class = await kube.get("storage.k8s.io/v1", "StorageClass", class_name)
+    return bool((storage_class or {}).get("allowVolumeExpansion"))
 
 
 def requested_size(claim_spec: Mapping[str, Any] | None) -> str | None:

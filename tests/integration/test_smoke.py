@@ -50,7 +50,7 @@ async def test_transition_rule_keeps_storage_class_immutable_and_defaults_apply(
 
 
 def ready_node(name: str) -> dict[str, Any]:
-    from operator_core.conditions import utcnow
+    from operator_core.clock import utcnow
 
     now = utcnow().strftime("%Y-%m-%dT%H:%M:%SZ")
     capacity = {"cpu": "4", "memory": "8Gi", "pods": "110"}

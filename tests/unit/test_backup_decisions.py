@@ -16,7 +16,7 @@ from typesense_operator.backup.decide import (
     parse_age,
     to_prune,
 )
-from typesense_operator.quorum.decide import NodeProbe
+from typesense_operator.quorum.model import NodeProbe
 
 NOW = datetime(2026, 11, 25, 23, 30, tzinfo=UTC)  # a Wednesday
 

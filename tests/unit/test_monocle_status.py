@@ -10,8 +10,9 @@ from monocle_operator.controller.status import (
     deployment_condition,
     ready_condition,
     statefulset_condition,
-    status_patch,
+    status_fields,
 )
+from operator_core.steps import final_status_patch
 from operator_testkit.tables import conditions
 
 
@@ -75,6 +76,11 @@ def test_ready_names_the_first_component_that_is_not(
     states: dict[str, str], expected: tuple[str, str]
 ) -> None:
     assert ready_condition(conditions(**states))[:2] == expected
+
+
+def status_patch(current: Any, conditions: Any, *, generation: Any, **fields: Any) -> Any:
+    """The patch a reconcile's end writes (operator_core.steps.Steps) of these fields and conditions."""
+    return final_status_patch(current, status_fields(**fields), [c.to_wire() for c in conditions], generation)
 
 
 def test_status_patch_is_empty_when_nothing_changed_and_keeps_unset_fields() -> None:

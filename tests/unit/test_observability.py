@@ -96,13 +96,6 @@ def test_a_json_line_names_the_object_it_is_about() -> None:
     assert "object" not in outside
 
 
-def test_a_json_line_takes_kopfs_object_reference() -> None:
-    record = _record("handled")
-    record.k8s_ref = {"kind": "Monocle", "namespace": "m", "name": "one"}
-    entry = json.loads(JsonFormatter().format(record))
-    assert (entry["kind"], entry["namespace"], entry["object"]) == ("Monocle", "m", "one")
-
-
 @pytest.mark.parametrize("log_format", ["text", "json"])
 def test_no_format_lets_a_secret_value_through(log_format: str, capsys: pytest.CaptureFixture[str]) -> None:
     secret = "s3cr3t-api-key-value"

@@ -8,11 +8,6 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from typesense_operator.quorum.decide import (
-    Action,
-    ClusterState,
-    NodeProbe,
-    QuorumRecord,
-    QuorumSettings,
     cluster_state,
     committed_so_far,
     decide,
@@ -23,6 +18,7 @@ from typesense_operator.quorum.decide import (
     provable_deadlock,
     requeue_seconds,
 )
+from typesense_operator.quorum.model import Action, ClusterState, NodeProbe, QuorumRecord, QuorumSettings
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 GRACE = QuorumSettings(grace_seconds=60)

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 import pytest
 
 from typesense_operator.api.reasons import ReadyReason
-from typesense_operator.quorum.decide import Action, ClusterState, Plan, QuorumRecord
+from typesense_operator.quorum.model import Action, ClusterState, Plan, QuorumRecord
 from typesense_operator.quorum.probe import (
     UNEXPECTED_ERRORS,
     DirectToPod,

@@ -11,7 +11,7 @@ import pytest
 
 from operator_core import errors
 from operator_core.crdgen import CustomResource
-from operator_core.starting import check_start
+from operator_core.starting import check_start, process_started
 from typesense_operator.api import TYPESENSE_CLUSTER
 
 pytestmark = pytest.mark.unit
@@ -69,3 +69,17 @@ async def test_an_operator_whose_crd_is_not_installed_says_which() -> None:
         await check_start(StartingKube([None], served=False), RESOURCES)  # type: ignore[arg-type]
     assert "TypesenseCluster (ts.opentelekomcloud.com/v1alpha1) is not served" in str(failed.value)
     assert "install its CRD typesenseclusters.ts.opentelekomcloud.com first" in str(failed.value)
+
+
+def test_the_process_started_before_now_and_after_its_interpreter_was_asked_for() -> None:
+    started = process_started()
+    assert started <= time.monotonic()
+    assert time.monotonic() - started < 24 * 3600, "this test process is not a day old"
+
+
+async def test_the_patience_counts_from_when_it_is_told_so_a_late_check_gives_up_sooner() -> None:
+    refused = errors.Unavailable("reading the API server's version: no answer (connection refused)")
+    began = time.monotonic()
+    with pytest.raises(errors.StartFailed, match="did not answer within 3 s"):
+        await check_start(StartingKube([refused]), RESOURCES, patience=3, since=began - 2)  # type: ignore[arg-type]
+    assert time.monotonic() - began < 1.5

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typesense_operator.controller.reconcile import CommitMemory
+from typesense_operator.controller.nodes import CommitMemory
 
 
 def test_a_commit_is_recalled_for_the_same_cluster_only() -> None:

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from typesense_operator.quorum.decide import NodeProbe
+from typesense_operator.quorum.model import NodeProbe
 from typesense_operator.quorum.record import roll_status, roll_under_way, roll_waiting_since
 from typesense_operator.quorum.roll import RollAction, RollNode, RollSettings, plan_roll
 

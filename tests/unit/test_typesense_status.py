@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
 from operator_core.conditions import set_condition
+from operator_core.steps import final_status_patch
 from operator_testkit.tables import T0, conditions
 from typesense_operator.api.reasons import ReadyReason
 from typesense_operator.controller.status import (
@@ -15,9 +17,9 @@ from typesense_operator.controller.status import (
     nodes_to_publish,
     phase,
     ready_condition,
-    status_patch,
+    status_fields,
 )
-from typesense_operator.quorum.decide import Action, ClusterState, NodeProbe, Plan, QuorumRecord
+from typesense_operator.quorum.model import Action, ClusterState, NodeProbe, Plan, QuorumRecord
 
 
 def a_plan(ready: bool, reason: str = "QuorumReady") -> Plan:
@@ -88,6 +90,12 @@ def test_the_disruption_budget_stands_from_the_first_ready_node_on(
     previous_phase: str | None, ready_nodes: int, budget_exists: bool, wanted: bool
 ) -> None:
     assert guards_disruptions(previous_phase, ready_nodes, budget_exists) is wanted
+
+
+def status_patch(current: Any, conditions: Any, observed: Any, *, generation: Any, **fields: Any) -> Any:
+    """The patch a reconcile's end writes (operator_core.steps.Steps) of these fields and conditions."""
+    owned = status_fields(current, conditions, observed, **fields)
+    return final_status_patch(current, owned, [c.to_wire() for c in conditions], generation)
 
 
 def test_status_patch_holds_only_changes() -> None:

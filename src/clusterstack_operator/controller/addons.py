@@ -34,17 +34,15 @@ import yaml
 
 from clusterstack_operator.api.reasons import ConditionType, EventReason, Reason
 from clusterstack_operator.api.v1alpha1 import CLUSTER_ADDON
-from clusterstack_operator.controller.common import (
-    StackScope,
-    StackSteps,
+from clusterstack_operator.controller.charts import (
     apply_and_record,
-    clusters_of,
     delete_applied,
     report_template_failure,
     values_template_data,
-    write_capi_status,
 )
+from clusterstack_operator.controller.clusters import clusters_of
 from clusterstack_operator.controller.runtime import ADDON_NAMESPACE
+from clusterstack_operator.controller.scope import StackScope, ready_report, write_capi_status
 from clusterstack_operator.controller.stages import StagedRun, has_stages, run_stages
 from clusterstack_operator.helm import HelmError
 from clusterstack_operator.releases.addons import (
@@ -61,7 +59,7 @@ from clusterstack_operator.workload import kubeconfig_secret_name
 from operator_core import errors
 from operator_core.kube import Kube
 from operator_core.reconciling import WAIT_FOR_CHANGE, Context
-from operator_core.steps import ConditionBook, Outcome
+from operator_core.steps import ConditionBook, Outcome, Steps
 
 __all__ = ["addon_references", "reconcile_addon"]
 
@@ -309,14 +307,16 @@ def _required(scope: AddonScope) -> tuple[str, ...]:
     return (*REQUIRED[:2], ConditionType.CONFIG_VALIDATED, *REQUIRED[2:]) if staged else REQUIRED
 
 
-STEPS = StackSteps(
+STEPS = Steps(
     CLUSTER_ADDON,
     AddonScope.of,
     (find_cluster, reach_workload_cluster, check_release_assets, apply_addons),
-    required=_required,
-    ready_message="the cluster addons are applied in the workload cluster",
-    became_ready=EventReason.ADDONS_READY,
-    became_not_ready=EventReason.ADDONS_NOT_READY,
+    ready_report(
+        _required,
+        ready_message="the cluster addons are applied in the workload cluster",
+        became_ready=EventReason.ADDONS_READY,
+        became_not_ready=EventReason.ADDONS_NOT_READY,
+    ),
 )
 reconcile_addon = STEPS.reconcile
 

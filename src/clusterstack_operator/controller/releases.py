@@ -22,16 +22,9 @@ import yaml
 
 from clusterstack_operator.api.reasons import ConditionType, EventReason, Reason
 from clusterstack_operator.api.v1alpha1 import CLUSTER_STACK_RELEASE
-from clusterstack_operator.controller.common import (
-    StackScope,
-    StackSteps,
-    apply_and_record,
-    clusters_by_class,
-    clusters_using,
-    delete_applied,
-    report_template_failure,
-    write_capi_status,
-)
+from clusterstack_operator.controller.charts import apply_and_record, delete_applied, report_template_failure
+from clusterstack_operator.controller.clusters import clusters_by_class, clusters_using
+from clusterstack_operator.controller.scope import StackScope, ready_report, write_capi_status
 from clusterstack_operator.helm import HelmError
 from clusterstack_operator.releases.assets import InvalidRelease
 from clusterstack_operator.releases.versions import InvalidVersion, ReleaseName
@@ -43,7 +36,7 @@ from operator_core.children import MANAGED_BY_LABEL
 from operator_core.controller import FINALIZED
 from operator_core.kube import Kube
 from operator_core.reconciling import WAIT_FOR_CHANGE, Context
-from operator_core.steps import Outcome
+from operator_core.steps import Outcome, Steps
 
 __all__ = ["FINALIZER", "finalize_release", "reconcile_release"]
 
@@ -165,14 +158,16 @@ async def apply_cluster_class(scope: ReleaseScope) -> Outcome:
     return Outcome.CONTINUE
 
 
-STEPS = StackSteps(
+STEPS = Steps(
     CLUSTER_STACK_RELEASE,
     ReleaseScope.of,
     (download, wait_for_provider, apply_cluster_class),
-    required=lambda _: REQUIRED,
-    ready_message="ClusterClass applied",
-    became_ready=EventReason.RELEASE_READY,
-    became_not_ready=EventReason.RELEASE_NOT_READY,
+    ready_report(
+        lambda _: REQUIRED,
+        ready_message="ClusterClass applied",
+        became_ready=EventReason.RELEASE_READY,
+        became_not_ready=EventReason.RELEASE_NOT_READY,
+    ),
 )
 reconcile_release = STEPS.reconcile
 

@@ -31,7 +31,6 @@ __all__ = [
     "ADDON_NAMESPACE",
     "ADDON_RELEASE_NAME",
     "ADDON_VALUES_FILE",
-    "RUNTIME",
     "STAGE_VALUES_FILE",
     "StackRuntime",
 ]
@@ -44,12 +43,13 @@ ADDON_VALUES_FILE = "cluster-addon-values.yaml"
 STAGE_VALUES_FILE = "overwrite.yaml"
 """A stage chart's values template, rendered over the Cluster as cluster-addon-values.yaml is."""
 STAGE_CHARTS_DIR = "cluster-addon-stages"
-RUNTIME = "clusterstack"
-"""The key of :class:`StackRuntime` in the controller context's extras."""
 
 
 @dataclass
 class StackRuntime:
+    """The Cluster Stack operator's runtime (:attr:`operator_core.reconciling.Context.runtime`), made by
+    its start hook."""
+
     settings: ClusterStackSettings
     source: ReleaseSource
     store: ReleaseStore

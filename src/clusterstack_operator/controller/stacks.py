@@ -20,12 +20,8 @@ from typing import Any
 
 from clusterstack_operator.api.reasons import ConditionType, EventReason, Reason
 from clusterstack_operator.api.v1alpha1 import CLUSTER_ADDON, CLUSTER_STACK, CLUSTER_STACK_RELEASE
-from clusterstack_operator.controller.common import (
-    StackScope,
-    StackSteps,
-    clusters_by_class,
-    clusters_using,
-)
+from clusterstack_operator.controller.clusters import clusters_by_class, clusters_using
+from clusterstack_operator.controller.scope import StackScope, ready_report
 from clusterstack_operator.releases.decide import (
     WANTED,
     ExistingRelease,
@@ -53,8 +49,9 @@ from clusterstack_operator.sources.base import SourceError
 from operator_core import errors
 from operator_core.cache import WatchedKind
 from operator_core.children import MANAGED_BY_LABEL
+from operator_core.conditions import condition_of
 from operator_core.reconciling import Context
-from operator_core.steps import ConditionBook, Outcome
+from operator_core.steps import ConditionBook, Outcome, Steps
 
 __all__ = ["provider_template_of", "reconcile_stack"]
 
@@ -311,25 +308,26 @@ def releases_not_ready(
     )
     waiting = []
     for tag in wanted:
-        status = (existing.get(tag) or {}).get("status") or {}
-        if status.get("ready"):
+        release = existing.get(tag) or {}
+        if (release.get("status") or {}).get("ready"):
             continue
-        conditions = status.get("conditions") or []
-        ready: Mapping[str, Any] = next((c for c in conditions if c.get("type") == ConditionType.READY), {})
+        ready = condition_of(release, ConditionType.READY) or {}
         waiting.append(
             (tag, ready.get("reason") or Reason.PROCESS_ONGOING, ready.get("message") or "not reconciled yet")
         )
     return waiting
 
 
-STEPS = StackSteps(
+STEPS = Steps(
     CLUSTER_STACK,
     StackReconcile.of,
     (list_source, plan, find_provider_template, sync_releases, create_cluster_addons, report_releases),
-    required=lambda scope: scope.required,
-    ready_message="",
-    became_ready=EventReason.RELEASE_READY,
-    became_not_ready=EventReason.RELEASE_NOT_READY,
+    ready_report(
+        lambda scope: scope.required,
+        ready_message="",
+        became_ready=EventReason.RELEASE_READY,
+        became_not_ready=EventReason.RELEASE_NOT_READY,
+    ),
 )
 reconcile_stack = STEPS.reconcile
 

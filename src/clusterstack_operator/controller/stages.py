@@ -23,7 +23,7 @@ from typing import Any
 import yaml
 
 from clusterstack_operator.api.reasons import ConditionType, EventReason, Reason
-from clusterstack_operator.controller.common import (
+from clusterstack_operator.controller.charts import (
     apply_and_record,
     delete_applied,
     report_template_failure,

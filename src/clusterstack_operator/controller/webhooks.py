@@ -29,7 +29,6 @@ URL, registers them; the chart registers them through its Service (decision 29).
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -37,7 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from clusterstack_operator.api.v1alpha1 import CLUSTER_ADDON, CLUSTER_STACK, CLUSTER_STACK_RELEASE
-from clusterstack_operator.controller.common import CLUSTER_KINDS
+from clusterstack_operator.controller.clusters import clusters_using
 from clusterstack_operator.controller.settings import settings_from_environment, webhook_files
 from clusterstack_operator.releases.decide import (
     StackIdentity,
@@ -328,7 +327,7 @@ class AdmissionChecks:
 
     async def stack(self, request: AdmissionRequest) -> Verdict:
         if request.operation == "DELETE":
-            clusters = await self._clusters(request.namespace)
+            clusters = await clusters_using(self._kube, request.namespace)
             refused = why_stack_deletion_is_refused(request.subject, clusters)
         else:
             wanted = provider_template_to_check(request.subject, request.old_object)
@@ -340,7 +339,7 @@ class AdmissionChecks:
     async def release(self, request: AdmissionRequest) -> Verdict:
         if request.operation != "DELETE":
             return Verdict.allow()
-        clusters = await self._clusters(request.namespace)
+        clusters = await clusters_using(self._kube, request.namespace)
         refused = why_release_deletion_is_refused(request.name, request.namespace, clusters)
         return Verdict.allow() if refused is None else Verdict.deny(refused)
 
@@ -371,30 +370,6 @@ class AdmissionChecks:
         if verdict.refused is not None:
             return Verdict.deny(verdict.refused)
         return Verdict.allow(*verdict.warnings)
-
-    async def _clusters(self, namespace: str) -> list[dict[str, Any]]:
-        """The Clusters that use the classes of ``namespace`` (its own, and tenants' in any namespace the
-        operator may list; only its own where RBAC grants no more), in every version Cluster API serves,
-        each once: in the first version whose view names its ClusterClass (a version that is not served
-        has none).
-
-        Without a conversion webhook, a Cluster written as v1beta1 reads as v1beta2 without its
-        ``topology.class``, which v1beta2 does not have: the other view must not hide it.
-        """
-        seen: dict[tuple[str, str], dict[str, Any]] = {}
-        for api_version, kind in CLUSTER_KINDS:
-            with contextlib.suppress(errors.NotFound):
-                try:
-                    listed = await self._kube.list(api_version, kind, "*")
-                except errors.Forbidden:  # a namespaced installation (Roles): its own namespace only
-                    listed = await self._kube.list(api_version, kind, namespace)
-                for cluster in listed:
-                    if class_namespace_of(cluster) != namespace:
-                        continue
-                    key = (cluster["metadata"]["namespace"], cluster["metadata"]["name"])
-                    if key not in seen or cluster_class_of(seen[key]) is None:
-                        seen[key] = cluster
-        return list(seen.values())
 
 
 def _webhook(resource: CustomResource, operations: tuple[Any, ...], check: Any) -> ValidatingWebhook:

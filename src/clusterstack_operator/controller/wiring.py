@@ -23,9 +23,9 @@ from __future__ import annotations
 
 from clusterstack_operator.api.v1alpha1 import CLUSTER_ADDON, CLUSTER_STACK, CLUSTER_STACK_RELEASE
 from clusterstack_operator.controller.addons import addon_references, reconcile_addon
-from clusterstack_operator.controller.common import CLUSTER_KINDS, class_namespaces
+from clusterstack_operator.controller.clusters import CLUSTER_KINDS, class_namespaces
 from clusterstack_operator.controller.releases import FINALIZER, finalize_release, reconcile_release
-from clusterstack_operator.controller.runtime import RUNTIME, StackRuntime
+from clusterstack_operator.controller.runtime import StackRuntime
 from clusterstack_operator.controller.settings import settings_from_environment
 from clusterstack_operator.controller.stacks import provider_template_of, reconcile_stack
 from clusterstack_operator.controller.webhooks import serving_webhooks
@@ -37,16 +37,17 @@ from operator_core.reconciling import Context
 API_GROUP = "clusterstack.x-k8s.io"
 
 
-async def _start(context: Context) -> None:
+async def _start(context: Context) -> StackRuntime:
     settings = settings_from_environment()
-    context.extras[RUNTIME] = StackRuntime.from_settings(settings, context.kube.field_manager)
+    return StackRuntime.from_settings(settings, context.kube.field_manager)
 
 
 async def _stop(context: Context) -> None:
-    runtime = context.extras.get(RUNTIME)
-    if isinstance(runtime, StackRuntime):
-        await runtime.workloads.close()
-    close = getattr(getattr(runtime, "source", None), "aclose", None)
+    runtime = context.runtime
+    if not isinstance(runtime, StackRuntime):
+        return  # the start hook failed before it made one: nothing to close
+    await runtime.workloads.close()
+    close = getattr(runtime.source, "aclose", None)
     if close is not None:
         await close()
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import base64
 import secrets
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,7 +28,7 @@ from monocle_operator.controller.status import (
     deployment_condition,
     ready_condition,
     statefulset_condition,
-    status_patch,
+    status_fields,
 )
 from monocle_operator.resources import (
     CONFIG_KEY,
@@ -50,14 +50,14 @@ from monocle_operator.resources import (
 )
 from operator_core.applying import apply_report_prune
 from operator_core.children import StepEventReason
-from operator_core.kube import Kube
 from operator_core.metrics import REGISTRY
 from operator_core.reconciling import WAIT_FOR_CHANGE, Context
 from operator_core.secrets import register_secret
-from operator_core.steps import ConditionBook, Outcome, run_steps, write_status
-from operator_core.storage import claim_template_size, requested_size
+from operator_core.steps import Outcome, Steps
+from operator_core.steps import Scope as BaseScope
+from operator_core.storage import claim_template_size, expansion_allowed, requested_size
 
-__all__ = ["Outcome", "Scope", "reconcile"]
+__all__ = ["STEPS", "Outcome", "Scope", "reconcile"]
 
 UPDATE_IDENTS_JOBS = Counter(
     "monocle_update_idents_jobs_total",
@@ -66,16 +66,13 @@ UPDATE_IDENTS_JOBS = Counter(
 )
 
 
-@dataclass
-class Scope:
-    """What one reconcile knows and has decided so far."""
+@dataclass(kw_only=True)
+class Scope(BaseScope):
+    """What one reconcile of one Monocle instance knows and has decided so far. Its :attr:`next_look` is
+    the resync interval: pods becoming ready are seen through child events, so this is only the safety
+    net."""
 
-    obj: dict[str, Any]
     instance: Instance
-    kube: Kube
-    book: ConditionBook
-    resync_seconds: float
-    """Pods becoming ready are seen through child events; this is only the safety net."""
     secret_hash: str | None = None
     config: ConfigCheck | None = None
     config_text: str | None = None
@@ -86,16 +83,13 @@ class Scope:
     """A Secret or ConfigMap only the user can create is missing: only its creation can help, and the
     objects the spec names wake the instance when they change."""
 
+    @classmethod
+    def of(cls, obj: dict[str, Any], context: Context) -> Scope:
+        return cls(**BaseScope.parts(obj, context), instance=Instance.from_object(obj))
+
     @property
     def requeue_after(self) -> float:
-        return WAIT_FOR_CHANGE if self.waiting_for_user else self.resync_seconds
-
-    @property
-    def status(self) -> dict[str, Any]:
-        return dict(self.obj.get("status") or {})
-
-
-Step = Callable[[Scope], Awaitable[Outcome]]
+        return WAIT_FOR_CHANGE if self.waiting_for_user else self.next_look
 
 
 def _decoded(data: Mapping[str, str] | None) -> dict[str, str]:
@@ -183,8 +177,8 @@ async def apply_children(scope: Scope) -> Outcome:
 async def run_update_idents(scope: Scope) -> Outcome:
     """A changed, valid config.yaml gets one update-idents Job, replacing only this instance's earlier one."""
     instance = scope.instance
-    applied = scope.status.get("configHash")
-    scope.config_hash, scope.update_idents_job = applied, scope.status.get("updateIdentsJob")
+    applied = scope.current.get("configHash")
+    scope.config_hash, scope.update_idents_job = applied, scope.current.get("updateIdentsJob")
     if scope.config is None or not scope.config.valid or scope.config_text is None:
         return Outcome.CONTINUE
     wanted = config_hash(scope.config_text)
@@ -221,10 +215,7 @@ async def expand_storage(scope: Scope) -> Outcome:
         return Outcome.CONTINUE
     claimed = requested_size(claim["spec"])
     class_name = claim["spec"].get("storageClassName")
-    allows = False
-    if class_name:
-        storage_class = await scope.kube.get("storage.k8s.io/v1", "StorageClass", class_name)
-        allows = bool((storage_class or {}).get("allowVolumeExpansion"))
+    allows = await expansion_allowed(scope.kube, class_name)
     plan = decide_expansion(instance.spec.elastic.storage_size, claimed, class_name, allows)
     if plan.action is Expansion.EXPAND:
         await scope.kube.apply(build_claim_expansion(instance, plan.size))
@@ -235,7 +226,7 @@ async def expand_storage(scope: Scope) -> Outcome:
 
 
 def _spec_changed(scope: Scope) -> bool:
-    return bool(scope.status.get("observedGeneration") != scope.obj["metadata"].get("generation"))
+    return bool(scope.current.get("observedGeneration") != scope.obj["metadata"].get("generation"))
 
 
 async def observe_components(scope: Scope) -> Outcome:
@@ -249,30 +240,8 @@ async def observe_components(scope: Scope) -> Outcome:
     return Outcome.CONTINUE
 
 
-STEPS: tuple[Step, ...] = (
-    ensure_secrets,
-    check_configuration,
-    apply_children,
-    run_update_idents,
-    expand_storage,
-    observe_components,
-)
-
-
-async def reconcile(obj: dict[str, Any], context: Context) -> float:
-    """Bring one instance to its spec and write its status; returns seconds until the next look."""
-    scope = Scope(
-        obj=obj,
-        instance=Instance.from_object(obj),
-        kube=context.kube,
-        book=ConditionBook.of(obj, context.recorder),
-        resync_seconds=context.settings.resync_seconds,
-    )
-    await run_steps(STEPS, scope, finish=_write_status)
-    return scope.requeue_after
-
-
-async def _write_status(scope: Scope, completed: bool) -> None:
+async def report(scope: Scope, completed: bool) -> None:
+    """Ready from the components, and the config hash update-idents ran for and its Job."""
     book = scope.book
     await book.set_ready(
         *ready_condition(book.conditions),
@@ -280,11 +249,23 @@ async def _write_status(scope: Scope, completed: bool) -> None:
         became_not_ready=EventReason.NOT_READY,
         condition_type=ConditionType.READY,
     )
-    patch = status_patch(
-        scope.status,
-        book.conditions,
-        config_hash=scope.config_hash,
-        update_idents_job=scope.update_idents_job,
-        generation=scope.obj["metadata"].get("generation") if completed else None,
+    scope.status.update(
+        status_fields(config_hash=scope.config_hash, update_idents_job=scope.update_idents_job)
     )
-    await write_status(scope.kube, MONOCLE, scope.obj, patch)
+
+
+STEPS = Steps(
+    MONOCLE,
+    Scope.of,
+    (
+        ensure_secrets,
+        check_configuration,
+        apply_children,
+        run_update_idents,
+        expand_storage,
+        observe_components,
+    ),
+    report,
+)
+reconcile = STEPS.reconcile
+"""Bring one instance to its spec and write its status; returns seconds until the next look."""

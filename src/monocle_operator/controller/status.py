@@ -10,9 +10,8 @@ from typing import Any
 
 from monocle_operator.api.reasons import ConditionType
 from operator_core.conditions import Condition, ConditionStatus, summarize_ready
-from operator_core.manifests import merge_patch
 
-__all__ = ["REQUIRED", "deployment_condition", "ready_condition", "statefulset_condition", "status_patch"]
+__all__ = ["REQUIRED", "deployment_condition", "ready_condition", "statefulset_condition", "status_fields"]
 
 # Ready needs all of these; the first that is not True explains why not.
 REQUIRED = (
@@ -57,24 +56,8 @@ def ready_condition(conditions: Sequence[Condition]) -> Verdict:
     )
 
 
-def status_patch(
-    current: Mapping[str, Any],
-    conditions: Sequence[Condition],
-    *,
-    config_hash: str | None,
-    update_idents_job: str | None,
-    generation: int | None,
-) -> dict[str, Any]:
-    """The merge patch from ``current`` status to the new one; empty when nothing changed.
-
-    ``generation`` is recorded as observed only when the reconcile completed (None otherwise).
-    """
-    desired: dict[str, Any] = {
-        "conditions": [c.to_wire() for c in conditions],
-        "configHash": config_hash,
-        "updateIdentsJob": update_idents_job,
-        "observedGeneration": generation,
-    }
-    # Fields left None keep their current value; the others follow exactly.
-    owned = {key: value for key, value in desired.items() if value is not None}
-    return merge_patch({key: current[key] for key in owned if key in current}, owned)
+def status_fields(*, config_hash: str | None, update_idents_job: str | None) -> dict[str, Any]:
+    """The status fields a reconcile owns, besides the conditions and ``observedGeneration``: the config
+    hash update-idents ran for and its Job, each where known (None: it stays as it is)."""
+    desired = {"configHash": config_hash, "updateIdentsJob": update_idents_job}
+    return {key: value for key, value in desired.items() if value is not None}

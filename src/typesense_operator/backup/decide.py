@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from typesense_operator.quorum.decide import NodeProbe
+from typesense_operator.quorum.model import NodeProbe
 
 __all__ = ["BackupView", "NodeChoice", "NotBackedUp", "choose_node", "parse_age", "to_prune"]
 

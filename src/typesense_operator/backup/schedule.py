@@ -26,7 +26,7 @@ from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from operator_core.children import Manifest, Owner
-from operator_core.conditions import parse_wire_time
+from operator_core.clock import parse_wire_time
 from typesense_operator.api.backups import (
     TYPESENSE_BACKUP,
     TYPESENSE_SCHEDULED_BACKUP,

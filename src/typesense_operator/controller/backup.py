@@ -11,27 +11,24 @@ The operator never reads the storage credentials: only the Job does, from their 
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from dataclasses import dataclass
 from typing import Any
 
 from operator_core import errors
-from operator_core.conditions import utcnow, wire_time
+from operator_core.clock import utcnow, wire_time
 from operator_core.controller import FINALIZED
-from operator_core.kube import Kube
 from operator_core.reconciling import WAIT_FOR_CHANGE, Context
 from operator_core.secrets import register_secret
-from operator_core.steps import ConditionBook, write_status
+from operator_core.steps import ConditionBook, Outcome, Scope, Steps
 from typesense_operator.api import TYPESENSE_CLUSTER
 from typesense_operator.api.backups import TYPESENSE_BACKUP
 from typesense_operator.api.reasons import BackupReason, EventReason
 from typesense_operator.backup.decide import NotBackedUp, choose_node
 from typesense_operator.backup.node import SnapshotFailed, take_snapshot
-from typesense_operator.controller.jobs import job_result, job_state
-from typesense_operator.controller.reconcile import decoded_key, node_targets, probe_cluster
-from typesense_operator.controller.settings import TypesenseSettings
-from typesense_operator.quorum.probe import NodeAddressing
+from typesense_operator.controller.jobs import delete_ended_job, job_result, job_state, no_image_message
+from typesense_operator.controller.nodes import decoded_key, node_targets, probe_cluster
+from typesense_operator.controller.runtime import FINAL_PHASES, TypesenseRuntime
 from typesense_operator.resources.backup import (
     Backup,
     backup_job,
@@ -52,34 +49,93 @@ __all__ = [
 
 DATA_FINALIZER = "ts.opentelekomcloud.com/backup-data"
 """Held by a backup whose deletionPolicy is Delete: it goes once its data is removed."""
-FINAL_PHASES = ("Completed", "Failed")
 _MESSAGE_WAIT_SECONDS = 1.0
+_WAIT_FOR_OTHER_SECONDS = 5.0
+"""How soon a backup waiting for another of its cluster looks again (that one's end wakes only itself)."""
 
 
-@dataclass
-class _Report:
-    """What one reconcile writes to the backup's status."""
+@dataclass(kw_only=True)
+class BackupScope(Scope):
+    """One reconcile of one TypesenseBackup: its status is all its own (:attr:`status` starts as it is)."""
 
     backup: Backup
-    book: ConditionBook
-    status: dict[str, Any]
+    runtime: TypesenseRuntime
+    phase: str | None = None
+    """The phase the reconcile found."""
+    settled: bool = False
+    """A step went as far as it could and said so (not cut short by an error): the status is written with
+    ``observedGeneration``."""
 
-    async def fail(self, reason: BackupReason, message: str) -> float:
+    @classmethod
+    def of(cls, obj: dict[str, Any], context: Context) -> BackupScope:
+        status = dict(obj.get("status") or {})
+        return cls(
+            **Scope.parts(obj, context),
+            backup=Backup.from_object(obj),
+            runtime=context.runtime_of(TypesenseRuntime),
+            phase=status.get("phase"),
+            status=status,
+        )
+
+    @property
+    def cluster_key(self) -> tuple[str, str]:
+        return (self.backup.namespace, self.backup.spec.cluster.name)
+
+    async def fail(self, reason: BackupReason, message: str) -> Outcome:
         self.status.update(phase="Failed", completedAt=wire_time(utcnow()))
         await self.book.set("Ready", "False", reason, message)
         await self.book.event("Warning", EventReason.BACKUP_FAILED, message)
-        return WAIT_FOR_CHANGE
+        return self.wait(WAIT_FOR_CHANGE)
+
+    def wait(self, seconds: float) -> Outcome:
+        """The reconcile is over for now: look again in ``seconds``."""
+        self.next_look, self.settled = seconds, True
+        return Outcome.STOP
 
 
-async def _start(
-    obj: dict[str, Any], report: _Report, kube: Kube, addressing: NodeAddressing, settings: TypesenseSettings
-) -> float:
-    backup = report.backup
+async def let_go_if_ended(scope: BackupScope) -> Outcome:
+    """Completed and Failed are final: such a backup is never written again, and its Job goes."""
+    if scope.phase not in FINAL_PHASES:
+        return Outcome.CONTINUE
+    await delete_ended_job(scope.kube, backup_job_name(scope.backup), scope.backup.namespace)
+    scope.next_look = WAIT_FOR_CHANGE
+    return Outcome.STOP
+
+
+async def one_at_a_time(scope: BackupScope) -> Outcome:
+    """A backup that has not started waits while another of its cluster runs; the guard holds until its
+    status says whether it started (:class:`~typesense_operator.controller.runtime.OneBackupAtATime`)."""
+    if scope.phase == "Running":
+        return Outcome.CONTINUE
+    guard, backup = scope.runtime.backups, scope.backup
+    await scope.held.enter_async_context(guard.lock(scope.cluster_key))
+    other = await guard.other(scope.kube, backup)
+    if other is not None:
+        note = f"waiting for TypesenseBackup {other} to end: a cluster takes one backup at a time"
+        await scope.book.set("Ready", "False", BackupReason.PENDING, note)
+        scope.status["phase"] = "Pending"
+        return scope.wait(_WAIT_FOR_OTHER_SECONDS)
+
+    async def started() -> None:
+        if scope.status.get("phase") == "Running":
+            guard.under_way[scope.cluster_key] = backup.name
+
+    scope.after_status.append(started)
+    return Outcome.CONTINUE
+
+
+async def start(scope: BackupScope) -> Outcome:
+    """Pending: the cluster must be QuorumReady; a caught-up node is chosen, asked for a snapshot, and the
+    backup Job made on its node."""
+    if scope.phase == "Running":
+        return Outcome.CONTINUE
+    backup, kube = scope.backup, scope.kube
+    addressing, settings = scope.runtime.addressing, scope.runtime.settings
     cluster_obj = await kube.get(
         TYPESENSE_CLUSTER.api_version, "TypesenseCluster", backup.spec.cluster.name, backup.namespace
     )
     if cluster_obj is None:
-        return await report.fail(
+        return await scope.fail(
             BackupReason.CLUSTER_NOT_FOUND,
             f"TypesenseCluster {backup.spec.cluster.name} does not exist in namespace {backup.namespace}",
         )
@@ -87,11 +143,11 @@ async def _start(
     if phase != "QuorumReady":  # said before anything else: a new cluster may not have its key yet
         refused = choose_node(phase, [])
         assert isinstance(refused, NotBackedUp)
-        return await report.fail(BackupReason(refused.reason), refused.message)
+        return await scope.fail(BackupReason(refused.reason), refused.message)
     cluster = Cluster.from_object(cluster_obj)
     key = decoded_key(await kube.get("v1", "Secret", cluster.admin_key_secret_name, cluster.namespace))
     if not key:
-        return await report.fail(
+        return await scope.fail(
             BackupReason.ADMIN_KEY_MISSING,
             f"the cluster's admin key (Secret {cluster.admin_key_secret_name}) is not there",
         )
@@ -100,19 +156,18 @@ async def _start(
     probes = await probe_cluster(addressing, settings, cluster, targets, key)
     choice = choose_node(phase, probes)
     if isinstance(choice, NotBackedUp):
-        return await report.fail(BackupReason(choice.reason), choice.message)
+        return await scope.fail(BackupReason(choice.reason), choice.message)
     if not settings.backup_image:
-        return await report.fail(
+        return await scope.fail(
             BackupReason.NO_BACKUP_IMAGE,
-            "the operator has no image for backup Jobs: set OPERATOR_SUITE_BACKUP_IMAGE to this suite's "
-            "image (the chart sets it to the operator's own)",
+            no_image_message("backup"),
         )
     target, pod = next((t, p) for t, p in zip(targets, pods, strict=True) if t.index == choice.index)
     started = utcnow()
     try:
         taken = await take_snapshot(addressing, target, key, snapshot_dir(backup))
     except SnapshotFailed as error:
-        return await report.fail(BackupReason.SNAPSHOT_FAILED, str(error))
+        return await scope.fail(BackupReason.SNAPSHOT_FAILED, str(error))
     facts = {
         "typesense-version": taken.typesense_version,
         "collections": str(taken.collections),
@@ -126,7 +181,7 @@ async def _start(
     # Made already by an earlier reconcile that did not get to write the status: it is the same Job.
     with contextlib.suppress(errors.Conflict):
         await kube.create(job)
-    report.status.update(
+    scope.status.update(
         phase="Running",
         startedAt=wire_time(started),
         node=target.pod,
@@ -137,123 +192,58 @@ async def _start(
         attempts=1,
     )
     note = f"snapshot of {target.pod} ({choice.why}) going to {backup_location(backup)}"
-    await report.book.set("Ready", "False", BackupReason.UPLOADING, note)
-    await report.book.event("Normal", EventReason.BACKUP_STARTED, note)
-    return WAIT_FOR_CHANGE
+    await scope.book.set("Ready", "False", BackupReason.UPLOADING, note)
+    await scope.book.event("Normal", EventReason.BACKUP_STARTED, note)
+    return scope.wait(WAIT_FOR_CHANGE)
 
 
-async def _follow(report: _Report, kube: Kube) -> float:
-    backup = report.backup
+async def follow(scope: BackupScope) -> Outcome:
+    """Running: the Job's end is awaited (its changes wake the backup) and its result read back."""
+    backup, kube = scope.backup, scope.kube
     name = backup_job_name(backup)
     job = await kube.get("batch/v1", "Job", name, backup.namespace)
     if job is None:
-        return await report.fail(BackupReason.JOB_LOST, f"its Job {name} is gone before it ended")
+        return await scope.fail(BackupReason.JOB_LOST, f"its Job {name} is gone before it ended")
     state = job_state(job)
     if state is None:
-        return WAIT_FOR_CHANGE
+        return scope.wait(WAIT_FOR_CHANGE)
     result = await job_result(kube, job)
     if result is None:
-        return _MESSAGE_WAIT_SECONDS
+        return scope.wait(_MESSAGE_WAIT_SECONDS)
     if result.get("attempts"):
-        report.status["attempts"] = int(result["attempts"])
+        scope.status["attempts"] = int(result["attempts"])
     if state == "Failed" or "error" in result:
         reason = result.get("error") or "its Job failed without saying why"
-        return await report.fail(BackupReason.UPLOAD_FAILED, reason)
-    report.status.update(
+        return await scope.fail(BackupReason.UPLOAD_FAILED, reason)
+    scope.status.update(
         phase="Completed",
         completedAt=wire_time(utcnow()),
         sizeBytes=int(result.get("size") or 0),
         files=int(result.get("files") or 0),
     )
     note = f"{result.get('files')} files, {result.get('size')} bytes in {backup_location(backup)}"
-    await report.book.set("Ready", "True", BackupReason.COMPLETED, note)
-    await report.book.event("Normal", EventReason.BACKUP_COMPLETED, note)
-    return WAIT_FOR_CHANGE
+    await scope.book.set("Ready", "True", BackupReason.COMPLETED, note)
+    await scope.book.event("Normal", EventReason.BACKUP_COMPLETED, note)
+    return scope.wait(WAIT_FOR_CHANGE)
 
 
-class _OneSnapshotAtATime:
-    """A cluster takes one backup at a time: typesense-server 0.24.1 confirms a second snapshot asked
-    for while one is being written, and writes nothing (seen when two backups started together). The
-    lock covers a backup's start, up to its status saying Running; ``under_way`` remembers what this
-    process started, which the watch cache may not show yet; after a restart, the cache tells."""
+async def report(scope: BackupScope, completed: bool) -> None:
+    """Once a step settled, the status says which generation it saw; a backup that has ended lets its
+    Job go once that is written (an ended pod that mounted the node's claim would hold the claim)."""
+    if scope.settled:
+        scope.status["observedGeneration"] = scope.obj["metadata"].get("generation")
+    if scope.phase not in FINAL_PHASES and scope.status.get("phase") in FINAL_PHASES:
 
-    def __init__(self) -> None:
-        self.locks: dict[tuple[str, str], asyncio.Lock] = {}
-        self.under_way: dict[tuple[str, str], str] = {}
+        async def let_go() -> None:
+            await delete_ended_job(scope.kube, backup_job_name(scope.backup), scope.backup.namespace)
 
-    def lock(self, key: tuple[str, str]) -> asyncio.Lock:
-        return self.locks.setdefault(key, asyncio.Lock())
-
-    async def other(self, kube: Kube, backup: Backup) -> str | None:
-        """Another backup of the same cluster under way (Running), by name; None when there is none."""
-        key = (backup.namespace, backup.spec.cluster.name)
-        started = self.under_way.get(key)
-        if started and started != backup.name:
-            found = await kube.get(
-                TYPESENSE_BACKUP.api_version, TYPESENSE_BACKUP.kind, started, backup.namespace
-            )
-            if found is not None and ((found.get("status") or {}).get("phase")) not in FINAL_PHASES:
-                return started
-            self.under_way.pop(key, None)
-        for found in await kube.list(TYPESENSE_BACKUP.api_version, TYPESENSE_BACKUP.kind, backup.namespace):
-            same_cluster = ((found.get("spec") or {}).get("cluster") or {}).get(
-                "name"
-            ) == backup.spec.cluster.name
-            running = (found.get("status") or {}).get("phase") == "Running"
-            if same_cluster and running and found["metadata"]["name"] != backup.name:
-                return str(found["metadata"]["name"])
-        return None
+        scope.after_status.append(let_go)
 
 
-_SNAPSHOTS = _OneSnapshotAtATime()
-_WAIT_FOR_OTHER_SECONDS = 5.0
-"""How soon a backup waiting for another of its cluster looks again (that one's end wakes only itself)."""
-
-
-async def reconcile_backup(
-    obj: dict[str, Any], context: Context, addressing: NodeAddressing, settings: TypesenseSettings
-) -> float:
-    """Move one backup along; returns seconds until the next look."""
-    before = dict(obj.get("status") or {})
-    backup = Backup.from_object(obj)
-    if before.get("phase") in FINAL_PHASES:
-        await _forget_job(context.kube, backup)
-        return WAIT_FOR_CHANGE
-    report = _Report(backup, ConditionBook.of(obj, context.recorder), dict(before))
-    if before.get("phase") == "Running":
-        after = await _follow(report, context.kube)
-        await _write(report, obj, context, before)
-    else:
-        key = (backup.namespace, backup.spec.cluster.name)
-        async with _SNAPSHOTS.lock(key):
-            other = await _SNAPSHOTS.other(context.kube, backup)
-            if other is not None:
-                note = f"waiting for TypesenseBackup {other} to end: a cluster takes one backup at a time"
-                await report.book.set("Ready", "False", BackupReason.PENDING, note)
-                report.status["phase"] = "Pending"
-                after = _WAIT_FOR_OTHER_SECONDS
-            else:
-                after = await _start(obj, report, context.kube, addressing, settings)
-            await _write(report, obj, context, before)
-            if report.status.get("phase") == "Running":
-                _SNAPSHOTS.under_way[key] = backup.name
-    if report.status.get("phase") in FINAL_PHASES:
-        await _forget_job(context.kube, backup)
-    return after
-
-
-async def _write(report: _Report, obj: dict[str, Any], context: Context, before: dict[str, Any]) -> None:
-    report.status["conditions"] = report.book.wire()
-    report.status["observedGeneration"] = obj["metadata"].get("generation")
-    changed = {key: value for key, value in report.status.items() if before.get(key) != value}
-    await write_status(context.kube, TYPESENSE_BACKUP, obj, changed)
-
-
-async def _forget_job(kube: Kube, backup: Backup) -> None:
-    """The ended backup's Job goes once its result is in the status, and its pod with it: an ended pod
-    that mounted the node's claim would keep that claim from being deleted, ever."""
-    if await kube.get("batch/v1", "Job", backup_job_name(backup), backup.namespace) is not None:
-        await kube.delete("batch/v1", "Job", backup_job_name(backup), backup.namespace)
+STEPS = Steps(TYPESENSE_BACKUP, BackupScope.of, (let_go_if_ended, one_at_a_time, start, follow), report)
+reconcile_backup = STEPS.reconcile
+"""Move one backup along (guard one backup of a cluster at a time, start, follow); returns seconds until
+the next look."""
 
 
 def removes_data(obj: dict[str, Any]) -> bool:
@@ -261,11 +251,11 @@ def removes_data(obj: dict[str, Any]) -> bool:
     return ((obj.get("spec") or {}).get("deletionPolicy") or "Delete") == "Delete"
 
 
-async def finalize_backup(obj: dict[str, Any], context: Context, settings: TypesenseSettings) -> float:
+async def finalize_backup(obj: dict[str, Any], context: Context) -> float:
     """Remove the backup's data with a Job, then let it go. A removal that fails is said (the data's
     location named) and the backup goes all the same: a deletion is never blocked for good."""
     backup = Backup.from_object(obj)
-    kube = context.kube
+    kube, settings = context.kube, context.runtime_of(TypesenseRuntime).settings
     status = obj.get("status") or {}
     book = ConditionBook.of(obj, context.recorder)
     if not status.get("location") or not settings.backup_image:

@@ -1,18 +1,33 @@
-"""What the operator reads back from the Jobs it runs (backups, removals, restores): whether a Job
-ended, and the one-line JSON result its command wrote as the pod's termination message."""
+"""The Jobs the operator runs (backups, removals, restores): whether a Job ended, the one-line JSON result
+its command wrote as the pod's termination message, and the ended Job let go once its result is kept."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
-from operator_core.conditions import parse_wire_time, utcnow
+from operator_core.clock import parse_wire_time, utcnow
 from operator_core.kube import Kube
 
-__all__ = ["job_result", "job_state"]
+__all__ = ["delete_ended_job", "job_result", "job_state", "no_image_message"]
 
 _MESSAGE_GRACE_SECONDS = 15.0
 """How long after its Job's end a pod's termination message is waited for."""
+
+
+def no_image_message(jobs: str) -> str:
+    """What a backup or restore says when the operator has no image for its ``jobs`` Jobs."""
+    return (
+        f"the operator has no image for {jobs} Jobs: set OPERATOR_SUITE_BACKUP_IMAGE to this suite's "
+        "image (the chart sets it to the operator's own)"
+    )
+
+
+async def delete_ended_job(kube: Kube, name: str, namespace: str) -> None:
+    """An ended Job goes once its result is in the status, and its pod with it: an ended pod that
+    mounted a claim would keep that claim from being deleted, ever."""
+    if await kube.get("batch/v1", "Job", name, namespace) is not None:
+        await kube.delete("batch/v1", "Job", name, namespace)
 
 
 def job_state(job: dict[str, Any] | None) -> str | None:

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from prometheus_client import Counter, Gauge
 
 from operator_core.metrics import REGISTRY
-from typesense_operator.quorum.decide import ClusterState, NodeProbe, Plan
+from typesense_operator.quorum.model import ClusterState, NodeProbe, Plan
 
 __all__ = ["RECOVERIES", "forget_cluster", "observe_quorum"]
 

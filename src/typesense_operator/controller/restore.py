@@ -15,16 +15,17 @@ it again: a volume a failed restore wrote into holds nothing (the download lands
 from __future__ import annotations
 
 import contextlib
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from operator_core import errors
-from operator_core.conditions import utcnow, wire_time
+from operator_core.clock import utcnow, wire_time
 from operator_core.steps import Outcome
 from typesense_operator.api.backups import TYPESENSE_BACKUP
 from typesense_operator.api.destinations import BackupDestination
 from typesense_operator.api.reasons import ConditionType, EventReason, RestoreReason
 from typesense_operator.api.v1alpha1 import FromBackup
-from typesense_operator.controller.jobs import job_result, job_state
+from typesense_operator.controller.jobs import delete_ended_job, job_result, job_state, no_image_message
+from typesense_operator.controller.scope import Scope
 from typesense_operator.resources.backup import (
     Backup,
     backup_location,
@@ -33,9 +34,6 @@ from typesense_operator.resources.backup import (
     restore_job,
     restore_job_name,
 )
-
-if TYPE_CHECKING:
-    from typesense_operator.controller.reconcile import Scope
 
 __all__ = ["BACKUP_RECHECK_SECONDS", "restore_from_backup"]
 
@@ -55,10 +53,7 @@ async def restore_from_backup(scope: Scope) -> Outcome:
     if from_backup is None:
         return Outcome.CONTINUE
     if status.get("phase") == "Completed":
-        # Its result is in the status: the Job goes, and its pod with it (an ended pod that mounted the
-        # claim would keep the claim from being deleted, ever).
-        if await kube.get("batch/v1", "Job", restore_job_name(cluster), cluster.namespace) is not None:
-            await kube.delete("batch/v1", "Job", restore_job_name(cluster), cluster.namespace)
+        await delete_ended_job(kube, restore_job_name(cluster), cluster.namespace)
         return Outcome.CONTINUE
     if await kube.get("apps/v1", "StatefulSet", cluster.statefulset_name, cluster.namespace) is not None:
         # Nodes run already (a status lost, say): nothing is ever restored under them.
@@ -140,10 +135,7 @@ async def _start(scope: Scope, from_backup: FromBackup, restore: dict[str, Any])
         return
     destination, location, name = source
     if not scope.settings.backup_image:
-        message = (
-            "the operator has no image for restore Jobs: set OPERATOR_SUITE_BACKUP_IMAGE to this suite's "
-            "image (the chart sets it to the operator's own)"
-        )
+        message = no_image_message("restore")
         await scope.set_condition(ConditionType.RESTORED, "False", RestoreReason.NO_BACKUP_IMAGE, message)
         scope.waiting_for_user = True
         return

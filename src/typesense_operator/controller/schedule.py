@@ -11,18 +11,19 @@ their changes wakes it (a backup ending may let the next one start); a change to
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from operator_core import errors
-from operator_core.conditions import parse_wire_time, utcnow, wire_time
+from operator_core.clock import parse_wire_time, utcnow, wire_time
 from operator_core.kube import Kube
 from operator_core.reconciling import WAIT_FOR_CHANGE, Context
-from operator_core.steps import ConditionBook, write_status
+from operator_core.steps import ConditionBook, Outcome, Scope, Steps
 from typesense_operator.api import TYPESENSE_BACKUP, TYPESENSE_CLUSTER
 from typesense_operator.api.backups import TYPESENSE_SCHEDULED_BACKUP
 from typesense_operator.api.reasons import ConditionType, EventReason, ScheduleReason
-from typesense_operator.backup.cron import CronError, parse_cron
+from typesense_operator.backup.cron import CronError, CronSchedule, parse_cron
 from typesense_operator.backup.decide import BackupView, parse_age, to_prune
 from typesense_operator.backup.schedule import (
     LABEL_VALUE_LIMIT,
@@ -124,65 +125,121 @@ async def _act(
     status["nextScheduleTime"] = wire_time(step.next_time) if step.next_time else None
 
 
-async def _run(
-    obj: dict[str, Any], context: Context, book: ConditionBook, status: dict[str, Any], now: datetime
-) -> float:
-    kube, resync = context.kube, context.settings.resync_seconds
-    schedule = Schedule.from_object(obj)
+@dataclass(kw_only=True)
+class ScheduleScope(Scope):
+    """One reconcile of one TypesenseScheduledBackup, at one moment: its status is all its own
+    (:attr:`status` starts as it is)."""
+
+    schedule: Schedule
+    now: datetime
+    """Now, in UTC to the second: every decision of the reconcile is made for this one moment."""
+    cron: CronSchedule | None = None
+    views: list[BackupView] = field(default_factory=list)
+    resumed: datetime | None = None
+    step: ScheduleStep | None = None
+    settled: bool = False
+    """A step went as far as it could (not cut short by an error): the status says which generation."""
+
+    @classmethod
+    def of(cls, obj: dict[str, Any], context: Context, now: datetime | None = None) -> ScheduleScope:
+        return cls(
+            **Scope.parts(obj, context),
+            schedule=Schedule.from_object(obj),
+            now=now or utcnow(),
+            status=dict(obj.get("status") or {}),
+        )
+
+    def wait(self, seconds: float) -> Outcome:
+        """The reconcile is over for now: look again in ``seconds``."""
+        self.next_look, self.settled = seconds, True
+        return Outcome.STOP
+
+
+async def check_schedule(scope: ScheduleScope) -> Outcome:
+    """A name that fits its backups' label, and a cron expression that parses; else only a change helps."""
+    schedule, book = scope.schedule, scope.book
     if len(schedule.name) > LABEL_VALUE_LIMIT:
         note = f"a schedule's name is a label value of its backups: at most {LABEL_VALUE_LIMIT} characters"
         await book.set(READY, "False", ScheduleReason.NAME_TOO_LONG, note, warn=EventReason.INVALID_SCHEDULE)
-        status["nextScheduleTime"] = None
-        return WAIT_FOR_CHANGE
+        scope.status["nextScheduleTime"] = None
+        return scope.wait(WAIT_FOR_CHANGE)
     try:
-        cron = parse_cron(schedule.spec.schedule)
+        scope.cron = parse_cron(schedule.spec.schedule)
     except CronError as error:
         note = f"spec.schedule {schedule.spec.schedule!r}: {error}"
         await book.set(
             READY, "False", ScheduleReason.INVALID_SCHEDULE, note,
             warn=EventReason.INVALID_SCHEDULE, warn_on_new_message=True,
         )  # fmt: skip
-        status["nextScheduleTime"] = None
-        return WAIT_FOR_CHANGE
-    resumed = await _resumed(book, schedule.spec.suspend)
-    views = [backup_view(backup) for backup in await _owned_backups(kube, schedule)]
-    pruned = await _prune(kube, book, schedule, views, now)
-    views = [view for view in views if view.name not in pruned]
-    cluster = await kube.get(
+        scope.status["nextScheduleTime"] = None
+        return scope.wait(WAIT_FOR_CHANGE)
+    return Outcome.CONTINUE
+
+
+async def prune(scope: ScheduleScope) -> Outcome:
+    """The backups the retention lets go are deleted (suspended or not)."""
+    scope.resumed = await _resumed(scope.book, scope.schedule.spec.suspend)
+    views = [backup_view(backup) for backup in await _owned_backups(scope.kube, scope.schedule)]
+    pruned = await _prune(scope.kube, scope.book, scope.schedule, views, scope.now)
+    scope.views = [view for view in views if view.name not in pruned]
+    return Outcome.CONTINUE
+
+
+async def plan(scope: ScheduleScope) -> Outcome:
+    """What is due now (:func:`~typesense_operator.backup.schedule.next_step`), given the cluster's state."""
+    schedule, cron = scope.schedule, scope.cron
+    assert cron is not None
+    cluster = await scope.kube.get(
         TYPESENSE_CLUSTER.api_version, TYPESENSE_CLUSTER.kind, schedule.spec.cluster.name, schedule.namespace
     )
     if cluster is None:
         note = (
             f"TypesenseCluster {schedule.spec.cluster.name} does not exist in namespace {schedule.namespace}"
         )
-        await book.set(
+        await scope.book.set(
             READY, "False", ScheduleReason.CLUSTER_NOT_FOUND, note, warn=EventReason.CLUSTER_NOT_FOUND
         )
-        status["nextScheduleTime"] = None
-        return resync
-    created = parse_wire_time(obj["metadata"].get("creationTimestamp"))
+        scope.status["nextScheduleTime"] = None
+        return scope.wait(scope.next_look)
+    created = parse_wire_time(scope.obj["metadata"].get("creationTimestamp"))
     assert created is not None
-    step = next_step(
+    scope.step = next_step(
         cron,
-        now=now,
+        now=scope.now,
         created=created,
-        last=parse_wire_time(status.get("lastScheduleTime")),
-        resumed=resumed,
+        last=parse_wire_time(scope.status.get("lastScheduleTime")),
+        resumed=scope.resumed,
         suspended=schedule.spec.suspend,
         immediate=schedule.spec.immediate,
         cluster_ready=(cluster.get("status") or {}).get("phase") == "QuorumReady",
-        backups=views,
+        backups=scope.views,
     )
-    await _act(kube, book, schedule, step, status)
+    return Outcome.CONTINUE
+
+
+async def make(scope: ScheduleScope) -> Outcome:
+    """The backup that is due made (or the time skipped), and Ready saying when the next one is."""
+    step, book, now = scope.step, scope.book, scope.now
+    assert step is not None
+    await _act(scope.kube, book, scope.schedule, step, scope.status)
     if step.next_time is None:
         note = "no new backup while spec.suspend is true"
         await book.set(READY, "True", ScheduleReason.SUSPENDED, note)
-        return resync
+        return scope.wait(scope.next_look)
     note = f"next backup at {wire_time(step.next_time)}"
     await book.set(
         READY, "True", ScheduleReason.SCHEDULED, f"{step.waiting}; {note}" if step.waiting else note
     )
-    return min((step.next_time - now).total_seconds(), resync)
+    return scope.wait(min((step.next_time - now).total_seconds(), scope.next_look))
+
+
+async def report(scope: ScheduleScope, completed: bool) -> None:
+    """Once a step settled, the status says which generation it saw."""
+    if scope.settled:
+        scope.status["observedGeneration"] = scope.obj["metadata"].get("generation")
+
+
+STEPS = Steps(TYPESENSE_SCHEDULED_BACKUP, ScheduleScope.of, (check_schedule, prune, plan, make), report)
 
 
 async def reconcile_schedule(
@@ -191,12 +248,4 @@ async def reconcile_schedule(
     """Make the backup that is due, prune the old ones, say what was done; returns the seconds until the
     next look (the next time the schedule fires, at most the resync interval). ``clock``: now, in UTC
     to the second."""
-    before = dict(obj.get("status") or {})
-    status = dict(before)
-    book = ConditionBook.of(obj, context.recorder)
-    after = await _run(obj, context, book, status, clock())
-    status["conditions"] = book.wire()
-    status["observedGeneration"] = obj["metadata"].get("generation")
-    changed = {key: value for key, value in status.items() if before.get(key) != value}
-    await write_status(context.kube, TYPESENSE_SCHEDULED_BACKUP, obj, changed)
-    return after
+    return await STEPS.run(ScheduleScope.of(obj, context, clock()))

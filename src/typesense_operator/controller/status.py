@@ -10,10 +10,10 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from operator_core.conditions import Condition, ConditionStatus, find, parse_wire_time, wire_time
-from operator_core.manifests import merge_patch
+from operator_core.clock import parse_wire_time, wire_time
+from operator_core.conditions import Condition, ConditionStatus, find
 from typesense_operator.api.reasons import ConditionType, ReadyReason
-from typesense_operator.quorum.decide import NodeProbe, Plan
+from typesense_operator.quorum.model import NodeProbe, Plan
 
 __all__ = [
     "BOOTSTRAPPING",
@@ -24,7 +24,7 @@ __all__ = [
     "nodes_to_publish",
     "phase",
     "ready_condition",
-    "status_patch",
+    "status_fields",
 ]
 
 BOOTSTRAPPING = "Bootstrapping"
@@ -78,7 +78,7 @@ def phase(conditions: Sequence[Condition], observed: Mapping[str, int], previous
     return ready.reason
 
 
-def status_patch(
+def status_fields(
     current: Mapping[str, Any],
     conditions: Sequence[Condition],
     observed: Mapping[str, int],
@@ -87,17 +87,11 @@ def status_patch(
     roll: Mapping[str, Any] | None = None,
     restore: Mapping[str, Any] | None = None,
     nodes: Mapping[str, Any] | None = None,
-    generation: int | None,
 ) -> dict[str, Any]:
-    """The merge patch from ``current`` status to the new one; empty when nothing changed.
-
-    ``generation`` is the spec generation to record as observed, or None when the
-    reconcile did not complete (observedGeneration moves only on success).
-    """
-    desired: dict[str, Any] = {
-        "conditions": [c.to_wire() for c in conditions],
-        "phase": phase(conditions, observed, current.get("phase")),
-    }
+    """The status fields a reconcile owns, besides the conditions and ``observedGeneration``: the phase
+    (from ``conditions``), the replicas ``observed``, and the quorum's record, the roll, the restore and
+    the nodes' views where given (one left out, or empty, stays as ``current`` has it)."""
+    desired: dict[str, Any] = {"phase": phase(conditions, observed, current.get("phase"))}
     if observed:
         desired["replicas"] = observed.get("replicas", 0)
         desired["readyReplicas"] = observed.get("readyReplicas", 0)
@@ -109,11 +103,8 @@ def status_patch(
         desired["restore"] = dict(restore)
     if nodes:
         desired.update(nodes)
-    if generation is not None:
-        desired["observedGeneration"] = generation
-    # Fields this function does not own stay as they are; the ones it owns follow exactly.
-    owned = {key: value for key, value in desired.items() if value is not None}
-    return merge_patch({key: current[key] for key in owned if key in current}, owned)
+    # A field given as None stays as it is (as the phase before the first Ready).
+    return {key: value for key, value in desired.items() if value is not None}
 
 
 NODE_COUNTERS = ("committedIndex", "lag", "diskUsedBytes", "diskTotalBytes")

@@ -21,7 +21,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["TakeOver", "foreign_selector", "plan_takeover"]
+from operator_core.steps import Outcome
+from typesense_operator.api.reasons import EventReason
+from typesense_operator.controller.scope import Scope
+from typesense_operator.resources.core import NODE
+from typesense_operator.resources.ingress import PROXY
+
+__all__ = ["TakeOver", "foreign_selector", "plan_takeover", "take_over"]
 
 Manifest = Mapping[str, Any]
 
@@ -66,3 +72,42 @@ def plan_takeover(
         "the leader last"
     )
     return TakeOver(tuple(sorted(label)), message)
+
+
+async def take_over(scope: Scope) -> Outcome:
+    """Replace workloads another controller made for this cluster (the Go operator's StatefulSet and
+    proxy Deployment), whose selectors ours cannot apply over: controller/takeover.py says how."""
+    cluster, kube = scope.cluster, scope.kube
+    live = await kube.get(
+        "apps/v1", "StatefulSet", cluster.statefulset_name, cluster.namespace, labelled_only=True
+    )
+    ours = cluster.selector(NODE)
+    selector = foreign_selector(live, ours)
+    if selector is not None:
+        pods = await kube.list("v1", "Pod", cluster.namespace, labels=selector)
+        plan = plan_takeover(cluster.statefulset_name, selector, ours, pods)
+        # Labelled first: our Services select by these labels, and a pod the nodes list names by its
+        # DNS name (one with no address yet) is found through the headless Service.
+        for pod in plan.label:
+            await kube.patch(
+                "v1", "Pod", pod, cluster.namespace, {"metadata": {"labels": cluster.labels(NODE)}}
+            )
+        await kube.delete(
+            "apps/v1", "StatefulSet", cluster.statefulset_name, cluster.namespace, propagation="Orphan"
+        )
+        await scope.event("Normal", EventReason.TOOK_OVER, plan.message)
+        return Outcome.STOP
+    if cluster.spec.ingress is not None:
+        proxy = await kube.get(
+            "apps/v1", "Deployment", cluster.proxy_name, cluster.namespace, labelled_only=True
+        )
+        if foreign_selector(proxy, cluster.selector(PROXY)) is not None:
+            # Stateless: replaced at once (a moment without the proxy), its pods with it.
+            await kube.delete("apps/v1", "Deployment", cluster.proxy_name, cluster.namespace)
+            await scope.event(
+                "Normal",
+                EventReason.TOOK_OVER,
+                f"Deployment {cluster.proxy_name} was made by another controller: "
+                "replaced by this operator's",
+            )
+    return Outcome.CONTINUE

@@ -2,12 +2,14 @@
 
 Everything is wired by the shared controller step (:mod:`operator_core.controller`):
 each TypesenseCluster gets one loop that reads the cluster, runs
-:func:`~typesense_operator.controller.reconcile.reconcile`, and sleeps until
+:data:`~typesense_operator.controller.reconcile.STEPS` over it, and sleeps until
 something changes (the cluster, one of its children, or the admin key Secret
 its spec names) or the next look the quorum decision or the resync interval
 asks for. A child deleted or edited by hand is restored within moments, and
 two reconciles of one cluster never run at once. What is Typesense's own is
-here: the children's kinds, the Secret the spec names, and the node probes.
+here: the children's kinds, the Secret the spec names, and the runtime its start hook makes
+(:class:`~typesense_operator.controller.runtime.TypesenseRuntime`: the node probes' addressing, the
+commit memory, the one-backup-at-a-time guard).
 """
 
 from __future__ import annotations
@@ -26,15 +28,14 @@ from typesense_operator.controller.backup import (
 )
 from typesense_operator.controller.metrics import forget_cluster
 from typesense_operator.controller.reconcile import (
-    COMMITS,
     REFERENCE_GRANTS_FINALIZER,
     finalize,
     needs_finalizer,
     reconcile,
 )
+from typesense_operator.controller.runtime import TypesenseRuntime
 from typesense_operator.controller.schedule import named_cluster, reconcile_schedule
 from typesense_operator.controller.settings import TypesenseSettings
-from typesense_operator.quorum.probe import ApiServerProxy, DirectToPod, NodeAddressing
 from typesense_operator.resources import (
     HTTPROUTE_API_VERSION,
     PODMONITOR_API_VERSION,
@@ -70,36 +71,25 @@ def _named_by_spec(obj: dict[str, Any]) -> list[tuple[str, str]]:
     return [*([("Secret", key)] if key else []), *([("ConfigMap", configuration)] if configuration else [])]
 
 
-async def _start_probes(context: Context) -> None:
-    settings = from_env(TypesenseSettings)
-    context.extras["settings"] = settings
-    context.extras["addressing"] = (
-        ApiServerProxy(context.kube) if settings.probe_via == "api-proxy" else DirectToPod()
-    )
+async def _start(context: Context) -> TypesenseRuntime:
+    return TypesenseRuntime.of(from_env(TypesenseSettings), context.kube)
 
 
-async def _stop_probes(context: Context) -> None:
-    addressing = context.extras.get("addressing")
-    if isinstance(addressing, DirectToPod):
-        await addressing.aclose()
+async def _stop(context: Context) -> None:
+    if isinstance(context.runtime, TypesenseRuntime):  # not when the start hook failed
+        await context.runtime.close()
 
 
-async def _reconcile_cluster(obj: dict[str, Any], context: Context) -> float:
-    addressing: NodeAddressing = context.extras["addressing"]
-    settings: TypesenseSettings = context.extras["settings"]
-    return await reconcile(obj, context, addressing, settings)
-
-
-def _forget(namespace: str, name: str) -> None:
+def _forget(context: Context, namespace: str, name: str) -> None:
     """What the operator keeps in memory of a cluster that is gone: its metrics and its furthest commit."""
     forget_cluster(namespace, name)
-    COMMITS.forget(namespace, name)
+    context.runtime_of(TypesenseRuntime).commits.forget(namespace, name)
 
 
-OPERATOR = Operator("typesense-operator", TYPESENSE_CLUSTER.group, start=_start_probes, stop=_stop_probes)
+OPERATOR = Operator("typesense-operator", TYPESENSE_CLUSTER.group, start=_start, stop=_stop)
 OPERATOR.controller(
     TYPESENSE_CLUSTER,
-    _reconcile_cluster,
+    reconcile,
     managed_by=MANAGED_BY,
     child_kinds=_CHILD_KINDS,
     # The pods carry the labels of the StatefulSet's template: a cluster waiting for its pods is woken
@@ -116,22 +106,14 @@ OPERATOR.controller(
 )
 
 
-async def _reconcile_backup(obj: dict[str, Any], context: Context) -> float:
-    return await reconcile_backup(obj, context, context.extras["addressing"], context.extras["settings"])
-
-
-async def _finalize_backup(obj: dict[str, Any], context: Context) -> float:
-    return await finalize_backup(obj, context, context.extras["settings"])
-
-
 # Each TypesenseBackup: its Jobs (labelled as its children) wake it when they end.
 OPERATOR.controller(
     TYPESENSE_BACKUP,
-    _reconcile_backup,
+    reconcile_backup,
     managed_by=MANAGED_BY,
     child_kinds=(("batch/v1", "Job"),),
     finalizer=DATA_FINALIZER,
-    finalize=_finalize_backup,
+    finalize=finalize_backup,
     needs_finalizer=removes_data,
 )
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from operator_core import errors
 from operator_core.children import COMPONENT_LABEL, INSTANCE_LABEL
-from operator_core.conditions import utcnow
+from operator_core.clock import utcnow
 from operator_core.kube import Kube
 from typesense_operator.api import TYPESENSE_CLUSTER
 from typesense_operator.plugin.view import render, status_document

@@ -11,7 +11,9 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from operator_core.conditions import parse_wire_time
+from operator_core.clock import parse_wire_time
+from operator_core.conditions import READY, condition_of
+from operator_core.pods import container_status, pod_ordinal
 from typesense_operator.resources.core import TYPESENSE_CONTAINER
 
 __all__ = ["DOCUMENT_KIND", "DOCUMENT_VERSION", "EVENTS_SHOWN", "render", "status_document"]
@@ -28,16 +30,9 @@ def _ago(moment: str | None, now: datetime) -> float | None:
     return None if parsed is None else round((now - parsed).total_seconds(), 1)
 
 
-def _ordinal(name: str) -> int | None:
-    suffix = name.rsplit("-", 1)[-1]
-    return int(suffix) if suffix.isdigit() else None
-
-
 def _pod_facts(pod: Manifest) -> dict[str, Any]:
     status = pod.get("status") or {}
-    container: Mapping[str, Any] = next(
-        (c for c in status.get("containerStatuses") or [] if c.get("name") == TYPESENSE_CONTAINER), {}
-    )
+    container = container_status(pod, TYPESENSE_CONTAINER)
     facts = {
         "k8sNode": (pod.get("spec") or {}).get("nodeName"),
         "ip": status.get("podIP"),
@@ -54,7 +49,7 @@ def _nodes(cluster: Manifest, pods: Sequence[Manifest] | None) -> list[dict[str,
     for view in (cluster.get("status") or {}).get("nodes") or []:
         by_index[int(view["index"])] = dict(view)
     for pod in pods or ():
-        index = _ordinal(pod["metadata"]["name"])
+        index = pod_ordinal(pod["metadata"]["name"])
         if index is None:
             continue
         node = by_index.setdefault(index, {"index": index, "pod": pod["metadata"]["name"]})
@@ -82,7 +77,7 @@ def status_document(
     """The whole view. ``pods`` or ``events`` None: the user may not read them, and ``missing`` says
     which permission would show them."""
     metadata, spec, status = cluster["metadata"], cluster.get("spec") or {}, cluster.get("status") or {}
-    ready = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), None)
+    ready = condition_of(cluster, READY)
     quorum = dict(status.get("quorum") or {})
     if quorum.get("graceEndsAt"):
         ends_in = _ago(quorum["graceEndsAt"], now)

@@ -31,7 +31,7 @@ import aiohttp
 
 from operator_core import errors
 from operator_core.kube import Kube
-from typesense_operator.quorum.decide import NodeProbe
+from typesense_operator.quorum.model import NodeProbe
 
 __all__ = [
     "UNEXPECTED_ERRORS",

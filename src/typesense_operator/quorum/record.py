@@ -6,8 +6,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from operator_core.conditions import parse_wire_time, wire_time
-from typesense_operator.quorum.decide import Action, ClusterState, Plan, QuorumRecord
+from operator_core.clock import parse_wire_time, wire_time
+from typesense_operator.quorum.model import Action, ClusterState, Plan, QuorumRecord
 from typesense_operator.quorum.roll import RollAction, RollPlan
 
 __all__ = [

@@ -32,7 +32,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 
-from typesense_operator.quorum.decide import NodeProbe, majority
+from typesense_operator.quorum.decide import majority
+from typesense_operator.quorum.model import NodeProbe
 
 __all__ = ["RollAction", "RollNode", "RollPlan", "RollSettings", "plan_roll"]
 

@@ -1,0 +1,160 @@
+"""The cluster's children: the PodMonitor and the Gateway API routes where their CRDs are served, then
+every child applied at once and what the spec dropped deleted; a changed nodes list is pushed to the
+pods at once when the spec asks for it (spec.forceResetPeersConfigOnUpdate)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from operator_core.applying import apply_report_prune
+from operator_core.steps import Outcome
+from typesense_operator.api.reasons import ConditionType, EventReason
+from typesense_operator.controller.nodes import pod_addresses
+from typesense_operator.controller.scope import Scope
+from typesense_operator.controller.status import guards_disruptions
+from typesense_operator.resources import (
+    PODMONITOR_API_VERSION,
+    PRUNABLE_ELSEWHERE,
+    PRUNABLE_KINDS,
+    build_http_routes,
+    build_pod_monitor,
+    build_reference_grants,
+    desired_children,
+    server_configuration_hash,
+)
+from typesense_operator.resources.core import NODE
+
+__all__ = ["NODES_LIST_ANNOTATION", "apply_children", "plan_pod_monitor", "plan_routes"]
+
+
+async def plan_pod_monitor(scope: Scope) -> Outcome:
+    """A PodMonitor only where Prometheus Operator's CRD exists; without it, a Warning, not a failure."""
+    monitor = build_pod_monitor(scope.cluster)
+    if monitor is None:
+        await scope.set_condition(ConditionType.METRICS_READY, "True", "NotRequested")
+    elif not await scope.kube.serves(PODMONITOR_API_VERSION, "PodMonitor"):
+        scope.waiting_for_crd = True
+        await scope.set_condition(
+            ConditionType.METRICS_READY,
+            "False",
+            "PodMonitorCRDMissing",
+            "spec.metrics is set but the PodMonitor CRD (monitoring.coreos.com/v1) is not installed; "
+            "the exporter sidecar runs, but nothing tells Prometheus to scrape it",
+            warn=EventReason.POD_MONITOR_UNAVAILABLE,
+        )
+    else:
+        scope.pod_monitor = monitor
+    return Outcome.CONTINUE
+
+
+async def plan_routes(scope: Scope) -> Outcome:
+    """Gateway API HTTPRoutes (and ReferenceGrants) only where their CRDs exist; without them, a Warning
+    and the rest of the cluster as usual. A kind that is not served is neither applied nor pruned, and
+    one that is served is applied (not pruned for want of the other)."""
+    routes, grants = build_http_routes(scope.cluster), build_reference_grants(scope.cluster)
+    missing = []
+    for manifests in (routes, grants):
+        if not manifests:
+            continue
+        api_version, kind = manifests[0]["apiVersion"], manifests[0]["kind"]
+        if await scope.kube.serves(api_version, kind):
+            scope.routes.extend(manifests)
+        else:
+            missing.append(f"{kind} ({api_version})")
+    if not routes:
+        await scope.set_condition(ConditionType.ROUTES_READY, "True", "NotRequested")
+    elif missing:
+        scope.waiting_for_crd = True
+        await scope.set_condition(
+            ConditionType.ROUTES_READY,
+            "False",
+            "GatewayAPIMissing",
+            f"spec.httpRoutes is set but the Gateway API CRDs of {' and '.join(missing)} are not installed; "
+            "the cluster is served through its Services only until they are",
+            warn=EventReason.ROUTES_UNAVAILABLE,
+        )
+    else:
+        names = ", ".join(m["metadata"]["name"] for m in routes)
+        granted = ", ".join(f"{m['metadata']['namespace']}/{m['metadata']['name']}" for m in grants)
+        scope.routes_applied = f"HTTPRoute {names}" + (f"; ReferenceGrant {granted}" if grants else "")
+    return Outcome.CONTINUE
+
+
+async def apply_children(scope: Scope) -> Outcome:
+    """Every child (and the PodMonitor, when wanted and served) applied; what the spec dropped, deleted."""
+    cluster = scope.cluster
+    configuration = cluster.spec.additional_server_configuration
+    configuration_hash = None
+    if configuration is not None:
+        # Watched: an edit of it alone wakes the cluster, and its new hash rolls the pods.
+        config_map = await scope.kube.get("v1", "ConfigMap", configuration.name, cluster.namespace)
+        configuration_hash = server_configuration_hash(config_map)
+    # Ours only (labelled): one someone else made under its name is no evidence that this cluster served.
+    budget = await scope.kube.get(
+        "policy/v1", "PodDisruptionBudget", cluster.pdb_name, cluster.namespace, labelled_only=True
+    )
+    every_pod = await scope.kube.list("v1", "Pod", cluster.namespace, labels=cluster.labels(NODE))
+    desired = desired_children(
+        cluster,
+        scope.members,
+        scope.claim_size,
+        configuration_hash,
+        disruption_budget=guards_disruptions(
+            (scope.obj.get("status") or {}).get("phase"),
+            ready_nodes=sum(1 for target, _, _ in scope.nodes if target.kubelet_ready),
+            budget_exists=budget is not None,
+        ),
+        addresses=pod_addresses(every_pod, cluster.statefulset_name),
+    )
+    if scope.pod_monitor is not None:
+        desired.append(scope.pod_monitor)
+    desired.extend(scope.routes)
+    # Every pod that runs: a node not in the nodes list yet (growing back, scaling up) reads it too.
+    pods = [pod for pod in every_pod if not pod["metadata"].get("deletionTimestamp")]
+    nodes_list_before = None
+    if pods and cluster.spec.force_reset_peers_config_on_update:
+        nodes_list_before = await scope.kube.get(
+            "v1", "ConfigMap", cluster.nodes_configmap_name, cluster.namespace
+        )
+    await apply_report_prune(
+        scope.kube,
+        scope.book,
+        scope.cluster,
+        desired,
+        PRUNABLE_KINDS,
+        prunable_elsewhere=PRUNABLE_ELSEWHERE,
+        create_once=scope.create_once,
+    )
+    if nodes_list_before is not None:
+        await _hurry_the_nodes_list(scope, nodes_list_before, desired, pods)
+    if scope.pod_monitor is not None:
+        await scope.set_condition(ConditionType.METRICS_READY, "True", "PodMonitorApplied")
+    if scope.routes_applied is not None:
+        await scope.set_condition(ConditionType.ROUTES_READY, "True", "Applied", scope.routes_applied)
+    return Outcome.CONTINUE
+
+
+NODES_LIST_ANNOTATION = "ts.opentelekomcloud.com/nodes-list-hash"
+"""Pod annotation set when the nodes list changes (spec.forceResetPeersConfigOnUpdate): a change of the
+pod makes its kubelet refresh the mounted nodes file at once, not at its next periodic sync (up to a
+minute or more), so that Typesense reads the new raft configuration within its own 10 s."""
+
+
+async def _hurry_the_nodes_list(
+    scope: Scope, before: dict[str, Any], desired: list[dict[str, Any]], pods: list[dict[str, Any]]
+) -> None:
+    cluster = scope.cluster
+    (nodes_list,) = (
+        m
+        for m in desired
+        if m["kind"] == "ConfigMap" and m["metadata"]["name"] == cluster.nodes_configmap_name
+    )
+    if (before.get("data") or {}) == nodes_list["data"]:
+        return
+    digest = hashlib.sha256(json.dumps(nodes_list["data"], sort_keys=True).encode()).hexdigest()[:16]
+    for pod in pods:
+        if (pod["metadata"].get("annotations") or {}).get(NODES_LIST_ANNOTATION) != digest:
+            patch = {"metadata": {"annotations": {NODES_LIST_ANNOTATION: digest}}}
+            await scope.kube.patch("v1", "Pod", pod["metadata"]["name"], cluster.namespace, patch)

@@ -1,0 +1,139 @@
+"""Reaching a TypesenseCluster's nodes: its pods as probe targets (ordinal, address, what their kubelet
+says), the admin key the probes carry, the probes themselves through the operator's addressing, and the
+furthest commit seen of each cluster (:class:`CommitMemory`, kept in the operator's runtime). Who uses
+it: the cluster's quorum step and its children (the nodes list by address), and the backup controller,
+which probes the nodes to choose one."""
+
+from __future__ import annotations
+
+import base64
+import secrets
+import string
+from datetime import datetime
+from typing import Any
+
+from operator_core.clock import parse_wire_time
+from operator_core.conditions import reports_true
+from operator_core.kube import Kube
+from operator_core.pods import container_state, pod_ordinal
+from typesense_operator.controller.settings import TypesenseSettings
+from typesense_operator.quorum.model import HELD_BACK_REASONS, NodeProbe
+from typesense_operator.quorum.probe import NodeAddressing, NodeTarget, probe_nodes
+from typesense_operator.resources import API_KEY_DATA_KEY, Cluster
+from typesense_operator.resources.core import NODE, TYPESENSE_CONTAINER
+
+__all__ = [
+    "CommitMemory",
+    "decoded_key",
+    "generate_key",
+    "node_targets",
+    "pod_addresses",
+    "probe_cluster",
+]
+
+_KEY_ALPHABET = string.ascii_letters + string.digits
+
+
+_KEY_LENGTH = 48
+
+
+def generate_key() -> str:
+    return "".join(secrets.choice(_KEY_ALPHABET) for _ in range(_KEY_LENGTH))
+
+
+def decoded_key(secret: dict[str, Any] | None) -> str | None:
+    encoded = ((secret or {}).get("data") or {}).get(API_KEY_DATA_KEY)
+    return base64.b64decode(encoded).decode() if encoded else None
+
+
+def pod_addresses(pods: list[dict[str, Any]], statefulset: str) -> dict[int, str]:
+    """Each node pod's IP by ordinal, for the nodes list. A pod being deleted keeps its address while
+    its process may still lead; one that has ended (Failed, Succeeded) has none any more."""
+    addresses = {}
+    for pod in pods:
+        status = pod.get("status") or {}
+        index = pod_ordinal(pod["metadata"]["name"], statefulset)
+        if index is not None and status.get("podIP") and status.get("phase") not in ("Failed", "Succeeded"):
+            addresses[index] = str(status["podIP"])
+    return addresses
+
+
+def _held_back(pod: dict[str, Any]) -> str | None:
+    """The Typesense container's waiting reason when its kubelet holds it back (quorum/decide.py's
+    HELD_BACK_REASONS); None while it runs or is about to start."""
+    reason = (container_state(pod, TYPESENSE_CONTAINER).get("waiting") or {}).get("reason")
+    return str(reason) if reason in HELD_BACK_REASONS else None
+
+
+def _running_since(pod: dict[str, Any]) -> datetime | None:
+    """When the Typesense container started, while it runs (its kubelet's ``state.running.startedAt``)."""
+    return parse_wire_time((container_state(pod, TYPESENSE_CONTAINER).get("running") or {}).get("startedAt"))
+
+
+def _target(pod: dict[str, Any], index: int, cluster: Cluster) -> NodeTarget:
+    return NodeTarget(
+        index=index,
+        pod=pod["metadata"]["name"],
+        namespace=cluster.namespace,
+        pod_ip=(pod.get("status") or {}).get("podIP"),
+        port=cluster.spec.api_port,
+        kubelet_ready=reports_true(pod),
+        peering_port=cluster.spec.peering_port,
+        held_back=_held_back(pod),
+        running_since=_running_since(pod),
+    )
+
+
+async def node_targets(
+    kube: Kube, cluster: Cluster, *, terminating: bool = False
+) -> tuple[list[NodeTarget], list[dict[str, Any]]]:
+    """The cluster's node pods that are not going away (``terminating``: those that are), as probe
+    targets, and the pods themselves."""
+    pods = await kube.list("v1", "Pod", cluster.namespace, labels=cluster.labels(NODE))
+    targets, target_pods = [], []
+    for pod in pods:
+        index = pod_ordinal(pod["metadata"]["name"], cluster.statefulset_name)
+        if index is None or bool(pod["metadata"].get("deletionTimestamp")) is not terminating:
+            continue
+        target_pods.append(pod)
+        targets.append(_target(pod, index, cluster))
+    return targets, target_pods
+
+
+async def probe_cluster(
+    addressing: NodeAddressing,
+    settings: TypesenseSettings,
+    cluster: Cluster,
+    targets: list[NodeTarget],
+    key: str,
+) -> list[NodeProbe]:
+    return await probe_nodes(
+        addressing,
+        targets,
+        key,
+        # The spec may ask for more patience, never for less than the operator's own floor.
+        timeout=max(settings.probe_timeout, cluster.spec.health_probe_timeout_in_milliseconds / 1000),
+        concurrency=settings.probe_concurrency,
+    )
+
+
+class CommitMemory:
+    """The furthest commit seen of each cluster, as of the last look: its status has it only as of the
+    last time anything went wrong or the leader's term changed (quorum/record.py says why).
+
+    Kept by (namespace, name) with the uid it was seen for, so that a cluster made again under the same
+    name starts afresh, and forgotten when the cluster is gone.
+    """
+
+    def __init__(self) -> None:
+        self._seen: dict[tuple[str, str], tuple[str, tuple[int, int]]] = {}
+
+    def recall(self, namespace: str, name: str, uid: str) -> tuple[int, int] | None:
+        seen_uid, committed = self._seen.get((namespace, name), (None, None))
+        return committed if seen_uid == uid else None
+
+    def keep(self, namespace: str, name: str, uid: str, committed: tuple[int, int]) -> None:
+        self._seen[(namespace, name)] = (uid, committed)
+
+    def forget(self, namespace: str, name: str) -> None:
+        self._seen.pop((namespace, name), None)

@@ -1,0 +1,165 @@
+"""The cluster's quorum step: probe the nodes, let the pure decision (:mod:`typesense_operator.quorum.decide`)
+say who the raft members are, and take the step it decides. Recovery is a rewrite of the nodes list; the
+one destructive step (restarting a survivor's pod) is recorded in status before it is taken, so a
+restarted operator never takes it twice. A leader whose pod's shutdown is stuck is hurried first."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import datetime
+
+from operator_core.clock import parse_wire_time, utcnow
+from operator_core.steps import Outcome
+from typesense_operator.api import TYPESENSE_CLUSTER
+from typesense_operator.api.reasons import EventReason
+from typesense_operator.controller.metrics import RECOVERIES, observe_quorum
+from typesense_operator.controller.nodes import node_targets, probe_cluster
+from typesense_operator.controller.scope import Scope
+from typesense_operator.quorum.decide import decide, leaders_stuck_in_shutdown
+from typesense_operator.quorum.model import Action, Plan, QuorumSettings
+from typesense_operator.quorum.record import record_from_status, status_from_plan
+
+__all__ = ["HURRIED_GRACE_SECONDS", "manage_quorum"]
+
+HURRIED_GRACE_SECONDS = 1
+"""The grace of a second delete of a pod whose shutdown is stuck: not 0, which would remove the pod
+object at once (a force delete) while its process may still hold the volume."""
+
+
+async def _hurry_stuck_shutdowns(scope: Scope, now: datetime) -> None:
+    """A pod being deleted whose node still leads after a few seconds holds the whole cluster (see
+    quorum/decide.py's leaders_stuck_in_shutdown): delete it again with a grace of a second."""
+    cluster = scope.cluster
+    targets, pods = await node_targets(scope.kube, cluster, terminating=True)
+    waiting, ages = [], {}
+    for target, pod in zip(targets, pods, strict=True):
+        metadata = pod["metadata"]
+        grace = metadata.get("deletionGracePeriodSeconds")
+        deadline = parse_wire_time(metadata.get("deletionTimestamp"))
+        if grace is None or grace <= HURRIED_GRACE_SECONDS or deadline is None:
+            continue
+        waiting.append(target)
+        ages[target.index] = (now - deadline).total_seconds() + grace  # since the deletion began
+    if not waiting:
+        return
+    assert scope.api_key is not None
+    probes = await probe_cluster(scope.addressing, scope.settings, cluster, waiting, scope.api_key)
+    for index in leaders_stuck_in_shutdown([(probe, ages[probe.index]) for probe in probes]):
+        name = cluster.pod_name(index)
+        age = ages[index]
+        await scope.kube.delete("v1", "Pod", name, cluster.namespace, grace_period=HURRIED_GRACE_SECONDS)
+        await scope.event(
+            "Warning",
+            EventReason.LEADER_SHUTDOWN_HURRIED,
+            f"pod {name} has been shutting down for {age:.0f} s and its node still leads the raft "
+            "(typesense-server waits for writes that can no longer commit, and its heartbeats keep the "
+            f"followers from electing another): its grace is cut to {HURRIED_GRACE_SECONDS} s",
+        )
+
+
+async def manage_quorum(scope: Scope) -> Outcome:
+    """Probe the nodes, decide the raft members, and take the decided step (recorded first if destructive)."""
+    cluster = scope.cluster
+    assert scope.api_key is not None
+    await _hurry_stuck_shutdowns(scope, utcnow())
+    targets, target_pods = await node_targets(scope.kube, cluster)
+    probes = await probe_cluster(scope.addressing, scope.settings, cluster, targets, scope.api_key)
+    settings = QuorumSettings(
+        grace_seconds=scope.settings.grace_seconds,
+        loading_limit_seconds=scope.settings.loading_limit_seconds,
+        incremental=cluster.spec.incremental_quorum_recovery,
+    )
+    previous = (scope.obj.get("status") or {}).get("quorum")
+    record = record_from_status(scope.obj.get("status"))
+    uid = scope.obj["metadata"].get("uid", "")
+    seen = scope.runtime.commits.recall(cluster.namespace, cluster.name, uid)
+    remembered = max(filter(None, (record.committed, seen)), default=None)
+    record = replace(record, committed=remembered)
+    now = utcnow()  # after the probes: a grace is counted to what they saw
+    plan = decide(probes, cluster.spec.replicas, record, now, settings)
+    if plan.record.committed is not None:
+        scope.runtime.commits.keep(cluster.namespace, cluster.name, uid, plan.record.committed)
+    scope.plan, scope.members = plan, plan.members
+    scope.nodes = list(zip(targets, probes, target_pods, strict=True))
+    scope.nodes_answered = any(probe.reachable for probe in probes)
+    scope.nodes_addressable = any(target.pod_ip for target in targets)
+    scope.quorum = status_from_plan(plan, previous, now)
+    changed_action = (
+        plan.action is not Action.NONE and (previous or {}).get("lastAction") != plan.action.value
+    )
+    if plan.action in (Action.DOWNGRADE, Action.RESTART_SURVIVOR) and scope.kube.cache is not None:
+        # Surgery decided from a stale list of pods could fence the wrong members: refuse it, and
+        # look again once the watch caught up (NotSynced is temporary: the loop backs off).
+        scope.kube.cache.require_synced("taking quorum surgery")
+    observe_quorum(cluster.namespace, cluster.name, plan, probes)
+    try:
+        if plan.action is Action.DOWNGRADE:
+            await scope.event("Warning", EventReason.QUORUM_DOWNGRADED, plan.message)
+            await _fence(scope, plan)
+        elif plan.action is Action.UPGRADE:
+            await scope.event("Normal", EventReason.QUORUM_UPGRADED, plan.message)
+        elif plan.action is Action.NEEDS_INTERVENTION and changed_action:
+            await scope.event("Warning", EventReason.QUORUM_NEEDS_INTERVENTION, "; ".join(plan.warnings))
+            RECOVERIES.labels(plan.action.value, "needed").inc()
+        elif plan.action is Action.RESTART_SURVIVOR:
+            await _restart_survivor(scope, plan)
+        elif plan.action is Action.RESTART_ERRORED:
+            await _restart_errored(scope, plan)
+        elif plan.action is Action.HOLD and changed_action:
+            await scope.event("Warning", EventReason.QUORUM_SURGERY_HELD, plan.message)
+            RECOVERIES.labels(plan.action.value, "needed").inc()
+    except Exception:
+        RECOVERIES.labels(plan.action.value, "failed").inc()
+        raise
+    if plan.action in (Action.DOWNGRADE, Action.UPGRADE, Action.RESTART_SURVIVOR, Action.RESTART_ERRORED):
+        RECOVERIES.labels(plan.action.value, "taken").inc()
+    return Outcome.CONTINUE
+
+
+async def _restart_survivor(scope: Scope, plan: Plan) -> None:
+    """The last resort, taken once: the record says so before the pod is deleted."""
+    cluster, metadata = scope.cluster, scope.obj["metadata"]
+    assert plan.survivor is not None
+    await scope.kube.patch_status(
+        TYPESENSE_CLUSTER.api_version,
+        TYPESENSE_CLUSTER.kind,
+        metadata["name"],
+        metadata["namespace"],
+        {"quorum": scope.quorum},
+    )
+    scope.obj = {**scope.obj, "status": {**(scope.obj.get("status") or {}), "quorum": scope.quorum}}
+    pod = cluster.pod_name(plan.survivor)
+    await _delete_stuck_pod(scope, pod)
+    await scope.event("Warning", EventReason.QUORUM_SURVIVOR_RESTARTED, f"{plan.message}: deleted pod {pod}")
+
+
+async def _restart_errored(scope: Scope, plan: Plan) -> None:
+    """Delete the pods of members whose raft stopped; their StatefulSet makes them again, on their volumes."""
+    for index in plan.restarted:
+        pod = scope.cluster.pod_name(index)
+        if await _delete_stuck_pod(scope, pod):
+            await scope.event(
+                "Warning", EventReason.ERRORED_NODE_RESTARTED, f"deleted pod {pod}: {plan.message}"
+            )
+
+
+async def _fence(scope: Scope, plan: Plan) -> None:
+    """Delete the pods of members that answered nothing, before the nodes list names the survivor alone.
+
+    Deleted first and recorded after: an operator that stops in between downgrades again and fences
+    whatever is still silent, which costs a restart at most, never a second leader.
+    """
+    for index in plan.fenced:
+        pod = scope.cluster.pod_name(index)
+        if await _delete_stuck_pod(scope, pod):
+            await scope.event(
+                "Warning",
+                EventReason.QUORUM_MEMBER_FENCED,
+                f"deleted pod {pod}: it answered nothing when the cluster was downgraded, and must not "
+                "come back as part of the old majority",
+            )
+
+
+async def _delete_stuck_pod(scope: Scope, pod: str) -> bool:
+    grace = scope.settings.stuck_pod_grace_seconds
+    return await scope.kube.delete("v1", "Pod", pod, scope.cluster.namespace, grace_period=grace)
