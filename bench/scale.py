@@ -869,9 +869,10 @@ async def ready_scenario(side: Side, settings: argparse.Namespace, home: Path) -
                             for c in (i.get("status") or {}).get("conditions") or []
                         )
                     }
-                if len(ready) < count:
-                    raise TimeoutError(f"{count - len(ready)} of {count} clusters not Ready within 600 s")
+                # A benchmark reports what it saw: clusters still not Ready are named, not an error that
+                # would throw away every figure measured before (seen: 1 of 20 late on a busy machine).
                 seconds = time.monotonic() - started
+                not_ready = sorted(set(everything) - ready)
                 window = await idle(run, count)
             finally:
                 operator.stop()
@@ -881,7 +882,8 @@ async def ready_scenario(side: Side, settings: argparse.Namespace, home: Path) -
     return {
         "clusters": count,
         "replicas": settings.replicas,
-        "seconds_to_all_ready": round(seconds, 1),
+        "seconds_to_all_ready": None if not_ready else round(seconds, 1),
+        "not_ready_after_600_s": not_ready,
         "idle": window,
     }
 
