@@ -150,6 +150,7 @@ class LocalCluster:
         if self.plan is not None:
             host.unmount_under(self.plan.directory)
             host.delete_network(self.plan)
+            host.forget_nodes(self.plan)
         if self._slot is not None:
             host.give_back_slot(self._slot)
             self._slot = None
@@ -394,6 +395,7 @@ def stop_recorded_cluster(directory: Path) -> bool:
         (plane / "state.json").unlink()
     host.unmount_under(plan.directory)
     host.delete_network(plan)
+    host.forget_nodes(plan)
     host.give_back_recorded_slot(plan.slot, directory)
     path.unlink()
     return True

@@ -380,6 +380,16 @@ def unmount_under(directory: Path) -> None:
             _run("umount", "-l", str(point), check=False)
 
 
+def forget_nodes(plan: NodesPlan) -> None:
+    """Remove each stopped node's directory (its containerd's images and containers, its kubelet's
+    state, its volumes: some 1.3 GB a node), keeping the logs: a test run starts many clusters, and
+    the machine's disk is not theirs to fill. Only once nothing is mounted there any more."""
+    if mounts_under(plan.directory):
+        return
+    for node in plan.nodes:
+        _run("rm", "-rf", "--one-file-system", str(node.directory), check=False)
+
+
 def leftovers(plan: NodesPlan) -> list[str]:
     """What a stopped slot left on the machine: processes, mounts, its link, cgroups (empty when clean)."""
     found = []
