@@ -570,10 +570,13 @@ def _wait_ready(plane: ControlPlane, objects: list[tuple[str, str, str]]) -> Non
 
 
 def _wait_for(plane: ControlPlane, wanted: Awaited) -> None:
-    """Until an object of ``wanted`` is done; fails when one failed, or on its time-out."""
+    """Until an object of ``wanted`` is done. One that failed is said, and the wait goes on for another
+    (a schedule that fires while its cluster still starts makes a backup that fails, then one that
+    completes); on the time-out, the failures are the reason given."""
     _say(f"waiting for {wanted.what}")
     deadline = time.monotonic() + wanted.timeout
     since: dict[WaitingKey, float] = {}
+    failures: dict[str, str] = {}
     while True:
         since = _stuck_pods(plane, since)
         found = plane.kubectl(
@@ -585,11 +588,13 @@ def _wait_for(plane: ControlPlane, wanted: Awaited) -> None:
             if status.get("phase") == wanted.done:
                 _say(f"{wanted.resource.split('.')[0]}/{name}: {wanted.done}")
                 return
-            if status.get("phase") == wanted.failed:
-                message = _ready_condition(item).get("message", "")
-                raise ControlPlaneError(f"{wanted.what} failed: {name}: {message}")
+            if status.get("phase") == wanted.failed and name not in failures:
+                failures[name] = _ready_condition(item).get("message", "")
+                kind = wanted.resource.split(".")[0]
+                _say(f"{kind}/{name}: {wanted.failed}: {failures[name]}; waiting for another")
         if time.monotonic() > deadline:
-            raise ControlPlaneError(f"{wanted.what}: not {wanted.done} after {wanted.timeout:.0f} s")
+            why = "; ".join(f"{name}: {message}" for name, message in failures.items()) or "none ended"
+            raise ControlPlaneError(f"{wanted.what}: not {wanted.done} after {wanted.timeout:.0f} s ({why})")
         time.sleep(_POLL_SECONDS)
 
 
