@@ -148,9 +148,7 @@ class LocalCluster:
         if self.control_plane is not None:
             self.control_plane.stop()
         if self.plan is not None:
-            host.unmount_under(self.plan.directory)
-            host.delete_network(self.plan)
-            host.forget_nodes(self.plan)
+            host.take_down(self.plan)
         if self._slot is not None:
             host.give_back_slot(self._slot)
             self._slot = None
@@ -393,9 +391,7 @@ def stop_recorded_cluster(directory: Path) -> bool:
     if (plane / "state.json").exists():
         stop_recorded(ControlPlaneState.load(plane).components)
         (plane / "state.json").unlink()
-    host.unmount_under(plan.directory)
-    host.delete_network(plan)
-    host.forget_nodes(plan)
+    host.take_down(plan)
     host.give_back_recorded_slot(plan.slot, directory)
     path.unlink()
     return True

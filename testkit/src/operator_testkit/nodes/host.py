@@ -380,6 +380,14 @@ def unmount_under(directory: Path) -> None:
             _run("umount", "-l", str(point), check=False)
 
 
+def take_down(plan: NodesPlan) -> None:
+    """What stays of a slot's nodes once their processes are dead: mounts, the link and the namespace,
+    and the nodes' directories (their logs kept). For a stop in this process and one from a record."""
+    unmount_under(plan.directory)
+    delete_network(plan)
+    forget_nodes(plan)
+
+
 def forget_nodes(plan: NodesPlan) -> None:
     """Remove each stopped node's directory (its containerd's images and containers, its kubelet's
     state, its volumes: some 1.3 GB a node), keeping the logs: a test run starts many clusters, and
