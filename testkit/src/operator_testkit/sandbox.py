@@ -414,7 +414,7 @@ def sandbox_up(directory: Path, options: SandboxOptions | None = None) -> int:
     record.save()
     with _marked(directory), _interruptible():
         try:
-            _start(record, entries, samples)
+            _start(record, root, entries, samples)
             return 0
         except _Interrupted as interrupted:
             _complain(f"{interrupted}: stopping everything this sandbox started")
@@ -450,10 +450,12 @@ def _images(entries: Mapping[str, SandboxEntry], root: Path) -> list[NodeImage]:
 
 
 def _start(
-    record: _Record, entries: Mapping[str, SandboxEntry], samples: Mapping[str, list[dict[str, Any]]]
+    record: _Record,
+    root: Path,
+    entries: Mapping[str, SandboxEntry],
+    samples: Mapping[str, list[dict[str, Any]]],
 ) -> None:
     directory = record.directory
-    root = find_hack_dir().parent
     started = time.monotonic()
     images = _images(entries, root)
     _say("starting 3 real nodes (kubelet, containerd, runc) and their control plane")
