@@ -409,6 +409,10 @@ class ControlPlane:
                 f"--client-ca-file={self.pki.ca_cert}",
                 "--authorization-mode=Node,RBAC",
                 f"--service-cluster-ip-range={self.service_cidr}",
+                # Webhooks and aggregated APIs are called at their Service's endpoints, as by a managed
+                # control plane outside the node network: a ClusterIP is only a rule of a node's
+                # kube-proxy, and a fresh one may not be there yet (decision 43).
+                "--enable-aggregator-routing=true",
                 "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
                 f"--service-account-key-file={self.pki.service_account_public_key}",
                 f"--service-account-signing-key-file={self.pki.service_account_key}",
