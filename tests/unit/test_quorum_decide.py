@@ -719,3 +719,49 @@ def test_no_downgrade_to_a_node_that_lacks_acknowledged_writes() -> None:
     assert decide(later_term, 3, record, NOW, GRACE).survivor == 0, (
         "a later term holds every commit before it"
     )
+
+
+# ---- a downgrade that raft overtook: the old configuration elected another node, the survivor follows
+
+
+def test_a_survivor_following_a_leader_of_the_old_configuration_grows_the_list_back_whole() -> None:
+    """Seen in the chaos soak on real nodes: before node 1 read the one-node list, node 2 won an
+    election of the old configuration; 30 s later node 1 was restarted for not leading alone."""
+    leader = node(2, "LEADER", address=addr(2), raft_peers=(addr(0), addr(1), addr(2)))
+    probes = [node(0, address=addr(0)), node(1, address=addr(1)), leader]
+    plan = decide(probes, 3, downgraded(1), NOW + timedelta(seconds=30), GRACE)
+    assert (plan.action, plan.reason, plan.members) == (Action.UPGRADE, "QuorumUpgraded", (0, 1, 2))
+    assert plan.record == QuorumRecord(committed=plan.record.committed)
+    assert "node 2 leads" in plan.message
+
+
+def test_the_survivor_is_not_restarted_while_it_follows_the_overtaking_leader() -> None:
+    record = replace(downgraded(1), downgraded_at=NOW - timedelta(seconds=120))
+    probes = [down(0), node(1), node(2, "LEADER")]
+    plan = decide(probes, 3, record, NOW, GRACE)
+    assert plan.action is Action.UPGRADE
+
+
+@pytest.mark.parametrize(
+    "probes",
+    [
+        pytest.param([down(0), node(1), down(2)], id="no-leader-anywhere"),
+        pytest.param([down(0), node(1, "CANDIDATE"), node(2, "LEADER")], id="survivor-not-following"),
+        pytest.param([down(0), down(1), node(2, "LEADER")], id="survivor-silent"),
+        pytest.param(
+            [down(0), node(1, address=addr(1)), node(2, "LEADER", raft_peers=(addr(0), addr(2)))],
+            id="leader-does-not-count-the-survivor",
+        ),
+    ],
+)
+def test_a_downgrade_is_overtaken_only_on_evidence(probes: list[NodeProbe]) -> None:
+    plan = decide(probes, 3, downgraded(1), NOW, GRACE)
+    assert plan.action is not Action.UPGRADE or plan.members != (0, 1, 2)
+    assert plan.record.survivor == 1
+
+
+def test_a_minority_of_voters_does_not_overtake_a_five_node_downgrade() -> None:
+    probes = [down(0), node(1), node(2, "LEADER"), down(3), down(4)]
+    plan = decide(probes, 5, downgraded(1), NOW, GRACE)
+    assert plan.record.survivor == 1
+    assert plan.members == (1,)

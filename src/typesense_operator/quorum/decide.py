@@ -306,6 +306,10 @@ def decide(
             _with_leader(decision, record, healthy, reachable, settings), member_probes, now
         )
 
+    overtaken = _downgrade_overtaken(decision, probes, record)
+    if overtaken is not None:
+        return overtaken
+
     if record.survivor is not None and (size == 1 or record.downgraded_at is not None):
         # Downgraded already, and no leader seen since: the survivor's own grace runs from the
         # downgrade (the list may have grown already, while the survivor elects itself).
@@ -404,6 +408,57 @@ def decide(
         members=(survivor,),
         survivor=survivor,
         fenced=silent,
+    )
+
+
+def overtaking_leader(
+    probes: Sequence[NodeProbe], members: tuple[int, ...], survivor: int, desired: int
+) -> NodeProbe | None:
+    """The leader raft elected outside a downgrade's list, under the configuration from before it, when
+    the downgrade's survivor follows it and a majority of every desired node answers as a member.
+
+    A survivor reads its nodes file every 10 s; until it does, it is still a voter of the old
+    configuration, and the old members can elect one of themselves and take it along. Such a cluster
+    is whole again: restarting the survivor for "not leading alone" would only hurt it (seen in the
+    chaos soak on real nodes: the survivor, following node 2, was restarted 30 s after the downgrade).
+    """
+    answering = [p for p in probes if p.index < desired and p.reachable]
+    leaders = [p for p in answering if p.state == "LEADER"]
+    kept = next((p for p in answering if p.index == survivor), None)
+    if len(leaders) != 1 or leaders[0].index in members or kept is None or kept.state != "FOLLOWER":
+        return None
+    leader = leaders[0]
+    if leader.raft_peers is not None and kept.address is not None and kept.address not in leader.raft_peers:
+        return None  # the survivor follows nobody this leader counts as a voter
+    voters = [p for p in answering if p.state in ("LEADER", "FOLLOWER")]
+    return leader if len(voters) >= majority(desired) else None
+
+
+def _downgrade_overtaken(
+    decision: _Decision, probes: Sequence[NodeProbe], record: QuorumRecord
+) -> Plan | None:
+    """A downgrade that raft overtook (:func:`overtaking_leader`): the nodes list grows back whole."""
+    if record.survivor is None or decision.members == decision.full:
+        return None
+    leader = overtaking_leader(probes, decision.members, record.survivor, decision.desired)
+    if leader is None:
+        return None
+    calm = replace(
+        record,
+        unhealthy_since=None,
+        loading_since=None,
+        survivor=None,
+        downgraded_at=None,
+        survivor_restarted=False,
+    )
+    return decision.plan(
+        Action.UPGRADE,
+        ReadyReason.QUORUM_UPGRADED,
+        f"node {leader.index} leads under the configuration from before the downgrade, and node "
+        f"{record.survivor}, kept by it, follows: raft overtook the downgrade; growing the nodes list "
+        f"back to {decision.desired}",
+        calm,
+        members=decision.full,
     )
 
 
