@@ -386,13 +386,18 @@ def stop_recorded_cluster(directory: Path) -> bool:
         return False
     record = json.loads(path.read_text())
     plan = nodes_plan(record["slot"], record["count"], directory / "slot")
-    host.kill_cgroup_tree(plan.cgroup)  # the daemons, the shims and every container
+    slot = host.take_recorded_slot(plan.slot, directory, plan.cgroup)
     plane = directory / "controlplane"
     if (plane / "state.json").exists():
         stop_recorded(ControlPlaneState.load(plane).components)
         (plane / "state.json").unlink()
-    host.take_down(plan)
-    host.give_back_recorded_slot(plan.slot, directory)
+    if slot is None:
+        # Another cluster holds the slot now: its link and namespace are not this one's to delete.
+        host.unmount_under(plan.directory)
+        host.forget_nodes(plan)
+    else:
+        host.take_down(plan)
+        host.give_back_slot(slot)
     path.unlink()
     return True
 

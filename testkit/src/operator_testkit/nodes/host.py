@@ -45,6 +45,7 @@ __all__ = [
     "mounts_under",
     "share_directory",
     "sweep_slot",
+    "take_recorded_slot",
     "unmount_under",
 ]
 
@@ -162,16 +163,34 @@ def give_back_slot(slot: Slot) -> None:
             _restore_machine()
 
 
-def give_back_recorded_slot(index: int, directory: Path) -> None:
-    """Forget slot ``index`` if its record names ``directory`` (a detached cluster stopped from another
-    process, whose daemons held the lock); when no slot is held any more, put the machine back."""
+def _recorded_directory(index: int) -> Path | None:
+    with contextlib.suppress(OSError, ValueError, KeyError):
+        return Path(json.loads(_slot_record(index).read_text())["directory"])
+    return None
+
+
+def take_recorded_slot(index: int, directory: Path, cgroup: str) -> Slot | None:
+    """Kill the daemons of the detached cluster in ``directory`` and take slot ``index`` from them, in
+    one step under the machine lock; None when the slot's record names another cluster (this record is
+    stale), whose daemons are left alone.
+
+    The daemons hold the slot's lock. Killed outside the machine lock, they free the slot while its
+    network still exists, and a cluster starting in between takes the slot and then loses its new link
+    when this stop deletes the old one (seen: "network is unreachable" in the next cluster's pods)."""
     with _machine_lock():
-        record = _slot_record(index)
-        with contextlib.suppress(OSError, ValueError, KeyError):
-            if Path(json.loads(record.read_text())["directory"]) == directory:
-                record.unlink()
-        if not any(_held_by_another(other) for other in range(SLOTS)):
-            _restore_machine()
+        if _recorded_directory(index) not in (None, directory):
+            return None
+        kill_cgroup_tree(cgroup)  # the daemons, the shims and every container
+        descriptor = os.open(_slot_lock(index), os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(descriptor)
+            raise ControlPlaneError(
+                f"slot {index} is still locked after its cluster's processes were killed; "
+                f"see which process holds {_slot_lock(index)} (fuser -v)"
+            ) from None
+        return Slot(index, descriptor)
 
 
 @contextlib.contextmanager
