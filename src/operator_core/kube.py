@@ -625,6 +625,7 @@ class Kube:
         *,
         headers: Mapping[str, str],
         timeout: float,
+        body: bytes | None = None,
     ) -> tuple[int, bytes]:
         """``method`` ``path`` on a pod's port through the API server's pod proxy: (status code, body).
 
@@ -640,6 +641,7 @@ class Kube:
                 f"/api/v1/namespaces/{namespace}/pods/{pod}:{port}/proxy{path}",
                 headers=headers,
                 timeout=timeout,
+                body=body,
             )
         self._answered(sent)
         return answer.status, answer.body

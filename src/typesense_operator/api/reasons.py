@@ -6,7 +6,15 @@ from enum import StrEnum
 
 from operator_core.children import CHILDREN_APPLIED
 
-__all__ = ["BackupReason", "ConditionType", "EventReason", "ReadyReason", "RestoreReason", "ScheduleReason"]
+__all__ = [
+    "BackupReason",
+    "ConditionType",
+    "ContentReason",
+    "EventReason",
+    "ReadyReason",
+    "RestoreReason",
+    "ScheduleReason",
+]
 
 
 class ConditionType(StrEnum):
@@ -79,6 +87,11 @@ class EventReason(StrEnum):
     BACKUP_PRUNED = "BackupPruned"
     INVALID_SCHEDULE = "InvalidSchedule"
     CLUSTER_NOT_FOUND = "ClusterNotFound"
+    CONTENT_APPLIED = "ContentApplied"
+    CONTENT_REFUSED = "ContentRefused"
+    CONTENT_DELETED = "ContentDeleted"
+    CONTENT_NOT_DELETED = "ContentNotDeleted"
+    CONTENT_WAITING = "ContentWaiting"
 
 
 class BackupReason(StrEnum):
@@ -117,3 +130,16 @@ class ScheduleReason(StrEnum):
     INVALID_SCHEDULE = "InvalidSchedule"
     NAME_TOO_LONG = "NameTooLong"
     CLUSTER_NOT_FOUND = "ClusterNotFound"
+
+
+class ContentReason(StrEnum):
+    """Reasons of the Ready condition of a collection, alias, synonym or override."""
+
+    IN_SYNC = "InSync"
+    CLUSTER_NOT_FOUND = "ClusterNotFound"
+    CLUSTER_NOT_READY = "ClusterNotReady"
+    ADMIN_KEY_MISSING = "AdminKeyMissing"
+    NODES_UNREACHABLE = "NodesUnreachable"
+    REJECTED = "RejectedByTypesense"
+    NOT_CHANGEABLE_IN_PLACE = "NotChangeableInPlace"
+    TYPE_CHANGE_NOT_IN_PLACE = "TypeChangeNotInPlace"

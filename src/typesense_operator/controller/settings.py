@@ -42,6 +42,10 @@ class TypesenseSettings:
     """At most this many nodes are probed at once."""
     probe_via: Literal["pod-ip", "api-proxy"] = "pod-ip"
     """How nodes are reached: pod-ip (in the cluster, or routable pod IPs) or api-proxy (the pod proxy)."""
+    content_check_seconds: float = 60.0
+    """How often each collection, alias, synonym and override is compared with what Typesense holds:
+    a change made through Typesense's own API is put back within this time (requests to Typesense
+    only, none to the API server when nothing changed)."""
     backup_image: str = ""
     """The image backup Jobs run (``typesense-backup``): this suite's own. The chart sets it to the
     operator's image; without it, backups fail with a reason that names this setting."""

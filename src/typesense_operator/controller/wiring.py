@@ -20,6 +20,7 @@ from operator_core.controller import Operator
 from operator_core.reconciling import Context
 from operator_core.settings import from_env
 from typesense_operator.api import TYPESENSE_BACKUP, TYPESENSE_CLUSTER, TYPESENSE_SCHEDULED_BACKUP
+from typesense_operator.controller import content
 from typesense_operator.controller.backup import (
     DATA_FINALIZER,
     finalize_backup,
@@ -129,3 +130,18 @@ OPERATOR.controller(
     named=named_cluster,
     named_kinds=((TYPESENSE_CLUSTER.api_version, TYPESENSE_CLUSTER.kind),),
 )
+
+
+# Each collection, alias, synonym and override: the cluster it names wakes it (QuorumReady at last, or
+# made again); its own next look is the drift check (content_check_seconds), which asks Typesense only.
+for _kind in content.CONTENT_KINDS:
+    OPERATOR.controller(
+        _kind.resource,
+        content.reconciler(_kind),
+        managed_by=MANAGED_BY,
+        named=content.named_cluster,
+        named_kinds=((TYPESENSE_CLUSTER.api_version, TYPESENSE_CLUSTER.kind),),
+        finalizer=content.FINALIZER,
+        finalize=content.finalizer(_kind),
+        needs_finalizer=content.removes_content,
+    )

@@ -92,14 +92,43 @@ class NodeAddressing(Protocol):
         """(status code, body) of POST ``path`` (no body) on the node; raises :class:`Unreachable`."""
         ...
 
+    async def send(
+        self,
+        method: str,
+        target: NodeTarget,
+        path: str,
+        headers: Mapping[str, str],
+        timeout: float,
+        body: bytes | None = None,
+    ) -> tuple[int, bytes]:
+        """(status code, body) of ``method`` ``path`` with ``body``; raises :class:`Unreachable`."""
+        ...
+
 
 class _ByMethod:
-    """GET and POST, both through the one ``_request`` an addressing implements."""
+    """GET, POST and any other request, all through the one ``_request`` an addressing implements."""
 
     async def _request(
-        self, method: str, target: NodeTarget, path: str, headers: Mapping[str, str], timeout: float
+        self,
+        method: str,
+        target: NodeTarget,
+        path: str,
+        headers: Mapping[str, str],
+        timeout: float,
+        body: bytes | None = None,
     ) -> tuple[int, bytes]:
         raise NotImplementedError
+
+    async def send(
+        self,
+        method: str,
+        target: NodeTarget,
+        path: str,
+        headers: Mapping[str, str],
+        timeout: float,
+        body: bytes | None = None,
+    ) -> tuple[int, bytes]:
+        return await self._request(method, target, path, headers, timeout, body)
 
     async def get(
         self, target: NodeTarget, path: str, headers: Mapping[str, str], timeout: float
@@ -120,7 +149,13 @@ class DirectToPod(_ByMethod):
         self._session: aiohttp.ClientSession | None = None
 
     async def _request(
-        self, method: str, target: NodeTarget, path: str, headers: Mapping[str, str], timeout: float
+        self,
+        method: str,
+        target: NodeTarget,
+        path: str,
+        headers: Mapping[str, str],
+        timeout: float,
+        body: bytes | None = None,
     ) -> tuple[int, bytes]:
         if not target.pod_ip:
             raise Unreachable(f"pod {target.pod} has no IP yet")
@@ -133,6 +168,7 @@ class DirectToPod(_ByMethod):
                 method,
                 f"http://{target.pod_ip}:{target.port}{path}",
                 headers=dict(headers),
+                data=body,
                 timeout=aiohttp.ClientTimeout(total=timeout),
             ) as answer:
                 return answer.status, await answer.read()
@@ -153,17 +189,30 @@ class ApiServerProxy(_ByMethod):
         self._kube = kube
 
     async def _request(
-        self, method: str, target: NodeTarget, path: str, headers: Mapping[str, str], timeout: float
+        self,
+        method: str,
+        target: NodeTarget,
+        path: str,
+        headers: Mapping[str, str],
+        timeout: float,
+        body: bytes | None = None,
     ) -> tuple[int, bytes]:
         try:
-            code, body = await self._kube.proxy(
-                method, target.namespace, target.pod, target.port, path, headers=headers, timeout=timeout
+            code, answer = await self._kube.proxy(
+                method,
+                target.namespace,
+                target.pod,
+                target.port,
+                path,
+                headers=headers,
+                timeout=timeout,
+                body=body,
             )
         except errors.Unavailable as error:  # no answer from the API server, or a time-out
             raise Unreachable(str(error)) from error
-        if code in (502, 503) and b"error trying to reach service" in body:
+        if code in (502, 503) and b"error trying to reach service" in answer:
             raise Unreachable(f"the API server could not reach pod {target.pod}")
-        return code, body
+        return code, answer
 
 
 RAFT_STAT_PATH = "/raft_stat?console=1"

@@ -1,0 +1,366 @@
+"""What lives inside a TypesenseCluster, as objects: TypesenseCollection, TypesenseAlias,
+TypesenseSynonym and TypesenseOverride, version v1alpha1 (docs/typesense-content.md).
+
+Each names its cluster in the same namespace and is put into Typesense through the cluster's own API,
+with the cluster's admin key. The API server refuses what it can check (CEL: field types, a sorting
+field that is not numeric, an empty synonym list); Typesense refuses the rest, in its own words, in the
+object's Ready condition. No peer has these: the Go operator declines everything inside a cluster.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import ConfigDict, Field
+
+from operator_core.apimodel import ApiModel, cel, immutable
+from operator_core.conditions import Condition
+from operator_core.crdgen import CustomResource, PrinterColumn
+from typesense_operator.api.backups import ClusterReference
+from typesense_operator.api.v1alpha1 import GROUP, VERSION
+
+__all__ = [
+    "CONTENT_RESOURCES",
+    "FIELD_TYPES",
+    "NUMERIC_FIELD_TYPES",
+    "TYPESENSE_ALIAS",
+    "TYPESENSE_COLLECTION",
+    "TYPESENSE_OVERRIDE",
+    "TYPESENSE_SYNONYM",
+    "CollectionField",
+    "ContentStatus",
+    "TypesenseAliasSpec",
+    "TypesenseCollectionSpec",
+    "TypesenseOverrideSpec",
+    "TypesenseSynonymSpec",
+]
+
+FIELD_TYPES = (
+    "string",
+    "string[]",
+    "int32",
+    "int32[]",
+    "int64",
+    "int64[]",
+    "float",
+    "float[]",
+    "bool",
+    "bool[]",
+    "geopoint",
+    "geopoint[]",
+    "object",
+    "object[]",
+    "string*",
+    "auto",
+)
+"""The field types typesense-server 0.24.1 takes."""
+NUMERIC_FIELD_TYPES = ("int32", "int64", "float")
+"""What a collection's default_sorting_field may be."""
+
+FieldType = Literal[
+    "string",
+    "string[]",
+    "int32",
+    "int32[]",
+    "int64",
+    "int64[]",
+    "float",
+    "float[]",
+    "bool",
+    "bool[]",
+    "geopoint",
+    "geopoint[]",
+    "object",
+    "object[]",
+    "string*",
+    "auto",
+]
+
+
+class CollectionField(ApiModel):
+    """One field of a collection's schema, as Typesense takes it."""
+
+    name: str = Field(min_length=1, max_length=256)
+    """The field's name; `.*` with type auto indexes every field of every document."""
+    type: FieldType
+    """string, int32, int64, float, bool, geopoint, object (each also as an array: string[] ...),
+    string* (a string or an array of strings) or auto (the type of the first document's value)."""
+    facet: bool | None = None
+    """Whether the field can be faceted on (Typesense's default: false)."""
+    index: bool | None = None
+    """Whether the field is indexed (false: only stored, returned with the document; default true)."""
+    optional: bool | None = None
+    """Whether a document may leave the field out (default false)."""
+    sort: bool | None = None
+    """Whether results can be sorted on the field (default true for numbers, false for strings)."""
+    infix: bool | None = None
+    """Whether infix (substring) search works on the field (default false; costs memory)."""
+    locale: str | None = Field(default=None, max_length=16)
+    """The language of the field's text, for its tokenizer (th, ja, ko, zh, ...); default English."""
+
+
+_SORTING_FIELD_IS_NUMERIC = (
+    "!has(self.defaultSortingField) || self.fields.exists(f, f.name == self.defaultSortingField"
+    f" && f.type in {list(NUMERIC_FIELD_TYPES)})",
+    "defaultSortingField must name a field of the schema whose type is int32, int64 or float",
+)
+_NESTED_FIELDS_NEED_THE_FLAG = (
+    "!self.fields.exists(f, f.type in ['object', 'object[]']) "
+    "|| (has(self.enableNestedFields) && self.enableNestedFields)",
+    "fields of type object or object[] need enableNestedFields: true",
+)
+
+
+class TypesenseCollectionSpec(ApiModel):
+    """A collection and its schema. Fields added or dropped, and a field's facet, optional, index, sort,
+    infix or locale changed, are changed in place, with one PATCH of the collection (a changed field
+    is dropped and added again in it); a field's type, defaultSortingField, tokenSeparators,
+    symbolsToIndex and enableNestedFields are not changed in place: such a change is refused in the
+    Ready condition, with nothing applied."""
+
+    cluster: ClusterReference
+    """The cluster the collection lives in."""
+    name: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=256,
+        json_schema_extra=cel(
+            ("!self.contains('/')", "a name in Typesense cannot contain '/'"),
+            ("self == oldSelf", "spec.name is immutable once set"),
+        ),
+    )
+    """The collection's name in Typesense; the object's own name when not set. Immutable."""
+    fields: list[CollectionField] = Field(
+        min_length=1,
+        max_length=1000,
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
+    )
+    """The schema's fields, each name once."""
+    default_sorting_field: str | None = Field(default=None, min_length=1, max_length=256)
+    """The numeric field that orders results when a search gives no sort_by. Typesense cannot change it
+    in place."""
+    token_separators: list[str] | None = Field(default=None, max_length=32)
+    """Characters that split words, besides space (such as - or /)."""
+    symbols_to_index: list[str] | None = Field(default=None, max_length=32)
+    """Symbols that are indexed as words instead of being dropped (such as + or #)."""
+    enable_nested_fields: bool | None = None
+    """Whether fields of type object and object[] are indexed (Typesense 0.24 and later)."""
+    deletion_policy: Literal["Retain", "Delete"] = "Retain"
+    """What deleting this object does to the collection: Retain (the default) keeps it and its
+    documents in Typesense; Delete drops it, with every document."""
+
+    model_config = ConfigDict(json_schema_extra=cel(_SORTING_FIELD_IS_NUMERIC, _NESTED_FIELDS_NEED_THE_FLAG))
+
+
+class TypesenseAliasSpec(ApiModel):
+    """An alias: a second name of a collection, moved to another at once (a search through it never
+    sees a moment without one)."""
+
+    cluster: ClusterReference
+    """The cluster the alias lives in."""
+    name: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=256,
+        json_schema_extra=cel(
+            ("!self.contains('/')", "a name in Typesense cannot contain '/'"),
+            ("self == oldSelf", "spec.name is immutable once set"),
+        ),
+    )
+    """The alias's name in Typesense; the object's own name when not set. Immutable."""
+    collection: str = Field(min_length=1, max_length=256)
+    """The name in Typesense of the collection the alias points to."""
+    deletion_policy: Literal["Retain", "Delete"] = "Delete"
+    """What deleting this object does to the alias: Delete (the default) removes it from Typesense
+    (the collection stays); Retain keeps it."""
+
+
+class TypesenseSynonymSpec(ApiModel):
+    """A synonym rule of one collection: multi-way (every word stands for the others) or one-way
+    (the words stand for root, not the other way)."""
+
+    cluster: ClusterReference
+    """The cluster the collection lives in."""
+    collection: str = Field(min_length=1, max_length=256, json_schema_extra=immutable("spec.collection"))
+    """The name in Typesense of the collection (or of an alias of it). Immutable."""
+    id: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=256,
+        json_schema_extra=cel(
+            ("!self.contains('/')", "an id in Typesense cannot contain '/'"),
+            ("self == oldSelf", "spec.id is immutable once set"),
+        ),
+    )
+    """The rule's id in Typesense; the object's own name when not set. Immutable."""
+    synonyms: list[str] = Field(min_length=1, max_length=256)
+    """The words or phrases that are synonyms."""
+    root: str | None = Field(default=None, min_length=1, max_length=256)
+    """One-way: a search for root also finds the synonyms (and not the other way). Not set: multi-way."""
+    deletion_policy: Literal["Retain", "Delete"] = "Delete"
+    """What deleting this object does to the rule: Delete (the default) removes it; Retain keeps it."""
+
+    model_config = ConfigDict(
+        json_schema_extra=cel(
+            ("has(self.root) || size(self.synonyms) >= 2", "a multi-way synonym needs at least two words")
+        )
+    )
+
+
+class OverrideRule(ApiModel):
+    """Which searches an override applies to."""
+
+    query: str = Field(min_length=1, max_length=1024)
+    """The search text the rule matches."""
+    match: Literal["exact", "contains"]
+    """exact: the whole search is the query; contains: the search contains it."""
+
+
+class PinnedHit(ApiModel):
+    """A document placed at a position of the results."""
+
+    id: str = Field(min_length=1, max_length=256)
+    """The document's id."""
+    position: int = Field(ge=1, le=250)
+    """Its position in the results, from 1."""
+
+
+class HiddenHit(ApiModel):
+    """A document kept out of the results."""
+
+    id: str = Field(min_length=1, max_length=256)
+    """The document's id."""
+
+
+class TypesenseOverrideSpec(ApiModel):
+    """A curation rule of one collection: documents pinned or hidden, a filter or a sort, for the
+    searches its rule matches."""
+
+    cluster: ClusterReference
+    """The cluster the collection lives in."""
+    collection: str = Field(min_length=1, max_length=256, json_schema_extra=immutable("spec.collection"))
+    """The name in Typesense of the collection (or of an alias of it). Immutable."""
+    id: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=256,
+        json_schema_extra=cel(
+            ("!self.contains('/')", "an id in Typesense cannot contain '/'"),
+            ("self == oldSelf", "spec.id is immutable once set"),
+        ),
+    )
+    """The rule's id in Typesense; the object's own name when not set. Immutable."""
+    rule: OverrideRule
+    """Which searches it applies to."""
+    includes: list[PinnedHit] | None = Field(default=None, max_length=250)
+    """Documents pinned at positions."""
+    excludes: list[HiddenHit] | None = Field(default=None, max_length=250)
+    """Documents hidden."""
+    filter_by: str | None = Field(default=None, min_length=1, max_length=4096)
+    """A filter applied to the matching searches, as Typesense's filter_by writes it."""
+    remove_matched_tokens: bool | None = None
+    """Whether the rule's query is removed from the search text (Typesense's default: true)."""
+    filter_curated_hits: bool | None = None
+    """Whether the search's own filter also applies to the pinned documents (default false)."""
+    deletion_policy: Literal["Retain", "Delete"] = "Delete"
+    """What deleting this object does to the rule: Delete (the default) removes it; Retain keeps it."""
+
+    model_config = ConfigDict(
+        json_schema_extra=cel(
+            (
+                "has(self.includes) || has(self.excludes) || has(self.filterBy)",
+                "an override needs includes, excludes or filterBy",
+            )
+        )
+    )
+
+
+class ContentStatus(ApiModel):
+    """What the operator last saw of the object in Typesense."""
+
+    name: str | None = None
+    """Its name (or id) in Typesense."""
+    cluster_uid: str | None = None
+    """The uid of the cluster it was put into: a cluster made again under the same name is another."""
+    documents: int | None = None
+    """A collection's: its number of documents when last looked at."""
+    fields: int | None = None
+    """A collection's: its number of fields in Typesense."""
+    conditions: list[Condition] | None = Field(
+        default=None,
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
+    )
+    """Ready is True while Typesense holds what the spec declares; False with the reason (the cluster
+    not ready, Typesense's refusal in its own words, a change it cannot make in place)."""
+    observed_generation: int | None = None
+    """The .metadata.generation the status was last computed from."""
+
+
+def _content(
+    kind: str, plural: str, short: str, spec: type[ApiModel], what: str, *columns: PrinterColumn
+) -> CustomResource:
+    return CustomResource(
+        group=GROUP,
+        version=VERSION,
+        kind=kind,
+        plural=plural,
+        spec_model=spec,
+        status_model=ContentStatus,
+        description=what,
+        short_names=(short,),
+        categories=("typesense",),
+        printer_columns=(
+            PrinterColumn("Cluster", ".spec.cluster.name", description="The cluster it lives in"),
+            *columns,
+            PrinterColumn(
+                "Ready", '.status.conditions[?(@.type=="Ready")].status', description="In Typesense"
+            ),
+            PrinterColumn(
+                "Reason",
+                '.status.conditions[?(@.type=="Ready")].reason',
+                description="Why (not) ready",
+                priority=1,
+            ),
+            PrinterColumn("Age", ".metadata.creationTimestamp", "date"),
+        ),
+    )
+
+
+TYPESENSE_COLLECTION = _content(
+    "TypesenseCollection",
+    "typesensecollections",
+    "tscollection",
+    TypesenseCollectionSpec,
+    "A collection of a TypesenseCluster and its schema, changed in place where Typesense can.",
+    PrinterColumn("Collection", ".status.name", description="Its name in Typesense"),
+    PrinterColumn("Documents", ".status.documents", "integer", "Documents when last looked at"),
+)
+TYPESENSE_ALIAS = _content(
+    "TypesenseAlias",
+    "typesensealiases",
+    "tsalias",
+    TypesenseAliasSpec,
+    "An alias of a collection of a TypesenseCluster.",
+    PrinterColumn("Alias", ".status.name", description="Its name in Typesense"),
+    PrinterColumn("Collection", ".spec.collection", description="The collection it points to"),
+)
+TYPESENSE_SYNONYM = _content(
+    "TypesenseSynonym",
+    "typesensesynonyms",
+    "tssynonym",
+    TypesenseSynonymSpec,
+    "A synonym rule (one-way or multi-way) of a collection of a TypesenseCluster.",
+    PrinterColumn("Collection", ".spec.collection", description="The collection it belongs to"),
+    PrinterColumn("Root", ".spec.root", description="One-way: the word the synonyms stand for", priority=1),
+)
+TYPESENSE_OVERRIDE = _content(
+    "TypesenseOverride",
+    "typesenseoverrides",
+    "tsoverride",
+    TypesenseOverrideSpec,
+    "A curation rule (pinned or hidden documents, a filter) of a collection of a TypesenseCluster.",
+    PrinterColumn("Collection", ".spec.collection", description="The collection it belongs to"),
+    PrinterColumn("Query", ".spec.rule.query", description="The searches it applies to"),
+)
+
+CONTENT_RESOURCES = (TYPESENSE_COLLECTION, TYPESENSE_ALIAS, TYPESENSE_SYNONYM, TYPESENSE_OVERRIDE)

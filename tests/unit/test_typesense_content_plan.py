@@ -1,0 +1,196 @@
+"""What the content controller sends Typesense, for each spec and what Typesense answered."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from typesense_operator.api.content import (
+    TypesenseAliasSpec,
+    TypesenseCollectionSpec,
+    TypesenseOverrideSpec,
+    TypesenseSynonymSpec,
+)
+from typesense_operator.content.plan import (
+    InSync,
+    Refused,
+    Send,
+    plan_alias,
+    plan_collection,
+    plan_override,
+    plan_synonym,
+)
+
+CLUSTER = {"name": "search"}
+
+
+def collection(*fields: dict[str, Any], **extra: Any) -> TypesenseCollectionSpec:
+    return TypesenseCollectionSpec.model_validate({"cluster": CLUSTER, "fields": list(fields), **extra})
+
+
+def held(*fields: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    """A collection as typesense-server 0.24.1 answers GET /collections/{name}: every property filled in."""
+    defaults = {"facet": False, "index": True, "optional": False, "infix": False, "locale": "", "sort": False}
+    return {
+        "name": "books",
+        "num_documents": 3,
+        "default_sorting_field": "",
+        "token_separators": [],
+        "symbols_to_index": [],
+        "enable_nested_fields": False,
+        "fields": [{**defaults, **field} for field in fields],
+        **extra,
+    }
+
+
+TITLE = {"name": "title", "type": "string"}
+YEAR = {"name": "year", "type": "int32"}
+
+
+def test_a_missing_collection_is_created_with_only_what_the_spec_sets() -> None:
+    spec = collection(TITLE, {**YEAR, "facet": True}, defaultSortingField="year", tokenSeparators=["-"])
+    plan = plan_collection(spec, "books", None)
+    assert plan == Send(
+        "POST",
+        "/collections",
+        {
+            "name": "books",
+            "fields": [TITLE, {**YEAR, "facet": True}],
+            "default_sorting_field": "year",
+            "token_separators": ["-"],
+        },
+        "created",
+    )
+
+
+def test_a_collection_as_declared_is_in_sync() -> None:
+    assert plan_collection(collection(TITLE, YEAR), "books", held(TITLE, {**YEAR, "sort": True})) == InSync()
+
+
+@pytest.mark.parametrize(
+    ("fields", "live_fields", "body", "change"),
+    [
+        pytest.param([TITLE, YEAR], [TITLE], [YEAR], "adds field(s) year", id="field-added"),
+        pytest.param(
+            [TITLE],
+            [TITLE, YEAR],
+            [{"name": "year", "drop": True}],
+            "drops field(s) year",
+            id="field-dropped",
+        ),
+        pytest.param(
+            [TITLE, {**YEAR, "facet": True}],
+            [TITLE, YEAR],
+            [{"name": "year", "drop": True}, {**YEAR, "facet": True}],
+            "changes year (facet)",
+            id="property-changed-by-drop-and-add",
+        ),
+        pytest.param(
+            [TITLE, YEAR],
+            [TITLE, {**YEAR, "facet": True}],
+            [{"name": "year", "drop": True}, YEAR],
+            "changes year (facet)",
+            id="property-taken-out-goes-back-to-the-default",
+        ),
+    ],
+)
+def test_field_changes_are_one_patch(
+    fields: list[dict[str, Any]], live_fields: list[dict[str, Any]], body: list[dict[str, Any]], change: str
+) -> None:
+    plan = plan_collection(collection(*fields), "books", held(*live_fields))
+    assert plan == Send("PATCH", "/collections/books", {"fields": body}, change)
+
+
+def test_a_field_type_change_is_refused_with_both_types() -> None:
+    plan = plan_collection(collection(TITLE, {"name": "year", "type": "string"}), "books", held(TITLE, YEAR))
+    assert isinstance(plan, Refused)
+    assert plan.reason == "TypeChangeNotInPlace"
+    assert "year is int32, the spec asks for string" in plan.message
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {"defaultSortingField": "year"},
+        {"tokenSeparators": ["-"]},
+        {"symbolsToIndex": ["+"]},
+        {"enableNestedFields": True},
+    ],
+)
+def test_collection_settings_are_not_changed_in_place(extra: dict[str, Any]) -> None:
+    plan = plan_collection(collection(TITLE, YEAR, **extra), "books", held(TITLE, YEAR))
+    assert isinstance(plan, Refused)
+    assert plan.reason == "NotChangeableInPlace"
+
+
+def test_fields_typesense_made_itself_are_never_dropped() -> None:
+    auto = collection({"name": ".*", "type": "auto"})
+    assert plan_collection(auto, "books", held({"name": ".*", "type": "auto"}, TITLE)) == InSync()
+    nested = collection({"name": "address", "type": "object"}, enableNestedFields=True)
+    live = held(
+        {"name": "address", "type": "object"},
+        {"name": "address.city", "type": "string"},
+        enable_nested_fields=True,
+    )
+    assert plan_collection(nested, "books", live) == InSync()
+
+
+def test_names_are_one_path_segment() -> None:
+    plan = plan_collection(collection(TITLE), "my books?", held(TITLE, YEAR))
+    assert isinstance(plan, Send)
+    assert plan.path == "/collections/my%20books%3F"
+
+
+def test_an_alias_is_put_when_missing_or_elsewhere_and_left_when_right() -> None:
+    spec = TypesenseAliasSpec.model_validate({"cluster": CLUSTER, "collection": "books_v2"})
+    assert plan_alias(spec, "books", None) == Send(
+        "PUT", "/aliases/books", {"collection_name": "books_v2"}, "created"
+    )
+    moved = plan_alias(spec, "books", {"name": "books", "collection_name": "books_v1"})
+    assert isinstance(moved, Send)
+    assert moved.change == "moved from books_v1 to books_v2"
+    assert plan_alias(spec, "books", {"name": "books", "collection_name": "books_v2"}) == InSync()
+
+
+def test_synonyms_one_way_and_multi_way() -> None:
+    multi = TypesenseSynonymSpec.model_validate(
+        {"cluster": CLUSTER, "collection": "books", "synonyms": ["a", "b"]}
+    )
+    assert plan_synonym(multi, "ab", None) == Send(
+        "PUT", "/collections/books/synonyms/ab", {"synonyms": ["a", "b"]}, "created"
+    )
+    assert plan_synonym(multi, "ab", {"id": "ab", "synonyms": ["a", "b"]}) == InSync()
+    one_way = TypesenseSynonymSpec.model_validate(
+        {"cluster": CLUSTER, "collection": "books", "synonyms": ["tome"], "root": "book"}
+    )
+    changed = plan_synonym(one_way, "ab", {"id": "ab", "synonyms": ["tome"]})
+    assert changed == Send(
+        "PUT", "/collections/books/synonyms/ab", {"synonyms": ["tome"], "root": "book"}, "updated"
+    )
+
+
+def test_an_override_compares_with_typesense_defaults_filled_in() -> None:
+    spec = TypesenseOverrideSpec.model_validate(
+        {
+            "cluster": CLUSTER,
+            "collection": "books",
+            "rule": {"query": "dune", "match": "exact"},
+            "includes": [{"id": "7", "position": 1}],
+        }
+    )
+    body = {"rule": {"query": "dune", "match": "exact"}, "includes": [{"id": "7", "position": 1}]}
+    assert plan_override(spec, "pin", None) == Send(
+        "PUT", "/collections/books/overrides/pin", body, "created"
+    )
+    live = {
+        "id": "pin",
+        **body,
+        "excludes": [],
+        "filter_by": "",
+        "remove_matched_tokens": True,
+        "filter_curated_hits": False,
+    }
+    assert plan_override(spec, "pin", live) == InSync()
+    edited = {**live, "excludes": [{"id": "9"}]}
+    assert isinstance(plan_override(spec, "pin", edited), Send)
