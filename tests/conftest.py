@@ -74,7 +74,13 @@ def _operator(
     """The operator's console script, with the RBAC its chart grants (files/rbac-rules.yaml)."""
     rbac = pytestconfig.rootpath / "charts" / script / "files" / "rbac-rules.yaml"
     typesense = script == "typesense-operator"
-    environment = {"OPERATOR_SUITE_BACKUP_IMAGE": BACKUP_JOB_IMAGE} if typesense else None
+    # Content objects are compared with Typesense every 10 s here (60 s by default), so that a repaired
+    # drift is seen within a test's patience.
+    environment = (
+        {"OPERATOR_SUITE_BACKUP_IMAGE": BACKUP_JOB_IMAGE, "OPERATOR_SUITE_CONTENT_CHECK_SECONDS": "10"}
+        if typesense
+        else None
+    )
     return operators.get(script, control_plane, rbac, "--verbose", environment=environment)
 
 

@@ -137,3 +137,74 @@ async def test_the_go_operators_newer_fields_apply_strictly_and_read_back_unchan
     refused = kubectl("apply", "--server-side", "--validate=strict", "-f", str(manifest), check=False)
     assert refused.returncode != 0
     assert "noSuchField" in refused.stderr
+
+
+def content(kind: str, namespace: str, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": API,
+        "kind": kind,
+        "metadata": {"name": "c1", "namespace": namespace},
+        "spec": {"cluster": {"name": "search"}, **spec},
+    }
+
+
+TITLE = {"name": "title", "type": "string"}
+
+
+@pytest.mark.parametrize(
+    ("kind", "spec", "message"),
+    [
+        ("TypesenseCollection", {"fields": [{"name": "x", "type": "text"}]}, 'supported values: "string"'),
+        ("TypesenseCollection", {"fields": []}, "should have at least 1 items"),
+        (
+            "TypesenseCollection",
+            {"fields": [TITLE], "defaultSortingField": "title"},
+            "defaultSortingField must name a field of the schema whose type is int32, int64 or float",
+        ),
+        (
+            "TypesenseCollection",
+            {"fields": [TITLE], "defaultSortingField": "year"},
+            "defaultSortingField must name a field of the schema",
+        ),
+        (
+            "TypesenseCollection",
+            {"fields": [{"name": "address", "type": "object"}]},
+            "fields of type object or object[] need enableNestedFields: true",
+        ),
+        ("TypesenseCollection", {"fields": [TITLE], "name": "a/b"}, "a name in Typesense cannot contain '/'"),
+        (
+            "TypesenseSynonym",
+            {"collection": "books", "synonyms": ["alone"]},
+            "a multi-way synonym needs at least two",
+        ),
+        (
+            "TypesenseOverride",
+            {"collection": "books", "rule": {"query": "q", "match": "exact"}},
+            "an override needs includes, excludes or filterBy",
+        ),
+        (
+            "TypesenseOverride",
+            {"collection": "books", "rule": {"query": "q", "match": "fuzzy"}, "filterBy": "x:=1"},
+            'supported values: "exact", "contains"',
+        ),
+        (
+            "TypesenseAlias",
+            {"collection": "books", "deletionPolicy": "Orphan"},
+            'supported values: "Retain", "Delete"',
+        ),
+    ],
+)
+async def test_invalid_content_is_refused_with_a_readable_message(
+    kube: Kube, namespace: str, kind: str, spec: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(Invalid, match=re.escape(message)):
+        await kube.apply(content(kind, namespace, **spec))
+
+
+async def test_content_names_in_typesense_cannot_change(kube: Kube, namespace: str) -> None:
+    await kube.apply(content("TypesenseCollection", namespace, fields=[TITLE], name="books"))
+    with pytest.raises(Invalid, match=re.escape("spec.name is immutable once set")):
+        await kube.apply(content("TypesenseCollection", namespace, fields=[TITLE], name="books_v2"))
+    await kube.apply(content("TypesenseSynonym", namespace, collection="books", synonyms=["a", "b"]))
+    with pytest.raises(Invalid, match=re.escape("spec.collection is immutable once set")):
+        await kube.apply(content("TypesenseSynonym", namespace, collection="films", synonyms=["a", "b"]))

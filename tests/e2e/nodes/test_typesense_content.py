@@ -1,0 +1,217 @@
+"""Collections, aliases, synonyms and overrides as objects, against the real typesense-server 0.24.1 of
+a 3-node cluster on real nodes, run by the operator: made, changed in place, refused where Typesense
+cannot change in place, put back after a change through Typesense's own API, and deleted by policy."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from operator_core import errors
+from operator_core.kube import Kube
+from operator_testkit.assertions import condition
+from operator_testkit.drivers.typesense import TypesenseCluster
+from operator_testkit.fixtures import wait_until
+
+API = "ts.opentelekomcloud.com/v1alpha1"
+DRIFT_REPAIRED_WITHIN_SECONDS = 30.0
+"""The tests' operator checks every 10 s (tests/conftest.py): a change through Typesense is put back
+within one check, the request and the kubelet-free path to the leader included."""
+
+
+def content(kind: str, name: str, namespace: str, spec: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": API,
+        "kind": kind,
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"cluster": {"name": "cluster-1"}, **spec},
+    }
+
+
+async def ready(kube: Kube, kind: str, name: str, namespace: str, timeout: float = 60) -> dict[str, Any]:
+    """The Ready condition once it is True for the object's current generation."""
+    found: dict[str, Any] = {}
+
+    async def settled() -> bool:
+        obj = await kube.get(API, kind, name, namespace)
+        if obj is None:
+            return False
+        found.update(condition(obj, "Ready") or {})
+        generation = obj["metadata"].get("generation")
+        return (
+            found.get("status") == "True"
+            and (obj.get("status") or {}).get("observedGeneration") == generation
+        )
+
+    await wait_until(settled, timeout=timeout, interval=0.5, what=f"{kind} {name} Ready for its generation")
+    return found
+
+
+async def not_ready(kube: Kube, kind: str, name: str, namespace: str, reason: str) -> dict[str, Any]:
+    found: dict[str, Any] = {}
+
+    async def said() -> bool:
+        obj = await kube.get(API, kind, name, namespace)
+        found.clear()
+        found.update(condition(obj or {}, "Ready") or {})
+        return found.get("status") == "False" and found.get("reason") == reason
+
+    await wait_until(said, timeout=60, interval=0.5, what=f"{kind} {name} Ready=False {reason}")
+    return found
+
+
+async def typesense(cluster: TypesenseCluster, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+    leader = await cluster.leader_ip()
+    assert leader is not None
+    answer = await cluster.http.request(
+        method, f"http://{leader}:8108{path}", headers=cluster.headers, json=body, timeout=10
+    )
+    return answer.status_code, answer.json()
+
+
+async def fields_of(cluster: TypesenseCluster, collection: str) -> dict[str, dict[str, Any]]:
+    code, answer = await typesense(cluster, "GET", f"/collections/{collection}")
+    assert code == 200, answer
+    return {field["name"]: field for field in answer["fields"]}
+
+
+ARTICLES = {
+    "fields": [
+        {"name": "title", "type": "string"},
+        {"name": "year", "type": "int32"},
+        {"name": "body", "type": "string", "optional": True},
+    ],
+    "defaultSortingField": "year",
+}
+
+
+async def test_a_collection_is_made_changed_in_place_and_refused_where_typesense_cannot(
+    kube: Kube, namespace: str, cluster: TypesenseCluster
+) -> None:
+    await kube.apply(content("TypesenseCollection", "articles", namespace, ARTICLES))
+    await ready(kube, "TypesenseCollection", "articles", namespace)
+    assert set(await fields_of(cluster, "articles")) == {"title", "year", "body"}
+    await typesense(
+        cluster, "POST", "/collections/articles/documents", {"id": "1", "title": "t", "year": 2020}
+    )
+
+    changed = {
+        **ARTICLES,
+        "fields": [
+            {"name": "title", "type": "string", "facet": True},
+            {"name": "year", "type": "int32"},
+            {"name": "tags", "type": "string[]", "facet": True, "optional": True},
+        ],
+    }
+    await kube.apply(content("TypesenseCollection", "articles", namespace, changed))
+    await ready(kube, "TypesenseCollection", "articles", namespace)
+    fields = await fields_of(cluster, "articles")
+    assert set(fields) == {"title", "year", "tags"}, "tags added and body dropped in place"
+    assert fields["title"]["facet"] is True, "a property changed in place"
+    code, _ = await typesense(cluster, "GET", "/collections/articles/documents/1")
+    assert code == 200, "the documents stay"
+    obj = await kube.get(API, "TypesenseCollection", "articles", namespace)
+    assert obj is not None
+    assert obj["status"]["documents"] == 1
+
+    retyped = {
+        **changed,
+        "fields": [*changed["fields"][:2], {"name": "tags", "type": "string", "optional": True}],
+    }
+    await kube.apply(content("TypesenseCollection", "articles", namespace, retyped))
+    said = await not_ready(kube, "TypesenseCollection", "articles", namespace, "TypeChangeNotInPlace")
+    assert "tags is string[], the spec asks for string" in said["message"]
+    assert (await fields_of(cluster, "articles"))["tags"]["type"] == "string[]", "nothing applied"
+
+
+async def test_aliases_synonyms_and_overrides_are_made_repaired_and_deleted_by_policy(
+    kube: Kube, namespace: str, cluster: TypesenseCluster
+) -> None:
+    await kube.apply(content("TypesenseAlias", "current", namespace, {"collection": "books"}))
+    synonym = {"collection": "books", "synonyms": ["novel", "book", "tome"]}
+    await kube.apply(content("TypesenseSynonym", "novels", namespace, synonym))
+    override = {
+        "collection": "books",
+        "rule": {"query": "dune", "match": "exact"},
+        "includes": [{"id": "7", "position": 1}],
+        "filterBy": "title:=dune",
+    }
+    await kube.apply(content("TypesenseOverride", "pin-dune", namespace, override))
+    for kind, name in (
+        ("TypesenseAlias", "current"),
+        ("TypesenseSynonym", "novels"),
+        ("TypesenseOverride", "pin-dune"),
+    ):
+        await ready(kube, kind, name, namespace)
+    assert (await typesense(cluster, "GET", "/aliases/current"))[1]["collection_name"] == "books"
+    code, held = await typesense(cluster, "GET", "/collections/books/synonyms/novels")
+    assert (code, held["synonyms"]) == (200, ["novel", "book", "tome"])
+    code, held = await typesense(cluster, "GET", "/collections/books/overrides/pin-dune")
+    assert (code, held["includes"], held["filter_by"]) == (200, [{"id": "7", "position": 1}], "title:=dune")
+
+    # Changed and deleted behind the operator's back, through Typesense's own API.
+    await typesense(
+        cluster, "POST", "/collections", {"name": "other", "fields": [{"name": "x", "type": "string"}]}
+    )
+    await typesense(cluster, "PUT", "/aliases/current", {"collection_name": "other"})
+    await typesense(cluster, "DELETE", "/collections/books/synonyms/novels")
+    await typesense(cluster, "DELETE", "/collections/books/overrides/pin-dune")
+
+    async def repaired() -> bool:
+        alias = await typesense(cluster, "GET", "/aliases/current")
+        synonym = await typesense(cluster, "GET", "/collections/books/synonyms/novels")
+        override = await typesense(cluster, "GET", "/collections/books/overrides/pin-dune")
+        return alias[1].get("collection_name") == "books" and synonym[0] == 200 and override[0] == 200
+
+    await wait_until(repaired, timeout=DRIFT_REPAIRED_WITHIN_SECONDS, interval=1, what="the drift repaired")
+
+    # Delete (the default of these kinds): gone from Typesense too; Retain: left there.
+    retained = {**synonym, "synonyms": ["film", "movie"], "deletionPolicy": "Retain"}
+    await kube.apply(content("TypesenseSynonym", "films", namespace, retained))
+    await ready(kube, "TypesenseSynonym", "films", namespace)
+    for kind, name in (
+        ("TypesenseSynonym", "novels"),
+        ("TypesenseSynonym", "films"),
+        ("TypesenseAlias", "current"),
+    ):
+        await kube.delete(API, kind, name, namespace)
+
+    async def gone() -> bool:
+        return all(
+            await kube.get(API, kind, name, namespace) is None
+            for kind, name in (
+                ("TypesenseSynonym", "novels"),
+                ("TypesenseSynonym", "films"),
+                ("TypesenseAlias", "current"),
+            )
+        )
+
+    await wait_until(gone, timeout=30, interval=0.5, what="the objects deleted")
+    assert (await typesense(cluster, "GET", "/collections/books/synonyms/novels"))[0] == 404
+    assert (await typesense(cluster, "GET", "/aliases/current"))[0] == 404
+    assert (await typesense(cluster, "GET", "/collections/books/synonyms/films"))[0] == 200, "Retain keeps it"
+
+
+async def test_bad_input_is_refused_by_the_api_server_or_said_in_typesenses_words(
+    kube: Kube, namespace: str, cluster: TypesenseCluster
+) -> None:
+    unknown_type = content(
+        "TypesenseCollection", "bad-type", namespace, {"fields": [{"name": "x", "type": "text"}]}
+    )
+    with pytest.raises(errors.Invalid, match="Unsupported value"):
+        await kube.apply(unknown_type)
+    text_sort = {"fields": [{"name": "x", "type": "string"}], "defaultSortingField": "x"}
+    with pytest.raises(errors.Invalid, match="defaultSortingField must name a field"):
+        await kube.apply(content("TypesenseCollection", "bad-sort", namespace, text_sort))
+
+    orphan = {"collection": "no-such-collection", "synonyms": ["a", "b"]}
+    await kube.apply(content("TypesenseSynonym", "orphan", namespace, orphan))
+    said = await not_ready(kube, "TypesenseSynonym", "orphan", namespace, "RejectedByTypesense")
+    assert "not found" in said["message"].lower(), said["message"]
+
+    lost = content("TypesenseAlias", "lost", namespace, {"collection": "books"})
+    lost["spec"]["cluster"]["name"] = "no-such-cluster"
+    await kube.apply(lost)
+    said = await not_ready(kube, "TypesenseAlias", "lost", namespace, "ClusterNotFound")
+    assert "no-such-cluster" in said["message"]
