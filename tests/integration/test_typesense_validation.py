@@ -192,6 +192,16 @@ TITLE = {"name": "title", "type": "string"}
             {"collection": "books", "deletionPolicy": "Orphan"},
             'supported values: "Retain", "Delete"',
         ),
+        (
+            "TypesenseApiKey",
+            {"actions": ["documents:find"], "collections": ["*"], "secret": {"name": "k"}},
+            "each action must be *, or a resource",
+        ),
+        (
+            "TypesenseApiKey",
+            {"actions": ["documents:search"], "collections": [], "secret": {"name": "k"}},
+            "should have at least 1 items",
+        ),
     ],
 )
 async def test_invalid_content_is_refused_with_a_readable_message(

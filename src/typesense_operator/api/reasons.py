@@ -143,3 +143,5 @@ class ContentReason(StrEnum):
     REJECTED = "RejectedByTypesense"
     NOT_CHANGEABLE_IN_PLACE = "NotChangeableInPlace"
     TYPE_CHANGE_NOT_IN_PLACE = "TypeChangeNotInPlace"
+    SECRET_NOT_OURS = "SecretNotOurs"  # noqa: S105 (a reason's name, not a password)
+    VALUE_SOURCE_MISSING = "ValueSourceMissing"

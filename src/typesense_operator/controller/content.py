@@ -91,9 +91,9 @@ class ContentKind(Generic[SpecT]):
     """How an Event names it: "collection", "alias", "synonym", "override"."""
     name: Callable[[SpecT, str], str]
     """Its name (or id) in Typesense, from the spec and the object's name."""
-    path: Callable[[SpecT, str], str]
-    """Where Typesense serves it, given its name."""
-    plan: Callable[[SpecT, str, Mapping[str, Any] | None], ContentPlan]
+    path: Callable[[SpecT, str], str] | None = None
+    """Where Typesense serves it, given its name (an API key's id is only known once it is made)."""
+    plan: Callable[[SpecT, str, Mapping[str, Any] | None], ContentPlan] | None = None
 
 
 def _named(spec: Any, object_name: str) -> str:
@@ -165,7 +165,7 @@ class NodeApi:
         raise NoNodeAnswers("; ".join(missed) or "no node pod exists")
 
 
-def _message(answer: Any) -> str:
+def message_of(answer: Any) -> str:
     return str(answer.get("message")) if isinstance(answer, dict) and answer.get("message") else str(answer)
 
 
@@ -204,7 +204,7 @@ class ContentScope(Scope):
         return Outcome.STOP
 
 
-def _scope_for(kind: ContentKind[Any]) -> Callable[[dict[str, Any], Context], ContentScope]:
+def scope_for(kind: ContentKind[Any]) -> Callable[[dict[str, Any], Context], ContentScope]:
     def made(obj: dict[str, Any], context: Context) -> ContentScope:
         spec = kind.spec_model.model_validate(obj.get("spec") or {})
         return ContentScope(
@@ -262,12 +262,14 @@ async def sync(scope: ContentScope) -> Outcome:
     """Read what Typesense holds, put it right where it differs from the spec, and say so."""
     assert scope.api is not None
     kind, name, book = scope.kind, scope.name, scope.book
+    assert kind.path is not None
+    assert kind.plan is not None
     check = scope.context.runtime_of(TypesenseRuntime).settings.content_check_seconds
     path = kind.path(scope.spec, name)
     try:
         code, live = await scope.api.call("GET", path)
         if code not in (200, 404):
-            return await _rejected(scope, f"reading {path}: {_message(live)} (HTTP {code})", check)
+            return await _rejected(scope, f"reading {path}: {message_of(live)} (HTTP {code})", check)
         plan = kind.plan(scope.spec, name, live if code == 200 else None)
         if isinstance(plan, Refused):
             note = plan.message
@@ -278,7 +280,9 @@ async def sync(scope: ContentScope) -> Outcome:
         if isinstance(plan, Send):
             code, answer = await scope.api.call(plan.method, plan.path, plan.body)
             if code >= 300:
-                return await _rejected(scope, f"{kind.noun} {name}: {_message(answer)} (HTTP {code})", check)
+                return await _rejected(
+                    scope, f"{kind.noun} {name}: {message_of(answer)} (HTTP {code})", check
+                )
             await book.event("Normal", EventReason.CONTENT_APPLIED, f"{kind.noun} {name} {plan.change}")
             if kind is COLLECTION:
                 code, live = await scope.api.call("GET", path)
@@ -317,7 +321,7 @@ async def report(scope: ContentScope, completed: bool) -> None:
 
 def reconciler(kind: ContentKind[Any]) -> Callable[[dict[str, Any], Context], Any]:
     """The reconcile of one kind: the steps, the status once; returns the seconds until the next look."""
-    return Steps(kind.resource, _scope_for(kind), (find_cluster, connect, sync), report).reconcile
+    return Steps(kind.resource, scope_for(kind), (find_cluster, connect, sync), report).reconcile
 
 
 def finalizer(kind: ContentKind[Any]) -> Callable[[dict[str, Any], Context], Any]:
@@ -330,6 +334,7 @@ def finalizer(kind: ContentKind[Any]) -> Callable[[dict[str, Any], Context], Any
 async def finalize_content(kind: ContentKind[Any], obj: dict[str, Any], context: Context) -> float:
     """Remove the object from Typesense (deletionPolicy Delete), then let it go. A cluster that is gone
     or going has nothing to remove from; one that is not QuorumReady is waited for, and said."""
+    assert kind.path is not None
     spec = kind.spec_model.model_validate(obj.get("spec") or {})
     name = kind.name(spec, obj["metadata"]["name"])
     namespace = obj["metadata"]["namespace"]
@@ -363,6 +368,6 @@ async def finalize_content(kind: ContentKind[Any], obj: dict[str, Any], context:
     say(
         "Warning",
         EventReason.CONTENT_NOT_DELETED,
-        f"{kind.noun} {name}: {_message(answer)} (HTTP {code}); retrying",
+        f"{kind.noun} {name}: {message_of(answer)} (HTTP {code}); retrying",
     )
     return context.runtime_of(TypesenseRuntime).settings.content_check_seconds

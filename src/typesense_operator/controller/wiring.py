@@ -20,7 +20,9 @@ from operator_core.controller import Operator
 from operator_core.reconciling import Context
 from operator_core.settings import from_env
 from typesense_operator.api import TYPESENSE_BACKUP, TYPESENSE_CLUSTER, TYPESENSE_SCHEDULED_BACKUP
+from typesense_operator.api.content import TYPESENSE_API_KEY
 from typesense_operator.controller import content
+from typesense_operator.controller.apikeys import finalize_api_key, named_secrets, reconcile_api_key
 from typesense_operator.controller.backup import (
     DATA_FINALIZER,
     finalize_backup,
@@ -145,3 +147,18 @@ for _kind in content.CONTENT_KINDS:
         finalize=content.finalizer(_kind),
         needs_finalizer=content.removes_content,
     )
+
+
+# Each API key: its Secret (labelled as its child) and the Secret its value comes from (valueFrom)
+# wake it, and so does its cluster; the finalizer deletes the key from Typesense (deletionPolicy Delete).
+OPERATOR.controller(
+    TYPESENSE_API_KEY,
+    reconcile_api_key,
+    managed_by=MANAGED_BY,
+    child_kinds=(("v1", "Secret"),),
+    named=named_secrets,
+    named_kinds=((TYPESENSE_CLUSTER.api_version, TYPESENSE_CLUSTER.kind), ("v1", "Secret")),
+    finalizer=content.FINALIZER,
+    finalize=finalize_api_key,
+    needs_finalizer=content.removes_content,
+)
