@@ -180,7 +180,7 @@ TITLE = {"name": "title", "type": "string"}
         (
             "TypesenseOverride",
             {"collection": "books", "rule": {"query": "q", "match": "exact"}},
-            "an override needs includes, excludes or filterBy",
+            "an override needs includes, excludes, filterBy or sortBy",
         ),
         (
             "TypesenseOverride",

@@ -16,10 +16,14 @@ from typesense_operator.content.plan import (
     InSync,
     Refused,
     Send,
+    batches,
+    import_failures,
     plan_alias,
     plan_collection,
     plan_override,
     plan_synonym,
+    version_of,
+    versioned_name,
 )
 
 CLUSTER = {"name": "search"}
@@ -194,3 +198,22 @@ def test_an_override_compares_with_typesense_defaults_filled_in() -> None:
     assert plan_override(spec, "pin", live) == InSync()
     edited = {**live, "excludes": [{"id": "9"}]}
     assert isinstance(plan_override(spec, "pin", edited), Send)
+
+
+def test_versions_of_a_migrated_collection() -> None:
+    assert versioned_name("books", 1) == "books-1"
+    assert [version_of(name, "books") for name in ("books-1", "books-12", "books", "books-x", "other-2")] == [
+        1,
+        12,
+        0,
+        0,
+        0,
+    ]
+
+
+def test_a_copy_goes_in_bounded_batches_and_an_import_says_which_document_failed() -> None:
+    lines = [f'{{"id": "{i}"}}'.encode() for i in range(5)]
+    assert batches(lines, 2) == [b'{"id": "0"}\n{"id": "1"}', b'{"id": "2"}\n{"id": "3"}', b'{"id": "4"}']
+    answer = b'{"success": true}\n{"success": false, "error": "Field `year` must be an int32."}\n'
+    assert import_failures(answer) == ["Field `year` must be an int32."]
+    assert import_failures(b'{"success": true}\n') == []

@@ -33,6 +33,7 @@ __all__ = [
     "TYPESENSE_SYNONYM",
     "ApiKeyStatus",
     "CollectionField",
+    "CollectionMigration",
     "ContentStatus",
     "TypesenseAliasSpec",
     "TypesenseApiKeySpec",
@@ -117,6 +118,19 @@ _NESTED_FIELDS_NEED_THE_FLAG = (
 )
 
 
+class CollectionMigration(ApiModel):
+    """How a change that Typesense cannot make in place (a field's type, the sorting field, the token
+    settings) is made: a new collection with the new schema, every document copied into it in
+    batches with the synonyms and overrides, the alias moved to it at once, the old one dropped after
+    a grace. Searches through the alias never fail; writes made during the copy may be missed (pause
+    them, or write again once the alias has moved)."""
+
+    batch_size: int = Field(default=1000, ge=1, le=10000)
+    """Documents per import request while copying."""
+    drop_old_after_seconds: int = Field(default=300, ge=0, le=2_592_000)
+    """How long the old collection is kept after the alias moved (for clients that name it)."""
+
+
 class TypesenseCollectionSpec(ApiModel):
     """A collection and its schema. Fields added or dropped, and a field's facet, optional, index, sort,
     infix or locale changed, are changed in place, with one PATCH of the collection (a changed field
@@ -151,11 +165,24 @@ class TypesenseCollectionSpec(ApiModel):
     """Symbols that are indexed as words instead of being dropped (such as + or #)."""
     enable_nested_fields: bool | None = None
     """Whether fields of type object and object[] are indexed (Typesense 0.24 and later)."""
+    migration: CollectionMigration | None = None
+    """Make the changes Typesense cannot make in place by migration. Set only when the collection is
+    made: Typesense then holds it as <name>-1, <name>-2, ... behind an alias <name>, which searches and
+    writes use."""
     deletion_policy: Literal["Retain", "Delete"] = "Retain"
     """What deleting this object does to the collection: Retain (the default) keeps it and its
-    documents in Typesense; Delete drops it, with every document."""
+    documents in Typesense; Delete drops it, with every document (and, with a migration, its alias)."""
 
-    model_config = ConfigDict(json_schema_extra=cel(_SORTING_FIELD_IS_NUMERIC, _NESTED_FIELDS_NEED_THE_FLAG))
+    model_config = ConfigDict(
+        json_schema_extra=cel(
+            _SORTING_FIELD_IS_NUMERIC,
+            _NESTED_FIELDS_NEED_THE_FLAG,
+            (
+                "has(self.migration) == has(oldSelf.migration)",
+                "spec.migration can only be set or removed when the collection is made",
+            ),
+        )
+    )
 
 
 class TypesenseAliasSpec(ApiModel):
@@ -239,7 +266,7 @@ class HiddenHit(ApiModel):
 
 
 class TypesenseOverrideSpec(ApiModel):
-    """A curation rule of one collection: documents pinned or hidden, a filter or a sort, for the
+    """A curation rule of one collection: documents pinned or hidden, a filter, a sort, for the
     searches its rule matches."""
 
     cluster: ClusterReference
@@ -264,6 +291,8 @@ class TypesenseOverrideSpec(ApiModel):
     """Documents hidden."""
     filter_by: str | None = Field(default=None, min_length=1, max_length=4096)
     """A filter applied to the matching searches, as Typesense's filter_by writes it."""
+    sort_by: str | None = Field(default=None, min_length=1, max_length=1024)
+    """A sort applied to the matching searches, as Typesense's sort_by writes it (such as year:desc)."""
     remove_matched_tokens: bool | None = None
     """Whether the rule's query is removed from the search text (Typesense's default: true)."""
     filter_curated_hits: bool | None = None
@@ -274,18 +303,37 @@ class TypesenseOverrideSpec(ApiModel):
     model_config = ConfigDict(
         json_schema_extra=cel(
             (
-                "has(self.includes) || has(self.excludes) || has(self.filterBy)",
-                "an override needs includes, excludes or filterBy",
+                "has(self.includes) || has(self.excludes) || has(self.filterBy) || has(self.sortBy)",
+                "an override needs includes, excludes, filterBy or sortBy",
             )
         )
     )
+
+
+class MigrationStatus(ApiModel):
+    """The last migration of a collection."""
+
+    source: str | None = None
+    """The collection the documents were copied from."""
+    target: str | None = None
+    """The collection they were copied into, which the alias names once it is done."""
+    documents: int | None = None
+    """Documents copied."""
+    done_at: datetime | None = None
+    """When the alias moved to the target."""
+    source_dropped_after: datetime | None = None
+    """When the source is dropped (not set once it is)."""
 
 
 class ContentStatus(ApiModel):
     """What the operator last saw of the object in Typesense."""
 
     name: str | None = None
-    """Its name (or id) in Typesense."""
+    """Its name (or id) in Typesense; a migrated collection's current collection (<name>-<n>)."""
+    alias: str | None = None
+    """A collection with spec.migration: the alias that names its current collection."""
+    migration: MigrationStatus | None = None
+    """A collection with spec.migration: its last migration."""
     cluster_uid: str | None = None
     """The uid of the cluster it was put into: a cluster made again under the same name is another."""
     documents: int | None = None

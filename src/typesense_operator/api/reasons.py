@@ -90,6 +90,7 @@ class EventReason(StrEnum):
     CONTENT_APPLIED = "ContentApplied"
     CONTENT_REFUSED = "ContentRefused"
     CONTENT_DELETED = "ContentDeleted"
+    CONTENT_MIGRATED = "ContentMigrated"
     CONTENT_NOT_DELETED = "ContentNotDeleted"
     CONTENT_WAITING = "ContentWaiting"
 
@@ -143,5 +144,7 @@ class ContentReason(StrEnum):
     REJECTED = "RejectedByTypesense"
     NOT_CHANGEABLE_IN_PLACE = "NotChangeableInPlace"
     TYPE_CHANGE_NOT_IN_PLACE = "TypeChangeNotInPlace"
+    MIGRATING = "Migrating"
+    MIGRATION_FAILED = "MigrationFailed"
     SECRET_NOT_OURS = "SecretNotOurs"  # noqa: S105 (a reason's name, not a password)
     VALUE_SOURCE_MISSING = "ValueSourceMissing"

@@ -11,6 +11,7 @@ them.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -29,13 +30,18 @@ __all__ = [
     "Refused",
     "Send",
     "alias_path",
+    "batches",
     "collection_path",
+    "collection_schema",
+    "import_failures",
     "override_path",
     "plan_alias",
     "plan_collection",
     "plan_override",
     "plan_synonym",
     "synonym_path",
+    "version_of",
+    "versioned_name",
 ]
 
 
@@ -247,6 +253,7 @@ _OVERRIDE_DEFAULTS: Mapping[str, Any] = {
     "includes": [],
     "excludes": [],
     "filter_by": "",
+    "sort_by": "",
     "remove_matched_tokens": True,
     "filter_curated_hits": False,
 }
@@ -258,7 +265,7 @@ def override_body(spec: TypesenseOverrideSpec) -> dict[str, Any]:
         body["includes"] = [{"id": hit.id, "position": hit.position} for hit in spec.includes]
     if spec.excludes:
         body["excludes"] = [{"id": hit.id} for hit in spec.excludes]
-    for name in ("filter_by", "remove_matched_tokens", "filter_curated_hits"):
+    for name in ("filter_by", "sort_by", "remove_matched_tokens", "filter_curated_hits"):
         value = getattr(spec, name)
         if value is not None:
             body[name] = value
@@ -276,3 +283,35 @@ def plan_override(spec: TypesenseOverrideSpec, rule: str, live: Mapping[str, Any
         if same:
             return InSync()
     return Send("PUT", override_path(spec.collection, rule), body, "created" if live is None else "updated")
+
+
+# ---------------------------------------------------------------- migrations
+
+
+def versioned_name(name: str, version: int) -> str:
+    """The collection behind alias ``name`` at ``version`` (from 1), for a collection with a migration."""
+    return f"{name}-{version}"
+
+
+def version_of(collection: str, name: str) -> int:
+    """Which version of ``name`` a collection is (0 when it is not one of them: a name of a collection
+    the alias was pointed at by hand)."""
+    prefix = f"{name}-"
+    suffix = collection[len(prefix) :] if collection.startswith(prefix) else ""
+    return int(suffix) if suffix.isdigit() else 0
+
+
+def batches(lines: list[bytes], size: int) -> list[bytes]:
+    """JSONL bodies of at most ``size`` documents each, for ``POST .../documents/import``."""
+    return [b"\n".join(lines[start : start + size]) for start in range(0, len(lines), size)]
+
+
+def import_failures(answer: bytes) -> list[str]:
+    """The errors of an import's answer (a JSON line per document, ``success`` false for a failure)."""
+    failed = []
+    for line in answer.splitlines():
+        if line.strip():
+            result = json.loads(line)
+            if not result.get("success", False):
+                failed.append(str(result.get("error") or result))
+    return failed

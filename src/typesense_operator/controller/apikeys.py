@@ -33,7 +33,7 @@ from typesense_operator.content.keys import (
     matching_key,
     needs_new_value,
 )
-from typesense_operator.controller.content import (
+from typesense_operator.controller.content_scope import (
     READY,
     ContentKind,
     ContentScope,

@@ -21,7 +21,7 @@ from operator_core.reconciling import Context
 from operator_core.settings import from_env
 from typesense_operator.api import TYPESENSE_BACKUP, TYPESENSE_CLUSTER, TYPESENSE_SCHEDULED_BACKUP
 from typesense_operator.api.content import TYPESENSE_API_KEY
-from typesense_operator.controller import content
+from typesense_operator.controller import content, content_scope
 from typesense_operator.controller.apikeys import finalize_api_key, named_secrets, reconcile_api_key
 from typesense_operator.controller.backup import (
     DATA_FINALIZER,
@@ -141,11 +141,11 @@ for _kind in content.CONTENT_KINDS:
         _kind.resource,
         content.reconciler(_kind),
         managed_by=MANAGED_BY,
-        named=content.named_cluster,
+        named=content_scope.named_cluster,
         named_kinds=((TYPESENSE_CLUSTER.api_version, TYPESENSE_CLUSTER.kind),),
-        finalizer=content.FINALIZER,
+        finalizer=content_scope.FINALIZER,
         finalize=content.finalizer(_kind),
-        needs_finalizer=content.removes_content,
+        needs_finalizer=content_scope.removes_content,
     )
 
 
@@ -158,7 +158,7 @@ OPERATOR.controller(
     child_kinds=(("v1", "Secret"),),
     named=named_secrets,
     named_kinds=((TYPESENSE_CLUSTER.api_version, TYPESENSE_CLUSTER.kind), ("v1", "Secret")),
-    finalizer=content.FINALIZER,
+    finalizer=content_scope.FINALIZER,
     finalize=finalize_api_key,
-    needs_finalizer=content.removes_content,
+    needs_finalizer=content_scope.removes_content,
 )

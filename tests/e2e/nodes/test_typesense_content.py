@@ -4,6 +4,8 @@ cannot change in place, put back after a change through Typesense's own API, and
 
 from __future__ import annotations
 
+import base64
+import json
 from typing import Any
 
 import pytest
@@ -215,3 +217,79 @@ async def test_bad_input_is_refused_by_the_api_server_or_said_in_typesenses_word
     await kube.apply(lost)
     said = await not_ready(kube, "TypesenseAlias", "lost", namespace, "ClusterNotFound")
     assert "no-such-cluster" in said["message"]
+
+
+async def secret_value(kube: Kube, namespace: str, name: str, key: str = "api-key") -> str | None:
+    found = await kube.get("v1", "Secret", name, namespace)
+    encoded = ((found or {}).get("data") or {}).get(key)
+    return base64.b64decode(encoded).decode() if encoded else None
+
+
+async def search_with(cluster: TypesenseCluster, key: str) -> int:
+    """The HTTP status of a search of books with ``key`` (200: accepted, 401: refused)."""
+    leader = await cluster.leader_ip()
+    answer = await cluster.http.get(
+        f"http://{leader}:8108/collections/books/documents/search",
+        params={"q": "*", "query_by": "title"},
+        headers={"X-TYPESENSE-API-KEY": key},
+    )
+    return answer.status_code
+
+
+async def test_a_key_is_made_into_its_secret_rotated_with_a_grace_and_made_again_when_deleted_by_hand(
+    kube: Kube, namespace: str, cluster: TypesenseCluster
+) -> None:
+    spec = {
+        "actions": ["documents:search"],
+        "collections": ["books"],
+        "description": "the search page",
+        "secret": {"name": "search-key"},
+        "rotationGraceSeconds": 5,
+    }
+    await kube.apply(content("TypesenseApiKey", "search", namespace, spec))
+    await ready(kube, "TypesenseApiKey", "search", namespace)
+    first = await secret_value(kube, namespace, "search-key")
+    assert first is not None
+    assert await search_with(cluster, first) == 200
+    obj = await kube.get(API, "TypesenseApiKey", "search", namespace)
+    assert obj is not None
+    first_id = obj["status"]["keyId"]
+    text = json.dumps(obj) + json.dumps(await kube.list("v1", "Event", namespace))
+    assert first not in text, "the value is in no status and no Event"
+
+    # Rotated by the annotation: the new value in the Secret works at once, the old one until its grace.
+    rotate = content("TypesenseApiKey", "search", namespace, spec)
+    rotate["metadata"]["annotations"] = {"ts.opentelekomcloud.com/rotate": "now"}
+    await kube.apply(rotate)
+
+    async def rotated() -> bool:
+        value = await secret_value(kube, namespace, "search-key")
+        return value not in (None, first) and await search_with(cluster, value or "") == 200
+
+    await wait_until(rotated, timeout=30, interval=0.5, what="the rotated key in the Secret")
+
+    async def old_refused() -> bool:
+        return await search_with(cluster, first) == 401
+
+    await wait_until(old_refused, timeout=30, interval=1, what="the old key refused after its grace")
+
+    # Deleted in Typesense by hand: made again from the value in the Secret.
+    second = await secret_value(kube, namespace, "search-key")
+    assert second is not None
+    obj = await kube.get(API, "TypesenseApiKey", "search", namespace)
+    assert obj is not None
+    assert obj["status"]["keyId"] != first_id
+    await typesense(cluster, "DELETE", f"/keys/{obj['status']['keyId']}")
+    assert await search_with(cluster, second) == 401
+
+    async def back() -> bool:
+        return await search_with(cluster, second) == 200
+
+    await wait_until(back, timeout=DRIFT_REPAIRED_WITHIN_SECONDS, interval=1, what="the key made again")
+
+    await kube.delete(API, "TypesenseApiKey", "search", namespace)
+
+    async def stopped() -> bool:
+        return await search_with(cluster, second) == 401
+
+    await wait_until(stopped, timeout=30, interval=1, what="the key deleted with its object")

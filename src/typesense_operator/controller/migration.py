@@ -1,0 +1,204 @@
+"""A TypesenseCollection with ``spec.migration``: Typesense holds it as ``<name>-<n>`` behind an alias
+``<name>``, and a change it cannot make in place is made by migration.
+
+:func:`sync_versioned` makes the first version and the alias, changes the current version in place
+where Typesense can (the same plan as any collection), and otherwise migrates: the next version is
+made with the new schema, every document is exported from the current one and imported into it in
+``batchSize`` batches (``action=upsert``: a copy started again after a crash repeats nothing), the
+synonyms and overrides follow, the count is checked, and only then is the alias moved, in one PUT, so
+that a search through it never finds nothing. A document that does not fit the new schema stops the
+migration before the alias moves: the new version is dropped and Typesense's words are in Ready. The
+old version is dropped ``dropOldAfterSeconds`` later.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from operator_core.clock import parse_wire_time, utcnow, wire_time
+from operator_core.steps import Outcome
+from typesense_operator.api.content import TypesenseCollectionSpec
+from typesense_operator.api.reasons import ContentReason, EventReason
+from typesense_operator.content.plan import (
+    InSync,
+    Refused,
+    Send,
+    alias_path,
+    batches,
+    collection_path,
+    collection_schema,
+    import_failures,
+    plan_collection,
+    version_of,
+    versioned_name,
+)
+from typesense_operator.controller.content_scope import ContentScope, NodeApi
+
+__all__ = ["delete_versioned", "sync_versioned"]
+
+_COPY_TIMEOUT_SECONDS = 120.0
+"""One export or one import batch: the export holds every document of the collection."""
+READY = "Ready"
+
+
+async def sync_versioned(scope: ContentScope, check: float) -> Outcome:
+    """Make, change in place, or migrate a collection with ``spec.migration`` (``scope``: its
+    ContentScope, its API connected)."""
+    spec: TypesenseCollectionSpec = scope.spec
+    api, name, book = scope.api, scope.name, scope.book
+    assert api is not None
+    code, alias = await api.call("GET", alias_path(name))
+    current = alias.get("collection_name") if code == 200 and isinstance(alias, dict) else None
+    if current is None:
+        current = versioned_name(name, 1)
+        if (await api.call("GET", collection_path(current)))[0] == 404:
+            code, answer = await api.call("POST", "/collections", collection_schema(spec, current))
+            if code >= 300:
+                return await _refused(
+                    scope, ContentReason.REJECTED, f"collection {current}: {_words(answer, code)}", check
+                )
+        code, answer = await api.call("PUT", alias_path(name), {"collection_name": current})
+        if code >= 300:
+            return await _refused(
+                scope, ContentReason.REJECTED, f"alias {name}: {_words(answer, code)}", check
+            )
+        await book.event(
+            "Normal", EventReason.CONTENT_APPLIED, f"collection {current} made, and alias {name} names it"
+        )
+    await _drop_source_when_due(scope)
+    code, live = await api.call("GET", collection_path(current))
+    plan = plan_collection(spec, current, live if code == 200 else None)
+    if isinstance(plan, Send):
+        code, answer = await api.call(plan.method, plan.path, plan.body)
+        if code >= 300:
+            return await _refused(
+                scope, ContentReason.REJECTED, f"collection {current}: {_words(answer, code)}", check
+            )
+        await book.event("Normal", EventReason.CONTENT_APPLIED, f"collection {current} {plan.change}")
+    elif isinstance(plan, Refused):
+        migrated = await _migrate(scope, current, plan.message)
+        if migrated is None:
+            return scope.wait(check)
+        current = migrated
+    else:
+        assert isinstance(plan, InSync)
+    code, live = await api.call("GET", collection_path(current))
+    scope.status.update(name=current, alias=name)
+    if code == 200 and isinstance(live, dict):
+        scope.status.update(documents=live.get("num_documents"), fields=len(live.get("fields") or []))
+    note = f"Typesense holds collection {current}, named by alias {name}, as the spec declares"
+    await book.set(READY, "True", ContentReason.IN_SYNC, note)
+    return scope.wait(check)
+
+
+async def _migrate(scope: ContentScope, source: str, why: str) -> str | None:
+    """Copy ``source`` into the next version with the spec's schema and move the alias; the target's
+    name, or None when the migration failed (said in Ready, the alias untouched)."""
+    spec: TypesenseCollectionSpec = scope.spec
+    api, name, book = scope.api, scope.name, scope.book
+    assert api is not None
+    assert spec.migration is not None
+    target = versioned_name(name, version_of(source, name) + 1)
+    await book.set(READY, "False", ContentReason.MIGRATING, f"migrating {source} to {target}: {why}")
+    if (await api.call("GET", collection_path(target)))[0] == 200:
+        await api.call("DELETE", collection_path(target))  # a copy cut short: start it again, whole
+    code, answer = await api.call("POST", "/collections", collection_schema(spec, target))
+    if code >= 300:
+        return await _failed(scope, target, f"making {target}: {_words(answer, code)}", drop=False)
+    code, exported = await api.call_raw(
+        "GET", f"{collection_path(source)}/documents/export", timeout=_COPY_TIMEOUT_SECONDS
+    )
+    if code != 200:
+        return await _failed(scope, target, f"exporting {source}: HTTP {code}")
+    documents = [line for line in exported.splitlines() if line.strip()]
+    for body in batches(documents, spec.migration.batch_size):
+        path = f"{collection_path(target)}/documents/import?action=upsert"
+        code, answer = await api.call_raw("POST", path, body, timeout=_COPY_TIMEOUT_SECONDS)
+        failures = import_failures(answer) if code == 200 else [f"HTTP {code}"]
+        if failures:
+            return await _failed(
+                scope, target, f"a document of {source} does not fit the new schema: {failures[0]}"
+            )
+    for part in ("synonyms", "overrides"):
+        code, listed = await api.call("GET", f"{collection_path(source)}/{part}")
+        for rule in (listed or {}).get(part) or [] if code == 200 else []:
+            kept = {key: value for key, value in rule.items() if key != "id"}
+            await api.call("PUT", f"{collection_path(target)}/{part}/{rule['id']}", kept)
+    code, held = await api.call("GET", collection_path(target))
+    if code != 200 or int(held.get("num_documents") or 0) < len(documents):
+        count = held.get("num_documents") if isinstance(held, dict) else None
+        return await _failed(
+            scope, target, f"{target} holds {count} documents of the {len(documents)} copied"
+        )
+    code, answer = await api.call("PUT", alias_path(name), {"collection_name": target})
+    if code >= 300:
+        return await _failed(scope, target, f"moving alias {name}: {_words(answer, code)}")
+    now = utcnow()
+    scope.status["migration"] = {
+        "source": source,
+        "target": target,
+        "documents": len(documents),
+        "doneAt": wire_time(now),
+        "sourceDroppedAfter": wire_time(now + timedelta(seconds=spec.migration.drop_old_after_seconds)),
+    }
+    note = f"alias {name} moved from {source} to {target} ({len(documents)} documents copied); {why}"
+    await book.event("Normal", EventReason.CONTENT_MIGRATED, note)
+    return str(target)
+
+
+async def _drop_source_when_due(scope: ContentScope) -> None:
+    migration = dict(scope.status.get("migration") or {})
+    due = parse_wire_time(migration.get("sourceDroppedAfter"))
+    if due is None or utcnow() < due:
+        if due is not None:
+            scope.next_look = min(scope.next_look, max((due - utcnow()).total_seconds(), 1.0))
+        return
+    assert scope.api is not None
+    code, _ = await scope.api.call("DELETE", collection_path(migration["source"]))
+    if code in (200, 404):
+        await scope.book.event(
+            "Normal",
+            EventReason.CONTENT_DELETED,
+            f"collection {migration['source']} dropped: its grace is over",
+        )
+        migration["sourceDroppedAfter"] = None
+        scope.status["migration"] = migration
+
+
+async def _failed(scope: ContentScope, target: str, note: str, *, drop: bool = True) -> str | None:
+    """Say why the migration failed (the target dropped, unless it was never made); None."""
+    if drop and scope.api is not None:
+        await scope.api.call("DELETE", collection_path(target))
+    await scope.book.set(
+        READY, "False", ContentReason.MIGRATION_FAILED, f"{note}; the alias still names the old collection",
+        warn=EventReason.CONTENT_REFUSED, warn_on_new_message=True,
+    )  # fmt: skip
+    return None
+
+
+async def _refused(scope: ContentScope, reason: str, note: str, check: float) -> Outcome:
+    await scope.book.set(
+        READY, "False", reason, note, warn=EventReason.CONTENT_REFUSED, warn_on_new_message=True
+    )
+    return scope.wait(check)
+
+
+def _words(answer: Any, code: int) -> str:
+    message = answer.get("message") if isinstance(answer, dict) else answer
+    return f"{message} (HTTP {code})"
+
+
+async def delete_versioned(api: NodeApi, name: str, migration: dict[str, Any] | None) -> int:
+    """Drop the alias and every version it named (the current one, and a source still in its grace);
+    the last status code."""
+    code, alias = await api.call("GET", alias_path(name))
+    names = [alias.get("collection_name")] if code == 200 and isinstance(alias, dict) else []
+    if migration and migration.get("sourceDroppedAfter"):
+        names.append(migration.get("source"))
+    for collection in [*names, None]:
+        path = alias_path(name) if collection is None else collection_path(str(collection))
+        code, _ = await api.call("DELETE", path)
+        if code not in (200, 404):
+            return int(code)
+    return 200
