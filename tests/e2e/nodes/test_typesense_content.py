@@ -4,10 +4,12 @@ cannot change in place, put back after a change through Typesense's own API, and
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 from typing import Any
 
+import httpx
 import pytest
 
 from operator_core import errors
@@ -293,3 +295,69 @@ async def test_a_key_is_made_into_its_secret_rotated_with_a_grace_and_made_again
         return await search_with(cluster, second) == 401
 
     await wait_until(stopped, timeout=30, interval=1, what="the key deleted with its object")
+
+
+async def test_a_type_change_is_made_by_migration_while_searches_through_the_alias_never_fail(
+    kube: Kube, namespace: str, cluster: TypesenseCluster
+) -> None:
+    fields = [{"name": "title", "type": "string"}, {"name": "rank", "type": "int32"}]
+    spec = {"fields": fields, "migration": {"batchSize": 250, "dropOldAfterSeconds": 5}}
+    await kube.apply(content("TypesenseCollection", "catalog", namespace, spec))
+    await ready(kube, "TypesenseCollection", "catalog", namespace)
+    assert (await typesense(cluster, "GET", "/aliases/catalog"))[1]["collection_name"] == "catalog-1"
+    documents = "\n".join(json.dumps({"id": str(i), "title": f"item {i}", "rank": i}) for i in range(2000))
+    leader = await cluster.leader_ip()
+    imported = await cluster.http.post(
+        f"http://{leader}:8108/collections/catalog/documents/import?action=create",
+        headers=cluster.headers,
+        content=documents,
+        timeout=60,
+    )
+    assert imported.status_code == 200
+    assert imported.text.count('"success":true') == 2000
+
+    attempts, failures = 0, []
+    searching = True
+
+    async def search() -> None:
+        nonlocal attempts
+        while searching:
+            attempts += 1
+            try:
+                answer = await cluster.http.get(
+                    f"http://{leader}:8108/collections/catalog/documents/search",
+                    params={"q": "item", "query_by": "title"},
+                    headers=cluster.headers,
+                )
+                if answer.status_code != 200 or answer.json()["found"] != 2000:
+                    failures.append(f"{answer.status_code} {answer.text[:120]}")
+            except httpx.HTTPError as error:
+                failures.append(repr(error))
+            await asyncio.sleep(0.05)
+
+    searcher = asyncio.ensure_future(search())
+    try:
+        retyped = {**spec, "fields": [fields[0], {"name": "rank", "type": "float"}]}
+        await kube.apply(content("TypesenseCollection", "catalog", namespace, retyped))
+
+        async def migrated() -> bool:
+            obj = await kube.get(API, "TypesenseCollection", "catalog", namespace)
+            ready_now = (condition(obj or {}, "Ready") or {}).get("status") == "True"
+            return ready_now and (obj or {}).get("status", {}).get("name") == "catalog-2"
+
+        await wait_until(migrated, timeout=120, interval=0.5, what="catalog migrated to catalog-2")
+        await asyncio.sleep(1)
+    finally:
+        searching = False
+        await searcher
+    assert attempts > 20
+    assert failures == [], f"{len(failures)} of {attempts} searches failed: {failures[:3]}"
+    code, held = await typesense(cluster, "GET", "/collections/catalog-2")
+    assert (code, held["num_documents"]) == (200, 2000)
+    assert {field["name"]: field["type"] for field in held["fields"]}["rank"] == "float"
+    assert (await typesense(cluster, "GET", "/aliases/catalog"))[1]["collection_name"] == "catalog-2"
+
+    async def old_dropped() -> bool:
+        return (await typesense(cluster, "GET", "/collections/catalog-1"))[0] == 404
+
+    await wait_until(old_dropped, timeout=DRIFT_REPAIRED_WITHIN_SECONDS, interval=1, what="catalog-1 dropped")
