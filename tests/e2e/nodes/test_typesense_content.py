@@ -182,14 +182,15 @@ async def test_aliases_synonyms_and_overrides_are_made_repaired_and_deleted_by_p
         await kube.delete(API, kind, name, namespace)
 
     async def gone() -> bool:
-        return all(
-            await kube.get(API, kind, name, namespace) is None
+        found = [
+            await kube.get(API, kind, name, namespace)
             for kind, name in (
                 ("TypesenseSynonym", "novels"),
                 ("TypesenseSynonym", "films"),
                 ("TypesenseAlias", "current"),
             )
-        )
+        ]
+        return found == [None, None, None]
 
     await wait_until(gone, timeout=30, interval=0.5, what="the objects deleted")
     assert (await typesense(cluster, "GET", "/collections/books/synonyms/novels"))[0] == 404
