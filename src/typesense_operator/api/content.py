@@ -10,7 +10,7 @@ object's Ready condition. No peer has these: the Go operator declines everything
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Annotated, Literal, get_args
 
 from pydantic import ConfigDict, Field
 
@@ -42,25 +42,6 @@ __all__ = [
     "TypesenseSynonymSpec",
 ]
 
-FIELD_TYPES = (
-    "string",
-    "string[]",
-    "int32",
-    "int32[]",
-    "int64",
-    "int64[]",
-    "float",
-    "float[]",
-    "bool",
-    "bool[]",
-    "geopoint",
-    "geopoint[]",
-    "object",
-    "object[]",
-    "string*",
-    "auto",
-)
-"""The field types typesense-server 0.24.1 takes."""
 NUMERIC_FIELD_TYPES = ("int32", "int64", "float")
 """What a collection's default_sorting_field may be."""
 
@@ -82,6 +63,8 @@ FieldType = Literal[
     "string*",
     "auto",
 ]
+FIELD_TYPES: tuple[str, ...] = get_args(FieldType)
+"""The field types typesense-server 0.24.1 takes."""
 
 
 class CollectionField(ApiModel):

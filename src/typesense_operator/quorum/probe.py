@@ -106,18 +106,7 @@ class NodeAddressing(Protocol):
 
 
 class _ByMethod:
-    """GET, POST and any other request, all through the one ``_request`` an addressing implements."""
-
-    async def _request(
-        self,
-        method: str,
-        target: NodeTarget,
-        path: str,
-        headers: Mapping[str, str],
-        timeout: float,
-        body: bytes | None = None,
-    ) -> tuple[int, bytes]:
-        raise NotImplementedError
+    """GET and POST, both through the one ``send`` an addressing implements."""
 
     async def send(
         self,
@@ -128,17 +117,17 @@ class _ByMethod:
         timeout: float,
         body: bytes | None = None,
     ) -> tuple[int, bytes]:
-        return await self._request(method, target, path, headers, timeout, body)
+        raise NotImplementedError
 
     async def get(
         self, target: NodeTarget, path: str, headers: Mapping[str, str], timeout: float
     ) -> tuple[int, bytes]:
-        return await self._request("GET", target, path, headers, timeout)
+        return await self.send("GET", target, path, headers, timeout)
 
     async def post(
         self, target: NodeTarget, path: str, headers: Mapping[str, str], timeout: float
     ) -> tuple[int, bytes]:
-        return await self._request("POST", target, path, headers, timeout)
+        return await self.send("POST", target, path, headers, timeout)
 
 
 class DirectToPod(_ByMethod):
@@ -148,7 +137,7 @@ class DirectToPod(_ByMethod):
     def __init__(self) -> None:
         self._session: aiohttp.ClientSession | None = None
 
-    async def _request(
+    async def send(
         self,
         method: str,
         target: NodeTarget,
@@ -188,7 +177,7 @@ class ApiServerProxy(_ByMethod):
     def __init__(self, kube: Kube) -> None:
         self._kube = kube
 
-    async def _request(
+    async def send(
         self,
         method: str,
         target: NodeTarget,
