@@ -119,6 +119,15 @@ async def test_a_collection_is_made_changed_in_place_and_refused_where_typesense
     assert obj is not None
     assert obj["status"]["documents"] == 1
 
+    # Changed behind the operator's back: the dropped field is added again at the next check.
+    await typesense(cluster, "PATCH", "/collections/articles", {"fields": [{"name": "tags", "drop": True}]})
+    assert "tags" not in await fields_of(cluster, "articles")
+
+    async def field_back() -> bool:
+        return "tags" in await fields_of(cluster, "articles")
+
+    await wait_until(field_back, timeout=DRIFT_REPAIRED_WITHIN_SECONDS, interval=1, what="tags added again")
+
     retyped = {
         **changed,
         "fields": [*changed["fields"][:2], {"name": "tags", "type": "string", "optional": True}],
@@ -153,6 +162,22 @@ async def test_aliases_synonyms_and_overrides_are_made_repaired_and_deleted_by_p
     assert (code, held["synonyms"]) == (200, ["novel", "book", "tome"])
     code, held = await typesense(cluster, "GET", "/collections/books/overrides/pin-dune")
     assert (code, held["includes"], held["filter_by"]) == (200, [{"id": "7", "position": 1}], "title:=dune")
+
+    # Changed in their specs: Typesense follows.
+    await kube.apply(
+        content("TypesenseSynonym", "novels", namespace, {**synonym, "synonyms": ["novel", "book"]})
+    )
+    override["filterBy"] = "title:=arrakis"
+    await kube.apply(content("TypesenseOverride", "pin-dune", namespace, override))
+    await ready(kube, "TypesenseSynonym", "novels", namespace)
+    await ready(kube, "TypesenseOverride", "pin-dune", namespace)
+    assert (await typesense(cluster, "GET", "/collections/books/synonyms/novels"))[1]["synonyms"] == [
+        "novel",
+        "book",
+    ]
+    assert (await typesense(cluster, "GET", "/collections/books/overrides/pin-dune"))[1][
+        "filter_by"
+    ] == "title:=arrakis"
 
     # Changed and deleted behind the operator's back, through Typesense's own API.
     await typesense(

@@ -1,10 +1,11 @@
 """The whole backup journey on real parts: a real 3-node Typesense cluster (on real nodes) holds
 documents in two collections, a synonym and an alias; it is backed up (to a real S3 server over HTTPS,
-or to a PersistentVolumeClaim); the cluster and its volumes are deleted (with the volume, its
-TypesenseBackup too: the backup is then found by its location); a new 3-node cluster restored from the
-backup serves all of it on every node and is QuorumReady. Before the good backup, backups that
-cannot reach their storage (a wrong key, an endpoint nobody listens on) fail with the reason, leave
-nothing in the bucket, and leave the cluster as it was."""
+or to a PersistentVolumeClaim); a synonym and an alias are declared as objects after that; the cluster
+and its volumes are deleted (with the volume, its TypesenseBackup too: the backup is then found by its
+location); a new 3-node cluster restored from the backup serves all of it on every node, is
+QuorumReady, and gets the declared synonym and alias back from their objects. Before the good backup,
+backups that cannot reach their storage (a wrong key, an endpoint nobody listens on) fail with the
+reason, leave nothing in the bucket, and leave the cluster as it was."""
 
 from __future__ import annotations
 
@@ -26,10 +27,24 @@ from operator_testkit.drivers.typesense_backups import (
     s3_destination,
     store_s3_secrets,
 )
+from operator_testkit.fixtures import wait_until
 from operator_testkit.operators import OperatorProcess
 from operator_testkit.s3 import RunningS3
 
 LIBRARY = Library(books=300, authors=40)
+DECLARED_AFTER_THE_BACKUP = (
+    ("TypesenseSynonym", "after-the-backup", {"collection": "books", "synonyms": ["tome", "volume"]}),
+    ("TypesenseAlias", "library", {"collection": "books"}),
+)
+
+
+async def content_ready(kube: Kube, namespace: str, kind: str, name: str) -> None:
+    async def ready() -> bool:
+        found = await kube.get(API, kind, name, namespace)
+        conditions = ((found or {}).get("status") or {}).get("conditions") or []
+        return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+
+    await wait_until(ready, timeout=60, interval=0.5, what=f"{kind} {name} Ready")
 
 
 def _objects(s3: RunningS3, bucket: str) -> list[str]:
@@ -131,6 +146,19 @@ async def test_a_cluster_deleted_with_its_volumes_is_restored_whole_from_its_bac
     assert backup["phase"] == "Completed", backup
     assert (backup["collections"], backup["documents"]) == (2, LIBRARY.books + LIBRARY.authors)
 
+    # Declared after the backup was taken: the restored cluster gets them from their objects, which
+    # wait while the cluster is gone and go in as soon as the restored one is QuorumReady.
+    for kind, name, spec in DECLARED_AFTER_THE_BACKUP:
+        await kube.create(
+            {
+                "apiVersion": API,
+                "kind": kind,
+                "metadata": {"name": name, "namespace": namespace},
+                "spec": {"cluster": {"name": "search"}, **spec},
+            }
+        )
+        await content_ready(kube, namespace, kind, name)
+
     await delete_cluster_and_volumes(kube, namespace, "search")
     restored = cluster_manifest("search", namespace)
     if where == "s3":
@@ -173,3 +201,14 @@ async def test_a_cluster_deleted_with_its_volumes_is_restored_whole_from_its_bac
             return answer.status_code == 200
 
         await nodes.on_every_node(http, has_new, "the new document on every node")
+
+        async def declared_back(client: httpx.AsyncClient, pod: str) -> bool:
+            synonym = await client.get(
+                nodes.url(pod, "/collections/books/synonyms/after-the-backup"), headers=nodes.headers
+            )
+            alias = await client.get(nodes.url(pod, "/aliases/library"), headers=nodes.headers)
+            return synonym.status_code == 200 and alias.status_code == 200
+
+        await nodes.on_every_node(
+            http, declared_back, "the declared synonym and alias on every restored node"
+        )
