@@ -10,9 +10,7 @@ import json
 from typing import Any
 
 import httpx
-import pytest
 
-from operator_core import errors
 from operator_core.kube import Kube
 from operator_testkit.assertions import condition
 from operator_testkit.drivers.typesense import TypesenseCluster
@@ -138,9 +136,21 @@ async def test_a_collection_is_made_changed_in_place_and_refused_where_typesense
     assert (await fields_of(cluster, "articles"))["tags"]["type"] == "string[]", "nothing applied"
 
 
-async def test_aliases_synonyms_and_overrides_are_made_repaired_and_deleted_by_policy(
+async def test_aliases_synonyms_and_overrides_are_refused_made_changed_repaired_and_deleted_by_policy(
     kube: Kube, namespace: str, cluster: TypesenseCluster
 ) -> None:
+    # What only Typesense (or the operator) can refuse: said in Ready, in its words. (What the API
+    # server refuses is in tests/integration/test_typesense_validation.py.)
+    orphan = {"collection": "no-such-collection", "synonyms": ["a", "b"]}
+    await kube.apply(content("TypesenseSynonym", "orphan", namespace, orphan))
+    lost = content("TypesenseAlias", "lost", namespace, {"collection": "books"})
+    lost["spec"]["cluster"]["name"] = "no-such-cluster"
+    await kube.apply(lost)
+    said = await not_ready(kube, "TypesenseSynonym", "orphan", namespace, "RejectedByTypesense")
+    assert "not found" in said["message"].lower(), said["message"]
+    said = await not_ready(kube, "TypesenseAlias", "lost", namespace, "ClusterNotFound")
+    assert "no-such-cluster" in said["message"]
+
     await kube.apply(content("TypesenseAlias", "current", namespace, {"collection": "books"}))
     synonym = {"collection": "books", "synonyms": ["novel", "book", "tome"]}
     await kube.apply(content("TypesenseSynonym", "novels", namespace, synonym))
@@ -221,30 +231,6 @@ async def test_aliases_synonyms_and_overrides_are_made_repaired_and_deleted_by_p
     assert (await typesense(cluster, "GET", "/collections/books/synonyms/novels"))[0] == 404
     assert (await typesense(cluster, "GET", "/aliases/current"))[0] == 404
     assert (await typesense(cluster, "GET", "/collections/books/synonyms/films"))[0] == 200, "Retain keeps it"
-
-
-async def test_bad_input_is_refused_by_the_api_server_or_said_in_typesenses_words(
-    kube: Kube, namespace: str, cluster: TypesenseCluster
-) -> None:
-    unknown_type = content(
-        "TypesenseCollection", "bad-type", namespace, {"fields": [{"name": "x", "type": "text"}]}
-    )
-    with pytest.raises(errors.Invalid, match="Unsupported value"):
-        await kube.apply(unknown_type)
-    text_sort = {"fields": [{"name": "x", "type": "string"}], "defaultSortingField": "x"}
-    with pytest.raises(errors.Invalid, match="defaultSortingField must name a field"):
-        await kube.apply(content("TypesenseCollection", "bad-sort", namespace, text_sort))
-
-    orphan = {"collection": "no-such-collection", "synonyms": ["a", "b"]}
-    await kube.apply(content("TypesenseSynonym", "orphan", namespace, orphan))
-    said = await not_ready(kube, "TypesenseSynonym", "orphan", namespace, "RejectedByTypesense")
-    assert "not found" in said["message"].lower(), said["message"]
-
-    lost = content("TypesenseAlias", "lost", namespace, {"collection": "books"})
-    lost["spec"]["cluster"]["name"] = "no-such-cluster"
-    await kube.apply(lost)
-    said = await not_ready(kube, "TypesenseAlias", "lost", namespace, "ClusterNotFound")
-    assert "no-such-cluster" in said["message"]
 
 
 async def secret_value(kube: Kube, namespace: str, name: str, key: str = "api-key") -> str | None:
