@@ -18,7 +18,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-__all__ = ["Pki", "create_pki", "issue_client_certificate"]
+__all__ = ["CertificateAuthority", "Pki", "ServerCertificate", "create_pki", "issue_client_certificate"]
 
 _VALIDITY = datetime.timedelta(days=30)
 
@@ -52,6 +52,8 @@ def _certificate(
     is_ca: bool = False,
     usages: list[x509.ObjectIdentifier] | None = None,
     alt_names: list[x509.GeneralName] | None = None,
+    not_before: datetime.datetime | None = None,
+    not_after: datetime.datetime | None = None,
 ) -> x509.Certificate:
     now = datetime.datetime.now(datetime.UTC)
     builder = (
@@ -60,8 +62,8 @@ def _certificate(
         .issuer_name(issuer)
         .public_key(public_key)
         .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + _VALIDITY)
+        .not_valid_before(not_before or now - datetime.timedelta(minutes=5))
+        .not_valid_after(not_after or now + _VALIDITY)
         .add_extension(x509.BasicConstraints(ca=is_ca, path_length=None), critical=True)
     )
     if is_ca:
@@ -169,3 +171,65 @@ def create_pki(directory: Path, *, service_ip: str, addresses: tuple[str, ...] =
             sa_key.public_key().public_bytes(pem, serialization.PublicFormat.SubjectPublicKeyInfo),
         ),
     )
+
+
+@dataclass(frozen=True)
+class ServerCertificate:
+    """A server certificate and its key, in PEM, as a ``kubernetes.io/tls`` Secret holds them."""
+
+    cert: bytes
+    key: bytes
+    serial: str
+    """The serial number in hex (an even number of digits, as OpenSSL prints it)."""
+
+
+@dataclass(frozen=True)
+class CertificateAuthority:
+    """A CA of its own, for tests of a server's TLS: it issues server certificates for DNS names."""
+
+    name: x509.Name
+    key: ec.EllipticCurvePrivateKey
+    certificate: x509.Certificate
+
+    @classmethod
+    def create(
+        cls,
+        common_name: str = "test-ca",
+        *,
+        not_before: datetime.datetime | None = None,
+        not_after: datetime.datetime | None = None,
+    ) -> CertificateAuthority:
+        key = ec.generate_private_key(ec.SECP256R1())
+        name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+        certificate = _certificate(
+            name, key.public_key(), name, key, is_ca=True, not_before=not_before, not_after=not_after
+        )
+        return cls(name, key, certificate)
+
+    @property
+    def pem(self) -> bytes:
+        return self.certificate.public_bytes(serialization.Encoding.PEM)
+
+    def issue(
+        self,
+        *dns_names: str,
+        not_before: datetime.datetime | None = None,
+        not_after: datetime.datetime | None = None,
+    ) -> ServerCertificate:
+        key = ec.generate_private_key(ec.SECP256R1())
+        certificate = _certificate(
+            x509.Name([]),
+            key.public_key(),
+            self.name,
+            self.key,
+            usages=[ExtendedKeyUsageOID.SERVER_AUTH],
+            alt_names=[x509.DNSName(name) for name in dns_names],
+            not_before=not_before,
+            not_after=not_after,
+        )
+        serial = format(certificate.serial_number, "x")
+        return ServerCertificate(
+            certificate.public_bytes(serialization.Encoding.PEM),
+            _pem_key(key),
+            serial if len(serial) % 2 == 0 else f"0{serial}",
+        )
