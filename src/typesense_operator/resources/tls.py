@@ -1,0 +1,140 @@
+"""Typesense over TLS, as manifests (pure): the names a cluster's certificate must cover, the
+cert-manager Certificate that asks for one, the checked copy the nodes mount, and what a node's pod
+needs to serve HTTPS with it (table-tested in tests/unit/test_typesense_tls_resources.py).
+
+typesense-server serves its API over TLS itself (``--ssl-certificate``, ``--ssl-certificate-key``, and
+``--ssl-refresh-interval-seconds`` to read a renewed pair without a restart); its peering port stays
+plain. The nodes never mount the user's Secret: a copy is made once the certificate was checked
+(:mod:`typesense_operator.tls.check`), so that a broken renewal never reaches a node. Not wired to
+``spec.tls`` yet (issue #51).
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from typesense_operator.resources.model import Cluster, Manifest
+
+__all__ = [
+    "CERTIFICATE_API_VERSION",
+    "TLS_DIR",
+    "build_certificate",
+    "build_served_secret",
+    "ca_bundle",
+    "certificate_names",
+    "required_names",
+    "tls_env",
+    "tls_mount",
+    "tls_volume",
+]
+
+CERTIFICATE_API_VERSION = "cert-manager.io/v1"
+TLS_DIR = "/etc/typesense/tls"
+_TLS_VOLUME = "tls"
+_PEM_CERTIFICATE = re.compile(rb"-----BEGIN CERTIFICATE-----.+?-----END CERTIFICATE-----", re.DOTALL)
+
+
+def _service_forms(service: str, namespace: str) -> list[str]:
+    return [
+        service,
+        f"{service}.{namespace}",
+        f"{service}.{namespace}.svc",
+        f"{service}.{namespace}.svc.cluster.local",
+    ]
+
+
+def required_names(cluster: Cluster, replicas: int) -> list[str]:
+    """What clients and the operator name a cluster by, each of which the certificate must cover: its
+    client Service (in every form a pod can write it), and each node by its name under the headless
+    Service (how the operator checks every node it talks to)."""
+    nodes = [
+        f"{cluster.pod_name(index)}.{cluster.headless_service_name}.{cluster.namespace}.svc"
+        for index in range(replicas)
+    ]
+    return [*_service_forms(cluster.client_service_name, cluster.namespace), *nodes]
+
+
+def certificate_names(cluster: Cluster) -> list[str]:
+    """The DNS names a Certificate asks for: the client Service's and the headless Service's forms,
+    and a wildcard under the headless Service, so that scaling needs no new certificate."""
+    headless = cluster.headless_service_name
+    wildcards = [f"*.{name}" for name in _service_forms(headless, cluster.namespace)[2:]]
+    return [
+        *_service_forms(cluster.client_service_name, cluster.namespace),
+        *_service_forms(headless, cluster.namespace),
+        *wildcards,
+    ]
+
+
+def issued_secret_name(cluster: Cluster) -> str:
+    return f"{cluster.name}-tls"
+
+
+def served_secret_name(cluster: Cluster) -> str:
+    return f"{cluster.name}-tls-served"
+
+
+def build_certificate(
+    cluster: Cluster, issuer: str, kind: str = "Issuer", group: str = "cert-manager.io"
+) -> Manifest:
+    """A cert-manager Certificate for the cluster, from ``issuer``: no common name (the names are in the
+    SAN, which is what clients check), a new ECDSA key at each renewal."""
+    return {
+        "apiVersion": CERTIFICATE_API_VERSION,
+        "kind": "Certificate",
+        "metadata": cluster.metadata(issued_secret_name(cluster), "tls"),
+        "spec": {
+            "secretName": issued_secret_name(cluster),
+            "dnsNames": certificate_names(cluster),
+            "issuerRef": {"name": issuer, "kind": kind, "group": group},
+            "usages": ["server auth", "digital signature", "key encipherment"],
+            "privateKey": {"algorithm": "ECDSA", "size": 256, "rotationPolicy": "Always"},
+        },
+    }
+
+
+def ca_bundle(current: bytes, previous: bytes | None) -> bytes:
+    """The CA certificates the operator and clients trust: the current CA's, and while a new CA takes
+    over, the previous ones too (a node may still serve a certificate of the old CA); each once."""
+    seen: list[bytes] = []
+    for pem in (current, previous or b""):
+        for block in _PEM_CERTIFICATE.findall(pem):
+            if block not in seen:
+                seen.append(block)
+    return b"\n".join(seen) + b"\n" if seen else b""
+
+
+def _data(values: Iterable[tuple[str, bytes]]) -> dict[str, str]:
+    return {key: base64.b64encode(value).decode() for key, value in values}
+
+
+def build_served_secret(cluster: Cluster, cert: bytes, key: bytes, ca: bytes) -> Manifest:
+    """The checked copy the nodes mount (a ``kubernetes.io/tls`` Secret of the cluster's own)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": cluster.metadata(served_secret_name(cluster), "tls"),
+        "type": "kubernetes.io/tls",
+        "data": _data((("tls.crt", cert), ("tls.key", key), ("ca.crt", ca))),
+    }
+
+
+def tls_volume(cluster: Cluster) -> dict[str, Any]:
+    # 0440 and the pod's fsGroup: the key is readable by the Typesense user only, never by the world.
+    return {"name": _TLS_VOLUME, "secret": {"secretName": served_secret_name(cluster), "defaultMode": 0o440}}
+
+
+def tls_mount() -> dict[str, Any]:
+    return {"name": _TLS_VOLUME, "mountPath": TLS_DIR, "readOnly": True}
+
+
+def tls_env(refresh_seconds: int) -> list[dict[str, Any]]:
+    """typesense-server's own TLS settings, the files of the mounted copy."""
+    return [
+        {"name": "TYPESENSE_SSL_CERTIFICATE", "value": f"{TLS_DIR}/tls.crt"},
+        {"name": "TYPESENSE_SSL_CERTIFICATE_KEY", "value": f"{TLS_DIR}/tls.key"},
+        {"name": "TYPESENSE_SSL_REFRESH_INTERVAL_SECONDS", "value": str(refresh_seconds)},
+    ]
