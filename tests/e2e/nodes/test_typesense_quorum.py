@@ -227,6 +227,7 @@ async def test_two_of_three_hung_past_the_grace_period_are_recovered_without_a_m
     await _recovered_by_fencing(cluster, lost, recovery)
 
 
+@pytest.mark.timeout(420)
 async def test_a_frozen_leader_is_replaced_by_raft_and_rejoins_without_surgery(
     cluster: TypesenseCluster, faults: NodeFaults, namespace: str
 ) -> None:
@@ -269,7 +270,11 @@ async def test_a_frozen_leader_is_replaced_by_raft_and_rejoins_without_surgery(
 
     # Ready needs a majority; the thawed node rejoins as a follower moments later (a CI run once found
     # it still unreachable at the first look, its process catching up after the thaw; on real nodes, on
-    # a machine running benchmarks beside the suite, it took more than 30 s twice, and 15 s alone).
+    # a machine running benchmarks beside the suite, it took more than 30 s twice, and 15 s alone; a
+    # clean-clone CI run found it unreachable for 60 s). A freeze longer than the liveness probe's
+    # minute gets the container killed, which a frozen cgroup delays until the thaw: then the node
+    # starts again and loads its data before it answers. 120 s covers that; the point here is that it
+    # rejoins without surgery, not how fast.
     seen: list[dict[str, str]] = [{}]
 
     async def rejoined() -> bool:
@@ -277,7 +282,7 @@ async def test_a_frozen_leader_is_replaced_by_raft_and_rejoins_without_surgery(
         return sorted(seen[0].values()) == ["FOLLOWER", "FOLLOWER", "LEADER"]
 
     try:
-        await wait_until(rejoined, timeout=60, interval=1, what="the thawed node to rejoin as a follower")
+        await wait_until(rejoined, timeout=120, interval=1, what="the thawed node to rejoin as a follower")
     except pytest.fail.Exception as failure:
         pytest.fail(f"{failure}; the nodes said {seen[0]} (the thawed one is {leader})")
 
