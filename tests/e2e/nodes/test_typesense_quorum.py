@@ -271,10 +271,10 @@ async def test_a_frozen_leader_is_replaced_by_raft_and_rejoins_without_surgery(
     # Ready needs a majority; the thawed node rejoins as a follower moments later (a CI run once found
     # it still unreachable at the first look, its process catching up after the thaw; on real nodes, on
     # a machine running benchmarks beside the suite, it took more than 30 s twice, and 15 s alone; a
-    # clean-clone CI run found it unreachable for 60 s). A freeze longer than the liveness probe's
-    # minute gets the container killed, which a frozen cgroup delays until the thaw: then the node
-    # starts again and loads its data before it answers. 120 s covers that; the point here is that it
-    # rejoins without surgery, not how fast.
+    # clean-clone CI run found it unreachable for 60 s, cause not seen). One possible cause: on a busy
+    # machine a freeze can outlast the liveness probe's minute, and the kill it brings waits for the
+    # thaw, after which the node starts again and loads its data before it answers. 120 s covers that;
+    # the point here is that it rejoins without surgery, not how fast.
     seen: list[dict[str, str]] = [{}]
 
     async def rejoined() -> bool:
