@@ -10,7 +10,7 @@ object's Ready condition. No peer has these: the Go operator declines everything
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Literal, get_args
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import ConfigDict, Field
 
@@ -65,6 +65,20 @@ FieldType = Literal[
 ]
 FIELD_TYPES: tuple[str, ...] = get_args(FieldType)
 """The field types typesense-server 0.24.1 takes."""
+
+
+def _name_in_typesense(field: str) -> Any:
+    """spec.name or spec.id: the object's name in Typesense, one path segment, fixed once set."""
+    article = "an" if field == "id" else "a"
+    return Field(
+        default=None,
+        min_length=1,
+        max_length=256,
+        json_schema_extra=cel(
+            ("!self.contains('/')", f"{article} {field} in Typesense cannot contain '/'"),
+            ("self == oldSelf", f"spec.{field} is immutable once set"),
+        ),
+    )
 
 
 class CollectionField(ApiModel):
@@ -123,15 +137,7 @@ class TypesenseCollectionSpec(ApiModel):
 
     cluster: ClusterReference
     """The cluster the collection lives in."""
-    name: str | None = Field(
-        default=None,
-        min_length=1,
-        max_length=256,
-        json_schema_extra=cel(
-            ("!self.contains('/')", "a name in Typesense cannot contain '/'"),
-            ("self == oldSelf", "spec.name is immutable once set"),
-        ),
-    )
+    name: str | None = _name_in_typesense("name")
     """The collection's name in Typesense; the object's own name when not set. Immutable."""
     fields: list[CollectionField] = Field(
         min_length=1,
@@ -174,15 +180,7 @@ class TypesenseAliasSpec(ApiModel):
 
     cluster: ClusterReference
     """The cluster the alias lives in."""
-    name: str | None = Field(
-        default=None,
-        min_length=1,
-        max_length=256,
-        json_schema_extra=cel(
-            ("!self.contains('/')", "a name in Typesense cannot contain '/'"),
-            ("self == oldSelf", "spec.name is immutable once set"),
-        ),
-    )
+    name: str | None = _name_in_typesense("name")
     """The alias's name in Typesense; the object's own name when not set. Immutable."""
     collection: str = Field(min_length=1, max_length=256)
     """The name in Typesense of the collection the alias points to."""
@@ -199,15 +197,7 @@ class TypesenseSynonymSpec(ApiModel):
     """The cluster the collection lives in."""
     collection: str = Field(min_length=1, max_length=256, json_schema_extra=immutable("spec.collection"))
     """The name in Typesense of the collection (or of an alias of it). Immutable."""
-    id: str | None = Field(
-        default=None,
-        min_length=1,
-        max_length=256,
-        json_schema_extra=cel(
-            ("!self.contains('/')", "an id in Typesense cannot contain '/'"),
-            ("self == oldSelf", "spec.id is immutable once set"),
-        ),
-    )
+    id: str | None = _name_in_typesense("id")
     """The rule's id in Typesense; the object's own name when not set. Immutable."""
     synonyms: list[str] = Field(min_length=1, max_length=256)
     """The words or phrases that are synonyms."""
@@ -256,15 +246,7 @@ class TypesenseOverrideSpec(ApiModel):
     """The cluster the collection lives in."""
     collection: str = Field(min_length=1, max_length=256, json_schema_extra=immutable("spec.collection"))
     """The name in Typesense of the collection (or of an alias of it). Immutable."""
-    id: str | None = Field(
-        default=None,
-        min_length=1,
-        max_length=256,
-        json_schema_extra=cel(
-            ("!self.contains('/')", "an id in Typesense cannot contain '/'"),
-            ("self == oldSelf", "spec.id is immutable once set"),
-        ),
-    )
+    id: str | None = _name_in_typesense("id")
     """The rule's id in Typesense; the object's own name when not set. Immutable."""
     rule: OverrideRule
     """Which searches it applies to."""
