@@ -38,14 +38,16 @@ from typesense_operator.controller.content_scope import (
     ContentKind,
     ContentScope,
     NoNodeAnswers,
+    answer_words,
     cluster_api,
     connect,
     find_cluster,
     message_of,
+    refuse,
     report,
     scope_for,
 )
-from typesense_operator.controller.nodes import generate_key
+from typesense_operator.controller.nodes import decoded_key, generate_key
 from typesense_operator.controller.runtime import TypesenseRuntime
 from typesense_operator.resources import Cluster
 from typesense_operator.resources.model import MANAGED_BY
@@ -81,11 +83,6 @@ def named_secrets(obj: dict[str, Any]) -> list[tuple[str, str]]:
     ]
 
 
-def _value(secret: dict[str, Any] | None, key: str) -> str | None:
-    encoded = ((secret or {}).get("data") or {}).get(key)
-    return base64.b64decode(encoded).decode() if encoded else None
-
-
 def _record(status: dict[str, Any]) -> KeyRecord:
     return KeyRecord(
         key_id=status.get("keyId"),
@@ -107,13 +104,6 @@ def _secret(owner: ApiKeyOwner, value: str) -> dict[str, Any]:
     }
 
 
-async def _fail(scope: ContentScope, reason: str, note: str, seconds: float) -> Outcome:
-    await scope.book.set(
-        READY, "False", reason, note, warn=EventReason.CONTENT_REFUSED, warn_on_new_message=True
-    )
-    return scope.wait(seconds)
-
-
 async def sync_key(scope: ContentScope) -> Outcome:
     """The value in the Secret, and a key in Typesense made from it with the spec's scope."""
     assert scope.api is not None
@@ -128,15 +118,15 @@ async def sync_key(scope: ContentScope) -> Outcome:
         ref.get("uid") == owner.uid for ref in found["metadata"].get("ownerReferences") or []
     ):
         note = f"Secret {spec.secret.name} exists and is not this key's: name another in spec.secret"
-        return await _fail(scope, ContentReason.SECRET_NOT_OURS, note, check)
-    in_secret = _value(found, spec.secret.key)
+        return await refuse(scope, ContentReason.SECRET_NOT_OURS, note, check)
+    in_secret = decoded_key(found, spec.secret.key)
     from_source = None
     if spec.value_from is not None:
         source = await kube.get("v1", "Secret", spec.value_from.name, namespace)
-        from_source = _value(source, spec.value_from.key)
+        from_source = decoded_key(source, spec.value_from.key)
         if from_source is None:
             note = f"Secret {spec.value_from.name} (spec.valueFrom) has no key {spec.value_from.key}"
-            return await _fail(scope, ContentReason.VALUE_SOURCE_MISSING, note, check)
+            return await refuse(scope, ContentReason.VALUE_SOURCE_MISSING, note, check)
     for value in (in_secret, from_source):
         register_secret(value)
     if needs_new_value(record, desired, in_secret, from_source, spec.value_from is not None):
@@ -155,7 +145,7 @@ async def sync_key(scope: ContentScope) -> Outcome:
             if code == 200:
                 return await _in_sync(scope, record, check)
             if code != 404:
-                return await _fail(
+                return await refuse(
                     scope, ContentReason.REJECTED, f"reading key {record.key_id}: {message_of(answer)}", check
                 )
             again = await _make(scope, body, record, replaces=None)
@@ -167,7 +157,7 @@ async def sync_key(scope: ContentScope) -> Outcome:
             return await _settle(scope, again, check)
         code, listed = await api.call("GET", "/keys")
         if code != 200:
-            return await _fail(scope, ContentReason.REJECTED, f"listing keys: {message_of(listed)}", check)
+            return await refuse(scope, ContentReason.REJECTED, f"listing keys: {message_of(listed)}", check)
         adopted = matching_key((listed or {}).get("keys") or [], in_secret, body)
         if adopted is not None and adopted != record.key_id:
             made: int | None = adopted
@@ -217,7 +207,7 @@ async def _make(
         await scope.api.call("DELETE", f"/keys/{replaces}")
     code, answer = await scope.api.call("POST", "/keys", body)
     if code != 201:
-        await _fail(scope, ContentReason.REJECTED, f"making the key: {message_of(answer)} (HTTP {code})", 0)
+        await refuse(scope, ContentReason.REJECTED, f"making the key: {answer_words(answer, code)}", 0)
         return None
     return int(answer["id"])
 
@@ -298,7 +288,7 @@ async def finalize_api_key(obj: dict[str, Any], context: Context) -> float:
         for key in ids:
             code, answer = await api.call("DELETE", f"/keys/{key}")
             if code not in (200, 404):
-                note = f"key {key}: {message_of(answer)} (HTTP {code}); retrying"
+                note = f"key {key}: {answer_words(answer, code)}; retrying"
                 context.recorder.emit_soon(obj, "Warning", EventReason.CONTENT_NOT_DELETED, note)
                 return context.runtime_of(TypesenseRuntime).settings.content_check_seconds
     except NoNodeAnswers:

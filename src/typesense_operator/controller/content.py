@@ -53,10 +53,11 @@ from typesense_operator.controller.content_scope import (
     ContentKind,
     ContentScope,
     NoNodeAnswers,
+    answer_words,
     cluster_api,
     connect,
     find_cluster,
-    message_of,
+    refuse,
     report,
     scope_for,
 )
@@ -111,19 +112,17 @@ async def sync(scope: ContentScope) -> Outcome:
             return await sync_versioned(scope, check)
         code, live = await scope.api.call("GET", path)
         if code not in (200, 404):
-            return await _rejected(scope, f"reading {path}: {message_of(live)} (HTTP {code})", check)
+            return await refuse(
+                scope, ContentReason.REJECTED, f"reading {path}: {answer_words(live, code)}", check
+            )
         plan = kind.plan(scope.spec, name, live if code == 200 else None)
         if isinstance(plan, Refused):
-            note = plan.message
-            await book.set(
-                READY, "False", plan.reason, note, warn=EventReason.CONTENT_REFUSED, warn_on_new_message=True
-            )
-            return scope.wait(check)
+            return await refuse(scope, plan.reason, plan.message, check)
         if isinstance(plan, Send):
             code, answer = await scope.api.call(plan.method, plan.path, plan.body)
             if code >= 300:
-                return await _rejected(
-                    scope, f"{kind.noun} {name}: {message_of(answer)} (HTTP {code})", check
+                return await refuse(
+                    scope, ContentReason.REJECTED, f"{kind.noun} {name}: {answer_words(answer, code)}", check
                 )
             await book.event("Normal", EventReason.CONTENT_APPLIED, f"{kind.noun} {name} {plan.change}")
             if kind is COLLECTION:
@@ -140,18 +139,6 @@ async def sync(scope: ContentScope) -> Outcome:
         scope.status["fields"] = len(live.get("fields") or [])
     await book.set(
         READY, "True", ContentReason.IN_SYNC, f"Typesense holds {kind.noun} {name} as the spec declares"
-    )
-    return scope.wait(check)
-
-
-async def _rejected(scope: ContentScope, note: str, check: float) -> Outcome:
-    await scope.book.set(
-        READY,
-        "False",
-        ContentReason.REJECTED,
-        note,
-        warn=EventReason.CONTENT_REFUSED,
-        warn_on_new_message=True,
     )
     return scope.wait(check)
 
@@ -209,6 +196,6 @@ async def finalize_content(kind: ContentKind[Any], obj: dict[str, Any], context:
     say(
         "Warning",
         EventReason.CONTENT_NOT_DELETED,
-        f"{kind.noun} {name}: {message_of(answer)} (HTTP {code}); retrying",
+        f"{kind.noun} {name}: {answer_words(answer, code)}; retrying",
     )
     return context.runtime_of(TypesenseRuntime).settings.content_check_seconds

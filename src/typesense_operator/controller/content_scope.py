@@ -33,11 +33,13 @@ __all__ = [
     "ContentScope",
     "NoNodeAnswers",
     "NodeApi",
+    "answer_words",
     "cluster_api",
     "connect",
     "find_cluster",
     "message_of",
     "named_cluster",
+    "refuse",
     "removes_content",
     "report",
     "scope_for",
@@ -121,6 +123,19 @@ class NodeApi:
 
 def message_of(answer: Any) -> str:
     return str(answer.get("message")) if isinstance(answer, dict) and answer.get("message") else str(answer)
+
+
+def answer_words(answer: Any, code: int) -> str:
+    """Typesense's refusal in its own words, and its HTTP status."""
+    return f"{message_of(answer)} (HTTP {code})"
+
+
+async def refuse(scope: ContentScope, reason: str, note: str, look_again: float) -> Outcome:
+    """Ready False with ``reason`` (a Warning Event once per new message); look again in ``look_again``."""
+    await scope.book.set(
+        READY, "False", reason, note, warn=EventReason.CONTENT_REFUSED, warn_on_new_message=True
+    )
+    return scope.wait(look_again)
 
 
 async def cluster_api(context: Context, cluster: Cluster, cluster_obj: Mapping[str, Any]) -> NodeApi | str:

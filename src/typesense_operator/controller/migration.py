@@ -33,7 +33,7 @@ from typesense_operator.content.plan import (
     version_of,
     versioned_name,
 )
-from typesense_operator.controller.content_scope import ContentScope, NodeApi
+from typesense_operator.controller.content_scope import ContentScope, NodeApi, answer_words, refuse
 
 __all__ = ["delete_versioned", "sync_versioned"]
 
@@ -55,13 +55,16 @@ async def sync_versioned(scope: ContentScope, check: float) -> Outcome:
         if (await api.call("GET", collection_path(current)))[0] == 404:
             code, answer = await api.call("POST", "/collections", collection_schema(spec, current))
             if code >= 300:
-                return await _refused(
-                    scope, ContentReason.REJECTED, f"collection {current}: {_words(answer, code)}", check
+                return await refuse(
+                    scope,
+                    ContentReason.REJECTED,
+                    f"collection {current}: {answer_words(answer, code)}",
+                    check,
                 )
         code, answer = await api.call("PUT", alias_path(name), {"collection_name": current})
         if code >= 300:
-            return await _refused(
-                scope, ContentReason.REJECTED, f"alias {name}: {_words(answer, code)}", check
+            return await refuse(
+                scope, ContentReason.REJECTED, f"alias {name}: {answer_words(answer, code)}", check
             )
         await book.event(
             "Normal", EventReason.CONTENT_APPLIED, f"collection {current} made, and alias {name} names it"
@@ -72,8 +75,8 @@ async def sync_versioned(scope: ContentScope, check: float) -> Outcome:
     if isinstance(plan, Send):
         code, answer = await api.call(plan.method, plan.path, plan.body)
         if code >= 300:
-            return await _refused(
-                scope, ContentReason.REJECTED, f"collection {current}: {_words(answer, code)}", check
+            return await refuse(
+                scope, ContentReason.REJECTED, f"collection {current}: {answer_words(answer, code)}", check
             )
         await book.event("Normal", EventReason.CONTENT_APPLIED, f"collection {current} {plan.change}")
     elif isinstance(plan, Refused):
@@ -105,7 +108,7 @@ async def _migrate(scope: ContentScope, source: str, why: str) -> str | None:
         await api.call("DELETE", collection_path(target))  # a copy cut short: start it again, whole
     code, answer = await api.call("POST", "/collections", collection_schema(spec, target))
     if code >= 300:
-        return await _failed(scope, target, f"making {target}: {_words(answer, code)}", drop=False)
+        return await _failed(scope, target, f"making {target}: {answer_words(answer, code)}", drop=False)
     code, exported = await api.call_raw(
         "GET", f"{collection_path(source)}/documents/export", timeout=_COPY_TIMEOUT_SECONDS
     )
@@ -133,7 +136,7 @@ async def _migrate(scope: ContentScope, source: str, why: str) -> str | None:
         )
     code, answer = await api.call("PUT", alias_path(name), {"collection_name": target})
     if code >= 300:
-        return await _failed(scope, target, f"moving alias {name}: {_words(answer, code)}")
+        return await _failed(scope, target, f"moving alias {name}: {answer_words(answer, code)}")
     now = utcnow()
     scope.status["migration"] = {
         "source": source,
@@ -175,18 +178,6 @@ async def _failed(scope: ContentScope, target: str, note: str, *, drop: bool = T
         warn=EventReason.CONTENT_REFUSED, warn_on_new_message=True,
     )  # fmt: skip
     return None
-
-
-async def _refused(scope: ContentScope, reason: str, note: str, check: float) -> Outcome:
-    await scope.book.set(
-        READY, "False", reason, note, warn=EventReason.CONTENT_REFUSED, warn_on_new_message=True
-    )
-    return scope.wait(check)
-
-
-def _words(answer: Any, code: int) -> str:
-    message = answer.get("message") if isinstance(answer, dict) else answer
-    return f"{message} (HTTP {code})"
 
 
 async def delete_versioned(api: NodeApi, name: str, migration: dict[str, Any] | None) -> int:

@@ -41,8 +41,9 @@ def generate_key() -> str:
     return "".join(secrets.choice(_KEY_ALPHABET) for _ in range(_KEY_LENGTH))
 
 
-def decoded_key(secret: dict[str, Any] | None) -> str | None:
-    encoded = ((secret or {}).get("data") or {}).get(API_KEY_DATA_KEY)
+def decoded_key(secret: dict[str, Any] | None, data_key: str = API_KEY_DATA_KEY) -> str | None:
+    """The value under ``data_key`` of a Secret (the admin key's, by default); None when absent."""
+    encoded = ((secret or {}).get("data") or {}).get(data_key)
     return base64.b64decode(encoded).decode() if encoded else None
 
 
