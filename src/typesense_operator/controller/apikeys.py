@@ -22,7 +22,6 @@ from operator_core.controller import FINALIZED
 from operator_core.reconciling import Context
 from operator_core.secrets import register_secret
 from operator_core.steps import Outcome, Steps
-from typesense_operator.api import TYPESENSE_CLUSTER
 from typesense_operator.api.content import TYPESENSE_API_KEY, TypesenseApiKeySpec
 from typesense_operator.api.reasons import ContentReason, EventReason
 from typesense_operator.content.keys import (
@@ -37,19 +36,20 @@ from typesense_operator.controller.content_scope import (
     READY,
     ContentKind,
     ContentScope,
+    NodeApi,
     NoNodeAnswers,
     answer_words,
-    cluster_api,
     connect,
+    deletion_api,
     find_cluster,
     message_of,
+    named_cluster,
     refuse,
     report,
     scope_for,
 )
 from typesense_operator.controller.nodes import decoded_key, generate_key
 from typesense_operator.controller.runtime import TypesenseRuntime
-from typesense_operator.resources import Cluster
 from typesense_operator.resources.model import MANAGED_BY
 
 __all__ = ["API_KEY", "ROTATE_ANNOTATION", "finalize_api_key", "named_secrets", "reconcile_api_key"]
@@ -74,13 +74,8 @@ API_KEY = ContentKind[TypesenseApiKeySpec](
 
 def named_secrets(obj: dict[str, Any]) -> list[tuple[str, str]]:
     """The cluster and the Secret the value is taken from (valueFrom): their changes wake the key."""
-    spec = obj.get("spec") or {}
-    cluster = (spec.get("cluster") or {}).get("name")
-    source = (spec.get("valueFrom") or {}).get("name")
-    return [
-        *([(TYPESENSE_CLUSTER.kind, cluster)] if cluster else []),
-        *([("Secret", source)] if source else []),
-    ]
+    source = ((obj.get("spec") or {}).get("valueFrom") or {}).get("name")
+    return [*named_cluster(obj), *([("Secret", source)] if source else [])]
 
 
 def _record(status: dict[str, Any]) -> KeyRecord:
@@ -270,20 +265,13 @@ async def finalize_api_key(obj: dict[str, Any], context: Context) -> float:
     """Delete the key (and a previous one still in its grace) from Typesense; a cluster that is gone
     or not QuorumReady has nothing to delete from or is waited for, as for the other content kinds."""
     spec = TypesenseApiKeySpec.model_validate(obj.get("spec") or {})
-    namespace, status = obj["metadata"]["namespace"], obj.get("status") or {}
+    status = obj.get("status") or {}
     ids = [key for key in (status.get("keyId"), status.get("previousKeyId")) if key is not None]
     if spec.deletion_policy == "Retain" or not ids:
         return FINALIZED
-    found = await context.kube.get(
-        TYPESENSE_CLUSTER.api_version, TYPESENSE_CLUSTER.kind, spec.cluster.name, namespace
-    )
-    if found is None or found["metadata"].get("deletionTimestamp"):
-        return FINALIZED
-    if (found.get("status") or {}).get("phase") != "QuorumReady":
-        return 15.0
-    api = await cluster_api(context, Cluster.from_object(found), found)
-    if isinstance(api, str):
-        return FINALIZED
+    api = await deletion_api(context, obj, spec.cluster.name, f"key(s) {', '.join(map(str, ids))}")
+    if not isinstance(api, NodeApi):
+        return api
     try:
         for key in ids:
             code, answer = await api.call("DELETE", f"/keys/{key}")

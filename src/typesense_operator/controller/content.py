@@ -23,7 +23,6 @@ from typing import Any
 from operator_core.controller import FINALIZED
 from operator_core.reconciling import Context
 from operator_core.steps import Outcome, Steps
-from typesense_operator.api import TYPESENSE_CLUSTER
 from typesense_operator.api.content import (
     TYPESENSE_ALIAS,
     TYPESENSE_COLLECTION,
@@ -52,10 +51,11 @@ from typesense_operator.controller.content_scope import (
     READY,
     ContentKind,
     ContentScope,
+    NodeApi,
     NoNodeAnswers,
     answer_words,
-    cluster_api,
     connect,
+    deletion_api,
     find_cluster,
     refuse,
     report,
@@ -63,14 +63,11 @@ from typesense_operator.controller.content_scope import (
 )
 from typesense_operator.controller.migration import delete_versioned, sync_versioned
 from typesense_operator.controller.runtime import TypesenseRuntime
-from typesense_operator.resources import Cluster
 
 __all__ = ["CONTENT_KINDS", "finalize_content", "finalizer", "reconciler"]
 
 _RETRY_SECONDS = 5.0
 """The next look when no node answered."""
-_WAIT_FOR_CLUSTER_SECONDS = 15.0
-"""How often a deletion looks again at a cluster that is not QuorumReady."""
 
 
 def _named(spec: Any, object_name: str) -> str:
@@ -161,27 +158,13 @@ async def finalize_content(kind: ContentKind[Any], obj: dict[str, Any], context:
     assert kind.path is not None
     spec = kind.spec_model.model_validate(obj.get("spec") or {})
     name = kind.name(spec, obj["metadata"]["name"])
-    namespace = obj["metadata"]["namespace"]
-    found = await context.kube.get(
-        TYPESENSE_CLUSTER.api_version, TYPESENSE_CLUSTER.kind, spec.cluster.name, namespace
-    )
-    if found is None or found["metadata"].get("deletionTimestamp"):
-        return FINALIZED
+    api = await deletion_api(context, obj, spec.cluster.name, f"{kind.noun} {name}")
+    if not isinstance(api, NodeApi):
+        return api
 
     def say(event_type: Any, reason: EventReason, note: str) -> None:
         context.recorder.emit_soon(obj, event_type, reason, note)
 
-    if (found.get("status") or {}).get("phase") != "QuorumReady":
-        say(
-            "Warning",
-            EventReason.CONTENT_WAITING,
-            f"{kind.noun} {name} is removed once the cluster is QuorumReady",
-        )
-        return _WAIT_FOR_CLUSTER_SECONDS
-    api = await cluster_api(context, Cluster.from_object(found), found)
-    if isinstance(api, str):
-        say("Warning", EventReason.CONTENT_NOT_DELETED, f"{kind.noun} {name} is left in Typesense: {api}")
-        return FINALIZED
     try:
         if kind is COLLECTION and spec.migration is not None:
             code = await delete_versioned(api, name, (obj.get("status") or {}).get("migration"))

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from operator_core.apimodel import ApiModel
+from operator_core.controller import FINALIZED
 from operator_core.crdgen import CustomResource
 from operator_core.reconciling import WAIT_FOR_CHANGE, Context
 from operator_core.secrets import register_secret
@@ -36,6 +37,7 @@ __all__ = [
     "answer_words",
     "cluster_api",
     "connect",
+    "deletion_api",
     "find_cluster",
     "message_of",
     "named_cluster",
@@ -128,6 +130,35 @@ def message_of(answer: Any) -> str:
 def answer_words(answer: Any, code: int) -> str:
     """Typesense's refusal in its own words, and its HTTP status."""
     return f"{message_of(answer)} (HTTP {code})"
+
+
+WAIT_FOR_CLUSTER_SECONDS = 15.0
+"""How often a deletion looks again at a cluster that is not QuorumReady."""
+
+
+async def deletion_api(
+    context: Context, obj: Mapping[str, Any], cluster_name: str, what: str
+) -> NodeApi | float:
+    """The cluster's API for removing ``what`` (the deleted object's content) from Typesense, or the
+    finalizer's answer without it: FINALIZED when the cluster is gone or going (nothing to remove
+    from) or its admin key is missing (said), a wait while it is not QuorumReady (said)."""
+    namespace = obj["metadata"]["namespace"]
+    found = await context.kube.get(
+        TYPESENSE_CLUSTER.api_version, TYPESENSE_CLUSTER.kind, cluster_name, namespace
+    )
+    if found is None or found["metadata"].get("deletionTimestamp"):
+        return FINALIZED
+    if (found.get("status") or {}).get("phase") != "QuorumReady":
+        note = f"{what} is removed once the cluster is QuorumReady"
+        context.recorder.emit_soon(obj, "Warning", EventReason.CONTENT_WAITING, note)
+        return WAIT_FOR_CLUSTER_SECONDS
+    api = await cluster_api(context, Cluster.from_object(found), found)
+    if isinstance(api, str):
+        context.recorder.emit_soon(
+            obj, "Warning", EventReason.CONTENT_NOT_DELETED, f"{what} is left in Typesense: {api}"
+        )
+        return FINALIZED
+    return api
 
 
 async def refuse(scope: ContentScope, reason: str, note: str, look_again: float) -> Outcome:
