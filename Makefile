@@ -78,7 +78,7 @@ endef
 TEST_WORKERS ?= 2
 
 test: tools nginx image-tools lint
-	$(call pytest,-n $(TEST_WORKERS) --dist worksteal --durations=15 tests)
+	$(call pytest,-n $(TEST_WORKERS) --dist worksteal --durations=40 tests)
 
 unit: install
 	$(call pytest,-m unit tests)
