@@ -626,19 +626,22 @@ class Kube:
         headers: Mapping[str, str],
         timeout: float,
         body: bytes | None = None,
+        scheme: str = "http",
     ) -> tuple[int, bytes]:
         """``method`` ``path`` on a pod's port through the API server's pod proxy: (status code, body).
 
         For an operator that runs outside the cluster, where pod addresses are not routable.
         It goes the same connection as every other request (same server, CA and credentials).
         No answer at all is :class:`~operator_core.errors.Unavailable`; any answer, an error page
-        included, is returned as it came.
+        included, is returned as it came. With ``scheme`` https, the API server speaks TLS to the pod
+        (and, as Kubernetes does for every pod proxy, does not verify the pod's certificate).
         """
         sent = time.monotonic()
+        target = f"{pod}:{port}" if scheme == "http" else f"{scheme}:{pod}:{port}"
         with self._no_answer_is_unavailable(f"proxying to pod {namespace}/{pod}:{port}", from_server=False):
             answer = await self._connected().request(
                 method,
-                f"/api/v1/namespaces/{namespace}/pods/{pod}:{port}/proxy{path}",
+                f"/api/v1/namespaces/{namespace}/pods/{target}/proxy{path}",
                 headers=headers,
                 timeout=timeout,
                 body=body,

@@ -18,12 +18,14 @@ from operator_core.kube import Kube
 from operator_core.pods import container_state, pod_ordinal
 from typesense_operator.controller.settings import TypesenseSettings
 from typesense_operator.quorum.model import HELD_BACK_REASONS, NodeProbe
-from typesense_operator.quorum.probe import NodeAddressing, NodeTarget, probe_nodes
+from typesense_operator.quorum.probe import NodeAddressing, NodeTarget, NodeTls, probe_nodes
 from typesense_operator.resources import API_KEY_DATA_KEY, Cluster
 from typesense_operator.resources.core import NODE, TYPESENSE_CONTAINER
+from typesense_operator.resources.tls import API_SCHEME_ANNOTATION, node_server_name, served_secret_name
 
 __all__ = [
     "CommitMemory",
+    "decoded_bytes",
     "decoded_key",
     "generate_key",
     "node_targets",
@@ -43,8 +45,14 @@ def generate_key() -> str:
 
 def decoded_key(secret: dict[str, Any] | None, data_key: str = API_KEY_DATA_KEY) -> str | None:
     """The value under ``data_key`` of a Secret (the admin key's, by default); None when absent."""
+    value = decoded_bytes(secret, data_key)
+    return value.decode() if value is not None else None
+
+
+def decoded_bytes(secret: dict[str, Any] | None, data_key: str) -> bytes | None:
+    """The bytes under ``data_key`` of a Secret; None when absent or empty."""
     encoded = ((secret or {}).get("data") or {}).get(data_key)
-    return base64.b64decode(encoded).decode() if encoded else None
+    return base64.b64decode(encoded) if encoded else None
 
 
 def pod_addresses(pods: list[dict[str, Any]], statefulset: str) -> dict[int, str]:
@@ -71,7 +79,11 @@ def _running_since(pod: dict[str, Any]) -> datetime | None:
     return parse_wire_time((container_state(pod, TYPESENSE_CONTAINER).get("running") or {}).get("startedAt"))
 
 
-def _target(pod: dict[str, Any], index: int, cluster: Cluster) -> NodeTarget:
+def _target(pod: dict[str, Any], index: int, cluster: Cluster, ca: bytes | None) -> NodeTarget:
+    serves_https = (pod["metadata"].get("annotations") or {}).get(API_SCHEME_ANNOTATION) == "https"
+    tls = None
+    if serves_https:
+        tls = NodeTls(node_server_name(cluster, pod["metadata"]["name"]), ca or b"")
     return NodeTarget(
         index=index,
         pod=pod["metadata"]["name"],
@@ -82,6 +94,7 @@ def _target(pod: dict[str, Any], index: int, cluster: Cluster) -> NodeTarget:
         peering_port=cluster.spec.peering_port,
         held_back=_held_back(pod),
         running_since=_running_since(pod),
+        tls=tls,
     )
 
 
@@ -89,15 +102,17 @@ async def node_targets(
     kube: Kube, cluster: Cluster, *, terminating: bool = False
 ) -> tuple[list[NodeTarget], list[dict[str, Any]]]:
     """The cluster's node pods that are not going away (``terminating``: those that are), as probe
-    targets, and the pods themselves."""
+    targets (those serving HTTPS with the CA bundle they are checked with), and the pods themselves."""
     pods = await kube.list("v1", "Pod", cluster.namespace, labels=cluster.labels(NODE))
+    served = await kube.get("v1", "Secret", served_secret_name(cluster), cluster.namespace)
+    ca = decoded_bytes(served, "ca.crt")
     targets, target_pods = [], []
     for pod in pods:
         index = pod_ordinal(pod["metadata"]["name"], cluster.statefulset_name)
         if index is None or bool(pod["metadata"].get("deletionTimestamp")) is not terminating:
             continue
         target_pods.append(pod)
-        targets.append(_target(pod, index, cluster))
+        targets.append(_target(pod, index, cluster, ca))
     return targets, target_pods
 
 

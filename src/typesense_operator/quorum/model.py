@@ -82,6 +82,8 @@ class NodeProbe:
     """Bytes used on its data volume (/metrics.json), for the status view; no decision reads it."""
     disk_total_bytes: int | None = None
     """Size of its data volume (/metrics.json)."""
+    certificate_serial: str | None = None
+    """The serial of the certificate its API served this probe (spec.tls; None: plain, or not seen)."""
 
 
 @dataclass(frozen=True)

@@ -17,10 +17,12 @@ may be healthy for silent (which could fence it).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ipaddress
 import json
 import logging
 import re
+import ssl
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -36,9 +38,11 @@ from typesense_operator.quorum.model import NodeProbe
 __all__ = [
     "UNEXPECTED_ERRORS",
     "ApiServerProxy",
+    "CertificateRefused",
     "DirectToPod",
     "NodeAddressing",
     "NodeTarget",
+    "NodeTls",
     "ProbeFailed",
     "parse_last_log",
     "parse_raft_peers",
@@ -49,6 +53,7 @@ API_KEY_HEADER = "X-TYPESENSE-API-KEY"
 UNEXPECTED_ERRORS: Counter[str] = Counter()
 """Probes that failed with something other than a missing answer, by exception type, since start."""
 
+_MOST_CONTEXTS = 32
 _logger = logging.getLogger(__name__)
 
 
@@ -73,10 +78,27 @@ class NodeTarget:
     """The Typesense container's waiting reason, when its kubelet holds it back (passed through)."""
     running_since: datetime | None = None
     """When the Typesense container started, as its kubelet reports (passed through)."""
+    tls: NodeTls | None = None
+    """How to verify the node's API over TLS, when it serves HTTPS (its peering port never does)."""
+
+
+@dataclass(frozen=True)
+class NodeTls:
+    """What a client checks of a node that serves its API over TLS."""
+
+    server_name: str
+    """The name the certificate must hold (``<pod>.<headless Service>.<namespace>.svc``)."""
+    ca: bytes
+    """The CA certificates to trust, in PEM; empty: the system's (a publicly trusted certificate)."""
 
 
 class Unreachable(Exception):
     """The node gave no HTTP answer at all (refused, timed out, no address)."""
+
+
+class CertificateRefused(Unreachable):
+    """The node answered TLS with a certificate the client does not trust for its name: unreachable for
+    any decision (nothing it says can be believed), said apart in the logs."""
 
 
 class NodeAddressing(Protocol):
@@ -104,6 +126,11 @@ class NodeAddressing(Protocol):
         """(status code, body) of ``method`` ``path`` with ``body``; raises :class:`Unreachable`."""
         ...
 
+    async def served_certificate(self, target: NodeTarget, timeout: float) -> str | None:
+        """The serial of the certificate the node serves now (a handshake of its own: a kept-alive
+        connection would show the one served when it was opened); None: unknown or not served."""
+        ...
+
 
 class _ByMethod:
     """GET and POST, both through the one ``send`` an addressing implements."""
@@ -129,13 +156,47 @@ class _ByMethod:
     ) -> tuple[int, bytes]:
         return await self.send("POST", target, path, headers, timeout)
 
+    async def served_certificate(self, target: NodeTarget, timeout: float) -> str | None:
+        return None  # only a TLS connection of our own sees the certificate (not the API server's proxy)
+
 
 class DirectToPod(_ByMethod):
-    """Straight to ``http://<pod IP>:<port>``, over one aiohttp session (the operator's HTTP client for
-    everything: no second library), made on first use inside the running loop."""
+    """Straight to ``http://<pod IP>:<port>``, or ``https://`` verified for the node's name when it
+    serves TLS, over one aiohttp session (the operator's HTTP client for everything: no second library),
+    made on first use inside the running loop."""
 
     def __init__(self) -> None:
         self._session: aiohttp.ClientSession | None = None
+        self._contexts: dict[bytes, ssl.SSLContext] = {}
+
+    def _context(self, ca: bytes) -> ssl.SSLContext:
+        """A verifying client context per CA bundle (a handful at most: one per cluster's CA)."""
+        if ca not in self._contexts:
+            if len(self._contexts) >= _MOST_CONTEXTS:
+                self._contexts.clear()  # CAs rotated many times over: start afresh
+            self._contexts[ca] = ssl.create_default_context(cadata=ca.decode() if ca else None)
+        return self._contexts[ca]
+
+    async def served_certificate(self, target: NodeTarget, timeout: float) -> str | None:
+        if target.tls is None or not target.pod_ip:
+            return None
+        try:
+            _, writer = await asyncio.wait_for(
+                asyncio.open_connection(
+                    target.pod_ip,
+                    target.port,
+                    ssl=self._context(target.tls.ca),
+                    server_hostname=target.tls.server_name,
+                ),
+                timeout,
+            )
+        except (OSError, TimeoutError):  # ssl.SSLError is an OSError: a refused certificate is unknown
+            return None
+        served = writer.get_extra_info("ssl_object").getpeercert()
+        writer.close()
+        with contextlib.suppress(OSError):  # the node went away meanwhile: the serial was seen all the same
+            await asyncio.wait_for(writer.wait_closed(), timeout)
+        return str(served["serialNumber"]).lower() if served and "serialNumber" in served else None
 
     async def send(
         self,
@@ -152,15 +213,25 @@ class DirectToPod(_ByMethod):
             # No proxy or credentials from the environment (trust_env stays off): a node is on the pod
             # network, and the admin key goes to it alone.
             self._session = aiohttp.ClientSession()
+        tls = target.tls
+        scheme = "http" if tls is None else "https"
         try:
             async with self._session.request(
                 method,
-                f"http://{target.pod_ip}:{target.port}{path}",
+                f"{scheme}://{target.pod_ip}:{target.port}{path}",
                 headers=dict(headers),
                 data=body,
                 timeout=aiohttp.ClientTimeout(total=timeout),
+                ssl=self._context(tls.ca) if tls is not None else True,
+                server_hostname=tls.server_name if tls is not None else None,
             ) as answer:
                 return answer.status, await answer.read()
+        except aiohttp.ClientConnectorCertificateError as error:
+            # Not "unreachable": the node answers with a certificate that must not be trusted.
+            raise CertificateRefused(
+                f"pod {target.pod}'s certificate is not trusted for {tls.server_name if tls else ''}: "
+                f"{error.certificate_error}"
+            ) from error
         except aiohttp.ClientConnectionError as error:  # refused, reset, closed before an answer
             raise Unreachable(str(error) or type(error).__name__) from error
         except TimeoutError as error:
@@ -196,6 +267,7 @@ class ApiServerProxy(_ByMethod):
                 headers=headers,
                 timeout=timeout,
                 body=body,
+                scheme="http" if target.tls is None else "https",
             )
         except errors.Unavailable as error:  # no answer from the API server, or a time-out
             raise Unreachable(str(error)) from error
@@ -288,14 +360,19 @@ async def _probe_one(
     async def raft_stat() -> bytes:
         if target.peering_port is None:
             return b""
-        answer = await get(replace(target, port=target.peering_port), RAFT_STAT_PATH, {})
+        # braft's own port: always plain (Typesense has no TLS for raft).
+        answer = await get(replace(target, port=target.peering_port, tls=None), RAFT_STAT_PATH, {})
         return answer[1] if answer is not None and answer[0] == 200 else b""
 
-    status, health, raft, metrics = await asyncio.gather(
+    async def served_serial() -> str | None:
+        return await addressing.served_certificate(target, timeout) if target.tls is not None else None
+
+    status, health, raft, metrics, serial = await asyncio.gather(
         ask("/status", {API_KEY_HEADER: api_key}),
         ask("/health", {}),
         raft_stat(),
         ask("/metrics.json", {API_KEY_HEADER: api_key}),
+        served_serial(),
     )
     state = committed = None
     if status is not None and status[0] == 200:
@@ -323,6 +400,7 @@ async def _probe_one(
         address=peer_address(target.pod_ip, target.peering_port)
         if target.pod_ip and target.peering_port
         else None,
+        certificate_serial=serial,
     )
 
 
