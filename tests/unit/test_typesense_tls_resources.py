@@ -7,7 +7,9 @@ from datetime import UTC, datetime
 
 from operator_testkit.pki import CertificateAuthority
 from typesense_operator.resources import Cluster
+from typesense_operator.resources.core import build_statefulset
 from typesense_operator.resources.tls import (
+    API_SCHEME_ANNOTATION,
     build_certificate,
     build_served_secret,
     ca_bundle,
@@ -61,6 +63,8 @@ def test_the_ca_bundle_keeps_the_previous_ca_while_a_new_one_takes_over() -> Non
     both = ca_bundle(new, ca_bundle(old, None))
     assert both.count(b"BEGIN CERTIFICATE") == 2
     assert ca_bundle(new, both) == both, "each CA once"
+    newer = CertificateAuthority.create("newer").pem
+    assert ca_bundle(newer, both) == ca_bundle(newer, new), "one CA before the current one, no more"
 
 
 def test_the_nodes_mount_a_copy_and_read_it_again_without_a_restart() -> None:
@@ -69,3 +73,27 @@ def test_the_nodes_mount_a_copy_and_read_it_again_without_a_restart() -> None:
     assert secret["type"] == "kubernetes.io/tls"
     assert base64.b64decode(secret["data"]["tls.key"]) == b"key"
     assert {"name": "TYPESENSE_SSL_REFRESH_INTERVAL_SECONDS", "value": "30"} in tls_env(30)
+
+
+def test_pods_that_serve_https_mount_the_copy_say_so_and_are_probed_by_the_kubelet_in_https() -> None:
+    cluster = Cluster.from_object(
+        {
+            "metadata": {"name": "search", "namespace": "shop", "uid": "u"},
+            "spec": {"image": "typesense/typesense:27.1", "tls": {"certificateSecret": {"name": "mine"}}},
+        }
+    )
+    plain = build_statefulset(cluster, 3)["spec"]["template"]
+    https = build_statefulset(cluster, 3, https=True)["spec"]["template"]
+    assert "tls" not in [volume["name"] for volume in plain["spec"]["volumes"]]
+    assert API_SCHEME_ANNOTATION not in (plain["metadata"].get("annotations") or {})
+    assert https["metadata"]["annotations"][API_SCHEME_ANNOTATION] == "https"
+    volume = next(v for v in https["spec"]["volumes"] if v["name"] == "tls")
+    assert volume["secret"]["secretName"] == "search-tls-served", "never the user's Secret itself"
+    (typesense,) = [c for c in https["spec"]["containers"] if c["name"] == "typesense"]
+    env = {e["name"]: e.get("value") for e in typesense["env"]}
+    assert env["TYPESENSE_SSL_CERTIFICATE"] == "/etc/typesense/tls/tls.crt"
+    assert env["TYPESENSE_SSL_REFRESH_INTERVAL_SECONDS"] == "30"
+    assert typesense["readinessProbe"]["httpGet"]["scheme"] == "HTTPS"
+    assert typesense["livenessProbe"] == plain["spec"]["containers"][0]["livenessProbe"], (
+        "a TCP check either way"
+    )

@@ -8,6 +8,7 @@ from operator_core.children import CHILDREN_APPLIED
 
 __all__ = [
     "BackupReason",
+    "CertificateReason",
     "ConditionType",
     "ContentReason",
     "EventReason",
@@ -37,6 +38,9 @@ class ConditionType(StrEnum):
     RESTORED = "Restored"
     """spec.bootstrap.fromBackup: the first node's volume holds the whole backup (False while it is
     filled, or when that failed)."""
+    CERTIFICATE_READY = "CertificateReady"
+    """spec.tls: the certificate was checked and is given to the nodes (True, Served or ExpiresSoon), or
+    why not (False: the nodes keep serving what they had, and nothing is rolled onto a broken one)."""
     SUSPENDED = "Suspended"
     """A TypesenseScheduledBackup's: True while spec.suspend holds its new backups (False once resumed)."""
 
@@ -93,6 +97,23 @@ class EventReason(StrEnum):
     CONTENT_MIGRATED = "ContentMigrated"
     CONTENT_NOT_DELETED = "ContentNotDeleted"
     CONTENT_WAITING = "ContentWaiting"
+    CERTIFICATE_SERVED = "CertificateServed"
+    CERTIFICATE_REFUSED = "CertificateRefused"
+    CERTIFICATE_EXPIRES_SOON = "CertificateExpiresSoon"
+
+
+class CertificateReason(StrEnum):
+    """Reasons of a TypesenseCluster's CertificateReady condition; a refused certificate's are
+    :class:`typesense_operator.tls.check.Refusal`'s."""
+
+    NOT_REQUESTED = "NotRequested"
+    SERVED = "Served"
+    EXPIRES_SOON = "ExpiresSoon"
+    SECRET_NOT_FOUND = "SecretNotFound"  # noqa: S105 (a reason's name, not a password)
+    NOT_ISSUED_YET = "NotIssuedYet"
+    WRONG_SECRET_TYPE = "WrongSecretType"  # noqa: S105
+    KEYS_MISSING = "KeysMissing"
+    CERT_MANAGER_MISSING = "CertManagerMissing"
 
 
 class BackupReason(StrEnum):

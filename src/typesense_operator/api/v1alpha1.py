@@ -18,6 +18,7 @@ from operator_core.apimodel import ApiModel, cel, preserve_unknown
 from operator_core.conditions import Condition
 from operator_core.crdgen import CustomResource, PrinterColumn, ScaleSubresource
 from typesense_operator.api.destinations import BackupDestination
+from typesense_operator.api.tls import TlsSpec, TlsStatus
 
 __all__ = ["TYPESENSE_CLUSTER", "TypesenseClusterSpec", "TypesenseClusterStatus", "cron_schedule"]
 
@@ -486,6 +487,9 @@ class TypesenseClusterSpec(ApiModel):
     """When recovering quorum, add nodes back one at a time instead of all at once."""
     bootstrap: BootstrapSpec | None = None
     """Where a new cluster's data comes from: empty (not set), or a backup (fromBackup)."""
+    tls: TlsSpec | None = None
+    """Serve the REST API over HTTPS, with a certificate from a Secret or a cert-manager issuer. Every
+    client of the operator's verifies it; plain HTTP is refused by the nodes."""
 
     model_config = ConfigDict(
         json_schema_extra=cel(
@@ -495,6 +499,16 @@ class TypesenseClusterSpec(ApiModel):
                 "has(self.bootstrap) == has(oldSelf.bootstrap)"
                 " && (!has(self.bootstrap) || self.bootstrap == oldSelf.bootstrap)",
                 "bootstrap is set when the cluster is created and never changed",
+            ),
+            # Each of these clients of the nodes would reach them in plain HTTP, or not verify them.
+            *(
+                (f"!has(self.tls) || !has(self.{field})", f"tls cannot be combined with {field} yet: {why}")
+                for field, why in (
+                    ("ingress", "the referer proxy does not speak HTTPS to the nodes"),
+                    ("httpRoutes", "the routes' backends do not speak HTTPS to the nodes"),
+                    ("scrapers", "the scrapers do not verify the nodes' certificate"),
+                    ("metrics", "the exporter sidecar does not verify the nodes' certificate"),
+                )
             ),
         )
     )
@@ -613,6 +627,9 @@ class NodeStatus(ApiModel):
     """Bytes used on its data volume (Typesense's /metrics.json) when the view was last refreshed."""
     disk_total_bytes: int | None = None
     """Size of its data volume (Typesense's /metrics.json)."""
+    certificate_serial: str | None = None
+    """The serial number of the certificate it serves (spec.tls), as the operator's last TLS handshake
+    with it saw; it changes within spec.tls.refreshIntervalSeconds of a renewal, with no restart."""
 
 
 class TypesenseClusterStatus(ApiModel):
@@ -642,6 +659,8 @@ class TypesenseClusterStatus(ApiModel):
     counters (committed index, lag, disk) at most once a minute otherwise."""
     nodes_observed_at: datetime | None = None
     """When status.nodes was last written."""
+    tls: TlsStatus | None = None
+    """The certificate the nodes are given (spec.tls)."""
 
 
 # raft rejects a peer address ({name}-sts-{i}.{name}-sts-svc:{peering}:{api}) longer than 64 characters.

@@ -14,6 +14,7 @@ from typesense_operator.api.reasons import ConditionType, EventReason
 from typesense_operator.controller.nodes import pod_addresses
 from typesense_operator.controller.scope import Scope
 from typesense_operator.controller.status import guards_disruptions
+from typesense_operator.controller.tls import hurry_the_certificate
 from typesense_operator.resources import (
     PODMONITOR_API_VERSION,
     PRUNABLE_ELSEWHERE,
@@ -101,6 +102,7 @@ async def apply_children(scope: Scope) -> Outcome:
         scope.members,
         scope.claim_size,
         configuration_hash,
+        https=scope.https,
         disruption_budget=guards_disruptions(
             (scope.obj.get("status") or {}).get("phase"),
             ready_nodes=sum(1 for target, _, _ in scope.nodes if target.kubelet_ready),
@@ -111,6 +113,7 @@ async def apply_children(scope: Scope) -> Outcome:
     if scope.pod_monitor is not None:
         desired.append(scope.pod_monitor)
     desired.extend(scope.routes)
+    desired.extend(scope.tls_children)
     # Every pod that runs: a node not in the nodes list yet (growing back, scaling up) reads it too.
     pods = [pod for pod in every_pod if not pod["metadata"].get("deletionTimestamp")]
     nodes_list_before = None
@@ -129,6 +132,7 @@ async def apply_children(scope: Scope) -> Outcome:
     )
     if nodes_list_before is not None:
         await _hurry_the_nodes_list(scope, nodes_list_before, desired, pods)
+    await hurry_the_certificate(scope, pods)
     if scope.pod_monitor is not None:
         await scope.set_condition(ConditionType.METRICS_READY, "True", "PodMonitorApplied")
     if scope.routes_applied is not None:

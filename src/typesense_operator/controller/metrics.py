@@ -17,7 +17,7 @@ from prometheus_client import Counter, Gauge
 from operator_core.metrics import REGISTRY
 from typesense_operator.quorum.model import ClusterState, NodeProbe, Plan
 
-__all__ = ["RECOVERIES", "forget_cluster", "observe_quorum"]
+__all__ = ["CERTIFICATE_EXPIRY", "RECOVERIES", "forget_cluster", "observe_certificate", "observe_quorum"]
 
 _CLUSTER = ["namespace", "cluster"]
 
@@ -43,6 +43,13 @@ MEMBERS = Gauge(
 HEALTHY_MEMBERS = Gauge(
     "typesense_cluster_healthy_members",
     "Nodes of a TypesenseCluster that answered /health ok at the last probe.",
+    _CLUSTER,
+    registry=REGISTRY,
+)
+CERTIFICATE_EXPIRY = Gauge(
+    "typesense_cluster_certificate_expiry_timestamp_seconds",
+    "When the certificate a TypesenseCluster's nodes are given (spec.tls) expires, in Unix seconds; "
+    "alert on it minus time() (the chart's PrometheusRule does).",
     _CLUSTER,
     registry=REGISTRY,
 )
@@ -76,11 +83,19 @@ def observe_quorum(namespace: str, cluster: str, plan: Plan, probes: Sequence[No
     HEALTHY_MEMBERS.labels(namespace, cluster).set(sum(1 for probe in probes if probe.health_ok))
 
 
+def observe_certificate(namespace: str, cluster: str, not_after: float | None) -> None:
+    """The expiry of the certificate the nodes are given; None: no certificate (spec.tls removed)."""
+    if not_after is None:
+        _remove(CERTIFICATE_EXPIRY, namespace, cluster)
+    else:
+        CERTIFICATE_EXPIRY.labels(namespace, cluster).set(not_after)
+
+
 def forget_cluster(namespace: str, cluster: str) -> None:
     """Remove a deleted cluster's series."""
     for state in ClusterState:
         _remove(QUORUM_STATE, namespace, cluster, state.value)
-    for gauge in (QUORUM_READY, MEMBERS, HEALTHY_MEMBERS):
+    for gauge in (QUORUM_READY, MEMBERS, HEALTHY_MEMBERS, CERTIFICATE_EXPIRY):
         _remove(gauge, namespace, cluster)
 
 

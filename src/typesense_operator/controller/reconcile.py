@@ -46,6 +46,7 @@ from typesense_operator.controller.status import (
 )
 from typesense_operator.controller.storage import grow_storage
 from typesense_operator.controller.takeover import take_over
+from typesense_operator.controller.tls import prepare_tls
 from typesense_operator.resources import (
     API_KEY_DATA_KEY,
     PRUNABLE_ELSEWHERE,
@@ -209,6 +210,7 @@ STEPS = Steps(
     (
         check_configuration,
         ensure_admin_key,
+        prepare_tls,
         restore_from_backup,
         take_over,
         manage_quorum,

@@ -57,6 +57,13 @@ class Scope(BaseScope):
     routes_applied: str | None = None
     """RoutesReady's message once they are applied (None: none requested, or a Gateway API CRD missing)."""
 
+    https: bool = False
+    """The nodes serve their API over TLS (spec.tls, once a certificate passed the check)."""
+    tls_children: list[dict[str, Any]] = field(default_factory=list)
+    """The checked copy of the certificate, and cert-manager's Certificate, to apply with the children."""
+    served_before: dict[str, Any] | None = None
+    """The checked copy as it was before this reconcile (None: there was none)."""
+
     create_once: list[tuple[dict[str, Any], str]] = field(default_factory=list)
     """Children to create, never apply, with the others, and what each is for (the generated key)."""
     claim_size: str | None = None

@@ -139,6 +139,7 @@ def node_views(
             "heldBack": probe.held_back,
             "diskUsedBytes": probe.disk_used_bytes,
             "diskTotalBytes": probe.disk_total_bytes,
+            "certificateSerial": probe.certificate_serial,
         }
         views.append({key: value for key, value in view.items() if value is not None})
     return views

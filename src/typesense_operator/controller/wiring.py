@@ -45,6 +45,7 @@ from typesense_operator.resources import (
     REFERENCEGRANT_API_VERSION,
 )
 from typesense_operator.resources.model import MANAGED_BY
+from typesense_operator.resources.tls import CERTIFICATE_API_VERSION
 
 # Children (found by the labels every child carries), held in the watch caches: a change to one wakes its
 # cluster's loop.
@@ -62,16 +63,29 @@ _CHILD_KINDS = (
     (HTTPROUTE_API_VERSION, "HTTPRoute"),
     # In the Gateways' namespaces: their owner-namespace label says which cluster they wake.
     (REFERENCEGRANT_API_VERSION, "ReferenceGrant"),
+    # spec.tls.issuerRef: the operator's Certificate (where cert-manager is installed).
+    (CERTIFICATE_API_VERSION, "Certificate"),
 )
 
 
 def _named_by_spec(obj: dict[str, Any]) -> list[tuple[str, str]]:
-    """What the spec names and the pods read: the user's admin key Secret (spec.adminApiKey) and the
-    additionalServerConfiguration ConfigMap. Created late or changed, either wakes the cluster."""
+    """What the spec names and the pods read: the user's admin key Secret (spec.adminApiKey), the
+    additionalServerConfiguration ConfigMap, the certificate's Secret (spec.tls: the user's, or the one
+    cert-manager issues) and the nodes' checked copy of it. Created late or changed, each wakes the
+    cluster."""
     spec = obj.get("spec") or {}
+    name = obj["metadata"]["name"]
     key = (spec.get("adminApiKey") or {}).get("name")
     configuration = (spec.get("additionalServerConfiguration") or {}).get("name")
-    return [*([("Secret", key)] if key else []), *([("ConfigMap", configuration)] if configuration else [])]
+    tls = spec.get("tls") or {}
+    certificate = (tls.get("certificateSecret") or {}).get("name") or (
+        f"{name}-tls" if tls.get("issuerRef") else None
+    )
+    return [
+        *([("Secret", key)] if key else []),
+        *([("ConfigMap", configuration)] if configuration else []),
+        *([("Secret", certificate), ("Secret", f"{name}-tls-served")] if certificate else []),
+    ]
 
 
 async def _start(context: Context) -> TypesenseRuntime:

@@ -83,6 +83,7 @@ def desired_children(
     claim_size: str | None = None,
     configuration_hash: str | None = None,
     *,
+    https: bool = False,
     disruption_budget: bool = True,
     addresses: Mapping[int, str] | None = None,
 ) -> list[Manifest]:
@@ -94,7 +95,8 @@ def desired_children(
     ``claim_size`` in its claim template when given, and ``configuration_hash`` (of the
     additionalServerConfiguration ConfigMap) in its pod template (see :func:`build_statefulset`).
     The PodDisruptionBudget comes with ``disruption_budget`` (the controller decides when a cluster
-    has something for it to guard).
+    has something for it to guard). With ``https`` the nodes serve their API over TLS (spec.tls, once
+    its certificate was checked, :mod:`.tls`).
 
     The generated key Secret (created once, never overwritten), the PodMonitor and the
     Gateway API routes (only where their CRDs exist) are decided by the controller.
@@ -110,7 +112,7 @@ def desired_children(
         build_nodes_configmap(cluster, range(replicas) if members is None else members, addresses),
         build_headless_service(cluster),
         build_client_service(cluster),
-        build_statefulset(cluster, replicas, claim_size, configuration_hash),
+        build_statefulset(cluster, replicas, claim_size, configuration_hash, https=https),
         *([build_pod_disruption_budget(cluster)] if disruption_budget else []),
         *(m for m in optional if m is not None),
         *build_scraper_cronjobs(cluster),

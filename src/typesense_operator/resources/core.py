@@ -18,6 +18,7 @@ from typesense_operator.resources.model import (
     Cluster,
     Manifest,
 )
+from typesense_operator.resources.tls import API_SCHEME_ANNOTATION, serve_https
 
 __all__ = [
     "CLAIM_TEMPLATE_NAME",
@@ -332,17 +333,24 @@ def node_claim_name(cluster: Cluster, index: int) -> str:
 
 
 def build_statefulset(
-    cluster: Cluster, replicas: int, claim_size: str | None = None, configuration_hash: str | None = None
+    cluster: Cluster,
+    replicas: int,
+    claim_size: str | None = None,
+    configuration_hash: str | None = None,
+    *,
+    https: bool = False,
 ) -> Manifest:
     """The Typesense nodes, ``replicas`` pods.
 
     ``claim_size`` is the size its claim template keeps (the live one's, while the volumes cannot
     grow to spec.storage.size); the spec's by default. ``configuration_hash`` is
     :func:`server_configuration_hash` of the additionalServerConfiguration ConfigMap, when it exists:
-    an edit of that ConfigMap alone changes the pod template, and so reaches every node.
+    an edit of that ConfigMap alone changes the pod template, and so reaches every node. With
+    ``https`` (spec.tls, once its certificate was checked), the nodes serve their API over TLS.
     """
     spec = cluster.spec
-    containers = [_typesense_container(cluster)]
+    typesense = _typesense_container(cluster)
+    containers = [typesense]
     sidecar = _metrics_container(cluster)
     if sidecar is not None:
         containers.append(sidecar)
@@ -353,6 +361,8 @@ def build_statefulset(
         "containers": containers,
         "volumes": [{"name": "nodeslist", "configMap": {"name": cluster.nodes_configmap_name}}],
     }
+    if https:
+        serve_https(cluster, pod_spec, typesense)
     pod_spec.update(node_placement(cluster))
     for field, value in (
         ("topologySpreadConstraints", spec.topology_spread_constraints),
@@ -367,6 +377,8 @@ def build_statefulset(
     }
     if configuration_hash is not None:
         pod_annotations[SERVER_CONFIGURATION_HASH] = configuration_hash
+    if https:
+        pod_annotations[API_SCHEME_ANNOTATION] = "https"
     template_metadata: dict[str, Any] = {"labels": cluster.labels(NODE)}
     if pod_annotations:
         template_metadata["annotations"] = pod_annotations

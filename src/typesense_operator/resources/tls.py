@@ -5,8 +5,7 @@ needs to serve HTTPS with it (table-tested in tests/unit/test_typesense_tls_reso
 typesense-server serves its API over TLS itself (``--ssl-certificate``, ``--ssl-certificate-key``, and
 ``--ssl-refresh-interval-seconds`` to read a renewed pair without a restart); its peering port stays
 plain. The nodes never mount the user's Secret: a copy is made once the certificate was checked
-(:mod:`typesense_operator.tls.check`), so that a broken renewal never reaches a node. Not wired to
-``spec.tls`` yet (issue #51).
+(:mod:`typesense_operator.tls.check`), so that a broken renewal never reaches a node.
 """
 
 from __future__ import annotations
@@ -19,19 +18,31 @@ from typing import Any
 from typesense_operator.resources.model import Cluster, Manifest
 
 __all__ = [
+    "API_SCHEME_ANNOTATION",
     "CERTIFICATE_API_VERSION",
+    "SERVED_CERTIFICATE_ANNOTATION",
     "TLS_DIR",
     "build_certificate",
     "build_served_secret",
     "ca_bundle",
     "certificate_names",
+    "issued_secret_name",
+    "node_server_name",
     "required_names",
+    "serve_https",
+    "served_secret_name",
     "tls_env",
     "tls_mount",
     "tls_volume",
 ]
 
 CERTIFICATE_API_VERSION = "cert-manager.io/v1"
+API_SCHEME_ANNOTATION = "ts.opentelekomcloud.com/api-scheme"
+"""Pod template annotation, ``https`` on the pods that serve their API over TLS: while TLS is turned on
+or off, some pods serve HTTPS and others HTTP, and each client of the operator's asks each pod its way."""
+SERVED_CERTIFICATE_ANNOTATION = "ts.opentelekomcloud.com/served-certificate-hash"
+"""Pod annotation set when the checked copy changes: a change of the pod makes its kubelet update the
+mounted files at once, not at its next periodic sync (a minute or more)."""
 TLS_DIR = "/etc/typesense/tls"
 _TLS_VOLUME = "tls"
 _PEM_CERTIFICATE = re.compile(rb"-----BEGIN CERTIFICATE-----.+?-----END CERTIFICATE-----", re.DOTALL)
@@ -50,11 +61,13 @@ def required_names(cluster: Cluster, replicas: int) -> list[str]:
     """What clients and the operator name a cluster by, each of which the certificate must cover: its
     client Service (in every form a pod can write it), and each node by its name under the headless
     Service (how the operator checks every node it talks to)."""
-    nodes = [
-        f"{cluster.pod_name(index)}.{cluster.headless_service_name}.{cluster.namespace}.svc"
-        for index in range(replicas)
-    ]
+    nodes = [node_server_name(cluster, cluster.pod_name(index)) for index in range(replicas)]
     return [*_service_forms(cluster.client_service_name, cluster.namespace), *nodes]
+
+
+def node_server_name(cluster: Cluster, pod: str) -> str:
+    """The name the operator asks a node's certificate to hold when it talks to the node."""
+    return f"{pod}.{cluster.headless_service_name}.{cluster.namespace}.svc"
 
 
 def certificate_names(cluster: Cluster) -> list[str]:
@@ -98,13 +111,12 @@ def build_certificate(
 
 def ca_bundle(current: bytes, previous: bytes | None) -> bytes:
     """The CA certificates the operator and clients trust: the current CA's, and while a new CA takes
-    over, the previous ones too (a node may still serve a certificate of the old CA); each once."""
-    seen: list[bytes] = []
-    for pem in (current, previous or b""):
-        for block in _PEM_CERTIFICATE.findall(pem):
-            if block not in seen:
-                seen.append(block)
-    return b"\n".join(seen) + b"\n" if seen else b""
+    over, the one before it (from ``previous``, the bundle given so far), for a node may still serve a
+    certificate of the old CA; each once, and never more than one CA before the current one."""
+    kept = list(dict.fromkeys(_PEM_CERTIFICATE.findall(current)))
+    earlier = [block for block in _PEM_CERTIFICATE.findall(previous or b"") if block not in kept]
+    kept.extend(earlier[:1])
+    return b"\n".join(kept) + b"\n" if kept else b""
 
 
 def _data(values: Iterable[tuple[str, bytes]]) -> dict[str, str]:
@@ -138,3 +150,14 @@ def tls_env(refresh_seconds: int) -> list[dict[str, Any]]:
         {"name": "TYPESENSE_SSL_CERTIFICATE_KEY", "value": f"{TLS_DIR}/tls.key"},
         {"name": "TYPESENSE_SSL_REFRESH_INTERVAL_SECONDS", "value": str(refresh_seconds)},
     ]
+
+
+def serve_https(cluster: Cluster, pod_spec: dict[str, Any], container: dict[str, Any]) -> None:
+    """Make a node's pod serve its API over TLS with the checked copy: the files, typesense-server's
+    settings, and a readiness probe in HTTPS (the kubelet's probes never verify a certificate, and
+    /health carries no key)."""
+    assert cluster.spec.tls is not None
+    pod_spec["volumes"].append(tls_volume(cluster))
+    container["volumeMounts"].append(tls_mount())
+    container["env"].extend(tls_env(cluster.spec.tls.refresh_interval_seconds))
+    container["readinessProbe"]["httpGet"]["scheme"] = "HTTPS"

@@ -15,6 +15,7 @@ import itertools
 import re
 import secrets
 import shutil
+import ssl
 import tempfile
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
@@ -34,6 +35,7 @@ from operator_testkit.nodes.faults import NodeFaults
 from operator_testkit.nodes.images import NodeImage, typesense_image
 from operator_testkit.operators import OperatorProcess, OperatorRegistry
 from typesense_operator.quorum.probe import RAFT_STAT_PATH, parse_last_log, parse_raft_peers, peer_address
+from typesense_operator.resources.tls import API_SCHEME_ANNOTATION as API_SCHEME
 
 API = "ts.opentelekomcloud.com/v1alpha1"
 PEERING_PORT = 8107
@@ -128,6 +130,26 @@ class TypesenseCluster:
     _leader: str | None = None
     """The node the last acknowledged write went to: writes go there while its pod exists and is not
     being deleted (as a Service would route them), until one is not acknowledged."""
+    _serving: dict[str, tuple[str, bool]] = field(default_factory=dict)
+    """Each pod IP's pod name and whether it serves HTTPS (spec.tls), as :meth:`pod_ips` last saw."""
+
+    def use_tls(self, ca: bytes) -> None:
+        """Verify the nodes that serve HTTPS with ``ca``, for their names under the headless Service
+        (as the operator does); the nodes still in plain HTTP are asked in plain HTTP."""
+        self.http = httpx.AsyncClient(
+            trust_env=False, timeout=3, verify=ssl.create_default_context(cadata=ca.decode())
+        )
+
+    def url(self, ip: str, path: str, port: int = 8108) -> str:
+        """A node's API at ``path``, in the scheme the node serves."""
+        https = self._serving.get(ip, ("", False))[1]
+        return f"{'https' if https else 'http'}://{ip}:{port}{path}"
+
+    def names(self, ip: str) -> dict[str, Any]:
+        """The request extensions that verify a node serving HTTPS for its name (httpx's SNI name is
+        the one its certificate is checked against)."""
+        pod, https = self._serving.get(ip, ("", False))
+        return {"sni_hostname": f"{pod}.{self.name}-sts-svc.{self.namespace}.svc"} if https else {}
 
     async def create(self, replicas: int = 3, **spec: Any) -> None:
         await self.kube.apply(
@@ -185,7 +207,19 @@ class TypesenseCluster:
         await wait_until(not_ready, timeout=timeout, interval=0.5, what=f"{self.name} to leave Ready=True")
 
     async def pod_ips(self) -> dict[str, str]:
-        return await node_addresses(self.kube, self.namespace, self.name)
+        pods = await self.kube.list(
+            "v1", "Pod", self.namespace, labels={"app.kubernetes.io/instance": self.name}
+        )
+        for pod in pods:
+            ip = (pod.get("status") or {}).get("podIP")
+            if ip:
+                https = (pod["metadata"].get("annotations") or {}).get(API_SCHEME) == "https"
+                self._serving[ip] = (pod["metadata"]["name"], https)
+        return {
+            p["metadata"]["name"]: p["status"]["podIP"]
+            for p in pods
+            if (p.get("status") or {}).get("podIP") and not p["metadata"].get("deletionTimestamp")
+        }
 
     async def states(self, ips: Mapping[str, str] | None = None) -> dict[str, str]:
         """Each node's raft state, asked of all at once: a hung node delays the answer by one timeout.
@@ -193,7 +227,9 @@ class TypesenseCluster:
 
         async def state(ip: str) -> str:
             try:
-                answer = await self.http.get(f"http://{ip}:8108/status", headers=self.headers)
+                answer = await self.http.get(
+                    self.url(ip, "/status"), headers=self.headers, extensions=self.names(ip)
+                )
                 return str(answer.json().get("state", "?"))
             except (httpx.HTTPError, ValueError):
                 return "unreachable"
@@ -246,7 +282,9 @@ class TypesenseCluster:
 
         async def leads(ip: str) -> str | None:
             try:
-                answer = await self.http.get(f"http://{ip}:8108/status", headers=self.headers, timeout=1)
+                answer = await self.http.get(
+                    self.url(ip, "/status"), headers=self.headers, timeout=1, extensions=self.names(ip)
+                )
                 return ip if answer.json().get("state") == "LEADER" else None
             except (httpx.HTTPError, ValueError):
                 return None
@@ -267,7 +305,10 @@ class TypesenseCluster:
             if leader is None:
                 return False
             answer = await self.http.post(
-                f"http://{leader}:8108/collections", headers=self.headers, json=COLLECTION
+                self.url(leader, "/collections"),
+                headers=self.headers,
+                json=COLLECTION,
+                extensions=self.names(leader),
             )
             return answer.status_code in (201, 409)
 
@@ -289,8 +330,9 @@ class TypesenseCluster:
             return "no leader"
         try:
             answer = await self.http.post(
-                f"http://{leader}:8108/collections/books/documents",
+                self.url(leader, "/collections/books/documents"),
                 headers=self.headers,
+                extensions=self.names(leader),
                 json={"id": document_id, "title": f"document {document_id}"},
             )
         except httpx.HTTPError as error:
@@ -309,7 +351,9 @@ class TypesenseCluster:
             for document_id in document_ids:
                 try:
                     answer = await self.http.get(
-                        f"http://{ip}:8108/collections/books/documents/{document_id}", headers=self.headers
+                        self.url(ip, f"/collections/books/documents/{document_id}"),
+                        headers=self.headers,
+                        extensions=self.names(ip),
                     )
                 except httpx.HTTPError:
                     lost = list(document_ids)
@@ -562,7 +606,8 @@ async def seed_documents(cluster: TypesenseCluster, count: int, batch: int = 10_
         leader = await cluster.leader_ip()
         assert leader is not None, "no leader to import through"
         answer = await cluster.http.post(
-            f"http://{leader}:8108/collections/books/documents/import?action=upsert",
+            cluster.url(leader, "/collections/books/documents/import?action=upsert"),
+            extensions=cluster.names(leader),
             headers=cluster.headers,
             content=lines,
             timeout=120,
@@ -573,7 +618,9 @@ async def seed_documents(cluster: TypesenseCluster, count: int, batch: int = 10_
 
     async def everywhere() -> bool:
         for ip in (await cluster.pod_ips()).values():
-            answer = await cluster.http.get(f"http://{ip}:8108/collections/books", headers=cluster.headers)
+            answer = await cluster.http.get(
+                cluster.url(ip, "/collections/books"), headers=cluster.headers, extensions=cluster.names(ip)
+            )
             if answer.status_code != 200 or answer.json().get("num_documents", 0) < count:
                 return False
         return True
@@ -599,7 +646,10 @@ class CatchUpWatch:
         async def status(ip: str) -> tuple[str, int] | None:
             try:
                 answer = await self.cluster.http.get(
-                    f"http://{ip}:8108/status", headers=self.cluster.headers, timeout=2
+                    self.cluster.url(ip, "/status"),
+                    headers=self.cluster.headers,
+                    timeout=2,
+                    extensions=self.cluster.names(ip),
                 )
                 found = answer.json()
                 return str(found.get("state")), int(found["committed_index"])

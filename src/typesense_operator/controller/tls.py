@@ -1,0 +1,212 @@
+"""spec.tls, the cluster's step: the certificate read from its Secret (the user's, or the one cert-manager
+issues for the operator's Certificate), checked (:mod:`typesense_operator.tls.check`) for every name
+the nodes are reached by, and copied into the Secret the nodes mount (``<cluster>-tls-served``); after
+the apply, the pods are nudged so that their kubelet updates the files at once.
+
+A certificate that fails the check is never copied: the condition CertificateReady says why, and the
+nodes keep serving the copy they have. A new cluster waits for a good certificate before its first pod,
+and a running one keeps its scheme until one comes. Whether the pods serve HTTPS (:attr:`Scope.https`)
+follows the copy: on once there is one, off when spec.tls is removed; either change rolls the nodes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import datetime, timedelta
+from typing import Any
+
+from operator_core.clock import utcnow, wire_time
+from operator_core.steps import Outcome
+from typesense_operator.api.reasons import CertificateReason, ConditionType, EventReason
+from typesense_operator.controller.metrics import observe_certificate
+from typesense_operator.controller.nodes import decoded_bytes
+from typesense_operator.controller.scope import Scope
+from typesense_operator.resources.tls import (
+    API_SCHEME_ANNOTATION,
+    CERTIFICATE_API_VERSION,
+    SERVED_CERTIFICATE_ANNOTATION,
+    build_certificate,
+    build_served_secret,
+    ca_bundle,
+    issued_secret_name,
+    required_names,
+    served_secret_name,
+)
+from typesense_operator.tls.check import Refused, Served, check_certificate
+
+__all__ = ["hurry_the_certificate", "prepare_tls"]
+
+_TLS_SECRET_TYPE = "kubernetes.io/tls"  # noqa: S105 (a Secret type, not a password)
+
+
+def _digest(secret: dict[str, Any] | None) -> str | None:
+    if secret is None:
+        return None
+    data = secret.get("data") or {}
+    joined = "".join(f"{key}={data[key]};" for key in sorted(data))
+    return hashlib.sha256(joined.encode()).hexdigest()[:16]
+
+
+async def _refuse(scope: Scope, reason: str, message: str, served: dict[str, Any] | None) -> Outcome:
+    """CertificateReady False with ``reason``; the nodes keep what they serve, and a new cluster waits."""
+    keeping = (
+        "the nodes keep serving the certificate they have"
+        if served is not None
+        else "no node is given a certificate until this is fixed"
+    )
+    await scope.set_condition(
+        ConditionType.CERTIFICATE_READY,
+        "False",
+        reason,
+        f"{message}; {keeping}",
+        warn=EventReason.CERTIFICATE_REFUSED,
+    )
+    scope.waiting_for_user = True
+    scope.https = served is not None
+    if served is None and await _is_new(scope):
+        return Outcome.STOP  # a new cluster never starts in plain HTTP when spec.tls asks for HTTPS
+    return Outcome.CONTINUE
+
+
+async def _is_new(scope: Scope) -> bool:
+    cluster = scope.cluster
+    statefulset = await scope.kube.get("apps/v1", "StatefulSet", cluster.statefulset_name, cluster.namespace)
+    return statefulset is None
+
+
+async def prepare_tls(scope: Scope) -> Outcome:
+    """The checked copy of spec.tls's certificate among the children, or why not (CertificateReady)."""
+    cluster = scope.cluster
+    tls = cluster.spec.tls
+    served = await scope.kube.get("v1", "Secret", served_secret_name(cluster), cluster.namespace)
+    scope.served_before = served
+    if tls is None:
+        scope.https = False
+        scope.status["tls"] = None
+        observe_certificate(cluster.namespace, cluster.name, None)
+        await scope.set_condition(ConditionType.CERTIFICATE_READY, "True", CertificateReason.NOT_REQUESTED)
+        return Outcome.CONTINUE
+    if tls.issuer_ref is not None:
+        issuer = tls.issuer_ref
+        if not await scope.kube.serves(CERTIFICATE_API_VERSION, "Certificate"):
+            scope.waiting_for_crd = True
+            return await _refuse(
+                scope,
+                CertificateReason.CERT_MANAGER_MISSING,
+                f"spec.tls.issuerRef needs cert-manager: the Certificate CRD ({CERTIFICATE_API_VERSION}) is "
+                "not installed",
+                served,
+            )
+        scope.tls_children.append(build_certificate(cluster, issuer.name, issuer.kind, issuer.group))
+        source = issued_secret_name(cluster)
+    else:
+        assert tls.certificate_secret is not None  # CEL: exactly one of the two
+        source = tls.certificate_secret.name
+    secret = await scope.kube.get("v1", "Secret", source, cluster.namespace)
+    if secret is None:
+        if tls.issuer_ref is not None:
+            reason, message = (
+                CertificateReason.NOT_ISSUED_YET,
+                f"cert-manager has not issued the Certificate {source} into the Secret {source} yet "
+                f"(kubectl describe certificate {source} says why)",
+            )
+        else:
+            reason, message = (
+                CertificateReason.SECRET_NOT_FOUND,
+                f"Secret {source} (spec.tls.certificateSecret) does not exist in namespace "
+                f"{cluster.namespace}",
+            )
+        return await _refuse(scope, reason, message, served)
+    if secret.get("type") != _TLS_SECRET_TYPE:
+        return await _refuse(
+            scope,
+            CertificateReason.WRONG_SECRET_TYPE,
+            f"Secret {source} is of type {secret.get('type') or 'Opaque'}, not {_TLS_SECRET_TYPE}",
+            served,
+        )
+    cert, key, ca = (
+        decoded_bytes(secret, "tls.crt"),
+        decoded_bytes(secret, "tls.key"),
+        decoded_bytes(secret, "ca.crt"),
+    )
+    if cert is None or key is None:
+        missing = " and ".join(name for name, value in (("tls.crt", cert), ("tls.key", key)) if value is None)
+        return await _refuse(
+            scope, CertificateReason.KEYS_MISSING, f"Secret {source} has no {missing}", served
+        )
+    now = utcnow()
+    verdict = check_certificate(cert, key, ca, required_names(cluster, cluster.spec.replicas), now)
+    if isinstance(verdict, Refused):
+        return await _refuse(scope, verdict.refusal, f"Secret {source}: {verdict.message}", served)
+    scope.https = True
+    previous_ca = decoded_bytes(served, "ca.crt")
+    scope.tls_children.append(
+        build_served_secret(cluster, cert, key, ca_bundle(ca, previous_ca) if ca is not None else b"")
+    )
+    await _report_served(scope, source, verdict, now)
+    return Outcome.CONTINUE
+
+
+async def _report_served(scope: Scope, source: str, served: Served, now: datetime) -> None:
+    """CertificateReady True (ExpiresSoon within spec.tls.expiryWarningDays), status.tls, the expiry
+    metric, and an Event for each certificate given to the nodes and for each that will soon expire."""
+    cluster = scope.cluster
+    assert cluster.spec.tls is not None
+    expiry = f"{served.not_after:%Y-%m-%dT%H:%M:%SZ}"
+    observe_certificate(cluster.namespace, cluster.name, served.not_after.timestamp())
+    before = (scope.current.get("tls") or {}).get("serial")
+    if before != served.serial:
+        await scope.event(
+            "Normal",
+            EventReason.CERTIFICATE_SERVED,
+            f"certificate {served.serial} from Secret {source}, valid until {expiry}, given to the nodes",
+        )
+    scope.status["tls"] = {
+        "secret": source,
+        "serial": served.serial,
+        "notAfter": wire_time(served.not_after),
+        "dnsNames": list(served.dns_names),
+    }
+    warning = timedelta(days=cluster.spec.tls.expiry_warning_days)
+    if served.not_after - now > warning:
+        await scope.set_condition(
+            ConditionType.CERTIFICATE_READY,
+            "True",
+            CertificateReason.SERVED,
+            f"certificate {served.serial} from Secret {source}, valid until {expiry}",
+        )
+        return
+    said = scope.book.stored.get(ConditionType.CERTIFICATE_READY)
+    if said is None or said.reason != CertificateReason.EXPIRES_SOON:
+        await scope.event(
+            "Warning",
+            EventReason.CERTIFICATE_EXPIRES_SOON,
+            f"certificate {served.serial} from Secret {source} expires at {expiry}; renew it",
+        )
+    await scope.set_condition(
+        ConditionType.CERTIFICATE_READY,
+        "True",
+        CertificateReason.EXPIRES_SOON,
+        f"certificate {served.serial} from Secret {source} expires at {expiry}, within "
+        f"{cluster.spec.tls.expiry_warning_days} days; renew it",
+    )
+
+
+async def hurry_the_certificate(scope: Scope, pods: list[dict[str, Any]]) -> None:
+    """After the apply: when the checked copy changed, a new annotation on each pod that serves HTTPS,
+    so that its kubelet writes the new files now, and Typesense reads them within its refresh interval
+    (a kubelet otherwise updates a mounted Secret at its next periodic sync, a minute or more)."""
+    desired = next(
+        (m for m in scope.tls_children if m["kind"] == "Secret"),
+        None,
+    )
+    digest = _digest(desired)
+    if digest is None or digest == _digest(scope.served_before) or scope.served_before is None:
+        return
+    for pod in pods:
+        annotations = pod["metadata"].get("annotations") or {}
+        if annotations.get(API_SCHEME_ANNOTATION) == "https" and (
+            annotations.get(SERVED_CERTIFICATE_ANNOTATION) != digest
+        ):
+            patch = {"metadata": {"annotations": {SERVED_CERTIFICATE_ANNOTATION: digest}}}
+            await scope.kube.patch("v1", "Pod", pod["metadata"]["name"], scope.cluster.namespace, patch)
