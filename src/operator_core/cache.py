@@ -662,12 +662,18 @@ class Cache:
             behind = [informer for informer in self._of(kinds) if not informer.settled]
             if not behind:
                 return
+            if not self._source.answering.is_set():
+                # An outage, said already by the client: the caches cannot sync before it ends, and
+                # the wait for them starts again from the first answer (seen in a CI run: a restart of
+                # the API server longer than the wait made a second warning).
+                await self._source.answering.wait()
+                continue
             began = time.monotonic()
             await settled_within(behind, SYNC_WARNING_SECONDS)
             still = [repr(informer) for informer in self._of(kinds) if not informer.settled]
-            # Only after a whole wait: caches that settled and were unsettled again at once (the API
-            # server going away just then, which is said already) are not "behind" (seen in CI).
-            if still and time.monotonic() - began >= SYNC_WARNING_SECONDS:
+            # Only after a whole wait, with the API server answering: caches that settled and were
+            # unsettled again at once (the API server going away just then) are not "behind".
+            if still and time.monotonic() - began >= SYNC_WARNING_SECONDS and self._source.answering.is_set():
                 _log.warning("reconciles wait for the watch caches to sync: %s", ", ".join(still))
 
     def require_synced(self, what: str) -> None:
