@@ -47,6 +47,23 @@ def cluster(namespace: str, name: str = "c1", **spec: Any) -> dict[str, Any]:
         ({"peeringPort": 0}, "should be greater than or equal to 1"),
         ({"apiPort": 8107}, "apiPort and peeringPort must differ"),
         ({"corsDomains": "https://a.example"}, "corsDomains needs enableCors: true"),
+        ({"tls": {}}, "tls takes exactly one of certificateSecret and issuerRef"),
+        (
+            {"tls": {"certificateSecret": {"name": "c"}, "issuerRef": {"name": "ca"}}},
+            "tls takes exactly one of certificateSecret and issuerRef",
+        ),
+        (
+            {"tls": {"certificateSecret": {"name": "c"}, "refreshIntervalSeconds": 1}},
+            "greater than or equal to 5",
+        ),
+        (
+            {"tls": {"certificateSecret": {"name": "c"}}, "metrics": {"release": "p"}},
+            "tls cannot be combined with metrics yet: the exporter sidecar does not verify",
+        ),
+        (
+            {"tls": {"certificateSecret": {"name": "c"}}, "scrapers": [SCRAPER]},
+            "tls cannot be combined with scrapers yet",
+        ),
         ({"storage": {"size": "a lot"}}, "storage.size must be a Kubernetes quantity, such as 100Mi or 10Gi"),
         (
             {"scrapers": [{**SCRAPER, "schedule": "@reboot"}]},
