@@ -21,7 +21,7 @@ from typesense_operator.quorum.model import HELD_BACK_REASONS, NodeProbe
 from typesense_operator.quorum.probe import NodeAddressing, NodeTarget, NodeTls, probe_nodes
 from typesense_operator.resources import API_KEY_DATA_KEY, Cluster
 from typesense_operator.resources.core import NODE, TYPESENSE_CONTAINER
-from typesense_operator.resources.tls import API_SCHEME_ANNOTATION, node_server_name, served_secret_name
+from typesense_operator.resources.tls import node_server_name, served_secret_name, serves_https
 
 __all__ = [
     "CommitMemory",
@@ -80,9 +80,8 @@ def _running_since(pod: dict[str, Any]) -> datetime | None:
 
 
 def _target(pod: dict[str, Any], index: int, cluster: Cluster, ca: bytes | None) -> NodeTarget:
-    serves_https = (pod["metadata"].get("annotations") or {}).get(API_SCHEME_ANNOTATION) == "https"
     tls = None
-    if serves_https:
+    if serves_https(pod):
         tls = NodeTls(node_server_name(cluster, pod["metadata"]["name"]), ca or b"")
     return NodeTarget(
         index=index,

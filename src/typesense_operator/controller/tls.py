@@ -15,14 +15,15 @@ import hashlib
 from datetime import datetime, timedelta
 from typing import Any
 
+from operator_core.applying import apply_report_prune
 from operator_core.clock import utcnow, wire_time
 from operator_core.steps import Outcome
 from typesense_operator.api.reasons import CertificateReason, ConditionType, EventReason
 from typesense_operator.controller.metrics import observe_certificate
 from typesense_operator.controller.nodes import decoded_bytes
 from typesense_operator.controller.scope import Scope
+from typesense_operator.resources.core import NODE
 from typesense_operator.resources.tls import (
-    API_SCHEME_ANNOTATION,
     CERTIFICATE_API_VERSION,
     SERVED_CERTIFICATE_ANNOTATION,
     build_certificate,
@@ -31,12 +32,12 @@ from typesense_operator.resources.tls import (
     issued_secret_name,
     required_names,
     served_secret_name,
+    serves_https,
 )
-from typesense_operator.tls.check import Refused, Served, check_certificate
+from typesense_operator.tls.check import Served
+from typesense_operator.tls.secret import NotServed, judge_secret
 
 __all__ = ["hurry_the_certificate", "prepare_tls"]
-
-_TLS_SECRET_TYPE = "kubernetes.io/tls"  # noqa: S105 (a Secret type, not a password)
 
 
 def _digest(secret: dict[str, Any] | None) -> str | None:
@@ -64,8 +65,18 @@ async def _refuse(scope: Scope, reason: str, message: str, served: dict[str, Any
     scope.waiting_for_user = True
     scope.https = served is not None
     if served is None and await _is_new(scope):
-        return Outcome.STOP  # a new cluster never starts in plain HTTP when spec.tls asks for HTTPS
+        # A new cluster never starts in plain HTTP when spec.tls asks for HTTPS; only the Certificate
+        # (spec.tls.issuerRef) is made meanwhile, for cert-manager to issue what the cluster waits for.
+        if scope.tls_children:
+            await apply_report_prune(scope.kube, scope.book, scope.cluster, scope.tls_children, ())
+        return Outcome.STOP
     return Outcome.CONTINUE
+
+
+async def _any_pod_serves_https(scope: Scope) -> bool:
+    cluster = scope.cluster
+    pods = await scope.kube.list("v1", "Pod", cluster.namespace, labels=cluster.labels(NODE))
+    return any(serves_https(pod) for pod in pods)
 
 
 async def _is_new(scope: Scope) -> bool:
@@ -85,6 +96,9 @@ async def prepare_tls(scope: Scope) -> Outcome:
         scope.status["tls"] = None
         observe_certificate(cluster.namespace, cluster.name, None)
         await scope.set_condition(ConditionType.CERTIFICATE_READY, "True", CertificateReason.NOT_REQUESTED)
+        if served is not None and not await _any_pod_serves_https(scope):
+            # TLS turned off and rolled away: no copy of a private key is kept that nothing mounts.
+            await scope.kube.delete("v1", "Secret", served_secret_name(cluster), cluster.namespace)
         return Outcome.CONTINUE
     if tls.issuer_ref is not None:
         issuer = tls.issuer_ref
@@ -103,47 +117,23 @@ async def prepare_tls(scope: Scope) -> Outcome:
         assert tls.certificate_secret is not None  # CEL: exactly one of the two
         source = tls.certificate_secret.name
     secret = await scope.kube.get("v1", "Secret", source, cluster.namespace)
-    if secret is None:
-        if tls.issuer_ref is not None:
-            reason, message = (
-                CertificateReason.NOT_ISSUED_YET,
-                f"cert-manager has not issued the Certificate {source} into the Secret {source} yet "
-                f"(kubectl describe certificate {source} says why)",
-            )
-        else:
-            reason, message = (
-                CertificateReason.SECRET_NOT_FOUND,
-                f"Secret {source} (spec.tls.certificateSecret) does not exist in namespace "
-                f"{cluster.namespace}",
-            )
-        return await _refuse(scope, reason, message, served)
-    if secret.get("type") != _TLS_SECRET_TYPE:
-        return await _refuse(
-            scope,
-            CertificateReason.WRONG_SECRET_TYPE,
-            f"Secret {source} is of type {secret.get('type') or 'Opaque'}, not {_TLS_SECRET_TYPE}",
-            served,
-        )
-    cert, key, ca = (
-        decoded_bytes(secret, "tls.crt"),
-        decoded_bytes(secret, "tls.key"),
-        decoded_bytes(secret, "ca.crt"),
-    )
-    if cert is None or key is None:
-        missing = " and ".join(name for name, value in (("tls.crt", cert), ("tls.key", key)) if value is None)
-        return await _refuse(
-            scope, CertificateReason.KEYS_MISSING, f"Secret {source} has no {missing}", served
-        )
     now = utcnow()
-    verdict = check_certificate(cert, key, ca, required_names(cluster, cluster.spec.replicas), now)
-    if isinstance(verdict, Refused):
-        return await _refuse(scope, verdict.refusal, f"Secret {source}: {verdict.message}", served)
+    judged = judge_secret(
+        secret,
+        source=source,
+        namespace=cluster.namespace,
+        issued=tls.issuer_ref is not None,
+        names=required_names(cluster, cluster.spec.replicas),
+        now=now,
+    )
+    if isinstance(judged, NotServed):
+        return await _refuse(scope, judged.reason, judged.message, served)
     scope.https = True
     previous_ca = decoded_bytes(served, "ca.crt")
-    scope.tls_children.append(
-        build_served_secret(cluster, cert, key, ca_bundle(ca, previous_ca) if ca is not None else b"")
-    )
-    await _report_served(scope, source, verdict, now)
+    # No ca.crt (a publicly trusted certificate): an empty bundle, and clients trust the system's CAs.
+    bundle = ca_bundle(judged.ca, previous_ca) if judged.ca is not None else b""
+    scope.tls_children.append(build_served_secret(cluster, judged.cert, judged.key, bundle))
+    await _report_served(scope, source, judged.served, now)
     return Outcome.CONTINUE
 
 
@@ -205,8 +195,6 @@ async def hurry_the_certificate(scope: Scope, pods: list[dict[str, Any]]) -> Non
         return
     for pod in pods:
         annotations = pod["metadata"].get("annotations") or {}
-        if annotations.get(API_SCHEME_ANNOTATION) == "https" and (
-            annotations.get(SERVED_CERTIFICATE_ANNOTATION) != digest
-        ):
+        if serves_https(pod) and annotations.get(SERVED_CERTIFICATE_ANNOTATION) != digest:
             patch = {"metadata": {"annotations": {SERVED_CERTIFICATE_ANNOTATION: digest}}}
             await scope.kube.patch("v1", "Pod", pod["metadata"]["name"], scope.cluster.namespace, patch)

@@ -38,6 +38,7 @@ from typesense_operator.resources.routes import (
     build_reference_grants,
 )
 from typesense_operator.resources.scrapers import build_scraper_cronjobs, invalid_scraper_configs
+from typesense_operator.resources.tls import CERTIFICATE_API_VERSION
 
 __all__ = [
     "API_KEY_DATA_KEY",
@@ -63,7 +64,8 @@ __all__ = [
 ]
 
 # Kinds whose objects may stop being wanted (a removed scraper, a dropped ingress or
-# metrics spec). The StatefulSet, its PVCs and the key Secret are never pruned.
+# metrics spec). The StatefulSet, its PVCs and the key Secret are never pruned; the nodes' copy of the
+# certificate goes only once no pod serves HTTPS (controller/tls.py).
 PRUNABLE_KINDS: tuple[tuple[str, str], ...] = (
     ("v1", "ConfigMap"),
     ("v1", "Service"),
@@ -72,6 +74,8 @@ PRUNABLE_KINDS: tuple[tuple[str, str], ...] = (
     ("batch/v1", "CronJob"),
     (PODMONITOR_API_VERSION, "PodMonitor"),
     (HTTPROUTE_API_VERSION, "HTTPRoute"),
+    # spec.tls.issuerRef removed, or replaced by a Secret of the user's.
+    (CERTIFICATE_API_VERSION, "Certificate"),
 )
 PRUNABLE_ELSEWHERE: tuple[tuple[str, str], ...] = ((REFERENCEGRANT_API_VERSION, "ReferenceGrant"),)
 """Prunable kinds whose objects live in other namespaces (a Gateway's), found by the owner-namespace label."""

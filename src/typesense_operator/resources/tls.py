@@ -31,6 +31,7 @@ __all__ = [
     "required_names",
     "serve_https",
     "served_secret_name",
+    "serves_https",
     "tls_env",
     "tls_mount",
     "tls_volume",
@@ -63,6 +64,11 @@ def required_names(cluster: Cluster, replicas: int) -> list[str]:
     Service (how the operator checks every node it talks to)."""
     nodes = [node_server_name(cluster, cluster.pod_name(index)) for index in range(replicas)]
     return [*_service_forms(cluster.client_service_name, cluster.namespace), *nodes]
+
+
+def serves_https(pod: Manifest) -> bool:
+    """Whether a node's pod serves its API over HTTPS, as its template's annotation says."""
+    return (pod["metadata"].get("annotations") or {}).get(API_SCHEME_ANNOTATION) == "https"
 
 
 def node_server_name(cluster: Cluster, pod: str) -> str:

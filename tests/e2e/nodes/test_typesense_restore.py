@@ -5,7 +5,9 @@ and its volumes are deleted (with the volume, its TypesenseBackup too: the backu
 location); a new 3-node cluster restored from the backup serves all of it on every node, is
 QuorumReady, and gets the declared synonym and alias back from their objects. Before the good backup,
 backups that cannot reach their storage (a wrong key, an endpoint nobody listens on) fail with the
-reason, leave nothing in the bucket, and leave the cluster as it was."""
+reason, leave nothing in the bucket, and leave the cluster as it was. The cluster backed up to a
+volume, and the one restored from it, serve their API over TLS (spec.tls): the operator's snapshot and
+every check here go over verified HTTPS."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ import httpx
 import pytest
 
 from operator_core.kube import Kube
+from operator_testkit.drivers.typesense import certificate_names, certificate_secret
 from operator_testkit.drivers.typesense_backups import (
     API,
     Library,
@@ -29,6 +32,7 @@ from operator_testkit.drivers.typesense_backups import (
 )
 from operator_testkit.fixtures import wait_until
 from operator_testkit.operators import OperatorProcess
+from operator_testkit.pki import CertificateAuthority
 from operator_testkit.s3 import RunningS3
 
 LIBRARY = Library(books=300, authors=40)
@@ -108,7 +112,14 @@ async def test_a_cluster_deleted_with_its_volumes_is_restored_whole_from_its_bac
     bucket: str,
     where: str,
 ) -> None:
-    await kube.create(cluster_manifest("search", namespace))
+    tls: dict[str, Any] = {}
+    ca = None
+    if where == "volume":
+        authority = CertificateAuthority.create("backups-ca")
+        certificate = authority.issue(*certificate_names("search", namespace))
+        await kube.create(certificate_secret("search-certificate", namespace, certificate, authority.pem))
+        tls, ca = {"tls": {"certificateSecret": {"name": "search-certificate"}}}, authority.pem
+    await kube.create(cluster_manifest("search", namespace, **tls))
     if where == "s3":
         await store_s3_secrets(kube, namespace, s3_server)
         await kube.create(
@@ -131,7 +142,8 @@ async def test_a_cluster_deleted_with_its_volumes_is_restored_whole_from_its_bac
         destination = {"volume": {"claimName": "backups", "subPath": "typesense"}}
     await ready_cluster(kube, namespace, "search")
     nodes = await Nodes.of(kube, namespace, "search")
-    async with httpx.AsyncClient(trust_env=False, timeout=30) as http:
+    assert len(nodes.server_names) == (3 if tls else 0), nodes.server_names
+    async with nodes.client(ca) as http:
         await LIBRARY.write(http, nodes)
         await nodes.on_every_node(
             http, lambda client, pod: LIBRARY.held_by(client, nodes, pod), "every node holding the library"
@@ -160,7 +172,7 @@ async def test_a_cluster_deleted_with_its_volumes_is_restored_whole_from_its_bac
         await content_ready(kube, namespace, kind, name)
 
     await delete_cluster_and_volumes(kube, namespace, "search")
-    restored = cluster_manifest("search", namespace)
+    restored = cluster_manifest("search", namespace, **tls)
     if where == "s3":
         restored["spec"]["bootstrap"] = {"fromBackup": {"backup": {"name": "before-the-fall"}}}
     else:
@@ -179,7 +191,8 @@ async def test_a_cluster_deleted_with_its_volumes_is_restored_whole_from_its_bac
 
     nodes = await Nodes.of(kube, namespace, "search")
     assert len(nodes.addresses) == 3
-    async with httpx.AsyncClient(trust_env=False, timeout=30) as http:
+    assert len(nodes.server_names) == (3 if tls else 0), "the restored cluster serves HTTPS too"
+    async with nodes.client(ca) as http:
         await nodes.on_every_node(
             http,
             lambda client, pod: LIBRARY.held_by(client, nodes, pod),

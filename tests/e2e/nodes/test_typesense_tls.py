@@ -7,7 +7,6 @@ plain HTTP by a roll; nothing acknowledged lost. One cluster for all of it: each
 from __future__ import annotations
 
 import asyncio
-import base64
 import datetime
 import functools
 import json
@@ -22,6 +21,8 @@ from operator_testkit.assertions import condition
 from operator_testkit.drivers.typesense import (
     TypesenseCluster,
     Writer,
+    certificate_names,
+    certificate_secret,
     lose_two_of_three,
     roll_under_writes,
     rolled_by_the_operator,
@@ -40,30 +41,7 @@ operator's annotation: seconds) and typesense-server's refresh interval (5 s her
 
 
 def names(namespace: str) -> list[str]:
-    """Every name the nodes are reached by: the client Service's forms, and each pod under the headless
-    Service (a wildcard, as a cert-manager Certificate would ask)."""
-    service = "cluster-1-svc"
-    return [
-        service,
-        f"{service}.{namespace}",
-        f"{service}.{namespace}.svc",
-        f"{service}.{namespace}.svc.cluster.local",
-        f"*.cluster-1-sts-svc.{namespace}.svc",
-    ]
-
-
-def tls_secret(
-    name: str, namespace: str, certificate: ServerCertificate, ca: bytes, **extra: Any
-) -> dict[str, Any]:
-    data = {"tls.crt": certificate.cert, "tls.key": certificate.key, "ca.crt": ca}
-    return {
-        "apiVersion": "v1",
-        "kind": "Secret",
-        "metadata": {"name": name, "namespace": namespace},
-        "type": "kubernetes.io/tls",
-        "data": {key: base64.b64encode(value).decode() for key, value in data.items()},
-        **extra,
-    }
+    return certificate_names("cluster-1", namespace)
 
 
 def server_name(pod: str, namespace: str) -> str:
@@ -166,7 +144,7 @@ async def a_renewal_is_served_without_a_restart(
     """A renewed certificate in the Secret, under writes: served by every node, no pod restarted."""
     before = await pods_and_restarts(kube, namespace)
     renewed = authority.issue(*names(namespace))
-    await kube.apply(tls_secret("cluster-1-certificate", namespace, renewed, authority.pem))
+    await kube.apply(certificate_secret("cluster-1-certificate", namespace, renewed, authority.pem))
 
     async def renewed_everywhere() -> bool:
         return set((await serials(cluster, namespace, authority.pem)).values()) == {renewed.serial}
@@ -212,11 +190,11 @@ async def broken_certificates_are_refused_and_nothing_rolls(
         "NamesNotCovered": authority.issue("somewhere.else"),
     }
     for reason, certificate in broken.items():
-        await kube.apply(tls_secret("cluster-1-certificate", namespace, certificate, authority.pem))
+        await kube.apply(certificate_secret("cluster-1-certificate", namespace, certificate, authority.pem))
         said = await certificate_condition(cluster, reason)
         assert said["status"] == "False", said
         assert "keep serving" in said["message"], said
-    await kube.apply(tls_secret("cluster-1-opaque", namespace, served, authority.pem, type="Opaque"))
+    await kube.apply(certificate_secret("cluster-1-opaque", namespace, served, authority.pem, "Opaque"))
     await cluster.create(replicas=3, tls={**TLS, "certificateSecret": {"name": "cluster-1-opaque"}})
     await certificate_condition(cluster, "WrongSecretType")
     await asyncio.sleep(REFRESH_SECONDS * 2)
@@ -238,7 +216,7 @@ async def test_a_cluster_through_its_life_over_https_loses_nothing_and_restarts_
     await a_new_cluster_waits_for_its_certificate(kube, namespace)
     authority = CertificateAuthority.create("typesense-test-ca")
     first = authority.issue(*names(namespace))
-    await kube.apply(tls_secret("cluster-1-certificate", namespace, first, authority.pem))
+    await kube.apply(certificate_secret("cluster-1-certificate", namespace, first, authority.pem))
     cluster = TypesenseCluster(kube, namespace)
     cluster.use_tls(authority.pem)
     try:

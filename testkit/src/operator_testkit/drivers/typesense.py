@@ -34,8 +34,9 @@ from operator_testkit.nodes.cluster import LocalCluster
 from operator_testkit.nodes.faults import NodeFaults
 from operator_testkit.nodes.images import NodeImage, typesense_image
 from operator_testkit.operators import OperatorProcess, OperatorRegistry
+from operator_testkit.pki import ServerCertificate
 from typesense_operator.quorum.probe import RAFT_STAT_PATH, parse_last_log, parse_raft_peers, peer_address
-from typesense_operator.resources.tls import API_SCHEME_ANNOTATION as API_SCHEME
+from typesense_operator.resources.tls import serves_https
 
 API = "ts.opentelekomcloud.com/v1alpha1"
 PEERING_PORT = 8107
@@ -71,6 +72,60 @@ async def node_addresses(kube: Kube, namespace: str, name: str) -> dict[str, str
     }
 
 
+def tls_client(ca: bytes, server_name: Callable[[str], str | None], *, timeout: float) -> httpx.AsyncClient:
+    """An HTTP client that verifies with ``ca`` each node that serves HTTPS, for the name
+    ``server_name`` gives its pod IP (None: the node serves plain HTTP), as the operator does; URLs
+    name the pod IP, and the name goes as the TLS server name (SNI and the certificate check).
+
+    No kept-alive connections: one to a node whose pod was killed is never answered again, and httpx's
+    TLS connection, closed by a timeout, was left open (ResourceWarnings, in a test of two nodes
+    killed). A handshake per request costs a test nothing."""
+
+    async def name_the_node(request: httpx.Request) -> None:
+        name = server_name(request.url.host) if request.url.scheme == "https" else None
+        if name is not None:
+            request.extensions["sni_hostname"] = name
+
+    return httpx.AsyncClient(
+        trust_env=False,
+        timeout=timeout,
+        verify=ssl.create_default_context(cadata=ca.decode()),
+        limits=httpx.Limits(max_keepalive_connections=0),
+        event_hooks={"request": [name_the_node]},
+    )
+
+
+def certificate_names(cluster: str, namespace: str) -> list[str]:
+    """Every name a cluster's nodes are reached by, as a certificate must hold them: the client Service's
+    forms, and a wildcard under the headless Service for each pod (as a cert-manager Certificate asks)."""
+    service = f"{cluster}-svc"
+    return [
+        service,
+        f"{service}.{namespace}",
+        f"{service}.{namespace}.svc",
+        f"{service}.{namespace}.svc.cluster.local",
+        f"*.{cluster}-sts-svc.{namespace}.svc",
+    ]
+
+
+def certificate_secret(
+    name: str,
+    namespace: str,
+    certificate: ServerCertificate,
+    ca: bytes,
+    secret_type: str = "kubernetes.io/tls",  # noqa: S107 (a Secret type, not a password)
+) -> dict[str, Any]:
+    """A Secret as spec.tls.certificateSecret names one: tls.crt, tls.key and ca.crt."""
+    data = {"tls.crt": certificate.cert, "tls.key": certificate.key, "ca.crt": ca}
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": name, "namespace": namespace},
+        "type": secret_type,
+        "data": {key: base64.b64encode(value).decode() for key, value in data.items()},
+    }
+
+
 @dataclass(frozen=True)
 class Nodes:
     """The nodes of a cluster as they are now, by pod name, and its admin key: for checks that go to
@@ -78,13 +133,33 @@ class Nodes:
 
     addresses: dict[str, str]
     headers: dict[str, str]
+    server_names: dict[str, str] = field(default_factory=dict)
+    """Each pod that serves HTTPS (spec.tls), by pod IP: the name its certificate is checked for."""
 
     @classmethod
     async def of(cls, kube: Kube, namespace: str, name: str) -> Nodes:
-        return cls(await node_addresses(kube, namespace, name), await admin_headers(kube, namespace, name))
+        pods = await kube.list("v1", "Pod", namespace, labels={"app.kubernetes.io/instance": name})
+        server_names = {
+            p["status"]["podIP"]: f"{p['metadata']['name']}.{name}-sts-svc.{namespace}.svc"
+            for p in pods
+            if (p.get("status") or {}).get("podIP") and serves_https(p)
+        }
+        return cls(
+            await node_addresses(kube, namespace, name),
+            await admin_headers(kube, namespace, name),
+            server_names,
+        )
 
     def url(self, pod: str, path: str) -> str:
-        return f"http://{self.addresses[pod]}:8108{path}"
+        ip = self.addresses[pod]
+        return f"{'https' if ip in self.server_names else 'http'}://{ip}:8108{path}"
+
+    def client(self, ca: bytes | None, timeout: float = 30) -> httpx.AsyncClient:
+        """A client for these nodes: one that verifies those serving HTTPS with ``ca`` (:func:`tls_client`),
+        or a plain one (None)."""
+        if ca is None:
+            return httpx.AsyncClient(trust_env=False, timeout=timeout)
+        return tls_client(ca, self.server_names.get, timeout=timeout)
 
     async def leader(self, http: httpx.AsyncClient) -> str:
         """The pod that says it leads, once one does."""
@@ -136,26 +211,16 @@ class TypesenseCluster:
     def use_tls(self, ca: bytes) -> None:
         """Verify the nodes that serve HTTPS with ``ca``, for their names under the headless Service
         (as the operator does); the nodes still in plain HTTP are asked in plain HTTP."""
-        # No kept-alive connections: one to a node whose pod was killed is never answered again, and
-        # httpx's TLS connection, closed by a timeout, was left open (ResourceWarnings, in a test of
-        # two nodes killed). A handshake per request costs a test nothing.
-        self.http = httpx.AsyncClient(
-            trust_env=False,
-            timeout=3,
-            verify=ssl.create_default_context(cadata=ca.decode()),
-            limits=httpx.Limits(max_keepalive_connections=0),
-        )
+        self.http = tls_client(ca, self._server_name, timeout=3)
 
     def url(self, ip: str, path: str, port: int = 8108) -> str:
         """A node's API at ``path``, in the scheme the node serves."""
         https = self._serving.get(ip, ("", False))[1]
         return f"{'https' if https else 'http'}://{ip}:{port}{path}"
 
-    def names(self, ip: str) -> dict[str, Any]:
-        """The request extensions that verify a node serving HTTPS for its name (httpx's SNI name is
-        the one its certificate is checked against)."""
+    def _server_name(self, ip: str) -> str | None:
         pod, https = self._serving.get(ip, ("", False))
-        return {"sni_hostname": f"{pod}.{self.name}-sts-svc.{self.namespace}.svc"} if https else {}
+        return f"{pod}.{self.name}-sts-svc.{self.namespace}.svc" if https else None
 
     async def create(self, replicas: int = 3, **spec: Any) -> None:
         await self.kube.apply(
@@ -219,8 +284,7 @@ class TypesenseCluster:
         for pod in pods:
             ip = (pod.get("status") or {}).get("podIP")
             if ip:
-                https = (pod["metadata"].get("annotations") or {}).get(API_SCHEME) == "https"
-                self._serving[ip] = (pod["metadata"]["name"], https)
+                self._serving[ip] = (pod["metadata"]["name"], serves_https(pod))
         return {
             p["metadata"]["name"]: p["status"]["podIP"]
             for p in pods
@@ -233,9 +297,7 @@ class TypesenseCluster:
 
         async def state(ip: str) -> str:
             try:
-                answer = await self.http.get(
-                    self.url(ip, "/status"), headers=self.headers, extensions=self.names(ip)
-                )
+                answer = await self.http.get(self.url(ip, "/status"), headers=self.headers)
                 return str(answer.json().get("state", "?"))
             except (httpx.HTTPError, ValueError):
                 return "unreachable"
@@ -288,9 +350,7 @@ class TypesenseCluster:
 
         async def leads(ip: str) -> str | None:
             try:
-                answer = await self.http.get(
-                    self.url(ip, "/status"), headers=self.headers, timeout=1, extensions=self.names(ip)
-                )
+                answer = await self.http.get(self.url(ip, "/status"), headers=self.headers, timeout=1)
                 return ip if answer.json().get("state") == "LEADER" else None
             except (httpx.HTTPError, ValueError):
                 return None
@@ -314,7 +374,6 @@ class TypesenseCluster:
                 self.url(leader, "/collections"),
                 headers=self.headers,
                 json=COLLECTION,
-                extensions=self.names(leader),
             )
             return answer.status_code in (201, 409)
 
@@ -338,7 +397,6 @@ class TypesenseCluster:
             answer = await self.http.post(
                 self.url(leader, "/collections/books/documents"),
                 headers=self.headers,
-                extensions=self.names(leader),
                 json={"id": document_id, "title": f"document {document_id}"},
             )
         except httpx.HTTPError as error:
@@ -359,7 +417,6 @@ class TypesenseCluster:
                     answer = await self.http.get(
                         self.url(ip, f"/collections/books/documents/{document_id}"),
                         headers=self.headers,
-                        extensions=self.names(ip),
                     )
                 except httpx.HTTPError:
                     lost = list(document_ids)
@@ -613,7 +670,6 @@ async def seed_documents(cluster: TypesenseCluster, count: int, batch: int = 10_
         assert leader is not None, "no leader to import through"
         answer = await cluster.http.post(
             cluster.url(leader, "/collections/books/documents/import?action=upsert"),
-            extensions=cluster.names(leader),
             headers=cluster.headers,
             content=lines,
             timeout=120,
@@ -624,9 +680,7 @@ async def seed_documents(cluster: TypesenseCluster, count: int, batch: int = 10_
 
     async def everywhere() -> bool:
         for ip in (await cluster.pod_ips()).values():
-            answer = await cluster.http.get(
-                cluster.url(ip, "/collections/books"), headers=cluster.headers, extensions=cluster.names(ip)
-            )
+            answer = await cluster.http.get(cluster.url(ip, "/collections/books"), headers=cluster.headers)
             if answer.status_code != 200 or answer.json().get("num_documents", 0) < count:
                 return False
         return True
@@ -655,7 +709,6 @@ class CatchUpWatch:
                     self.cluster.url(ip, "/status"),
                     headers=self.cluster.headers,
                     timeout=2,
-                    extensions=self.cluster.names(ip),
                 )
                 found = answer.json()
                 return str(found.get("state")), int(found["committed_index"])
