@@ -144,3 +144,26 @@ def test_a_roll_names_the_next_node_and_a_node_without_a_view_is_listed_from_its
     text = render(document)
     assert "Roll        to search-sts-2: done [2], to do [0, 1]; next: node 1" in text
     assert "unknown" in text
+
+
+def test_a_cluster_over_tls_shows_the_certificate_its_nodes_serve_and_why_a_new_one_is_refused() -> None:
+    served = cluster(
+        tls={"secret": "search-tls", "serial": "0a1b", "notAfter": "2027-01-01T00:00:00Z", "dnsNames": ["x"]}
+    )
+    served["spec"]["tls"] = {"certificateSecret": {"name": "search-tls"}}
+    served["status"]["conditions"].append(
+        {
+            "type": "CertificateReady",
+            "status": "False",
+            "reason": "KeyMismatch",
+            "message": "Secret search-tls: tls.key is not the key; the nodes keep serving the certificate",
+        }
+    )
+    document = status_document(served, None, [], [], T0)
+    assert document["tls"]["serial"] == "0a1b"
+    assert document["tls"]["reason"] == "KeyMismatch"
+    assert (
+        "TLS         certificate 0a1b until 2027-01-01T00:00:00Z; KeyMismatch: Secret search-tls"
+        in render(document)
+    )
+    assert status_document(cluster(), None, [], [], T0)["tls"] is None, "no spec.tls: nothing said of it"

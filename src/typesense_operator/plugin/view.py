@@ -14,6 +14,7 @@ from typing import Any
 from operator_core.clock import parse_wire_time
 from operator_core.conditions import READY, condition_of
 from operator_core.pods import container_status, pod_ordinal
+from typesense_operator.api.reasons import ConditionType
 from typesense_operator.resources.core import TYPESENSE_CONTAINER
 
 __all__ = ["DOCUMENT_KIND", "DOCUMENT_VERSION", "EVENTS_SHOWN", "render", "status_document"]
@@ -67,6 +68,19 @@ def _event_time(event: Manifest) -> str:
     )
 
 
+def _tls(cluster: Manifest) -> dict[str, Any] | None:
+    """spec.tls as the nodes serve it: the certificate given to them, and CertificateReady's word."""
+    if not (cluster.get("spec") or {}).get("tls"):
+        return None
+    said = condition_of(cluster, ConditionType.CERTIFICATE_READY) or {}
+    return {
+        **((cluster.get("status") or {}).get("tls") or {}),
+        "ready": said.get("status"),
+        "reason": said.get("reason"),
+        "message": said.get("message"),
+    }
+
+
 def status_document(
     cluster: Manifest,
     pods: Sequence[Manifest] | None,
@@ -104,6 +118,7 @@ def status_document(
             },
         },
         "quorum": quorum,
+        "tls": _tls(cluster),
         "roll": {**roll, "inProgress": bool(roll.get("toDo"))} if roll else None,
         "nodes": _nodes(cluster, pods),
         "nodesObservedAt": status.get("nodesObservedAt"),
@@ -246,6 +261,18 @@ def render(document: Mapping[str, Any], *, colour: bool = False) -> str:
         lines.append(
             f"Last step   {quorum['lastAction']} at {quorum.get('lastActionAt', '?')}: "
             f"{quorum.get('lastActionMessage', '')}".rstrip(": ")
+        )
+    tls = document.get("tls")
+    if tls:
+        good = tls.get("ready") == "True" and tls.get("reason") != "ExpiresSoon"
+        served = (
+            f"certificate {tls['serial']} until {tls.get('notAfter')}" if tls.get("serial") else "none yet"
+        )
+        lines.append(
+            f"TLS         {served}; "
+            + paint(
+                f"{tls.get('reason')}: {tls.get('message') or ''}".rstrip(": "), "green" if good else "yellow"
+            )
         )
     if roll and roll.get("inProgress"):
         waiting = f", waiting since {roll['waitingSince']}" if roll.get("waitingSince") else ""
