@@ -125,7 +125,12 @@ def test_the_rules_pass_promtool_check_with_the_expected_alerts(
     alerts = _alerts(yaml.safe_load(rules_file.read_text()))
     expected = {"OperatorDown", "OperatorNotReady", "OperatorReconcileErrors"}
     if chart == "typesense-operator":
-        expected |= {"TypesenseQuorumLost", "TypesenseQuorumDegraded", "TypesenseRecoveryNeedsIntervention"}
+        expected |= {
+            "TypesenseQuorumLost",
+            "TypesenseQuorumDegraded",
+            "TypesenseRecoveryNeedsIntervention",
+            "TypesenseCertificateExpiresSoon",
+        }
     assert alerts == expected
     output = _promtool(
         promtool, "check", "rules", "--lint=all", "--lint-fatal", rules_file.name, cwd=rules_dir
