@@ -48,7 +48,9 @@ def _digest(secret: dict[str, Any] | None) -> str | None:
     return hashlib.sha256(joined.encode()).hexdigest()[:16]
 
 
-async def _refuse(scope: Scope, reason: str, message: str, served: dict[str, Any] | None) -> Outcome:
+async def _refuse(
+    scope: Scope, reason: str, message: str, served: dict[str, Any] | None, *, crd_missing: bool = False
+) -> Outcome:
     """CertificateReady False with ``reason``; the nodes keep what they serve, and a new cluster waits."""
     keeping = (
         "the nodes keep serving the certificate they have"
@@ -62,7 +64,11 @@ async def _refuse(scope: Scope, reason: str, message: str, served: dict[str, Any
         f"{message}; {keeping}",
         warn=EventReason.CERTIFICATE_REFUSED,
     )
-    scope.waiting_for_user = True
+    # A missing CRD is looked for again (nothing we watch says when it comes); a Secret wakes the cluster.
+    if crd_missing:
+        scope.waiting_for_crd = True
+    else:
+        scope.waiting_for_user = True
     scope.https = served is not None
     if served is None and await _is_new(scope):
         # A new cluster never starts in plain HTTP when spec.tls asks for HTTPS; only the Certificate
@@ -103,13 +109,13 @@ async def prepare_tls(scope: Scope) -> Outcome:
     if tls.issuer_ref is not None:
         issuer = tls.issuer_ref
         if not await scope.kube.serves(CERTIFICATE_API_VERSION, "Certificate"):
-            scope.waiting_for_crd = True
             return await _refuse(
                 scope,
                 CertificateReason.CERT_MANAGER_MISSING,
                 f"spec.tls.issuerRef needs cert-manager: the Certificate CRD ({CERTIFICATE_API_VERSION}) is "
                 "not installed",
                 served,
+                crd_missing=True,
             )
         scope.tls_children.append(build_certificate(cluster, issuer.name, issuer.kind, issuer.group))
         source = issued_secret_name(cluster)

@@ -6,7 +6,9 @@ and copied into ``<cache_dir>/<name>-V-<hash of the pinned files>/crds/``:
 - the Gateway API's ``config/crd/standard/`` (``sigs.k8s.io/gateway-api``, the version the Go
   Typesense operator 0.4.1 is built against): HTTPRoute, ReferenceGrant, Gateway;
 - the Prometheus Operator's ``example/prometheus-operator-crd/``: ServiceMonitor, PodMonitor,
-  PrometheusRule and the rest, against which the charts' objects are validated.
+  PrometheusRule and the rest, against which the charts' objects are validated;
+- cert-manager's ``deploy/crds/``: Certificate, Issuer and the rest, against which the Typesense
+  operator's Certificate (spec.tls.issuerRef) is validated.
 
 ``operator-suite-dev binaries --clusterstack`` fetches them with the other tools, so that ``make
 test`` has them before any test starts; each ``ensure_*`` fetches on first use otherwise.
@@ -21,7 +23,12 @@ from operator_testkit.binaries import build_once, find_hack_dir, pin_digest, req
 from operator_testkit.clusterstack_tools import copy_module_crds
 from operator_testkit.settings import ControlPlaneSettings
 
-__all__ = ["ensure_gateway_api_crds", "ensure_module_crds", "ensure_prometheus_operator_crds"]
+__all__ = [
+    "ensure_cert_manager_crds",
+    "ensure_gateway_api_crds",
+    "ensure_module_crds",
+    "ensure_prometheus_operator_crds",
+]
 
 
 def ensure_module_crds(
@@ -58,4 +65,11 @@ def ensure_prometheus_operator_crds(settings: ControlPlaneSettings | None = None
         "example/prometheus-operator-crd",
         "Prometheus Operator",
         settings,
+    )
+
+
+def ensure_cert_manager_crds(settings: ControlPlaneSettings | None = None) -> Path:
+    """cert-manager's CRDs: Certificate, CertificateRequest, Issuer, ClusterIssuer, …"""
+    return ensure_module_crds(
+        "cert-manager", "github.com/cert-manager/cert-manager", "deploy/crds", "cert-manager", settings
     )

@@ -1,0 +1,107 @@
+"""spec.tls.issuerRef against cert-manager's own CRDs (from its module, as pinned in hack/cert-manager):
+without them the cluster says cert-manager is missing; with them the operator's Certificate is accepted
+by the API server's validation of cert-manager's schema, asks for every name the nodes are reached by,
+and a new cluster waits, with no pod, until the certificate is issued. The issuing itself is played by
+the test here (a CA of its own writes the Secret the Certificate names, as cert-manager's CA issuer
+would); the nodes' use of a certificate is tested on real nodes (tests/e2e/nodes/test_typesense_tls.py)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from operator_core.kube import Kube
+from operator_testkit import assertions
+from operator_testkit.assertions import wait_for_object
+from operator_testkit.drivers.typesense import certificate_secret
+from operator_testkit.fixtures import Kubectl, wait_until
+from operator_testkit.module_crds import ensure_cert_manager_crds
+from operator_testkit.operators import OperatorProcess
+from operator_testkit.pki import CertificateAuthority
+from typesense_operator.tls.check import covers
+
+API = "ts.opentelekomcloud.com/v1alpha1"
+CERTIFICATE = ("cert-manager.io/v1", "Certificate")
+
+
+def _cluster(namespace: str, tls: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": API,
+        "kind": "TypesenseCluster",
+        "metadata": {"name": "cluster-1", "namespace": namespace},
+        "spec": {"image": "typesense/typesense:27.1", "replicas": 3, "tls": tls},
+    }
+
+
+async def _certificate_ready(kube: Kube, namespace: str, status: str, reason: str) -> dict[str, Any]:
+    return await assertions.wait_for_condition(
+        kube, API, "TypesenseCluster", "cluster-1", namespace, "CertificateReady", status, reason, timeout=60
+    )
+
+
+async def test_an_issuer_makes_a_certificate_for_every_name_and_a_new_cluster_waits_for_it_to_be_issued(
+    kube: Kube, namespace: str, kubectl: Kubectl, typesense_operator: OperatorProcess
+) -> None:
+    issuer = {"issuerRef": {"name": "shop-ca", "kind": "ClusterIssuer"}}
+    await kube.apply(_cluster(namespace, issuer))
+    if not await kube.serves(*CERTIFICATE):  # the first time in a control plane's life
+        missing = await _certificate_ready(kube, namespace, "False", "CertManagerMissing")
+        assert "the Certificate CRD (cert-manager.io/v1) is not installed" in missing["message"]
+
+    crds = ensure_cert_manager_crds()
+    await asyncio.to_thread(kubectl, "apply", "--server-side", "-f", str(crds))
+    await asyncio.to_thread(
+        kubectl, "wait", "--for=condition=Established", "--timeout=60s", "crd/certificates.cert-manager.io"
+    )
+    certificate = await wait_for_object(kube, *CERTIFICATE, "cluster-1-tls", namespace, timeout=60)
+    spec = certificate["spec"]
+    assert spec["issuerRef"] == {"name": "shop-ca", "kind": "ClusterIssuer", "group": "cert-manager.io"}
+    assert spec["secretName"] == "cluster-1-tls"
+    assert certificate["metadata"]["ownerReferences"][0]["name"] == "cluster-1"
+    wanted = [
+        "cluster-1-svc",
+        f"cluster-1-svc.{namespace}.svc.cluster.local",
+        *(f"cluster-1-sts-{n}.cluster-1-sts-svc.{namespace}.svc" for n in range(7)),
+    ]
+    assert all(any(covers(pattern, name) for pattern in spec["dnsNames"]) for name in wanted), spec[
+        "dnsNames"
+    ]
+    waiting = await _certificate_ready(kube, namespace, "False", "NotIssuedYet")
+    assert "kubectl describe certificate cluster-1-tls" in waiting["message"]
+    assert await kube.get_live("apps/v1", "StatefulSet", "cluster-1-sts", namespace) is None, (
+        "no pod before it"
+    )
+
+    # Issued (the test stands in for the issuer): checked, copied for the nodes, and the nodes made.
+    authority = CertificateAuthority.create("shop-ca")
+    issued = authority.issue(*spec["dnsNames"])
+    await kube.create(certificate_secret("cluster-1-tls", namespace, issued, authority.pem))
+    served = await _certificate_ready(kube, namespace, "True", "Served")
+    assert issued.serial in served["message"]
+    statefulset = await wait_for_object(
+        kube, "apps/v1", "StatefulSet", "cluster-1-sts", namespace, timeout=60
+    )
+    template = statefulset["spec"]["template"]
+    assert template["metadata"]["annotations"]["ts.opentelekomcloud.com/api-scheme"] == "https"
+    assert {
+        "name": "tls",
+        "secret": {"secretName": "cluster-1-tls-served", "defaultMode": 0o440},
+    } in template["spec"]["volumes"]
+    copy = await wait_for_object(kube, "v1", "Secret", "cluster-1-tls-served", namespace)
+    assert (
+        copy["data"]["tls.crt"]
+        == certificate_secret("x", namespace, issued, authority.pem)["data"]["tls.crt"]
+    )
+    obj = await kube.get_live(API, "TypesenseCluster", "cluster-1", namespace)
+    assert obj is not None
+    assert obj["status"]["tls"]["serial"] == issued.serial
+
+    # A Secret of the user's instead: the operator's Certificate goes.
+    await kube.create(certificate_secret("mine", namespace, issued, authority.pem))
+    await kube.apply(_cluster(namespace, {"certificateSecret": {"name": "mine"}}))
+
+    async def certificate_gone() -> bool:
+        return await kube.get_live(*CERTIFICATE, "cluster-1-tls", namespace) is None
+
+    await wait_until(certificate_gone, timeout=30, what="the operator's Certificate pruned")
+    assert "Traceback" not in typesense_operator.log()
