@@ -29,7 +29,11 @@ from operator_testkit.binaries import KUBERNETES_COMMANDS, ensure_binaries, find
 from operator_testkit.clusterstack_tools import ensure_clusterstack_tools
 from operator_testkit.controlplane import ControlPlane, ControlPlaneState, running_components, stop_recorded
 from operator_testkit.image import build_image, push_image
-from operator_testkit.module_crds import ensure_gateway_api_crds, ensure_prometheus_operator_crds
+from operator_testkit.module_crds import (
+    ensure_cert_manager_crds,
+    ensure_gateway_api_crds,
+    ensure_prometheus_operator_crds,
+)
 from operator_testkit.nodes.cli import add_nodes_commands
 from operator_testkit.nodes.tools import ensure_node_tools
 from operator_testkit.prometheus_tools import ensure_prometheus_tools
@@ -72,6 +76,7 @@ def _binaries(arguments: argparse.Namespace) -> int:
             print(f"  {path}")
         print(f"  {ensure_gateway_api_crds()}")
         print(f"  {ensure_prometheus_operator_crds()}")
+        print(f"  {ensure_cert_manager_crds()}")
         prometheus = ensure_prometheus_tools()
         print(prometheus.directory)
         print(f"  {prometheus.prometheus}\n  {prometheus.promtool}")
