@@ -6,7 +6,6 @@ which probes the nodes to choose one."""
 
 from __future__ import annotations
 
-import base64
 import secrets
 import string
 from datetime import datetime
@@ -21,11 +20,11 @@ from typesense_operator.quorum.model import HELD_BACK_REASONS, NodeProbe
 from typesense_operator.quorum.probe import NodeAddressing, NodeTarget, NodeTls, probe_nodes
 from typesense_operator.resources import API_KEY_DATA_KEY, Cluster
 from typesense_operator.resources.core import NODE, TYPESENSE_CONTAINER
+from typesense_operator.resources.model import secret_bytes
 from typesense_operator.resources.tls import node_server_name, served_secret_name, serves_https
 
 __all__ = [
     "CommitMemory",
-    "decoded_bytes",
     "decoded_key",
     "generate_key",
     "node_targets",
@@ -45,14 +44,8 @@ def generate_key() -> str:
 
 def decoded_key(secret: dict[str, Any] | None, data_key: str = API_KEY_DATA_KEY) -> str | None:
     """The value under ``data_key`` of a Secret (the admin key's, by default); None when absent."""
-    value = decoded_bytes(secret, data_key)
+    value = secret_bytes(secret, data_key)
     return value.decode() if value is not None else None
-
-
-def decoded_bytes(secret: dict[str, Any] | None, data_key: str) -> bytes | None:
-    """The bytes under ``data_key`` of a Secret; None when absent or empty."""
-    encoded = ((secret or {}).get("data") or {}).get(data_key)
-    return base64.b64decode(encoded) if encoded else None
 
 
 def pod_addresses(pods: list[dict[str, Any]], statefulset: str) -> dict[int, str]:
@@ -104,7 +97,7 @@ async def node_targets(
     targets (those serving HTTPS with the CA bundle they are checked with), and the pods themselves."""
     pods = await kube.list("v1", "Pod", cluster.namespace, labels=cluster.labels(NODE))
     served = await kube.get("v1", "Secret", served_secret_name(cluster), cluster.namespace)
-    ca = decoded_bytes(served, "ca.crt")
+    ca = secret_bytes(served, "ca.crt")
     targets, target_pods = [], []
     for pod in pods:
         index = pod_ordinal(pod["metadata"]["name"], cluster.statefulset_name)

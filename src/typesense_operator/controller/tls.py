@@ -20,9 +20,9 @@ from operator_core.clock import utcnow, wire_time
 from operator_core.steps import Outcome
 from typesense_operator.api.reasons import CertificateReason, ConditionType, EventReason
 from typesense_operator.controller.metrics import observe_certificate
-from typesense_operator.controller.nodes import decoded_bytes
 from typesense_operator.controller.scope import Scope
 from typesense_operator.resources.core import NODE
+from typesense_operator.resources.model import secret_bytes
 from typesense_operator.resources.tls import (
     CERTIFICATE_API_VERSION,
     SERVED_CERTIFICATE_ANNOTATION,
@@ -135,7 +135,7 @@ async def prepare_tls(scope: Scope) -> Outcome:
     if isinstance(judged, NotServed):
         return await _refuse(scope, judged.reason, judged.message, served)
     scope.https = True
-    previous_ca = decoded_bytes(served, "ca.crt")
+    previous_ca = secret_bytes(served, "ca.crt")
     # No ca.crt (a publicly trusted certificate): an empty bundle, and clients trust the system's CAs.
     bundle = ca_bundle(judged.ca, previous_ca) if judged.ca is not None else b""
     scope.tls_children.append(build_served_secret(cluster, judged.cert, judged.key, bundle))

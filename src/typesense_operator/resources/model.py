@@ -7,18 +7,27 @@ and child metadata come from :class:`operator_core.children.Owner`.
 
 from __future__ import annotations
 
+import base64
+from collections.abc import Mapping
 from typing import Any
 
 from operator_core.children import Manifest, Owner
 from typesense_operator.api import TYPESENSE_CLUSTER, TypesenseClusterSpec
 
-__all__ = ["API_KEY_DATA_KEY", "MANAGED_BY", "Cluster", "Manifest"]
+__all__ = ["API_KEY_DATA_KEY", "MANAGED_BY", "Cluster", "Manifest", "secret_bytes"]
 
 API_KEY_DATA_KEY = "typesense-api-key"
 MANAGED_BY = "typesense-operator"
 DATA_DIR = "/usr/share/typesense/data"
 NODELIST_DIR = "/usr/share/typesense/nodelist"
 NODELIST_KEY = "nodes"
+
+
+def secret_bytes(secret: Mapping[str, Any] | None, data_key: str) -> bytes | None:
+    """The bytes under ``data_key`` of a Secret (the API server keeps its data base64); None when the
+    Secret or the key is absent, or the value empty."""
+    encoded = ((secret or {}).get("data") or {}).get(data_key)
+    return base64.b64decode(encoded) if encoded else None
 
 
 class Cluster(Owner[TypesenseClusterSpec]):

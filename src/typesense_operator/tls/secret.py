@@ -3,14 +3,13 @@ reason and the words for CertificateReady (table-tested in tests/unit/test_types
 
 from __future__ import annotations
 
-import base64
-import binascii
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from typesense_operator.api.reasons import CertificateReason
+from typesense_operator.resources.model import secret_bytes
 from typesense_operator.tls.check import Refused, Served, check_certificate
 
 __all__ = ["TLS_SECRET_TYPE", "Checked", "NotServed", "judge_secret"]
@@ -33,14 +32,6 @@ class Checked:
 class NotServed:
     reason: str
     message: str
-
-
-def _value(secret: Mapping[str, Any], key: str) -> bytes | None:
-    encoded = (secret.get("data") or {}).get(key)
-    try:
-        return base64.b64decode(encoded) if encoded else None
-    except (binascii.Error, ValueError):
-        return None
 
 
 def judge_secret(
@@ -70,7 +61,7 @@ def judge_secret(
             CertificateReason.WRONG_SECRET_TYPE,
             f"Secret {source} is of type {secret.get('type') or 'Opaque'}, not {TLS_SECRET_TYPE}",
         )
-    cert, key, ca = (_value(secret, data_key) for data_key in ("tls.crt", "tls.key", "ca.crt"))
+    cert, key, ca = (secret_bytes(secret, data_key) for data_key in ("tls.crt", "tls.key", "ca.crt"))
     if cert is None or key is None:
         missing = " and ".join(name for name, value in (("tls.crt", cert), ("tls.key", key)) if value is None)
         return NotServed(CertificateReason.KEYS_MISSING, f"Secret {source} has no {missing}")
