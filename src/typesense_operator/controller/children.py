@@ -1,6 +1,7 @@
 """The cluster's children: the PodMonitor and the Gateway API routes where their CRDs are served, then
-every child applied at once and what the spec dropped deleted; a changed nodes list is pushed to the
-pods at once when the spec asks for it (spec.forceResetPeersConfigOnUpdate)."""
+every child applied at once and what the spec dropped deleted; a changed nodes list (when the spec asks
+for it: spec.forceResetPeersConfigOnUpdate) and a changed copy of the certificate (spec.tls) are pushed
+to the pods at once."""
 
 from __future__ import annotations
 
@@ -14,7 +15,6 @@ from typesense_operator.api.reasons import ConditionType, EventReason
 from typesense_operator.controller.nodes import pod_addresses
 from typesense_operator.controller.scope import Scope
 from typesense_operator.controller.status import guards_disruptions
-from typesense_operator.controller.tls import hurry_the_certificate
 from typesense_operator.resources import (
     PODMONITOR_API_VERSION,
     PRUNABLE_ELSEWHERE,
@@ -26,6 +26,7 @@ from typesense_operator.resources import (
     server_configuration_hash,
 )
 from typesense_operator.resources.core import NODE
+from typesense_operator.resources.tls import SERVED_CERTIFICATE_ANNOTATION, serves_https
 
 __all__ = ["NODES_LIST_ANNOTATION", "apply_children", "plan_pod_monitor", "plan_routes"]
 
@@ -132,7 +133,7 @@ async def apply_children(scope: Scope) -> Outcome:
     )
     if nodes_list_before is not None:
         await _hurry_the_nodes_list(scope, nodes_list_before, desired, pods)
-    await hurry_the_certificate(scope, pods)
+    await _hurry_the_certificate(scope, pods)
     if scope.pod_monitor is not None:
         await scope.set_condition(ConditionType.METRICS_READY, "True", "PodMonitorApplied")
     if scope.routes_applied is not None:
@@ -157,8 +158,30 @@ async def _hurry_the_nodes_list(
     )
     if (before.get("data") or {}) == nodes_list["data"]:
         return
-    digest = hashlib.sha256(json.dumps(nodes_list["data"], sort_keys=True).encode()).hexdigest()[:16]
+    await _nudge(scope, pods, NODES_LIST_ANNOTATION, _digest(nodes_list["data"]))
+
+
+async def _hurry_the_certificate(scope: Scope, pods: list[dict[str, Any]]) -> None:
+    """When the nodes' copy of the certificate changed (spec.tls), the pods that serve HTTPS nudged, so
+    that their kubelet writes the new files now and Typesense reads them within its refresh interval
+    (a kubelet otherwise updates a mounted Secret at its next periodic sync, a minute or more)."""
+    copy = next((m for m in scope.tls_children if m["kind"] == "Secret"), None)
+    before = scope.served_before
+    if copy is None or before is None or (before.get("data") or {}) == copy["data"]:
+        return
+    await _nudge(
+        scope, [p for p in pods if serves_https(p)], SERVED_CERTIFICATE_ANNOTATION, _digest(copy["data"])
+    )
+
+
+def _digest(data: Any) -> str:
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+
+
+async def _nudge(scope: Scope, pods: list[dict[str, Any]], annotation: str, digest: str) -> None:
+    """``annotation`` set to ``digest`` on each of ``pods`` that does not hold it yet: a change of the pod
+    makes its kubelet refresh its mounted ConfigMaps and Secrets at once."""
     for pod in pods:
-        if (pod["metadata"].get("annotations") or {}).get(NODES_LIST_ANNOTATION) != digest:
-            patch = {"metadata": {"annotations": {NODES_LIST_ANNOTATION: digest}}}
-            await scope.kube.patch("v1", "Pod", pod["metadata"]["name"], cluster.namespace, patch)
+        if (pod["metadata"].get("annotations") or {}).get(annotation) != digest:
+            patch = {"metadata": {"annotations": {annotation: digest}}}
+            await scope.kube.patch("v1", "Pod", pod["metadata"]["name"], scope.cluster.namespace, patch)

@@ -1,7 +1,7 @@
 """spec.tls, the cluster's step: the certificate read from its Secret (the user's, or the one cert-manager
 issues for the operator's Certificate), checked (:mod:`typesense_operator.tls.check`) for every name
-the nodes are reached by, and copied into the Secret the nodes mount (``<cluster>-tls-served``); after
-the apply, the pods are nudged so that their kubelet updates the files at once.
+the nodes are reached by, and copied into the Secret the nodes mount (``<cluster>-tls-served``), which
+the children's step applies (and, when it changed, nudges the pods for: :mod:`.children`).
 
 A certificate that fails the check is never copied: the condition CertificateReady says why, and the
 nodes keep serving the copy they have. A new cluster waits for a good certificate before its first pod,
@@ -11,7 +11,6 @@ follows the copy: on once there is one, off when spec.tls is removed; either cha
 
 from __future__ import annotations
 
-import hashlib
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -25,7 +24,6 @@ from typesense_operator.resources.core import NODE
 from typesense_operator.resources.model import secret_bytes
 from typesense_operator.resources.tls import (
     CERTIFICATE_API_VERSION,
-    SERVED_CERTIFICATE_ANNOTATION,
     build_certificate,
     build_served_secret,
     ca_bundle,
@@ -37,15 +35,7 @@ from typesense_operator.resources.tls import (
 from typesense_operator.tls.check import Served
 from typesense_operator.tls.secret import NotServed, judge_secret
 
-__all__ = ["hurry_the_certificate", "prepare_tls"]
-
-
-def _digest(secret: dict[str, Any] | None) -> str | None:
-    if secret is None:
-        return None
-    data = secret.get("data") or {}
-    joined = "".join(f"{key}={data[key]};" for key in sorted(data))
-    return hashlib.sha256(joined.encode()).hexdigest()[:16]
+__all__ = ["prepare_tls"]
 
 
 async def _refuse(
@@ -186,21 +176,3 @@ async def _report_served(scope: Scope, source: str, served: Served, now: datetim
         f"certificate {served.serial} from Secret {source} expires at {expiry}, within "
         f"{cluster.spec.tls.expiry_warning_days} days; renew it",
     )
-
-
-async def hurry_the_certificate(scope: Scope, pods: list[dict[str, Any]]) -> None:
-    """After the apply: when the checked copy changed, a new annotation on each pod that serves HTTPS,
-    so that its kubelet writes the new files now, and Typesense reads them within its refresh interval
-    (a kubelet otherwise updates a mounted Secret at its next periodic sync, a minute or more)."""
-    desired = next(
-        (m for m in scope.tls_children if m["kind"] == "Secret"),
-        None,
-    )
-    digest = _digest(desired)
-    if digest is None or digest == _digest(scope.served_before) or scope.served_before is None:
-        return
-    for pod in pods:
-        annotations = pod["metadata"].get("annotations") or {}
-        if serves_https(pod) and annotations.get(SERVED_CERTIFICATE_ANNOTATION) != digest:
-            patch = {"metadata": {"annotations": {SERVED_CERTIFICATE_ANNOTATION: digest}}}
-            await scope.kube.patch("v1", "Pod", pod["metadata"]["name"], scope.cluster.namespace, patch)
