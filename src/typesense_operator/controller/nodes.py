@@ -96,7 +96,7 @@ async def node_targets(
     """The cluster's node pods that are not going away (``terminating``: those that are), as probe
     targets (those serving HTTPS with the CA bundle they are checked with), and the pods themselves."""
     pods = await kube.list("v1", "Pod", cluster.namespace, labels=cluster.labels(NODE))
-    served = await kube.get("v1", "Secret", served_secret_name(cluster), cluster.namespace)
+    served = await kube.get("v1", "Secret", served_secret_name(cluster.name), cluster.namespace)
     ca = secret_bytes(served, "ca.crt")
     targets, target_pods = [], []
     for pod in pods:

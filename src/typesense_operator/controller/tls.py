@@ -85,7 +85,7 @@ async def prepare_tls(scope: Scope) -> Outcome:
     """The checked copy of spec.tls's certificate among the children, or why not (CertificateReady)."""
     cluster = scope.cluster
     tls = cluster.spec.tls
-    served = await scope.kube.get("v1", "Secret", served_secret_name(cluster), cluster.namespace)
+    served = await scope.kube.get("v1", "Secret", served_secret_name(cluster.name), cluster.namespace)
     scope.served_before = served
     if tls is None:
         scope.https = False
@@ -94,7 +94,7 @@ async def prepare_tls(scope: Scope) -> Outcome:
         await scope.set_condition(ConditionType.CERTIFICATE_READY, "True", CertificateReason.NOT_REQUESTED)
         if served is not None and not await _any_pod_serves_https(scope):
             # TLS turned off and rolled away: no copy of a private key is kept that nothing mounts.
-            await scope.kube.delete("v1", "Secret", served_secret_name(cluster), cluster.namespace)
+            await scope.kube.delete("v1", "Secret", served_secret_name(cluster.name), cluster.namespace)
         return Outcome.CONTINUE
     if tls.issuer_ref is not None:
         issuer = tls.issuer_ref
@@ -108,7 +108,7 @@ async def prepare_tls(scope: Scope) -> Outcome:
                 crd_missing=True,
             )
         scope.tls_children.append(build_certificate(cluster, issuer.name, issuer.kind, issuer.group))
-        source = issued_secret_name(cluster)
+        source = issued_secret_name(cluster.name)
     else:
         assert tls.certificate_secret is not None  # CEL: exactly one of the two
         source = tls.certificate_secret.name

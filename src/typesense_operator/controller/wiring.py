@@ -45,7 +45,7 @@ from typesense_operator.resources import (
     REFERENCEGRANT_API_VERSION,
 )
 from typesense_operator.resources.model import MANAGED_BY
-from typesense_operator.resources.tls import CERTIFICATE_API_VERSION
+from typesense_operator.resources.tls import CERTIFICATE_API_VERSION, issued_secret_name, served_secret_name
 
 # Children (found by the labels every child carries), held in the watch caches: a change to one wakes its
 # cluster's loop.
@@ -79,12 +79,12 @@ def _named_by_spec(obj: dict[str, Any]) -> list[tuple[str, str]]:
     configuration = (spec.get("additionalServerConfiguration") or {}).get("name")
     tls = spec.get("tls") or {}
     certificate = (tls.get("certificateSecret") or {}).get("name") or (
-        f"{name}-tls" if tls.get("issuerRef") else None
+        issued_secret_name(name) if tls.get("issuerRef") else None
     )
     return [
         *([("Secret", key)] if key else []),
         *([("ConfigMap", configuration)] if configuration else []),
-        *([("Secret", certificate), ("Secret", f"{name}-tls-served")] if certificate else []),
+        *([("Secret", certificate), ("Secret", served_secret_name(name))] if certificate else []),
     ]
 
 

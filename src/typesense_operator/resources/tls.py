@@ -88,12 +88,14 @@ def certificate_names(cluster: Cluster) -> list[str]:
     ]
 
 
-def issued_secret_name(cluster: Cluster) -> str:
-    return f"{cluster.name}-tls"
+def issued_secret_name(cluster: str) -> str:
+    """The Secret cert-manager issues the operator's Certificate into, for the cluster of that name."""
+    return f"{cluster}-tls"
 
 
-def served_secret_name(cluster: Cluster) -> str:
-    return f"{cluster.name}-tls-served"
+def served_secret_name(cluster: str) -> str:
+    """The nodes' checked copy of the certificate, for the cluster of that name."""
+    return f"{cluster}-tls-served"
 
 
 def build_certificate(
@@ -104,9 +106,9 @@ def build_certificate(
     return {
         "apiVersion": CERTIFICATE_API_VERSION,
         "kind": "Certificate",
-        "metadata": cluster.metadata(issued_secret_name(cluster), "tls"),
+        "metadata": cluster.metadata(issued_secret_name(cluster.name), "tls"),
         "spec": {
-            "secretName": issued_secret_name(cluster),
+            "secretName": issued_secret_name(cluster.name),
             "dnsNames": certificate_names(cluster),
             "issuerRef": {"name": issuer, "kind": kind, "group": group},
             "usages": ["server auth", "digital signature", "key encipherment"],
@@ -134,7 +136,7 @@ def build_served_secret(cluster: Cluster, cert: bytes, key: bytes, ca: bytes) ->
     return {
         "apiVersion": "v1",
         "kind": "Secret",
-        "metadata": cluster.metadata(served_secret_name(cluster), "tls"),
+        "metadata": cluster.metadata(served_secret_name(cluster.name), "tls"),
         "type": "kubernetes.io/tls",
         "data": _data((("tls.crt", cert), ("tls.key", key), ("ca.crt", ca))),
     }
@@ -142,7 +144,8 @@ def build_served_secret(cluster: Cluster, cert: bytes, key: bytes, ca: bytes) ->
 
 def tls_volume(cluster: Cluster) -> dict[str, Any]:
     # 0440 and the pod's fsGroup: the key is readable by the Typesense user only, never by the world.
-    return {"name": _TLS_VOLUME, "secret": {"secretName": served_secret_name(cluster), "defaultMode": 0o440}}
+    secret = {"secretName": served_secret_name(cluster.name), "defaultMode": 0o440}
+    return {"name": _TLS_VOLUME, "secret": secret}
 
 
 def tls_mount() -> dict[str, Any]:
