@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import base64
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from typesense_operator.resources.model import Cluster, Manifest
@@ -66,7 +66,7 @@ def required_names(cluster: Cluster, replicas: int) -> list[str]:
     return [*_service_forms(cluster.client_service_name, cluster.namespace), *nodes]
 
 
-def serves_https(pod: Manifest) -> bool:
+def serves_https(pod: Mapping[str, Any]) -> bool:
     """Whether a node's pod serves its API over HTTPS, as its template's annotation says."""
     return (pod["metadata"].get("annotations") or {}).get(API_SCHEME_ANNOTATION) == "https"
 

@@ -62,14 +62,31 @@ async def admin_headers(kube: Kube, namespace: str, name: str) -> dict[str, str]
     return {"X-TYPESENSE-API-KEY": base64.b64decode(secret["data"]["typesense-api-key"]).decode()}
 
 
-async def node_addresses(kube: Kube, namespace: str, name: str) -> dict[str, str]:
-    """Each node's pod IP by pod name: the pods of the cluster that have one and are not being deleted."""
-    pods = await kube.list("v1", "Pod", namespace, labels={"app.kubernetes.io/instance": name})
+async def _cluster_pods(kube: Kube, namespace: str, name: str) -> list[dict[str, Any]]:
+    return await kube.list("v1", "Pod", namespace, labels={"app.kubernetes.io/instance": name})
+
+
+def _addresses(pods: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+    """Each pod's IP by pod name: those that have one and are not being deleted."""
     return {
         p["metadata"]["name"]: p["status"]["podIP"]
         for p in pods
         if (p.get("status") or {}).get("podIP") and not p["metadata"].get("deletionTimestamp")
     }
+
+
+def _server_names(pods: Sequence[Mapping[str, Any]], name: str, namespace: str) -> dict[str, str]:
+    """Each pod that serves HTTPS (spec.tls), by pod IP: the name its certificate is checked for."""
+    return {
+        p["status"]["podIP"]: f"{p['metadata']['name']}.{name}-sts-svc.{namespace}.svc"
+        for p in pods
+        if (p.get("status") or {}).get("podIP") and serves_https(p)
+    }
+
+
+async def node_addresses(kube: Kube, namespace: str, name: str) -> dict[str, str]:
+    """Each node's pod IP by pod name: the pods of the cluster that have one and are not being deleted."""
+    return _addresses(await _cluster_pods(kube, namespace, name))
 
 
 def tls_client(ca: bytes, server_name: Callable[[str], str | None], *, timeout: float) -> httpx.AsyncClient:
@@ -138,16 +155,9 @@ class Nodes:
 
     @classmethod
     async def of(cls, kube: Kube, namespace: str, name: str) -> Nodes:
-        pods = await kube.list("v1", "Pod", namespace, labels={"app.kubernetes.io/instance": name})
-        server_names = {
-            p["status"]["podIP"]: f"{p['metadata']['name']}.{name}-sts-svc.{namespace}.svc"
-            for p in pods
-            if (p.get("status") or {}).get("podIP") and serves_https(p)
-        }
+        pods = await _cluster_pods(kube, namespace, name)
         return cls(
-            await node_addresses(kube, namespace, name),
-            await admin_headers(kube, namespace, name),
-            server_names,
+            _addresses(pods), await admin_headers(kube, namespace, name), _server_names(pods, name, namespace)
         )
 
     def url(self, pod: str, path: str) -> str:
@@ -205,22 +215,17 @@ class TypesenseCluster:
     _leader: str | None = None
     """The node the last acknowledged write went to: writes go there while its pod exists and is not
     being deleted (as a Service would route them), until one is not acknowledged."""
-    _serving: dict[str, tuple[str, bool]] = field(default_factory=dict)
-    """Each pod IP's pod name and whether it serves HTTPS (spec.tls), as :meth:`pod_ips` last saw."""
+    _server_names: dict[str, str] = field(default_factory=dict)
+    """Each pod IP that serves HTTPS (spec.tls), as :meth:`pod_ips` last saw: its certificate's name."""
 
     def use_tls(self, ca: bytes) -> None:
         """Verify the nodes that serve HTTPS with ``ca``, for their names under the headless Service
         (as the operator does); the nodes still in plain HTTP are asked in plain HTTP."""
-        self.http = tls_client(ca, self._server_name, timeout=3)
+        self.http = tls_client(ca, self._server_names.get, timeout=3)
 
     def url(self, ip: str, path: str, port: int = 8108) -> str:
         """A node's API at ``path``, in the scheme the node serves."""
-        https = self._serving.get(ip, ("", False))[1]
-        return f"{'https' if https else 'http'}://{ip}:{port}{path}"
-
-    def _server_name(self, ip: str) -> str | None:
-        pod, https = self._serving.get(ip, ("", False))
-        return f"{pod}.{self.name}-sts-svc.{self.namespace}.svc" if https else None
+        return f"{'https' if ip in self._server_names else 'http'}://{ip}:{port}{path}"
 
     async def create(self, replicas: int = 3, **spec: Any) -> None:
         await self.kube.apply(
@@ -278,18 +283,11 @@ class TypesenseCluster:
         await wait_until(not_ready, timeout=timeout, interval=0.5, what=f"{self.name} to leave Ready=True")
 
     async def pod_ips(self) -> dict[str, str]:
-        pods = await self.kube.list(
-            "v1", "Pod", self.namespace, labels={"app.kubernetes.io/instance": self.name}
-        )
-        for pod in pods:
-            ip = (pod.get("status") or {}).get("podIP")
-            if ip:
-                self._serving[ip] = (pod["metadata"]["name"], serves_https(pod))
-        return {
-            p["metadata"]["name"]: p["status"]["podIP"]
-            for p in pods
-            if (p.get("status") or {}).get("podIP") and not p["metadata"].get("deletionTimestamp")
-        }
+        pods = await _cluster_pods(self.kube, self.namespace, self.name)
+        for pod in pods:  # an address a pod in plain HTTP holds now is asked in plain HTTP
+            self._server_names.pop((pod.get("status") or {}).get("podIP") or "", None)
+        self._server_names.update(_server_names(pods, self.name, self.namespace))
+        return _addresses(pods)
 
     async def states(self, ips: Mapping[str, str] | None = None) -> dict[str, str]:
         """Each node's raft state, asked of all at once: a hung node delays the answer by one timeout.
