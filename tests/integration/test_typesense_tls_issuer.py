@@ -2,22 +2,29 @@
 without them the cluster says cert-manager is missing; with them the operator's Certificate is accepted
 by the API server's validation of cert-manager's schema, asks for every name the nodes are reached by,
 and a new cluster waits, with no pod, until the certificate is issued. The issuing itself is played by
-the test here (a CA of its own writes the Secret the Certificate names, as cert-manager's CA issuer
-would); the nodes' use of a certificate is tested on real nodes (tests/e2e/nodes/test_typesense_tls.py)."""
+the first test (a CA of its own writes the Secret the Certificate names); the second runs cert-manager's
+real controllers (operator_testkit.cert_manager) with a CA ClusterIssuer, which issue it and renew it.
+The nodes' use of a certificate is tested on real nodes (tests/e2e/nodes/test_typesense_tls.py)."""
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import datetime
+from pathlib import Path
 from typing import Any
 
 from operator_core.kube import Kube
 from operator_testkit import assertions
 from operator_testkit.assertions import wait_for_object
+from operator_testkit.cert_manager import running_cert_manager
+from operator_testkit.controlplane import ControlPlane
 from operator_testkit.drivers.typesense import certificate_secret
 from operator_testkit.fixtures import Kubectl, wait_until
 from operator_testkit.module_crds import ensure_cert_manager_crds
 from operator_testkit.operators import OperatorProcess
 from operator_testkit.pki import CertificateAuthority
+from operator_testkit.servers import log_tail
 from typesense_operator.tls.check import covers
 
 API = "ts.opentelekomcloud.com/v1alpha1"
@@ -33,10 +40,21 @@ def _cluster(namespace: str, tls: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-async def _certificate_ready(kube: Kube, namespace: str, status: str, reason: str) -> dict[str, Any]:
-    return await assertions.wait_for_condition(
-        kube, API, "TypesenseCluster", "cluster-1", namespace, "CertificateReady", status, reason, timeout=60
+async def _serve_cert_manager_api(kubectl: Kubectl) -> None:
+    crds = ensure_cert_manager_crds()
+    await asyncio.to_thread(kubectl, "apply", "--server-side", "-f", str(crds))
+    await asyncio.to_thread(
+        kubectl, "wait", "--for=condition=Established", "--timeout=60s", "crd/certificates.cert-manager.io"
     )
+
+
+async def _certificate_ready(
+    kube: Kube, namespace: str, status: str, reason: str, timeout: float = 60
+) -> dict[str, Any]:
+    return await assertions.wait_for_condition(
+        kube, API, "TypesenseCluster", "cluster-1", namespace, "CertificateReady", status, reason,
+        timeout=timeout,
+    )  # fmt: skip
 
 
 async def test_an_issuer_makes_a_certificate_for_every_name_and_a_new_cluster_waits_for_it_to_be_issued(
@@ -48,11 +66,7 @@ async def test_an_issuer_makes_a_certificate_for_every_name_and_a_new_cluster_wa
         missing = await _certificate_ready(kube, namespace, "False", "CertManagerMissing")
         assert "the Certificate CRD (cert-manager.io/v1) is not installed" in missing["message"]
 
-    crds = ensure_cert_manager_crds()
-    await asyncio.to_thread(kubectl, "apply", "--server-side", "-f", str(crds))
-    await asyncio.to_thread(
-        kubectl, "wait", "--for=condition=Established", "--timeout=60s", "crd/certificates.cert-manager.io"
-    )
+    await _serve_cert_manager_api(kubectl)
     certificate = await wait_for_object(kube, *CERTIFICATE, "cluster-1-tls", namespace, timeout=60)
     spec = certificate["spec"]
     assert spec["issuerRef"] == {"name": "shop-ca", "kind": "ClusterIssuer", "group": "cert-manager.io"}
@@ -105,3 +119,90 @@ async def test_an_issuer_makes_a_certificate_for_every_name_and_a_new_cluster_wa
 
     await wait_until(certificate_gone, timeout=30, what="the operator's Certificate pruned")
     assert "Traceback" not in typesense_operator.log()
+
+
+async def _served_serial(kube: Kube, namespace: str) -> str | None:
+    obj = await kube.get_live(API, "TypesenseCluster", "cluster-1", namespace)
+    return ((obj or {}).get("status") or {}).get("tls", {}).get("serial")
+
+
+async def test_cert_manager_issues_the_operators_certificate_and_its_renewal_is_taken_up(
+    kube: Kube,
+    namespace: str,
+    kubectl: Kubectl,
+    control_plane: ControlPlane,
+    typesense_operator: OperatorProcess,
+    tmp_path: Path,
+) -> None:
+    await _serve_cert_manager_api(kubectl)
+    # A CA ClusterIssuer, its Secret in the namespace cert-manager reads ClusterIssuers' Secrets from.
+    authority = CertificateAuthority.create(f"{namespace}-ca")
+    resources = f"{namespace}-cm"
+    await kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": resources}})
+    ca_secret = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": "ca", "namespace": resources},
+        "type": "kubernetes.io/tls",
+        "data": {
+            "tls.crt": base64.b64encode(authority.pem).decode(),
+            "tls.key": base64.b64encode(authority.key_pem).decode(),
+        },
+    }
+    await kube.apply(ca_secret)
+    issuer_name = f"{namespace}-ca"
+    await kube.apply({
+        "apiVersion": "cert-manager.io/v1",
+        "kind": "ClusterIssuer",
+        "metadata": {"name": issuer_name},
+        "spec": {"ca": {"secretName": "ca"}},
+    })  # fmt: skip
+    try:
+        with running_cert_manager(
+            control_plane.kubeconfig, tmp_path, cluster_resource_namespace=resources
+        ) as cert_manager:
+            await _issued_and_renewed(kube, namespace, issuer_name, authority)
+            assert cert_manager.alive(), log_tail(cert_manager.log)
+    finally:
+        await kube.delete("cert-manager.io/v1", "ClusterIssuer", issuer_name, None)
+        await kube.delete("v1", "Namespace", resources, None)
+    assert "Traceback" not in typesense_operator.log()
+
+
+async def _issued_and_renewed(
+    kube: Kube, namespace: str, issuer_name: str, authority: CertificateAuthority
+) -> None:
+    await kube.apply(_cluster(namespace, {"issuerRef": {"name": issuer_name, "kind": "ClusterIssuer"}}))
+    # Issued by cert-manager: checked against the CA cert-manager put beside it, copied, nodes made.
+    served = await _certificate_ready(kube, namespace, "True", "Served", timeout=90)
+    issued = await wait_for_object(kube, "v1", "Secret", "cluster-1-tls", namespace)
+    assert base64.b64decode(issued["data"]["ca.crt"]) == authority.pem
+    first = await _served_serial(kube, namespace)
+    assert first is not None
+    assert first in served["message"], served
+    await wait_for_object(kube, "apps/v1", "StatefulSet", "cluster-1-sts", namespace, timeout=60)
+    copy = await wait_for_object(kube, "v1", "Secret", "cluster-1-tls-served", namespace)
+    assert copy["data"]["tls.crt"] == issued["data"]["tls.crt"]
+
+    # Renewed as `cmctl renew` asks for it (the Issuing condition): a new certificate, taken up.
+    certificate = await wait_for_object(kube, *CERTIFICATE, "cluster-1-tls", namespace)
+    conditions = certificate["status"].get("conditions", [])
+    await kube.patch_status(*CERTIFICATE, "cluster-1-tls", namespace, {
+        "conditions": [*conditions, {
+            "type": "Issuing",
+            "status": "True",
+            "reason": "ManuallyTriggered",
+            "message": "renewal asked for by the test",
+            "lastTransitionTime": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        }],
+    })  # fmt: skip
+
+    async def renewed() -> bool:
+        serial = await _served_serial(kube, namespace)
+        return serial is not None and serial != first
+
+    await wait_until(renewed, timeout=90, what="the renewed certificate in status.tls")
+    copy = await wait_for_object(kube, "v1", "Secret", "cluster-1-tls-served", namespace)
+    issued = await wait_for_object(kube, "v1", "Secret", "cluster-1-tls", namespace)
+    assert copy["data"]["tls.crt"] == issued["data"]["tls.crt"]
+    await _certificate_ready(kube, namespace, "True", "Served")

@@ -5,7 +5,8 @@ Subcommands:
 - ``binaries [--clusterstack] [--nodes]``: build (or reuse) the control-plane binaries (with ``--nodes``,
   the real nodes' programs; with
   ``--clusterstack``, helm, the OCI registry, the Cluster API CRDs, the Gateway API CRDs,
-  Prometheus and promtool, and the S3 server versitygw too) and print where they are;
+  Prometheus and promtool, the S3 server versitygw, and cert-manager's CRDs and controllers too) and
+  print where they are;
 - ``controlplane up|down --dir DIR``: a detached local control plane, with ``DIR/kubeconfig``;
 - ``sandbox up|down``: 3 real nodes, the operators installed by helm, their samples; one per machine;
 - ``nodes kill|freeze|thaw|down|up|partition|heal|delete-pod|restart-statefulset|wipe|fill|free``:
@@ -26,6 +27,7 @@ from pathlib import Path
 
 from operator_core.cli import run_command
 from operator_testkit.binaries import KUBERNETES_COMMANDS, ensure_binaries, find_hack_dir
+from operator_testkit.cert_manager import ensure_cert_manager_controller
 from operator_testkit.clusterstack_tools import ensure_clusterstack_tools
 from operator_testkit.controlplane import ControlPlane, ControlPlaneState, running_components, stop_recorded
 from operator_testkit.image import build_image, push_image
@@ -77,6 +79,7 @@ def _binaries(arguments: argparse.Namespace) -> int:
         print(f"  {ensure_gateway_api_crds()}")
         print(f"  {ensure_prometheus_operator_crds()}")
         print(f"  {ensure_cert_manager_crds()}")
+        print(f"  {ensure_cert_manager_controller()}")
         prometheus = ensure_prometheus_tools()
         print(prometheus.directory)
         print(f"  {prometheus.prometheus}\n  {prometheus.promtool}")
@@ -161,8 +164,9 @@ def _parser() -> argparse.ArgumentParser:
         "--clusterstack",
         action="store_true",
         help="also build or fetch the Cluster Stack tests' tools: helm, the OCI registry (distribution), "
-        "the CRDs of Cluster API, its Docker provider and ORC, Prometheus and promtool, and the S3 "
-        "server versitygw (from hack/{helm,registry,cluster-api,capd,orc,prometheus,versitygw})",
+        "the CRDs of Cluster API, its Docker provider and ORC, Prometheus and promtool, the S3 "
+        "server versitygw, and cert-manager's CRDs and controllers "
+        "(from hack/{helm,registry,cluster-api,capd,orc,prometheus,versitygw,cert-manager*})",
     )
     binaries.add_argument(
         "--nodes",
