@@ -1,5 +1,6 @@
 """spec.httpRoutes against the real API server and the Gateway API's own CRDs (sigs.k8s.io/gateway-api,
-pinned in hack/gateway-api): HTTPRoutes, ReferenceGrants in a Gateway's namespace, and their clean-up."""
+pinned in hack/gateway-api): HTTPRoutes, ReferenceGrants in a Gateway's namespace, and their clean-up;
+with spec.tls, the BackendTLSPolicy that has the Gateway verify the nodes."""
 
 from __future__ import annotations
 
@@ -14,15 +15,20 @@ import pytest_asyncio
 from operator_core.kube import Kube
 from operator_testkit import assertions
 from operator_testkit.assertions import events_for, wait_for_object
+from operator_testkit.drivers.typesense import certificate_secret
 from operator_testkit.fixtures import Kubectl, crd_documents, wait_until
 from operator_testkit.module_crds import ensure_gateway_api_crds
 from operator_testkit.operators import OperatorProcess
+from operator_testkit.pki import CertificateAuthority
+from typesense_operator.resources import Cluster
+from typesense_operator.resources.tls import required_names
 
 pytestmark = pytest.mark.usefixtures("typesense_operator")
 
 API = "ts.opentelekomcloud.com/v1alpha1"
 ROUTE = ("gateway.networking.k8s.io/v1", "HTTPRoute")
 GRANT = ("gateway.networking.k8s.io/v1beta1", "ReferenceGrant")
+POLICY = ("gateway.networking.k8s.io/v1", "BackendTLSPolicy")
 FINALIZER = "ts.opentelekomcloud.com/reference-grants"
 
 
@@ -184,3 +190,63 @@ async def test_http_routes_and_a_reference_grant_follow_the_spec_and_go_with_the
 
 async def _has_finalizer(kube: Kube, namespace: str) -> bool:
     return FINALIZER in await _finalizers(kube, namespace)
+
+
+async def test_with_tls_the_routes_gateway_gets_a_backend_tls_policy_with_the_nodes_ca(
+    kube: Kube, namespace: str, kubectl: Kubectl, typesense_operator: OperatorProcess
+) -> None:
+    crds = ensure_gateway_api_crds()
+    names = [
+        str(d["metadata"]["name"]) for d in crd_documents(crds) if d.get("kind") == "CustomResourceDefinition"
+    ]  # type: ignore[index]
+    authority = CertificateAuthority.create("routes-ca")
+    cluster = {
+        "apiVersion": API,
+        "kind": "TypesenseCluster",
+        "metadata": {"name": "cluster-1", "namespace": namespace},
+        "spec": {
+            "image": "typesense/typesense:27.1",
+            "httpRoutes": [{"name": "internal", "parentRef": {"name": "mesh"}}],
+            "tls": {"certificateSecret": {"name": "mine"}},
+        },
+    }
+    names_wanted = required_names(Cluster.from_object(cluster), 3)
+    issued = authority.issue(*names_wanted)
+    await kube.create(certificate_secret("mine", namespace, issued, authority.pem))
+    await asyncio.to_thread(kubectl, "apply", "--server-side", "-f", str(crds))
+    await asyncio.to_thread(
+        kubectl, "wait", "--for=condition=Established", "--timeout=60s", *(f"crd/{name}" for name in names)
+    )
+    try:
+        await kube.apply(cluster)
+        applied = await _condition(kube, namespace, "True", "Applied")
+        assert "BackendTLSPolicy cluster-1-backend-tls (HTTPS to the nodes)" in applied["message"]
+        # Accepted by the Gateway API's own schema and rules, naming the CA the nodes' copy holds.
+        policy = await wait_for_object(kube, *POLICY, "cluster-1-backend-tls", namespace, timeout=60)
+        assert policy["spec"]["targetRefs"] == [{"group": "", "kind": "Service", "name": "cluster-1-svc"}]
+        validation = policy["spec"]["validation"]
+        assert validation["hostname"] == f"cluster-1-svc.{namespace}.svc"
+        assert validation["caCertificateRefs"] == [
+            {"group": "", "kind": "ConfigMap", "name": "cluster-1-tls-ca"}
+        ]
+        bundle = await wait_for_object(kube, "v1", "ConfigMap", "cluster-1-tls-ca", namespace)
+        assert bundle["data"]["ca.crt"].encode().strip() == authority.pem.strip()
+        assert "PRIVATE KEY" not in bundle["data"]["ca.crt"]
+
+        # TLS off: the policy goes with it, the route stays.
+        del cluster["spec"]["tls"]
+        await kube.apply(cluster)
+        await wait_until(
+            lambda: _gone(kube, *POLICY, "cluster-1-backend-tls", namespace),
+            timeout=30,
+            what="the BackendTLSPolicy pruned",
+        )
+        assert await kube.get_live(*ROUTE, "cluster-1-internal", namespace) is not None
+        assert "Traceback" not in typesense_operator.log()
+    finally:
+        for name in names:
+            await kube.delete("apiextensions.k8s.io/v1", "CustomResourceDefinition", name)
+
+
+async def _gone(kube: Kube, api_version: str, kind: str, name: str, namespace: str) -> bool:
+    return await kube.get_live(api_version, kind, name, namespace) is None

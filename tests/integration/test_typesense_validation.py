@@ -56,14 +56,6 @@ def cluster(namespace: str, name: str = "c1", **spec: Any) -> dict[str, Any]:
             {"tls": {"certificateSecret": {"name": "c"}, "refreshIntervalSeconds": 1}},
             "greater than or equal to 5",
         ),
-        (
-            {"tls": {"certificateSecret": {"name": "c"}}, "metrics": {"release": "p"}},
-            "tls cannot be combined with metrics yet: the exporter sidecar does not verify",
-        ),
-        (
-            {"tls": {"certificateSecret": {"name": "c"}}, "scrapers": [SCRAPER]},
-            "tls cannot be combined with scrapers yet",
-        ),
         ({"storage": {"size": "a lot"}}, "storage.size must be a Kubernetes quantity, such as 100Mi or 10Gi"),
         (
             {"scrapers": [{**SCRAPER, "schedule": "@reboot"}]},

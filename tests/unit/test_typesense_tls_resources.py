@@ -6,10 +6,13 @@ import base64
 from datetime import UTC, datetime
 
 from operator_testkit.pki import CertificateAuthority
-from typesense_operator.resources import Cluster
+from typesense_operator.resources import Cluster, desired_children, nginx_config
 from typesense_operator.resources.core import build_statefulset
+from typesense_operator.resources.routes import build_backend_tls_policy
 from typesense_operator.resources.tls import (
     API_SCHEME_ANNOTATION,
+    NODES_CA_ANNOTATION,
+    NodesTls,
     build_certificate,
     build_served_secret,
     ca_bundle,
@@ -83,7 +86,7 @@ def test_pods_that_serve_https_mount_the_copy_say_so_and_are_probed_by_the_kubel
         }
     )
     plain = build_statefulset(cluster, 3)["spec"]["template"]
-    https = build_statefulset(cluster, 3, https=True)["spec"]["template"]
+    https = build_statefulset(cluster, 3, tls=NodesTls(b"CA"))["spec"]["template"]
     assert "tls" not in [volume["name"] for volume in plain["spec"]["volumes"]]
     assert API_SCHEME_ANNOTATION not in (plain["metadata"].get("annotations") or {})
     assert https["metadata"]["annotations"][API_SCHEME_ANNOTATION] == "https"
@@ -97,3 +100,124 @@ def test_pods_that_serve_https_mount_the_copy_say_so_and_are_probed_by_the_kubel
     assert typesense["livenessProbe"] == plain["spec"]["containers"][0]["livenessProbe"], (
         "a TCP check either way"
     )
+
+
+CLIENTS = Cluster.from_object(
+    {
+        "metadata": {"name": "search", "namespace": "shop", "uid": "u"},
+        "spec": {
+            "image": "typesense/typesense:27.1",
+            "tls": {"certificateSecret": {"name": "mine"}},
+            "ingress": {"host": "search.example.com", "ingressClassName": "nginx"},
+            "metrics": {"release": "prometheus"},
+            "scrapers": [{"name": "docs", "schedule": "@daily", "host": "docs.example.com"}],
+            "httpRoutes": [{"name": "public", "parentRef": {"name": "gateway"}}],
+        },
+    }
+)
+CA_BUNDLE = b"-----BEGIN CERTIFICATE-----\nCA\n-----END CERTIFICATE-----\n"
+
+
+def _children(tls: NodesTls | None) -> dict[str, dict]:
+    return {f"{m['kind']}/{m['metadata']['name']}": m for m in desired_children(CLIENTS, tls=tls)}
+
+
+def _env(container: dict) -> dict[str, str | None]:
+    return {variable["name"]: variable.get("value") for variable in container.get("env", [])}
+
+
+def _mounts_the_ca(pod_spec: dict, container: dict) -> bool:
+    volume = {"name": "nodes-ca", "configMap": {"name": "search-tls-ca", "optional": True}}
+    mount = {"name": "nodes-ca", "mountPath": "/etc/typesense/nodes-ca", "readOnly": True}
+    return volume in pod_spec.get("volumes", []) and mount in container.get("volumeMounts", [])
+
+
+def test_the_clients_ca_is_a_configmap_without_the_key() -> None:
+    children = _children(NodesTls(CA_BUNDLE))
+    assert children["ConfigMap/search-tls-ca"]["data"] == {"ca.crt": CA_BUNDLE.decode()}
+    assert "ConfigMap/search-tls-ca" not in _children(None)
+
+
+def test_the_proxy_speaks_https_to_the_service_and_verifies_it_with_the_nodes_ca() -> None:
+    config = nginx_config(CLIENTS, NodesTls(CA_BUNDLE))
+    assert config is not None
+    assert "proxy_pass https://search-svc.shop.svc:8108;" in config
+    for directive in (
+        "proxy_ssl_verify on;",
+        "proxy_ssl_trusted_certificate /etc/typesense/nodes-ca/ca.crt;",
+        "proxy_ssl_name search-svc.shop.svc;",
+        "proxy_ssl_server_name on;",
+    ):
+        assert directive in config
+    public = nginx_config(CLIENTS, NodesTls())
+    assert public is not None
+    assert "proxy_ssl_trusted_certificate /etc/ssl/certs/ca-certificates.crt;" in public
+    plain = nginx_config(CLIENTS)
+    assert plain is not None
+    assert "proxy_pass http://search-svc.shop.svc:8108;" in plain
+    assert "proxy_ssl" not in plain
+
+
+def test_a_new_ca_rolls_the_proxy_which_reads_it_only_at_its_start() -> None:
+    def template(tls: NodesTls | None) -> dict:
+        return _children(tls)["Deployment/search-reverse-proxy"]["spec"]["template"]
+
+    first, second = template(NodesTls(CA_BUNDLE)), template(NodesTls(CA_BUNDLE + CA_BUNDLE))
+    assert (
+        first["metadata"]["annotations"][NODES_CA_ANNOTATION]
+        != (second["metadata"]["annotations"][NODES_CA_ANNOTATION])
+    )
+    (nginx,) = first["spec"]["containers"]
+    assert _mounts_the_ca(first["spec"], nginx)
+    assert NODES_CA_ANNOTATION not in template(None)["metadata"]["annotations"]
+
+
+def test_the_scrapers_speak_https_and_trust_the_nodes_ca() -> None:
+    cronjob = _children(NodesTls(CA_BUNDLE))["CronJob/search-scraper-docs"]
+    pod_spec = cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    (scraper,) = pod_spec["containers"]
+    env = _env(scraper)
+    assert env["TYPESENSE_PROTOCOL"] == "https"
+    assert env["TYPESENSE_HOST"] == "search-svc.shop.svc", "a name the certificate holds"
+    assert env["REQUESTS_CA_BUNDLE"] == env["SSL_CERT_FILE"] == "/etc/typesense/nodes-ca/ca.crt"
+    assert _mounts_the_ca(pod_spec, scraper)
+    plain = _children(None)["CronJob/search-scraper-docs"]["spec"]["jobTemplate"]["spec"]
+    assert _env(plain["template"]["spec"]["containers"][0])["TYPESENSE_PROTOCOL"] == "http"
+
+
+def test_the_exporter_asks_its_own_node_by_the_name_its_certificate_holds() -> None:
+    template = build_statefulset(CLIENTS, 3, tls=NodesTls(CA_BUNDLE))["spec"]["template"]
+    exporter = next(c for c in template["spec"]["containers"] if c["name"] == "metrics-exporter")
+    names = [variable["name"] for variable in exporter["env"]]
+    assert names.index("POD_NAME") < names.index("TYPESENSE_HOST"), "$(POD_NAME) expands only after it"
+    env = _env(exporter)
+    assert env["TYPESENSE_HOST"] == "$(POD_NAME).search-sts-svc.shop.svc"
+    assert env["TYPESENSE_PROTOCOL"] == "https"
+    assert env["SSL_CERT_FILE"] == "/etc/typesense/nodes-ca/ca.crt"
+    assert _mounts_the_ca(template["spec"], exporter)
+    typesense = next(c for c in template["spec"]["containers"] if c["name"] == "typesense")
+    assert not _mounts_the_ca(template["spec"], typesense)
+    public = build_statefulset(CLIENTS, 3, tls=NodesTls())["spec"]["template"]
+    exporter = next(c for c in public["spec"]["containers"] if c["name"] == "metrics-exporter")
+    assert "SSL_CERT_FILE" not in _env(exporter), "the image's own CAs verify a public certificate"
+
+
+def test_the_routes_gateway_verifies_the_nodes_through_a_backend_tls_policy() -> None:
+    policy = build_backend_tls_policy(CLIENTS, NodesTls(CA_BUNDLE))
+    assert policy is not None
+    assert policy["apiVersion"] == "gateway.networking.k8s.io/v1"
+    assert policy["spec"] == {
+        "targetRefs": [{"group": "", "kind": "Service", "name": "search-svc"}],
+        "validation": {
+            "hostname": "search-svc.shop.svc",
+            "caCertificateRefs": [{"group": "", "kind": "ConfigMap", "name": "search-tls-ca"}],
+        },
+    }
+    public = build_backend_tls_policy(CLIENTS, NodesTls())
+    assert public is not None
+    assert public["spec"]["validation"] == {
+        "hostname": "search-svc.shop.svc",
+        "wellKnownCACertificates": "System",
+    }
+    assert build_backend_tls_policy(CLIENTS, None) is None
+    assert build_backend_tls_policy(CLUSTER, NodesTls(CA_BUNDLE)) is None, "no route, no policy"

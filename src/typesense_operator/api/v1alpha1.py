@@ -489,7 +489,8 @@ class TypesenseClusterSpec(ApiModel):
     """Where a new cluster's data comes from: empty (not set), or a backup (fromBackup)."""
     tls: TlsSpec | None = None
     """Serve the REST API over HTTPS, with a certificate from a Secret or a cert-manager issuer. Every
-    client of the operator's verifies it; plain HTTP is refused by the nodes."""
+    client of the operator's verifies it (its own calls, the proxy, the routes' Gateway through a
+    BackendTLSPolicy, the scrapers and the exporter); plain HTTP is refused by the nodes."""
 
     model_config = ConfigDict(
         json_schema_extra=cel(
@@ -499,16 +500,6 @@ class TypesenseClusterSpec(ApiModel):
                 "has(self.bootstrap) == has(oldSelf.bootstrap)"
                 " && (!has(self.bootstrap) || self.bootstrap == oldSelf.bootstrap)",
                 "bootstrap is set when the cluster is created and never changed",
-            ),
-            # Each of these clients of the nodes would reach them in plain HTTP, or not verify them.
-            *(
-                (f"!has(self.tls) || !has(self.{field})", f"tls cannot be combined with {field} yet: {why}")
-                for field, why in (
-                    ("ingress", "the referer proxy does not speak HTTPS to the nodes"),
-                    ("httpRoutes", "the routes' backends do not speak HTTPS to the nodes"),
-                    ("scrapers", "the scrapers do not verify the nodes' certificate"),
-                    ("metrics", "the exporter sidecar does not verify the nodes' certificate"),
-                )
             ),
         )
     )

@@ -19,6 +19,7 @@ from typesense_operator.resources import (
     PODMONITOR_API_VERSION,
     PRUNABLE_ELSEWHERE,
     PRUNABLE_KINDS,
+    build_backend_tls_policy,
     build_http_routes,
     build_pod_monitor,
     build_reference_grants,
@@ -52,12 +53,14 @@ async def plan_pod_monitor(scope: Scope) -> Outcome:
 
 
 async def plan_routes(scope: Scope) -> Outcome:
-    """Gateway API HTTPRoutes (and ReferenceGrants) only where their CRDs exist; without them, a Warning
-    and the rest of the cluster as usual. A kind that is not served is neither applied nor pruned, and
-    one that is served is applied (not pruned for want of the other)."""
+    """Gateway API HTTPRoutes (and ReferenceGrants, and with TLS on the nodes a BackendTLSPolicy) only
+    where their CRDs exist; without them, a Warning and the rest of the cluster as usual. A kind that
+    is not served is neither applied nor pruned, and one that is served is applied (not pruned for want
+    of the other), except routes to HTTPS nodes without a BackendTLSPolicy, which would not work."""
     routes, grants = build_http_routes(scope.cluster), build_reference_grants(scope.cluster)
+    policy = build_backend_tls_policy(scope.cluster, scope.nodes_tls)
     missing = []
-    for manifests in (routes, grants):
+    for manifests in (routes, grants, [policy] if policy is not None else []):
         if not manifests:
             continue
         api_version, kind = manifests[0]["apiVersion"], manifests[0]["kind"]
@@ -65,6 +68,9 @@ async def plan_routes(scope: Scope) -> Outcome:
             scope.routes.extend(manifests)
         else:
             missing.append(f"{kind} ({api_version})")
+    if policy is not None and policy not in scope.routes:
+        # A Gateway would speak plain HTTP to nodes that serve HTTPS: no route until it can verify them.
+        scope.routes = [m for m in scope.routes if m["kind"] != "HTTPRoute"]
     if not routes:
         await scope.set_condition(ConditionType.ROUTES_READY, "True", "NotRequested")
     elif missing:
@@ -81,6 +87,8 @@ async def plan_routes(scope: Scope) -> Outcome:
         names = ", ".join(m["metadata"]["name"] for m in routes)
         granted = ", ".join(f"{m['metadata']['namespace']}/{m['metadata']['name']}" for m in grants)
         scope.routes_applied = f"HTTPRoute {names}" + (f"; ReferenceGrant {granted}" if grants else "")
+        if policy is not None:
+            scope.routes_applied += f"; BackendTLSPolicy {policy['metadata']['name']} (HTTPS to the nodes)"
     return Outcome.CONTINUE
 
 
@@ -103,7 +111,7 @@ async def apply_children(scope: Scope) -> Outcome:
         scope.members,
         scope.claim_size,
         configuration_hash,
-        https=scope.https,
+        tls=scope.nodes_tls,
         disruption_budget=guards_disruptions(
             (scope.obj.get("status") or {}).get("phase"),
             ready_nodes=sum(1 for target, _, _ in scope.nodes if target.kubelet_ready),

@@ -17,6 +17,7 @@ from typesense_operator.controller.settings import TypesenseSettings
 from typesense_operator.quorum.model import Action, NodeProbe, Plan
 from typesense_operator.quorum.probe import NodeAddressing, NodeTarget
 from typesense_operator.resources import Cluster
+from typesense_operator.resources.tls import NodesTls
 
 __all__ = ["CRD_RECHECK_SECONDS", "ROLL_LOOK_SECONDS", "Scope"]
 
@@ -57,8 +58,9 @@ class Scope(BaseScope):
     routes_applied: str | None = None
     """RoutesReady's message once they are applied (None: none requested, or a Gateway API CRD missing)."""
 
-    https: bool = False
-    """The nodes serve their API over TLS (spec.tls, once a certificate passed the check)."""
+    nodes_tls: NodesTls | None = None
+    """The nodes serve their API over TLS (spec.tls, once a certificate passed the check), and the CA
+    bundle the cluster's own clients trust them with; None: plain HTTP."""
     tls_children: list[dict[str, Any]] = field(default_factory=list)
     """The checked copy of the certificate, and cert-manager's Certificate, to apply with the children."""
     served_before: dict[str, Any] | None = None

@@ -5,8 +5,9 @@ the children's step applies (and, when it changed, nudges the pods for: :mod:`.c
 
 A certificate that fails the check is never copied: the condition CertificateReady says why, and the
 nodes keep serving the copy they have. A new cluster waits for a good certificate before its first pod,
-and a running one keeps its scheme until one comes. Whether the pods serve HTTPS (:attr:`Scope.https`)
+and a running one keeps its scheme until one comes. Whether the pods serve HTTPS (:attr:`Scope.nodes_tls`)
 follows the copy: on once there is one, off when spec.tls is removed; either change rolls the nodes.
+The proxy, the scrapers and the exporter follow it too, trusting the copy's CA (:attr:`Scope.nodes_tls`).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typesense_operator.resources.core import NODE
 from typesense_operator.resources.model import secret_bytes
 from typesense_operator.resources.tls import (
     CERTIFICATE_API_VERSION,
+    NodesTls,
     build_certificate,
     build_served_secret,
     ca_bundle,
@@ -59,7 +61,8 @@ async def _refuse(
         scope.waiting_for_crd = True
     else:
         scope.waiting_for_user = True
-    scope.https = served is not None
+    # The nodes keep the copy they have, and the clients its CA.
+    scope.nodes_tls = NodesTls(secret_bytes(served, "ca.crt") or b"") if served is not None else None
     if served is None and await _is_new(scope):
         # A new cluster never starts in plain HTTP when spec.tls asks for HTTPS; only the Certificate
         # (spec.tls.issuerRef) is made meanwhile, for cert-manager to issue what the cluster waits for.
@@ -88,7 +91,7 @@ async def prepare_tls(scope: Scope) -> Outcome:
     served = await scope.kube.get("v1", "Secret", served_secret_name(cluster.name), cluster.namespace)
     scope.served_before = served
     if tls is None:
-        scope.https = False
+        scope.nodes_tls = None
         scope.status["tls"] = None
         observe_certificate(cluster.namespace, cluster.name, None)
         await scope.set_condition(ConditionType.CERTIFICATE_READY, "True", CertificateReason.NOT_REQUESTED)
@@ -124,10 +127,10 @@ async def prepare_tls(scope: Scope) -> Outcome:
     )
     if isinstance(judged, NotServed):
         return await _refuse(scope, judged.reason, judged.message, served)
-    scope.https = True
     previous_ca = secret_bytes(served, "ca.crt")
     # No ca.crt (a publicly trusted certificate): an empty bundle, and clients trust the system's CAs.
     bundle = ca_bundle(judged.ca, previous_ca) if judged.ca is not None else b""
+    scope.nodes_tls = NodesTls(bundle)
     scope.tls_children.append(build_served_secret(cluster, judged.cert, judged.key, bundle))
     await _report_served(scope, source, judged.served, now)
     return Outcome.CONTINUE

@@ -40,6 +40,7 @@ from typesense_operator.controller.runtime import TypesenseRuntime
 from typesense_operator.controller.schedule import named_cluster, reconcile_schedule
 from typesense_operator.controller.settings import TypesenseSettings
 from typesense_operator.resources import (
+    BACKENDTLSPOLICY_API_VERSION,
     HTTPROUTE_API_VERSION,
     PODMONITOR_API_VERSION,
     REFERENCEGRANT_API_VERSION,
@@ -61,6 +62,7 @@ _CHILD_KINDS = (
     ("batch/v1", "Job"),
     (PODMONITOR_API_VERSION, "PodMonitor"),
     (HTTPROUTE_API_VERSION, "HTTPRoute"),
+    (BACKENDTLSPOLICY_API_VERSION, "BackendTLSPolicy"),
     # In the Gateways' namespaces: their owner-namespace label says which cluster they wake.
     (REFERENCEGRANT_API_VERSION, "ReferenceGrant"),
     # spec.tls.issuerRef: the operator's Certificate (where cert-manager is installed).

@@ -32,16 +32,19 @@ from typesense_operator.resources.ingress import (
 from typesense_operator.resources.metrics import PODMONITOR_API_VERSION, build_pod_monitor
 from typesense_operator.resources.model import API_KEY_DATA_KEY, Cluster, Manifest
 from typesense_operator.resources.routes import (
+    BACKENDTLSPOLICY_API_VERSION,
     HTTPROUTE_API_VERSION,
     REFERENCEGRANT_API_VERSION,
+    build_backend_tls_policy,
     build_http_routes,
     build_reference_grants,
 )
 from typesense_operator.resources.scrapers import build_scraper_cronjobs, invalid_scraper_configs
-from typesense_operator.resources.tls import CERTIFICATE_API_VERSION
+from typesense_operator.resources.tls import CERTIFICATE_API_VERSION, NodesTls, build_ca_configmap
 
 __all__ = [
     "API_KEY_DATA_KEY",
+    "BACKENDTLSPOLICY_API_VERSION",
     "CLAIM_TEMPLATE_NAME",
     "HTTPROUTE_API_VERSION",
     "PODMONITOR_API_VERSION",
@@ -51,6 +54,7 @@ __all__ = [
     "SERVER_CONFIGURATION_HASH",
     "Cluster",
     "Manifest",
+    "build_backend_tls_policy",
     "build_generated_key_secret",
     "build_http_routes",
     "build_pod_monitor",
@@ -74,6 +78,8 @@ PRUNABLE_KINDS: tuple[tuple[str, str], ...] = (
     ("batch/v1", "CronJob"),
     (PODMONITOR_API_VERSION, "PodMonitor"),
     (HTTPROUTE_API_VERSION, "HTTPRoute"),
+    # spec.tls or the last route removed.
+    (BACKENDTLSPOLICY_API_VERSION, "BackendTLSPolicy"),
     # spec.tls.issuerRef removed, or replaced by a Secret of the user's.
     (CERTIFICATE_API_VERSION, "Certificate"),
 )
@@ -87,7 +93,7 @@ def desired_children(
     claim_size: str | None = None,
     configuration_hash: str | None = None,
     *,
-    https: bool = False,
+    tls: NodesTls | None = None,
     disruption_budget: bool = True,
     addresses: Mapping[int, str] | None = None,
 ) -> list[Manifest]:
@@ -99,15 +105,16 @@ def desired_children(
     ``claim_size`` in its claim template when given, and ``configuration_hash`` (of the
     additionalServerConfiguration ConfigMap) in its pod template (see :func:`build_statefulset`).
     The PodDisruptionBudget comes with ``disruption_budget`` (the controller decides when a cluster
-    has something for it to guard). With ``https`` the nodes serve their API over TLS (spec.tls, once
-    its certificate was checked, :mod:`.tls`).
+    has something for it to guard). With ``tls`` the nodes serve their API over TLS (spec.tls, once
+    its certificate was checked, :mod:`.tls`), and the proxy, the scrapers and the exporter verify
+    them with the CA bundle the ConfigMap ``<cluster>-tls-ca`` holds.
 
     The generated key Secret (created once, never overwritten), the PodMonitor and the
     Gateway API routes (only where their CRDs exist) are decided by the controller.
     """
     optional = [
-        build_proxy_configmap(cluster),
-        build_proxy_deployment(cluster),
+        build_proxy_configmap(cluster, tls),
+        build_proxy_deployment(cluster, tls),
         build_proxy_service(cluster),
         build_ingress(cluster),
     ]
@@ -116,10 +123,11 @@ def desired_children(
         build_nodes_configmap(cluster, range(replicas) if members is None else members, addresses),
         build_headless_service(cluster),
         build_client_service(cluster),
-        build_statefulset(cluster, replicas, claim_size, configuration_hash, https=https),
+        *([build_ca_configmap(cluster, tls)] if tls is not None else []),
+        build_statefulset(cluster, replicas, claim_size, configuration_hash, tls=tls),
         *([build_pod_disruption_budget(cluster)] if disruption_budget else []),
         *(m for m in optional if m is not None),
-        *build_scraper_cronjobs(cluster),
+        *build_scraper_cronjobs(cluster, tls),
     ]
 
 

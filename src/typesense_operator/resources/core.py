@@ -18,7 +18,7 @@ from typesense_operator.resources.model import (
     Cluster,
     Manifest,
 )
-from typesense_operator.resources.tls import API_SCHEME_ANNOTATION, serve_https
+from typesense_operator.resources.tls import API_SCHEME_ANNOTATION, NodesTls, serve_https, trust_nodes
 
 __all__ = [
     "CLAIM_TEMPLATE_NAME",
@@ -284,6 +284,20 @@ def _metrics_container(cluster: Cluster) -> dict[str, Any] | None:
     }
 
 
+def _exporter_over_https(
+    cluster: Cluster, tls: NodesTls, pod_spec: dict[str, Any], exporter: dict[str, Any]
+) -> None:
+    """The exporter asks its own node over HTTPS, by the name the node's certificate holds for it
+    (``localhost`` is in no certificate), and verifies it with the nodes' CA (Go reads SSL_CERT_FILE)."""
+    env = {variable["name"]: variable for variable in exporter["env"]}
+    pod_name = {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}
+    # Kubernetes expands $(POD_NAME) in a value when POD_NAME comes before it.
+    env["TYPESENSE_HOST"]["value"] = f"$(POD_NAME).{cluster.headless_service_name}.{cluster.namespace}.svc"
+    env["TYPESENSE_PROTOCOL"]["value"] = "https"
+    exporter["env"] = [pod_name, *env.values()]
+    trust_nodes(cluster, tls, pod_spec, exporter, ("SSL_CERT_FILE",))
+
+
 def security_context(cluster: Cluster, which: str) -> dict[str, Any] | None:
     """The spec's securityContext.<which>, which replaces the operator's own; None without it."""
     overrides = cluster.spec.security_context
@@ -338,7 +352,7 @@ def build_statefulset(
     claim_size: str | None = None,
     configuration_hash: str | None = None,
     *,
-    https: bool = False,
+    tls: NodesTls | None = None,
 ) -> Manifest:
     """The Typesense nodes, ``replicas`` pods.
 
@@ -346,7 +360,8 @@ def build_statefulset(
     grow to spec.storage.size); the spec's by default. ``configuration_hash`` is
     :func:`server_configuration_hash` of the additionalServerConfiguration ConfigMap, when it exists:
     an edit of that ConfigMap alone changes the pod template, and so reaches every node. With
-    ``https`` (spec.tls, once its certificate was checked), the nodes serve their API over TLS.
+    ``tls`` (spec.tls, once its certificate was checked), the nodes serve their API over TLS, and the
+    exporter sidecar verifies its node with the nodes' CA.
     """
     spec = cluster.spec
     typesense = _typesense_container(cluster)
@@ -361,8 +376,10 @@ def build_statefulset(
         "containers": containers,
         "volumes": [{"name": "nodeslist", "configMap": {"name": cluster.nodes_configmap_name}}],
     }
-    if https:
+    if tls is not None:
         serve_https(cluster, pod_spec, typesense)
+        if sidecar is not None:
+            _exporter_over_https(cluster, tls, pod_spec, sidecar)
     pod_spec.update(node_placement(cluster))
     for field, value in (
         ("topologySpreadConstraints", spec.topology_spread_constraints),
@@ -377,7 +394,7 @@ def build_statefulset(
     }
     if configuration_hash is not None:
         pod_annotations[SERVER_CONFIGURATION_HASH] = configuration_hash
-    if https:
+    if tls is not None:
         pod_annotations[API_SCHEME_ANNOTATION] = "https"
     template_metadata: dict[str, Any] = {"labels": cluster.labels(NODE)}
     if pod_annotations:

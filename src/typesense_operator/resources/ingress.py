@@ -12,6 +12,7 @@ import hashlib
 from typing import Any
 
 from typesense_operator.resources.model import Cluster, Manifest
+from typesense_operator.resources.tls import NODES_CA_ANNOTATION, NodesTls, trust_nodes
 
 __all__ = [
     "build_ingress",
@@ -42,12 +43,29 @@ def _indent(text: str | None, spaces: int) -> str:
     return "\n".join(pad + line.strip() for line in text.strip().splitlines()) + "\n"
 
 
-def nginx_config(cluster: Cluster) -> str | None:
-    """nginx.conf of the proxy, or None without an ingress."""
+def _verify_upstream(service: str, tls: NodesTls) -> str:
+    """nginx's directives to speak HTTPS to the nodes and verify them, as nginx does not by default:
+    the certificate must chain to the nodes' CA and hold the client Service's name, which is also sent
+    as the SNI."""
+    return (
+        "proxy_ssl_verify on;\n"
+        f"proxy_ssl_trusted_certificate {tls.ca_file};\n"
+        "proxy_ssl_verify_depth 3;\n"
+        f"proxy_ssl_name {service};\n"
+        "proxy_ssl_server_name on;\n"
+        "proxy_ssl_session_reuse on;\n"
+    )
+
+
+def nginx_config(cluster: Cluster, tls: NodesTls | None = None) -> str | None:
+    """nginx.conf of the proxy, or None without an ingress; with ``tls``, it speaks HTTPS to the nodes."""
     ingress = cluster.spec.ingress
     if ingress is None:
         return None
-    upstream = f"http://{cluster.client_service_name}.{cluster.namespace}.svc:{cluster.spec.api_port}"
+    service = f"{cluster.client_service_name}.{cluster.namespace}.svc"
+    scheme = "https" if tls is not None else "http"
+    upstream = f"{scheme}://{service}:{cluster.spec.api_port}"
+    verify = _indent(_verify_upstream(service, tls), 12) if tls is not None else ""
     referer_check = ""
     if ingress.referer:
         # valid_referers without "none": a request with no Referer is refused as well.
@@ -75,6 +93,7 @@ def nginx_config(cluster: Cluster) -> str | None:
         "        location / {\n"
         f"{_indent(referer_check, 12) if referer_check else ''}"
         f"            proxy_pass {upstream};\n"
+        f"{verify}"
         "            proxy_set_header Host $host;\n"
         "            proxy_set_header X-Real-IP $remote_addr;\n"
         "            proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;\n"
@@ -85,8 +104,8 @@ def nginx_config(cluster: Cluster) -> str | None:
     )
 
 
-def build_proxy_configmap(cluster: Cluster) -> Manifest | None:
-    config = nginx_config(cluster)
+def build_proxy_configmap(cluster: Cluster, tls: NodesTls | None = None) -> Manifest | None:
+    config = nginx_config(cluster, tls)
     if config is None:
         return None
     return {
@@ -97,8 +116,8 @@ def build_proxy_configmap(cluster: Cluster) -> Manifest | None:
     }
 
 
-def build_proxy_deployment(cluster: Cluster) -> Manifest | None:
-    config = nginx_config(cluster)
+def build_proxy_deployment(cluster: Cluster, tls: NodesTls | None = None) -> Manifest | None:
+    config = nginx_config(cluster, tls)
     if config is None:
         return None
     # nginx reads its config only at start: a changed config rolls the pods through this hash.
@@ -134,6 +153,11 @@ def build_proxy_deployment(cluster: Cluster) -> Manifest | None:
         "resources": ingress.resources or PROXY_RESOURCES,
         "securityContext": security_context,
     }
+    pod_spec: dict[str, Any] = {"containers": [container], "volumes": volumes}
+    annotations = {"ts.opentelekomcloud.com/nginx-config-hash": config_hash}
+    if tls is not None:
+        trust_nodes(cluster, tls, pod_spec, container)
+        annotations[NODES_CA_ANNOTATION] = tls.ca_digest
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -142,11 +166,8 @@ def build_proxy_deployment(cluster: Cluster) -> Manifest | None:
             "replicas": 1,
             "selector": {"matchLabels": cluster.selector(PROXY)},
             "template": {
-                "metadata": {
-                    "labels": template_labels,
-                    "annotations": {"ts.opentelekomcloud.com/nginx-config-hash": config_hash},
-                },
-                "spec": cluster.pulling({"containers": [container], "volumes": volumes}),
+                "metadata": {"labels": template_labels, "annotations": annotations},
+                "spec": cluster.pulling(pod_spec),
             },
         },
     }

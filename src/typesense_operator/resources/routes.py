@@ -7,7 +7,8 @@ and a Gateway in another namespace, a ReferenceGrant in the Gateway's namespace
 lets the routes of the cluster's namespace refer to that Gateway (the Go
 operator's object, name and meaning). An object in another namespace cannot
 be owned, so the grant carries no owner reference: it is found by its labels,
-the owner's namespace among them, and removed by the controller.
+the owner's namespace among them, and removed by the controller. With TLS on the nodes
+(spec.tls), a BackendTLSPolicy tells the Gateway to speak HTTPS to them and to verify them.
 """
 
 from __future__ import annotations
@@ -17,11 +18,14 @@ from typing import Any
 from operator_core.children import OWNER_NAMESPACE_LABEL
 from typesense_operator.api.v1alpha1 import HttpRouteSpec
 from typesense_operator.resources.model import Cluster, Manifest
+from typesense_operator.resources.tls import NodesTls, ca_configmap_name
 
 __all__ = [
+    "BACKENDTLSPOLICY_API_VERSION",
     "GATEWAY_GROUP",
     "HTTPROUTE_API_VERSION",
     "REFERENCEGRANT_API_VERSION",
+    "build_backend_tls_policy",
     "build_http_routes",
     "build_reference_grants",
 ]
@@ -30,6 +34,7 @@ GATEWAY_GROUP = "gateway.networking.k8s.io"
 HTTPROUTE_API_VERSION = f"{GATEWAY_GROUP}/v1"
 REFERENCEGRANT_API_VERSION = f"{GATEWAY_GROUP}/v1beta1"
 """ReferenceGrant is served as v1beta1 only (Gateway API v1.4)."""
+BACKENDTLSPOLICY_API_VERSION = f"{GATEWAY_GROUP}/v1"
 ROUTE = "route"
 
 
@@ -110,3 +115,26 @@ def build_reference_grants(cluster: Cluster) -> list[Manifest]:
             }
         )
     return grants
+
+
+def build_backend_tls_policy(cluster: Cluster, tls: NodesTls | None) -> Manifest | None:
+    """With TLS on the nodes and a route, a BackendTLSPolicy on the client Service: the Gateway speaks
+    HTTPS to the nodes and verifies them for the Service's name with the nodes' CA (the ConfigMap
+    ``<cluster>-tls-ca``), or the system's CAs for a publicly trusted certificate."""
+    if tls is None or not _enabled(cluster):
+        return None
+    validation: dict[str, Any] = {"hostname": f"{cluster.client_service_name}.{cluster.namespace}.svc"}
+    if tls.ca_bundle:
+        reference = {"group": "", "kind": "ConfigMap", "name": ca_configmap_name(cluster.name)}
+        validation["caCertificateRefs"] = [reference]
+    else:
+        validation["wellKnownCACertificates"] = "System"
+    return {
+        "apiVersion": BACKENDTLSPOLICY_API_VERSION,
+        "kind": "BackendTLSPolicy",
+        "metadata": cluster.metadata(f"{cluster.name}-backend-tls", ROUTE),
+        "spec": {
+            "targetRefs": [{"group": "", "kind": "Service", "name": cluster.client_service_name}],
+            "validation": validation,
+        },
+    }

@@ -1,7 +1,9 @@
 """Builders for DocSearch scraper CronJobs, one per entry of ``spec.scrapers``.
 
 The docsearch-scraper image reads its target from TYPESENSE_HOST, _PORT,
-_PROTOCOL and _API_KEY, and its configuration (JSON) from CONFIG.
+_PROTOCOL and _API_KEY, and its configuration (JSON) from CONFIG. With TLS on the nodes, it speaks
+HTTPS to the client Service and verifies it with the nodes' CA (its Typesense client is Python's
+requests, which reads REQUESTS_CA_BUNDLE).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from typing import Any
 
 from typesense_operator.api.v1alpha1 import DocSearchScraperSpec
 from typesense_operator.resources.model import API_KEY_DATA_KEY, Cluster, Manifest
+from typesense_operator.resources.tls import NodesTls, trust_nodes
 
 __all__ = ["SCRAPER", "build_scraper_cronjobs", "invalid_scraper_configs", "scraper_config"]
 
@@ -73,11 +76,11 @@ def invalid_scraper_configs(cluster: Cluster) -> dict[str, str]:
     return errors
 
 
-def _cronjob(cluster: Cluster, scraper: DocSearchScraperSpec) -> Manifest:
+def _cronjob(cluster: Cluster, scraper: DocSearchScraperSpec, tls: NodesTls | None) -> Manifest:
     env = [
         {"name": "TYPESENSE_HOST", "value": f"{cluster.client_service_name}.{cluster.namespace}.svc"},
         {"name": "TYPESENSE_PORT", "value": str(cluster.spec.api_port)},
-        {"name": "TYPESENSE_PROTOCOL", "value": "http"},
+        {"name": "TYPESENSE_PROTOCOL", "value": "https" if tls is not None else "http"},
         {
             "name": "TYPESENSE_API_KEY",
             "valueFrom": {"secretKeyRef": {"name": cluster.admin_key_secret_name, "key": API_KEY_DATA_KEY}},
@@ -87,6 +90,9 @@ def _cronjob(cluster: Cluster, scraper: DocSearchScraperSpec) -> Manifest:
     container: dict[str, Any] = {"name": "scraper", "image": scraper.image, "env": env}
     if scraper.auth_configuration is not None:
         container["envFrom"] = [{"secretRef": {"name": scraper.auth_configuration.name}}]
+    pod_spec: dict[str, Any] = {"restartPolicy": "Never", "containers": [container]}
+    if tls is not None:
+        trust_nodes(cluster, tls, pod_spec, container, ("REQUESTS_CA_BUNDLE", "SSL_CERT_FILE"))
     return {
         "apiVersion": "batch/v1",
         "kind": "CronJob",
@@ -102,12 +108,7 @@ def _cronjob(cluster: Cluster, scraper: DocSearchScraperSpec) -> Manifest:
                     "backoffLimit": 1,
                     "template": {
                         "metadata": {"labels": cluster.labels(SCRAPER)},
-                        "spec": cluster.pulling(
-                            {
-                                "restartPolicy": "Never",
-                                "containers": [container],
-                            }
-                        ),
+                        "spec": cluster.pulling(pod_spec),
                     },
                 }
             },
@@ -115,7 +116,7 @@ def _cronjob(cluster: Cluster, scraper: DocSearchScraperSpec) -> Manifest:
     }
 
 
-def build_scraper_cronjobs(cluster: Cluster) -> list[Manifest]:
+def build_scraper_cronjobs(cluster: Cluster, tls: NodesTls | None = None) -> list[Manifest]:
     """One CronJob per scraper whose config is valid; an invalid one is reported, not deployed."""
     invalid = invalid_scraper_configs(cluster)
-    return [_cronjob(cluster, s) for s in cluster.spec.scrapers or [] if s.name not in invalid]
+    return [_cronjob(cluster, s, tls) for s in cluster.spec.scrapers or [] if s.name not in invalid]

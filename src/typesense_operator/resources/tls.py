@@ -11,20 +11,28 @@ plain. The nodes never mount the user's Secret: a copy is made once the certific
 from __future__ import annotations
 
 import base64
+import hashlib
 import re
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from typesense_operator.resources.model import Cluster, Manifest
 
 __all__ = [
     "API_SCHEME_ANNOTATION",
+    "CA_DIR",
     "CERTIFICATE_API_VERSION",
+    "NODES_CA_ANNOTATION",
     "SERVED_CERTIFICATE_ANNOTATION",
+    "SYSTEM_CA_FILE",
     "TLS_DIR",
+    "NodesTls",
+    "build_ca_configmap",
     "build_certificate",
     "build_served_secret",
     "ca_bundle",
+    "ca_configmap_name",
     "certificate_names",
     "issued_secret_name",
     "node_server_name",
@@ -35,6 +43,7 @@ __all__ = [
     "tls_env",
     "tls_mount",
     "tls_volume",
+    "trust_nodes",
 ]
 
 CERTIFICATE_API_VERSION = "cert-manager.io/v1"
@@ -46,6 +55,13 @@ SERVED_CERTIFICATE_ANNOTATION = "ts.opentelekomcloud.com/served-certificate-hash
 mounted files at once, not at its next periodic sync (a minute or more)."""
 TLS_DIR = "/etc/typesense/tls"
 _TLS_VOLUME = "tls"
+CA_DIR = "/etc/typesense/nodes-ca"
+"""Where the cluster's own clients (the proxy, the scrapers, the exporter) find the CA of the nodes."""
+_CA_VOLUME = "nodes-ca"
+SYSTEM_CA_FILE = "/etc/ssl/certs/ca-certificates.crt"
+"""The system's CAs in Debian's and Alpine's images: what the proxy trusts for a public certificate."""
+NODES_CA_ANNOTATION = "ts.opentelekomcloud.com/nodes-ca-hash"
+"""Proxy pod template annotation: nginx reads the CA it trusts only at its start, so a new CA rolls it."""
 _PEM_CERTIFICATE = re.compile(rb"-----BEGIN CERTIFICATE-----.+?-----END CERTIFICATE-----", re.DOTALL)
 
 
@@ -115,6 +131,59 @@ def build_certificate(
             "privateKey": {"algorithm": "ECDSA", "size": 256, "rotationPolicy": "Always"},
         },
     }
+
+
+@dataclass(frozen=True)
+class NodesTls:
+    """The nodes serve their API over HTTPS (spec.tls, once a certificate passed the check), and what
+    the cluster's own clients trust for them: the CA bundle of the checked copy, empty for a publicly
+    trusted certificate (the system's CAs)."""
+
+    ca_bundle: bytes = b""
+
+    @property
+    def ca_digest(self) -> str:
+        return hashlib.sha256(self.ca_bundle).hexdigest()[:16]
+
+    @property
+    def ca_file(self) -> str:
+        """The file a client in the cluster reads the CA from: the mounted bundle, or the system's CAs."""
+        return f"{CA_DIR}/ca.crt" if self.ca_bundle else SYSTEM_CA_FILE
+
+
+def ca_configmap_name(cluster: str) -> str:
+    """The CA bundle of the nodes, for the cluster of that name: a ConfigMap, so that clients (and a
+    BackendTLSPolicy, which takes only ConfigMaps) read the CA without any access to the key."""
+    return f"{cluster}-tls-ca"
+
+
+def build_ca_configmap(cluster: Cluster, tls: NodesTls) -> Manifest:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": cluster.metadata(ca_configmap_name(cluster.name), "tls"),
+        "data": {"ca.crt": tls.ca_bundle.decode()},
+    }
+
+
+def trust_nodes(
+    cluster: Cluster,
+    tls: NodesTls,
+    pod_spec: dict[str, Any],
+    container: dict[str, Any],
+    variables: Iterable[str] = (),
+) -> None:
+    """Give ``container`` the nodes' CA: the bundle mounted at :data:`CA_DIR`, and each of ``variables``
+    (SSL_CERT_FILE, REQUESTS_CA_BUNDLE: how Go's, OpenSSL's and requests' clients are told their CAs)
+    naming it. Nothing with a publicly trusted certificate: the image's own CAs verify it."""
+    if not tls.ca_bundle:
+        return
+    # optional: a pod still serving HTTPS while TLS is turned off keeps starting after the ConfigMap goes.
+    volume = {"name": _CA_VOLUME, "configMap": {"name": ca_configmap_name(cluster.name), "optional": True}}
+    pod_spec.setdefault("volumes", []).append(volume)
+    mount = {"name": _CA_VOLUME, "mountPath": CA_DIR, "readOnly": True}
+    container.setdefault("volumeMounts", []).append(mount)
+    container.setdefault("env", []).extend({"name": name, "value": tls.ca_file} for name in variables)
 
 
 def ca_bundle(current: bytes, previous: bytes | None) -> bytes:
