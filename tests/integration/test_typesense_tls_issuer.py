@@ -3,7 +3,8 @@ without them the cluster says cert-manager is missing; with them the operator's 
 by the API server's validation of cert-manager's schema, asks for every name the nodes are reached by,
 and a new cluster waits, with no pod, until the certificate is issued. The issuing itself is played by
 the first test (a CA of its own writes the Secret the Certificate names); the second runs cert-manager's
-real controllers (operator_testkit.cert_manager) with a CA ClusterIssuer, which issue it and renew it.
+real controllers (operator_testkit.cert_manager) with the chart's ClusterIssuer (values tlsIssuer), whose
+CA cert-manager makes itself, and which issues the Certificate and renews it.
 The nodes' use of a certificate is tested on real nodes (tests/e2e/nodes/test_typesense_tls.py)."""
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from operator_core.kube import Kube
 from operator_testkit import assertions
 from operator_testkit.assertions import wait_for_object
 from operator_testkit.cert_manager import running_cert_manager
+from operator_testkit.charts import render_chart
 from operator_testkit.controlplane import ControlPlane
 from operator_testkit.drivers.typesense import certificate_secret
 from operator_testkit.fixtures import Kubectl, wait_until
@@ -135,48 +137,42 @@ async def test_cert_manager_issues_the_operators_certificate_and_its_renewal_is_
     tmp_path: Path,
 ) -> None:
     await _serve_cert_manager_api(kubectl)
-    # A CA ClusterIssuer, its Secret in the namespace cert-manager reads ClusterIssuers' Secrets from.
-    authority = CertificateAuthority.create(f"{namespace}-ca")
-    resources = f"{namespace}-cm"
+    # The chart's ClusterIssuer (tlsIssuer), whose CA cert-manager makes itself, in the namespace it
+    # reads ClusterIssuers' Secrets from.
+    resources, issuer_name = f"{namespace}-cm", f"{namespace}-ca"
     await kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": resources}})
-    ca_secret = {
-        "apiVersion": "v1",
-        "kind": "Secret",
-        "metadata": {"name": "ca", "namespace": resources},
-        "type": "kubernetes.io/tls",
-        "data": {
-            "tls.crt": base64.b64encode(authority.pem).decode(),
-            "tls.key": base64.b64encode(authority.key_pem).decode(),
-        },
-    }
-    await kube.apply(ca_secret)
-    issuer_name = f"{namespace}-ca"
-    await kube.apply({
-        "apiVersion": "cert-manager.io/v1",
-        "kind": "ClusterIssuer",
-        "metadata": {"name": issuer_name},
-        "spec": {"ca": {"secretName": "ca"}},
-    })  # fmt: skip
+    issuer_objects = render_chart(
+        tmp_path / "helm",
+        "typesense-operator",
+        "--show-only=templates/tls-issuer.yaml",
+        "--set=tlsIssuer.create=true",
+        f"--set=tlsIssuer.name={issuer_name}",
+        f"--set=tlsIssuer.clusterResourceNamespace={resources}",
+    )
+    assert sorted(o["kind"] for o in issuer_objects) == ["Certificate", "ClusterIssuer", "ClusterIssuer"]
     try:
+        for issuer_object in issuer_objects:
+            await kube.apply(issuer_object)
         with running_cert_manager(
             control_plane.kubeconfig, tmp_path, cluster_resource_namespace=resources
         ) as cert_manager:
-            await _issued_and_renewed(kube, namespace, issuer_name, authority)
+            root = await wait_for_object(kube, "v1", "Secret", f"{issuer_name}-root", resources, timeout=60)
+            await _issued_and_renewed(kube, namespace, issuer_name, base64.b64decode(root["data"]["tls.crt"]))
             assert cert_manager.alive(), log_tail(cert_manager.log)
     finally:
-        await kube.delete("cert-manager.io/v1", "ClusterIssuer", issuer_name, None)
+        for issuer_object in issuer_objects:
+            if issuer_object["kind"] == "ClusterIssuer":
+                await kube.delete("cert-manager.io/v1", "ClusterIssuer", issuer_object["metadata"]["name"])
         await kube.delete("v1", "Namespace", resources, None)
     assert "Traceback" not in typesense_operator.log()
 
 
-async def _issued_and_renewed(
-    kube: Kube, namespace: str, issuer_name: str, authority: CertificateAuthority
-) -> None:
+async def _issued_and_renewed(kube: Kube, namespace: str, issuer_name: str, ca: bytes) -> None:
     await kube.apply(_cluster(namespace, {"issuerRef": {"name": issuer_name, "kind": "ClusterIssuer"}}))
     # Issued by cert-manager: checked against the CA cert-manager put beside it, copied, nodes made.
     served = await _certificate_ready(kube, namespace, "True", "Served", timeout=90)
     issued = await wait_for_object(kube, "v1", "Secret", "cluster-1-tls", namespace)
-    assert base64.b64decode(issued["data"]["ca.crt"]) == authority.pem
+    assert base64.b64decode(issued["data"]["ca.crt"]) == ca
     first = await _served_serial(kube, namespace)
     assert first is not None
     assert first in served["message"], served

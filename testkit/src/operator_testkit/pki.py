@@ -210,11 +210,6 @@ class CertificateAuthority:
     def pem(self) -> bytes:
         return self.certificate.public_bytes(serialization.Encoding.PEM)
 
-    @property
-    def key_pem(self) -> bytes:
-        """Its private key, as an issuer of cert-manager's reads it from a Secret's tls.key."""
-        return _pem_key(self.key)
-
     def issue(
         self,
         *dns_names: str,

@@ -20,21 +20,7 @@ async def test_only_the_allowed_referer_gets_through(
     await cluster.create(replicas=3, ingress=ingress)
     await cluster.wait_ready()
 
-    async def proxy_ip() -> str | None:
-        pods = await kube.list(
-            "v1", "Pod", namespace, labels={"app.kubernetes.io/component": "reverse-proxy"}
-        )
-        ready = [
-            p["status"]["podIP"]
-            for p in pods
-            if any(
-                c["type"] == "Ready" and c["status"] == "True"
-                for c in (p.get("status") or {}).get("conditions", [])
-            )
-        ]
-        return ready[0] if ready else None
-
-    ip: Any = await wait_until(proxy_ip, timeout=90, interval=1, what="a ready nginx proxy pod")
+    ip: Any = await wait_until(cluster.proxy_ip, timeout=90, interval=1, what="a ready nginx proxy pod")
     async with httpx.AsyncClient(trust_env=False, timeout=5) as http:
 
         async def allowed() -> bool:

@@ -2,7 +2,8 @@
 turned to HTTPS by a roll under writes, checked by curl and by the operator on every node, a renewed
 certificate served with no restart under writes, broken certificates refused with their reason while
 the nodes keep serving the good one, two of three nodes killed and recovered over HTTPS, and back to
-plain HTTP by a roll; nothing acknowledged lost. One cluster for all of it: each one costs CI minutes."""
+plain HTTP by a roll; nothing acknowledged lost. The nginx proxy in front of it follows, verifying the
+nodes while they serve HTTPS. One cluster for all of it: each one costs CI minutes."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import ssl
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from operator_core.kube import Kube
@@ -35,6 +37,8 @@ from operator_testkit.pki import CertificateAuthority, ServerCertificate
 API = "ts.opentelekomcloud.com/v1alpha1"
 REFRESH_SECONDS = 5
 TLS = {"certificateSecret": {"name": "cluster-1-certificate"}, "refreshIntervalSeconds": REFRESH_SECONDS}
+INGRESS = {"host": "search.example.com", "ingressClassName": "nginx"}
+"""The nginx proxy in front of the nodes: plain HTTP to them, then HTTPS verified with their CA."""
 SERVED_WITHIN_SECONDS = 60.0
 """A renewed certificate reaches every node within the kubelet's update of the files (hurried by the
 operator's annotation: seconds) and typesense-server's refresh interval (5 s here)."""
@@ -209,6 +213,31 @@ async def broken_certificates_are_refused_and_nothing_rolls(
     assert refused, "a Warning Event says so"
 
 
+async def the_proxy_reaches_the_nodes(cluster: TypesenseCluster, scheme: str) -> None:
+    """Debian's nginx in the proxy pod gets a search through to the nodes, in ``scheme``: with TLS,
+    verifying them with the CA of the ConfigMap <cluster>-tls-ca for the client Service's name."""
+    config_map = await cluster.kube.get(
+        "v1", "ConfigMap", "cluster-1-reverse-proxy-config", cluster.namespace
+    )
+    assert config_map is not None
+    config = config_map["data"]["nginx.conf"]
+    assert f"proxy_pass {scheme}://cluster-1-svc.{cluster.namespace}.svc:8108;" in config
+    assert ("proxy_ssl_verify on;" in config) == (scheme == "https")
+
+    async def answers() -> bool:
+        ip = await cluster.proxy_ip()
+        if ip is None:
+            return False
+        async with httpx.AsyncClient(trust_env=False, timeout=5) as http:
+            try:
+                answer = await http.get(f"http://{ip}/collections", headers=cluster.headers)
+            except httpx.HTTPError:
+                return False
+        return answer.status_code == 200
+
+    await wait_until(answers, timeout=90, interval=1, what=f"the proxy to reach the nodes in {scheme}")
+
+
 @pytest.mark.timeout(1200)
 async def test_a_cluster_through_its_life_over_https_loses_nothing_and_restarts_nothing_for_a_renewal(
     kube: Kube, namespace: str, typesense_operator: OperatorProcess, faults: NodeFaults, tmp_path: Path
@@ -220,12 +249,13 @@ async def test_a_cluster_through_its_life_over_https_loses_nothing_and_restarts_
     cluster = TypesenseCluster(kube, namespace)
     cluster.use_tls(authority.pem)
     try:
-        await cluster.create(replicas=3)
+        await cluster.create(replicas=3, ingress=INGRESS)
         await cluster.wait_ready()
         await cluster.create_collection()
+        await the_proxy_reaches_the_nodes(cluster, "http")
 
         async def turn_on() -> None:
-            await cluster.create(replicas=3, tls=TLS)
+            await cluster.create(replicas=3, tls=TLS, ingress=INGRESS)
 
         on = await roll_under_writes(cluster, turn_on, timeout=300)
         await rolled_by_the_operator(cluster, on.revision)
@@ -237,6 +267,7 @@ async def test_a_cluster_through_its_life_over_https_loses_nothing_and_restarts_
         assert obj["status"]["tls"]["serial"] == first.serial
         assert set((await serials(cluster, namespace, authority.pem)).values()) == {first.serial}
         await every_node_serves_https_verified_and_refuses_plain_http(cluster, namespace, authority, tmp_path)
+        await the_proxy_reaches_the_nodes(cluster, "https")
 
         writer = Writer(cluster)
         writer.start("certificates")
@@ -257,7 +288,7 @@ async def test_a_cluster_through_its_life_over_https_loses_nothing_and_restarts_
         await cluster.assert_nothing_lost(recovery.acknowledged)
 
         async def turn_off() -> None:
-            await cluster.create(replicas=3)  # the same field manager: spec.tls goes
+            await cluster.create(replicas=3, ingress=INGRESS)  # the same field manager: spec.tls goes
 
         off = await roll_under_writes(cluster, turn_off, timeout=300)
         await rolled_by_the_operator(cluster, off.revision)
@@ -267,6 +298,7 @@ async def test_a_cluster_through_its_life_over_https_loses_nothing_and_restarts_
             code, _out, err = await curl(f"http://{ip}:8108/health")
             assert code == 0, f"{pod} in plain HTTP again: {err}"
         assert condition(await cluster.get(), "CertificateReady")["reason"] == "NotRequested"
+        await the_proxy_reaches_the_nodes(cluster, "http")
         log = typesense_operator.log()
         assert "Traceback" not in log
         assert first.key.decode() not in log

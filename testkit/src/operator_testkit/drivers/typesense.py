@@ -62,8 +62,19 @@ async def admin_headers(kube: Kube, namespace: str, name: str) -> dict[str, str]
     return {"X-TYPESENSE-API-KEY": base64.b64decode(secret["data"]["typesense-api-key"]).decode()}
 
 
+def _component(name: str, component: str) -> dict[str, str]:
+    return {"app.kubernetes.io/instance": name, "app.kubernetes.io/component": component}
+
+
 async def _cluster_pods(kube: Kube, namespace: str, name: str) -> list[dict[str, Any]]:
-    return await kube.list("v1", "Pod", namespace, labels={"app.kubernetes.io/instance": name})
+    """The cluster's nodes' pods: not its proxy's (spec.ingress) or its Jobs'; a pod the Go operator
+    made carries no component label."""
+    pods = await kube.list("v1", "Pod", namespace, labels={"app.kubernetes.io/instance": name})
+    return [
+        pod
+        for pod in pods
+        if (pod["metadata"].get("labels") or {}).get("app.kubernetes.io/component", "node") == "node"
+    ]
 
 
 def _addresses(pods: Sequence[Mapping[str, Any]]) -> dict[str, str]:
@@ -288,6 +299,21 @@ class TypesenseCluster:
             self._server_names.pop((pod.get("status") or {}).get("podIP") or "", None)
         self._server_names.update(_server_names(pods, self.name, self.namespace))
         return _addresses(pods)
+
+    async def proxy_ip(self) -> str | None:
+        """The address of the cluster's nginx proxy (spec.ingress) once one pod of it is Ready and no
+        other is left (a roll of the proxy has ended); None before."""
+        pods = await self.kube.list(
+            "v1",
+            "Pod",
+            self.namespace,
+            labels=_component(self.name, "reverse-proxy"),
+        )
+        if len(pods) != 1 or pods[0]["metadata"].get("deletionTimestamp"):
+            return None
+        status = pods[0].get("status") or {}
+        ready = any(c["type"] == "Ready" and c["status"] == "True" for c in status.get("conditions", []))
+        return status.get("podIP") if ready else None
 
     async def states(self, ips: Mapping[str, str] | None = None) -> dict[str, str]:
         """Each node's raft state, asked of all at once: a hung node delays the answer by one timeout.
