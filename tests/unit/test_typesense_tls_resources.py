@@ -221,3 +221,21 @@ def test_the_routes_gateway_verifies_the_nodes_through_a_backend_tls_policy() ->
     }
     assert build_backend_tls_policy(CLIENTS, None) is None
     assert build_backend_tls_policy(CLUSTER, NodesTls(CA_BUNDLE)) is None, "no route, no policy"
+
+
+def _empty_lists(value: object, path: str = "") -> list[str]:
+    if isinstance(value, dict):
+        return [found for key, item in value.items() for found in _empty_lists(item, f"{path}.{key}")]
+    if isinstance(value, list):
+        return (
+            [path]
+            if not value
+            else [f for i, item in enumerate(value) for f in _empty_lists(item, f"{path}[{i}]")]
+        )
+    return []
+
+
+def test_no_child_holds_an_empty_list_which_the_api_server_drops_and_every_apply_would_restore() -> None:
+    for tls in (NodesTls(CA_BUNDLE), NodesTls(), None):
+        for name, manifest in _children(tls).items():
+            assert _empty_lists(manifest) == [], name

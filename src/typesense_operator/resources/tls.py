@@ -183,7 +183,8 @@ def trust_nodes(
     pod_spec.setdefault("volumes", []).append(volume)
     mount = {"name": _CA_VOLUME, "mountPath": CA_DIR, "readOnly": True}
     container.setdefault("volumeMounts", []).append(mount)
-    container.setdefault("env", []).extend({"name": name, "value": tls.ca_file} for name in variables)
+    if variables:  # never an empty list, which the API server drops: the apply would differ forever
+        container.setdefault("env", []).extend({"name": n, "value": tls.ca_file} for n in variables)
 
 
 def ca_bundle(current: bytes, previous: bytes | None) -> bytes:

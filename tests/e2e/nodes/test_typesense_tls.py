@@ -199,7 +199,9 @@ async def broken_certificates_are_refused_and_nothing_rolls(
         assert said["status"] == "False", said
         assert "keep serving" in said["message"], said
     await kube.apply(certificate_secret("cluster-1-opaque", namespace, served, authority.pem, "Opaque"))
-    await cluster.create(replicas=3, tls={**TLS, "certificateSecret": {"name": "cluster-1-opaque"}})
+    await cluster.create(
+        replicas=3, tls={**TLS, "certificateSecret": {"name": "cluster-1-opaque"}}, ingress=INGRESS
+    )
     await certificate_condition(cluster, "WrongSecretType")
     await asyncio.sleep(REFRESH_SECONDS * 2)
     assert set((await serials(cluster, namespace, authority.pem)).values()) == {served.serial}
