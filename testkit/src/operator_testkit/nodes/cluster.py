@@ -29,6 +29,7 @@ from operator_testkit.errors import ControlPlaneError
 from operator_testkit.nodes import host
 from operator_testkit.nodes.configs import (
     cni_conflist,
+    containerd_blobs,
     containerd_config,
     kube_proxy_config,
     kubelet_config,
@@ -36,7 +37,7 @@ from operator_testkit.nodes.configs import (
 )
 from operator_testkit.nodes.dns import coredns_manifests
 from operator_testkit.nodes.faults import NodeFaults
-from operator_testkit.nodes.images import NodeImage, base_node_images, load_images
+from operator_testkit.nodes.images import ImageStore, NodeImage, base_node_images, load_images
 from operator_testkit.nodes.plan import NodePlan, NodesPlan, nodes_plan
 from operator_testkit.nodes.storage import NAMESPACE as STORAGE_NAMESPACE
 from operator_testkit.nodes.storage import storage_manifests
@@ -118,7 +119,7 @@ class LocalCluster:
                 self._start_containerd(node)
             for node in self.plan.nodes:
                 self._wait_for_socket(node)
-                load_images(self._ctr(node), images)
+            load_images(self._image_stores(), images)
             for node in self.plan.nodes:
                 self._start_kubelet(node)
             self._start_kube_proxy()
@@ -173,8 +174,7 @@ class LocalCluster:
     def load(self, images: list[NodeImage]) -> None:
         """Load more images into every node (the suite's own, built from the checkout, say)."""
         assert self.plan is not None
-        for node in self.plan.nodes:
-            load_images(self._ctr(node), images)
+        load_images(self._image_stores(), images)
 
     def faults(self, kube: Kube) -> NodeFaults:
         """Faults on demand on these nodes, through ``kube`` (an admin client of their control plane)."""
@@ -223,6 +223,10 @@ class LocalCluster:
     def _ctr(self, node: NodePlan) -> list[str]:
         assert self.tools is not None
         return [str(self.tools.path("ctr")), "--address", str(node.sockets / "containerd.sock")]
+
+    def _image_stores(self) -> list[ImageStore]:
+        assert self.plan is not None
+        return [ImageStore(self._ctr(node), containerd_blobs(node)) for node in self.plan.nodes]
 
     def _start_containerd(self, node: NodePlan) -> None:
         assert self.tools is not None

@@ -38,6 +38,11 @@ def _toml(value: object) -> str:
     return json.dumps(value) if not isinstance(value, bool) else str(value).lower()
 
 
+def containerd_blobs(node: NodePlan) -> Path:
+    """Where a node's containerd keeps the blobs of its content store (its root's local content plugin)."""
+    return node.directory / "containerd" / "root" / "io.containerd.content.v1.content" / "blobs" / "sha256"
+
+
 def containerd_config(node: NodePlan) -> str:
     """containerd 2's configuration (version 3) for one node: its root, state, sockets, CRI and CNI
     settings all inside the node's directory."""
