@@ -22,6 +22,7 @@ from operator_testkit.assertions import events_for, wait_for_events
 from operator_testkit.charts import chart_repository
 from operator_testkit.clusterstack_tools import ClusterStackTools
 from operator_testkit.controlplane import ControlPlane, free_port
+from operator_testkit.drivers.clusterstack import HOOKS_ADDON_CHART
 from operator_testkit.drivers.csctl import StackConfig, create_release, publish_release_oci
 from operator_testkit.drivers.upstream_stacks import DEPENDENCIES, docker_scs, openstack_scs2
 from operator_testkit.drivers.upstream_stacks import dependency_chart as upstream_dependency
@@ -1382,3 +1383,123 @@ async def test_an_upstream_shaped_stack_built_and_published_as_csctl_does_reache
             assert made["data"]["chart"] == f"{name}-{dependency_version}"
             assert made["data"]["setting"] == f"{stage}-default", "the stage's values.yaml, under its alias"
             assert made["data"]["cluster"] == (cluster_name if stage in overwritten else "")
+
+
+def _hook_writes(plane: ControlPlane) -> list[tuple[str, str]]:
+    """The creates and deletes of the hooks chart's objects in the workload cluster, in order."""
+    names = ("hook-", "addon-main")
+    writes = []
+    for event in plane.audit_events():
+        code = event.get("responseStatus", {}).get("code", 0)
+        where = event.get("objectRef") or {}
+        if where.get("namespace") != "kube-system" or not where.get("name", "").startswith(names):
+            continue
+        # A server-side apply that makes the object is a PATCH answered 201.
+        if event["verb"] == "create" or (event["verb"] == "patch" and code == 201):
+            writes.append(("create", where["name"]))
+        elif event["verb"] == "delete" and code < 300:
+            writes.append(("delete", where["name"]))
+    return writes
+
+
+async def test_an_addon_charts_helm_hooks_run_in_helms_order_and_a_refused_one_stops_the_upgrade(
+    kube: Kube,
+    stack_operator: OperatorProcess,
+    namespace: str,
+    releases: Releases,
+    workload_plane: ControlPlane,
+) -> None:
+    """Hooks that need no node (a Secret and ConfigMaps): pre-install in weight order, the chart's
+    objects, post-install; deleted by their policies, never kept against drift; an upgrade runs the
+    pre-upgrade hook once; a hook the API server refuses stops the upgrade before the chart's objects.
+    Hook Jobs on real nodes: tests/e2e/nodes (next)."""
+    refused = {"refusedPreInstall": True, "jobCommand": ""}
+    releases.publish("docker-hooks-1-30-v1", addon_version="v1", addon_chart=HOOKS_ADDON_CHART)
+    releases.publish("docker-hooks-1-30-v2", addon_version="v2", addon_chart=HOOKS_ADDON_CHART)
+    releases.publish("docker-hooks-1-30-v3", addon_version="v3", addon_chart=HOOKS_ADDON_CHART,
+                     addon_values=refused)  # fmt: skip
+    spec = {"name": "hooks", "autoSubscribe": False, "noProvider": True}
+    await kube.create(stack("hooks", namespace, versions=["v1", "v2", "v3"], **spec))
+    for version in (1, 2, 3):
+        await ready_release(kube, namespace, f"docker-hooks-1-30-v{version}")
+    before = len(_hook_writes(workload_plane))
+    await kube.create(cluster("hooks", namespace, "docker-hooks-1-30-v1", endpoint_port=6443))
+    await kube.create(kubeconfig_secret("hooks", namespace, workload_plane))
+
+    async def addon_where(check: Any) -> dict[str, Any] | None:
+        found = await kube.get(API, "ClusterAddon", "cluster-addon-hooks", namespace)
+        return found if found is not None and check(found) else None
+
+    def hooks_done(version: str) -> Any:
+        def done(addon: dict[str, Any]) -> bool:
+            hooks = (addon.get("status") or {}).get("helmHooks") or {}
+            return hooks.get("version") == version and hooks.get("event") == "done"
+
+        return done
+
+    installed: Any = await wait_until(lambda: addon_where(hooks_done("v1")), timeout=60, what="installed")
+    assert [(r["kind"], r["name"]) for r in installed["status"]["resources"]] == [("ConfigMap", "addon-main")]
+    assert installed["spec"]["version"] == "v1"
+    assert condition(installed, "HelmChartApplied")["status"] == "True"
+    assert _hook_writes(workload_plane)[before:] == [
+        ("create", "hook-made-secret"),  # weight -5
+        ("create", "hook-pre-install"),  # weight 1
+        ("delete", "hook-pre-install"),  # hook-succeeded, once the pre-install hooks ran
+        ("create", "addon-main"),
+        ("create", "hook-post-install"),
+        ("delete", "hook-post-install"),
+    ]
+    ran = [e["message"] for e in await wait_for_events(kube, namespace, "HelmHooksRan", count=2)]
+    assert (
+        "pre-install hooks ran: Secret kube-system/hook-made-secret, ConfigMap kube-system/hook-pre-install"
+        in ran
+    )
+
+    async with Kube.connect(workload_plane.kubeconfig) as workload:
+        assert await workload.get_live("v1", "Secret", "hook-made-secret", "kube-system") is not None
+        # An event Helm does not know: helm template itself leaves the object out.
+        assert await workload.get_live("v1", "ConfigMap", "hook-misspelt", "kube-system") is None
+        # A hook is not kept against drift: deleted by hand, it stays deleted; the chart's object comes back.
+        await workload.delete("v1", "Secret", "hook-made-secret", "kube-system")
+        await workload.delete("v1", "ConfigMap", "addon-main", "kube-system")
+        await wait_until(
+            lambda: workload.get_live("v1", "ConfigMap", "addon-main", "kube-system"),
+            timeout=30,
+            what="addon-main restored",
+        )
+        await asyncio.sleep(4)  # two more looks (every 2 s here)
+        assert await workload.get_live("v1", "Secret", "hook-made-secret", "kube-system") is None
+
+        # An upgrade: the pre-upgrade hook runs once, no install hook again.
+        mark = len(_hook_writes(workload_plane))
+        await kube.patch("cluster.x-k8s.io/v1beta2", "Cluster", "hooks", namespace,
+                         {"spec": {"topology": {"classRef": {"name": "docker-hooks-1-30-v2"}}}})  # fmt: skip
+        upgraded: Any = await wait_until(lambda: addon_where(hooks_done("v2")), timeout=60, what="upgraded")
+        assert upgraded["spec"]["version"] == "v2"
+        assert _hook_writes(workload_plane)[mark:] == [("create", "hook-pre-upgrade-v2")]
+        main = await workload.get_live("v1", "ConfigMap", "addon-main", "kube-system")
+        assert main is not None
+        assert main["data"] == {"version": "v2"}
+
+        # A pre-upgrade hook the API server refuses: the run stops there, the chart's objects stay v2.
+        await kube.patch("cluster.x-k8s.io/v1beta2", "Cluster", "hooks", namespace,
+                         {"spec": {"topology": {"classRef": {"name": "docker-hooks-1-30-v3"}}}})  # fmt: skip
+
+        def failed(addon: dict[str, Any]) -> bool:
+            return condition(addon, "HelmChartApplied").get("reason") == "HelmHookFailed"
+
+        stopped: Any = await wait_until(lambda: addon_where(failed), timeout=60, what="the refused hook")
+        said = condition(stopped, "HelmChartApplied")["message"]
+        assert said.startswith(
+            "pre-upgrade hook ConfigMap kube-system/hook-refused failed: the API server refused it"
+        )
+        assert "the chart's objects are not applied" in said
+        assert stopped["status"]["helmHooks"]["failed"].startswith("pre-upgrade hook ConfigMap")
+        assert stopped["spec"]["version"] == "v2"
+        await asyncio.sleep(4)
+        main = await workload.get_live("v1", "ConfigMap", "addon-main", "kube-system")
+        assert main is not None
+        assert main["data"] == {"version": "v2"}, "nothing after the failed hook is applied"
+        (warning,) = await wait_for_events(kube, namespace, "HelmHookFailed")
+        assert warning["type"] == "Warning"
+    assert "Traceback" not in stack_operator.log()

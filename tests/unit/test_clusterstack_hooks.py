@@ -11,6 +11,7 @@ from clusterstack_operator.releases.hooks import (
     HookEvent,
     HookState,
     deleted_after,
+    events_of,
     hook_events,
     hooks_for,
     judge_hook,
@@ -103,18 +104,30 @@ def test_hooks_run_by_weight_then_name_then_kind_order() -> None:
 
 
 @pytest.mark.parametrize(
-    ("applied", "version", "new_addons", "events"),
+    ("applied", "version", "events"),
     [
-        (None, "v1", True, ("pre-install", "post-install")),
-        ("v1", "v2", True, ("pre-upgrade", "post-upgrade")),
-        ("v1", "v1", False, None),  # drift repair: no hook runs
-        ("v1", "v2", False, None),  # another release with the same addons
+        (None, "v1", ("pre-install", "post-install")),
+        ("v1", "v2", ("pre-upgrade", "post-upgrade")),
+        ("v1", "v1", None),  # drift repair, or a release with the same addons: no hook runs
     ],
 )
 def test_install_and_upgrade_are_decided_as_helm_decides_them(
-    applied: str | None, version: str, new_addons: bool, events: tuple[str, str] | None
+    applied: str | None, version: str, events: tuple[str, str] | None
 ) -> None:
-    assert hook_events(applied, version, new_addons=new_addons) == events
+    assert hook_events(applied, version) == events
+
+
+@pytest.mark.parametrize(
+    ("event", "events"),
+    [
+        ("pre-install", ("pre-install", "post-install")),
+        ("post-install", ("pre-install", "post-install")),
+        ("post-upgrade", ("pre-upgrade", "post-upgrade")),
+        ("done", None),
+    ],
+)
+def test_a_run_under_way_keeps_its_events(event: str, events: tuple[str, str] | None) -> None:
+    assert events_of(event) == events
 
 
 def _job(**status: Any) -> dict[str, Any]:

@@ -79,6 +79,8 @@ class Reason(StrEnum):
     CONDITIONS_HOLD = "ConditionsHold"
     CONFIG_VALID = "ConfigValid"
     STAGES_RUNNING = "StagesRunning"
+    HOOK_RUNNING = "HelmHookRunning"
+    HOOK_FAILED = "HelmHookFailed"
     PAUSED = "Paused"
     NOT_PAUSED = "NotPaused"
 
@@ -112,6 +114,8 @@ SEVERITY_OF_REASON = {
     "FailedToEvaluatePreCondition": Severity.INFO,
     "FailedToEvaluatePostCondition": Severity.INFO,
     "StagesRunning": Severity.INFO,
+    "HelmHookRunning": Severity.INFO,
+    "HelmHookFailed": Severity.ERROR,
     "WatchForbidden": Severity.ERROR,
 }
 """A False condition's severity by its reason (Error for what needs someone to act, Info for what is
@@ -140,3 +144,6 @@ class EventReason(StrEnum):
     ADDONS_NOT_READY = "ClusterAddonNotReady"
     CONFIG_FAILED = "ParsingClusterAddonConfigFailed"
     STAGE_DONE = "StageDone"
+    HOOK_FAILED = "HelmHookFailed"
+    HOOKS_RAN = "HelmHooksRan"
+    HOOKS_SKIPPED = "HelmHooksSkipped"

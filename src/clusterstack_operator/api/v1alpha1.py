@@ -250,6 +250,22 @@ class StageStatus(ApiModel):
     """Where the stage stands; a stage starts only once the one before it is done."""
 
 
+class HelmHooksStatus(ApiModel):
+    """The Helm hooks of the addons' last install or upgrade (the chart's helm.sh/hook objects), run as
+    helm install and helm upgrade run them: pre hooks, the chart's objects, post hooks."""
+
+    version: str = Field(max_length=253)
+    """The addon version whose install or upgrade this is."""
+    event: str = Field(max_length=63)
+    """The event whose hooks run now (pre-install, post-install, pre-upgrade, post-upgrade), or done."""
+    completed: list[str] = Field(default_factory=list)
+    """The hooks of that event that succeeded, as "Kind namespace/name"."""
+    running: str | None = None
+    """The hook waited for now."""
+    failed: str | None = None
+    """The hook that failed, and why (its Job's reason); nothing after it runs until the addons change."""
+
+
 class ClusterAddonStatus(ApiModel):
     """Whether the addons are applied in the workload cluster, object by object and stage by stage."""
 
@@ -266,6 +282,8 @@ class ClusterAddonStatus(ApiModel):
     stages: list[StageStatus] = Field(default_factory=list)
     """The stages of the hook, in order, and where each stands. Kept here, not in the operator's
     memory, so that an operator restart resumes the stage it was in."""
+    helm_hooks: HelmHooksStatus | None = None
+    """The chart's Helm hooks in the last install or upgrade of the addons (a release without stages)."""
     conditions: list[ClusterApiCondition] = Field(default_factory=list)
     """ClusterReady, ClusterStackReleaseDownloaded, HelmChartApplied and Ready, among others."""
     observed_generation: int | None = None

@@ -41,6 +41,7 @@ from clusterstack_operator.controller.charts import (
     values_template_data,
 )
 from clusterstack_operator.controller.clusters import clusters_of
+from clusterstack_operator.controller.helm_hooks import HOOK_POLL_SECONDS, HookRun, RunStep, run_with_hooks
 from clusterstack_operator.controller.runtime import ADDON_NAMESPACE
 from clusterstack_operator.controller.scope import StackScope, ready_report, write_capi_status
 from clusterstack_operator.controller.stages import StagedRun, has_stages, run_stages
@@ -53,6 +54,7 @@ from clusterstack_operator.releases.addons import (
 )
 from clusterstack_operator.releases.assets import InvalidRelease, ReleaseMetadata
 from clusterstack_operator.releases.decide import cluster_class_of, is_paused
+from clusterstack_operator.releases.hooks import HookEvent, events_of, hook_events, split_hooks
 from clusterstack_operator.releases.versions import InvalidVersion, ReleaseName
 from clusterstack_operator.resources import Addon, addon_objects, rendered_objects
 from clusterstack_operator.workload import kubeconfig_secret_name
@@ -285,11 +287,42 @@ async def apply_addons(scope: AddonScope) -> Outcome:
         scope.next_look = WAIT_FOR_CHANGE
         return Outcome.STOP
     chart = release.cluster_addon_chart(addon_version)
-    resources, failed = await apply_and_record(workload, objects, book, chart, watch=False)
-    scope.status["resources"] = resources
-    if failed:
-        return Outcome.STOP
+    split = split_hooks(objects)
+    ordinary = [dict(obj) for obj in split.ordinary]
+    kept = (scope.obj.get("status") or {}).get("helmHooks")
+    events = _hook_events(scope.obj, addon.spec.version, addon_version)
+    if events is not None and split.hooks:
+        hook_run = HookRun.of(kept, addon_version, events[0])
+        if kept is None or kept.get("version") != addon_version:
+            for said in split.skipped:
+                await book.event("Warning", EventReason.HOOKS_SKIPPED, said)
+
+        async def apply_ordinary() -> bool:
+            resources, failed = await apply_and_record(workload, ordinary, book, chart, watch=False)
+            scope.status["resources"] = resources
+            return not failed
+
+        step = await run_with_hooks(workload, book, split, events, hook_run, apply_ordinary)
+        scope.status["helmHooks"] = hook_run.wire()
+        if step is RunStep.WAITING:
+            scope.next_look = HOOK_POLL_SECONDS
+            return Outcome.STOP
+        if step is RunStep.FAILED:
+            scope.next_look = WAIT_FOR_CHANGE
+            return Outcome.STOP
+        await book.set(
+            ConditionType.HELM_CHART_APPLIED,
+            "True",
+            Reason.APPLIED,
+            f"{len(split.ordinary)} objects of {chart} applied; its {events[0]} and {events[1]} hooks ran",
+        )
+    else:
+        resources, failed = await apply_and_record(workload, ordinary, book, chart, watch=False)
+        scope.status["resources"] = resources
+        if failed:
+            return Outcome.STOP
     previous = (scope.obj.get("status") or {}).get("resources") or []
+    resources = scope.status["resources"]
     deleted = await delete_applied(workload, stale_resources(previous, resources))
     if deleted:
         await book.event(
@@ -299,6 +332,21 @@ async def apply_addons(scope: AddonScope) -> Outcome:
         )
     await _record_applied(kube, addon, release.tag, addon_version, change, book)
     return Outcome.CONTINUE
+
+
+def _hook_events(
+    obj: Mapping[str, Any], spec_version: str | None, version: str
+) -> tuple[HookEvent, HookEvent] | None:
+    """The events whose hooks applying addon ``version`` runs: those of the run under way for it (kept
+    in status.helmHooks, a failed one included, which says so again), else install when nothing was
+    applied before, upgrade when another version was (the last run's, or spec.version once objects
+    were applied: a ClusterAddon is made with spec.version set, before anything is applied)."""
+    status = obj.get("status") or {}
+    kept = status.get("helmHooks") or {}
+    if kept.get("version") == version:
+        return events_of(str(kept.get("event")))
+    applied = kept.get("version") or (spec_version if status.get("resources") else None)
+    return hook_events(applied, version)
 
 
 def _required(scope: AddonScope) -> tuple[str, ...]:

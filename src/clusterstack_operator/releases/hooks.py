@@ -7,7 +7,8 @@ with them (docs/clusterstack-hooks.md puts the rules side by side with Helm's):
 
 - :func:`split_hooks`: the ordinary objects, the hooks (their events, weight and delete policies), and
   the objects Helm skips (a hook event it does not know);
-- :func:`hook_events`: whether a move of the addons is an install, an upgrade, or neither;
+- :func:`hook_events`: whether a move of the addons is an install, an upgrade, or neither (and
+  :func:`events_of`, of a run under way);
 - :func:`hooks_for`: the hooks of one event, in the order Helm runs them (by kind, then weight, then
   name);
 - :func:`judge_hook`: whether a hook that was made has succeeded, failed, or runs still (a Job until
@@ -33,6 +34,7 @@ __all__ = [
     "HookVerdict",
     "SplitChart",
     "deleted_after",
+    "events_of",
     "hook_events",
     "hooks_for",
     "judge_hook",
@@ -178,17 +180,26 @@ def split_hooks(objects: Iterable[Manifest]) -> SplitChart:
     return SplitChart(tuple(ordinary), tuple(hooks), tuple(skipped))
 
 
-def hook_events(
-    applied_version: str | None, version: str, *, new_addons: bool
-) -> tuple[HookEvent, HookEvent] | None:
-    """The (pre, post) events of applying addon ``version``: install on the first apply of the addon
-    (nothing applied before), upgrade when another version was applied and the objects may differ
-    (``new_addons``, from :func:`~clusterstack_operator.releases.addons.what_changes`); None for a
-    repeat apply of the same version (drift repair), which ``helm upgrade`` would not be run for."""
+_INSTALL = (HookEvent.PRE_INSTALL, HookEvent.POST_INSTALL)
+_UPGRADE = (HookEvent.PRE_UPGRADE, HookEvent.POST_UPGRADE)
+
+
+def hook_events(applied_version: str | None, version: str) -> tuple[HookEvent, HookEvent] | None:
+    """The (pre, post) events of applying addon ``version``: install when no addons were applied before
+    (``applied_version`` None), upgrade when another version was; None when the same version is applied
+    again (drift repair, a release with the same addons), which ``helm upgrade`` would not be run for."""
     if applied_version is None:
-        return HookEvent.PRE_INSTALL, HookEvent.POST_INSTALL
-    if new_addons and applied_version != version:
-        return HookEvent.PRE_UPGRADE, HookEvent.POST_UPGRADE
+        return _INSTALL
+    if applied_version != version:
+        return _UPGRADE
+    return None
+
+
+def events_of(event: str) -> tuple[HookEvent, HookEvent] | None:
+    """The (pre, post) events of a run that is at ``event`` (kept in the status); None when done."""
+    for pair in (_INSTALL, _UPGRADE):
+        if event in pair:
+            return pair
     return None
 
 

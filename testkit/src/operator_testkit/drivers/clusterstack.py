@@ -42,6 +42,8 @@ __all__ = [
 
 CLUSTER_CLASS_CHART = Path(__file__).parent / "clusterstack_chart"
 CLUSTER_ADDON_CHART = Path(__file__).parent / "clusterstack_addon_chart"
+HOOKS_ADDON_CHART = Path(__file__).parent / "clusterstack_hooks_chart"
+"""A cluster-addon chart with Helm hooks of each shape (its values: refusedPreInstall, jobCommand)."""
 STAGED_ADDONS = Path(__file__).parent / "clusterstack_staged_addons"
 """A staged release's addons: clusteraddon.yaml, and one chart folder per stage."""
 CLUSTER_ADDON_VALUES = """\
@@ -105,6 +107,8 @@ def publish_release(
     stages: str | None = None,
     extra_objects: list[dict[str, Any]] | None = None,
     stage_dependencies: Mapping[str, list[dict[str, Any]]] | None = None,
+    addon_chart: Path = CLUSTER_ADDON_CHART,
+    addon_values: dict[str, Any] | None = None,
 ) -> tuple[ReleaseName, Path]:
     """Write release ``tag`` under ``root``. With ``helm``, its cluster-class chart is the real chart
     (``clusterstack_chart/``) packaged for it, rendering Cluster API ``cluster_api`` objects; otherwise
@@ -113,7 +117,8 @@ def publish_release(
     a gzipped tar of one chart folder per stage); ``stages``, another clusteraddon.yaml for them;
     ``extra_objects``, objects the cluster-class chart renders besides its own (with ``helm``);
     ``stage_dependencies``, per stage, the dependencies its Chart.yaml declares, with no ``charts/``
-    folder (as scs2's stages: fetched from their repository when rendered)."""
+    folder (as scs2's stages: fetched from their repository when rendered). ``addon_chart`` (with
+    ``helm``): the cluster-addon chart's source, packaged with ``addon_values`` as its values."""
     release = ReleaseName.parse(tag)
     directory = root / tag
     directory.mkdir(parents=True)
@@ -137,7 +142,8 @@ def publish_release(
         else:
             (directory / "clusteraddon.yaml").write_text(stages)
     elif with_addon_chart and helm is not None:
-        _package(helm, CLUSTER_ADDON_CHART, f"{release.stack}-cluster-addon", addon_version, {}, directory)
+        name = f"{release.stack}-cluster-addon"
+        _package(helm, addon_chart, name, addon_version, addon_values or {}, directory)
         (directory / "cluster-addon-values.yaml").write_text(CLUSTER_ADDON_VALUES)
     elif with_addon_chart:
         (directory / release.cluster_addon_chart(addon_version)).write_bytes(os.urandom(4096))

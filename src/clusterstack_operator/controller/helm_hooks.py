@@ -1,0 +1,193 @@
+"""An addon chart's Helm hooks, run in the workload cluster as ``helm install`` and ``helm upgrade`` run
+them (the rules: :mod:`clusterstack_operator.releases.hooks`; docs/clusterstack-hooks.md).
+
+An install or an upgrade of the addons is a run of three parts: the pre hooks, each made and waited
+for in Helm's order; the chart's ordinary objects; the post hooks. A hook Job can take minutes, so a
+reconcile never waits for one: the run is kept in ``status.helmHooks`` (the event it is in, the hooks
+done, the one it waits for) and each reconcile moves it on, looking again in a few seconds while a
+hook runs. A failed hook ends the run: its name and its Job's reason are in HelmChartApplied and a
+Warning Event, and nothing after it is applied until the addons change again.
+
+Hooks are never among ``status.resources``: they are neither kept against drift nor pruned.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from clusterstack_operator.api.reasons import ConditionType, EventReason, Reason
+from clusterstack_operator.releases.hooks import (
+    DeletePolicy,
+    Hook,
+    HookEvent,
+    HookState,
+    HookVerdict,
+    SplitChart,
+    deleted_after,
+    hooks_for,
+    judge_hook,
+)
+from operator_core import errors
+from operator_core.kube import Kube
+from operator_core.steps import ConditionBook
+
+__all__ = ["HOOK_POLL_SECONDS", "HookRun", "RunStep", "run_with_hooks"]
+
+HOOK_POLL_SECONDS = 3.0
+"""How soon a reconcile looks again at a hook that runs (or an old hook object still being deleted)."""
+_DONE = "done"
+
+
+class RunStep(StrEnum):
+    WAITING = "Waiting"
+    """A hook runs, or the ordinary objects were not all applied: look again soon."""
+    FAILED = "Failed"
+    DONE = "Done"
+
+
+@dataclass
+class HookRun:
+    """``status.helmHooks``: one install or upgrade of addon ``version`` and where it stands."""
+
+    version: str
+    event: str
+    """The event whose hooks run now, or ``done``."""
+    completed: list[str] = field(default_factory=list)
+    """The hooks of that event that succeeded, by "Kind namespace/name"."""
+    running: str | None = None
+    failed: str | None = None
+
+    @classmethod
+    def of(cls, status: Mapping[str, Any] | None, version: str, first: HookEvent) -> HookRun:
+        """The run kept in the status when it is of ``version``; a new one from ``first`` otherwise."""
+        if status and status.get("version") == version:
+            return cls(
+                version,
+                str(status.get("event") or first),
+                list(status.get("completed") or []),
+                status.get("running"),
+                status.get("failed"),
+            )
+        return cls(version, first.value)
+
+    def wire(self) -> dict[str, Any]:
+        return {
+            "version": self.version,
+            "event": self.event,
+            "completed": list(self.completed),
+            "running": self.running,
+            "failed": self.failed,
+        }
+
+
+def _named(hook: Hook) -> str:
+    where = f"{hook.namespace}/" if hook.namespace else ""
+    return f"{hook.kind} {where}{hook.name}"
+
+
+def _api_version(hook: Hook) -> str:
+    return str(hook.manifest.get("apiVersion", ""))
+
+
+async def _delete(workload: Kube, hook: Hook) -> bool:
+    """Delete a hook's object (its Pods with a Job); whether it is gone already."""
+    await workload.delete(_api_version(hook), hook.kind, hook.name, hook.namespace)
+    return await workload.get_live(_api_version(hook), hook.kind, hook.name, hook.namespace) is None
+
+
+async def _run_event(
+    workload: Kube, book: ConditionBook, hooks: tuple[Hook, ...], event: HookEvent, run: HookRun
+) -> RunStep:
+    ordered = hooks_for(hooks, event)
+    done = [hook for hook in ordered if _named(hook) in run.completed]
+    for hook in ordered:
+        name = _named(hook)
+        if name in run.completed:
+            continue
+        verdict: HookVerdict | None = None
+        if run.running != name:
+            if hook.deleted_on(DeletePolicy.BEFORE_HOOK_CREATION) and not await _delete(workload, hook):
+                return RunStep.WAITING  # the old one is still being deleted
+            try:
+                await workload.apply(hook.manifest)
+            except (errors.Invalid, errors.Forbidden, errors.NotFound) as refused:
+                # As helm: a hook the API server does not take has failed (retrying cannot help).
+                verdict = HookVerdict(HookState.FAILED, f"the API server refused it: {refused}")
+            run.running = name
+        if verdict is None:
+            live = await workload.get_live(_api_version(hook), hook.kind, hook.name, hook.namespace)
+            verdict = judge_hook(hook, live)
+        if verdict.state is HookState.RUNNING:
+            await book.set(
+                ConditionType.HELM_CHART_APPLIED,
+                "False",
+                Reason.HOOK_RUNNING,
+                f"{event} hook {name} runs; {_what_waits(event)}",
+            )
+            return RunStep.WAITING
+        if verdict.state is HookState.FAILED:
+            for gone in deleted_after([*done, hook], failed=hook):
+                await workload.delete(_api_version(gone), gone.kind, gone.name, gone.namespace)
+            run.running, run.failed = None, f"{event} hook {name} failed: {verdict.reason}"
+            await book.set(
+                ConditionType.HELM_CHART_APPLIED,
+                "False",
+                Reason.HOOK_FAILED,
+                f"{run.failed}; {_what_stops(event)}",
+                warn=EventReason.HOOK_FAILED,
+            )
+            return RunStep.FAILED
+        run.completed.append(name)
+        run.running = None
+        done.append(hook)
+    for gone in deleted_after(done):
+        await workload.delete(_api_version(gone), gone.kind, gone.name, gone.namespace)
+    if done:
+        await book.event(
+            "Normal", EventReason.HOOKS_RAN, f"{event} hooks ran: {', '.join(_named(h) for h in done)}"
+        )
+    return RunStep.DONE
+
+
+def _what_waits(event: HookEvent) -> str:
+    if event in (HookEvent.PRE_INSTALL, HookEvent.PRE_UPGRADE):
+        return "the chart's objects are applied once every pre hook has succeeded"
+    return "the chart's objects are applied; its post hooks run"
+
+
+def _what_stops(event: HookEvent) -> str:
+    if event in (HookEvent.PRE_INSTALL, HookEvent.PRE_UPGRADE):
+        return "the chart's objects are not applied, as helm would not apply them"
+    return "the chart's objects are applied, the hooks after it did not run"
+
+
+async def run_with_hooks(
+    workload: Kube,
+    book: ConditionBook,
+    chart: SplitChart,
+    events: tuple[HookEvent, HookEvent],
+    run: HookRun,
+    apply_ordinary: Callable[[], Awaitable[bool]],
+) -> RunStep:
+    """Move an install or upgrade (``events``: its pre and post event) on as far as it goes now:
+    the pre hooks, the ordinary objects (``apply_ordinary``: whether all were applied), the post hooks.
+    ``run`` is changed in place; the caller writes it to the status."""
+    pre, post = events
+    if run.failed is not None:
+        return RunStep.FAILED
+    if run.event == pre:
+        step = await _run_event(workload, book, chart.hooks, pre, run)
+        if step is not RunStep.DONE:
+            return step
+        run.event, run.completed = post.value, []
+    if run.event == post:
+        if not await apply_ordinary():
+            return RunStep.WAITING
+        step = await _run_event(workload, book, chart.hooks, post, run)
+        if step is not RunStep.DONE:
+            return step
+        run.event, run.completed = _DONE, []
+    return RunStep.DONE
