@@ -1412,7 +1412,7 @@ async def test_an_addon_charts_helm_hooks_run_in_helms_order_and_a_refused_one_s
     """Hooks that need no node (a Secret and ConfigMaps): pre-install in weight order, the chart's
     objects, post-install; deleted by their policies, never kept against drift; an upgrade runs the
     pre-upgrade hook once; a hook the API server refuses stops the upgrade before the chart's objects.
-    Hook Jobs on real nodes: tests/e2e/nodes (next)."""
+    A hook Job that runs on real nodes is not tested yet (#52 goes on)."""
     refused = {"refusedPreInstall": True, "jobCommand": ""}
     releases.publish("docker-hooks-1-30-v1", addon_version="v1", addon_chart=HOOKS_ADDON_CHART)
     releases.publish("docker-hooks-1-30-v2", addon_version="v2", addon_chart=HOOKS_ADDON_CHART)
