@@ -70,8 +70,15 @@ def popen_bound(argv: Sequence[str], **options: Any) -> subprocess.Popen[bytes]:
                 max_workers=1, thread_name_prefix="bound-spawner"
             )
 
+    before_exec = options.pop("preexec_fn", None)
+
+    def child() -> None:
+        die_with_parent()
+        if before_exec is not None:
+            before_exec()
+
     def spawn() -> subprocess.Popen[bytes]:
-        return subprocess.Popen(argv, preexec_fn=die_with_parent, **options)
+        return subprocess.Popen(argv, preexec_fn=child, **options)
 
     if threading.current_thread().name.startswith("bound-spawner"):
         return spawn()

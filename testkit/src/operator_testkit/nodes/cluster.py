@@ -213,6 +213,7 @@ class LocalCluster:
             env=env,
             # The slot's lock lives as long as any of its daemons: a killed test run frees it by dying.
             pass_fds=(self._slot.descriptor,),
+            preexec_fn=host.joining_cgroups(self._daemons_cgroup),
         )
         # Its children (containerd's shims, above all) are born in the slot's cgroups, so they die with it.
         host.join_cgroups(process.pid, self._daemons_cgroup)

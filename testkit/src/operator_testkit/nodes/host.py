@@ -24,7 +24,7 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -312,6 +312,20 @@ def make_cgroups(path: str) -> None:
     """``path`` (``/operator-suite/...``) in every v1 hierarchy: the kubelet expects its cgroupRoot there."""
     for controller in _controllers():
         (controller / path.lstrip("/")).mkdir(parents=True, exist_ok=True)
+
+
+def joining_cgroups(path: str) -> Callable[[], None]:
+    """What a child runs between fork and exec to join ``path`` in every hierarchy itself (the files
+    are found beforehand: the child only writes): it is in its cgroups before it runs anything, so a
+    parent killed just after the fork leaves no daemon outside them, holding the slot's lock."""
+    files = [controller / path.lstrip("/") / "cgroup.procs" for controller in _controllers()]
+
+    def join() -> None:
+        for procs in files:
+            with contextlib.suppress(OSError):
+                procs.write_text(str(os.getpid()))
+
+    return join
 
 
 def join_cgroups(pid: int, path: str) -> None:
