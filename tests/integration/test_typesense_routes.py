@@ -182,23 +182,21 @@ async def test_http_routes_and_a_reference_grant_follow_the_spec_and_go_with_the
             )
 
         await wait_until(cluster_and_grant_gone, timeout=60, what="the cluster and its grant gone")
+
+        # One test installs the CRDs (the operator keeps a kind it once saw served): TLS here too.
+        await _with_tls_a_backend_tls_policy_names_the_nodes_ca(kube, namespace)
         assert "Traceback" not in typesense_operator.log()
     finally:
-        for name in names:
-            await kube.delete("apiextensions.k8s.io/v1", "CustomResourceDefinition", name)
+        await _remove_crds(kube, names)
 
 
 async def _has_finalizer(kube: Kube, namespace: str) -> bool:
     return FINALIZER in await _finalizers(kube, namespace)
 
 
-async def test_with_tls_the_routes_gateway_gets_a_backend_tls_policy_with_the_nodes_ca(
-    kube: Kube, namespace: str, kubectl: Kubectl, typesense_operator: OperatorProcess
-) -> None:
-    crds = ensure_gateway_api_crds()
-    names = [
-        str(d["metadata"]["name"]) for d in crd_documents(crds) if d.get("kind") == "CustomResourceDefinition"
-    ]  # type: ignore[index]
+async def _with_tls_a_backend_tls_policy_names_the_nodes_ca(kube: Kube, namespace: str) -> None:
+    """With spec.tls, the routes' Gateway gets a BackendTLSPolicy naming the nodes' CA (the Gateway
+    API's CRDs installed by the caller), which goes with TLS."""
     authority = CertificateAuthority.create("routes-ca")
     cluster = {
         "apiVersion": API,
@@ -210,43 +208,45 @@ async def test_with_tls_the_routes_gateway_gets_a_backend_tls_policy_with_the_no
             "tls": {"certificateSecret": {"name": "mine"}},
         },
     }
-    names_wanted = required_names(Cluster.from_object(cluster), 3)
-    issued = authority.issue(*names_wanted)
+    issued = authority.issue(*required_names(Cluster.from_object(cluster), 3))
     await kube.create(certificate_secret("mine", namespace, issued, authority.pem))
-    await asyncio.to_thread(kubectl, "apply", "--server-side", "-f", str(crds))
-    await asyncio.to_thread(
-        kubectl, "wait", "--for=condition=Established", "--timeout=60s", *(f"crd/{name}" for name in names)
+    await kube.apply(cluster)
+    applied = await _condition(kube, namespace, "True", "Applied")
+    assert "BackendTLSPolicy cluster-1-backend-tls (HTTPS to the nodes)" in applied["message"]
+    # Accepted by the Gateway API's own schema and rules, naming the CA the nodes' copy holds.
+    policy = await wait_for_object(kube, *POLICY, "cluster-1-backend-tls", namespace, timeout=60)
+    assert policy["spec"]["targetRefs"] == [{"group": "", "kind": "Service", "name": "cluster-1-svc"}]
+    validation = policy["spec"]["validation"]
+    assert validation["hostname"] == f"cluster-1-svc.{namespace}.svc"
+    assert validation["caCertificateRefs"] == [{"group": "", "kind": "ConfigMap", "name": "cluster-1-tls-ca"}]
+    bundle = await wait_for_object(kube, "v1", "ConfigMap", "cluster-1-tls-ca", namespace)
+    assert bundle["data"]["ca.crt"].encode().strip() == authority.pem.strip()
+    assert "PRIVATE KEY" not in bundle["data"]["ca.crt"]
+    # TLS off: the policy goes with it, the route stays.
+    del cluster["spec"]["tls"]
+    await kube.apply(cluster)
+    await wait_until(
+        lambda: _gone(kube, *POLICY, "cluster-1-backend-tls", namespace),
+        timeout=30,
+        what="the BackendTLSPolicy pruned",
     )
-    try:
-        await kube.apply(cluster)
-        applied = await _condition(kube, namespace, "True", "Applied")
-        assert "BackendTLSPolicy cluster-1-backend-tls (HTTPS to the nodes)" in applied["message"]
-        # Accepted by the Gateway API's own schema and rules, naming the CA the nodes' copy holds.
-        policy = await wait_for_object(kube, *POLICY, "cluster-1-backend-tls", namespace, timeout=60)
-        assert policy["spec"]["targetRefs"] == [{"group": "", "kind": "Service", "name": "cluster-1-svc"}]
-        validation = policy["spec"]["validation"]
-        assert validation["hostname"] == f"cluster-1-svc.{namespace}.svc"
-        assert validation["caCertificateRefs"] == [
-            {"group": "", "kind": "ConfigMap", "name": "cluster-1-tls-ca"}
-        ]
-        bundle = await wait_for_object(kube, "v1", "ConfigMap", "cluster-1-tls-ca", namespace)
-        assert bundle["data"]["ca.crt"].encode().strip() == authority.pem.strip()
-        assert "PRIVATE KEY" not in bundle["data"]["ca.crt"]
-
-        # TLS off: the policy goes with it, the route stays.
-        del cluster["spec"]["tls"]
-        await kube.apply(cluster)
-        await wait_until(
-            lambda: _gone(kube, *POLICY, "cluster-1-backend-tls", namespace),
-            timeout=30,
-            what="the BackendTLSPolicy pruned",
-        )
-        assert await kube.get_live(*ROUTE, "cluster-1-internal", namespace) is not None
-        assert "Traceback" not in typesense_operator.log()
-    finally:
-        for name in names:
-            await kube.delete("apiextensions.k8s.io/v1", "CustomResourceDefinition", name)
+    assert await kube.get_live(*ROUTE, "cluster-1-internal", namespace) is not None
 
 
 async def _gone(kube: Kube, api_version: str, kind: str, name: str, namespace: str) -> bool:
     return await kube.get_live(api_version, kind, name, namespace) is None
+
+
+async def _remove_crds(kube: Kube, names: list[str]) -> None:
+    """Delete the Gateway API's CRDs and wait until they are gone: the next test of this file starts
+    without them, and one applied again while it is still being deleted never becomes Established."""
+    for name in names:
+        await kube.delete("apiextensions.k8s.io/v1", "CustomResourceDefinition", name)
+
+    async def all_gone() -> bool:
+        for name in names:
+            if await kube.get_live("apiextensions.k8s.io/v1", "CustomResourceDefinition", name) is not None:
+                return False
+        return True
+
+    await wait_until(all_gone, timeout=60, what="the Gateway API's CRDs gone")
