@@ -13,7 +13,7 @@ Hooks are never among ``status.resources``: they are neither kept against drift 
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -88,14 +88,21 @@ def _named(hook: Hook) -> str:
     return f"{hook.kind} {where}{hook.name}"
 
 
-def _api_version(hook: Hook) -> str:
-    return str(hook.manifest.get("apiVersion", ""))
+def _where(hook: Hook) -> tuple[str, str, str, str | None]:
+    """(apiVersion, kind, name, namespace): how the workload cluster's client names a hook's object."""
+    return str(hook.manifest.get("apiVersion", "")), hook.kind, hook.name, hook.namespace
 
 
-async def _delete(workload: Kube, hook: Hook) -> bool:
-    """Delete a hook's object (its Pods with a Job); whether it is gone already."""
-    await workload.delete(_api_version(hook), hook.kind, hook.name, hook.namespace)
-    return await workload.get_live(_api_version(hook), hook.kind, hook.name, hook.namespace) is None
+async def _delete(workload: Kube, hooks: Iterable[Hook]) -> None:
+    """Delete each hook's object (a Job's Pods with it)."""
+    for hook in hooks:
+        await workload.delete(*_where(hook))
+
+
+async def _gone_before_creation(workload: Kube, hook: Hook) -> bool:
+    """Delete a hook's object before it is made again; whether it is gone already."""
+    await _delete(workload, [hook])
+    return await workload.get_live(*_where(hook)) is None
 
 
 async def _run_event(
@@ -109,7 +116,9 @@ async def _run_event(
             continue
         verdict: HookVerdict | None = None
         if run.running != name:
-            if hook.deleted_on(DeletePolicy.BEFORE_HOOK_CREATION) and not await _delete(workload, hook):
+            if hook.deleted_on(DeletePolicy.BEFORE_HOOK_CREATION) and not await _gone_before_creation(
+                workload, hook
+            ):
                 return RunStep.WAITING  # the old one is still being deleted
             try:
                 await workload.apply(hook.manifest)
@@ -118,7 +127,7 @@ async def _run_event(
                 verdict = HookVerdict(HookState.FAILED, f"the API server refused it: {refused}")
             run.running = name
         if verdict is None:
-            live = await workload.get_live(_api_version(hook), hook.kind, hook.name, hook.namespace)
+            live = await workload.get_live(*_where(hook))
             verdict = judge_hook(hook, live)
         if verdict.state is HookState.RUNNING:
             await book.set(
@@ -129,8 +138,7 @@ async def _run_event(
             )
             return RunStep.WAITING
         if verdict.state is HookState.FAILED:
-            for gone in deleted_after([*done, hook], failed=hook):
-                await workload.delete(_api_version(gone), gone.kind, gone.name, gone.namespace)
+            await _delete(workload, deleted_after([*done, hook], failed=hook))
             run.running, run.failed = None, f"{event} hook {name} failed: {verdict.reason}"
             await book.set(
                 ConditionType.HELM_CHART_APPLIED,
@@ -143,8 +151,7 @@ async def _run_event(
         run.completed.append(name)
         run.running = None
         done.append(hook)
-    for gone in deleted_after(done):
-        await workload.delete(_api_version(gone), gone.kind, gone.name, gone.namespace)
+    await _delete(workload, deleted_after(done))
     if done:
         await book.event(
             "Normal", EventReason.HOOKS_RAN, f"{event} hooks ran: {', '.join(_named(h) for h in done)}"
