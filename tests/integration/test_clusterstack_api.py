@@ -106,6 +106,18 @@ def test_kubectl_shows_the_columns_a_user_needs(namespace: str, kubectl: Kubectl
         ({"versions": ["6"]}, "spec.versions[0] in body should match"),
         ({"channel": "alpha"}, 'Unsupported value: "alpha"'),
         ({"providerRef": None}, "spec.providerRef is required unless spec.noProvider is true"),
+        ({"source": {}}, "name exactly one release source: oci or github"),
+        (
+            {
+                "source": {
+                    "oci": {"repository": "r.example/x"},
+                    "github": {"organization": "o", "repository": "r"},
+                }
+            },
+            "name exactly one release source: oci or github",
+        ),
+        ({"source": {"oci": {"repository": "registry.example.com"}}}, "spec.source.oci.repository in body"),
+        ({"source": {"github": {"organization": "o"}}}, "spec.source.github.repository: Required value"),
     ],
 )
 async def test_bad_input_is_refused_with_a_readable_message(

@@ -33,7 +33,9 @@ from operator_testkit.operators import (
     operator_rbac,
     service_account_kubeconfig,
 )
-from operator_testkit.registry import RunningRegistry
+from operator_testkit.oras_cli import oras_push
+from operator_testkit.registry import RunningRegistry, running_registry
+from operator_testkit.registry_auth import htpasswd_auth, token_service
 from releases import (
     ONE_STAGE,
     dependency_chart,
@@ -563,6 +565,136 @@ async def test_a_stack_published_to_an_oci_registry_is_followed_and_applied(
         assert await kube.get("cluster.x-k8s.io/v1beta2", "ClusterClass", "docker-oci-1-30-v2", namespace)
     finally:
         process.stop()
+
+
+def oci_source(registry: RunningRegistry, repository: str, credentials: str, **more: Any) -> dict[str, Any]:
+    return {
+        "oci": {
+            "repository": f"{registry.host}/{repository}",
+            "credentialsSecretRef": {"name": credentials},
+            **more,
+        }
+    }
+
+
+def secret(name: str, namespace: str, data: dict[str, str]) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": name, "namespace": namespace},
+        "stringData": data,
+    }
+
+
+async def test_two_stacks_follow_two_registries_with_their_own_credentials_and_a_refusal_stops_only_its_own(
+    cluster_api: None,
+    kube: Kube,
+    namespace: str,
+    control_plane: ControlPlane,
+    clusterstack_tools: ClusterStackTools,
+    tmp_path: Path,
+    pytestconfig: pytest.Config,
+) -> None:
+    """Two ClusterStacks of one namespace, each with its own ``spec.source``: one registry asks for an
+    htpasswd password over TLS (its CA from a Secret) and holds a release pushed by plain ``oras push``
+    (no csctl annotations, no artifact type); the other buys tokens from a token service. The first
+    stack's password is wrong at first: that stack alone says so, without the password; the other is
+    Ready meanwhile; the corrected Secret is read at the next retry."""
+    tools, published = clusterstack_tools, tmp_path / "published"
+    _, alpha = publish_release(published, "docker-alpha-1-30-v1", helm=tools.helm)
+    _, beta = publish_release(published, "docker-beta-1-30-v1", helm=tools.helm)
+    alpha_users, beta_users = {"alpha": "alpha-htpasswd-pa55"}, {"beta": "beta-token-pa55"}
+    async with token_service(beta_users) as tokens:
+        with running_registry(tmp_path / "beta", binary=tools.registry) as open_beta:
+            await asyncio.to_thread(push_release, open_beta, beta, "stacks/beta")
+        with (
+            running_registry(
+                tmp_path / "alpha",
+                binary=tools.registry,
+                tls=True,
+                auth=htpasswd_auth(tmp_path / "alpha-auth", alpha_users),
+            ) as alpha_registry,
+            running_registry(
+                tmp_path / "beta", binary=tools.registry, auth=tokens.auth(tmp_path / "beta-auth")
+            ) as beta_registry,
+        ):
+            assert alpha_registry.ca_cert is not None
+            await asyncio.to_thread(
+                oras_push,
+                alpha_registry,
+                "stacks/alpha:docker-alpha-1-30-v1",
+                alpha,
+                username="alpha",
+                password=alpha_users["alpha"],
+            )
+            wrong = "not-the-alpha-pa55word"
+            await kube.create(secret("alpha-registry", namespace, {"username": "alpha", "password": wrong}))
+            await kube.create(secret("alpha-ca", namespace, {"ca.crt": alpha_registry.ca_cert.read_text()}))
+            await kube.create(
+                secret("beta-registry", namespace, {"username": "beta", "password": beta_users["beta"]})
+            )
+            (tmp_path / "nothing").mkdir()
+            local = {
+                "OPERATOR_SUITE_RELEASE_SOURCE": "local",
+                "OPERATOR_SUITE_LOCAL_RELEASES": str(tmp_path / "nothing"),
+            }
+            process = launch(control_plane, tools, tmp_path, pytestconfig.rootpath, local)
+            try:
+                alpha_source = oci_source(
+                    alpha_registry, "stacks/alpha", "alpha-registry", caSecretRef={"name": "alpha-ca"}
+                )
+                beta_source = oci_source(beta_registry, "stacks/beta", "beta-registry", plainHTTP=True)
+                await kube.create(
+                    stack("alpha", namespace, name="alpha", noProvider=True, source=alpha_source)
+                )
+                await kube.create(stack("beta", namespace, name="beta", noProvider=True, source=beta_source))
+                await ready_release(kube, namespace, "docker-beta-1-30-v1")
+                assert {t.account for t in tokens.issued} == {"beta"}
+
+                async def alpha_refused() -> dict[str, Any] | None:
+                    synced = condition(
+                        await kube.get(API, "ClusterStack", "alpha", namespace), "ReleasesSynced"
+                    )
+                    return synced if synced.get("status") == "False" else None
+
+                said = await wait_until(
+                    alpha_refused, timeout=30, what="stack alpha to say its source refused it"
+                )
+                assert f"OCI repository {alpha_registry.host}/stacks/alpha" in said["message"], said
+                assert "refused the credentials (HTTP 401)" in said["message"], said
+                warnings = await events_for(kube, namespace, "ReleaseSourceFailed")
+                assert [e["involvedObject"]["name"] for e in warnings] == ["alpha"], warnings
+                assert all(wrong not in e["message"] for e in warnings)
+                assert wrong not in process.log()
+                await wait_until(
+                    lambda: _stack_ready(kube, namespace, "beta"), timeout=30, what="stack beta Ready"
+                )
+
+                await kube.apply(
+                    secret(
+                        "alpha-registry", namespace, {"username": "alpha", "password": alpha_users["alpha"]}
+                    )
+                )
+                release = await ready_release(kube, namespace, "docker-alpha-1-30-v1", timeout=60)
+                assert await kube.get(
+                    "cluster.x-k8s.io/v1beta2", "ClusterClass", "docker-alpha-1-30-v1", namespace
+                )
+                key = release["metadata"]["annotations"]["clusterstack.x-k8s.io/release-source"]
+                kept = tmp_path / "downloads" / "cluster-stacks" / "sources" / key / "docker-alpha-1-30-v1"
+                assert (kept / "metadata.yaml").is_file(), "kept apart from other sources' downloads"
+                await wait_until(
+                    lambda: _stack_ready(kube, namespace, "alpha"), timeout=30, what="stack alpha Ready"
+                )
+                assert (
+                    condition(await kube.get(API, "ClusterStack", "beta", namespace), "Ready")["status"]
+                    == "True"
+                )
+            finally:
+                process.stop()
+
+
+async def _stack_ready(kube: Kube, namespace: str, name: str) -> bool:
+    return condition(await kube.get(API, "ClusterStack", name, namespace), "Ready").get("status") == "True"
 
 
 @pytest.fixture(scope="module")

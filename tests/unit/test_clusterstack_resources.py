@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from clusterstack_operator.api.v1alpha1 import CAPI_CONDITIONS
+from clusterstack_operator.api.v1alpha1 import CAPI_CONDITIONS, ReleaseSourceSpec
 from clusterstack_operator.releases.versions import ReleaseName
 from clusterstack_operator.resources import (
     InvalidTemplate,
@@ -18,6 +18,8 @@ from clusterstack_operator.resources import (
     build_provider_release,
     release_summary,
     rendered_objects,
+    source_key,
+    source_key_of,
     usable_versions,
 )
 from operator_core.children import INSTANCE_LABEL, MANAGED_BY_LABEL
@@ -260,3 +262,50 @@ def test_a_cluster_addon_is_owned_by_its_cluster_and_refers_to_it_as_read() -> N
     assert labels[MANAGED_BY_LABEL] == "cluster-stack-operator"
     assert labels[INSTANCE_LABEL] == "cs-xyz", "its deletion wakes the stack, which makes it again"
     assert labels["cluster.x-k8s.io/cluster-name"] == "testcluster"
+
+
+def _source(**spec: Any) -> ReleaseSourceSpec:
+    return ReleaseSourceSpec.model_validate(spec)
+
+
+OCI = {"repository": "registry.example.com/kaas/stacks"}
+
+
+@pytest.mark.parametrize(
+    ("one", "other", "same"),
+    [
+        # Credentials and a CA do not change what a repository serves: one download each tag.
+        (
+            _source(oci=OCI),
+            _source(oci={**OCI, "credentialsSecretRef": {"name": "a"}, "caSecretRef": {"name": "ca"}}),
+            True,
+        ),
+        (_source(oci=OCI), _source(oci={"repository": "registry.example.com/kaas/fork"}), False),
+        (_source(oci=OCI), _source(oci={**OCI, "plainHTTP": True}), False),
+        (
+            _source(github={"organization": "SovereignCloudStack", "repository": "cluster-stacks"}),
+            _source(github={"organization": "fork", "repository": "cluster-stacks"}),
+            False,
+        ),
+        (
+            _source(github={"organization": "o", "repository": "r"}),
+            _source(github={"organization": "o", "repository": "r", "apiURL": "https://ghe.example/api/v3"}),
+            False,
+        ),
+    ],
+)
+def test_a_sources_downloads_are_kept_apart_from_every_other_sources(
+    one: ReleaseSourceSpec, other: ReleaseSourceSpec, same: bool
+) -> None:
+    assert (source_key(one) == source_key(other)) is same
+    assert source_key(one).split("-")[0] in ("oci", "github")
+    assert source_key(None) == ""
+
+
+def test_a_release_of_a_stack_with_its_own_source_carries_the_sources_key() -> None:
+    own = {**STACK, "spec": {**STACK["spec"], "source": {"oci": OCI}}}
+    release = build_cluster_stack_release(Stack.from_object(own), RELEASE, None)
+    assert source_key_of(release) == source_key(_source(oci=OCI))
+    plain = build_cluster_stack_release(Stack.from_object(STACK), RELEASE, None)
+    assert "annotations" not in plain["metadata"]
+    assert source_key_of(plain) == ""

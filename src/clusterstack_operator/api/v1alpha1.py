@@ -18,7 +18,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
 from clusterstack_operator.api.reasons import SEVERITY_OF_REASON, Severity
 from operator_core.apimodel import ApiModel, cel, immutable
@@ -38,6 +38,10 @@ __all__ = [
     "ClusterStackReleaseStatus",
     "ClusterStackSpec",
     "ClusterStackStatus",
+    "GitHubReleaseSource",
+    "OciReleaseSource",
+    "ReleaseSourceSpec",
+    "SecretKeyReference",
 ]
 
 GROUP = "clusterstack.x-k8s.io"
@@ -85,6 +89,65 @@ class ClusterApiCondition(ApiModel):
     """When the status last changed from one value to another."""
 
 
+class SecretKeyReference(ApiModel):
+    """A key of a Secret in the ClusterStack's namespace."""
+
+    name: str = Field(min_length=1, max_length=253)
+    """The Secret's name."""
+    key: str | None = Field(default=None, min_length=1, max_length=253)
+    """The key within it; each field that takes one says its default."""
+
+
+class OciReleaseSource(ApiModel):
+    """An OCI repository holding one tag per release, as csctl or plain ``oras push`` publishes them."""
+
+    repository: str = Field(min_length=3, max_length=512, pattern=r"^[^/\s]+/[^\s]+$")
+    """host[:port]/path of the repository, such as registry.example.com/kaas/cluster-stacks (upstream's
+    OCI_REGISTRY and OCI_REPOSITORY in one)."""
+    credentials_secret_ref: SecretKeyReference | None = None
+    """A Secret with the keys username and password, or accessToken (sent as a bearer token, as
+    upstream's OCI_ACCESS_TOKEN). Without it the registry is read anonymously. Read when the stack first
+    needs the registry, and again after the registry refuses it: a corrected password is used at the
+    next retry. key is not used."""
+    ca_secret_ref: SecretKeyReference | None = None
+    """A CA bundle to trust for the registry's certificate besides the system's: a Secret's key (ca.crt
+    when key is left out), such as the Secret of a cert-manager Certificate."""
+    plain_http: bool = Field(default=False, alias="plainHTTP")
+    """Speak plain HTTP to the registry (a registry without TLS); HTTPS otherwise."""
+
+
+class GitHubReleaseSource(ApiModel):
+    """A GitHub repository whose releases are the stack's releases."""
+
+    organization: str = Field(min_length=1, max_length=100)
+    """The organisation or user owning the repository (upstream's GIT_ORG_NAME)."""
+    repository: str = Field(min_length=1, max_length=100)
+    """The repository (upstream's GIT_REPOSITORY_NAME)."""
+    token_secret_ref: SecretKeyReference | None = None
+    """A Secret's key holding a token (token when key is left out), for a private repository or for
+    GitHub's higher rate limit. Read as the OCI credentials are."""
+    api_url: str | None = Field(default=None, alias="apiURL", max_length=512, pattern=r"^https?://[^\s]+$")
+    """GitHub's API base URL: left out for api.github.com; GitHub Enterprise's otherwise."""
+
+
+class ReleaseSourceSpec(ApiModel):
+    """Where a stack's releases come from: one of oci or github."""
+
+    model_config = ConfigDict(
+        json_schema_extra=cel(
+            (
+                "[has(self.oci), has(self.github)].filter(x, x).size() == 1",
+                "name exactly one release source: oci or github",
+            )
+        )
+    )
+
+    oci: OciReleaseSource | None = None
+    """An OCI repository."""
+    github: GitHubReleaseSource | None = None
+    """A GitHub repository's releases."""
+
+
 class ClusterStackSpec(ApiModel):
     """Which cluster stack to provide, and which of its releases to keep ready."""
 
@@ -119,6 +182,11 @@ class ClusterStackSpec(ApiModel):
     provider_ref: ObjectReference | None = None
     """The provider's ProviderClusterStackReleaseTemplate, whose spec.template.spec each release's
     provider object copies. Required unless noProvider is true."""
+    source: ReleaseSourceSpec | None = None
+    """Where this stack's releases come from. Left out, the operator's own source (its environment:
+    GIT_* or OCI_*, as upstream's). Set, this stack follows its own registry or repository with its own
+    credentials, so that one management cluster follows stacks from several; a source that cannot be
+    reached or refuses its credentials is said on this stack alone."""
 
 
 _PROVIDER_REF_RULE = cel(

@@ -33,7 +33,7 @@ from typing import Any
 import yaml
 
 from clusterstack_operator.api.reasons import ConditionType, EventReason, Reason
-from clusterstack_operator.api.v1alpha1 import CLUSTER_ADDON
+from clusterstack_operator.api.v1alpha1 import CLUSTER_ADDON, CLUSTER_STACK_RELEASE
 from clusterstack_operator.controller.charts import (
     apply_and_record,
     delete_applied,
@@ -53,10 +53,10 @@ from clusterstack_operator.releases.addons import (
     what_changes,
 )
 from clusterstack_operator.releases.assets import InvalidRelease, ReleaseMetadata
-from clusterstack_operator.releases.decide import cluster_class_of, is_paused
+from clusterstack_operator.releases.decide import class_namespace_of, cluster_class_of, is_paused
 from clusterstack_operator.releases.hooks import HookEvent, events_of, hook_events, split_hooks
 from clusterstack_operator.releases.versions import InvalidVersion, ReleaseName
-from clusterstack_operator.resources import Addon, addon_objects, rendered_objects
+from clusterstack_operator.resources import Addon, addon_objects, rendered_objects, source_key_of
 from clusterstack_operator.workload import kubeconfig_secret_name
 from operator_core import errors
 from operator_core.kube import Kube
@@ -92,6 +92,8 @@ class AddonScope(StackScope):
     cluster: dict[str, Any] | None = None
     release: ReleaseName | None = None
     """The release whose ClusterClass the Cluster uses."""
+    source_key: str = ""
+    """Where the release's assets are kept: its ClusterStackRelease's source key."""
     workload: Kube | None = None
     """A client of the workload cluster, once its API server answers."""
     metadata: ReleaseMetadata | None = None
@@ -151,6 +153,13 @@ async def find_cluster(scope: AddonScope) -> Outcome:
             "which is no cluster stack release's",
         )
         return Outcome.STOP
+    release_object = await scope.kube.get(
+        CLUSTER_STACK_RELEASE.api_version,
+        CLUSTER_STACK_RELEASE.kind,
+        scope.release.tag,
+        class_namespace_of(scope.cluster),
+    )
+    scope.source_key = source_key_of(release_object or {})
     return Outcome.CONTINUE
 
 
@@ -205,7 +214,8 @@ async def check_release_assets(scope: AddonScope) -> Outcome:
     be on their way again, which is worth a short wait, not a failure."""
     book, runtime, release = scope.book, scope.runtime, scope.release
     assert release is not None  # found by find_cluster
-    if not runtime.store.has(release):
+    store = runtime.store(scope.source_key)
+    if not store.has(release):
         await book.set(
             ConditionType.DOWNLOADED,
             "False",
@@ -215,7 +225,7 @@ async def check_release_assets(scope: AddonScope) -> Outcome:
         scope.next_look = ASSETS_RETRY_SECONDS
         return Outcome.STOP
     try:
-        scope.metadata = runtime.store.metadata(release)
+        scope.metadata = store.metadata(release)
     except InvalidRelease as error:
         await book.set(
             ConditionType.DOWNLOADED,
@@ -239,7 +249,7 @@ async def apply_addons(scope: AddonScope) -> Outcome:
     addon_version = metadata.cluster_addon_version.dot
     change = what_changes(addon.spec.cluster_stack, addon.spec.version, release.tag, addon_version)
     scope.next_look = runtime.settings.addon_check_seconds
-    if has_stages(runtime, release):
+    if has_stages(runtime, release, scope.source_key):
 
         async def save() -> None:
             await write_capi_status(kube, CLUSTER_ADDON, scope.baseline, book, scope.status)
@@ -259,6 +269,7 @@ async def apply_addons(scope: AddonScope) -> Outcome:
             scope.status,
             save,
             lambda: values_template_data(kube, cluster),
+            scope.source_key,
         )
         scope.next_look, done = await run_stages(
             run, dict(scope.obj.get("status") or {}), addon.spec.version, change
@@ -276,6 +287,7 @@ async def apply_addons(scope: AddonScope) -> Outcome:
                     addon_version,
                     metadata.kubernetes_version,
                     cluster,
+                    source_key=scope.source_key,
                     template_data=lambda: values_template_data(kube, cluster),
                 ),
                 ADDON_NAMESPACE,

@@ -28,7 +28,13 @@ from clusterstack_operator.controller.scope import StackScope, ready_report, wri
 from clusterstack_operator.helm import HelmError
 from clusterstack_operator.releases.assets import InvalidRelease
 from clusterstack_operator.releases.versions import InvalidVersion, ReleaseName
-from clusterstack_operator.resources import MANAGED_BY, Release, applied_objects, rendered_objects
+from clusterstack_operator.resources import (
+    MANAGED_BY,
+    Release,
+    applied_objects,
+    rendered_objects,
+    source_key_of,
+)
 from clusterstack_operator.sources.base import SourceError
 from operator_core import errors
 from operator_core.cache import WatchedKind
@@ -71,23 +77,30 @@ async def download(scope: ReleaseScope) -> Outcome:
     the next look downloads them afresh); a failed download is raised, for the loop's back-off, after
     saying so."""
     runtime, book, name = scope.runtime, scope.book, scope.name
+    store = runtime.store(source_key_of(scope.obj))
+    bound = None
     try:
-        if runtime.store.has(name):
-            metadata = runtime.store.metadata(name)
+        if store.has(name):
+            metadata = store.metadata(name)
         else:
+            bound = await runtime.sources.of_release(scope.kube, scope.obj)
             await book.set(
                 ConditionType.DOWNLOADED,
                 "False",
                 Reason.NOT_DOWNLOADED_YET,
-                f"downloading from {runtime.source.description}",
+                f"downloading from {bound.source.description}",
             )
-            metadata = await runtime.store.fetch(name, runtime.source)
+            metadata = await store.fetch(name, bound.source)
     except SourceError as error:
+        where = "its source"
+        if bound is not None:
+            where = bound.source.description
+            await runtime.sources.failed(bound)
         await book.set(
             ConditionType.DOWNLOADED,
             "False",
             Reason.NOT_DOWNLOADED_YET,
-            f"download from {runtime.source.description} failed, retrying: {error}",
+            f"download from {where} failed, retrying: {error}",
             warn=EventReason.DOWNLOAD_FAILED,
             warn_on_new_message=True,
         )
@@ -142,7 +155,7 @@ async def apply_cluster_class(scope: ReleaseScope) -> Outcome:
     up the others, and each one's outcome is in ``status.resources``."""
     release, name = scope.release, scope.name
     try:
-        rendered = await scope.runtime.rendered(name, release.namespace)
+        rendered = await scope.runtime.rendered(name, release.namespace, source_key_of(scope.obj))
         objects = applied_objects(rendered_objects(rendered, release.namespace), release)
     except (HelmError, yaml.YAMLError) as error:
         await report_template_failure(scope.book, error)
@@ -172,11 +185,12 @@ STEPS = Steps(
 reconcile_release = STEPS.reconcile
 
 
-async def _held_elsewhere(kube: Kube, namespace: str, tag: str) -> bool:
-    """Whether a ClusterStackRelease of the same tag lives on in another namespace: the download and the
-    rendered charts, kept once per tag, are its too."""
+async def _held_elsewhere(kube: Kube, namespace: str, tag: str, source_key: str) -> bool:
+    """Whether a ClusterStackRelease of the same tag and source lives on in another namespace: the
+    download and the rendered charts, kept once per tag and source, are its too."""
     return any(
         other["metadata"]["name"] == tag
+        and source_key_of(other) == source_key
         and other["metadata"].get("namespace") != namespace
         and not other["metadata"].get("deletionTimestamp")
         for other in await kube.list(CLUSTER_STACK_RELEASE.api_version, CLUSTER_STACK_RELEASE.kind, "*")
@@ -204,8 +218,9 @@ async def finalize_release(obj: dict[str, Any], context: Context) -> float:
     if reference is not None:
         with contextlib.suppress(errors.NotFound):  # its kind is no longer served
             await kube.delete(reference.api_version, reference.kind, reference.name, release.namespace)
-    if not await _held_elsewhere(kube, release.namespace, name.tag):
-        scope.runtime.forget(name)
+    key = source_key_of(obj)
+    if not await _held_elsewhere(kube, release.namespace, name.tag, key):
+        scope.runtime.forget(name, key)
     if deleted:
         await context.recorder.emit(
             obj, "Normal", EventReason.OBJECTS_DELETED, f"deleted {', '.join(deleted)}"

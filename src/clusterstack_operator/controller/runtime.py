@@ -1,9 +1,10 @@
-"""What the Cluster Stack operator's reconciles share in one process: its settings, the release source,
-the store of downloaded releases, the last listing of the source, rendered charts, and the clients of
-the workload clusters.
+"""What the Cluster Stack operator's reconciles share in one process: its settings, the release sources
+(the operator's own and the stacks' own), the store of downloaded releases, the last listing of each
+source, rendered charts, and the clients of the workload clusters.
 
-The source is listed at most once per :attr:`ClusterStackSettings.poll_seconds` for every
-ClusterStack together (one request, not one per stack), and a rendered chart is kept: a release's
+The operator's own source is listed at most once per :attr:`ClusterStackSettings.poll_seconds` for
+every ClusterStack that follows it together (one request, not one per stack); a stack with its own
+source has its own listing, as often. A rendered chart is kept: a release's
 chart never changes, so ``helm`` runs once per release and process, not on every reconcile. A
 Cluster's cluster addons are rendered again only when the release or the Cluster (whose values
 they take) changes, not on every look at the workload cluster.
@@ -21,9 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from clusterstack_operator.controller.settings import ClusterStackSettings, release_source
+from clusterstack_operator.controller.stack_sources import BoundSource, StackSources
 from clusterstack_operator.helm import HelmError, helm_template, render_values_template
 from clusterstack_operator.releases.versions import ReleaseName
-from clusterstack_operator.sources.base import ReleaseSource, SourceRelease
+from clusterstack_operator.sources.base import SourceRelease
 from clusterstack_operator.sources.store import ReleaseStore
 from clusterstack_operator.workload import WorkloadClients
 
@@ -51,42 +53,58 @@ class StackRuntime:
     its start hook."""
 
     settings: ClusterStackSettings
-    source: ReleaseSource
-    store: ReleaseStore
+    sources: StackSources
+    stores: dict[str, ReleaseStore]
+    """Downloaded releases by source key ("" the operator's own source): see :meth:`store`."""
     helm_home: Path
     workloads: WorkloadClients
     """Clients of the workload clusters, made from their kubeconfig Secrets."""
-    _listing: list[SourceRelease] | None = None
-    _listed_at: float = 0.0
+    _listings: dict[tuple[str, str] | None, tuple[list[SourceRelease], float]] = field(default_factory=dict)
+    """Each source's last listing and when it was made, by the stack owning it (None: the operator's own)."""
     _listing_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    _rendered: dict[tuple[str, str], str] = field(default_factory=dict)
-    _rendered_addons: dict[tuple[str, str, str], tuple[tuple[str, str], str]] = field(default_factory=dict)
-    """(namespace, Cluster, stage or "") -> ((release tag, the Cluster's resourceVersion), rendered)."""
+    _rendered: dict[tuple[str, str, str], str] = field(default_factory=dict)
+    """(release tag, namespace, source key) -> the rendered cluster-class chart."""
+    _rendered_addons: dict[tuple[str, str, str], tuple[tuple[str, str, str], str]] = field(
+        default_factory=dict
+    )
+    """(namespace, Cluster, stage or "") -> ((release tag, the Cluster's resourceVersion, source key),
+    rendered)."""
 
     @classmethod
     def from_settings(cls, settings: ClusterStackSettings, field_manager: str) -> StackRuntime:
         return cls(
             settings=settings,
-            source=release_source(settings),
-            store=ReleaseStore(settings.release_dir / "cluster-stacks"),
+            sources=StackSources(release_source(settings)),
+            stores={},
             helm_home=settings.release_dir / "helm",
             workloads=WorkloadClients(field_manager),
         )
 
-    async def releases(self) -> tuple[list[SourceRelease], float]:
+    def store(self, key: str = "") -> ReleaseStore:
+        """The downloads of the source of ``key``: the operator's own source's in ``cluster-stacks/``,
+        a stack's own source's in ``cluster-stacks/sources/<key>/``, so that two sources publishing the
+        same tag never share a download."""
+        if key not in self.stores:
+            root = self.settings.release_dir / "cluster-stacks"
+            self.stores[key] = ReleaseStore(root / "sources" / key if key else root)
+        return self.stores[key]
+
+    async def releases(self, bound: BoundSource) -> tuple[list[SourceRelease], float]:
         """What the source offers, and the seconds until it is listed again (raises its SourceError)."""
         async with self._listing_lock:
-            age = time.monotonic() - self._listed_at
-            if self._listing is None or age >= self.settings.poll_seconds:
-                self._listing = await self.source.list_releases()
-                self._listed_at, age = time.monotonic(), 0.0
-            return self._listing, self.settings.poll_seconds - age
+            listing, listed_at = self._listings.get(bound.owner, (None, 0.0))
+            age = time.monotonic() - listed_at
+            if listing is None or age >= self.settings.poll_seconds:
+                listing = await bound.source.list_releases()
+                self._listings[bound.owner] = (listing, time.monotonic())
+                age = 0.0
+            return listing, self.settings.poll_seconds - age
 
-    async def rendered(self, release: ReleaseName, namespace: str) -> str:
+    async def rendered(self, release: ReleaseName, namespace: str, source_key: str = "") -> str:
         """The release's cluster-class chart rendered as upstream renders it (raises HelmError)."""
-        key = (release.tag, namespace)
+        key = (release.tag, namespace, source_key)
         if key not in self._rendered:
-            chart = self.store.path(release) / release.cluster_class_chart
+            chart = self.store(source_key).path(release) / release.cluster_class_chart
             self._rendered[key] = await helm_template(
                 self.settings.helm, chart, release.stack, namespace, home=self.helm_home
             )
@@ -100,6 +118,7 @@ class StackRuntime:
         cluster: Mapping[str, Any],
         stage: str | None = None,
         *,
+        source_key: str = "",
         template_data: Callable[[], Awaitable[Mapping[str, Any]]] | None = None,
     ) -> str:
         """The release's cluster addons rendered for ``cluster`` as upstream renders them, CRDs
@@ -115,16 +134,16 @@ class StackRuntime:
         references); it is called only when the addons are rendered again."""
         metadata = cluster["metadata"]
         key = (metadata["namespace"], metadata["name"], stage or "")
-        version = (release.tag, str(metadata.get("resourceVersion", "")))
+        version = (release.tag, str(metadata.get("resourceVersion", "")), source_key)
         held = self._rendered_addons.get(key)
         if held is not None and held[0] == version:
             return held[1]
-        directory = self.store.path(release)
+        directory = self.store(source_key).path(release)
         if stage is None:
             chart = directory / release.cluster_addon_chart(addon_version)
             values_file = directory / ADDON_VALUES_FILE
         else:
-            chart = await self._stage_charts(release, addon_version) / stage
+            chart = await self._stage_charts(release, addon_version, source_key) / stage
             values_file = chart / STAGE_VALUES_FILE
         values = None
         if values_file.exists():
@@ -147,27 +166,31 @@ class StackRuntime:
         self._rendered_addons[key] = (version, rendered)
         return rendered
 
-    async def stage_names(self, release: ReleaseName, addon_version: str) -> set[str]:
+    async def stage_names(self, release: ReleaseName, addon_version: str, source_key: str = "") -> set[str]:
         """The chart folders of a staged release's cluster-addon archive."""
-        charts = await self._stage_charts(release, addon_version)
+        charts = await self._stage_charts(release, addon_version, source_key)
         return {entry.name for entry in charts.iterdir() if entry.is_dir()}
 
-    async def _stage_charts(self, release: ReleaseName, addon_version: str) -> Path:
+    async def _stage_charts(self, release: ReleaseName, addon_version: str, source_key: str) -> Path:
         """Where a staged release's cluster-addon archive (a tar of one chart folder per stage) is
         unpacked, once, beside the release's assets (raises HelmError when it is no tar)."""
-        directory = self.store.path(release)
+        directory = self.store(source_key).path(release)
         unpacked = directory / STAGE_CHARTS_DIR
         if not unpacked.is_dir():
             await asyncio.to_thread(_unpack, directory / release.cluster_addon_chart(addon_version), unpacked)
         return unpacked
 
-    def forget(self, release: ReleaseName) -> None:
+    def forget(self, release: ReleaseName, source_key: str = "") -> None:
         """A release is gone: its rendered charts and its downloaded assets go too."""
-        self._rendered = {key: text for key, text in self._rendered.items() if key[0] != release.tag}
-        self._rendered_addons = {
-            key: held for key, held in self._rendered_addons.items() if held[0][0] != release.tag
+        self._rendered = {
+            key: text for key, text in self._rendered.items() if (key[0], key[2]) != (release.tag, source_key)
         }
-        self.store.remove(release)
+        self._rendered_addons = {
+            key: held
+            for key, held in self._rendered_addons.items()
+            if (held[0][0], held[0][2]) != (release.tag, source_key)
+        }
+        self.store(source_key).remove(release)
 
 
 def _unpack(archive: Path, into: Path) -> None:

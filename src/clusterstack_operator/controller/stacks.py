@@ -125,14 +125,19 @@ class StackReconcile(StackScope):
 
 
 async def list_source(scope: StackReconcile) -> Outcome:
-    """With auto-subscribe, what the source offers (its last listing, shared by every stack); a source
-    that fails is said in a condition, looked at again soon, and the rest goes on with what exists."""
+    """With auto-subscribe, what the stack's source offers (its last listing: the operator's own source's
+    is shared by every stack following it); a source that fails is said in a condition of this stack
+    alone, looked at again soon, and the rest goes on with what exists."""
     if not scope.stack.spec.auto_subscribe:
         return Outcome.CONTINUE
     runtime, book = scope.runtime, scope.book
+    bound = None
     try:
-        offered, until_next_poll = await runtime.releases()
+        bound = await runtime.sources.of_stack(scope.kube, scope.obj)
+        offered, until_next_poll = await runtime.releases(bound)
     except SourceError as error:
+        if bound is not None:
+            await runtime.sources.failed(bound)  # its Secrets are read again at the retry
         await book.set(
             ConditionType.RELEASES_SYNCED,
             "False",
@@ -154,7 +159,7 @@ async def list_source(scope: StackReconcile) -> Outcome:
         ConditionType.RELEASES_SYNCED,
         "True",
         Reason.SYNCED,
-        f"{runtime.source.description} has {mine} release(s) of this stack",
+        f"{bound.source.description} has {mine} release(s) of this stack",
     )
     scope.next_look = min(scope.next_look, max(until_next_poll, 1.0))
     return Outcome.CONTINUE

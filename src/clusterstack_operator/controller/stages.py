@@ -81,6 +81,8 @@ class StagedRun:
     save: Callable[[], Awaitable[None]]
     template_data: Callable[[], Awaitable[Mapping[str, Any]]]
     """What a stage's overwrite.yaml reads: the Cluster and the objects it references."""
+    source_key: str = ""
+    """The release's source's key in the store (:func:`clusterstack_operator.resources.source_key`)."""
 
     async def objects(self, stage: Stage) -> list[Manifest]:
         rendered = await self.runtime.rendered_addons(
@@ -89,13 +91,14 @@ class StagedRun:
             self.kubernetes_version,
             self.cluster,
             stage.name,
+            source_key=self.source_key,
             template_data=self.template_data,
         )
         return addon_objects(rendered_objects(rendered, ADDON_NAMESPACE), self.name)
 
 
-def has_stages(runtime: StackRuntime, release: ReleaseName) -> bool:
-    return (runtime.store.path(release) / STAGES_FILE).exists()
+def has_stages(runtime: StackRuntime, release: ReleaseName, source_key: str = "") -> bool:
+    return (runtime.store(source_key).path(release) / STAGES_FILE).exists()
 
 
 async def run_stages(
@@ -153,10 +156,10 @@ async def run_stages(
 async def _valid_config(run: StagedRun) -> StagesConfig | None:
     """The release's clusteraddon.yaml when it can be followed: parsed, every stage's chart present,
     every condition compiling. Otherwise None, with ClusterAddonConfigValidated False saying why."""
-    text = (run.runtime.store.path(run.release) / STAGES_FILE).read_text()
+    text = (run.runtime.store(run.source_key).path(run.release) / STAGES_FILE).read_text()
     try:
         config = parse_stages(text)
-        charts = await run.runtime.stage_names(run.release, run.addon_version)
+        charts = await run.runtime.stage_names(run.release, run.addon_version, run.source_key)
         for hook, stages in config.addon_stages.items():
             for stage in stages:
                 if stage.name not in charts:

@@ -47,9 +47,7 @@ async def _stop(context: Context) -> None:
     if not isinstance(runtime, StackRuntime):
         return  # the start hook failed before it made one: nothing to close
     await runtime.workloads.close()
-    close = getattr(runtime.source, "aclose", None)
-    if close is not None:
-        await close()
+    await runtime.sources.close()
 
 
 UPSTREAM_ADDON_FINALIZER = "clusteraddon.clusterstack.x-k8s.io"

@@ -5,6 +5,7 @@ both report. No I/O."""
 from __future__ import annotations
 
 import copy
+import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -20,6 +21,7 @@ from clusterstack_operator.api.v1alpha1 import (
     ClusterAddonSpec,
     ClusterStackReleaseSpec,
     ClusterStackSpec,
+    ReleaseSourceSpec,
 )
 from clusterstack_operator.releases.decide import StackIdentity
 from clusterstack_operator.releases.versions import Channel, ReleaseName
@@ -42,6 +44,8 @@ __all__ = [
     "provider_reference",
     "release_summary",
     "rendered_objects",
+    "source_key",
+    "source_key_of",
     "usable_versions",
 ]
 
@@ -54,6 +58,30 @@ ADDON_LABEL = "clusterstack.x-k8s.io/cluster-addon"
 """On every object applied in a workload cluster: the ClusterAddon (in the management cluster) it is of."""
 CLUSTER_NAME_LABEL = "cluster.x-k8s.io/cluster-name"
 """Cluster API's label for what belongs to one Cluster: on a ClusterAddon, its Cluster."""
+SOURCE_ANNOTATION = "clusterstack.x-k8s.io/release-source"
+"""On a ClusterStackRelease of a stack with its own ``spec.source``: that source's key
+(:func:`source_key`), under which its downloaded assets are kept. Absent: the operator's own source."""
+
+
+def source_key(source: ReleaseSourceSpec | None) -> str:
+    """Where a source's downloads are kept, apart from every other source's: "" for the operator's own,
+    else its kind and a hash of where it is (not of its credentials: the same repository read with
+    other credentials serves the same releases). Two sources may publish the same tag with different
+    contents (a fork, say); their downloads must never be taken for each other's."""
+    if source is None:
+        return ""
+    if source.oci is not None:
+        kind, where = "oci", f"{'http' if source.oci.plain_http else 'https'}://{source.oci.repository}"
+    else:
+        assert source.github is not None  # the CRD requires one of the two
+        github = source.github
+        kind, where = "github", f"{github.api_url or ''}/{github.organization}/{github.repository}"
+    return f"{kind}-{hashlib.sha256(where.encode()).hexdigest()[:16]}"
+
+
+def source_key_of(release: Mapping[str, Any]) -> str:
+    """The source key a ClusterStackRelease was made with ("" without one: the operator's own source)."""
+    return str(((release.get("metadata") or {}).get("annotations") or {}).get(SOURCE_ANNOTATION, ""))
 
 
 class InvalidTemplate(ValueError):
@@ -182,6 +210,7 @@ def build_cluster_stack_release(
             "name": release.tag,
             "namespace": stack.namespace,
             "labels": _managed({STACK_LABEL: stack.name}, stack.name),
+            **({"annotations": {SOURCE_ANNOTATION: key}} if (key := source_key(stack.spec.source)) else {}),
             "ownerReferences": [stack.owner_reference()],
         },
         "spec": spec,

@@ -40,11 +40,15 @@ HttpFailure = (aiohttp.ClientError, asyncio.TimeoutError, OSError)
 """What a request can raise besides an answer: no connection, a dropped body, a timeout."""
 
 
-def trusting(ca_bundle: Path) -> ssl.SSLContext:
-    """A client context that trusts the system's CAs and, besides them, those of ``ca_bundle`` (a private
-    registry's): ``create_default_context(cafile=...)`` alone would trust the bundle instead."""
+def trusting(ca_bundle: Path | None = None, ca_data: str | None = None) -> ssl.SSLContext:
+    """A client context that trusts the system's CAs and, besides them, those of ``ca_bundle`` (a file)
+    or ``ca_data`` (PEM text, from a Secret): ``create_default_context(cafile=...)`` alone would trust
+    the bundle instead."""
     context = ssl.create_default_context()
-    context.load_verify_locations(cafile=str(ca_bundle))
+    if ca_bundle is not None:
+        context.load_verify_locations(cafile=str(ca_bundle))
+    if ca_data is not None:
+        context.load_verify_locations(cadata=ca_data)
     return context
 
 

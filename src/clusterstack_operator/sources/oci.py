@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import base64
 import re
+import ssl
 import time
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
@@ -65,6 +66,8 @@ class OciSettings:
     """Sent base64-encoded as a bearer token, as upstream does with OCI_ACCESS_TOKEN."""
     plain_http: bool = False
     ca_bundle: Path | None = None
+    ca_data: str | None = None
+    """PEM text of CAs to trust besides the system's (a stack's CA Secret)."""
     timeout: float = 30.0
 
     @property
@@ -98,7 +101,12 @@ class OciRegistry:
                 register_secret(secret)
         scheme = "http" if settings.plain_http else "https"
         self._base = f"{scheme}://{settings.host}"
-        self._ssl: Any = trusting(settings.ca_bundle) if settings.ca_bundle else True
+        self._ssl: Any = True
+        if settings.ca_bundle or settings.ca_data:
+            try:
+                self._ssl = trusting(settings.ca_bundle, settings.ca_data)
+            except (ssl.SSLError, OSError) as error:
+                raise SourceError(f"{self.description}: its CA bundle cannot be read: {error}") from None
         self._session: aiohttp.ClientSession | None = None
         self._fixed: str | None = None
         """The access token's Authorization, when one is set: sent always, never renewed."""

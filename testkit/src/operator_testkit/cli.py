@@ -38,6 +38,7 @@ from operator_testkit.module_crds import (
 )
 from operator_testkit.nodes.cli import add_nodes_commands
 from operator_testkit.nodes.tools import ensure_node_tools
+from operator_testkit.oras_cli import ensure_oras
 from operator_testkit.prometheus_tools import ensure_prometheus_tools
 from operator_testkit.s3 import ensure_versitygw
 from operator_testkit.sandbox import (
@@ -80,6 +81,7 @@ def _binaries(arguments: argparse.Namespace) -> int:
         print(f"  {ensure_prometheus_operator_crds()}")
         print(f"  {ensure_cert_manager_crds()}")
         print(f"  {ensure_cert_manager_controller()}")
+        print(f"  {ensure_oras()}")
         prometheus = ensure_prometheus_tools()
         print(prometheus.directory)
         print(f"  {prometheus.prometheus}\n  {prometheus.promtool}")
