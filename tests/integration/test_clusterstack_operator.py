@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -31,7 +30,6 @@ from operator_testkit.operators import (
     OperatorProcess,
     account_kubeconfig,
     operator_rbac,
-    service_account_kubeconfig,
 )
 from operator_testkit.oras_cli import oras_push
 from operator_testkit.registry import RunningRegistry, running_registry
@@ -45,37 +43,26 @@ from releases import (
     push_release,
 )
 from releases import capi_cluster as cluster
+from stack_operator import (
+    API,
+    PROVIDER_API,
+    Releases,
+    chart_rules,
+    condition,
+    hook_writes,
+    install_cluster_api,
+    launch,
+    provider_template,
+    ready_release,
+    stack,
+)
 
 pytestmark = pytest.mark.usefixtures("installed_crds")
-
-API = "clusterstack.x-k8s.io/v1alpha1"
-PROVIDER_API = "infrastructure.clusterstack.x-k8s.io/v1alpha1"
-TESTS = Path(__file__).parent.parent
-_crds_on: set[str] = set()
 
 
 @pytest.fixture
 def cluster_api(control_plane: ControlPlane, clusterstack_tools: ClusterStackTools) -> None:
-    """Cluster API's and the Docker provider's CRDs, and the tests' own provider CRDs."""
-    if control_plane.api_url in _crds_on:
-        return
-    documents = [
-        *crd_documents(clusterstack_tools.capi_crds),
-        *crd_documents(clusterstack_tools.capd_crds),
-        *crd_documents(TESTS / "clusterstack"),
-    ]
-    asyncio.run(install_crds(control_plane, documents))
-    _crds_on.add(control_plane.api_url)
-
-
-class Releases:
-    """The operator's local release source: publish a release there as a provider would."""
-
-    def __init__(self, root: Path, helm: Path) -> None:
-        self.root, self.helm = root, helm
-
-    def publish(self, tag: str, **options: Any) -> None:
-        publish_release(self.root, tag, helm=self.helm, **options)
+    install_cluster_api(control_plane, clusterstack_tools)
 
 
 @pytest.fixture
@@ -83,39 +70,6 @@ def releases(tmp_path: Path, clusterstack_tools: ClusterStackTools) -> Releases:
     root = tmp_path / "source"
     root.mkdir()
     return Releases(root, clusterstack_tools.helm)
-
-
-def chart_rules(rootpath: Path) -> Path:
-    return rootpath / "charts" / "cluster-stack-operator" / "files" / "rbac-rules.yaml"
-
-
-def launch(
-    control_plane: ControlPlane,
-    tools: ClusterStackTools,
-    home: Path,
-    rootpath: Path,
-    source: dict[str, str],
-    kubeconfig: Path | None = None,
-) -> OperatorProcess:
-    """The operator as its own ServiceAccount (the chart's, unless ``kubeconfig`` is another's), over the
-    release ``source`` (OPERATOR_SUITE_* variables)."""
-    if kubeconfig is None:
-        kubeconfig = service_account_kubeconfig(
-            control_plane, chart_rules(rootpath), home / "operator.kubeconfig"
-        )
-    environment = {
-        **{k: v for k, v in os.environ.items() if not k.startswith(("GIT_", "OCI_"))},
-        **source,
-        "OPERATOR_SUITE_RELEASE_DIR": str(home / "downloads"),
-        "OPERATOR_SUITE_HELM": str(tools.helm),
-        "OPERATOR_SUITE_POLL_SECONDS": "1",
-        "OPERATOR_SUITE_ADDON_CHECK_SECONDS": "2",
-    }
-    process = OperatorProcess(
-        "cluster-stack-operator", kubeconfig, home / "operator.log", "--verbose", environment=environment
-    )
-    process.start()
-    return process
 
 
 @pytest.fixture
@@ -133,42 +87,6 @@ def stack_operator(
         yield process
     finally:
         process.stop()
-
-
-def stack(object_name: str, namespace: str, /, **spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": API,
-        "kind": "ClusterStack",
-        "metadata": {"name": object_name, "namespace": namespace},
-        "spec": {"provider": "docker", "kubernetesVersion": "1.30", **spec},
-    }
-
-
-def provider_template(namespace: str) -> dict[str, Any]:
-    return {
-        "apiVersion": PROVIDER_API,
-        "kind": "TestProviderClusterStackReleaseTemplate",
-        "metadata": {"name": "images", "namespace": namespace},
-        "spec": {"template": {"metadata": {"labels": {"from": "template"}}, "spec": {"nodeImages": ["v1"]}}},
-    }
-
-
-def condition(obj: dict[str, Any] | None, kind: str) -> dict[str, Any]:
-    for entry in ((obj or {}).get("status") or {}).get("conditions") or []:
-        if entry["type"] == kind:
-            return dict(entry)
-    return {}
-
-
-async def ready_release(kube: Kube, namespace: str, name: str, timeout: float = 60) -> dict[str, Any]:
-    async def ready() -> dict[str, Any] | None:
-        found = await kube.get(API, "ClusterStackRelease", name, namespace)
-        return found if found and (found.get("status") or {}).get("ready") else None
-
-    result: dict[str, Any] = await wait_until(
-        ready, timeout=timeout, what=f"ClusterStackRelease {name} ready"
-    )
-    return result
 
 
 async def gone(
@@ -1517,23 +1435,6 @@ async def test_an_upstream_shaped_stack_built_and_published_as_csctl_does_reache
             assert made["data"]["cluster"] == (cluster_name if stage in overwritten else "")
 
 
-def _hook_writes(plane: ControlPlane) -> list[tuple[str, str]]:
-    """The creates and deletes of the hooks chart's objects in the workload cluster, in order."""
-    names = ("hook-", "addon-main")
-    writes = []
-    for event in plane.audit_events():
-        code = event.get("responseStatus", {}).get("code", 0)
-        where = event.get("objectRef") or {}
-        if where.get("namespace") != "kube-system" or not where.get("name", "").startswith(names):
-            continue
-        # A server-side apply that makes the object is a PATCH answered 201.
-        if event["verb"] == "create" or (event["verb"] == "patch" and code == 201):
-            writes.append(("create", where["name"]))
-        elif event["verb"] == "delete" and code < 300:
-            writes.append(("delete", where["name"]))
-    return writes
-
-
 async def test_an_addon_charts_helm_hooks_run_in_helms_order_and_a_refused_one_stops_the_upgrade(
     kube: Kube,
     stack_operator: OperatorProcess,
@@ -1554,7 +1455,7 @@ async def test_an_addon_charts_helm_hooks_run_in_helms_order_and_a_refused_one_s
     await kube.create(stack("hooks", namespace, versions=["v1", "v2", "v3"], **spec))
     for version in (1, 2, 3):
         await ready_release(kube, namespace, f"docker-hooks-1-30-v{version}")
-    before = len(_hook_writes(workload_plane))
+    before = len(hook_writes(workload_plane))
     await kube.create(cluster("hooks", namespace, "docker-hooks-1-30-v1", endpoint_port=6443))
     await kube.create(kubeconfig_secret("hooks", namespace, workload_plane))
 
@@ -1573,7 +1474,7 @@ async def test_an_addon_charts_helm_hooks_run_in_helms_order_and_a_refused_one_s
     assert [(r["kind"], r["name"]) for r in installed["status"]["resources"]] == [("ConfigMap", "addon-main")]
     assert installed["spec"]["version"] == "v1"
     assert condition(installed, "HelmChartApplied")["status"] == "True"
-    assert _hook_writes(workload_plane)[before:] == [
+    assert hook_writes(workload_plane)[before:] == [
         ("create", "hook-made-secret"),  # weight -5
         ("create", "hook-pre-install"),  # weight 1
         ("delete", "hook-pre-install"),  # hook-succeeded, once the pre-install hooks ran
@@ -1603,12 +1504,12 @@ async def test_an_addon_charts_helm_hooks_run_in_helms_order_and_a_refused_one_s
         assert await workload.get_live("v1", "Secret", "hook-made-secret", "kube-system") is None
 
         # An upgrade: the pre-upgrade hook runs once, no install hook again.
-        mark = len(_hook_writes(workload_plane))
+        mark = len(hook_writes(workload_plane))
         await kube.patch("cluster.x-k8s.io/v1beta2", "Cluster", "hooks", namespace,
                          {"spec": {"topology": {"classRef": {"name": "docker-hooks-1-30-v2"}}}})  # fmt: skip
         upgraded: Any = await wait_until(lambda: addon_where(hooks_done("v2")), timeout=60, what="upgraded")
         assert upgraded["spec"]["version"] == "v2"
-        assert _hook_writes(workload_plane)[mark:] == [("create", "hook-pre-upgrade-v2")]
+        assert hook_writes(workload_plane)[mark:] == [("create", "hook-pre-upgrade-v2")]
         main = await workload.get_live("v1", "ConfigMap", "addon-main", "kube-system")
         assert main is not None
         assert main["data"] == {"version": "v2"}
