@@ -115,15 +115,15 @@ async def ready_release(kube: Kube, namespace: str, name: str, timeout: float = 
     return result
 
 
-def hook_writes(plane: ControlPlane) -> list[tuple[str, str]]:
-    """The creates and deletes of the hooks chart's objects in a workload cluster's kube-system, in
+def hook_writes(plane: ControlPlane, namespace: str = "kube-system") -> list[tuple[str, str]]:
+    """The creates and deletes of the hooks chart's objects in a workload cluster's ``namespace``, in
     order, from its API server's audit log (not their Jobs' pods, which the job controller makes)."""
     names = ("hook-", "addon-main")
     writes = []
     for event in plane.audit_events():
         code = event.get("responseStatus", {}).get("code", 0)
         where = event.get("objectRef") or {}
-        if where.get("namespace") != "kube-system" or not where.get("name", "").startswith(names):
+        if where.get("namespace") != namespace or not where.get("name", "").startswith(names):
             continue
         if where.get("resource") in ("pods", "events") or where.get("subresource"):
             continue

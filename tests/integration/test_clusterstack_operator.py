@@ -1015,6 +1015,10 @@ async def test_a_staged_release_resumes_its_stages_after_the_operator_is_killed_
                 what="both stages done after the restart",
             )
             assert await workload.get("v1", "ConfigMap", "stage-two", "kube-system")
+            # Stage two's chart has Helm hooks: its pre-install hook ran, its pre-upgrade hook did not.
+            assert await workload.get_live("v1", "ConfigMap", "stage-two-installed", "kube-system")
+            assert await workload.get_live("v1", "ConfigMap", "stage-two-upgraded-v1", "kube-system") is None
+            assert done["status"]["stages"][1]["helmHooks"]["event"] == "done"
 
             async def ready() -> dict[str, Any] | None:
                 found = await addon()
@@ -1052,6 +1056,12 @@ async def test_a_staged_release_resumes_its_stages_after_the_operator_is_killed_
             assert stages_of(moved) == [("stage-one", "done"), ("stage-two", "done")]
             assert await workload.get("v1", "ConfigMap", "stage-one-v2", "kube-system")
             assert await workload.get("v1", "ConfigMap", "stage-one-v1", "kube-system") is None
+            # The upgrade ran stage two's pre-upgrade hook; hooks are never among the applied objects.
+            assert await workload.get_live("v1", "ConfigMap", "stage-two-upgraded-v2", "kube-system")
+            assert not {r["name"] for r in moved["status"]["resources"]} & {
+                "stage-two-installed",
+                "stage-two-upgraded-v2",
+            }
         finally:
             # The ClusterAddon goes first: alive, it would restore what the next lines delete, under the
             # feet of the next test that shares this workload cluster.
@@ -1061,7 +1071,15 @@ async def test_a_staged_release_resumes_its_stages_after_the_operator_is_killed_
                 return await addon() is None
 
             await wait_until(addon_gone, timeout=60, what="the ClusterAddon of the deleted Cluster to go")
-            for name in ("go-ahead", "stage-one", "stage-two", "stage-one-v1", "stage-one-v2"):
+            for name in (
+                "go-ahead",
+                "stage-one",
+                "stage-two",
+                "stage-one-v1",
+                "stage-one-v2",
+                "stage-two-installed",
+                "stage-two-upgraded-v2",
+            ):
                 await workload.delete("v1", "ConfigMap", name, "kube-system")
 
 

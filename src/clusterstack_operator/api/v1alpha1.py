@@ -305,19 +305,6 @@ class ClusterAddonSpec(ApiModel):
     whoever sets this field."""
 
 
-class StageStatus(ApiModel):
-    """One stage of the running hook (one chart of a staged cluster-addon release)."""
-
-    name: str
-    """Name of the stage: its chart's folder in the cluster-addon archive."""
-    action: Literal["apply", "delete"] = "apply"
-    """Whether the stage applies its objects or deletes them."""
-    phase: Literal[
-        "Pending", "waitingForPreCondition", "applyingOrDeleting", "waitingForPostCondition", "done"
-    ]
-    """Where the stage stands; a stage starts only once the one before it is done."""
-
-
 class HelmHooksStatus(ApiModel):
     """The Helm hooks of the addons' last install or upgrade (the chart's helm.sh/hook objects), run as
     helm install and helm upgrade run them: pre hooks, the chart's objects, post hooks."""
@@ -332,6 +319,22 @@ class HelmHooksStatus(ApiModel):
     """The hook waited for now."""
     failed: str | None = None
     """The hook that failed, and why (its Job's reason); nothing after it runs until the addons change."""
+
+
+class StageStatus(ApiModel):
+    """One stage of the running hook (one chart of a staged cluster-addon release)."""
+
+    name: str
+    """Name of the stage: its chart's folder in the cluster-addon archive."""
+    action: Literal["apply", "delete"] = "apply"
+    """Whether the stage applies its objects or deletes them."""
+    phase: Literal[
+        "Pending", "waitingForPreCondition", "applyingOrDeleting", "waitingForPostCondition", "done"
+    ]
+    """Where the stage stands; a stage starts only once the one before it is done."""
+    helm_hooks: HelmHooksStatus | None = None
+    """The Helm hooks of the stage's chart, run as helm runs them: install hooks for the
+    AfterControlPlaneInitialized stages, upgrade hooks for BeforeClusterUpgrade's."""
 
 
 class ClusterAddonStatus(ApiModel):

@@ -29,12 +29,15 @@ from clusterstack_operator.controller.charts import (
     report_template_failure,
     resource_entry,
 )
+from clusterstack_operator.controller.helm_hooks import HOOK_POLL_SECONDS, HookRun, RunStep, run_with_hooks
 from clusterstack_operator.controller.runtime import ADDON_NAMESPACE, StackRuntime
 from clusterstack_operator.helm import HelmError
 from clusterstack_operator.releases.addons import AddonChange, identity
+from clusterstack_operator.releases.hooks import HookEvent, SplitChart, split_hooks
 from clusterstack_operator.releases.stage_conditions import InvalidCondition, check_condition, judge
 from clusterstack_operator.releases.stages import (
     AFTER_CONTROL_PLANE_INITIALIZED,
+    BEFORE_CLUSTER_UPGRADE,
     STAGES_FILE,
     InvalidStages,
     Phase,
@@ -61,6 +64,12 @@ CONDITION_RETRY_SECONDS = 5.0
 objects are read, not watched)."""
 
 Manifest = dict[str, Any]
+STAGE_HOOK_EVENTS = {
+    AFTER_CONTROL_PLANE_INITIALIZED: (HookEvent.PRE_INSTALL, HookEvent.POST_INSTALL),
+    BEFORE_CLUSTER_UPGRADE: (HookEvent.PRE_UPGRADE, HookEvent.POST_UPGRADE),
+}
+"""Which Helm hooks a stage's chart runs: its hook's stages install the addons when the control plane
+is first up, and upgrade them before the Cluster moves to another release."""
 
 
 @dataclass
@@ -84,7 +93,8 @@ class StagedRun:
     source_key: str = ""
     """The release's source's key in the store (:func:`clusterstack_operator.resources.source_key`)."""
 
-    async def objects(self, stage: Stage) -> list[Manifest]:
+    async def chart(self, stage: Stage) -> SplitChart:
+        """The stage's chart rendered: its ordinary objects and its Helm hooks."""
         rendered = await self.runtime.rendered_addons(
             self.release,
             self.addon_version,
@@ -94,7 +104,12 @@ class StagedRun:
             source_key=self.source_key,
             template_data=self.template_data,
         )
-        return addon_objects(rendered_objects(rendered, ADDON_NAMESPACE), self.name)
+        return split_hooks(addon_objects(rendered_objects(rendered, ADDON_NAMESPACE), self.name))
+
+    async def objects(self, stage: Stage) -> list[Manifest]:
+        """The stage's ordinary objects: what it applies, keeps against drift or deletes (never its
+        hooks, which run once per install or upgrade)."""
+        return [dict(obj) for obj in (await self.chart(stage)).ordinary]
 
 
 def has_stages(runtime: StackRuntime, release: ReleaseName, source_key: str = "") -> bool:
@@ -132,9 +147,10 @@ async def run_stages(
             record["phase"] = Phase.APPLYING_OR_DELETING.value
             await run.save()
         if record["phase"] == Phase.APPLYING_OR_DELETING:
-            if not await _apply_or_delete(run, stage, where):
+            retry = await _apply_or_delete(run, stage, where, record, hook)
+            if retry is not None:
                 await run.save()
-                return run.runtime.settings.addon_check_seconds, False
+                return retry, False
             record["phase"] = Phase.WAITING_FOR_POST_CONDITION.value
             await run.save()
         if record["phase"] == Phase.WAITING_FOR_POST_CONDITION:
@@ -229,24 +245,54 @@ async def _holds(run: StagedRun, wait: WaitFor, where: str, which: str) -> bool:
     return False
 
 
-async def _apply_or_delete(run: StagedRun, stage: Stage, where: str) -> bool:
+async def _apply_or_delete(
+    run: StagedRun, stage: Stage, where: str, record: dict[str, Any], hook: str
+) -> float | None:
     """Apply (or delete) the stage's objects in the workload cluster, recording them in
-    ``status.resources``; whether all of it went through."""
+    ``status.resources``: None once all of it went through, else the seconds until the next look.
+
+    A stage that applies runs its chart's Helm hooks around its objects as helm runs them
+    (:func:`~clusterstack_operator.controller.helm_hooks.run_with_hooks`): install hooks in the
+    stages of AfterControlPlaneInitialized, upgrade hooks in those of BeforeClusterUpgrade, the run
+    kept in the stage's record. A stage that deletes runs none (helm runs delete hooks on uninstall,
+    which a stage is not)."""
     try:
-        objects = await run.objects(stage)
+        split = await run.chart(stage)
     except (HelmError, yaml.YAMLError) as error:
         await report_template_failure(run.book, error, where=where)
-        return False
+        return run.runtime.settings.addon_check_seconds
+    objects = [dict(obj) for obj in split.ordinary]
     chart = f"{stage.name} ({run.release.tag})"
     recorded = {identity(r): r for r in run.status["resources"]}
     if stage.action == "apply":
-        entries, failed = await apply_and_record(run.workload, objects, run.book, chart, watch=False)
-        recorded |= {identity(entry): entry for entry in entries}
-        run.status["resources"] = list(recorded.values())
-        if failed:
-            return False
-        await run.book.event("Normal", EventReason.STAGE_DONE, f"{where}: applied {len(objects)} objects")
-        return True
+
+        async def apply_ordinary() -> bool:
+            nonlocal recorded
+            entries, failed = await apply_and_record(run.workload, objects, run.book, chart, watch=False)
+            recorded |= {identity(entry): entry for entry in entries}
+            run.status["resources"] = list(recorded.values())
+            return not failed
+
+        if split.hooks:
+            events = STAGE_HOOK_EVENTS.get(hook, STAGE_HOOK_EVENTS[BEFORE_CLUSTER_UPGRADE])
+            kept = record.get("helmHooks")
+            hook_run = HookRun.of(kept, run.addon_version, events[0])
+            if kept is None:
+                for said in split.skipped:
+                    await run.book.event("Warning", EventReason.HOOKS_SKIPPED, f"{where}: {said}")
+            step = await run_with_hooks(run.workload, run.book, split, events, hook_run, apply_ordinary)
+            record["helmHooks"] = hook_run.wire()
+            if step is RunStep.WAITING:
+                return HOOK_POLL_SECONDS
+            if step is RunStep.FAILED:
+                return WAIT_FOR_CHANGE
+        elif not await apply_ordinary():
+            return run.runtime.settings.addon_check_seconds
+        ran = f" and ran its {len(split.hooks)} Helm hooks" if split.hooks else ""
+        await run.book.event(
+            "Normal", EventReason.STAGE_DONE, f"{where}: applied {len(objects)} objects{ran}"
+        )
+        return None
     gone = [resource_entry(obj) for obj in objects]
     deleted = await delete_applied(run.workload, gone)
     removed = {identity(entry) for entry in gone}
@@ -254,7 +300,7 @@ async def _apply_or_delete(run: StagedRun, stage: Stage, where: str) -> bool:
     await run.book.event(
         "Normal", EventReason.STAGE_DONE, f"{where}: deleted {', '.join(deleted) or 'nothing (already gone)'}"
     )
-    return True
+    return None
 
 
 async def _kept(run: StagedRun, stages: tuple[Stage, ...]) -> list[Manifest]:

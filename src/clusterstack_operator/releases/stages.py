@@ -159,8 +159,9 @@ def stages_to_run(config: StagesConfig, hook: str) -> tuple[str, tuple[Stage, ..
 def stage_progress(
     stages: Sequence[Stage], hook: str, release: str, status: Mapping[str, Any]
 ) -> list[dict[str, str]]:
-    """``status.stages`` to go on from: the recorded phases when ``status`` shows this ``hook`` of
-    this ``release`` with the same stages, otherwise every stage Pending."""
+    """``status.stages`` to go on from: the recorded phases (and each stage's Helm hook run) when
+    ``status`` shows this ``hook`` of this ``release`` with the same stages, otherwise every stage
+    Pending."""
     fresh = [{"name": s.name, "action": s.action, "phase": Phase.PENDING.value} for s in stages]
     recorded = list(status.get("stages") or [])
     same = (
@@ -171,7 +172,11 @@ def stage_progress(
     if not same:
         return fresh
     return [
-        {**entry, "phase": str(record.get("phase") or Phase.PENDING)}
+        {
+            **entry,
+            "phase": str(record.get("phase") or Phase.PENDING),
+            **({"helmHooks": record["helmHooks"]} if record.get("helmHooks") else {}),
+        }
         for entry, record in zip(fresh, recorded, strict=True)
     ]
 

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from operator_core.kube import Kube
+from operator_testkit.assertions import wait_for_events
 from operator_testkit.clusterstack_tools import ClusterStackTools
 from operator_testkit.controlplane import ControlPlane
 from operator_testkit.drivers.clusterstack import HOOKS_ADDON_CHART
@@ -31,10 +32,12 @@ from stack_operator import (
     stack,
 )
 
-ADDON = "cluster-addon-jobs"
+pytestmark = pytest.mark.usefixtures("installed_crds")
+
 # Debian's nginx image, which the real nodes hold: its /bin/sh runs the hook Jobs' commands.
 JOBS = {"jobImage": NGINX_IMAGE, "jobCommand": "sleep 2", "postJobCommand": "sleep 1"}
 FAILING = {**JOBS, "jobCommand": "echo 'the migration found no schema' >&2; exit 3"}
+LEFT_CONFIGMAPS = ("addon-main", "hook-pre-upgrade-v3")
 IDLE_SECONDS = 30
 """How long nothing may be written after the install: 15 looks at the workload cluster (every 2 s)."""
 
@@ -65,7 +68,8 @@ async def test_hook_jobs_run_on_real_nodes_in_helms_order_and_a_failing_one_keep
     stack_operator: tuple[OperatorProcess, Releases],
 ) -> None:
     process, releases = stack_operator
-    for version, values in ((1, FAILING), (2, JOBS), (3, JOBS)):
+    failing = {**FAILING, "namespace": f"{namespace}-failing"}
+    for version, values in ((1, failing), (2, JOBS), (3, JOBS)):
         releases.publish(
             f"docker-jobs-1-30-v{version}",
             addon_version=f"v{version}",
@@ -77,12 +81,12 @@ async def test_hook_jobs_run_on_real_nodes_in_helms_order_and_a_failing_one_keep
     for version in (1, 2, 3):
         await ready_release(kube, namespace, f"docker-jobs-1-30-v{version}")
 
-    async def addon_where(check: Any) -> dict[str, Any] | None:
-        found = await kube.get(API, "ClusterAddon", ADDON, namespace)
+    async def addon_where(cluster: str, check: Any) -> dict[str, Any] | None:
+        found = await kube.get(API, "ClusterAddon", f"cluster-addon-{cluster}", namespace)
         return found if found is not None and check(found) else None
 
-    def applied(reason: str) -> Any:
-        return lambda addon: condition(addon, "HelmChartApplied").get("reason") == reason
+    def hook_failed(addon: dict[str, Any]) -> bool:
+        return condition(addon, "HelmChartApplied").get("reason") == "HelmHookFailed"
 
     def hooks_done(version: str) -> Any:
         def done(addon: dict[str, Any]) -> bool:
@@ -92,89 +96,83 @@ async def test_hook_jobs_run_on_real_nodes_in_helms_order_and_a_failing_one_keep
         return done
 
     async with Kube.connect(control_plane.kubeconfig) as workload:
-        # 1. A pre-install Job that fails: the chart's objects are never applied, and the addon says why.
-        start = len(hook_writes(control_plane))
-        await kube.create(capi_cluster("jobs", namespace, "docker-jobs-1-30-v1", endpoint_port=6443))
-        await kube.create(kubeconfig_secret("jobs", namespace, control_plane))
+        # 1. A pre-install Job that fails (in a namespace of its own of the same workload cluster): the
+        # chart's objects are never applied, and the addon says why.
+        await workload.create(
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": failing["namespace"]}}
+        )
+        await kube.create(capi_cluster("failing", namespace, "docker-jobs-1-30-v1", endpoint_port=6443))
+        await kube.create(kubeconfig_secret("failing", namespace, control_plane))
         stopped: Any = await wait_until(
-            lambda: addon_where(applied("HelmHookFailed")), timeout=120, what="the failed pre-install Job"
+            lambda: addon_where("failing", hook_failed), timeout=120, what="the failed pre-install Job"
         )
         said = condition(stopped, "HelmChartApplied")["message"]
-        assert said.startswith("pre-install hook Job kube-system/hook-job failed: "), said
+        assert said.startswith(f"pre-install hook Job {failing['namespace']}/hook-job failed: "), said
         assert "BackoffLimitExceeded" in said, said
         assert "the chart's objects are not applied" in said
-        assert await workload.get_live("v1", "ConfigMap", "addon-main", "kube-system") is None
-        failed_job = await workload.get_live("batch/v1", "Job", "hook-job", "kube-system")
+        assert await workload.get_live("v1", "ConfigMap", "addon-main", failing["namespace"]) is None
+        failed_job = await workload.get_live("batch/v1", "Job", "hook-job", failing["namespace"])
         assert failed_job is not None, "a failed Job without hook-failed stays, for its logs"
-        assert hook_writes(control_plane)[start:] == [
+        assert hook_writes(control_plane, failing["namespace"]) == [
             ("create", "hook-made-secret"),
             ("create", "hook-pre-install"),
             ("create", "hook-job"),
-            ("delete", "hook-pre-install"),  # hook-succeeded: deleted once the run stopped
+            ("delete", "hook-pre-install"),  # hook-succeeded: it did succeed, before the Job failed
         ]
+        (warning,) = await wait_for_events(kube, namespace, "HelmHookFailed")
+        assert warning["type"] == "Warning"
 
-        # 2. Another release: a fresh install, whose pre-install Job replaces the failed one
-        # (before-hook-creation), runs and is deleted; then the chart's objects; then the post-install Job.
-        mark = len(hook_writes(control_plane))
-        await kube.patch("cluster.x-k8s.io/v1beta2", "Cluster", "jobs", namespace,
-                         {"spec": {"topology": {"classRef": {"name": "docker-jobs-1-30-v2"}}}})  # fmt: skip
+        # 2. An install whose Jobs succeed: the weighted pre-install hooks, each waited for, then the
+        # chart's objects, then the post-install Job; each deleted by its hook-succeeded policy.
+        start = len(hook_writes(control_plane))
+        await kube.create(capi_cluster("jobs", namespace, "docker-jobs-1-30-v2", endpoint_port=6443))
+        await kube.create(kubeconfig_secret("jobs", namespace, control_plane))
         installed: Any = await wait_until(
-            lambda: addon_where(hooks_done("v2")), timeout=180, what="installed"
+            lambda: addon_where("jobs", hooks_done("v2")), timeout=180, what="installed"
         )
         assert condition(installed, "HelmChartApplied")["status"] == "True"
         assert [(r["kind"], r["name"]) for r in installed["status"]["resources"]] == [
             ("ConfigMap", "addon-main")
         ]
-        assert hook_writes(control_plane)[mark:] == [
-            ("delete", "hook-made-secret"),  # before-hook-creation, the default
+        writes = hook_writes(control_plane)[start:]
+        assert writes == [
             ("create", "hook-made-secret"),  # weight -5
             ("create", "hook-pre-install"),  # weight 1
-            ("delete", "hook-job"),  # the failed one, before-hook-creation
-            ("create", "hook-job"),  # weight 2: ran on a node, 2 s
-            ("delete", "hook-pre-install"),  # hook-succeeded
-            ("delete", "hook-job"),  # hook-succeeded
+            ("create", "hook-job"),  # weight 2: ran on a node for 2 s
+            ("delete", "hook-job"),  # hook-succeeded, the last first
+            ("delete", "hook-pre-install"),
             ("create", "addon-main"),
             ("create", "hook-post-install"),
-            ("create", "hook-post-job"),  # ran on a node, 1 s
-            ("delete", "hook-post-job"),  # hook-succeeded, the last first
+            ("create", "hook-post-job"),  # ran on a node for 1 s
+            ("delete", "hook-post-job"),
             ("delete", "hook-post-install"),
-        ]
+        ], writes
         for job in ("hook-job", "hook-post-job"):
             assert await workload.get_live("batch/v1", "Job", job, "kube-system") is None
 
-        # 3. Idle: nothing is made again (no drift repair of hooks), nothing is deleted.
+        # 3. Idle: no hook is made again (hooks are not kept against drift), nothing is deleted.
         mark = len(hook_writes(control_plane))
         await asyncio.sleep(IDLE_SECONDS)
         assert hook_writes(control_plane)[mark:] == []
 
-        # 4. An upgrade: the pre-upgrade Job runs once, with the pre-upgrade ConfigMap; no install hook.
+        # 4. An upgrade: the pre-upgrade hooks run once (the Job among them); no install hook.
         await kube.patch("cluster.x-k8s.io/v1beta2", "Cluster", "jobs", namespace,
                          {"spec": {"topology": {"classRef": {"name": "docker-jobs-1-30-v3"}}}})  # fmt: skip
-        upgraded: Any = await wait_until(lambda: addon_where(hooks_done("v3")), timeout=120, what="upgraded")
+        upgraded: Any = await wait_until(
+            lambda: addon_where("jobs", hooks_done("v3")), timeout=120, what="upgraded"
+        )
         assert upgraded["spec"]["version"] == "v3"
-        upgrade_writes = hook_writes(control_plane)[mark:]
-        assert [w for w in upgrade_writes if w[0] == "create"] == [
-            ("create", "hook-job"),
-            ("create", "hook-pre-upgrade-v3"),
-        ], upgrade_writes
         main = await workload.get_live("v1", "ConfigMap", "addon-main", "kube-system")
         assert main is not None
         assert main["data"] == {"version": "v3"}
         await asyncio.sleep(6)  # three more looks
-        assert [w for w in hook_writes(control_plane)[mark:] if w[0] == "create"] == [
-            ("create", "hook-job"),
-            ("create", "hook-pre-upgrade-v3"),
-        ], "the upgrade's Job ran once"
+        creates = [w for w in hook_writes(control_plane)[mark:] if w[0] == "create"]
+        assert creates == [("create", "hook-pre-upgrade-v3"), ("create", "hook-job")], creates
 
-        # The Cluster goes: its addon's objects go with it; hooks kept by their policy stay, as helm's.
-        await kube.delete("cluster.x-k8s.io/v1beta2", "Cluster", "jobs", namespace)
-        await wait_until(
-            lambda: _absent(workload, "ConfigMap", "addon-main"), timeout=60, what="addon-main deleted"
-        )
-        for kind, name in (("Secret", "hook-made-secret"), ("ConfigMap", "hook-pre-upgrade-v3")):
+        # The workload cluster is the test session's: what the addons left there goes.
+        for cluster in ("jobs", "failing"):
+            await kube.delete("cluster.x-k8s.io/v1beta2", "Cluster", cluster, namespace)
+        for kind, name in (("Secret", "hook-made-secret"), *(("ConfigMap", n) for n in LEFT_CONFIGMAPS)):
             await workload.delete("v1", kind, name, "kube-system")
+        await workload.delete("v1", "Namespace", failing["namespace"])
     assert "Traceback" not in process.log()
-
-
-async def _absent(workload: Kube, kind: str, name: str) -> bool:
-    return await workload.get_live("v1", kind, name, "kube-system") is None
