@@ -1553,4 +1553,30 @@ async def test_an_addon_charts_helm_hooks_run_in_helms_order_and_a_refused_one_s
         assert main["data"] == {"version": "v2"}, "nothing after the failed hook is applied"
         (warning,) = await wait_for_events(kube, namespace, "HelmHookFailed")
         assert warning["type"] == "Warning"
+
+        # Asked to retry (as a user would once the cause is fixed): the failed event starts over, and
+        # fails again here, said again; the same value does not retry twice.
+        retry = {"metadata": {"annotations": {"clusterstack.x-k8s.io/retry-helm-hooks": "1"}}}
+        await kube.patch(API, "ClusterAddon", "cluster-addon-hooks", namespace, retry)
+
+        async def said_twice() -> bool:
+            said = await events_for(kube, namespace, "HelmHookFailed")
+            return sum(max(e.get("count") or 1, (e.get("series") or {}).get("count") or 1) for e in said) >= 2
+
+        await wait_until(said_twice, timeout=30, what="the failure said again after the retry")
+        (again,) = await wait_for_events(kube, namespace, "HelmHooksRetried")
+        assert "running the pre-upgrade hooks of addon version v3 again" in again["message"]
+        retried: Any = await wait_until(
+            lambda: addon_where(lambda a: a["status"]["helmHooks"].get("retried") == "1"),
+            timeout=30,
+            what="the retry recorded",
+        )
+        assert retried["status"]["helmHooks"]["failed"].startswith("pre-upgrade hook ConfigMap")
+        await asyncio.sleep(4)
+        assert not await said_thrice(kube, namespace), "the same value retries once"
     assert "Traceback" not in stack_operator.log()
+
+
+async def said_thrice(kube: Kube, namespace: str) -> bool:
+    said = await events_for(kube, namespace, "HelmHookFailed")
+    return sum(max(e.get("count") or 1, (e.get("series") or {}).get("count") or 1) for e in said) >= 3

@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from clusterstack_operator.controller.helm_hooks import HookRun
 from clusterstack_operator.releases.hooks import (
     DeletePolicy,
     HookEvent,
@@ -178,3 +179,52 @@ def test_delete_policies_after_the_event() -> None:
     assert [h.name for h in deleted_after((a, b), failed=b)] == ["a"], "b has only before-hook-creation"
     assert b.deleted_on(DeletePolicy.BEFORE_HOOK_CREATION)
     assert not d.deleted_on(DeletePolicy.BEFORE_HOOK_CREATION)
+
+
+FAILED_RUN = {
+    "version": "v2",
+    "event": "pre-upgrade",
+    "completed": ["ConfigMap kube-system/first"],
+    "running": None,
+    "failed": "pre-upgrade hook Job kube-system/migrate failed: BackoffLimitExceeded",
+}
+
+
+@pytest.mark.parametrize(
+    ("kept", "version", "retry", "event", "completed", "failed", "retried"),
+    [
+        # A failed run stays failed, as a failed helm upgrade does...
+        (FAILED_RUN, "v2", None, "pre-upgrade", ["ConfigMap kube-system/first"], True, None),
+        # ...until the retry annotation gets a value: the failed event starts over from its first hook.
+        (FAILED_RUN, "v2", "1", "pre-upgrade", [], False, "1"),
+        # The same value again retries nothing (the run after it failed too).
+        (
+            {**FAILED_RUN, "retried": "1"},
+            "v2",
+            "1",
+            "pre-upgrade",
+            ["ConfigMap kube-system/first"],
+            True,
+            "1",
+        ),
+        # Another addon version is another run, whatever the annotation says.
+        (FAILED_RUN, "v3", "1", "pre-install", [], False, "1"),
+        (None, "v1", None, "pre-install", [], False, None),
+    ],
+)
+def test_a_failed_run_is_rerun_only_when_asked(
+    kept: dict[str, Any] | None,
+    version: str,
+    retry: str | None,
+    event: str,
+    completed: list[str],
+    failed: bool,
+    retried: str | None,
+) -> None:
+    run = HookRun.of(kept, version, HookEvent.PRE_INSTALL, retry)
+    assert (run.event, run.completed, run.failed is not None, run.retried) == (
+        event,
+        completed,
+        failed,
+        retried,
+    )

@@ -147,3 +147,4 @@ class EventReason(StrEnum):
     HOOK_FAILED = "HelmHookFailed"
     HOOKS_RAN = "HelmHooksRan"
     HOOKS_SKIPPED = "HelmHooksSkipped"
+    HOOKS_RETRIED = "HelmHooksRetried"

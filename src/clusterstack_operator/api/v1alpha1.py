@@ -318,7 +318,11 @@ class HelmHooksStatus(ApiModel):
     running: str | None = None
     """The hook waited for now."""
     failed: str | None = None
-    """The hook that failed, and why (its Job's reason); nothing after it runs until the addons change."""
+    """The hook that failed, and why (its Job's reason); nothing after it runs until the addons change,
+    or the ClusterAddon's annotation clusterstack.x-k8s.io/retry-helm-hooks gets a new value."""
+    retried: str | None = Field(default=None, max_length=253)
+    """The value of the annotation clusterstack.x-k8s.io/retry-helm-hooks that last started a failed
+    event over."""
 
 
 class StageStatus(ApiModel):

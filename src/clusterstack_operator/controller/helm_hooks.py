@@ -34,8 +34,11 @@ from operator_core import errors
 from operator_core.kube import Kube
 from operator_core.steps import ConditionBook
 
-__all__ = ["HOOK_POLL_SECONDS", "HookRun", "RunStep", "run_with_hooks"]
+__all__ = ["HOOK_POLL_SECONDS", "RETRY_ANNOTATION", "HookRun", "RunStep", "run_with_hooks"]
 
+RETRY_ANNOTATION = "clusterstack.x-k8s.io/retry-helm-hooks"
+"""On a ClusterAddon: set to a new value (a timestamp, say) to run a failed hook again, with the hooks
+of its event before it, once whatever made it fail is fixed."""
 HOOK_POLL_SECONDS = 3.0
 """How soon a reconcile looks again at a hook that runs (or an old hook object still being deleted)."""
 _DONE = "done"
@@ -59,19 +62,34 @@ class HookRun:
     """The hooks of that event that succeeded, by "Kind namespace/name"."""
     running: str | None = None
     failed: str | None = None
+    retried: str | None = None
+    """The value of :data:`RETRY_ANNOTATION` that last started a failed event over."""
+    restarted: bool = False
+    """This reconcile started the failed event over (not kept in the status)."""
 
     @classmethod
-    def of(cls, status: Mapping[str, Any] | None, version: str, first: HookEvent) -> HookRun:
-        """The run kept in the status when it is of ``version``; a new one from ``first`` otherwise."""
+    def of(
+        cls, status: Mapping[str, Any] | None, version: str, first: HookEvent, retry: str | None = None
+    ) -> HookRun:
+        """The run kept in the status when it is of ``version``; a new one from ``first`` otherwise.
+
+        A failed run stays failed, as a failed ``helm upgrade`` does, until the addons change or
+        ``retry`` (the ClusterAddon's :data:`RETRY_ANNOTATION`) is a value it has not retried with:
+        then the event that failed starts over from its first hook, as running helm again would."""
         if status and status.get("version") == version:
-            return cls(
+            run = cls(
                 version,
                 str(status.get("event") or first),
                 list(status.get("completed") or []),
                 status.get("running"),
                 status.get("failed"),
+                status.get("retried"),
             )
-        return cls(version, first.value)
+            if run.failed is not None and retry and retry != run.retried:
+                run.completed, run.running, run.failed, run.retried = [], None, None, retry
+                run.restarted = True
+            return run
+        return cls(version, first.value, retried=retry)
 
     def wire(self) -> dict[str, Any]:
         return {
@@ -80,6 +98,7 @@ class HookRun:
             "completed": list(self.completed),
             "running": self.running,
             "failed": self.failed,
+            "retried": self.retried,
         }
 
 
@@ -140,13 +159,12 @@ async def _run_event(
         if verdict.state is HookState.FAILED:
             await _delete(workload, deleted_after([*done, hook], failed=hook))
             run.running, run.failed = None, f"{event} hook {name} failed: {verdict.reason}"
-            await book.set(
-                ConditionType.HELM_CHART_APPLIED,
-                "False",
-                Reason.HOOK_FAILED,
-                f"{run.failed}; {_what_stops(event)}",
-                warn=EventReason.HOOK_FAILED,
-            )
+            message = f"{run.failed}; {_what_stops(event)}"
+            # A retry that fails as before leaves the condition as it was: the Warning is said anyway.
+            warn = None if run.restarted else EventReason.HOOK_FAILED
+            await book.set(ConditionType.HELM_CHART_APPLIED, "False", Reason.HOOK_FAILED, message, warn=warn)
+            if run.restarted:
+                await book.event("Warning", EventReason.HOOK_FAILED, message)
             return RunStep.FAILED
         run.completed.append(name)
         run.running = None
@@ -185,6 +203,13 @@ async def run_with_hooks(
     pre, post = events
     if run.failed is not None:
         return RunStep.FAILED
+    if run.restarted:
+        await book.event(
+            "Normal",
+            EventReason.HOOKS_RETRIED,
+            f"running the {run.event} hooks of addon version {run.version} again "
+            f"({RETRY_ANNOTATION}={run.retried})",
+        )
     if run.event == pre:
         step = await _run_event(workload, book, chart.hooks, pre, run)
         if step is not RunStep.DONE:

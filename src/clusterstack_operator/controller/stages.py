@@ -92,6 +92,8 @@ class StagedRun:
     """What a stage's overwrite.yaml reads: the Cluster and the objects it references."""
     source_key: str = ""
     """The release's source's key in the store (:func:`clusterstack_operator.resources.source_key`)."""
+    retry: str | None = None
+    """The ClusterAddon's retry annotation (:data:`.helm_hooks.RETRY_ANNOTATION`): reruns failed hooks."""
 
     async def chart(self, stage: Stage) -> SplitChart:
         """The stage's chart rendered: its ordinary objects and its Helm hooks."""
@@ -276,7 +278,7 @@ async def _apply_or_delete(
         if split.hooks:
             events = STAGE_HOOK_EVENTS.get(hook, STAGE_HOOK_EVENTS[BEFORE_CLUSTER_UPGRADE])
             kept = record.get("helmHooks")
-            hook_run = HookRun.of(kept, run.addon_version, events[0])
+            hook_run = HookRun.of(kept, run.addon_version, events[0], run.retry)
             if kept is None:
                 for said in split.skipped:
                     await run.book.event("Warning", EventReason.HOOKS_SKIPPED, f"{where}: {said}")
