@@ -115,10 +115,11 @@ async def ready_release(kube: Kube, namespace: str, name: str, timeout: float = 
     return result
 
 
-def hook_writes(plane: ControlPlane, namespace: str = "kube-system") -> list[tuple[str, str]]:
+def hook_writes(
+    plane: ControlPlane, namespace: str = "kube-system", names: tuple[str, ...] = ("hook-", "addon-main")
+) -> list[tuple[str, str]]:
     """The creates and deletes of the hooks chart's objects in a workload cluster's ``namespace``, in
     order, from its API server's audit log (not their Jobs' pods, which the job controller makes)."""
-    names = ("hook-", "addon-main")
     writes = []
     for event in plane.audit_events():
         code = event.get("responseStatus", {}).get("code", 0)

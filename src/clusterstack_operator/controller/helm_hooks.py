@@ -13,6 +13,7 @@ Hooks are never among ``status.resources``: they are neither kept against drift 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -189,6 +190,26 @@ def _what_stops(event: HookEvent) -> str:
     return "the chart's objects are applied, the hooks after it did not run"
 
 
+async def _in_scope(workload: Kube, hooks: tuple[Hook, ...]) -> tuple[Hook, ...]:
+    """The hooks as the workload cluster scopes them: a cluster-scoped one (a ClusterRole) loses the
+    namespace every rendered object is given, so that it is named as it is ("ClusterRole x"). A kind
+    the workload cluster does not serve is left as it is: applying it fails the hook, saying why."""
+    scoped = []
+    for hook in hooks:
+        if hook.namespace is not None:
+            try:
+                namespaced = await workload.namespaced((str(hook.manifest.get("apiVersion", "")), hook.kind))
+            except errors.NotFound:
+                namespaced = True
+            if not namespaced:
+                metadata = {
+                    k: v for k, v in (hook.manifest.get("metadata") or {}).items() if k != "namespace"
+                }
+                hook = dataclasses.replace(hook, manifest={**hook.manifest, "metadata": metadata})
+        scoped.append(hook)
+    return tuple(scoped)
+
+
 async def run_with_hooks(
     workload: Kube,
     book: ConditionBook,
@@ -203,6 +224,7 @@ async def run_with_hooks(
     pre, post = events
     if run.failed is not None:
         return RunStep.FAILED
+    hooks = await _in_scope(workload, chart.hooks)
     if run.restarted:
         await book.event(
             "Normal",
@@ -211,14 +233,14 @@ async def run_with_hooks(
             f"({RETRY_ANNOTATION}={run.retried})",
         )
     if run.event == pre:
-        step = await _run_event(workload, book, chart.hooks, pre, run)
+        step = await _run_event(workload, book, hooks, pre, run)
         if step is not RunStep.DONE:
             return step
         run.event, run.completed = post.value, []
     if run.event == post:
         if not await apply_ordinary():
             return RunStep.WAITING
-        step = await _run_event(workload, book, chart.hooks, post, run)
+        step = await _run_event(workload, book, hooks, post, run)
         if step is not RunStep.DONE:
             return step
         run.event, run.completed = _DONE, []

@@ -16,7 +16,7 @@ from operator_core.kube import Kube
 from operator_testkit.assertions import wait_for_events
 from operator_testkit.clusterstack_tools import ClusterStackTools
 from operator_testkit.controlplane import ControlPlane
-from operator_testkit.drivers.clusterstack import HOOKS_ADDON_CHART
+from operator_testkit.drivers.clusterstack import HOOKS_ADDON_CHART, WEBHOOK_ADDON_CHART
 from operator_testkit.fixtures import wait_until
 from operator_testkit.nodes.images import NGINX_IMAGE
 from operator_testkit.operators import OperatorProcess
@@ -38,6 +38,8 @@ pytestmark = pytest.mark.usefixtures("installed_crds")
 JOBS = {"jobImage": NGINX_IMAGE, "jobCommand": "sleep 2", "postJobCommand": "sleep 1"}
 FAILING = {**JOBS, "jobCommand": "echo 'the migration found no schema' >&2; exit 3"}
 LEFT_CONFIGMAPS = ("addon-main", "hook-pre-upgrade-v3")
+ADMISSION = ("admission",)
+"""The names of the webhook chart's objects and hooks."""
 IDLE_SECONDS = 30
 """How long nothing may be written after the install: 15 looks at the workload cluster (every 2 s)."""
 
@@ -175,4 +177,96 @@ async def test_hook_jobs_run_on_real_nodes_in_helms_order_and_a_failing_one_keep
         for kind, name in (("Secret", "hook-made-secret"), *(("ConfigMap", n) for n in LEFT_CONFIGMAPS)):
             await workload.delete("v1", kind, name, "kube-system")
         await workload.delete("v1", "Namespace", failing["namespace"])
+    assert "Traceback" not in process.log()
+
+
+async def test_an_admission_webhook_chart_gets_its_certificate_from_hook_jobs_as_ingress_nginx_does(
+    kube: Kube,
+    namespace: str,
+    control_plane: ControlPlane,
+    stack_operator: tuple[OperatorProcess, Releases],
+    backup_job_image: str,
+) -> None:
+    """The pattern ingress-nginx's chart uses, on real nodes: a pre-install Job (with a ServiceAccount
+    and RBAC that are hooks too) makes the certificate Secret the chart's Deployment mounts; a
+    post-install Job patches the webhook configuration's caBundle; the hooks go once they succeeded.
+    Drift repair of the chart's objects keeps the patched caBundle, and an upgrade runs both Jobs once
+    more, keeping the Secret."""
+    process, releases = stack_operator
+    values = {"jobImage": backup_job_image, "serverImage": NGINX_IMAGE}
+    for version in (1, 2):
+        releases.publish(f"docker-webhook-1-30-v{version}", addon_version=f"v{version}",
+                         addon_chart=WEBHOOK_ADDON_CHART, addon_values=values)  # fmt: skip
+    spec = {"name": "webhook", "autoSubscribe": False, "noProvider": True, "versions": ["v1", "v2"]}
+    await kube.create(stack("webhook", namespace, **spec))
+    for version in (1, 2):
+        await ready_release(kube, namespace, f"docker-webhook-1-30-v{version}")
+
+    async def addon_at(version: str) -> dict[str, Any] | None:
+        found = await kube.get(API, "ClusterAddon", "cluster-addon-webhook", namespace)
+        hooks = ((found or {}).get("status") or {}).get("helmHooks") or {}
+        return found if hooks.get("version") == version and hooks.get("event") == "done" else None
+
+    async with Kube.connect(control_plane.kubeconfig) as workload:
+        try:
+            await kube.create(
+                capi_cluster("webhook", namespace, "docker-webhook-1-30-v1", endpoint_port=6443)
+            )
+            await kube.create(kubeconfig_secret("webhook", namespace, control_plane))
+            installed: Any = await wait_until(lambda: addon_at("v1"), timeout=240, what="installed")
+            assert condition(installed, "HelmChartApplied")["status"] == "True"
+            secret = await workload.get_live("v1", "Secret", "admission-cert", "kube-system")
+            assert secret is not None, "made by the pre-install Job"
+            ca = secret["data"]["ca.crt"]
+
+            async def ca_bundle() -> str | None:
+                webhook = await workload.get_live(
+                    "admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration", "admission"
+                )
+                return ((webhook or {}).get("webhooks") or [{}])[0].get("clientConfig", {}).get("caBundle")
+
+            assert await ca_bundle() == ca, "patched in by the post-install Job"
+
+            async def available() -> bool:
+                deployment = await workload.get_live("apps/v1", "Deployment", "admission", "kube-system")
+                return ((deployment or {}).get("status") or {}).get("availableReplicas") == 1
+
+            await wait_until(available, timeout=120, what="the Deployment mounting the hooks' Secret")
+            writes = hook_writes(control_plane, names=ADMISSION)
+            for hook in ("admission-create", "admission-patch", "admission-certgen"):
+                assert ("delete", hook) in writes, f"{hook} deleted once it succeeded"
+            assert writes.index(("delete", "admission-create")) < writes.index(("create", "admission-patch"))
+            for kind, name, where in (
+                ("batch/v1/Job", "admission-create", "kube-system"),
+                ("batch/v1/Job", "admission-patch", "kube-system"),
+                ("v1/ServiceAccount", "admission-certgen", "kube-system"),
+                ("rbac.authorization.k8s.io/v1/ClusterRole", "admission-certgen", None),
+            ):
+                api, _, kind_name = kind.rpartition("/")
+                assert await workload.get_live(api, kind_name, name, where) is None, f"{kind_name} {name}"
+
+            # A few looks at the workload cluster later, drift repair has kept the Job's caBundle.
+            await asyncio.sleep(6)
+            assert await ca_bundle() == ca
+
+            # An upgrade: both Jobs run once more; the Secret made the first time stays.
+            mark = len(hook_writes(control_plane, names=ADMISSION))
+            moved = {"spec": {"topology": {"classRef": {"name": "docker-webhook-1-30-v2"}}}}
+            await kube.patch("cluster.x-k8s.io/v1beta2", "Cluster", "webhook", namespace, moved)
+            await wait_until(lambda: addon_at("v2"), timeout=240, what="upgraded")
+            creates = [
+                name for verb, name in hook_writes(control_plane, names=ADMISSION)[mark:] if verb == "create"
+            ]
+            assert creates.count("admission-create") == 1, creates
+            assert creates.count("admission-patch") == 1, creates
+            assert await ca_bundle() == ca
+        finally:
+            await kube.delete("cluster.x-k8s.io/v1beta2", "Cluster", "webhook", namespace)
+            for api, kind, name, where in (
+                ("apps/v1", "Deployment", "admission", "kube-system"),
+                ("v1", "Service", "admission", "kube-system"),
+                ("v1", "Secret", "admission-cert", "kube-system"),
+                ("admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration", "admission", None),
+            ):
+                await workload.delete(api, kind, name, where)
     assert "Traceback" not in process.log()

@@ -44,6 +44,9 @@ CLUSTER_CLASS_CHART = Path(__file__).parent / "clusterstack_chart"
 CLUSTER_ADDON_CHART = Path(__file__).parent / "clusterstack_addon_chart"
 HOOKS_ADDON_CHART = Path(__file__).parent / "clusterstack_hooks_chart"
 """A cluster-addon chart with Helm hooks of each shape (its values: refusedPreInstall, jobCommand)."""
+WEBHOOK_ADDON_CHART = Path(__file__).parent / "clusterstack_webhook_chart"
+"""A cluster-addon chart shaped as ingress-nginx's admission webhook: hook Jobs make its certificate
+Secret and patch the webhook configuration's caBundle (its values: jobImage, serverImage)."""
 STAGED_ADDONS = Path(__file__).parent / "clusterstack_staged_addons"
 """A staged release's addons: clusteraddon.yaml, and one chart folder per stage."""
 CLUSTER_ADDON_VALUES = """\
@@ -197,7 +200,8 @@ def package_cluster_class(
 
 
 def _package(helm: Path, source: Path, name: str, version: str, values: dict[str, Any], into: Path) -> None:
-    """``helm package`` a copy of the chart at ``source`` as ``name`` ``version`` (with ``values``)."""
+    """``helm package`` a copy of the chart at ``source`` as ``name`` ``version``, with ``values`` over
+    its own values.yaml."""
     with tempfile.TemporaryDirectory(prefix="chart-") as scratch:
         chart = Path(scratch) / "chart"
         shutil.copytree(source, chart)
@@ -205,7 +209,9 @@ def _package(helm: Path, source: Path, name: str, version: str, values: dict[str
         metadata |= {"name": name, "version": version}
         (chart / "Chart.yaml").write_text(yaml.safe_dump(metadata))
         if values:
-            (chart / "values.yaml").write_text(yaml.safe_dump(values))
+            defaults = chart / "values.yaml"
+            own = (yaml.safe_load(defaults.read_text()) if defaults.exists() else None) or {}
+            defaults.write_text(yaml.safe_dump({**own, **values}))
         subprocess.run(
             [str(helm), "package", str(chart), "--destination", str(into)],
             check=True,
