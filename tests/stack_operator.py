@@ -116,7 +116,10 @@ async def ready_release(kube: Kube, namespace: str, name: str, timeout: float = 
 
 
 def hook_writes(
-    plane: ControlPlane, namespace: str = "kube-system", names: tuple[str, ...] = ("hook-", "addon-main")
+    plane: ControlPlane,
+    namespace: str = "kube-system",
+    names: tuple[str, ...] = ("hook-", "addon-main"),
+    resources: tuple[str, ...] | None = None,
 ) -> list[tuple[str, str]]:
     """The creates and deletes of the hooks chart's objects in a workload cluster's ``namespace``, in
     order, from its API server's audit log (not their Jobs' pods, which the job controller makes)."""
@@ -127,6 +130,8 @@ def hook_writes(
         if where.get("namespace") != namespace or not where.get("name", "").startswith(names):
             continue
         if where.get("resource") in ("pods", "events") or where.get("subresource"):
+            continue
+        if resources is not None and where.get("resource") not in resources:
             continue
         # A server-side apply that makes the object is a PATCH answered 201.
         if event["verb"] == "create" or (event["verb"] == "patch" and code == 201):

@@ -64,6 +64,9 @@ async def check_start(
         remaining = deadline - time.monotonic()
         try:
             await asyncio.wait_for(kube.version(), timeout=max(remaining, 0.1))
+            # Asked in the same try: an API server that goes away between the two (a restart while
+            # the operator starts) is waited for as one that had not answered yet.
+            missing = [r for r in resources if not await kube.serves(r.api_version, r.kind)]
             break
         except (errors.Unavailable, TimeoutError) as error:
             cause = str(error) or "no answer"
@@ -82,9 +85,8 @@ async def check_start(
                     "client certificate is not valid there"
                 ) from error
             raise errors.StartFailed(f"the API server at {where} refused us: {error}") from error
-    for resource in resources:
-        if not await kube.serves(resource.api_version, resource.kind):
-            raise errors.StartFailed(
-                f"{resource.kind} ({resource.api_version}) is not served at {where}: install its CRD "
-                f"{resource.crd_name} first (its chart does, as does kubectl apply -f deploy/crds/)"
-            )
+    for resource in missing:
+        raise errors.StartFailed(
+            f"{resource.kind} ({resource.api_version}) is not served at {where}: install its CRD "
+            f"{resource.crd_name} first (its chart does, as does kubectl apply -f deploy/crds/)"
+        )

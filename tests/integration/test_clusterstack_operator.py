@@ -25,6 +25,7 @@ from operator_testkit.drivers.clusterstack import HOOKS_ADDON_CHART
 from operator_testkit.drivers.csctl import StackConfig, create_release, publish_release_oci
 from operator_testkit.drivers.upstream_stacks import DEPENDENCIES, docker_scs, openstack_scs2
 from operator_testkit.drivers.upstream_stacks import dependency_chart as upstream_dependency
+from operator_testkit.fakegithub import fake_github
 from operator_testkit.fixtures import crd_documents, install_crds, wait_until
 from operator_testkit.operators import (
     OperatorProcess,
@@ -609,6 +610,53 @@ async def test_two_stacks_follow_two_registries_with_their_own_credentials_and_a
                 )
             finally:
                 process.stop()
+
+
+async def test_a_stack_follows_a_github_repository_of_its_own_with_a_token_from_a_secret(
+    cluster_api: None,
+    kube: Kube,
+    namespace: str,
+    control_plane: ControlPlane,
+    clusterstack_tools: ClusterStackTools,
+    tmp_path: Path,
+    pytestconfig: pytest.Config,
+) -> None:
+    """``spec.source.github`` with ``tokenSecretRef`` and ``apiURL`` (GitHub Enterprise's, here the
+    fake GitHub's), while the operator's own source is elsewhere: the token is read from the Secret
+    and sent; no other is taken."""
+    token = "ghp_stack0wnT0ken"
+    published = tmp_path / "github"
+    publish_release(published, "docker-gh-1-30-v1", helm=clusterstack_tools.helm)
+    async with fake_github(published, "my-org", "stacks", token=token) as github:
+        await kube.create(secret("github-token", namespace, {"token": token}))
+        (tmp_path / "nothing").mkdir()
+        local = {
+            "OPERATOR_SUITE_RELEASE_SOURCE": "local",
+            "OPERATOR_SUITE_LOCAL_RELEASES": str(tmp_path / "nothing"),
+        }
+        process = launch(control_plane, clusterstack_tools, tmp_path, pytestconfig.rootpath, local)
+        try:
+            source = {
+                "github": {
+                    "organization": "my-org",
+                    "repository": "stacks",
+                    "tokenSecretRef": {"name": "github-token"},
+                    "apiURL": github.base_url,
+                }
+            }
+            await kube.create(stack("gh", namespace, name="gh", noProvider=True, source=source))
+            release = await ready_release(kube, namespace, "docker-gh-1-30-v1")
+            assert release["metadata"]["annotations"]["clusterstack.x-k8s.io/release-source"].startswith(
+                "github-"
+            )
+            await wait_until(lambda: _stack_ready(kube, namespace, "gh"), timeout=30, what="stack gh Ready")
+            synced = condition(await kube.get(API, "ClusterStack", "gh", namespace), "ReleasesSynced")
+            assert synced["message"] == "GitHub repository my-org/stacks has 1 release(s) of this stack", (
+                synced
+            )
+            assert token not in process.log()
+        finally:
+            process.stop()
 
 
 async def _stack_ready(kube: Kube, namespace: str, name: str) -> bool:
@@ -1580,3 +1628,56 @@ async def test_an_addon_charts_helm_hooks_run_in_helms_order_and_a_refused_one_s
 async def said_thrice(kube: Kube, namespace: str) -> bool:
     said = await events_for(kube, namespace, "HelmHookFailed")
     return sum(max(e.get("count") or 1, (e.get("series") or {}).get("count") or 1) for e in said) >= 3
+
+
+def class_hook(name: str, event: str) -> dict[str, Any]:
+    """A hook of a cluster-class chart, of a kind the operator may write in the management cluster."""
+    return {
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2",
+        "kind": "DockerClusterTemplate",
+        "metadata": {"name": name, "annotations": {"helm.sh/hook": event}},
+        "spec": {"template": {"spec": {}}},
+    }
+
+
+async def test_a_cluster_class_charts_install_and_delete_hooks_run_around_its_objects(
+    operator_kube: Kube,
+    stack_operator: OperatorProcess,
+    namespace: str,
+    releases: Releases,
+    control_plane: ControlPlane,
+) -> None:
+    """The cluster-class chart's hooks, in the management cluster: its pre-install hook before its
+    ClusterClass, once; when the release is deleted, its pre-delete hook before the ClusterClass goes
+    and its post-delete hook after, as ``helm install`` and ``helm uninstall`` run them."""
+    kube, tag = operator_kube, "docker-classhooks-1-30-v1"
+    hooks = [
+        class_hook("class-pre-install", "pre-install"),
+        class_hook("class-pre-delete", "pre-delete"),
+        class_hook("class-post-delete", "post-delete"),
+    ]
+    releases.publish(tag, extra_objects=hooks)
+    spec = {"name": "classhooks", "versions": ["v1"], "autoSubscribe": False, "noProvider": True}
+    await kube.create(stack("classhooks", namespace, **spec))
+    release = await ready_release(kube, namespace, tag)
+    assert release["status"]["helmHooks"]["event"] == "done"
+    assert release["status"]["helmHooks"]["version"] == tag
+    assert "class-pre-install" not in {r["name"] for r in release["status"]["resources"]}
+    names, kinds = ("class-", tag), ("clusterclasses", "dockerclustertemplates")
+    writes = hook_writes(control_plane, namespace, names, kinds)
+    assert writes.index(("create", "class-pre-install")) < writes.index(("create", tag)), writes
+    assert ("create", "class-pre-delete") not in writes
+
+    await kube.delete(API, "ClusterStack", "classhooks", namespace)  # its release goes with it
+    await gone(kube, API, "ClusterStackRelease", tag, namespace)
+    writes = hook_writes(control_plane, namespace, names, kinds)
+    assert writes.count(("create", "class-pre-install")) == 1, writes
+    order = [
+        writes.index(w)
+        for w in (("create", "class-pre-delete"), ("delete", tag), ("create", "class-post-delete"))
+    ]
+    assert order == sorted(order), writes
+    for name in ("class-pre-install", "class-pre-delete", "class-post-delete"):  # kept, as helm keeps them
+        assert await kube.get_live(
+            "infrastructure.cluster.x-k8s.io/v1beta2", "DockerClusterTemplate", name, namespace
+        )

@@ -214,6 +214,13 @@ def test_an_api_server_outage_after_the_start_is_waited_for_and_said_once(
     process = OperatorProcess("typesense-operator", plane.kubeconfig, tmp_path / "operator.log")
     process.start()
     try:
+
+        def caches_synced() -> bool:
+            caches = process.health()["caches"]
+            return bool(caches) and all(cache["synced"] for cache in caches.values())
+
+        # After the start: an outage during it is waited for as a start's (operator_core.starting).
+        asyncio.run(wait_until(caches_synced, timeout=60, what="the operator started"))
         plane.restart_apiserver(down_seconds=6)
 
         def caches_synced_again() -> bool:

@@ -46,6 +46,26 @@ async def test_an_api_server_that_comes_up_in_time_is_waited_for() -> None:
     assert kube.asked == 3
 
 
+class ShuttingDownKube(StartingKube):
+    """An API server that answers /version, then shuts down while discovery asks for a kind."""
+
+    def __init__(self) -> None:
+        super().__init__([None])
+        self.discovered = 0
+
+    async def serves(self, api_version: str, kind: str) -> bool:
+        self.discovered += 1
+        if self.discovered == 1:
+            raise errors.Unavailable(f"discovering {api_version}: apiserver is shutting down")
+        return True
+
+
+async def test_an_api_server_restarting_between_the_version_and_discovery_is_waited_for() -> None:
+    kube = ShuttingDownKube()
+    await check_start(kube, RESOURCES, patience=5)  # type: ignore[arg-type]
+    assert (kube.asked, kube.discovered) == (2, 2)
+
+
 async def test_an_api_server_that_never_answers_ends_the_start_with_its_address_and_the_cause() -> None:
     refused = errors.Unavailable("reading the API server's version: no answer (connection refused)")
     started = time.monotonic()

@@ -255,6 +255,27 @@ class AppliedResource(ApiModel):
     """Why the last apply failed."""
 
 
+class HelmHooksStatus(ApiModel):
+    """The Helm hooks of the addons' last install or upgrade (the chart's helm.sh/hook objects), run as
+    helm install and helm upgrade run them: pre hooks, the chart's objects, post hooks."""
+
+    version: str = Field(max_length=253)
+    """The addon version whose install or upgrade this is (on a ClusterStackRelease: the release, or
+    deletion)."""
+    event: str = Field(max_length=63)
+    """The event whose hooks run now (pre-install, post-install, pre-upgrade, post-upgrade), or done."""
+    completed: list[str] = Field(default_factory=list)
+    """The hooks of that event that succeeded, as "Kind namespace/name"."""
+    running: str | None = None
+    """The hook waited for now."""
+    failed: str | None = None
+    """The hook that failed, and why (its Job's reason); nothing after it runs until the addons change,
+    or the ClusterAddon's annotation clusterstack.x-k8s.io/retry-helm-hooks gets a new value."""
+    retried: str | None = Field(default=None, max_length=253)
+    """The value of the annotation clusterstack.x-k8s.io/retry-helm-hooks that last started a failed
+    event over."""
+
+
 class ClusterStackReleaseStatus(ApiModel):
     """Whether the release is downloaded, its provider ready and its ClusterClass applied."""
 
@@ -264,6 +285,9 @@ class ClusterStackReleaseStatus(ApiModel):
     """The Kubernetes version of the release, with its patch, from its metadata.yaml (v1.30.10)."""
     resources: list[AppliedResource] = Field(default_factory=list)
     """Each object rendered from the cluster-class chart, and its sync status."""
+    helm_hooks: HelmHooksStatus | None = None
+    """The Helm hooks of the cluster-class chart: its install hooks when the release is first applied
+    (version: the release), its delete hooks when the release is deleted (version: deletion)."""
     conditions: list[ClusterApiCondition] = Field(default_factory=list)
     """ClusterStackReleaseDownloaded, ProviderClusterStackReleaseReady, HelmChartApplied and Ready."""
     observed_generation: int | None = None
@@ -303,26 +327,6 @@ class ClusterAddonSpec(ApiModel):
     sets it to start a hook's stages) can be taken over unchanged. This operator starts a hook's stages
     itself, from the Cluster's state, and shows the running hook in status.hook. Its webhook warns
     whoever sets this field."""
-
-
-class HelmHooksStatus(ApiModel):
-    """The Helm hooks of the addons' last install or upgrade (the chart's helm.sh/hook objects), run as
-    helm install and helm upgrade run them: pre hooks, the chart's objects, post hooks."""
-
-    version: str = Field(max_length=253)
-    """The addon version whose install or upgrade this is."""
-    event: str = Field(max_length=63)
-    """The event whose hooks run now (pre-install, post-install, pre-upgrade, post-upgrade), or done."""
-    completed: list[str] = Field(default_factory=list)
-    """The hooks of that event that succeeded, as "Kind namespace/name"."""
-    running: str | None = None
-    """The hook waited for now."""
-    failed: str | None = None
-    """The hook that failed, and why (its Job's reason); nothing after it runs until the addons change,
-    or the ClusterAddon's annotation clusterstack.x-k8s.io/retry-helm-hooks gets a new value."""
-    retried: str | None = Field(default=None, max_length=253)
-    """The value of the annotation clusterstack.x-k8s.io/retry-helm-hooks that last started a failed
-    event over."""
 
 
 class StageStatus(ApiModel):

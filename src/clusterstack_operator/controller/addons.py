@@ -43,9 +43,9 @@ from clusterstack_operator.controller.charts import (
 from clusterstack_operator.controller.clusters import clusters_of
 from clusterstack_operator.controller.helm_hooks import (
     HOOK_POLL_SECONDS,
-    RETRY_ANNOTATION,
     HookRun,
     RunStep,
+    retry_of,
     run_with_hooks,
 )
 from clusterstack_operator.controller.runtime import ADDON_NAMESPACE
@@ -276,7 +276,7 @@ async def apply_addons(scope: AddonScope) -> Outcome:
             save,
             lambda: values_template_data(kube, cluster),
             scope.source_key,
-            _retry(scope.obj),
+            retry_of(scope.obj),
         )
         scope.next_look, done = await run_stages(
             run, dict(scope.obj.get("status") or {}), addon.spec.version, change
@@ -311,7 +311,7 @@ async def apply_addons(scope: AddonScope) -> Outcome:
     kept = (scope.obj.get("status") or {}).get("helmHooks")
     events = _hook_events(scope.obj, addon.spec.version, addon_version)
     if events is not None and split.hooks:
-        hook_run = HookRun.of(kept, addon_version, events[0], _retry(scope.obj))
+        hook_run = HookRun.of(kept, addon_version, events[0], retry_of(scope.obj))
         if kept is None or kept.get("version") != addon_version:
             for said in split.skipped:
                 await book.event("Warning", EventReason.HOOKS_SKIPPED, said)
@@ -351,11 +351,6 @@ async def apply_addons(scope: AddonScope) -> Outcome:
         )
     await _record_applied(kube, addon, release.tag, addon_version, change, book)
     return Outcome.CONTINUE
-
-
-def _retry(obj: Mapping[str, Any]) -> str | None:
-    """The ClusterAddon's :data:`RETRY_ANNOTATION`, if set."""
-    return ((obj.get("metadata") or {}).get("annotations") or {}).get(RETRY_ANNOTATION)
 
 
 def _hook_events(

@@ -35,7 +35,7 @@ from operator_core import errors
 from operator_core.kube import Kube
 from operator_core.steps import ConditionBook
 
-__all__ = ["HOOK_POLL_SECONDS", "RETRY_ANNOTATION", "HookRun", "RunStep", "run_with_hooks"]
+__all__ = ["HOOK_POLL_SECONDS", "RETRY_ANNOTATION", "HookRun", "RunStep", "retry_of", "run_with_hooks"]
 
 RETRY_ANNOTATION = "clusterstack.x-k8s.io/retry-helm-hooks"
 """On a ClusterAddon: set to a new value (a timestamp, say) to run a failed hook again, with the hooks
@@ -111,6 +111,11 @@ def _named(hook: Hook) -> str:
 def _where(hook: Hook) -> tuple[str, str, str, str | None]:
     """(apiVersion, kind, name, namespace): how the workload cluster's client names a hook's object."""
     return str(hook.manifest.get("apiVersion", "")), hook.kind, hook.name, hook.namespace
+
+
+def retry_of(obj: Mapping[str, Any]) -> str | None:
+    """The object's :data:`RETRY_ANNOTATION`, if set."""
+    return ((obj.get("metadata") or {}).get("annotations") or {}).get(RETRY_ANNOTATION)
 
 
 async def _delete(workload: Kube, hooks: Iterable[Hook]) -> None:

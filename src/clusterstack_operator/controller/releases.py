@@ -15,6 +15,7 @@ while a Cluster uses its ClusterClass, saying so; then it deletes what it applie
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,9 +25,17 @@ from clusterstack_operator.api.reasons import ConditionType, EventReason, Reason
 from clusterstack_operator.api.v1alpha1 import CLUSTER_STACK_RELEASE
 from clusterstack_operator.controller.charts import apply_and_record, delete_applied, report_template_failure
 from clusterstack_operator.controller.clusters import clusters_by_class, clusters_using
+from clusterstack_operator.controller.helm_hooks import (
+    HOOK_POLL_SECONDS,
+    HookRun,
+    RunStep,
+    retry_of,
+    run_with_hooks,
+)
 from clusterstack_operator.controller.scope import StackScope, ready_report, write_capi_status
 from clusterstack_operator.helm import HelmError
 from clusterstack_operator.releases.assets import InvalidRelease
+from clusterstack_operator.releases.hooks import HookEvent, SplitChart, split_hooks
 from clusterstack_operator.releases.versions import InvalidVersion, ReleaseName
 from clusterstack_operator.resources import (
     MANAGED_BY,
@@ -52,6 +61,11 @@ IN_USE_RECHECK_SECONDS = 15.0
 """How soon a release whose deletion waits for a Cluster looks again without being woken. A Cluster's
 change wakes it at once; this bounds what a missed wake-up costs (one CI run of the journey waited past
 90 s for two releases after their Cluster had gone, which was not reproduced). Only cache reads."""
+DELETION = "deletion"
+"""The version of a release's delete-hook run in status.helmHooks (its install run's is the release)."""
+DONE = "done"
+FAILED_DELETE_HOOK_RECHECK_SECONDS = 60.0
+"""How often a deletion held by a failed delete hook looks again (the retry annotation wakes it at once)."""
 REQUIRED = (ConditionType.DOWNLOADED, ConditionType.PROVIDER_READY, ConditionType.HELM_CHART_APPLIED)
 
 
@@ -152,23 +166,66 @@ async def wait_for_provider(scope: ReleaseScope) -> Outcome:
 
 async def apply_cluster_class(scope: ReleaseScope) -> Outcome:
     """Render the cluster-class chart and apply its objects, each on its own: one refused does not hold
-    up the others, and each one's outcome is in ``status.resources``."""
-    release, name = scope.release, scope.name
+    up the others, and each one's outcome is in ``status.resources``. A chart with install hooks runs
+    them around its objects the first time, as ``helm install`` would
+    (:func:`~clusterstack_operator.controller.helm_hooks.run_with_hooks`); a release never changes, so
+    it is never upgraded."""
+    release, name, book = scope.release, scope.name, scope.book
     try:
-        rendered = await scope.runtime.rendered(name, release.namespace, source_key_of(scope.obj))
-        objects = applied_objects(rendered_objects(rendered, release.namespace), release)
+        chart = await _class_chart(scope)
     except (HelmError, yaml.YAMLError) as error:
-        await report_template_failure(scope.book, error)
+        await report_template_failure(book, error)
         scope.next_look = APPLY_RETRY_SECONDS
         return Outcome.STOP
-    resources, failed = await apply_and_record(
-        scope.kube, objects, scope.book, name.cluster_class_chart, watch=True
-    )
-    scope.status["resources"] = resources
-    if failed:
+    ordinary = applied_objects([dict(obj) for obj in chart.ordinary], release)
+
+    async def apply_ordinary() -> bool:
+        resources, failed = await apply_and_record(
+            scope.kube, ordinary, book, name.cluster_class_chart, watch=True
+        )
+        scope.status["resources"] = resources
+        return not failed
+
+    kept = (scope.obj.get("status") or {}).get("helmHooks")
+    if _runs(chart, HookEvent.PRE_INSTALL, HookEvent.POST_INSTALL) and not _done(kept, name.tag):
+        run = HookRun.of(kept, name.tag, HookEvent.PRE_INSTALL, retry_of(scope.obj))
+        step = await run_with_hooks(
+            scope.kube, book, chart, (HookEvent.PRE_INSTALL, HookEvent.POST_INSTALL), run, apply_ordinary
+        )
+        scope.status["helmHooks"] = run.wire()
+        if step is RunStep.WAITING:
+            scope.next_look = HOOK_POLL_SECONDS
+            return Outcome.STOP
+        if step is RunStep.FAILED:
+            scope.next_look = WAIT_FOR_CHANGE
+            return Outcome.STOP
+        await book.set(
+            ConditionType.HELM_CHART_APPLIED,
+            "True",
+            Reason.APPLIED,
+            f"{len(ordinary)} objects of {name.cluster_class_chart} applied; its install hooks ran",
+        )
+        return Outcome.CONTINUE
+    if not await apply_ordinary():
         scope.next_look = APPLY_RETRY_SECONDS
         return Outcome.STOP
     return Outcome.CONTINUE
+
+
+async def _class_chart(scope: ReleaseScope) -> SplitChart:
+    """The cluster-class chart as rendered: its ordinary objects, and its hooks (neither labelled nor
+    owned: as helm leaves them, a hook outlives the release unless its delete policy says otherwise)."""
+    rendered = await scope.runtime.rendered(scope.name, scope.release.namespace, source_key_of(scope.obj))
+    return split_hooks(rendered_objects(rendered, scope.release.namespace))
+
+
+def _runs(chart: SplitChart, *events: HookEvent) -> bool:
+    return any(event in hook.events for hook in chart.hooks for event in events)
+
+
+def _done(kept: dict[str, Any] | None, version: str) -> bool:
+    """Whether the run kept in the status is ``version``'s, and over."""
+    return kept is not None and kept.get("version") == version and kept.get("event") == DONE
 
 
 STEPS = Steps(
@@ -197,6 +254,37 @@ async def _held_elsewhere(kube: Kube, namespace: str, tag: str, source_key: str)
     )
 
 
+async def _uninstall(scope: ReleaseScope, delete_ordinary: Callable[[], Awaitable[bool]]) -> float | None:
+    """Delete what the release applied, with the cluster-class chart's delete hooks around it as
+    ``helm uninstall`` runs them: None once done, else the seconds until the finalizer looks again (a
+    hook runs, or failed: the deletion waits, as a failed uninstall keeps the release)."""
+    try:
+        chart = await _class_chart(scope)
+    except (HelmError, yaml.YAMLError):
+        chart = None  # its chart cannot be rendered (its assets are gone): no hook can run
+    if chart is None or not _runs(chart, HookEvent.PRE_DELETE, HookEvent.POST_DELETE):
+        await delete_ordinary()
+        return None
+    kept = (scope.obj.get("status") or {}).get("helmHooks")
+    run = HookRun.of(kept, DELETION, HookEvent.PRE_DELETE, retry_of(scope.obj))
+    step = await run_with_hooks(
+        scope.kube, scope.book, chart, (HookEvent.PRE_DELETE, HookEvent.POST_DELETE), run, delete_ordinary
+    )
+    if step is not RunStep.DONE or kept != run.wire():
+        await write_capi_status(
+            scope.kube,
+            CLUSTER_STACK_RELEASE,
+            scope.obj,
+            scope.book,
+            {"ready": False, "helmHooks": run.wire()},
+        )
+    if step is RunStep.WAITING:
+        return HOOK_POLL_SECONDS
+    if step is RunStep.FAILED:
+        return FAILED_DELETE_HOOK_RECHECK_SECONDS
+    return None
+
+
 async def finalize_release(obj: dict[str, Any], context: Context) -> float:
     """Wait while a Cluster uses the release's ClusterClass; then delete what the release applied."""
     scope = ReleaseScope.of(obj, context)
@@ -213,7 +301,15 @@ async def finalize_release(obj: dict[str, Any], context: Context) -> float:
         )
         await write_capi_status(kube, CLUSTER_STACK_RELEASE, obj, scope.book, {"ready": False})
         return IN_USE_RECHECK_SECONDS
-    deleted = await delete_applied(kube, (obj.get("status") or {}).get("resources") or [])
+    deleted: list[str] = []
+
+    async def delete_ordinary() -> bool:
+        deleted.extend(await delete_applied(kube, (obj.get("status") or {}).get("resources") or []))
+        return True
+
+    waiting = await _uninstall(scope, delete_ordinary)
+    if waiting is not None:
+        return waiting
     reference = release.spec.provider_ref
     if reference is not None:
         with contextlib.suppress(errors.NotFound):  # its kind is no longer served

@@ -182,6 +182,7 @@ def split_hooks(objects: Iterable[Manifest]) -> SplitChart:
 
 _INSTALL = (HookEvent.PRE_INSTALL, HookEvent.POST_INSTALL)
 _UPGRADE = (HookEvent.PRE_UPGRADE, HookEvent.POST_UPGRADE)
+_DELETE = (HookEvent.PRE_DELETE, HookEvent.POST_DELETE)
 
 
 def hook_events(applied_version: str | None, version: str) -> tuple[HookEvent, HookEvent] | None:
@@ -197,7 +198,7 @@ def hook_events(applied_version: str | None, version: str) -> tuple[HookEvent, H
 
 def events_of(event: str) -> tuple[HookEvent, HookEvent] | None:
     """The (pre, post) events of a run that is at ``event`` (kept in the status); None when done."""
-    for pair in (_INSTALL, _UPGRADE):
+    for pair in (_INSTALL, _UPGRADE, _DELETE):
         if event in pair:
             return pair
     return None

@@ -64,7 +64,7 @@ class GitHubReleases:
 
     @property
     def description(self) -> str:
-        return f"GitHub releases of {self.organisation}/{self.repository}"
+        return f"GitHub repository {self.organisation}/{self.repository}"
 
     async def aclose(self) -> None:
         if self._session is not None:
