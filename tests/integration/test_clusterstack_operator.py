@@ -486,6 +486,16 @@ async def test_a_stack_published_to_an_oci_registry_is_followed_and_applied(
         process.stop()
 
 
+def launch_over_nothing(
+    control_plane: ControlPlane, tools: ClusterStackTools, home: Path, rootpath: Path
+) -> OperatorProcess:
+    """The operator with an empty local directory as its own source: only a stack's spec.source has
+    releases."""
+    (home / "nothing").mkdir()
+    local = {"OPERATOR_SUITE_RELEASE_SOURCE": "local", "OPERATOR_SUITE_LOCAL_RELEASES": str(home / "nothing")}
+    return launch(control_plane, tools, home, rootpath, local)
+
+
 def oci_source(registry: RunningRegistry, repository: str, credentials: str, **more: Any) -> dict[str, Any]:
     return {
         "oci": {
@@ -552,12 +562,7 @@ async def test_two_stacks_follow_two_registries_with_their_own_credentials_and_a
             await kube.create(
                 secret("beta-registry", namespace, {"username": "beta", "password": beta_users["beta"]})
             )
-            (tmp_path / "nothing").mkdir()
-            local = {
-                "OPERATOR_SUITE_RELEASE_SOURCE": "local",
-                "OPERATOR_SUITE_LOCAL_RELEASES": str(tmp_path / "nothing"),
-            }
-            process = launch(control_plane, tools, tmp_path, pytestconfig.rootpath, local)
+            process = launch_over_nothing(control_plane, tools, tmp_path, pytestconfig.rootpath)
             try:
                 alpha_source = oci_source(
                     alpha_registry, "stacks/alpha", "alpha-registry", caSecretRef={"name": "alpha-ca"}
@@ -623,18 +628,13 @@ async def test_a_stack_follows_a_github_repository_of_its_own_with_a_token_from_
 ) -> None:
     """``spec.source.github`` with ``tokenSecretRef`` and ``apiURL`` (GitHub Enterprise's, here the
     fake GitHub's), while the operator's own source is elsewhere: the token is read from the Secret
-    and sent; no other is taken."""
+    and sent."""
     token = "ghp_stack0wnT0ken"
     published = tmp_path / "github"
     publish_release(published, "docker-gh-1-30-v1", helm=clusterstack_tools.helm)
     async with fake_github(published, "my-org", "stacks", token=token) as github:
         await kube.create(secret("github-token", namespace, {"token": token}))
-        (tmp_path / "nothing").mkdir()
-        local = {
-            "OPERATOR_SUITE_RELEASE_SOURCE": "local",
-            "OPERATOR_SUITE_LOCAL_RELEASES": str(tmp_path / "nothing"),
-        }
-        process = launch(control_plane, clusterstack_tools, tmp_path, pytestconfig.rootpath, local)
+        process = launch_over_nothing(control_plane, clusterstack_tools, tmp_path, pytestconfig.rootpath)
         try:
             source = {
                 "github": {

@@ -41,13 +41,7 @@ from clusterstack_operator.controller.charts import (
     values_template_data,
 )
 from clusterstack_operator.controller.clusters import clusters_of
-from clusterstack_operator.controller.helm_hooks import (
-    HOOK_POLL_SECONDS,
-    HookRun,
-    RunStep,
-    retry_of,
-    run_with_hooks,
-)
+from clusterstack_operator.controller.helm_hooks import HookRun, retry_of, run_and_report
 from clusterstack_operator.controller.runtime import ADDON_NAMESPACE
 from clusterstack_operator.controller.scope import StackScope, ready_report, write_capi_status
 from clusterstack_operator.controller.stages import StagedRun, has_stages, run_stages
@@ -321,20 +315,11 @@ async def apply_addons(scope: AddonScope) -> Outcome:
             scope.status["resources"] = resources
             return not failed
 
-        step = await run_with_hooks(workload, book, split, events, hook_run, apply_ordinary)
+        later = await run_and_report(workload, book, split, events, hook_run, apply_ordinary, chart)
         scope.status["helmHooks"] = hook_run.wire()
-        if step is RunStep.WAITING:
-            scope.next_look = HOOK_POLL_SECONDS
+        if later is not None:
+            scope.next_look = later
             return Outcome.STOP
-        if step is RunStep.FAILED:
-            scope.next_look = WAIT_FOR_CHANGE
-            return Outcome.STOP
-        await book.set(
-            ConditionType.HELM_CHART_APPLIED,
-            "True",
-            Reason.APPLIED,
-            f"{len(split.ordinary)} objects of {chart} applied; its {events[0]} and {events[1]} hooks ran",
-        )
     else:
         resources, failed = await apply_and_record(workload, ordinary, book, chart, watch=False)
         scope.status["resources"] = resources

@@ -33,9 +33,18 @@ from clusterstack_operator.releases.hooks import (
 )
 from operator_core import errors
 from operator_core.kube import Kube
+from operator_core.reconciling import WAIT_FOR_CHANGE
 from operator_core.steps import ConditionBook
 
-__all__ = ["HOOK_POLL_SECONDS", "RETRY_ANNOTATION", "HookRun", "RunStep", "retry_of", "run_with_hooks"]
+__all__ = [
+    "HOOK_POLL_SECONDS",
+    "RETRY_ANNOTATION",
+    "HookRun",
+    "RunStep",
+    "retry_of",
+    "run_and_report",
+    "run_with_hooks",
+]
 
 RETRY_ANNOTATION = "clusterstack.x-k8s.io/retry-helm-hooks"
 """On a ClusterAddon: set to a new value (a timestamp, say) to run a failed hook again, with the hooks
@@ -250,3 +259,29 @@ async def run_with_hooks(
             return step
         run.event, run.completed = _DONE, []
     return RunStep.DONE
+
+
+async def run_and_report(
+    workload: Kube,
+    book: ConditionBook,
+    chart: SplitChart,
+    events: tuple[HookEvent, HookEvent],
+    run: HookRun,
+    apply_ordinary: Callable[[], Awaitable[bool]],
+    chart_name: str,
+) -> float | None:
+    """:func:`run_with_hooks` for a whole chart: None once the run is over (HelmChartApplied then says
+    its objects are applied and its hooks ran), else the seconds until the next look: soon while a hook
+    runs, at the next change once one failed."""
+    step = await run_with_hooks(workload, book, chart, events, run, apply_ordinary)
+    if step is RunStep.WAITING:
+        return HOOK_POLL_SECONDS
+    if step is RunStep.FAILED:
+        return WAIT_FOR_CHANGE
+    await book.set(
+        ConditionType.HELM_CHART_APPLIED,
+        "True",
+        Reason.APPLIED,
+        f"{len(chart.ordinary)} objects of {chart_name} applied; its {events[0]} and {events[1]} hooks ran",
+    )
+    return None

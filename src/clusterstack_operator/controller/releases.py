@@ -30,6 +30,7 @@ from clusterstack_operator.controller.helm_hooks import (
     HookRun,
     RunStep,
     retry_of,
+    run_and_report,
     run_with_hooks,
 )
 from clusterstack_operator.controller.scope import StackScope, ready_report, write_capi_status
@@ -189,22 +190,14 @@ async def apply_cluster_class(scope: ReleaseScope) -> Outcome:
     kept = (scope.obj.get("status") or {}).get("helmHooks")
     if _runs(chart, HookEvent.PRE_INSTALL, HookEvent.POST_INSTALL) and not _done(kept, name.tag):
         run = HookRun.of(kept, name.tag, HookEvent.PRE_INSTALL, retry_of(scope.obj))
-        step = await run_with_hooks(
-            scope.kube, book, chart, (HookEvent.PRE_INSTALL, HookEvent.POST_INSTALL), run, apply_ordinary
+        install = (HookEvent.PRE_INSTALL, HookEvent.POST_INSTALL)
+        later = await run_and_report(
+            scope.kube, book, chart, install, run, apply_ordinary, name.cluster_class_chart
         )
         scope.status["helmHooks"] = run.wire()
-        if step is RunStep.WAITING:
-            scope.next_look = HOOK_POLL_SECONDS
+        if later is not None:
+            scope.next_look = later
             return Outcome.STOP
-        if step is RunStep.FAILED:
-            scope.next_look = WAIT_FOR_CHANGE
-            return Outcome.STOP
-        await book.set(
-            ConditionType.HELM_CHART_APPLIED,
-            "True",
-            Reason.APPLIED,
-            f"{len(ordinary)} objects of {name.cluster_class_chart} applied; its install hooks ran",
-        )
         return Outcome.CONTINUE
     if not await apply_ordinary():
         scope.next_look = APPLY_RETRY_SECONDS
