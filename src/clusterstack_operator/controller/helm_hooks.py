@@ -39,6 +39,7 @@ from operator_core.steps import ConditionBook
 __all__ = [
     "HOOK_POLL_SECONDS",
     "RETRY_ANNOTATION",
+    "RUN_DONE",
     "HookRun",
     "RunStep",
     "retry_of",
@@ -51,7 +52,8 @@ RETRY_ANNOTATION = "clusterstack.x-k8s.io/retry-helm-hooks"
 of its event before it, once whatever made it fail is fixed."""
 HOOK_POLL_SECONDS = 3.0
 """How soon a reconcile looks again at a hook that runs (or an old hook object still being deleted)."""
-_DONE = "done"
+RUN_DONE = "done"
+"""The event of a run kept in status once every hook of it ran."""
 
 
 class RunStep(StrEnum):
@@ -257,7 +259,7 @@ async def run_with_hooks(
         step = await _run_event(workload, book, hooks, post, run)
         if step is not RunStep.DONE:
             return step
-        run.event, run.completed = _DONE, []
+        run.event, run.completed = RUN_DONE, []
     return RunStep.DONE
 
 

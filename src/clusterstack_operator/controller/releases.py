@@ -27,6 +27,7 @@ from clusterstack_operator.controller.charts import apply_and_record, delete_app
 from clusterstack_operator.controller.clusters import clusters_by_class, clusters_using
 from clusterstack_operator.controller.helm_hooks import (
     HOOK_POLL_SECONDS,
+    RUN_DONE,
     HookRun,
     RunStep,
     retry_of,
@@ -64,7 +65,6 @@ change wakes it at once; this bounds what a missed wake-up costs (one CI run of 
 90 s for two releases after their Cluster had gone, which was not reproduced). Only cache reads."""
 DELETION = "deletion"
 """The version of a release's delete-hook run in status.helmHooks (its install run's is the release)."""
-DONE = "done"
 FAILED_DELETE_HOOK_RECHECK_SECONDS = 60.0
 """How often a deletion held by a failed delete hook looks again (the retry annotation wakes it at once)."""
 REQUIRED = (ConditionType.DOWNLOADED, ConditionType.PROVIDER_READY, ConditionType.HELM_CHART_APPLIED)
@@ -218,7 +218,7 @@ def _runs(chart: SplitChart, *events: HookEvent) -> bool:
 
 def _done(kept: dict[str, Any] | None, version: str) -> bool:
     """Whether the run kept in the status is ``version``'s, and over."""
-    return kept is not None and kept.get("version") == version and kept.get("event") == DONE
+    return kept is not None and kept.get("version") == version and kept.get("event") == RUN_DONE
 
 
 STEPS = Steps(
