@@ -16,7 +16,7 @@ from operator_core.kube import Kube
 from operator_testkit import assertions
 from operator_testkit.assertions import events_for, wait_for_object
 from operator_testkit.drivers.typesense import certificate_secret
-from operator_testkit.fixtures import Kubectl, crd_documents, wait_until
+from operator_testkit.fixtures import Kubectl, crd_documents, wait_until, wait_until_established
 from operator_testkit.module_crds import ensure_gateway_api_crds
 from operator_testkit.operators import OperatorProcess
 from operator_testkit.pki import CertificateAuthority
@@ -94,13 +94,7 @@ async def test_http_routes_and_a_reference_grant_follow_the_spec_and_go_with_the
     await asyncio.to_thread(
         kubectl, "apply", "--server-side", "-f", str(crds / "gateway.networking.k8s.io_httproutes.yaml")
     )
-    await asyncio.to_thread(
-        kubectl,
-        "wait",
-        "--for=condition=Established",
-        "--timeout=60s",
-        "crd/httproutes.gateway.networking.k8s.io",
-    )
+    await wait_until_established(kube, ["httproutes.gateway.networking.k8s.io"])
     try:
         await wait_for_object(kube, *ROUTE, "cluster-1-public", namespace, timeout=60)
         await wait_for_object(kube, *ROUTE, "cluster-1-internal", namespace)
@@ -124,9 +118,7 @@ async def test_http_routes_and_a_reference_grant_follow_the_spec_and_go_with_the
         raise
 
     await asyncio.to_thread(kubectl, "apply", "--server-side", "-f", str(crds))
-    await asyncio.to_thread(
-        kubectl, "wait", "--for=condition=Established", "--timeout=60s", *(f"crd/{name}" for name in names)
-    )
+    await wait_until_established(kube, names)
     try:
         applied = await _condition(kube, namespace, "True", "Applied")
         assert f"ReferenceGrant {gateway_namespace}/cluster-1-public-reference-grant" in applied["message"]

@@ -22,7 +22,7 @@ from operator_testkit.cert_manager import running_cert_manager
 from operator_testkit.charts import render_chart
 from operator_testkit.controlplane import ControlPlane
 from operator_testkit.drivers.typesense import certificate_secret
-from operator_testkit.fixtures import Kubectl, wait_until
+from operator_testkit.fixtures import Kubectl, wait_until, wait_until_established
 from operator_testkit.module_crds import ensure_cert_manager_crds
 from operator_testkit.operators import OperatorProcess
 from operator_testkit.pki import CertificateAuthority
@@ -42,12 +42,10 @@ def _cluster(namespace: str, tls: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-async def _serve_cert_manager_api(kubectl: Kubectl) -> None:
+async def _serve_cert_manager_api(kube: Kube, kubectl: Kubectl) -> None:
     crds = ensure_cert_manager_crds()
     await asyncio.to_thread(kubectl, "apply", "--server-side", "-f", str(crds))
-    await asyncio.to_thread(
-        kubectl, "wait", "--for=condition=Established", "--timeout=60s", "crd/certificates.cert-manager.io"
-    )
+    await wait_until_established(kube, ["certificates.cert-manager.io"])
 
 
 async def _certificate_ready(
@@ -68,7 +66,7 @@ async def test_an_issuer_makes_a_certificate_for_every_name_and_a_new_cluster_wa
         missing = await _certificate_ready(kube, namespace, "False", "CertManagerMissing")
         assert "the Certificate CRD (cert-manager.io/v1) is not installed" in missing["message"]
 
-    await _serve_cert_manager_api(kubectl)
+    await _serve_cert_manager_api(kube, kubectl)
     certificate = await wait_for_object(kube, *CERTIFICATE, "cluster-1-tls", namespace, timeout=60)
     spec = certificate["spec"]
     assert spec["issuerRef"] == {"name": "shop-ca", "kind": "ClusterIssuer", "group": "cert-manager.io"}
@@ -136,7 +134,7 @@ async def test_cert_manager_issues_the_operators_certificate_and_its_renewal_is_
     typesense_operator: OperatorProcess,
     tmp_path: Path,
 ) -> None:
-    await _serve_cert_manager_api(kubectl)
+    await _serve_cert_manager_api(kube, kubectl)
     # The chart's ClusterIssuer (tlsIssuer), whose CA cert-manager makes itself, in the namespace it
     # reads ClusterIssuers' Secrets from.
     resources, issuer_name = f"{namespace}-cm", f"{namespace}-ca"

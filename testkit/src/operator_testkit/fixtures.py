@@ -24,7 +24,7 @@ import re
 import subprocess
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -128,16 +128,26 @@ def kubectl(control_plane: ControlPlane) -> Kubectl:
     def run(
         *arguments: str, check: bool = True, input_text: str | None = None
     ) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
+        result = subprocess.run(
             [str(control_plane.binaries.kubectl), f"--kubeconfig={control_plane.kubeconfig}", *arguments],
             capture_output=True,
             text=True,
-            check=check,
+            check=False,
             input=input_text,
             timeout=60,
         )
+        if check and result.returncode != 0:
+            raise KubectlFailed(result.returncode, result.args, result.stdout, result.stderr)
+        return result
 
     return run
+
+
+class KubectlFailed(subprocess.CalledProcessError):
+    """A failed kubectl whose message carries what kubectl said (a bare CalledProcessError hides it)."""
+
+    def __str__(self) -> str:
+        return f"{super().__str__()}: {(self.stderr or '').strip()}"
 
 
 def _namespace_name(test_name: str) -> str:
@@ -189,15 +199,27 @@ async def install_crds(control_plane: ControlPlane, documents: list[dict[str, ob
         for document in documents:
             applied = await client.apply(document)
             names.append(applied.object["metadata"]["name"])
-
-        async def all_established() -> bool:
-            for name in names:
-                crd = await client.get("apiextensions.k8s.io/v1", "CustomResourceDefinition", name)
-                # A CRD just created has "conditions": null until the API server has looked at it.
-                conditions = ((crd or {}).get("status") or {}).get("conditions") or []
-                if not any(c["type"] == "Established" and c["status"] == "True" for c in conditions):
-                    return False
-            return True
-
-        await wait_until(all_established, what="CRDs to be Established")
+        await wait_until_established(client, names)
         return names
+
+
+async def wait_until_established(client: Kube, names: Sequence[str], timeout: float = 180) -> None:
+    """Wait until each CRD is Established; a timeout names the ones that are not and their conditions.
+
+    The bound is wide: a 60 s ``kubectl wait`` for the Gateway API's HTTPRoute CRD (hundreds of CEL
+    rules, compiled before it is served) once ran out on a loaded 2-core CI machine, saying nothing.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        waiting: dict[str, object] = {}
+        for name in names:
+            crd = await client.get_live("apiextensions.k8s.io/v1", "CustomResourceDefinition", name)
+            # A CRD just created has "conditions": null until the API server has looked at it.
+            conditions = ((crd or {}).get("status") or {}).get("conditions") or []
+            if not any(c["type"] == "Established" and c["status"] == "True" for c in conditions):
+                waiting[name] = conditions if crd is not None else "not found"
+        if not waiting:
+            return
+        if time.monotonic() > deadline:
+            pytest.fail(f"CRDs not Established after {timeout:.0f} s: {waiting}")
+        await asyncio.sleep(0.2)
