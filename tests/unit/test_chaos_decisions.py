@@ -1,5 +1,5 @@
 """The chaos soak's pure parts: a schedule decided by its seed, destructive actions judged against the
-nodes' states seen before them, and lost writes found per node."""
+nodes' states seen before them, lost writes found per node, and write gaps scored per fault kind."""
 
 from __future__ import annotations
 
@@ -9,9 +9,12 @@ from operator_testkit.drivers.typesense_chaos import (
     CONTROL_FAULTS,
     NODE_FAULTS,
     Sample,
+    fault_kind,
+    gap_target,
     judge_actions,
     lost_writes,
     plan,
+    score_by_fault,
 )
 
 
@@ -86,3 +89,47 @@ def test_lost_writes_are_those_a_node_does_not_hold() -> None:
     held = {"a": {"1", "2", "3"}, "b": {"1", "3"}, "c": set()}
     assert lost_writes(["1", "2", "3"], held) == {"b": ["2"], "c": ["1", "2", "3"]}
     assert lost_writes(["1"], {"a": {"1"}}) == {}
+
+
+@pytest.mark.parametrize(
+    ("faults", "roles", "kind", "target"),
+    [
+        (("orphan-statefulset",), (None,), "orphan-statefulset", 2.0),
+        (("kill-follower",), (None,), "kill-follower", 2.0),
+        (("freeze-follower",), (None,), "freeze-follower", 2.0),
+        (("delete-pod",), ("follower",), "delete-pod (follower)", 2.0),
+        (("disk-full",), ("follower",), "disk-full (follower)", 2.0),
+        (("disk-full",), ("leader",), "disk-full (leader)", 20.0),
+        (("delete-pod",), ("leader",), "delete-pod (leader)", 20.0),
+        (("kill-leader",), (None,), "kill-leader", 20.0),
+        (("kill-majority",), (None,), "kill-majority", 20.0),
+        (("delete-all-pods",), (None,), "delete-all-pods", 20.0),
+        (("disk-full", "kill-operator"), ("leader", None), "disk-full (leader)+kill-operator", None),
+    ],
+)
+def test_each_fault_kind_has_its_write_gap_target(
+    faults: tuple[str, ...], roles: tuple[str | None, ...], kind: str, target: float | None
+) -> None:
+    assert fault_kind(faults, roles) == kind
+    assert gap_target(kind) == target
+
+
+def test_the_score_names_the_steps_that_missed_their_kinds_target() -> None:
+    steps = [
+        {"step": 1, "kind": "kill-follower", "longest_write_gap_seconds": 0.3, "seconds_to_whole": 2.0},
+        {"step": 2, "kind": "kill-follower", "longest_write_gap_seconds": 2.5, "seconds_to_whole": 12.0},
+        {"step": 3, "kind": "kill-leader", "longest_write_gap_seconds": 8.0, "seconds_to_whole": None},
+        {"step": 4, "kind": "kill-leader+roll", "longest_write_gap_seconds": 40.0, "seconds_to_whole": 50},
+    ]
+    scored = score_by_fault(steps)
+    assert scored["kill-follower"] == {
+        "steps": 2,
+        "longest_write_gap_seconds": 2.5,
+        "longest_seconds_to_whole": 12.0,
+        "target_write_gap_seconds": 2.0,
+        "missed_by_steps": [2],
+    }
+    assert scored["kill-leader"]["longest_seconds_to_whole"] is None  # one step never became whole
+    assert scored["kill-leader"]["missed_by_steps"] == []
+    assert scored["kill-leader+roll"]["target_write_gap_seconds"] is None
+    assert scored["kill-leader+roll"]["missed_by_steps"] == []

@@ -40,9 +40,12 @@ __all__ = [
     "Soak",
     "SteadyCluster",
     "Step",
+    "fault_kind",
+    "gap_target",
     "judge_actions",
     "lost_writes",
     "plan",
+    "score_by_fault",
 ]
 
 NODE_FAULTS = (
@@ -67,6 +70,14 @@ _GONE = ("is not running", "is not started", "not found")
 """What a real node's faults say of a pod or container that is no longer there to heal."""
 HOLD_SECONDS = (3.0, 12.0)
 """How long a fault lasts (a freeze, the operator or the API server down, the disk full), drawn in."""
+GAP_TARGET_SECONDS = 20.0
+"""The longest write gap a single fault may cause: one election (5-6 s) and one read of the nodes
+file (every 10 s) by typesense-server 0.24.1, with room for the pod's kubelet to report."""
+NO_LEADER_GAP_TARGET_SECONDS = 2.0
+"""The longest write gap of a single fault that touches no leader: raft has nothing to do, so a write
+is held up for no longer than a couple of the writer's attempts."""
+ROLE_FAULTS = ("delete-pod", "disk-full")
+"""Faults of one pod drawn at random: whether it was the leader's decides their target."""
 
 
 @dataclass(frozen=True)
@@ -148,6 +159,57 @@ def _seen(sample: Sample) -> list[str]:
         f"{pod}={state or 'silent'}{' (outside the leader configuration)' if pod in sample.outside else ''}"
         for pod, state in sorted(sample.states.items())
     ]
+
+
+def fault_kind(faults: Sequence[str], roles: Sequence[str | None] = ()) -> str:
+    """What a step did, as its score groups it: its faults joined by "+", each of
+    :data:`ROLE_FAULTS` with the role of the pod it touched ("disk-full (leader)")."""
+    named = []
+    for index, fault in enumerate(faults):
+        role = roles[index] if index < len(roles) else None
+        named.append(f"{fault} ({role})" if fault in ROLE_FAULTS and role else fault)
+    return "+".join(named)
+
+
+def gap_target(kind: str) -> float | None:
+    """The longest write gap a step of ``kind`` may cause: :data:`NO_LEADER_GAP_TARGET_SECONDS` for a
+    single fault that touches no leader (the StatefulSet orphaned; a follower killed, frozen, deleted
+    or its disk filled), :data:`GAP_TARGET_SECONDS` for any other single fault, and none for two faults
+    at once (a fault of the control plane with one of the nodes has no bound of its own)."""
+    if "+" in kind:
+        return None
+    if kind == "orphan-statefulset" or kind.endswith("-follower") or kind.endswith("(follower)"):
+        return NO_LEADER_GAP_TARGET_SECONDS
+    return GAP_TARGET_SECONDS
+
+
+def score_by_fault(steps: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per fault kind (:func:`fault_kind`): how many steps, the longest write gap and the longest time
+    to a whole cluster, against the kind's target (:func:`gap_target`), and the steps that missed it."""
+    scored: dict[str, dict[str, Any]] = {}
+    for step in steps:
+        kind = str(step["kind"])
+        target = gap_target(kind)
+        entry = scored.setdefault(
+            kind,
+            {
+                "steps": 0,
+                "longest_write_gap_seconds": 0.0,
+                "longest_seconds_to_whole": 0.0,
+                "target_write_gap_seconds": target,
+                "missed_by_steps": [],
+            },
+        )
+        gap, whole = step.get("longest_write_gap_seconds") or 0.0, step.get("seconds_to_whole")
+        entry["steps"] += 1
+        entry["longest_write_gap_seconds"] = max(entry["longest_write_gap_seconds"], gap)
+        if whole is None or entry["longest_seconds_to_whole"] is None:
+            entry["longest_seconds_to_whole"] = None
+        else:
+            entry["longest_seconds_to_whole"] = max(entry["longest_seconds_to_whole"], whole)
+        if target is not None and gap > target:
+            entry["missed_by_steps"].append(step["step"])
+    return dict(sorted(scored.items()))
 
 
 def lost_writes(acknowledged: Sequence[str], held: Mapping[str, set[str]]) -> dict[str, list[str]]:
@@ -275,6 +337,8 @@ class Soak:
     results: list[dict[str, Any]] = field(default_factory=list)
     unhealed: list[str] = field(default_factory=list)
     """Faults the soak could not end (it says so rather than blame the operator for what followed)."""
+    _touched: list[str] = field(default_factory=list)
+    """The role ("leader", "follower") of the pod the fault being applied chose, where it chose one."""
 
     @property
     def statefulset(self) -> str:
@@ -324,6 +388,7 @@ class Soak:
         lost = lost_writes(writer.acknowledged, held)
         actions = await self._destructive_actions(started_wall)
         judged = judge_actions(actions, observer.samples, self.replicas)
+        by_fault = score_by_fault(self.results)
         return {
             "seed": seed,
             "replicas": self.replicas,
@@ -342,6 +407,10 @@ class Soak:
             "unjustified_destructive_actions": sum(1 for j in judged if not j.justified),
             "unrecovered": unrecovered,
             "unhealed_faults": self.unhealed,
+            "by_fault": by_fault,
+            "write_gap_targets_missed": {
+                kind: entry["missed_by_steps"] for kind, entry in by_fault.items() if entry["missed_by_steps"]
+            },
         }
 
     # -- one step
@@ -349,7 +418,11 @@ class Soak:
     async def _step(self, step: Step, writer: Writer, observer: _Observer) -> dict[str, Any]:
         fault_at = time.monotonic()
         wall = time.time()
-        healing = [await self._apply(fault, step) for fault in step.faults]
+        healing, roles = [], []
+        for fault in step.faults:
+            self._touched = []
+            healing.append(await self._apply(fault, step))
+            roles.append(self._touched[0] if self._touched else None)
         # A sample of the faulted state at once: the operator may act on a kubelet's report within half
         # a second, before the observer's next round, and its action is judged by what was seen before.
         await observer.once()
@@ -361,6 +434,7 @@ class Soak:
         return {
             "step": step.number,
             "faults": list(step.faults),
+            "kind": fault_kind(step.faults, roles),
             "hold_seconds": step.hold_seconds,
             "recovered": recovered,
             "seconds_to_whole": None if ready_after is None else round(ready_after, 1),
@@ -471,7 +545,9 @@ class Soak:
                 *(functools.partial(self.faults.thaw, namespace, pod, "typesense") for pod in chosen)
             )
         if fault == "delete-pod" and pods:
-            await self.cluster.kube.delete("v1", "Pod", chooser.choice(pods), namespace)
+            pod = chooser.choice(pods)
+            self._touched.append("leader" if pod == leader else "follower")
+            await self.cluster.kube.delete("v1", "Pod", pod, namespace)
             return nothing
         if fault == "delete-all-pods":
             for pod in pods:
@@ -483,7 +559,9 @@ class Soak:
             )
             return nothing
         if fault == "disk-full" and pods:
-            claim = f"data-{chooser.choice(pods)}"
+            pod = chooser.choice(pods)
+            self._touched.append("leader" if pod == leader else "follower")
+            claim = f"data-{pod}"
             await self.faults.fill_volume(namespace, claim)
             return lambda: later(functools.partial(self.faults.free_volume, namespace, claim))
         if fault == "kill-operator":
