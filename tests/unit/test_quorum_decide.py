@@ -619,17 +619,36 @@ def test_a_majority_held_back_by_its_kubelets_is_proven_leaderless(
     assert (majority_held_back(probes) is not None) is proven
 
 
-def test_two_of_three_held_back_are_downgraded_at_once_and_fenced_frozen_ones_keep_their_grace() -> None:
-    probes = [held(0), held(1, "HeldDown"), node(2, last_log=(2, 7))]
-    plan = decide(probes, 3, QuorumRecord(), NOW, GRACE)
+def test_a_majority_held_back_is_restarted_once_then_downgraded_and_frozen_ones_keep_their_grace() -> None:
+    probes = [held(0), held(1), node(2, last_log=(2, 7))]
+    # First their pods: they hold what node 2 may lack (a write acknowledged by the leader and one of
+    # them), and a new pod runs at once on the same volume.
+    restart = decide(probes, 3, QuorumRecord(), NOW, GRACE)
+    assert (restart.action, restart.restarted) == (Action.RESTART_HELD_BACK, (0, 1))
+    assert restart.members == (0, 1, 2)
+    assert restart.record.held_back_restarted
+    assert "restarting node(s) 0, 1 once" in restart.message
+    # Held back again: nothing a restart mends; the downgrade as before, at once.
+    plan = decide(probes, 3, restart.record, NOW + timedelta(seconds=5), GRACE)
     assert plan.action is Action.DOWNGRADE
     assert plan.survivor == 2
     assert plan.fenced == (0, 1)
-    assert "node 0: CrashLoopBackOff; node 1: HeldDown" in plan.message
+    assert "node 0: CrashLoopBackOff; node 1: CrashLoopBackOff" in plan.message
+    # A leader ends the stretch: the next one restarts them again.
+    led = decide([node(0, "LEADER"), node(1), node(2)], 3, restart.record, NOW, GRACE)
+    assert not led.record.held_back_restarted
     frozen = [held(0), down(1), node(2, last_log=(2, 7))]
     assert decide(frozen, 3, QuorumRecord(), NOW, GRACE).action is Action.NONE, (
         "a frozen member keeps its grace"
     )
+
+
+def test_only_a_crash_loop_is_restarted_a_missing_image_is_downgraded_at_once() -> None:
+    missing = [held(0, "ImagePullBackOff"), held(1, "HeldDown"), node(2, last_log=(2, 7))]
+    assert decide(missing, 3, QuorumRecord(), NOW, GRACE).action is Action.DOWNGRADE
+    mixed = [held(0), held(1, "ImagePullBackOff"), node(2, last_log=(2, 7))]
+    plan = decide(mixed, 3, QuorumRecord(), NOW, GRACE)
+    assert (plan.action, plan.restarted) == (Action.RESTART_HELD_BACK, (0,))
 
 
 def erring(index: int, ran: float | None) -> NodeProbe:

@@ -105,29 +105,30 @@ async def manage_quorum(scope: Scope) -> Outcome:
             await _restart_survivor(scope, plan)
         elif plan.action is Action.RESTART_ERRORED:
             await _restart_errored(scope, plan)
+        elif plan.action is Action.RESTART_HELD_BACK:
+            await _restart_held_back(scope, plan)
         elif plan.action is Action.HOLD and changed_action:
             await scope.event("Warning", EventReason.QUORUM_SURGERY_HELD, plan.message)
             RECOVERIES.labels(plan.action.value, "needed").inc()
     except Exception:
         RECOVERIES.labels(plan.action.value, "failed").inc()
         raise
-    if plan.action in (Action.DOWNGRADE, Action.UPGRADE, Action.RESTART_SURVIVOR, Action.RESTART_ERRORED):
+    if plan.action in (
+        Action.DOWNGRADE,
+        Action.UPGRADE,
+        Action.RESTART_SURVIVOR,
+        Action.RESTART_ERRORED,
+        Action.RESTART_HELD_BACK,
+    ):
         RECOVERIES.labels(plan.action.value, "taken").inc()
     return Outcome.CONTINUE
 
 
 async def _restart_survivor(scope: Scope, plan: Plan) -> None:
     """The last resort, taken once: the record says so before the pod is deleted."""
-    cluster, metadata = scope.cluster, scope.obj["metadata"]
+    cluster = scope.cluster
     assert plan.survivor is not None
-    await scope.kube.patch_status(
-        TYPESENSE_CLUSTER.api_version,
-        TYPESENSE_CLUSTER.kind,
-        metadata["name"],
-        metadata["namespace"],
-        {"quorum": scope.quorum},
-    )
-    scope.obj = {**scope.obj, "status": {**(scope.obj.get("status") or {}), "quorum": scope.quorum}}
+    await scope.record_now(quorum=scope.quorum)
     pod = cluster.pod_name(plan.survivor)
     await _delete_stuck_pod(scope, pod)
     await scope.event("Warning", EventReason.QUORUM_SURVIVOR_RESTARTED, f"{plan.message}: deleted pod {pod}")
@@ -140,6 +141,26 @@ async def _restart_errored(scope: Scope, plan: Plan) -> None:
         if await _delete_stuck_pod(scope, pod):
             await scope.event(
                 "Warning", EventReason.ERRORED_NODE_RESTARTED, f"deleted pod {pod}: {plan.message}"
+            )
+
+
+async def _restart_held_back(scope: Scope, plan: Plan) -> None:
+    """Delete the pods of a majority held back in a crash-loop back-off, recorded first (it is done once):
+    their StatefulSet makes them again at once, on their volumes."""
+    metadata = scope.obj["metadata"]
+    await scope.kube.patch_status(
+        TYPESENSE_CLUSTER.api_version,
+        TYPESENSE_CLUSTER.kind,
+        metadata["name"],
+        metadata["namespace"],
+        {"quorum": scope.quorum},
+    )
+    scope.obj = {**scope.obj, "status": {**(scope.obj.get("status") or {}), "quorum": scope.quorum}}
+    for index in plan.restarted:
+        pod = scope.cluster.pod_name(index)
+        if await _delete_stuck_pod(scope, pod):
+            await scope.event(
+                "Warning", EventReason.HELD_BACK_NODE_RESTARTED, f"deleted pod {pod}: {plan.message}"
             )
 
 

@@ -44,6 +44,7 @@ from datetime import datetime, timedelta
 
 from typesense_operator.api.reasons import ReadyReason
 from typesense_operator.quorum.model import (
+    RESTARTABLE_HELD_BACK_REASON,
     Action,
     ClusterState,
     NodeProbe,
@@ -352,7 +353,24 @@ def decide(
     since = record.unhealthy_since or now
     waited = (now - since).total_seconds()
     stretch = replace(record, unhealthy_since=since)
-    deadlock = provable_deadlock(member_probes) or majority_held_back(member_probes)
+    proven = provable_deadlock(member_probes)
+    held_back = majority_held_back(member_probes) if proven is None else None
+    restartable = tuple(
+        p.index for p in member_probes if not p.reachable and p.held_back == RESTARTABLE_HELD_BACK_REASON
+    )
+    if held_back is not None and restartable and not record.held_back_restarted:
+        # They hold what a survivor may lack (a write acknowledged by a leader and one of them, that a
+        # lagging follower never got): back on their volumes, raft elects with every commit.
+        nodes = ", ".join(map(str, restartable))
+        restart = decision.plan(
+            Action.RESTART_HELD_BACK,
+            ReadyReason.QUORUM_NOT_READY,
+            f"{state}, {held_back}: restarting node(s) {nodes} once (a new pod runs at once on the same "
+            "volume, where a downgrade to a minority could lose acknowledged writes only they hold)",
+            replace(stretch, held_back_restarted=True),
+        )
+        return replace(restart, restarted=restartable)
+    deadlock = proven or held_back
     if waited < settings.grace_seconds and deadlock is None:
         return decision.plan(
             Action.NONE,
@@ -466,7 +484,9 @@ def _with_leader(
     decision: _Decision, record: QuorumRecord, healthy: int, reachable: set[int], settings: QuorumSettings
 ) -> Plan:
     # A leader is seen: a downgrade's survivor led (or grew back), so its wait is over.
-    calm = replace(record, unhealthy_since=None, loading_since=None, downgraded_at=None)
+    calm = replace(
+        record, unhealthy_since=None, loading_since=None, downgraded_at=None, held_back_restarted=False
+    )
     members, full, size = decision.members, decision.full, len(decision.members)
     if members == full:
         calm = replace(calm, survivor=None, survivor_restarted=False)

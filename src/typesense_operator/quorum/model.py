@@ -15,6 +15,7 @@ from typesense_operator.api.reasons import ReadyReason
 
 __all__ = [
     "HELD_BACK_REASONS",
+    "RESTARTABLE_HELD_BACK_REASON",
     "Action",
     "ClusterState",
     "NodeProbe",
@@ -50,6 +51,10 @@ class Action(StrEnum):
     """Surgery is due, but kubelets report Ready pods that the operator cannot reach: wait for agreement."""
     RESTART_ERRORED = "RestartErrored"
     """Delete the pods of members whose raft stopped (state ERROR): only a restart brings them back."""
+    RESTART_HELD_BACK = "RestartHeldBack"
+    """Delete the pods of a majority their kubelets hold back in a crash-loop back-off, once: new pods
+    run at once on the same volumes, and raft heals with every acknowledged write, which a minority
+    kept by a downgrade may lack."""
 
 
 @dataclass(frozen=True)
@@ -103,6 +108,10 @@ class QuorumRecord:
     wait (no second downgrade), even after the list grew early."""
     survivor_restarted: bool = False
     """Whether the last-resort pod restart was already done for this downgrade."""
+    held_back_restarted: bool = False
+    """Whether the pods of a majority held back in a crash-loop back-off were restarted in this stretch
+    without a leader (:attr:`Action.RESTART_HELD_BACK`, done once; a downgrade follows if they are held
+    back again)."""
     committed: tuple[int, int] | None = None
     """(term, index): the furthest a leader was seen to have committed (its last log term, its
     committed index). Every acknowledged write up to there is in a node's log only if that log is at
@@ -142,13 +151,18 @@ class Plan:
     fenced: tuple[int, ...] = field(default=())
     """Pod ordinals to delete with the downgrade: members that answered nothing at all."""
     restarted: tuple[int, ...] = field(default=())
-    """Pod ordinals to delete because their raft stopped (:attr:`Action.RESTART_ERRORED`)."""
+    """Pod ordinals to delete because their raft stopped (:attr:`Action.RESTART_ERRORED`), or because
+    their kubelets hold them back (:attr:`Action.RESTART_HELD_BACK`)."""
     wait_ends_at: datetime | None = None
     """While a grace period runs: when it ends."""
     then: str | None = None
     """While a grace period runs: what the operator does when it ends and nothing healed."""
 
 
+RESTARTABLE_HELD_BACK_REASON = "CrashLoopBackOff"
+"""The one held-back reason a new pod ends: its container ran and exited, and the kubelet waits out a
+back-off before running it again, where a new pod runs it at once. A missing image or setting holds a
+new pod back just as well."""
 HELD_BACK_REASONS = frozenset(
     {"CrashLoopBackOff", "ImagePullBackOff", "ErrImagePull", "CreateContainerConfigError", "HeldDown"}
 )

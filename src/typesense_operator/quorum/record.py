@@ -34,6 +34,7 @@ def record_from_status(status: dict[str, Any] | None) -> QuorumRecord:
         survivor=quorum.get("survivor"),
         downgraded_at=_time(quorum.get("downgradedAt")),
         survivor_restarted=bool(quorum.get("survivorRestarted")),
+        held_back_restarted=bool(quorum.get("heldBackRestarted")),
         committed=_commit(quorum.get("committed")),
     )
 
@@ -83,6 +84,7 @@ def status_from_plan(plan: Plan, previous: dict[str, Any] | None, now: datetime)
         "survivor": record.survivor,
         "downgradedAt": _wire_time(record.downgraded_at),
         "survivorRestarted": record.survivor_restarted or None,
+        "heldBackRestarted": record.held_back_restarted or None,
         "committed": _committed_to_write(plan, previous),
         "lastAction": plan.action.value if plan.action is not Action.NONE else previous.get("lastAction"),
         "lastActionAt": _wire_time(now) if acted else previous.get("lastActionAt"),
