@@ -206,6 +206,14 @@ def test_statefulset_is_restricted_and_keeps_loading_nodes_alive() -> None:
     assert "tcpSocket" in container["livenessProbe"], (
         "a loading node answers 503 on /health; liveness must not use it"
     )
+    liveness = container["livenessProbe"]
+    assert liveness["periodSeconds"] * liveness["failureThreshold"] > 20, (
+        "the quorum's grace (20 s) acts first on a hung majority"
+    )
+    assert liveness["terminationGracePeriodSeconds"] < pod["terminationGracePeriodSeconds"], (
+        "a hung process does not end on SIGTERM: its kill must not wait out the pod's grace"
+    )
+    assert "tcpSocket" in container["startupProbe"]
     assert container["readinessProbe"]["httpGet"]["path"] == "/health"
     assert sts["spec"]["persistentVolumeClaimRetentionPolicy"] == {
         "whenDeleted": "Retain",

@@ -210,14 +210,25 @@ def _typesense_container(cluster: Cluster) -> dict[str, Any]:
             "timeoutSeconds": 3,
             "failureThreshold": 3,
         },
-        # Liveness only asks whether the server answers at all, so a node loading a large
-        # data set is never killed (that would restart the load, forever).
+        # Until the API port is open (typesense-server opens it before it loads its data): up to
+        # 5 minutes, and the liveness probe only after it.
+        "startupProbe": {
+            "tcpSocket": {"port": spec.api_port},
+            "periodSeconds": 2,
+            "timeoutSeconds": 2,
+            "failureThreshold": 150,
+        },
+        # Liveness only asks whether the server takes connections at all, so a node loading a large
+        # data set is never killed (that would restart the load, forever). A process that takes none
+        # for 30 s is hung: a leader thawed after a freeze has been seen to stop accepting for minutes
+        # (its connection backlog full). Killed after 10 s, not the pod's 60 s: a hung process does
+        # not end on SIGTERM. 30 s leave the quorum's own 20 s grace to act first on a hung majority.
         "livenessProbe": {
             "tcpSocket": {"port": spec.api_port},
-            "initialDelaySeconds": 10,
             "periodSeconds": 10,
             "timeoutSeconds": 5,
-            "failureThreshold": 6,
+            "failureThreshold": 3,
+            "terminationGracePeriodSeconds": 10,
         },
         "securityContext": security_context(cluster, "typesense") or restricted_container(),
     }
