@@ -10,7 +10,7 @@ pods). Who calls it: the Monocle and Typesense controllers.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from enum import Enum
@@ -20,13 +20,18 @@ from operator_core.children import Manifest
 from operator_core.quantity import parse_quantity
 
 __all__ = [
+    "AutoGrowth",
+    "AutoGrowthPlan",
     "Expansion",
     "ExpansionPlan",
     "Reader",
+    "VolumeUsage",
     "claim_expansion",
     "claim_template_size",
+    "decide_auto_growth",
     "decide_expansion",
     "expansion_allowed",
+    "format_bytes",
     "requested_size",
     "smaller",
 ]
@@ -82,6 +87,113 @@ def decide_expansion(
             "allow volume expansion (allowVolumeExpansion: true)",
         )
     return ExpansionPlan(Expansion.EXPAND, wanted, f"growing the {volume} from {claimed} to {wanted}")
+
+
+@dataclass(frozen=True)
+class VolumeUsage:
+    """One volume's file system as the application reports it (Typesense's disk metrics)."""
+
+    volume: str
+    """Whose it is, as a message names it ("node 2")."""
+    used_bytes: int
+    total_bytes: int
+
+    @property
+    def percent(self) -> float:
+        return 100.0 * self.used_bytes / self.total_bytes if self.total_bytes > 0 else 0.0
+
+
+class AutoGrowth(Enum):
+    NONE = "none"
+    """Every volume is below the threshold, or the last growth has not reached the file systems yet."""
+    GROW = "grow"
+    """Grow every claim to :attr:`AutoGrowthPlan.size`."""
+    AT_MAX = "at-max"
+    """A volume is past the threshold and the claims have the maximum size already."""
+
+
+@dataclass(frozen=True)
+class AutoGrowthPlan:
+    action: AutoGrowth
+    size: str
+    """The size to grow to (GROW), or the claims' size."""
+    message: str = ""
+
+
+FILE_SYSTEM_SHOWS = Decimal("0.9")
+"""A file system counts as showing a claim's size from this share of it on: a real one keeps some of its
+volume for itself (ext4's metadata, a few percent), and a growth not yet made on the node shows the old
+size, which is what must not be grown from again."""
+
+
+def format_bytes(value: Decimal) -> str:
+    """A byte count as the largest binary quantity that says it exactly ("3Gi", "1536Mi", "1000")."""
+    whole = int(value)
+    for suffix in ("Ei", "Pi", "Ti", "Gi", "Mi", "Ki"):
+        unit = int(_SUFFIX_BYTES[suffix])
+        if whole >= unit and whole % unit == 0:
+            return f"{whole // unit}{suffix}"
+    return str(whole)
+
+
+_SUFFIX_BYTES = {
+    suffix: Decimal(1024) ** power for power, suffix in enumerate(("", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei"))
+}
+
+
+def _about(count: int) -> str:
+    """A byte count for a person to read: "870.2 MiB"."""
+    for suffix in ("Ti", "Gi", "Mi", "Ki"):
+        unit = _SUFFIX_BYTES[suffix]
+        if count >= unit:
+            return f"{count / unit:.1f} {suffix}B"
+    return f"{count} B"
+
+
+def decide_auto_growth(
+    usages: Sequence[VolumeUsage],
+    current: str,
+    *,
+    threshold_percent: int,
+    step: str,
+    max_size: str,
+) -> AutoGrowthPlan:
+    """Whether claims of size ``current`` are to grow by ``step`` (no further than ``max_size``) because a
+    volume's file system is ``threshold_percent`` full or more.
+
+    A volume whose file system does not show ``current`` yet (the last growth is still being made on its
+    node) holds every growth back: it would be grown again from a reading of the old size.
+    """
+    size = _bytes(current)
+    full = [u for u in usages if u.total_bytes > 0 and u.percent >= threshold_percent]
+    if not full:
+        return AutoGrowthPlan(AutoGrowth.NONE, current)
+    behind = [u.volume for u in usages if 0 < u.total_bytes < size * FILE_SYSTEM_SHOWS]
+    if behind:
+        return AutoGrowthPlan(
+            AutoGrowth.NONE,
+            current,
+            f"waiting for the file systems of {', '.join(behind)} to show the claims' {current}",
+        )
+    fullest = max(full, key=lambda u: u.percent)
+    why = (
+        f"{fullest.volume}'s volume is {fullest.percent:.0f}% full ({_about(fullest.used_bytes)} of "
+        f"{_about(fullest.total_bytes)}; autoGrow.thresholdPercent is {threshold_percent})"
+    )
+    limit = _bytes(max_size)
+    if size >= limit:
+        return AutoGrowthPlan(
+            AutoGrowth.AT_MAX,
+            current,
+            f"{why} and the volumes have autoGrow.maxSize ({max_size}) already: raise autoGrow.maxSize, or "
+            "make room in the data",
+        )
+    grown = format_bytes(min(size + _bytes(step), limit))
+    return AutoGrowthPlan(
+        AutoGrowth.GROW,
+        grown,
+        f"{why}: growing every claim from {current} to {grown} (autoGrow.maxSize {max_size})",
+    )
 
 
 class Reader(Protocol):

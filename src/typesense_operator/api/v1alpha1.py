@@ -67,6 +67,49 @@ class ConfigMapReference(ApiModel):
     """Name of the ConfigMap."""
 
 
+_QUANTITY_RULE = "isQuantity(self)"
+
+
+class StorageAutoGrow(ApiModel):
+    """Volumes grown before they fill: when a node's file system (as Typesense's own disk metrics
+    report it) is ``thresholdPercent`` full, every node's claim is grown by ``step``, up to ``maxSize``.
+    Only on a StorageClass that allows volume expansion; each growth is an Event (StorageAutoGrown), and
+    a volume past the threshold at ``maxSize`` is a Warning and StorageReady False
+    (AutoGrowLimitReached)."""
+
+    enabled: bool = False
+    """Off by default: a volume grows only when the spec's size does."""
+    threshold_percent: int = Field(default=80, ge=50, le=95)
+    """How full (used of total, in percent) a node's file system may be before the volumes grow."""
+    step: str = Field(
+        default="1Gi",
+        json_schema_extra=cel(
+            (_QUANTITY_RULE, "storage.autoGrow.step must be a Kubernetes quantity, such as 1Gi"),
+            (
+                "!isQuantity(self) || quantity(self).isGreaterThan(quantity('0'))",
+                "storage.autoGrow.step must be more than 0",
+            ),
+        ),
+    )
+    """How much each growth adds to every claim."""
+    max_size: str | None = Field(
+        default=None,
+        json_schema_extra=cel(
+            (_QUANTITY_RULE, "storage.autoGrow.maxSize must be a Kubernetes quantity, such as 20Gi")
+        ),
+    )
+    """The size no growth goes beyond (required when enabled)."""
+
+    model_config = ConfigDict(
+        json_schema_extra=cel(
+            (
+                "!self.enabled || has(self.maxSize)",
+                "storage.autoGrow.maxSize is required when autoGrow is enabled: growth needs a bound",
+            )
+        )
+    )
+
+
 class StorageSpec(ApiModel):
     """The persistent volume behind each Typesense node."""
 
@@ -101,15 +144,23 @@ class StorageSpec(ApiModel):
     annotations: dict[str, str] | None = None
     """Annotations of each node's PersistentVolumeClaim (a storage driver's settings, say). Fixed after
     creation."""
+    auto_grow: StorageAutoGrow | None = None
+    """Grow the volumes before they fill (off unless enabled)."""
 
     model_config = ConfigDict(
         json_schema_extra=cel(
+            (
+                "!has(self.autoGrow) || !has(self.autoGrow.maxSize) || !isQuantity(self.autoGrow.maxSize) "
+                "|| !isQuantity(self.size) "
+                "|| quantity(self.autoGrow.maxSize).compareTo(quantity(self.size)) >= 0",
+                "storage.autoGrow.maxSize must be at least storage.size",
+            ),
             (
                 "self.accessMode == oldSelf.accessMode && has(self.annotations) == has(oldSelf.annotations) "
                 "&& (!has(self.annotations) || self.annotations == oldSelf.annotations)",
                 "storage.accessMode and storage.annotations are fixed once the volumes exist (a "
                 "StatefulSet's volume claim templates cannot change); create a new cluster to change them",
-            )
+            ),
         )
     )
 
@@ -542,9 +593,12 @@ class QuorumStatus(ApiModel):
     led), which ends the survivor's own wait."""
     survivor_restarted: bool | None = None
     """Whether the last-resort restart of the survivor's pod was done for this downgrade (it is done once)."""
+    held_back_restarted: bool | None = None
+    """Whether the pods of a majority held back in a crash-loop back-off were restarted while no leader
+    was seen (it is done once; a downgrade follows if they are held back again)."""
     last_action: str | None = None
-    """The last quorum step taken: Downgrade, Upgrade, RestartSurvivor, RestartErrored, Hold, or
-    NeedsIntervention."""
+    """The last quorum step taken: Downgrade, Upgrade, RestartSurvivor, RestartErrored, RestartHeldBack,
+    Hold, or NeedsIntervention."""
     committed: RaftPosition | None = None
     """The furthest a leader was seen to have committed: a downgrade never keeps a node whose raft log
     is behind it, since that node lacks acknowledged writes."""
@@ -623,6 +677,17 @@ class NodeStatus(ApiModel):
     with it saw; it changes within spec.tls.refreshIntervalSeconds of a renewal, with no restart."""
 
 
+class StorageStatus(ApiModel):
+    """What spec.storage.autoGrow did to the volumes."""
+
+    auto_grown_to: str | None = None
+    """The size autoGrow last grew every claim to; the volumes keep the larger of it and spec's size."""
+    last_auto_growth: datetime | None = None
+    """When autoGrow last grew the volumes."""
+    last_auto_growth_message: str | None = None
+    """Why: which node's file system was how full."""
+
+
 class TypesenseClusterStatus(ApiModel):
     """The observed state of the cluster, written only by the operator."""
 
@@ -652,6 +717,8 @@ class TypesenseClusterStatus(ApiModel):
     """When status.nodes was last written."""
     tls: TlsStatus | None = None
     """The certificate the nodes are given (spec.tls)."""
+    storage: StorageStatus | None = None
+    """What spec.storage.autoGrow did to the volumes."""
 
 
 # raft rejects a peer address ({name}-sts-{i}.{name}-sts-svc:{peering}:{api}) longer than 64 characters.

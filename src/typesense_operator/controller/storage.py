@@ -1,13 +1,18 @@
-"""The cluster's storage step: every node's claim grown to spec.storage.size where its StorageClass
+"""The cluster's storage step: every node's claim grown to spec.storage.size (or to what
+spec.storage.autoGrow asked for, when a node's file system passed its threshold) where its StorageClass
 allows it, then the StatefulSet recreated (its pods orphaned) so that its claim template says so too."""
 
 from __future__ import annotations
 
+from operator_core.clock import utcnow, wire_time
 from operator_core.steps import Outcome
 from operator_core.storage import (
+    AutoGrowth,
     Expansion,
+    VolumeUsage,
     claim_expansion,
     claim_template_size,
+    decide_auto_growth,
     decide_expansion,
     expansion_allowed,
     requested_size,
@@ -36,19 +41,23 @@ async def grow_storage(scope: Scope) -> Outcome:
     )
     if live is not None and live["metadata"].get("deletionTimestamp"):
         # Being orphaned by the garbage collector: its deletion wakes the cluster, which creates it anew.
-        await scope.set_condition(ConditionType.STORAGE_READY, "True", "Expanding", _recreating(cluster))
+        await scope.set_condition(
+            ConditionType.STORAGE_READY, "True", "Expanding", _recreating(cluster, _wanted(scope)[0])
+        )
         return Outcome.STOP
     template = claim_template_size(live)
-    wanted = cluster.spec.storage.size
-    if template is None or not smaller(template, wanted):
-        scope.claim_size = template
+    wanted, field = _wanted(scope)
+    if template is None:
+        # A new cluster, or one whose StatefulSet a growth recreates: made with the size wanted.
+        scope.claim_size = wanted
         await scope.set_condition(ConditionType.STORAGE_READY, "True", "AsRequested")
         return Outcome.CONTINUE
+    if not smaller(template, wanted):
+        scope.claim_size = template
+        return await _auto_grow(scope, template)
     class_name = cluster.spec.storage.storage_class_name
     allows = await expansion_allowed(kube, class_name)
-    plan = decide_expansion(
-        wanted, template, class_name, allows, field="storage.size", volume="Typesense volumes"
-    )
+    plan = decide_expansion(wanted, template, class_name, allows, field=field, volume="Typesense volumes")
     if plan.action is not Expansion.EXPAND:
         scope.claim_size = template
         await scope.set_condition(
@@ -81,13 +90,78 @@ async def grow_storage(scope: Scope) -> Outcome:
     await kube.delete(
         "apps/v1", "StatefulSet", cluster.statefulset_name, cluster.namespace, propagation="Orphan"
     )
-    await scope.event("Normal", EventReason.STORAGE_EXPANDED, f"{plan.message}; {_recreating(cluster)}")
-    await scope.set_condition(ConditionType.STORAGE_READY, "True", "Expanding", _recreating(cluster))
+    recreating = _recreating(cluster, wanted)
+    await scope.event("Normal", EventReason.STORAGE_EXPANDED, f"{plan.message}; {recreating}")
+    await scope.set_condition(ConditionType.STORAGE_READY, "True", "Expanding", recreating)
     return Outcome.STOP
 
 
-def _recreating(cluster: Cluster) -> str:
-    return (
-        f"recreating StatefulSet {cluster.statefulset_name} with a {cluster.spec.storage.size} claim "
-        "template; its pods keep running"
+def _wanted(scope: Scope) -> tuple[str, str]:
+    """The size the volumes are to have, and the field that asks for it: spec.storage.size, or what
+    autoGrow grew them to (status.storage.autoGrownTo) when that is larger."""
+    size = scope.cluster.spec.storage.size
+    grown = ((scope.obj.get("status") or {}).get("storage") or {}).get("autoGrownTo")
+    if grown and smaller(size, grown):
+        return grown, "storage.autoGrow"
+    return size, "storage.size"
+
+
+async def _auto_grow(scope: Scope, size: str) -> Outcome:
+    """With spec.storage.autoGrow enabled and a node's file system past its threshold: every claim grown
+    by a step (recorded in status.storage before anything is asked, so that a restarted operator goes on
+    from it), or, at autoGrow.maxSize, a Warning and StorageReady False."""
+    cluster = scope.cluster
+    settings = cluster.spec.storage.auto_grow
+    if settings is None or not settings.enabled or settings.max_size is None:
+        await scope.set_condition(ConditionType.STORAGE_READY, "True", "AsRequested")
+        return Outcome.CONTINUE
+    usages = [
+        VolumeUsage(f"node {probe.index}", probe.disk_used_bytes, probe.disk_total_bytes)
+        for _, probe, _ in scope.nodes
+        if probe.disk_used_bytes is not None and probe.disk_total_bytes is not None
+    ]
+    plan = decide_auto_growth(
+        usages,
+        size,
+        threshold_percent=settings.threshold_percent,
+        step=settings.step,
+        max_size=settings.max_size,
     )
+    if plan.action is AutoGrowth.AT_MAX:
+        await scope.set_condition(
+            ConditionType.STORAGE_READY,
+            "False",
+            "AutoGrowLimitReached",
+            plan.message,
+            warn=EventReason.STORAGE_AUTO_GROW_LIMIT_REACHED,
+        )
+        return Outcome.CONTINUE
+    if plan.action is not AutoGrowth.GROW:
+        await scope.set_condition(ConditionType.STORAGE_READY, "True", "AsRequested")
+        return Outcome.CONTINUE
+    class_name = cluster.spec.storage.storage_class_name
+    if not await expansion_allowed(scope.kube, class_name):
+        await scope.set_condition(
+            ConditionType.STORAGE_READY,
+            "False",
+            "StorageNotExpandable",
+            f"{plan.message}, but StorageClass {class_name} does not allow volume expansion "
+            "(allowVolumeExpansion: true)",
+            warn=EventReason.STORAGE_NOT_EXPANDABLE,
+        )
+        return Outcome.CONTINUE
+    # Recorded before the claims are asked: a restarted operator goes on from the size decided.
+    await scope.record_now(
+        storage={
+            "autoGrownTo": plan.size,
+            "lastAutoGrowth": wire_time(utcnow()),
+            "lastAutoGrowthMessage": plan.message,
+        }
+    )
+    await scope.event("Normal", EventReason.STORAGE_AUTO_GROWN, plan.message)
+    return await grow_storage(scope)
+
+
+def _recreating(cluster: Cluster, size: str) -> str:
+    name = cluster.statefulset_name
+    return f"recreating StatefulSet {name} with a {size} claim template; its pods keep running"
