@@ -12,6 +12,7 @@ from typesense_operator.quorum.decide import (
     committed_so_far,
     decide,
     errored_members,
+    hung_members,
     leaders_stuck_in_shutdown,
     majority,
     majority_held_back,
@@ -784,3 +785,40 @@ def test_a_minority_of_voters_does_not_overtake_a_five_node_downgrade() -> None:
     plan = decide(probes, 5, downgraded(1), NOW, GRACE)
     assert plan.record.survivor == 1
     assert plan.members == (1,)
+
+
+def silent(index: int, ran: float | None, unready: float | None, held: str | None = None) -> NodeProbe:
+    """A member that answers nothing, its container started ``ran`` seconds ago (None: not running), its
+    pod not Ready for ``unready`` seconds (None: Ready)."""
+    return NodeProbe(
+        index=index,
+        reachable=False,
+        held_back=held,
+        running_since=None if ran is None else NOW - timedelta(seconds=ran),
+        unready_since=None if unready is None else NOW - timedelta(seconds=unready),
+    )
+
+
+@pytest.mark.parametrize(
+    ("probe", "hung"),
+    [
+        pytest.param(silent(2, 300, 31), True, id="running, silent and not Ready for 31 s"),
+        pytest.param(silent(2, 300, 10), False, id="not Ready for 10 s: a freeze may end"),
+        pytest.param(silent(2, 300, None), False, id="Ready to its kubelet: cut off from the operator only"),
+        pytest.param(silent(2, 20, 20), False, id="just started"),
+        pytest.param(silent(2, None, 300), False, id="not running"),
+        pytest.param(silent(2, 300, 300, "CrashLoopBackOff"), False, id="held back"),
+    ],
+)
+def test_a_member_that_runs_but_answers_nobody_for_30_seconds_is_restarted_while_a_leader_serves(
+    probe: NodeProbe, hung: bool
+) -> None:
+    probes = [node(0, "LEADER"), node(1), probe]
+    assert hung_members(probes, NOW) == ((2,) if hung else ())
+    plan = decide(probes, 3, QuorumRecord(), NOW, GRACE)
+    assert plan.action is (Action.RESTART_ERRORED if hung else Action.NONE)
+    if hung:
+        assert plan.restarted == (2,)
+        assert "running, yet answering nothing and not Ready for 30 s" in plan.message
+    without_leader = decide([node(0), node(1, None, reachable=False), probe], 3, QuorumRecord(), NOW, GRACE)
+    assert without_leader.action is not Action.RESTART_ERRORED, "only beside a leader that goes on"

@@ -72,6 +72,14 @@ def _running_since(pod: dict[str, Any]) -> datetime | None:
     return parse_wire_time((container_state(pod, TYPESENSE_CONTAINER).get("running") or {}).get("startedAt"))
 
 
+def _unready_since(pod: dict[str, Any]) -> datetime | None:
+    """When the pod's Ready condition last became False, while it is False (its kubelet's view)."""
+    for condition in (pod.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == "Ready" and condition.get("status") == "False":
+            return parse_wire_time(condition.get("lastTransitionTime"))
+    return None
+
+
 def _target(pod: dict[str, Any], index: int, cluster: Cluster, ca: bytes | None) -> NodeTarget:
     tls = None
     if serves_https(pod):
@@ -86,6 +94,7 @@ def _target(pod: dict[str, Any], index: int, cluster: Cluster, ca: bytes | None)
         peering_port=cluster.spec.peering_port,
         held_back=_held_back(pod),
         running_since=_running_since(pod),
+        unready_since=_unready_since(pod),
         tls=tls,
     )
 

@@ -59,6 +59,7 @@ __all__ = [
     "decide",
     "electing_alone",
     "errored_members",
+    "hung_members",
     "leaders_stuck_in_shutdown",
     "majority",
     "majority_held_back",
@@ -547,23 +548,61 @@ def errored_members(probes: Sequence[NodeProbe], now: datetime) -> tuple[int, ..
     )
 
 
+def hung_members(probes: Sequence[NodeProbe], now: datetime) -> tuple[int, ...]:
+    """Members whose process hangs: their container runs (for :data:`HUNG_RESTART_AFTER_SECONDS` at
+    least, so not one starting), yet it answers neither the operator's probes nor its kubelet's
+    readiness probe, which has said not Ready for :data:`HUNG_RESTART_AFTER_SECONDS`.
+
+    A leader frozen and thawed (typesense-server 0.24.1) has been seen to take connections and answer
+    none of them for minutes, where the liveness probe, which asks only for a connection, sees nothing
+    wrong. A loading node answers (503), and one its kubelet still finds Ready may only be cut off from
+    the operator: neither is here.
+    """
+
+    def longer_than_enough(since: datetime | None) -> bool:
+        return since is not None and (now - since).total_seconds() >= HUNG_RESTART_AFTER_SECONDS
+
+    return tuple(
+        p.index
+        for p in probes
+        if not p.reachable
+        and p.held_back is None
+        and longer_than_enough(p.running_since)
+        and longer_than_enough(p.unready_since)
+    )
+
+
 def _restart_errored(plan: Plan, probes: Sequence[NodeProbe], now: datetime) -> Plan:
-    """The plan of a cluster with a leader, plus the restart of its errored members when nothing else
-    is being done (a growth of the nodes list goes first)."""
-    errored = errored_members(probes, now)
-    if not errored or plan.action is not Action.NONE:
+    """The plan of a cluster with a leader, plus the restart of its errored or hung members when nothing
+    else is being done (a growth of the nodes list goes first)."""
+    errored, hung = errored_members(probes, now), hung_members(probes, now)
+    if not (errored or hung) or plan.action is not Action.NONE:
         return plan
-    nodes = ", ".join(map(str, errored))
+    why = []
+    if errored:
+        why.append(
+            f"restarting node(s) {', '.join(map(str, errored))}: raft state ERROR for "
+            f"{ERRORED_RESTART_AFTER_SECONDS:.0f} s (it stopped after a failed write; only a restart "
+            "brings it back, and it is no voter meanwhile)"
+        )
+    if hung:
+        why.append(
+            f"restarting node(s) {', '.join(map(str, hung))}: running, yet answering nothing and not "
+            f"Ready for {HUNG_RESTART_AFTER_SECONDS:.0f} s (a hung process; the leader goes on without it)"
+        )
     return replace(
         plan,
         action=Action.RESTART_ERRORED,
-        restarted=errored,
-        message=f"{plan.message}; restarting node(s) {nodes}: raft state ERROR for "
-        f"{ERRORED_RESTART_AFTER_SECONDS:.0f} s (it stopped after a failed write; only a restart "
-        "brings it back, and it is no voter meanwhile)",
+        restarted=errored + hung,
+        message=f"{plan.message}; {'; '.join(why)}",
         requeue_after=min(plan.requeue_after, requeue_seconds(len(plan.members), unhealthy=True)),
     )
 
+
+HUNG_RESTART_AFTER_SECONDS = 30.0
+"""How long a member's process may run answering nothing, its pod not Ready, before its pod is deleted
+(while a leader goes on without it): longer than any freeze the soak makes (12 s) and than a kubelet's
+readiness probe needs to say so (15 s)."""
 
 STUCK_SHUTDOWN_SECONDS = 5.0
 """How long a node whose pod is being deleted may go on leading. typesense-server hands leadership

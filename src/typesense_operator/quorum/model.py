@@ -50,7 +50,8 @@ class Action(StrEnum):
     HOLD = "Hold"
     """Surgery is due, but kubelets report Ready pods that the operator cannot reach: wait for agreement."""
     RESTART_ERRORED = "RestartErrored"
-    """Delete the pods of members whose raft stopped (state ERROR): only a restart brings them back."""
+    """Delete the pods of members whose raft stopped (state ERROR), or whose process hangs (it runs,
+    and answers neither the operator nor its kubelet): only a restart brings them back."""
     RESTART_HELD_BACK = "RestartHeldBack"
     """Delete the pods of a majority their kubelets hold back in a crash-loop back-off, once: new pods
     run at once on the same volumes, and raft heals with every acknowledged write, which a minority
@@ -83,6 +84,9 @@ class NodeProbe:
     :data:`HELD_BACK_REASONS`, such as CrashLoopBackOff); None while it runs or is about to start."""
     running_since: datetime | None = None
     """When its Typesense container started, as its kubelet reports; None when it does not run."""
+    unready_since: datetime | None = None
+    """Since when its kubelet has reported the pod not Ready (the Ready condition's last transition),
+    while it does; None while it is Ready."""
     disk_used_bytes: int | None = None
     """Bytes used on its data volume (/metrics.json), for the status view; no decision reads it."""
     disk_total_bytes: int | None = None
@@ -151,8 +155,9 @@ class Plan:
     fenced: tuple[int, ...] = field(default=())
     """Pod ordinals to delete with the downgrade: members that answered nothing at all."""
     restarted: tuple[int, ...] = field(default=())
-    """Pod ordinals to delete because their raft stopped (:attr:`Action.RESTART_ERRORED`), or because
-    their kubelets hold them back (:attr:`Action.RESTART_HELD_BACK`)."""
+    """Pod ordinals to delete because their raft stopped or their process hangs
+    (:attr:`Action.RESTART_ERRORED`), or because their kubelets hold them back
+    (:attr:`Action.RESTART_HELD_BACK`)."""
     wait_ends_at: datetime | None = None
     """While a grace period runs: when it ends."""
     then: str | None = None

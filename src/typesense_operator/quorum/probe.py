@@ -77,6 +77,8 @@ class NodeTarget:
     """The Typesense container's waiting reason, when its kubelet holds it back (passed through)."""
     running_since: datetime | None = None
     """When the Typesense container started, as its kubelet reports (passed through)."""
+    unready_since: datetime | None = None
+    """Since when its kubelet has reported the pod not Ready, while it does (passed through)."""
     tls: NodeTls | None = None
     """How to verify the node's API over TLS, when it serves HTTPS (its peering port never does)."""
 
@@ -391,6 +393,7 @@ async def _probe_one(
         kubelet_ready=target.kubelet_ready,
         held_back=target.held_back,
         running_since=target.running_since,
+        unready_since=target.unready_since,
         disk_used_bytes=_metric(metrics, "system_disk_used_bytes"),
         disk_total_bytes=_metric(metrics, "system_disk_total_bytes"),
         last_log=parse_last_log(raft),
