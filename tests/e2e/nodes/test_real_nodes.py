@@ -84,8 +84,9 @@ def claim(name: str, namespace: str, storage_class: str, size: str) -> dict[str,
     }
 
 
-def logs(kubectl: Kubectl, namespace: str, name: str) -> str:
-    return kubectl("-n", namespace, "logs", name).stdout
+def logs(kubectl: Kubectl, namespace: str, name: str, *, check: bool = True) -> str:
+    """The pod's log (``check=False``: whatever kubectl gives, nothing while the pod starts)."""
+    return kubectl("-n", namespace, "logs", name, check=check).stdout
 
 
 def test_three_nodes_run_the_pinned_kubelet_on_containerd_in_their_zones(kubectl: Kubectl) -> None:
@@ -259,3 +260,38 @@ async def test_a_claim_gets_a_volume_on_its_pods_node_and_a_size_limited_one_fil
         assert volume is not None
         terms = volume["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"]
         assert terms[0]["matchExpressions"][0]["values"] == ["node-b"]
+
+
+async def test_a_size_limited_claim_grown_is_seen_grown_by_the_pod_that_mounts_it(
+    kube: Kube, namespace: str, kubectl: Kubectl
+) -> None:
+    """The size-limited class allows expansion, and the test kit's resizer grows its volumes in place
+    (operator_testkit.nodes.resizer): a running pod's df shows the new size, with the files kept."""
+    await kube.create(claim("growing", namespace, SIZE_LIMITED_CLASS, "8Mi"))
+    script = "echo kept > /data/file; while true; do df -k /data | tail -n 1; cat /data/file; sleep 1; done"
+    manifest = pod(
+        "watcher", namespace, BUSYBOX, script,
+        container={"volumeMounts": [{"name": "data", "mountPath": "/data"}]},
+        volumes=[{"name": "data", "persistentVolumeClaim": {"claimName": "growing"}}],
+    )  # fmt: skip
+    await kube.create(manifest)
+
+    async def sees(kib: int) -> bool:
+        lines = logs(kubectl, namespace, "watcher", check=False).splitlines()
+        return len(lines) >= 2 and lines[-2].split()[1:2] == [str(kib)] and lines[-1] == "kept"
+
+    await wait_until(lambda: sees(8192), timeout=90, interval=1, what="the pod to see its 8 MiB volume")
+    await kube.patch(
+        "v1",
+        "PersistentVolumeClaim",
+        "growing",
+        namespace,
+        {"spec": {"resources": {"requests": {"storage": "24Mi"}}}},
+    )
+    await wait_until(lambda: sees(24576), timeout=30, interval=1, what="the pod to see 24 MiB")
+
+    async def claim_says_so() -> bool:
+        grown = await kube.get_live("v1", "PersistentVolumeClaim", "growing", namespace)
+        return ((grown or {}).get("status") or {}).get("capacity", {}).get("storage") == "24Mi"
+
+    await wait_until(claim_says_so, timeout=30, what="the claim's status.capacity to say 24Mi")

@@ -14,6 +14,7 @@ import contextlib
 import json
 import os
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -125,6 +126,7 @@ class LocalCluster:
             self._start_kube_proxy()
             self._wait_for_nodes()
             self._start_addons()
+            self._start_resizer()
             took = time.monotonic() - started
             say(f"{self.count} real nodes Ready in {took:.0f} s (slot {self.plan.slot})", "nodes")
         except BaseException:
@@ -328,6 +330,12 @@ class LocalCluster:
                 f"deployment/{deployment}",
                 f"--timeout={_READY_TIMEOUT:.0f}s",
             )
+
+    def _start_resizer(self) -> None:
+        """The size-limited volumes grown when their claims ask for more (:mod:`.resizer`)."""
+        assert self.control_plane is not None
+        argv = [sys.executable, "-m", "operator_testkit.nodes.resizer", str(self.control_plane.kubeconfig)]
+        self._spawn("resizer", argv)
 
     # -- waiting
 

@@ -6,7 +6,9 @@ affinity to its node, as local-path makes them). The class :data:`SIZE_LIMITED_C
 a real size limit: the provisioner's helper pod mounts a tmpfs of the claim's size on it, through a
 bidirectional mount on the node's storage directory (a shared mount, made by :mod:`.host`), so ``df``
 in the pod shows the limit and a full volume answers ENOSPC. tmpfs costs memory only for what is
-written. local-path cannot expand a volume; a claim grown in its class stays as it was.
+written. local-path cannot expand a volume: the size-limited class allows expansion, and the test kit's
+resizer (:mod:`.resizer`) grows its tmpfs volumes as a CSI driver's resizer would; the other classes
+do not allow it.
 """
 
 from __future__ import annotations
@@ -112,6 +114,8 @@ def storage_manifests(plan: NodesPlan) -> list[dict[str, Any]]:
             "provisioner": PROVISIONER,
             "volumeBindingMode": "WaitForFirstConsumer",
             "reclaimPolicy": "Delete",
+            # The test kit's resizer grows these (operator_testkit.nodes.resizer); local-path grows none.
+            **({"allowVolumeExpansion": True} if name == SIZE_LIMITED_CLASS else {}),
         }
         for name in STORAGE_CLASSES
     ]
