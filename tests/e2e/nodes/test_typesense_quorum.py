@@ -8,7 +8,9 @@ write is lost.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -268,13 +270,11 @@ async def test_a_frozen_leader_is_replaced_by_raft_and_rejoins_without_surgery(
         "a majority was healthy: no surgery"
     )
 
-    # Ready needs a majority; the thawed node rejoins as a follower moments later (a CI run once found
-    # it still unreachable at the first look, its process catching up after the thaw; on real nodes, on
-    # a machine running benchmarks beside the suite, it took more than 30 s twice, and 15 s alone; a
-    # clean-clone CI run found it unreachable for 60 s, cause not seen). One possible cause: on a busy
-    # machine a freeze can outlast the liveness probe's minute, and the kill it brings waits for the
-    # thaw, after which the node starts again and loads its data before it answers. 120 s covers that;
-    # the point here is that it rejoins without surgery, not how fast.
+    # Ready needs a majority; the thawed node rejoins as a follower moments later, or, when it hangs
+    # after the thaw (typesense-server 0.24.1 has been seen to take connections and answer none for
+    # minutes: this test's flake in CI), its pod is restarted once it has been silent and not Ready for
+    # 30 s beside a leader (hung_members). 120 s covers that and a restart; the point here is that it
+    # rejoins with no surgery on the quorum, not how fast.
     seen: list[dict[str, str]] = [{}]
 
     async def rejoined() -> bool:
@@ -426,3 +426,102 @@ async def test_a_node_that_does_not_come_back_pauses_the_roll_until_it_does(
     assert sts is not None
     await rolled_by_the_operator(cluster, sts["status"]["updateRevision"])
     assert len(await restarts_in_order(cluster)) == 3
+
+
+async def test_orphaning_the_statefulset_costs_no_write_and_replaces_no_pod(
+    cluster: TypesenseCluster, kube: Kube, namespace: str
+) -> None:
+    """``kubectl delete statefulset --cascade=orphan`` (how volumes are grown by hand) touches no pod:
+    the operator makes the StatefulSet again, it adopts the same pods, and raft never notices."""
+    sts_name = f"{cluster.name}-sts"
+    before = await kube.get_live("apps/v1", "StatefulSet", sts_name, namespace)
+    assert before is not None
+    pods_before = {p["metadata"]["name"]: p["metadata"]["uid"] for p in await _pods(cluster)}
+    writer = Writer(cluster)
+    writer.start("orphan")
+    await writer.warmed_up()
+    orphaned_at = time.monotonic()
+    await kube.delete("apps/v1", "StatefulSet", sts_name, namespace, propagation="Orphan")
+
+    async def made_again_and_adopted() -> bool:
+        sts = await kube.get_live("apps/v1", "StatefulSet", sts_name, namespace)
+        if sts is None or sts["metadata"]["uid"] == before["metadata"]["uid"]:
+            return False
+        status = sts.get("status") or {}
+        return (
+            status.get("observedGeneration") == sts["metadata"]["generation"]
+            and status.get("readyReplicas") == 3
+            and all(
+                any(
+                    ref.get("uid") == sts["metadata"]["uid"]
+                    for ref in p["metadata"].get("ownerReferences") or []
+                )
+                for p in await _pods(cluster)
+            )
+        )
+
+    await wait_until(made_again_and_adopted, timeout=60, interval=0.5, what="the StatefulSet made again")
+    await asyncio.sleep(25)  # two nodes-file reads and two quorum looks of a healthy cluster
+    await writer.stop()
+    story = writer.story(orphaned_at)
+    gap, failed = writer.longest_gap(orphaned_at), writer.failed(orphaned_at)
+    print(f"orphaned StatefulSet: longest write gap {gap:.1f} s, {failed} failed; {story}")
+    pods_after = {p["metadata"]["name"]: p["metadata"]["uid"] for p in await _pods(cluster)}
+    assert pods_after == pods_before, "no pod may be replaced"
+    assert failed == 0, story
+    assert gap < 2, story
+    assert not await cluster.events("QuorumDowngraded")
+    await cluster.assert_nothing_lost(writer.acknowledged)
+
+
+def _waiting_reason(pod: dict[str, Any]) -> str | None:
+    for status in (pod.get("status") or {}).get("containerStatuses") or []:
+        if status["name"] == "typesense":
+            return ((status.get("state") or {}).get("waiting") or {}).get("reason")
+    return None
+
+
+@pytest.mark.timeout(420)
+async def test_a_crash_looping_majority_is_restarted_not_downgraded_and_loses_nothing(
+    cluster: TypesenseCluster, faults: NodeFaults, namespace: str
+) -> None:
+    """The leader and a follower killed again and again, until their kubelets hold them back in
+    CrashLoopBackOff. The follower left may lack writes that the leader and the other follower
+    acknowledged: a downgrade to it could lose them. Their pods are restarted instead (new pods run
+    at once, on the same volumes), and the cluster comes back with every acknowledged write."""
+    writer = Writer(cluster)
+    writer.start("crashloop")
+    await writer.warmed_up()
+    states = await cluster.states()
+    leader = next(pod for pod, state in states.items() if state == "LEADER")
+    follower = next(pod for pod, state in sorted(states.items()) if state != "LEADER")
+    started = time.monotonic()
+    looping: set[str] = set()
+    while len(looping) < 2 and time.monotonic() - started < 90:
+        for pod in (leader, follower):
+            if pod in looping:
+                continue
+            live = await cluster.kube.get_live("v1", "Pod", pod, namespace)
+            if live is not None and _waiting_reason(live) == "CrashLoopBackOff":
+                looping.add(pod)
+                continue
+            with contextlib.suppress(FaultError):  # between two runs of its container: nothing to kill
+                await faults.kill(namespace, pod, "typesense")
+        await asyncio.sleep(1)
+    assert len(looping) == 2, "the kubelets never held both back"
+    held_at = time.monotonic()
+    await writer.acknowledged_after(held_at, timeout=30)
+    await cluster.wait_ready(timeout=120)
+    await writer.stop()
+    print(
+        f"crash-looping majority: first write {writer.first_ack_after(held_at):.1f} s after both were held "
+        f"back; {writer.story(held_at)}"
+    )
+    restarted = await cluster.events("HeldBackNodeRestarted")
+    assert len(restarted) == 2
+    # The new pods have new addresses, which the members' raft configurations do not name: a downgrade
+    # may follow, but only among a majority that answers (every acknowledged write is in its best log),
+    # never to the one follower the kubelets left.
+    for downgrade in await cluster.events("QuorumDowngraded"):
+        assert "held back" not in downgrade["message"], downgrade["message"]
+    await cluster.assert_nothing_lost(writer.acknowledged)

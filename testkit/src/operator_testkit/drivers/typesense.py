@@ -407,7 +407,7 @@ class TypesenseCluster:
         """Write one document through whichever node leads now; True when it was acknowledged."""
         return await self.try_write(document_id) == ACKNOWLEDGED
 
-    async def try_write(self, document_id: str) -> str:
+    async def try_write(self, document_id: str, padding: int = 0) -> str:
         """Write one document through whichever node leads now; what came of it (ACKNOWLEDGED, or why not).
 
         A node whose pod is gone or being deleted takes no more writes, even while its process still
@@ -421,7 +421,8 @@ class TypesenseCluster:
             answer = await self.http.post(
                 self.url(leader, "/collections/books/documents"),
                 headers=self.headers,
-                json={"id": document_id, "title": f"document {document_id}"},
+                # padding: bytes more of title, for a writer that fills a disk
+                json={"id": document_id, "title": f"document {document_id}" + " x" * (padding // 2)},
             )
         except httpx.HTTPError as error:
             return type(error).__name__
@@ -470,6 +471,8 @@ class Writer:
     """A steady write load in the background, recording what was acknowledged and when."""
 
     cluster: TypesenseCluster
+    padding: int = 0
+    """Bytes added to each document (a writer that fills a disk)."""
     acknowledged: list[str] = field(default_factory=list)
     outcomes: list[tuple[float, str]] = field(default_factory=list)
     """(when, what came of it) for every attempt, so that a failed recovery explains itself."""
@@ -487,7 +490,7 @@ class Writer:
         while not self._stop.is_set():
             number += 1
             document_id = f"{prefix}-{number}"
-            outcome = await self.cluster.try_write(document_id)
+            outcome = await self.cluster.try_write(document_id, self.padding)
             self.outcomes.append((time.monotonic(), outcome))
             if outcome == ACKNOWLEDGED:
                 self.acknowledged.append(document_id)
