@@ -10,7 +10,6 @@ from datetime import datetime
 
 from operator_core.clock import parse_wire_time, utcnow
 from operator_core.steps import Outcome
-from typesense_operator.api import TYPESENSE_CLUSTER
 from typesense_operator.api.reasons import EventReason
 from typesense_operator.controller.metrics import RECOVERIES, observe_quorum
 from typesense_operator.controller.nodes import node_targets, probe_cluster
@@ -135,33 +134,23 @@ async def _restart_survivor(scope: Scope, plan: Plan) -> None:
 
 
 async def _restart_errored(scope: Scope, plan: Plan) -> None:
-    """Delete the pods of members whose raft stopped; their StatefulSet makes them again, on their volumes."""
-    for index in plan.restarted:
-        pod = scope.cluster.pod_name(index)
-        if await _delete_stuck_pod(scope, pod):
-            await scope.event(
-                "Warning", EventReason.ERRORED_NODE_RESTARTED, f"deleted pod {pod}: {plan.message}"
-            )
+    """Delete the pods of members whose raft stopped, or that hang; their StatefulSet makes them again,
+    on their volumes."""
+    await _restart_pods(scope, plan, EventReason.ERRORED_NODE_RESTARTED)
 
 
 async def _restart_held_back(scope: Scope, plan: Plan) -> None:
     """Delete the pods of a majority held back in a crash-loop back-off, recorded first (it is done once):
     their StatefulSet makes them again at once, on their volumes."""
-    metadata = scope.obj["metadata"]
-    await scope.kube.patch_status(
-        TYPESENSE_CLUSTER.api_version,
-        TYPESENSE_CLUSTER.kind,
-        metadata["name"],
-        metadata["namespace"],
-        {"quorum": scope.quorum},
-    )
-    scope.obj = {**scope.obj, "status": {**(scope.obj.get("status") or {}), "quorum": scope.quorum}}
+    await scope.record_now(quorum=scope.quorum)
+    await _restart_pods(scope, plan, EventReason.HELD_BACK_NODE_RESTARTED)
+
+
+async def _restart_pods(scope: Scope, plan: Plan, reason: EventReason) -> None:
     for index in plan.restarted:
         pod = scope.cluster.pod_name(index)
         if await _delete_stuck_pod(scope, pod):
-            await scope.event(
-                "Warning", EventReason.HELD_BACK_NODE_RESTARTED, f"deleted pod {pod}: {plan.message}"
-            )
+            await scope.event("Warning", reason, f"deleted pod {pod}: {plan.message}")
 
 
 async def _fence(scope: Scope, plan: Plan) -> None:
