@@ -22,9 +22,11 @@ def pod_ordinal(name: str, statefulset: str | None = None) -> int | None:
     return int(suffix) if suffix.isdigit() else None
 
 
-def container_status(pod: Mapping[str, Any], container: str) -> Mapping[str, Any]:
-    """Container ``container``'s entry of the pod's ``status.containerStatuses`` ({} before it has one)."""
-    statuses = (pod.get("status") or {}).get("containerStatuses") or []
+def container_status(pod: Mapping[str, Any], container: str, *, init: bool = False) -> Mapping[str, Any]:
+    """Container ``container``'s entry of the pod's ``status.containerStatuses`` (``init``: of its
+    ``initContainerStatuses``); {} before it has one."""
+    key = "initContainerStatuses" if init else "containerStatuses"
+    statuses = (pod.get("status") or {}).get(key) or []
     return next((status for status in statuses if status.get("name") == container), {})
 
 

@@ -10,6 +10,7 @@ import json
 from typing import Any
 
 from operator_core.applying import apply_report_prune
+from operator_core.pods import container_status
 from operator_core.steps import Outcome
 from typesense_operator.api.reasons import ConditionType, EventReason
 from typesense_operator.controller.nodes import pod_addresses
@@ -26,7 +27,7 @@ from typesense_operator.resources import (
     desired_children,
     server_configuration_hash,
 )
-from typesense_operator.resources.core import NODE
+from typesense_operator.resources.core import NODE, WAIT_FOR_ADDRESSES_CONTAINER
 from typesense_operator.resources.tls import SERVED_CERTIFICATE_ANNOTATION, serves_https
 
 __all__ = ["NODES_LIST_ANNOTATION", "apply_children", "plan_pod_monitor", "plan_routes"]
@@ -125,8 +126,14 @@ async def apply_children(scope: Scope) -> Outcome:
     desired.extend(scope.tls_children)
     # Every pod that runs: a node not in the nodes list yet (growing back, scaling up) reads it too.
     pods = [pod for pod in every_pod if not pod["metadata"].get("deletionTimestamp")]
+    # Pods whose typesense-server waits for the list to name every member by address: always hurried,
+    # or a kubelet may copy the list only at its next sync, and every member waits out the whole
+    # WAIT_FOR_ADDRESSES_SECONDS (seen in the soak: all pods deleted, 34 s to the first proof of the
+    # deadlock, where a quick copy made it 8 s).
+    waiting = [pod for pod in pods if _waits_for_addresses(pod)]
+    hurried = pods if cluster.spec.force_reset_peers_config_on_update else waiting
     nodes_list_before = None
-    if pods and cluster.spec.force_reset_peers_config_on_update:
+    if hurried:
         nodes_list_before = await scope.kube.get(
             "v1", "ConfigMap", cluster.nodes_configmap_name, cluster.namespace
         )
@@ -140,7 +147,7 @@ async def apply_children(scope: Scope) -> Outcome:
         create_once=scope.create_once,
     )
     if nodes_list_before is not None:
-        await _hurry_the_nodes_list(scope, nodes_list_before, desired, pods)
+        await _hurry_the_nodes_list(scope, nodes_list_before, desired, hurried)
     await _hurry_the_certificate(scope, pods)
     if scope.pod_monitor is not None:
         await scope.set_condition(ConditionType.METRICS_READY, "True", "PodMonitorApplied")
@@ -150,9 +157,16 @@ async def apply_children(scope: Scope) -> Outcome:
 
 
 NODES_LIST_ANNOTATION = "ts.opentelekomcloud.com/nodes-list-hash"
-"""Pod annotation set when the nodes list changes (spec.forceResetPeersConfigOnUpdate): a change of the
-pod makes its kubelet refresh the mounted nodes file at once, not at its next periodic sync (up to a
-minute or more), so that Typesense reads the new raft configuration within its own 10 s."""
+"""Pod annotation set when the nodes list changes, on every pod with spec.forceResetPeersConfigOnUpdate
+and on pods still waiting for it to name every member by address otherwise: a change of the pod makes
+its kubelet refresh the mounted nodes file at once, not at its next periodic sync (up to a minute or
+more), so that Typesense reads the new raft configuration within its own 10 s, or starts at once."""
+
+
+def _waits_for_addresses(pod: dict[str, Any]) -> bool:
+    """Whether the pod's wait-for-addresses init container runs (typesense-server has not started)."""
+    state = container_status(pod, WAIT_FOR_ADDRESSES_CONTAINER, init=True).get("state") or {}
+    return "running" in state
 
 
 async def _hurry_the_nodes_list(

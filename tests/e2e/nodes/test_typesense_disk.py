@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from operator_core.kube import Kube
-from operator_testkit.drivers.typesense import TypesenseCluster, Writer
+from operator_testkit.assertions import wait_for_condition
+from operator_testkit.drivers.typesense import API, TypesenseCluster, Writer
 from operator_testkit.fixtures import wait_until
 from operator_testkit.nodes.faults import NodeFaults
 from operator_testkit.nodes.storage import SIZE_LIMITED_CLASS
@@ -31,7 +32,9 @@ async def _cluster(kube: Kube, namespace: str, storage: dict[str, Any]) -> Types
 
 @pytest.fixture
 async def small_disks(kube: Kube, namespace: str) -> AsyncIterator[TypesenseCluster]:
-    cluster = await _cluster(kube, namespace, {"size": "128Mi"})
+    """128Mi volumes that autoGrow may not grow: its maximum is their size."""
+    auto_grow = {"enabled": True, "thresholdPercent": 90, "maxSize": "128Mi"}
+    cluster = await _cluster(kube, namespace, {"size": "128Mi", "autoGrow": auto_grow})
     try:
         yield cluster
     finally:
@@ -54,10 +57,19 @@ async def test_a_full_disk_on_the_leader_stops_writes_for_less_than_20_seconds(
     gap = writer.longest_gap(filled_at)
     story = writer.story(filled_at)
     print(f"leader's disk full: longest write gap {gap:.1f} s; {story}")
+    # autoGrow at its maximum says so (the condition, and a Warning when it turns False).
+    limit = await wait_for_condition(
+        cluster.kube, API, "TypesenseCluster", cluster.name, namespace, "StorageReady", "False",
+        "AutoGrowLimitReached", timeout=60,
+    )  # fmt: skip
+    assert "autoGrow.maxSize (128Mi) already" in limit["message"], limit["message"]
     await faults.free_volume(namespace, f"data-{leader}")
     await cluster.wait_ready(timeout=180)
     await writer.stop()
     assert gap < 20, story
+    warnings = await cluster.events("StorageAutoGrowLimitReached")
+    assert warnings, "a Warning Event says the maximum is reached"
+    assert {w["type"] for w in warnings} == {"Warning"}
     await cluster.assert_nothing_lost(writer.acknowledged)
     assert "Traceback" not in typesense_operator.log()
 
