@@ -118,6 +118,10 @@ class AutoGrowthPlan:
     size: str
     """The size to grow to (GROW), or the claims' size."""
     message: str = ""
+    """What was seen and what is done, with the figures: for an Event."""
+    condition: str = ""
+    """The same without the figures, which move with every write: for a condition, written only when
+    it changes."""
 
 
 FILE_SYSTEM_SHOWS = Decimal("0.9")
@@ -176,24 +180,21 @@ def decide_auto_growth(
             f"waiting for the file systems of {', '.join(behind)} to show the claims' {current}",
         )
     fullest = max(full, key=lambda u: u.percent)
+    past = f"{fullest.volume}'s volume is past autoGrow.thresholdPercent ({threshold_percent}%)"
     why = (
         f"{fullest.volume}'s volume is {fullest.percent:.0f}% full ({_about(fullest.used_bytes)} of "
         f"{_about(fullest.total_bytes)}; autoGrow.thresholdPercent is {threshold_percent})"
     )
     limit = _bytes(max_size)
     if size >= limit:
-        return AutoGrowthPlan(
-            AutoGrowth.AT_MAX,
-            current,
-            f"{why} and the volumes have autoGrow.maxSize ({max_size}) already: raise autoGrow.maxSize, or "
-            "make room in the data",
+        at_max = (
+            f"the volumes have autoGrow.maxSize ({max_size}) already: raise autoGrow.maxSize, or make room "
+            "in the data"
         )
+        return AutoGrowthPlan(AutoGrowth.AT_MAX, current, f"{why} and {at_max}", f"{past} and {at_max}")
     grown = format_bytes(min(size + _bytes(step), limit))
-    return AutoGrowthPlan(
-        AutoGrowth.GROW,
-        grown,
-        f"{why}: growing every claim from {current} to {grown} (autoGrow.maxSize {max_size})",
-    )
+    growing = f"growing every claim from {current} to {grown} (autoGrow.maxSize {max_size})"
+    return AutoGrowthPlan(AutoGrowth.GROW, grown, f"{why}: {growing}", f"{past}: {growing}")
 
 
 class Reader(Protocol):

@@ -91,8 +91,16 @@ def test_auto_growth_says_which_node_is_how_full_and_what_to_do_at_the_maximum()
         "node 2's volume is 90% full (921.6 MiB of 1.0 GiB; autoGrow.thresholdPercent is 80): growing every "
         "claim from 1Gi to 2Gi (autoGrow.maxSize 3Gi)"
     )
+    assert grow.condition == (
+        "node 2's volume is past autoGrow.thresholdPercent (80%): growing every claim from 1Gi to 2Gi "
+        "(autoGrow.maxSize 3Gi)"
+    ), "no figure that moves with every write: a condition is written when it changes"
     at_max = _decide([_usage("node 1", 2.9, 3.0)], "3Gi")
     assert "autoGrow.maxSize (3Gi) already: raise autoGrow.maxSize" in at_max.message
+    assert at_max.condition == (
+        "node 1's volume is past autoGrow.thresholdPercent (80%) and the volumes have autoGrow.maxSize (3Gi) "
+        "already: raise autoGrow.maxSize, or make room in the data"
+    )
     behind = _decide([_usage("node 0", 1.7, 2.0), _usage("node 1", 0.9)], "2Gi")
     assert behind.message == "waiting for the file systems of node 1 to show the claims' 2Gi"
 

@@ -132,7 +132,7 @@ async def _auto_grow(scope: Scope, size: str) -> Outcome:
             ConditionType.STORAGE_READY,
             "False",
             "AutoGrowLimitReached",
-            plan.message,
+            plan.condition,
             warn=EventReason.STORAGE_AUTO_GROW_LIMIT_REACHED,
         )
         return Outcome.CONTINUE
@@ -145,7 +145,7 @@ async def _auto_grow(scope: Scope, size: str) -> Outcome:
             ConditionType.STORAGE_READY,
             "False",
             "StorageNotExpandable",
-            f"{plan.message}, but StorageClass {class_name} does not allow volume expansion "
+            f"{plan.condition}, but StorageClass {class_name} does not allow volume expansion "
             "(allowVolumeExpansion: true)",
             warn=EventReason.STORAGE_NOT_EXPANDABLE,
         )
