@@ -668,6 +668,16 @@ def erring(index: int, ran: float | None) -> NodeProbe:
             [node(0, "LEADER"), erring(1, 300), erring(2, 61)], (1, 2), id="two errored: no voters anyway"
         ),
         pytest.param([node(0, "LEADER"), node(1), node(2, ok=False)], (), id="lagging is not errored"),
+        pytest.param(
+            [node(0, "LEADER"), node(1), replace(erring(2, 10), disk_used_bytes=10, disk_total_bytes=100)],
+            (2,),
+            id="its disk has room again: at once",
+        ),
+        pytest.param(
+            [node(0, "LEADER"), node(1), replace(erring(2, 10), disk_used_bytes=99, disk_total_bytes=100)],
+            (),
+            id="its disk still full: once a minute",
+        ),
     ],
 )
 def test_members_whose_raft_stopped_are_restarted(

@@ -75,8 +75,11 @@ THEN_DOWNGRADE = (
 )
 THEN_RESTART_SURVIVOR = "restart the single survivor's pod, once"
 ERRORED_RESTART_AFTER_SECONDS = 60.0
-"""How long a member in raft state ERROR must have run before its pod is deleted: a node that errs
-again right after a restart (its disk still full) is restarted once a minute, not in a loop."""
+"""How long a member in raft state ERROR must have run before its pod is deleted, when its disk has
+no room (or its figures are unknown): a node that errs again right after a restart (its disk still full)
+is restarted once a minute, not in a loop."""
+ROOM_AGAIN_PERCENT = 95.0
+"""Below this share of its disk used, a member in raft state ERROR is restarted at once."""
 
 
 def majority(size: int) -> int:
@@ -531,21 +534,29 @@ def _with_leader(
 
 
 def errored_members(probes: Sequence[NodeProbe], now: datetime) -> tuple[int, ...]:
-    """Members whose raft stopped for good: they answer, their state is ERROR, and their container has
+    """Members whose raft stopped for good: they answer, their state is ERROR, and either their disk
+    has room again (by their own figures, under :data:`ROOM_AGAIN_PERCENT` used) or their container has
     run for :data:`ERRORED_RESTART_AFTER_SECONDS`.
 
     braft enters ERROR when it cannot go on (a failed write of its log, a full disk) and stays there
     until the process restarts: such a member neither votes nor replicates, so restarting it costs the
-    quorum nothing and is the only way back. Its data stays on its volume.
+    quorum nothing and is the only way back. Its data stays on its volume. A disk with room again is
+    restarted at once (the soak's nodes waited a minute after their disk was freed); one still full, or
+    whose figures are unknown, once a minute, so that a restart does not run into the full disk in a
+    loop.
     """
-    return tuple(
-        p.index
-        for p in probes
-        if p.reachable
-        and p.state == "ERROR"
-        and p.running_since is not None
-        and (now - p.running_since).total_seconds() >= ERRORED_RESTART_AFTER_SECONDS
-    )
+
+    def restartable(p: NodeProbe) -> bool:
+        if p.running_since is None:
+            return False
+        if (now - p.running_since).total_seconds() >= ERRORED_RESTART_AFTER_SECONDS:
+            return True
+        used, total = p.disk_used_bytes, p.disk_total_bytes
+        return (
+            used is not None and total is not None and total > 0 and 100 * used / total < ROOM_AGAIN_PERCENT
+        )
+
+    return tuple(p.index for p in probes if p.reachable and p.state == "ERROR" and restartable(p))
 
 
 def hung_members(probes: Sequence[NodeProbe], now: datetime) -> tuple[int, ...]:

@@ -88,7 +88,8 @@ class NodeProbe:
     """Since when its kubelet has reported the pod not Ready (the Ready condition's last transition),
     while it does; None while it is Ready."""
     disk_used_bytes: int | None = None
-    """Bytes used on its data volume (/metrics.json), for the status view; no decision reads it."""
+    """Bytes used on its data volume (/metrics.json): for the status view, spec.storage.autoGrow, and
+    whether a member in raft state ERROR has room again."""
     disk_total_bytes: int | None = None
     """Size of its data volume (/metrics.json)."""
     certificate_serial: str | None = None
