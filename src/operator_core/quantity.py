@@ -11,20 +11,24 @@ from __future__ import annotations
 import re
 from decimal import Decimal, InvalidOperation
 
-__all__ = ["QUANTITY_MAPS", "QUANTITY_VALUES", "parse_quantity", "same_quantity"]
+__all__ = ["BINARY_SUFFIXES", "QUANTITY_MAPS", "QUANTITY_VALUES", "parse_quantity", "same_quantity"]
 
 QUANTITY_MAPS = frozenset({"limits", "requests", "capacity", "allocatable", "hard"})
 """Maps whose values are quantities (resources, storage, quotas)."""
 QUANTITY_VALUES = frozenset({"sizeLimit"})
 """Keys whose own value is a quantity (an emptyDir's size limit)."""
 
-_SUFFIXES = {
+BINARY_SUFFIXES = {
     "Ki": Decimal(2) ** 10,
     "Mi": Decimal(2) ** 20,
     "Gi": Decimal(2) ** 30,
     "Ti": Decimal(2) ** 40,
     "Pi": Decimal(2) ** 50,
     "Ei": Decimal(2) ** 60,
+}
+"""The power-of-two suffixes and their value in bytes, smallest first."""
+_SUFFIXES = {
+    **BINARY_SUFFIXES,
     "n": Decimal("1e-9"),
     "u": Decimal("1e-6"),
     "m": Decimal("1e-3"),

@@ -17,7 +17,7 @@ from enum import Enum
 from typing import Any, Protocol
 
 from operator_core.children import Manifest
-from operator_core.quantity import parse_quantity
+from operator_core.quantity import BINARY_SUFFIXES, parse_quantity
 
 __all__ = [
     "AutoGrowth",
@@ -134,21 +134,16 @@ def format_bytes(value: Decimal) -> str:
     """A byte count as the largest binary quantity that says it exactly ("3Gi", "1536Mi", "1000")."""
     whole = int(value)
     for suffix in ("Ei", "Pi", "Ti", "Gi", "Mi", "Ki"):
-        unit = int(_SUFFIX_BYTES[suffix])
+        unit = int(BINARY_SUFFIXES[suffix])
         if whole >= unit and whole % unit == 0:
             return f"{whole // unit}{suffix}"
     return str(whole)
 
 
-_SUFFIX_BYTES = {
-    suffix: Decimal(1024) ** power for power, suffix in enumerate(("", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei"))
-}
-
-
 def _about(count: int) -> str:
     """A byte count for a person to read: "870.2 MiB"."""
     for suffix in ("Ti", "Gi", "Mi", "Ki"):
-        unit = _SUFFIX_BYTES[suffix]
+        unit = BINARY_SUFFIXES[suffix]
         if count >= unit:
             return f"{count / unit:.1f} {suffix}B"
     return f"{count} B"
