@@ -7,7 +7,8 @@ plugin (its ``pytest11`` entry points).
 from __future__ import annotations
 
 import secrets
-from collections.abc import Iterator
+import subprocess
+from collections.abc import Generator, Iterator
 from typing import Any
 
 import pytest
@@ -22,6 +23,63 @@ from operator_testkit.s3 import RunningS3, ensure_versitygw, running_s3
 from samples import SAMPLES, load_sample
 
 _LAYERS = ("unit", "packaging", "integration", "e2e")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """A failed test's report carries its namespace's Events and pods, and what each operator it ran
+    logged about it: a CI run keeps only its output, and the operators' decisions are in their Events."""
+    report = yield
+    funcargs = getattr(item, "funcargs", {})
+    namespace, control_plane = funcargs.get("namespace"), funcargs.get("control_plane")
+    if not (report.failed and call.when == "call" and isinstance(namespace, str)):
+        return report
+    if isinstance(control_plane, ControlPlane):
+        for what, arguments in _FAILURE_VIEWS.items():
+            report.sections.append(
+                (f"{what} in {namespace}", _kubectl_view(control_plane, namespace, arguments))
+            )
+    for name, value in funcargs.items():
+        if isinstance(value, OperatorProcess):
+            lines = [line[:300] for line in value.log().splitlines() if namespace in line]
+            report.sections.append(
+                (f"{name} log about {namespace} (last 30 of {len(lines)} lines)", "\n".join(lines[-30:]))
+            )
+    return report
+
+
+_FAILURE_VIEWS = {
+    "Events": (
+        "get",
+        "events",
+        "--sort-by=.metadata.creationTimestamp",
+        "-o=custom-columns=AT:.metadata.creationTimestamp,TYPE:.type,REASON:.reason,"
+        "OBJECT:.involvedObject.name,MESSAGE:.message",
+    ),
+    "pods": ("get", "pods", "-o=wide"),
+}
+
+
+def _kubectl_view(control_plane: ControlPlane, namespace: str, arguments: tuple[str, ...]) -> str:
+    try:
+        result = subprocess.run(
+            [
+                str(control_plane.binaries.kubectl),
+                f"--kubeconfig={control_plane.kubeconfig}",
+                "-n",
+                namespace,
+                *arguments,
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=20,
+        )
+    except subprocess.TimeoutExpired:
+        return "kubectl took over 20 s"
+    return (result.stdout + result.stderr)[-12000:]
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -229,7 +229,7 @@ async def test_two_of_three_hung_past_the_grace_period_are_recovered_without_a_m
     await _recovered_by_fencing(cluster, lost, recovery)
 
 
-@pytest.mark.timeout(420)
+@pytest.mark.timeout(540)
 async def test_a_frozen_leader_is_replaced_by_raft_and_rejoins_without_surgery(
     cluster: TypesenseCluster, faults: NodeFaults, namespace: str
 ) -> None:
@@ -273,8 +273,10 @@ async def test_a_frozen_leader_is_replaced_by_raft_and_rejoins_without_surgery(
     # Ready needs a majority; the thawed node rejoins as a follower moments later, or, when it hangs
     # after the thaw (typesense-server 0.24.1 has been seen to take connections and answer none for
     # minutes: this test's flake in CI), its pod is restarted once it has been silent and not Ready for
-    # 30 s beside a leader (hung_members). 120 s covers that and a restart; the point here is that it
-    # rejoins with no surgery on the quorum, not how fast.
+    # 30 s beside a leader (hung_members). Its new pod has a new address, which the leader takes into its
+    # configuration at its next read of the nodes file: under a loaded CI machine that was over 120 s
+    # once in three runs (the failure report now carries the namespace's Events to say which step was
+    # slow). The point here is that it rejoins with no surgery on the quorum, not how fast.
     seen: list[dict[str, str]] = [{}]
 
     async def rejoined() -> bool:
@@ -282,7 +284,7 @@ async def test_a_frozen_leader_is_replaced_by_raft_and_rejoins_without_surgery(
         return sorted(seen[0].values()) == ["FOLLOWER", "FOLLOWER", "LEADER"]
 
     try:
-        await wait_until(rejoined, timeout=120, interval=1, what="the thawed node to rejoin as a follower")
+        await wait_until(rejoined, timeout=240, interval=1, what="the thawed node to rejoin as a follower")
     except pytest.fail.Exception as failure:
         pytest.fail(f"{failure}; the nodes said {seen[0]} (the thawed one is {leader})")
 
@@ -510,7 +512,9 @@ async def test_a_crash_looping_majority_is_restarted_not_downgraded_and_loses_no
         await asyncio.sleep(1)
     assert len(looping) == 2, "the kubelets never held both back"
     held_at = time.monotonic()
-    await writer.acknowledged_after(held_at, timeout=30)
+    # Two faults at once, so no write-gap target: 10-21 s here alone, over 30 s once in a loaded CI run
+    # (the kubelets' back-off, the restart, the new pods' start and an election, each slower there).
+    await writer.acknowledged_after(held_at, timeout=60)
     await cluster.wait_ready(timeout=120)
     await writer.stop()
     print(
