@@ -133,3 +133,38 @@ def test_the_score_names_the_steps_that_missed_their_kinds_target() -> None:
     assert scored["kill-leader"]["missed_by_steps"] == []
     assert scored["kill-leader+roll"]["target_write_gap_seconds"] is None
     assert scored["kill-leader+roll"]["missed_by_steps"] == []
+
+
+def test_a_frozen_majority_is_held_to_its_target_from_the_thaw() -> None:
+    """No raft writes while two of three are frozen: what the operator and raft add after the thaw is
+    scored, and the gap from the freeze is reported beside it."""
+    steps = [
+        {
+            "step": 1,
+            "kind": "freeze-majority",
+            "longest_write_gap_seconds": 23.1,
+            "write_gap_after_heal_seconds": 11.2,
+            "seconds_to_whole": 24.2,
+        },
+        {
+            "step": 2,
+            "kind": "freeze-majority",
+            "longest_write_gap_seconds": 25.0,
+            "write_gap_after_heal_seconds": 21.0,
+            "seconds_to_whole": 26.0,
+        },
+        {
+            "step": 3,
+            "kind": "freeze-leader",
+            "longest_write_gap_seconds": 21.0,
+            "write_gap_after_heal_seconds": 9.0,
+            "seconds_to_whole": 22.0,
+        },
+    ]
+    scored = score_by_fault(steps)
+    assert scored["freeze-majority"]["longest_write_gap_seconds"] == 25.0
+    assert scored["freeze-majority"]["longest_write_gap_after_heal_seconds"] == 21.0
+    assert scored["freeze-majority"]["missed_by_steps"] == [2]
+    # A frozen leader leaves a majority that elects at once: its gap counts from the freeze.
+    assert scored["freeze-leader"]["missed_by_steps"] == [3]
+    assert "longest_write_gap_after_heal_seconds" not in scored["freeze-leader"]

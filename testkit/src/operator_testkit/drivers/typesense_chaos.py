@@ -76,6 +76,10 @@ file (every 10 s) by typesense-server 0.24.1, with room for the pod's kubelet to
 NO_LEADER_GAP_TARGET_SECONDS = 2.0
 """The longest write gap of a single fault that touches no leader: raft has nothing to do, so a write
 is held up for no longer than a couple of the writer's attempts."""
+COUNTED_FROM_HEAL = ("freeze-majority",)
+"""Single faults that leave no majority for as long as they hold (3 to 12 s): no raft takes a write
+then, so their target bounds the write gap from the moment the fault ends (the thaw) on; the gap from
+the fault's start is reported beside it."""
 ROLE_FAULTS = ("delete-pod", "disk-full")
 """Faults of one pod drawn at random: whether it was the leader's decides their target."""
 
@@ -185,7 +189,8 @@ def gap_target(kind: str) -> float | None:
 
 def score_by_fault(steps: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
     """Per fault kind (:func:`fault_kind`): how many steps, the longest write gap and the longest time
-    to a whole cluster, against the kind's target (:func:`gap_target`), and the steps that missed it."""
+    to a whole cluster, against the kind's target (:func:`gap_target`), and the steps that missed it.
+    A kind of :data:`COUNTED_FROM_HEAL` is held to its target from the fault's end."""
     scored: dict[str, dict[str, Any]] = {}
     for step in steps:
         kind = str(step["kind"])
@@ -203,6 +208,10 @@ def score_by_fault(steps: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, An
         gap, whole = step.get("longest_write_gap_seconds") or 0.0, step.get("seconds_to_whole")
         entry["steps"] += 1
         entry["longest_write_gap_seconds"] = max(entry["longest_write_gap_seconds"], gap)
+        if kind in COUNTED_FROM_HEAL:
+            gap = step.get("write_gap_after_heal_seconds", gap) or 0.0
+            longest = max(entry.get("longest_write_gap_after_heal_seconds", 0.0), gap)
+            entry["longest_write_gap_after_heal_seconds"] = longest
         if whole is None or entry["longest_seconds_to_whole"] is None:
             entry["longest_seconds_to_whole"] = None
         else:
@@ -427,6 +436,7 @@ class Soak:
         # a second, before the observer's next round, and its action is judged by what was seen before.
         await observer.once()
         await asyncio.gather(*(heal() for heal in healing))
+        healed_at = time.monotonic()
         recovered, ready_after = await self._recovered(fault_at, observer, writer)
         first_write = writer.first_ack_after(fault_at)
         events = await self.cluster.timeline(wall)
@@ -440,6 +450,7 @@ class Soak:
             "seconds_to_whole": None if ready_after is None else round(ready_after, 1),
             "seconds_to_first_accepted_write": None if first_write is None else round(first_write, 1),
             "longest_write_gap_seconds": round(writer.longest_gap(fault_at), 1),
+            "write_gap_after_heal_seconds": round(writer.longest_gap(healed_at), 1),
             "events": [e for e in events if e["reason"] not in ("Updated", "Created")][:20],
             **stuck,
         }
