@@ -15,6 +15,7 @@ import pytest
 
 from operator_testkit.tables import assert_golden, by_kind_and_name
 from samples import GO_OPERATOR_0_4_1_FIELDS, sample_spec
+from typesense_operator.controller.children import pods_to_hurry
 from typesense_operator.controller.nodes import pod_addresses
 from typesense_operator.controller.reconcile import needs_finalizer
 from typesense_operator.resources import (
@@ -30,6 +31,7 @@ from typesense_operator.resources import (
     server_configuration_hash,
     stale_children,
 )
+from typesense_operator.resources.core import WAIT_FOR_ADDRESSES_CONTAINER
 
 GOLDEN = Path(__file__).parent / "golden" / "typesense"
 
@@ -456,3 +458,25 @@ def test_a_reference_grant_lets_the_clusters_routes_refer_to_the_gateway_and_nam
         "from": [{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "namespace": "search"}],
         "to": [{"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": "edge"}],
     }
+
+
+def a_pod(name: str, init_state: str | None) -> dict[str, Any]:
+    statuses = (
+        [] if init_state is None else [{"name": WAIT_FOR_ADDRESSES_CONTAINER, "state": {init_state: {}}}]
+    )
+    return {"metadata": {"name": name}, "status": {"initContainerStatuses": statuses}}
+
+
+@pytest.mark.parametrize(
+    ("every_pod", "expected"),
+    [
+        # Without forceResetPeersConfigOnUpdate, only a pod whose typesense-server has not started and
+        # waits for the list to name every member: its kubelet would copy the list at its next sync.
+        (False, ["waiting"]),
+        (True, ["waiting", "started", "pending"]),
+    ],
+)
+def test_the_pods_hurried_on_a_new_nodes_list(every_pod: bool, expected: list[str]) -> None:
+    pods = [a_pod("waiting", "running"), a_pod("started", "terminated"), a_pod("pending", None)]
+    hurried = pods_to_hurry(pods, every_pod=every_pod)
+    assert [pod["metadata"]["name"] for pod in hurried] == expected

@@ -30,7 +30,7 @@ from typesense_operator.resources import (
 from typesense_operator.resources.core import NODE, WAIT_FOR_ADDRESSES_CONTAINER
 from typesense_operator.resources.tls import SERVED_CERTIFICATE_ANNOTATION, serves_https
 
-__all__ = ["NODES_LIST_ANNOTATION", "apply_children", "plan_pod_monitor", "plan_routes"]
+__all__ = ["NODES_LIST_ANNOTATION", "apply_children", "plan_pod_monitor", "plan_routes", "pods_to_hurry"]
 
 
 async def plan_pod_monitor(scope: Scope) -> Outcome:
@@ -130,8 +130,7 @@ async def apply_children(scope: Scope) -> Outcome:
     # or a kubelet may copy the list only at its next sync, and every member waits out the whole
     # WAIT_FOR_ADDRESSES_SECONDS (seen in the soak: all pods deleted, 34 s to the first proof of the
     # deadlock, where a quick copy made it 8 s).
-    waiting = [pod for pod in pods if _waits_for_addresses(pod)]
-    hurried = pods if cluster.spec.force_reset_peers_config_on_update else waiting
+    hurried = pods_to_hurry(pods, every_pod=cluster.spec.force_reset_peers_config_on_update)
     nodes_list_before = None
     if hurried:
         nodes_list_before = await scope.kube.get(
@@ -163,10 +162,17 @@ its kubelet refresh the mounted nodes file at once, not at its next periodic syn
 more), so that Typesense reads the new raft configuration within its own 10 s, or starts at once."""
 
 
-def _waits_for_addresses(pod: dict[str, Any]) -> bool:
-    """Whether the pod's wait-for-addresses init container runs (typesense-server has not started)."""
-    state = container_status(pod, WAIT_FOR_ADDRESSES_CONTAINER, init=True).get("state") or {}
-    return "running" in state
+def pods_to_hurry(pods: list[dict[str, Any]], *, every_pod: bool) -> list[dict[str, Any]]:
+    """The pods nudged when the nodes list changes: all of them with spec.forceResetPeersConfigOnUpdate,
+    else those whose wait-for-addresses init container runs (typesense-server has not started, and
+    waits for the list to name every member by address)."""
+    if every_pod:
+        return list(pods)
+    return [
+        pod
+        for pod in pods
+        if "running" in (container_status(pod, WAIT_FOR_ADDRESSES_CONTAINER, init=True).get("state") or {})
+    ]
 
 
 async def _hurry_the_nodes_list(
