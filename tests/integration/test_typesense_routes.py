@@ -167,14 +167,26 @@ async def test_http_routes_and_a_reference_grant_follow_the_spec_and_go_with_the
         )
         await kube.delete(API, "TypesenseCluster", "cluster-1", namespace)
 
-        async def cluster_and_grant_gone() -> bool:
-            return (
-                await kube.get_live(API, "TypesenseCluster", "cluster-1", namespace) is None
-                and await kube.get_live(*GRANT, "cluster-1-public-reference-grant", gateway_namespace) is None
-            )
+        async def still_there() -> list[str]:
+            left = []
+            if (live := await kube.get_live(API, "TypesenseCluster", "cluster-1", namespace)) is not None:
+                left.append(f"the cluster (finalizers {live['metadata'].get('finalizers')})")
+            if await kube.get_live(*GRANT, "cluster-1-public-reference-grant", gateway_namespace) is not None:
+                left.append("the grant")
+            return left
 
-        # 120 s: a clean-clone CI run under full load once took over 60 s here (cause not seen).
-        await wait_until(cluster_and_grant_gone, timeout=120, what="the cluster and its grant gone")
+        # 120 s: a clean-clone CI run under full load once took over 60 s here (cause not seen; a
+        # timeout says which of the two was left, and the report carries the operator's log).
+        left: list[str] = []
+
+        async def cluster_and_grant_gone() -> bool:
+            left[:] = await still_there()
+            return not left
+
+        try:
+            await wait_until(cluster_and_grant_gone, timeout=120, what="the cluster and its grant gone")
+        except pytest.fail.Exception as failure:
+            pytest.fail(f"{failure}; still there: {', '.join(left)}")
 
         # One test installs the CRDs (the operator keeps a kind it once saw served): TLS here too.
         await _with_tls_a_backend_tls_policy_names_the_nodes_ca(kube, namespace)
