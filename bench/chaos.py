@@ -27,6 +27,7 @@ import argparse
 import asyncio
 import json
 import secrets
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,7 @@ from operator_testkit.drivers.typesense import typesense_rig
 from operator_testkit.drivers.typesense_chaos import (
     GAP_TARGET_SECONDS,
     NO_LEADER_GAP_TARGET_SECONDS,
+    NODE_FAULTS,
     Soak,
     SteadyCluster,
 )
@@ -41,13 +43,15 @@ from operator_testkit.drivers.typesense_chaos import (
 ROOT = Path(__file__).resolve().parent.parent
 
 
-async def run(minutes: float, seed: int, replicas: int, logs: Path | None) -> dict[str, Any]:
+async def run(
+    minutes: float, seed: int, replicas: int, logs: Path | None, only: Sequence[str] = ()
+) -> dict[str, Any]:
     async with typesense_rig(ROOT, "chaos", keep_logs=logs) as rig:
         cluster = SteadyCluster(rig.kube, "chaos")
         soak = Soak(cluster, rig.faults, rig.plane, rig.operator, replicas)
         await soak.create()
         try:
-            result = await soak.run(seed, minutes * 60)
+            result = await soak.run(seed, minutes * 60, only)
         finally:
             await cluster.http.aclose()
     return {
@@ -72,9 +76,16 @@ def main() -> None:
     parser.add_argument("--replicas", type=int, default=3, choices=(3, 5))
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "chaos.json")
     parser.add_argument("--logs", type=Path, default=None, help="keep every log here for reading")
+    parser.add_argument(
+        "--only",
+        action="append",
+        default=[],
+        choices=NODE_FAULTS,
+        help="this node fault alone, never paired (repeat for several): a run that looks into one kind",
+    )
     arguments = parser.parse_args()
     seed = arguments.seed if arguments.seed is not None else secrets.randbelow(2**31)
-    result = asyncio.run(run(arguments.minutes, seed, arguments.replicas, arguments.logs))
+    result = asyncio.run(run(arguments.minutes, seed, arguments.replicas, arguments.logs, arguments.only))
     arguments.out.parent.mkdir(parents=True, exist_ok=True)
     arguments.out.write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps({k: v for k, v in result.items() if k not in ("steps", "schedule")}, indent=2))

@@ -168,3 +168,9 @@ def test_a_frozen_majority_is_held_to_its_target_from_the_thaw() -> None:
     # A frozen leader leaves a majority that elects at once: its gap counts from the freeze.
     assert scored["freeze-leader"]["missed_by_steps"] == [3]
     assert "longest_write_gap_after_heal_seconds" not in scored["freeze-leader"]
+
+
+def test_a_run_of_one_fault_kind_draws_that_fault_alone_and_pairs_none() -> None:
+    schedule = plan(7, steps=40, only=("delete-all-pods",))
+    assert {step.faults for step in schedule} == {("delete-all-pods",)}
+    assert plan(7, steps=40) != schedule  # the full mix otherwise

@@ -93,16 +93,18 @@ class Step:
     hold_seconds: float
 
 
-def plan(seed: int, steps: int, replicas: int = 3) -> list[Step]:
+def plan(seed: int, steps: int, replicas: int = 3, only: Sequence[str] = ()) -> list[Step]:
     """A schedule of ``steps`` steps (pure: the seed decides it). Each step is a fault of the nodes,
     alone or (with :data:`PAIR_CHANCE`) with one of :data:`CONTROL_FAULTS`; "kill-majority" and
-    "freeze-majority" need more than one node, so a 1-node cluster gets neither."""
+    "freeze-majority" need more than one node, so a 1-node cluster gets neither. ``only``: these node
+    faults alone, never paired (a run that looks into one kind of fault)."""
     chooser = random.Random(seed)  # noqa: S311 - a replayable schedule, not a secret
-    node_faults = [f for f in NODE_FAULTS if replicas > 1 or not f.endswith("-majority")]
+    node_faults = [f for f in (only or NODE_FAULTS) if replicas > 1 or not f.endswith("-majority")]
+    pair_chance = 0.0 if only else PAIR_CHANCE
     schedule = []
     for number in range(1, steps + 1):
         faults = [chooser.choice(node_faults)]
-        if chooser.random() < PAIR_CHANCE:
+        if chooser.random() < pair_chance:
             faults.append(chooser.choice(CONTROL_FAULTS))
         hold = round(chooser.uniform(*HOLD_SECONDS), 1)
         schedule.append(Step(number, tuple(faults), hold))
@@ -345,6 +347,8 @@ class Soak:
     """The nodes' volumes: size-limited, so that a disk can be filled."""
     results: list[dict[str, Any]] = field(default_factory=list)
     unhealed: list[str] = field(default_factory=list)
+    ready_timeline: list[tuple[float, str]] = field(default_factory=list)
+    """The step's Ready conditions as they changed: (seconds since the fault, "reason: message")."""
     """Faults the soak could not end (it says so rather than blame the operator for what followed)."""
     _touched: list[str] = field(default_factory=list)
     """The role ("leader", "follower") of the pod the fault being applied chose, where it chose one."""
@@ -360,15 +364,16 @@ class Soak:
         await self.cluster.wait_ready(timeout=300)
         await self.cluster.create_collection()
 
-    async def run(self, seed: int, seconds: float) -> dict[str, Any]:
-        """Steps of :func:`plan` until ``seconds`` have passed; each waits for the cluster to be whole
-        again before the next. Returns the run's result (JSON-ready)."""
+    async def run(self, seed: int, seconds: float, only: Sequence[str] = ()) -> dict[str, Any]:
+        """Steps of :func:`plan` (of ``only`` those node faults, if given) until ``seconds`` have
+        passed; each waits for the cluster to be whole again before the next. Returns the run's result
+        (JSON-ready)."""
         writer, reader, observer = Writer(self.cluster), _Reader(self.cluster), _Observer(self.cluster)
         writer.start("chaos")
         reader.start()
         observer.start()
         started_wall, started = time.time(), time.monotonic()
-        schedule = plan(seed, steps=1000, replicas=self.replicas)
+        schedule = plan(seed, steps=1000, replicas=self.replicas, only=only)
         done: list[Step] = []
         unrecovered: str | None = None
         try:
@@ -452,6 +457,7 @@ class Soak:
             "longest_write_gap_seconds": round(writer.longest_gap(fault_at), 1),
             "write_gap_after_heal_seconds": round(writer.longest_gap(healed_at), 1),
             "events": [e for e in events if e["reason"] not in ("Updated", "Created")][:20],
+            "ready_timeline": self.ready_timeline[:16],
             **stuck,
         }
 
@@ -476,7 +482,9 @@ class Soak:
         ``since`` counts: a sample taken just before a fault would call the cluster whole at once."""
         deadline = since + self.recover_within
         since_wall = time.time() - (time.monotonic() - since)
+        self.ready_timeline = []
         while time.monotonic() < deadline:
+            await self._note_ready(since)
             sample = observer.latest()
             whole = (
                 sample is not None
@@ -490,6 +498,18 @@ class Soak:
                 return True, time.monotonic() - since
             await asyncio.sleep(0.5)
         return False, None
+
+    async def _note_ready(self, since: float) -> None:
+        """The cluster's Ready condition, noted when its reason or message changed: what the operator
+        decided and waited for, second by second, in the step's result (the operator logs no decision
+        of its own; they are its conditions and Events)."""
+        # Bounded: while a step restarts the API server, the client waits for it.
+        with contextlib.suppress(errors.KubeError, httpx.HTTPError, TimeoutError):
+            async with asyncio.timeout(2):
+                ready = condition(await self.cluster.get(), "Ready") or {}
+            said = f"{ready.get('reason')}: {ready.get('message')}"[:240]
+            if not self.ready_timeline or self.ready_timeline[-1][1] != said:
+                self.ready_timeline.append((round(time.monotonic() - since, 1), said))
 
     async def _settled(self, within: float = 300.0) -> None:
         """Until no roll is under way (the Progressing condition is not True), or ``within`` passed."""
