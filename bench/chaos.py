@@ -17,8 +17,13 @@ person; a write gap of at most 20 s for any single fault, and of at most 2 s for
 leader (the StatefulSet orphaned; a follower killed, frozen, deleted or its disk filled). Two faults at
 once have no gap target.
 
+A frozen majority is held to its target from the thaw (no raft takes a write while two of three are
+frozen); its gap from the freeze is reported beside it. Each step keeps the cluster's Ready condition
+as it changed (the operator's decisions and waits). ``--only FAULT`` runs that node fault alone,
+never paired, to look into one kind.
+
 Usage: python bench/chaos.py [--minutes 30] [--seed N] [--replicas 3] [--out bench/results/chaos.json]
-                           [--logs DIR]
+                           [--logs DIR] [--only FAULT ...]
 """
 
 from __future__ import annotations
