@@ -67,6 +67,7 @@ async def run(
             "acknowledged_lost": 0,
             "unjustified_destructive_actions": 0,
             "unrecovered": None,
+            "aborted": None,
             "write_gap_targets_missed": {},
             "single_fault_write_gap_seconds": GAP_TARGET_SECONDS,
             "no_leader_fault_write_gap_seconds": NO_LEADER_GAP_TARGET_SECONDS,

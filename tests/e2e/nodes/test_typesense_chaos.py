@@ -44,6 +44,7 @@ async def test_three_minutes_of_faults_lose_nothing_acknowledged_and_recover_by_
     said = json.dumps(
         {**headline, "slow_or_unrecovered_steps": failed, "unjustified_actions": unjustified}, indent=1
     )[:8000]
+    assert result["aborted"] is None, said
     assert result["unrecovered"] is None, said
     assert result["acknowledged_lost"] == 0, said
     assert result["nodes_not_read"] == [], said

@@ -347,6 +347,8 @@ class Soak:
     """The nodes' volumes: size-limited, so that a disk can be filled."""
     results: list[dict[str, Any]] = field(default_factory=list)
     unhealed: list[str] = field(default_factory=list)
+    unapplied: list[str] = field(default_factory=list)
+    """Faults that could not be started (a container that did not run for 10 s)."""
     ready_timeline: list[tuple[float, str]] = field(default_factory=list)
     """The step's Ready conditions as they changed: (seconds since the fault, "reason: message")."""
     """Faults the soak could not end (it says so rather than blame the operator for what followed)."""
@@ -376,13 +378,19 @@ class Soak:
         schedule = plan(seed, steps=1000, replicas=self.replicas, only=only)
         done: list[Step] = []
         unrecovered: str | None = None
+        aborted: str | None = None
         try:
             await writer.warmed_up()
             for step in schedule:
                 if time.monotonic() - started > seconds:
                     break
                 done.append(step)
-                outcome = await self._step(step, writer, observer)
+                try:
+                    outcome = await self._step(step, writer, observer)
+                except (FaultError, errors.KubeError, httpx.HTTPError) as error:
+                    # The run's measurements so far are kept: the result says where and why it stopped.
+                    aborted = f"step {step.number} ({'+'.join(step.faults)}): {type(error).__name__}: {error}"
+                    break
                 self.results.append(outcome)
                 if not outcome["recovered"]:
                     unrecovered = f"step {step.number} ({'+'.join(step.faults)}) did not recover"
@@ -421,6 +429,8 @@ class Soak:
             "unjustified_destructive_actions": sum(1 for j in judged if not j.justified),
             "unrecovered": unrecovered,
             "unhealed_faults": self.unhealed,
+            "unapplied_faults": self.unapplied,
+            "aborted": aborted,
             "by_fault": by_fault,
             "write_gap_targets_missed": {
                 kind: entry["missed_by_steps"] for kind, entry in by_fault.items() if entry["missed_by_steps"]
@@ -543,6 +553,23 @@ class Soak:
                     return
             await asyncio.sleep(1)
 
+    async def _on_container(
+        self, act: Callable[[str, str, str], Awaitable[object]], namespace: str, pod: str, what: str
+    ) -> bool:
+        """``act`` on the pod's Typesense container, tried again for up to 10 s while the container is
+        between two runs (killed a moment before, its kubelet starting it again); a container that
+        never runs meanwhile is left alone, and the fault named in the result as not applied."""
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                await act(namespace, pod, "typesense")
+                return True
+            except FaultError as error:
+                if time.monotonic() > deadline or not any(gone in str(error) for gone in _GONE):
+                    self.unapplied.append(f"{what} on {pod}: {error}")
+                    return False
+            await asyncio.sleep(1)
+
     async def _apply(self, fault: str, step: Step) -> Any:
         """Start one fault; returns the coroutine function that ends it after the step's hold (a no-op
         for a fault nothing ends: a killed process restarts by itself, a deleted pod is made again)."""
@@ -564,12 +591,12 @@ class Soak:
         target = {"leader": [leader] if leader else [], "follower": followers[:1], "majority": majority}
         kind, _, whom = fault.partition("-")
         if kind in ("kill", "freeze") and whom in target:
-            chosen = [pod for pod in target[whom] if pod]
-            for pod in chosen:
-                if kind == "kill":
-                    await self.faults.kill(namespace, pod, "typesense")
-                else:
-                    await self.faults.freeze(namespace, pod, "typesense")
+            act = self.faults.kill if kind == "kill" else self.faults.freeze
+            chosen = [
+                pod
+                for pod in target[whom]
+                if pod and await self._on_container(act, namespace, pod, f"step {step.number}: {fault}")
+            ]
             if kind == "kill":
                 return nothing
             return lambda: later(
