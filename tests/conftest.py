@@ -16,6 +16,7 @@ import pytest
 from images import BACKUP_JOB_IMAGE
 from operator_testkit.clusterstack_tools import ClusterStackTools, ensure_clusterstack_tools
 from operator_testkit.controlplane import ControlPlane
+from operator_testkit.errors import ControlPlaneError
 from operator_testkit.image import Image, image_of_sources, tag_image
 from operator_testkit.operators import OperatorProcess, OperatorRegistry
 from operator_testkit.registry import RunningRegistry, running_registry
@@ -64,22 +65,11 @@ _FAILURE_VIEWS = {
 
 def _kubectl_view(control_plane: ControlPlane, namespace: str, arguments: tuple[str, ...]) -> str:
     try:
-        result = subprocess.run(
-            [
-                str(control_plane.binaries.kubectl),
-                f"--kubeconfig={control_plane.kubeconfig}",
-                "-n",
-                namespace,
-                *arguments,
-            ],
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=20,
-        )
+        return control_plane.kubectl("-n", namespace, *arguments, timeout=20)[-12000:]
+    except ControlPlaneError as error:
+        return str(error)[-12000:]
     except subprocess.TimeoutExpired:
         return "kubectl took over 20 s"
-    return (result.stdout + result.stderr)[-12000:]
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

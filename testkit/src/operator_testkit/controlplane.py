@@ -430,13 +430,14 @@ class ControlPlane:
 
         self._wait("kube-apiserver", process, ready, deadline)
 
-    def kubectl(self, *arguments: str) -> str:
-        """Run the pinned kubectl as admin against this control plane; its stdout, or ControlPlaneError."""
+    def kubectl(self, *arguments: str, timeout: float = 120) -> str:
+        """Run the pinned kubectl as admin against this control plane; its stdout, or ControlPlaneError
+        (subprocess.TimeoutExpired after ``timeout`` seconds)."""
         result = subprocess.run(
             [str(self.binaries.kubectl), f"--kubeconfig={self.kubeconfig}", *arguments],
             capture_output=True,
             text=True,
-            timeout=120,
+            timeout=timeout,
             check=False,
         )
         if result.returncode != 0:
