@@ -829,6 +829,53 @@ def test_a_member_that_runs_but_answers_nobody_for_30_seconds_is_restarted_while
     assert plan.action is (Action.RESTART_ERRORED if hung else Action.NONE)
     if hung:
         assert plan.restarted == (2,)
-        assert "running, yet answering nothing and not Ready for 30 s" in plan.message
+        assert (
+            "answering nothing and not Ready, or answering /health but not /status, for 30 s" in plan.message
+        )
+    without_leader = decide([node(0), node(1, None, reachable=False), probe], 3, QuorumRecord(), NOW, GRACE)
+    assert without_leader.action is not Action.RESTART_ERRORED, "only beside a leader that goes on"
+
+
+def stuck(
+    index: int,
+    ran: float,
+    silent_for: float | None,
+    *,
+    health_ok: bool | None = True,
+    silent_now: bool = True,
+) -> NodeProbe:
+    """A member whose /health answers (ok or not) while its /status gave no answer this time
+    (``silent_now``) and, by the operator's clock, for ``silent_for`` seconds (None: it answered
+    last time)."""
+    return NodeProbe(
+        index=index,
+        reachable=True,
+        health_ok=health_ok,
+        kubelet_ready=health_ok is True,
+        running_since=NOW - timedelta(seconds=ran),
+        status_silent=silent_now,
+        status_silent_since=None if silent_for is None else NOW - timedelta(seconds=silent_for),
+    )
+
+
+@pytest.mark.parametrize(
+    ("probe", "hung"),
+    [
+        pytest.param(stuck(2, 300, 31), True, id="healthy to its kubelet, /status silent for 31 s"),
+        pytest.param(stuck(2, 300, 10), False, id="/status silent for 10 s: a freeze may end"),
+        pytest.param(stuck(2, 300, None), False, id="first silence: no clock yet"),
+        pytest.param(stuck(2, 300, 300, health_ok=False), False, id="/health not ok: loading"),
+        pytest.param(stuck(2, 20, 20), False, id="just started"),
+        pytest.param(stuck(2, 300, 300, silent_now=False), False, id="/status answers again"),
+    ],
+)
+def test_a_member_whose_status_is_silent_beside_a_leader_for_30_seconds_is_restarted_though_ready(
+    probe: NodeProbe, hung: bool
+) -> None:
+    """The thawed leader of the frozen-leader test: Ready, its /health ok, its /status silent for minutes."""
+    probes = [node(0, "LEADER"), node(1), probe]
+    assert hung_members(probes, NOW) == ((2,) if hung else ())
+    plan = decide(probes, 3, QuorumRecord(), NOW, GRACE)
+    assert (plan.action is Action.RESTART_ERRORED) is hung
     without_leader = decide([node(0), node(1, None, reachable=False), probe], 3, QuorumRecord(), NOW, GRACE)
     assert without_leader.action is not Action.RESTART_ERRORED, "only beside a leader that goes on"

@@ -81,6 +81,8 @@ async def test_answers_become_observations() -> None:
     assert lagging.reachable
     assert lagging.state is None
     assert lagging.health_ok is False
+    assert lagging.status_silent, "/health answered, /status did not"
+    assert not any(p.status_silent for p in (leader, follower, gone))
     assert not gone.reachable
     status_headers = [h for h in addressing.headers if h]
     assert all(h == {"X-TYPESENSE-API-KEY": "the-key"} for h in status_headers)

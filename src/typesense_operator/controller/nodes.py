@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import secrets
 import string
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -25,6 +26,7 @@ from typesense_operator.resources.tls import node_server_name, served_secret_nam
 
 __all__ = [
     "CommitMemory",
+    "SilenceMemory",
     "decoded_key",
     "generate_key",
     "node_targets",
@@ -151,6 +153,34 @@ class CommitMemory:
 
     def keep(self, namespace: str, name: str, uid: str, committed: tuple[int, int]) -> None:
         self._seen[(namespace, name)] = (uid, committed)
+
+    def forget(self, namespace: str, name: str) -> None:
+        self._seen.pop((namespace, name), None)
+
+
+class SilenceMemory:
+    """Since when each node's /status has been silent while its /health answered ok, look after look:
+    a clock no single probe has (quorum/decide.py's hung_members reads it). Kept per cluster uid and
+    per container run (its pod name and start), so a restarted container starts afresh; forgotten when
+    the cluster is gone. An operator that restarts starts every clock again: at worst one more wait."""
+
+    def __init__(self) -> None:
+        self._seen: dict[tuple[str, str], tuple[str, dict[tuple[int, datetime | None], datetime]]] = {}
+
+    def stamp(
+        self, namespace: str, name: str, uid: str, probes: list[NodeProbe], now: datetime
+    ) -> list[NodeProbe]:
+        """The probes with ``status_silent_since`` filled in; every node that answered is forgotten."""
+        seen_uid, before = self._seen.get((namespace, name), (uid, {}))
+        if seen_uid != uid:
+            before = {}
+        silent_since = {
+            (p.index, p.running_since): before.get((p.index, p.running_since), now)
+            for p in probes
+            if p.status_silent and p.health_ok is True
+        }
+        self._seen[(namespace, name)] = (uid, silent_since)
+        return [replace(p, status_silent_since=silent_since.get((p.index, p.running_since))) for p in probes]
 
     def forget(self, namespace: str, name: str) -> None:
         self._seen.pop((namespace, name), None)

@@ -75,6 +75,7 @@ async def manage_quorum(scope: Scope) -> Outcome:
     remembered = max(filter(None, (record.committed, seen)), default=None)
     record = replace(record, committed=remembered)
     now = utcnow()  # after the probes: a grace is counted to what they saw
+    probes = scope.runtime.silences.stamp(cluster.namespace, cluster.name, uid, probes, now)
     plan = decide(probes, cluster.spec.replicas, record, now, settings)
     if plan.record.committed is not None:
         scope.runtime.commits.keep(cluster.namespace, cluster.name, uid, plan.record.committed)

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from operator_core.kube import Kube
 from typesense_operator.api.backups import TYPESENSE_BACKUP
-from typesense_operator.controller.nodes import CommitMemory
+from typesense_operator.controller.nodes import CommitMemory, SilenceMemory
 from typesense_operator.controller.settings import TypesenseSettings
 from typesense_operator.quorum.probe import ApiServerProxy, DirectToPod, NodeAddressing
 from typesense_operator.resources.backup import Backup
@@ -63,6 +63,7 @@ class TypesenseRuntime:
     addressing: NodeAddressing
     """How the node probes reach the pods: directly, or through the API server's pod proxy."""
     commits: CommitMemory = field(default_factory=CommitMemory)
+    silences: SilenceMemory = field(default_factory=SilenceMemory)
     backups: OneBackupAtATime = field(default_factory=OneBackupAtATime)
 
     @classmethod

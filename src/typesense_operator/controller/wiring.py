@@ -100,9 +100,12 @@ async def _stop(context: Context) -> None:
 
 
 def _forget(context: Context, namespace: str, name: str) -> None:
-    """What the operator keeps in memory of a cluster that is gone: its metrics and its furthest commit."""
+    """What the operator keeps in memory of a cluster that is gone: its metrics, its furthest commit and
+    its nodes' silences."""
     forget_cluster(namespace, name)
-    context.runtime_of(TypesenseRuntime).commits.forget(namespace, name)
+    runtime = context.runtime_of(TypesenseRuntime)
+    runtime.commits.forget(namespace, name)
+    runtime.silences.forget(namespace, name)
 
 
 OPERATOR = Operator("typesense-operator", TYPESENSE_CLUSTER.group, start=_start, stop=_stop)

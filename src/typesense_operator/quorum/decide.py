@@ -561,25 +561,34 @@ def errored_members(probes: Sequence[NodeProbe], now: datetime) -> tuple[int, ..
 
 def hung_members(probes: Sequence[NodeProbe], now: datetime) -> tuple[int, ...]:
     """Members whose process hangs: their container runs (for :data:`HUNG_RESTART_AFTER_SECONDS` at
-    least, so not one starting), yet it answers neither the operator's probes nor its kubelet's
-    readiness probe, which has said not Ready for :data:`HUNG_RESTART_AFTER_SECONDS`.
+    least, so not one starting), and for as long either
 
-    A leader frozen and thawed (typesense-server 0.24.1) has been seen to take connections and answer
-    none of them for minutes, where the liveness probe, which asks only for a connection, sees nothing
-    wrong. A loading node answers (503), and one its kubelet still finds Ready may only be cut off from
-    the operator: neither is here.
+    - it answers neither the operator's probes nor its kubelet's readiness probe, which has said not
+      Ready all that time; or
+    - its /health says ok (so its kubelet finds it Ready) while its /status has answered nothing at
+      all, look after look.
+
+    A leader frozen and thawed (typesense-server 0.24.1) has been seen to do either for minutes: take
+    connections and answer none of them, where the liveness probe, which asks only for a connection,
+    sees nothing wrong; or answer /health from its HTTP thread while its raft, which /status asks,
+    stays stuck and out of the cluster. A loading node answers (503, and /status NOT_READY), and one
+    its kubelet still finds Ready but the operator cannot reach may only be cut off from the operator:
+    neither is here.
     """
 
     def longer_than_enough(since: datetime | None) -> bool:
         return since is not None and (now - since).total_seconds() >= HUNG_RESTART_AFTER_SECONDS
 
+    def silent(p: NodeProbe) -> bool:
+        return not p.reachable and longer_than_enough(p.unready_since)
+
+    def raft_stuck(p: NodeProbe) -> bool:
+        return p.status_silent and p.health_ok is True and longer_than_enough(p.status_silent_since)
+
     return tuple(
         p.index
         for p in probes
-        if not p.reachable
-        and p.held_back is None
-        and longer_than_enough(p.running_since)
-        and longer_than_enough(p.unready_since)
+        if p.held_back is None and longer_than_enough(p.running_since) and (silent(p) or raft_stuck(p))
     )
 
 
@@ -599,7 +608,8 @@ def _restart_errored(plan: Plan, probes: Sequence[NodeProbe], now: datetime) -> 
     if hung:
         why.append(
             f"restarting node(s) {', '.join(map(str, hung))}: running, yet answering nothing and not "
-            f"Ready for {HUNG_RESTART_AFTER_SECONDS:.0f} s (a hung process; the leader goes on without it)"
+            f"Ready, or answering /health but not /status, for {HUNG_RESTART_AFTER_SECONDS:.0f} s (a hung "
+            "process; the leader goes on without it)"
         )
     return replace(
         plan,

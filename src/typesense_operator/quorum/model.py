@@ -94,6 +94,12 @@ class NodeProbe:
     """Size of its data volume (/metrics.json)."""
     certificate_serial: str | None = None
     """The serial of the certificate its API served this probe (spec.tls; None: plain, or not seen)."""
+    status_silent: bool = False
+    """/status gave no answer at all (timed out, refused) while /health answered: what the probe saw
+    this time. A node starting or loading answers /status (NOT_READY); a hung raft does not."""
+    status_silent_since: datetime | None = None
+    """Since when /status has been silent while its /health said ok, look after look, by the
+    operator's own clock (controller/nodes.py's SilenceMemory); None when it answered last time."""
 
 
 @dataclass(frozen=True)

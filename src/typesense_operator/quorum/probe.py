@@ -402,6 +402,7 @@ async def _probe_one(
         if target.pod_ip and target.peering_port
         else None,
         certificate_serial=serial,
+        status_silent=status is None and health is not None,
     )
 
 
