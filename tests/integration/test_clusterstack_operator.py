@@ -1681,3 +1681,72 @@ async def test_a_cluster_class_charts_install_and_delete_hooks_run_around_its_ob
         assert await kube.get_live(
             "infrastructure.cluster.x-k8s.io/v1beta2", "DockerClusterTemplate", name, namespace
         )
+
+
+async def test_an_addon_with_delete_hooks_is_uninstalled_as_helm_does_while_its_cluster_is_there(
+    kube: Kube,
+    stack_operator: OperatorProcess,
+    namespace: str,
+    releases: Releases,
+    workload_plane: ControlPlane,
+) -> None:
+    """A chart with a pre-delete and a post-delete hook: its ClusterAddon carries the uninstall
+    finalizer. Its Cluster deleted with foreground propagation (the ClusterAddon goes first, while the
+    Cluster is there): the pre-delete hook, the chart's objects deleted, the post-delete hook, as helm
+    uninstall runs them. A Cluster deleted as Cluster API removes it (gone before its ClusterAddon):
+    nothing runs and nothing is deleted in the workload cluster, said in an Event."""
+    where = f"un-{namespace}"[:63]  # the workload cluster's namespace of this test's objects
+    tag = "docker-uninstall-1-30-v1"
+    values = {"deleteHooks": True, "namespace": where}
+    releases.publish(tag, addon_version="v1", addon_chart=HOOKS_ADDON_CHART, addon_values=values)
+    spec = {"name": "uninstall", "versions": ["v1"], "autoSubscribe": False, "noProvider": True}
+    await kube.create(stack("uninstall", namespace, **spec))
+    await ready_release(kube, namespace, tag)
+    async with Kube.connect(workload_plane.kubeconfig) as workload:
+        await workload.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": where}})
+
+        async def installed(name: str) -> dict[str, Any] | None:
+            found = await kube.get(API, "ClusterAddon", f"cluster-addon-{name}", namespace)
+            hooks = ((found or {}).get("status") or {}).get("helmHooks") or {}
+            finalizers = ((found or {}).get("metadata") or {}).get("finalizers") or []
+            done = hooks.get("event") == "done" and "clusterstack.x-k8s.io/helm-delete-hooks" in finalizers
+            return found if done else None
+
+        await kube.create(cluster("foreground", namespace, tag, endpoint_port=6443))
+        await kube.create(kubeconfig_secret("foreground", namespace, workload_plane))
+        addon: Any = await wait_until(lambda: installed("foreground"), timeout=60, what="installed")
+        assert addon["status"]["deleteHooks"] == [
+            f"ConfigMap {where}/hook-pre-delete",
+            f"ConfigMap {where}/hook-post-delete",
+        ]
+        assert await workload.get_live("v1", "ConfigMap", "hook-pre-delete", where) is None, "not at install"
+        mark = len(hook_writes(workload_plane, where))
+        await kube.delete(
+            "cluster.x-k8s.io/v1beta2", "Cluster", "foreground", namespace, propagation="Foreground"
+        )
+        await gone(kube, API, "ClusterAddon", "cluster-addon-foreground", namespace)
+        await gone(kube, "cluster.x-k8s.io/v1beta2", "Cluster", "foreground", namespace)
+        assert hook_writes(workload_plane, where)[mark:] == [
+            ("create", "hook-pre-delete"),
+            ("delete", "hook-pre-delete"),  # hook-succeeded
+            ("delete", "addon-main"),
+            ("create", "hook-post-delete"),  # kept, as helm keeps it
+        ]
+        (said,) = await wait_for_events(kube, namespace, "ClusterAddonUninstalled")
+        assert "deleted ConfigMap addon-main" in said["message"]
+        assert await workload.get_live("v1", "ConfigMap", "hook-post-delete", where) is not None
+
+        # Gone as Cluster API removes a Cluster (before its ClusterAddon): its workload cluster is gone
+        # too, so nothing is run or deleted there, and the ClusterAddon does not hang.
+        await kube.create(cluster("background", namespace, tag, endpoint_port=6443))
+        await kube.create(kubeconfig_secret("background", namespace, workload_plane))
+        await wait_until(lambda: installed("background"), timeout=60, what="installed again")
+        mark = len(hook_writes(workload_plane, where))
+        await kube.delete("cluster.x-k8s.io/v1beta2", "Cluster", "background", namespace)
+        await gone(kube, API, "ClusterAddon", "cluster-addon-background", namespace)
+        (not_run,) = await wait_for_events(kube, namespace, "HelmDeleteHooksNotRun")
+        assert "its Cluster is gone" in not_run["message"]
+        assert not_run["type"] == "Normal"
+        assert hook_writes(workload_plane, where)[mark:] == []
+        assert await workload.get_live("v1", "ConfigMap", "addon-main", where) is not None
+    assert "Traceback" not in stack_operator.log()

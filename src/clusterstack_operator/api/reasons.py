@@ -148,3 +148,5 @@ class EventReason(StrEnum):
     HOOKS_RAN = "HelmHooksRan"
     HOOKS_SKIPPED = "HelmHooksSkipped"
     HOOKS_RETRIED = "HelmHooksRetried"
+    ADDONS_UNINSTALLED = "ClusterAddonUninstalled"
+    DELETE_HOOKS_NOT_RUN = "HelmDeleteHooksNotRun"

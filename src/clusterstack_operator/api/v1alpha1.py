@@ -362,7 +362,12 @@ class ClusterAddonStatus(ApiModel):
     """The stages of the hook, in order, and where each stands. Kept here, not in the operator's
     memory, so that an operator restart resumes the stage it was in."""
     helm_hooks: HelmHooksStatus | None = None
-    """The chart's Helm hooks in the last install or upgrade of the addons (a release without stages)."""
+    """The chart's Helm hooks in the last install or upgrade of the addons (a release without stages),
+    or in their uninstall (version: deletion)."""
+    delete_hooks: list[str] | None = None
+    """The pre-delete and post-delete hooks of the applied chart, as "Kind namespace/name": run when the
+    ClusterAddon is deleted while its Cluster and workload cluster are still there (its finalizer
+    clusterstack.x-k8s.io/helm-delete-hooks is on it only while there are some)."""
     conditions: list[ClusterApiCondition] = Field(default_factory=list)
     """ClusterReady, ClusterStackReleaseDownloaded, HelmChartApplied and Ready, among others."""
     observed_generation: int | None = None

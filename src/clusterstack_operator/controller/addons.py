@@ -41,7 +41,7 @@ from clusterstack_operator.controller.charts import (
     values_template_data,
 )
 from clusterstack_operator.controller.clusters import clusters_of
-from clusterstack_operator.controller.helm_hooks import HookRun, retry_of, run_and_report
+from clusterstack_operator.controller.helm_hooks import HookRun, named, retry_of, run_and_report
 from clusterstack_operator.controller.runtime import ADDON_NAMESPACE
 from clusterstack_operator.controller.scope import StackScope, ready_report, write_capi_status
 from clusterstack_operator.controller.stages import StagedRun, has_stages, run_stages
@@ -54,7 +54,14 @@ from clusterstack_operator.releases.addons import (
 )
 from clusterstack_operator.releases.assets import InvalidRelease, ReleaseMetadata
 from clusterstack_operator.releases.decide import class_namespace_of, cluster_class_of, is_paused
-from clusterstack_operator.releases.hooks import HookEvent, events_of, hook_events, split_hooks
+from clusterstack_operator.releases.hooks import (
+    DELETE_EVENTS,
+    HookEvent,
+    SplitChart,
+    events_of,
+    hook_events,
+    split_hooks,
+)
 from clusterstack_operator.releases.versions import InvalidVersion, ReleaseName
 from clusterstack_operator.resources import Addon, addon_objects, rendered_objects, source_key_of
 from clusterstack_operator.workload import kubeconfig_secret_name
@@ -63,7 +70,13 @@ from operator_core.kube import Kube
 from operator_core.reconciling import WAIT_FOR_CHANGE, Context
 from operator_core.steps import ConditionBook, Outcome, Steps
 
-__all__ = ["addon_references", "reconcile_addon"]
+__all__ = [
+    "STEPS_BEFORE_THE_APPLY",
+    "AddonScope",
+    "addon_references",
+    "reconcile_addon",
+    "rendered_chart",
+]
 
 ASSETS_RETRY_SECONDS = 5.0
 """A release whose assets are being downloaded (after a restart, say) is looked at again this soon."""
@@ -250,6 +263,7 @@ async def apply_addons(scope: AddonScope) -> Outcome:
     change = what_changes(addon.spec.cluster_stack, addon.spec.version, release.tag, addon_version)
     scope.next_look = runtime.settings.addon_check_seconds
     if has_stages(runtime, release, scope.source_key):
+        scope.status["deleteHooks"] = None  # a staged release's charts are not uninstalled (docs)
 
         async def save() -> None:
             await write_capi_status(kube, CLUSTER_ADDON, scope.baseline, book, scope.status)
@@ -281,26 +295,12 @@ async def apply_addons(scope: AddonScope) -> Outcome:
         return Outcome.CONTINUE
     _forget_stages(scope.obj, scope.status)
     try:
-        objects = addon_objects(
-            rendered_objects(
-                await runtime.rendered_addons(
-                    release,
-                    addon_version,
-                    metadata.kubernetes_version,
-                    cluster,
-                    source_key=scope.source_key,
-                    template_data=lambda: values_template_data(kube, cluster),
-                ),
-                ADDON_NAMESPACE,
-            ),
-            addon.name,
-        )
+        split = await rendered_chart(scope)
     except (HelmError, yaml.YAMLError) as error:
         await report_template_failure(book, error)
         scope.next_look = WAIT_FOR_CHANGE
         return Outcome.STOP
     chart = release.cluster_addon_chart(addon_version)
-    split = split_hooks(objects)
     ordinary = [dict(obj) for obj in split.ordinary]
     kept = (scope.obj.get("status") or {}).get("helmHooks")
     events = _hook_events(scope.obj, addon.spec.version, addon_version)
@@ -325,6 +325,10 @@ async def apply_addons(scope: AddonScope) -> Outcome:
         scope.status["resources"] = resources
         if failed:
             return Outcome.STOP
+    # What the finalizer needs to uninstall the addons as helm would (only a chart with delete hooks
+    # carries it): the hooks' names, their manifests rendered again from the Cluster then.
+    delete_hooks = [named(hook) for hook in split.hooks if set(hook.events) & set(DELETE_EVENTS)]
+    scope.status["deleteHooks"] = delete_hooks or None
     previous = (scope.obj.get("status") or {}).get("resources") or []
     resources = scope.status["resources"]
     deleted = await delete_applied(workload, stale_resources(previous, resources))
@@ -336,6 +340,29 @@ async def apply_addons(scope: AddonScope) -> Outcome:
         )
     await _record_applied(kube, addon, release.tag, addon_version, change, book)
     return Outcome.CONTINUE
+
+
+async def rendered_chart(scope: AddonScope) -> SplitChart:
+    """The release's cluster-addon chart (a chart without stages), rendered for the Cluster: its
+    ordinary objects and its hooks. Raises what rendering raises (HelmError, yaml.YAMLError)."""
+    cluster, release, _, metadata = scope.found()
+    kube = scope.kube
+    return split_hooks(
+        addon_objects(
+            rendered_objects(
+                await scope.runtime.rendered_addons(
+                    release,
+                    metadata.cluster_addon_version.dot,
+                    metadata.kubernetes_version,
+                    cluster,
+                    source_key=scope.source_key,
+                    template_data=lambda: values_template_data(kube, cluster),
+                ),
+                ADDON_NAMESPACE,
+            ),
+            scope.addon.name,
+        )
+    )
 
 
 def _hook_events(
@@ -359,10 +386,13 @@ def _required(scope: AddonScope) -> tuple[str, ...]:
     return (*REQUIRED[:2], ConditionType.CONFIG_VALIDATED, *REQUIRED[2:]) if staged else REQUIRED
 
 
+STEPS_BEFORE_THE_APPLY = (find_cluster, reach_workload_cluster, check_release_assets)
+"""What an install, an upgrade and an uninstall need first: the Cluster and its release, a workload
+cluster that answers, the release's assets."""
 STEPS = Steps(
     CLUSTER_ADDON,
     AddonScope.of,
-    (find_cluster, reach_workload_cluster, check_release_assets, apply_addons),
+    (*STEPS_BEFORE_THE_APPLY, apply_addons),
     ready_report(
         _required,
         ready_message="the cluster addons are applied in the workload cluster",

@@ -37,13 +37,16 @@ from operator_core.reconciling import WAIT_FOR_CHANGE
 from operator_core.steps import ConditionBook
 
 __all__ = [
+    "DELETION",
     "HOOK_POLL_SECONDS",
     "RETRY_ANNOTATION",
     "RUN_DONE",
     "HookRun",
     "RunStep",
+    "named",
     "retry_of",
     "run_and_report",
+    "run_uninstall",
     "run_with_hooks",
 ]
 
@@ -54,6 +57,10 @@ HOOK_POLL_SECONDS = 3.0
 """How soon a reconcile looks again at a hook that runs (or an old hook object still being deleted)."""
 RUN_DONE = "done"
 """The event of a run kept in status once every hook of it ran."""
+DELETION = "deletion"
+"""The version of an uninstall's run in status.helmHooks (an install's or upgrade's is what it applies)."""
+FAILED_DELETE_HOOK_RECHECK_SECONDS = 60.0
+"""How often a deletion held by a failed delete hook looks again (the retry annotation wakes it at once)."""
 
 
 class RunStep(StrEnum):
@@ -114,7 +121,8 @@ class HookRun:
         }
 
 
-def _named(hook: Hook) -> str:
+def named(hook: Hook) -> str:
+    """A hook as status and messages name it: "Kind namespace/name"."""
     where = f"{hook.namespace}/" if hook.namespace else ""
     return f"{hook.kind} {where}{hook.name}"
 
@@ -145,9 +153,9 @@ async def _run_event(
     workload: Kube, book: ConditionBook, hooks: tuple[Hook, ...], event: HookEvent, run: HookRun
 ) -> RunStep:
     ordered = hooks_for(hooks, event)
-    done = [hook for hook in ordered if _named(hook) in run.completed]
+    done = [hook for hook in ordered if named(hook) in run.completed]
     for hook in ordered:
-        name = _named(hook)
+        name = named(hook)
         if name in run.completed:
             continue
         verdict: HookVerdict | None = None
@@ -189,7 +197,7 @@ async def _run_event(
     await _delete(workload, deleted_after(done))
     if done:
         await book.event(
-            "Normal", EventReason.HOOKS_RAN, f"{event} hooks ran: {', '.join(_named(h) for h in done)}"
+            "Normal", EventReason.HOOKS_RAN, f"{event} hooks ran: {', '.join(named(h) for h in done)}"
         )
     return RunStep.DONE
 
@@ -286,4 +294,31 @@ async def run_and_report(
         Reason.APPLIED,
         f"{len(chart.ordinary)} objects of {chart_name} applied; its {events[0]} and {events[1]} hooks ran",
     )
+    return None
+
+
+async def run_uninstall(
+    workload: Kube,
+    book: ConditionBook,
+    chart: SplitChart,
+    kept: Mapping[str, Any] | None,
+    retry: str | None,
+    delete_ordinary: Callable[[], Awaitable[bool]],
+    save: Callable[[dict[str, Any]], Awaitable[None]],
+) -> float | None:
+    """Delete a chart's objects (``delete_ordinary``) with its delete hooks around them, as ``helm
+    uninstall`` runs them: None once done, else the seconds until the finalizer looks again (a hook
+    runs, or failed: the deletion waits, as a failed uninstall keeps the release). The run (``kept``:
+    the one in status.helmHooks) is handed to ``save`` while it is not over; a finished one is not
+    written (the object goes, and a write would only make the finalizer's own patch conflict)."""
+    run = HookRun.of(kept, DELETION, HookEvent.PRE_DELETE, retry)
+    step = await run_with_hooks(
+        workload, book, chart, (HookEvent.PRE_DELETE, HookEvent.POST_DELETE), run, delete_ordinary
+    )
+    if step is not RunStep.DONE:
+        await save(run.wire())
+    if step is RunStep.WAITING:
+        return HOOK_POLL_SECONDS
+    if step is RunStep.FAILED:
+        return FAILED_DELETE_HOOK_RECHECK_SECONDS
     return None

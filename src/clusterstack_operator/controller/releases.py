@@ -26,13 +26,11 @@ from clusterstack_operator.api.v1alpha1 import CLUSTER_STACK_RELEASE
 from clusterstack_operator.controller.charts import apply_and_record, delete_applied, report_template_failure
 from clusterstack_operator.controller.clusters import clusters_by_class, clusters_using
 from clusterstack_operator.controller.helm_hooks import (
-    HOOK_POLL_SECONDS,
     RUN_DONE,
     HookRun,
-    RunStep,
     retry_of,
     run_and_report,
-    run_with_hooks,
+    run_uninstall,
 )
 from clusterstack_operator.controller.scope import StackScope, ready_report, write_capi_status
 from clusterstack_operator.helm import HelmError
@@ -63,10 +61,6 @@ IN_USE_RECHECK_SECONDS = 15.0
 """How soon a release whose deletion waits for a Cluster looks again without being woken. A Cluster's
 change wakes it at once; this bounds what a missed wake-up costs (one CI run of the journey waited past
 90 s for two releases after their Cluster had gone, which was not reproduced). Only cache reads."""
-DELETION = "deletion"
-"""The version of a release's delete-hook run in status.helmHooks (its install run's is the release)."""
-FAILED_DELETE_HOOK_RECHECK_SECONDS = 60.0
-"""How often a deletion held by a failed delete hook looks again (the retry annotation wakes it at once)."""
 REQUIRED = (ConditionType.DOWNLOADED, ConditionType.PROVIDER_READY, ConditionType.HELM_CHART_APPLIED)
 
 
@@ -258,24 +252,16 @@ async def _uninstall(scope: ReleaseScope, delete_ordinary: Callable[[], Awaitabl
     if chart is None or not _runs(chart, HookEvent.PRE_DELETE, HookEvent.POST_DELETE):
         await delete_ordinary()
         return None
-    kept = (scope.obj.get("status") or {}).get("helmHooks")
-    run = HookRun.of(kept, DELETION, HookEvent.PRE_DELETE, retry_of(scope.obj))
-    step = await run_with_hooks(
-        scope.kube, scope.book, chart, (HookEvent.PRE_DELETE, HookEvent.POST_DELETE), run, delete_ordinary
-    )
-    if step is not RunStep.DONE or kept != run.wire():
+
+    async def save(run: dict[str, Any]) -> None:
         await write_capi_status(
-            scope.kube,
-            CLUSTER_STACK_RELEASE,
-            scope.obj,
-            scope.book,
-            {"ready": False, "helmHooks": run.wire()},
+            scope.kube, CLUSTER_STACK_RELEASE, scope.obj, scope.book, {"ready": False, "helmHooks": run}
         )
-    if step is RunStep.WAITING:
-        return HOOK_POLL_SECONDS
-    if step is RunStep.FAILED:
-        return FAILED_DELETE_HOOK_RECHECK_SECONDS
-    return None
+
+    kept = (scope.obj.get("status") or {}).get("helmHooks")
+    return await run_uninstall(
+        scope.kube, scope.book, chart, kept, retry_of(scope.obj), delete_ordinary, save
+    )
 
 
 async def finalize_release(obj: dict[str, Any], context: Context) -> float:

@@ -10,7 +10,8 @@ Both controllers are wired by the shared controller step (:mod:`operator_core.co
   or edited by hand is restored at once), and by Clusters (a deletion waiting for one to go).
 - ClusterAddon: woken by its Cluster (a class changed), by the Cluster's kubeconfig Secret (written
   at last, or rotated), and by ClusterStackReleases (the one behind a new class becoming ready); it
-  looks at the workload cluster every ``addon_check_seconds``.
+  looks at the workload cluster every ``addon_check_seconds``. One whose chart has delete hooks has
+  a finalizer that uninstalls it with them (:mod:`clusterstack_operator.controller.addon_uninstall`).
 
 With ``OPERATOR_SUITE_WEBHOOK`` on, the operator also serves its admission webhooks
 (:mod:`clusterstack_operator.controller.webhooks`) from start to stop.
@@ -22,6 +23,8 @@ reconciles when they first meet them (:meth:`operator_core.cache.Cache.ensure`).
 from __future__ import annotations
 
 from clusterstack_operator.api.v1alpha1 import CLUSTER_ADDON, CLUSTER_STACK, CLUSTER_STACK_RELEASE
+from clusterstack_operator.controller.addon_uninstall import FINALIZER as ADDON_FINALIZER
+from clusterstack_operator.controller.addon_uninstall import finalize_addon, needs_uninstall
 from clusterstack_operator.controller.addons import addon_references, reconcile_addon
 from clusterstack_operator.controller.clusters import CLUSTER_KINDS, class_namespaces
 from clusterstack_operator.controller.releases import FINALIZER, finalize_release, reconcile_release
@@ -94,4 +97,8 @@ OPERATOR.controller(
     named_kinds=(WatchedKind("v1", "Secret", {CLUSTER_NAME_LABEL: ANY_VALUE}),),
     # A Cluster that moves to another class, and the release behind it becoming ready.
     wake_all_on=(*CLUSTER_KINDS, (CLUSTER_STACK_RELEASE.api_version, CLUSTER_STACK_RELEASE.kind)),
+    # Only on one whose chart has delete hooks: uninstalled with them while its workload cluster is there.
+    finalizer=ADDON_FINALIZER,
+    finalize=finalize_addon,
+    needs_finalizer=needs_uninstall,
 )

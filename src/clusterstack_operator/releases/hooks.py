@@ -26,6 +26,7 @@ from enum import StrEnum
 from typing import Any
 
 __all__ = [
+    "DELETE_EVENTS",
     "HOOK_ANNOTATION",
     "DeletePolicy",
     "Hook",
@@ -182,7 +183,8 @@ def split_hooks(objects: Iterable[Manifest]) -> SplitChart:
 
 _INSTALL = (HookEvent.PRE_INSTALL, HookEvent.POST_INSTALL)
 _UPGRADE = (HookEvent.PRE_UPGRADE, HookEvent.POST_UPGRADE)
-_DELETE = (HookEvent.PRE_DELETE, HookEvent.POST_DELETE)
+DELETE_EVENTS = (HookEvent.PRE_DELETE, HookEvent.POST_DELETE)
+"""The events of an uninstall: its pre and post event."""
 
 
 def hook_events(applied_version: str | None, version: str) -> tuple[HookEvent, HookEvent] | None:
@@ -198,7 +200,7 @@ def hook_events(applied_version: str | None, version: str) -> tuple[HookEvent, H
 
 def events_of(event: str) -> tuple[HookEvent, HookEvent] | None:
     """The (pre, post) events of a run that is at ``event`` (kept in the status); None when done."""
-    for pair in (_INSTALL, _UPGRADE, _DELETE):
+    for pair in (_INSTALL, _UPGRADE, DELETE_EVENTS):
         if event in pair:
             return pair
     return None
