@@ -252,6 +252,17 @@ class SteadyCluster(TypesenseCluster):
         except errors.KubeError:
             return False
 
+    async def is_whole(self, replicas: int) -> bool:
+        """Ready, with every member healthy as the operator last saw them (its Ready message counts
+        them): a node in the raft but still catching up (a restarted one replaying its log) is not
+        healthy, and a fault on another node then would be a second fault, not a single one."""
+        try:
+            ready = ready_condition(await self.get())
+        except errors.KubeError:
+            return False
+        healthy = f"{replicas}/{replicas} members healthy"
+        return ready.get("status") == "True" and str(ready.get("message", "")).endswith(healthy)
+
 
 @dataclass
 class _Loop:
@@ -487,9 +498,10 @@ class Soak:
     async def _recovered(
         self, since: float, observer: _Observer, writer: Writer | None = None
     ) -> tuple[bool, float | None]:
-        """Whether the cluster is whole again (Ready, every desired node in the raft, one leader, and
-        a write accepted) within :attr:`recover_within`, and after how long. Only what was seen after
-        ``since`` counts: a sample taken just before a fault would call the cluster whole at once."""
+        """Whether the cluster is whole again (Ready with every member healthy, every desired node in
+        the raft, one leader, and a write accepted) within :attr:`recover_within`, and after how
+        long. Only what was seen after ``since`` counts: a sample taken just before a fault would call
+        the cluster whole at once."""
         deadline = since + self.recover_within
         since_wall = time.time() - (time.monotonic() - since)
         self.ready_timeline = []
@@ -504,7 +516,7 @@ class Soak:
                 and all(state in RAFT_MEMBER for state in sample.states.values())
                 and list(sample.states.values()).count("LEADER") == 1
             )
-            if whole and await self.cluster.is_ready():
+            if whole and await self.cluster.is_whole(self.replicas):
                 return True, time.monotonic() - since
             await asyncio.sleep(0.5)
         return False, None
