@@ -254,14 +254,19 @@ class SteadyCluster(TypesenseCluster):
 
     async def is_whole(self, replicas: int) -> bool:
         """Ready, with every member healthy as the operator last saw them (its Ready message counts
-        them): a node in the raft but still catching up (a restarted one replaying its log) is not
-        healthy, and a fault on another node then would be a second fault, not a single one."""
+        them), and no roll under way (Progressing not True): a node in the raft but still catching up
+        (a restarted one replaying its log), or a roll's next restart, would make a fault on another
+        node a second fault, not a single one."""
         try:
-            ready = ready_condition(await self.get())
+            cluster = await self.get()
         except errors.KubeError:
             return False
+        ready = ready_condition(cluster)
         healthy = f"{replicas}/{replicas} members healthy"
-        return ready.get("status") == "True" and str(ready.get("message", "")).endswith(healthy)
+        rolling = (condition(cluster, "Progressing") or {}).get("status") == "True"
+        return (
+            ready.get("status") == "True" and str(ready.get("message", "")).endswith(healthy) and not rolling
+        )
 
 
 @dataclass
@@ -498,10 +503,10 @@ class Soak:
     async def _recovered(
         self, since: float, observer: _Observer, writer: Writer | None = None
     ) -> tuple[bool, float | None]:
-        """Whether the cluster is whole again (Ready with every member healthy, every desired node in
-        the raft, one leader, and a write accepted) within :attr:`recover_within`, and after how
-        long. Only what was seen after ``since`` counts: a sample taken just before a fault would call
-        the cluster whole at once."""
+        """Whether the cluster is whole again (Ready with every member healthy, no roll under way,
+        every desired node in the raft, one leader, and a write accepted) within
+        :attr:`recover_within`, and after how long. Only what was seen after ``since`` counts: a
+        sample taken just before a fault would call the cluster whole at once."""
         deadline = since + self.recover_within
         since_wall = time.time() - (time.monotonic() - since)
         self.ready_timeline = []
