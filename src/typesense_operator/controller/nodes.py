@@ -10,7 +10,7 @@ import secrets
 import string
 from dataclasses import replace
 from datetime import datetime
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from operator_core.clock import parse_wire_time
 from operator_core.conditions import reports_true
@@ -25,6 +25,7 @@ from typesense_operator.resources.model import secret_bytes
 from typesense_operator.resources.tls import node_server_name, served_secret_name, serves_https
 
 __all__ = [
+    "ClusterMemory",
     "CommitMemory",
     "SilenceMemory",
     "decoded_key",
@@ -33,6 +34,8 @@ __all__ = [
     "pod_addresses",
     "probe_cluster",
 ]
+
+Remembered = TypeVar("Remembered")
 
 _KEY_ALPHABET = string.ascii_letters + string.digits
 
@@ -136,51 +139,45 @@ async def probe_cluster(
     )
 
 
-class CommitMemory:
-    """The furthest commit seen of each cluster, as of the last look: its status has it only as of the
-    last time anything went wrong or the leader's term changed (quorum/record.py says why).
-
-    Kept by (namespace, name) with the uid it was seen for, so that a cluster made again under the same
-    name starts afresh, and forgotten when the cluster is gone.
-    """
+class ClusterMemory(Generic[Remembered]):
+    """What the operator remembers of each cluster between looks, kept by (namespace, name) with the
+    uid it was seen for, so that a cluster made again under the same name starts afresh, and
+    forgotten when the cluster is gone."""
 
     def __init__(self) -> None:
-        self._seen: dict[tuple[str, str], tuple[str, tuple[int, int]]] = {}
+        self._seen: dict[tuple[str, str], tuple[str, Remembered]] = {}
 
-    def recall(self, namespace: str, name: str, uid: str) -> tuple[int, int] | None:
-        seen_uid, committed = self._seen.get((namespace, name), (None, None))
-        return committed if seen_uid == uid else None
+    def recall(self, namespace: str, name: str, uid: str) -> Remembered | None:
+        seen = self._seen.get((namespace, name))
+        return seen[1] if seen is not None and seen[0] == uid else None
 
-    def keep(self, namespace: str, name: str, uid: str, committed: tuple[int, int]) -> None:
-        self._seen[(namespace, name)] = (uid, committed)
+    def keep(self, namespace: str, name: str, uid: str, value: Remembered) -> None:
+        self._seen[(namespace, name)] = (uid, value)
 
     def forget(self, namespace: str, name: str) -> None:
         self._seen.pop((namespace, name), None)
 
 
-class SilenceMemory:
-    """Since when each node's /status has been silent while its /health answered ok, look after look:
-    a clock no single probe has (quorum/decide.py's hung_members reads it). Kept per cluster uid and
-    per container run (its pod name and start), so a restarted container starts afresh; forgotten when
-    the cluster is gone. An operator that restarts starts every clock again: at worst one more wait."""
+class CommitMemory(ClusterMemory[tuple[int, int]]):
+    """The furthest commit seen of each cluster, as of the last look: its status has it only as of the
+    last time anything went wrong or the leader's term changed (quorum/record.py says why)."""
 
-    def __init__(self) -> None:
-        self._seen: dict[tuple[str, str], tuple[str, dict[tuple[int, datetime | None], datetime]]] = {}
+
+class SilenceMemory(ClusterMemory[dict[tuple[int, datetime | None], datetime]]):
+    """Since when each node's /status has been silent while its /health answered ok, look after look:
+    a clock no single probe has (quorum/decide.py's hung_members reads it). Kept per container run
+    (its ordinal and start), so a restarted container starts afresh. An operator that restarts starts
+    every clock again: at worst one more wait."""
 
     def stamp(
         self, namespace: str, name: str, uid: str, probes: list[NodeProbe], now: datetime
     ) -> list[NodeProbe]:
         """The probes with ``status_silent_since`` filled in; every node that answered is forgotten."""
-        seen_uid, before = self._seen.get((namespace, name), (uid, {}))
-        if seen_uid != uid:
-            before = {}
+        before = self.recall(namespace, name, uid) or {}
         silent_since = {
             (p.index, p.running_since): before.get((p.index, p.running_since), now)
             for p in probes
             if p.status_silent and p.health_ok is True
         }
-        self._seen[(namespace, name)] = (uid, silent_since)
+        self.keep(namespace, name, uid, silent_since)
         return [replace(p, status_silent_since=silent_since.get((p.index, p.running_since))) for p in probes]
-
-    def forget(self, namespace: str, name: str) -> None:
-        self._seen.pop((namespace, name), None)
