@@ -246,12 +246,6 @@ class SteadyCluster(TypesenseCluster):
                 raise
         return dict(self._last_ips)
 
-    async def is_ready(self) -> bool:
-        try:
-            return ready_condition(await self.get()).get("status") == "True"
-        except errors.KubeError:
-            return False
-
     async def is_whole(self, replicas: int) -> bool:
         """Ready, with every member healthy as the operator last saw them (its Ready message counts
         them), and no roll under way (Progressing not True): a node in the raft but still catching up
