@@ -12,6 +12,10 @@ schedule are in the JSON: a failure is replayable with --seed.
 Per fault kind (a pod drawn at random is named leader or follower: "disk-full (leader)"), the longest
 write gap and the longest time to whole, against the kind's target; the steps that missed it are listed.
 
+The cluster takes a raft snapshot every 60 s (additionalServerConfiguration), not typesense-server's
+hourly default: a node that starts replays every write since its last snapshot before it accepts one,
+which after 25 minutes of this load put 4 to 6 s on a full restart (docs/typesense-quorum.md).
+
 Targets: 0 lost; no destructive action while a majority was healthy; every fault recovered without a
 person; a write gap of at most 20 s for any single fault, and of at most 2 s for one that touches no
 leader (the StatefulSet orphaned; a follower killed, frozen, deleted or its disk filled). Two faults at
@@ -41,6 +45,7 @@ from operator_testkit.drivers.typesense_chaos import (
     GAP_TARGET_SECONDS,
     NO_LEADER_GAP_TARGET_SECONDS,
     NODE_FAULTS,
+    SNAPSHOT_INTERVAL_SECONDS,
     Soak,
     SteadyCluster,
 )
@@ -61,7 +66,10 @@ async def run(
             await cluster.http.aclose()
     return {
         "benchmark": "chaos",
-        "cluster": f"{replicas} nodes, typesense-server 0.24.1, operator grace 20 s",
+        "cluster": (
+            f"{replicas} nodes, typesense-server 0.24.1, operator grace 20 s, "
+            f"a raft snapshot every {SNAPSHOT_INTERVAL_SECONDS} s"
+        ),
         **result,
         "targets": {
             "acknowledged_lost": 0,
