@@ -16,6 +16,9 @@ The cluster takes a raft snapshot every 60 s (additionalServerConfiguration), no
 hourly default: a node that starts replays every write since its last snapshot before it accepts one,
 which after 25 minutes of this load put 4 to 6 s on a full restart (docs/typesense-quorum.md).
 
+A step begins at least 60 s after the API server came back from a restart: until then a kubelet whose
+watches failed over the outage may not yet act on a deleted pod (seed 2088441472: 38 s).
+
 Targets: 0 lost; no destructive action while a majority was healthy; every fault recovered without a
 person; a write gap of at most 20 s for any single fault, and of at most 2 s for one that touches no
 leader (the StatefulSet orphaned; a follower killed, frozen, deleted or its disk filled). Two faults at

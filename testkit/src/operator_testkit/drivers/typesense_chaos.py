@@ -82,6 +82,11 @@ starts replays every write since its last snapshot once it has a leader, and acc
 fewer than 500 are left (its healthy-write-lag): after 25 minutes of the soak's load with the
 default, all pods deleted had their first accepted write 4 to 6 s after the election, not at it.
 Every 60 s keeps the replay under 500 writes."""
+KUBELET_WATCH_SETTLE_SECONDS = 60.0
+"""How long after the API server answers again a step may not begin. A kubelet whose watches failed
+over the outage watches again only after client-go's backoff (up to 30 s, doubled by its jitter), and
+meanwhile acts on no pod deleted: in seed 2088441472, all pods deleted 4 s after such a restart were
+stopped by their kubelets 38 s later, a second fault (Kubernetes', not the operator's) on the first."""
 COUNTED_FROM_HEAL = ("freeze-majority",)
 """Single faults that leave no majority for as long as they hold (3 to 12 s): no raft takes a write
 then, so their target bounds the write gap from the moment the fault ends (the thaw) on; the gap from
@@ -372,6 +377,8 @@ class Soak:
     ready_timeline: list[tuple[float, str]] = field(default_factory=list)
     """The step's Ready conditions as they changed: (seconds since the fault, "reason: message")."""
     """Faults the soak could not end (it says so rather than blame the operator for what followed)."""
+    _api_server_back: float | None = None
+    """When a step's restart of the API server last ended (monotonic)."""
     _touched: list[str] = field(default_factory=list)
     """The role ("leader", "follower") of the pod the fault being applied chose, where it chose one."""
 
@@ -417,6 +424,9 @@ class Soak:
             for step in schedule:
                 if time.monotonic() - started > seconds:
                     break
+                if self._api_server_back is not None:  # the kubelets' watches back (see the constant)
+                    settled = self._api_server_back + KUBELET_WATCH_SETTLE_SECONDS
+                    await asyncio.sleep(settled - time.monotonic())
                 done.append(step)
                 try:
                     outcome = await self._step(step, writer, observer)
@@ -670,6 +680,7 @@ class Soak:
 
             async def answered() -> None:
                 await restart
+                self._api_server_back = time.monotonic()
 
             return answered
         if fault == "roll":
