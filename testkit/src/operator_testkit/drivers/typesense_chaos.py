@@ -369,14 +369,14 @@ class Soak:
     server_configuration: dict[str, str] = field(
         default_factory=lambda: {"TYPESENSE_SNAPSHOT_INTERVAL_SECONDS": str(SNAPSHOT_INTERVAL_SECONDS)}
     )
-    """The cluster's additionalServerConfiguration, as a user who reads docs/typesense-quorum.md sets it."""
+    """The cluster's additionalServerConfiguration, as a user who reads docs/typesense.md sets it."""
     results: list[dict[str, Any]] = field(default_factory=list)
     unhealed: list[str] = field(default_factory=list)
+    """Faults the soak could not end (it says so rather than blame the operator for what followed)."""
     unapplied: list[str] = field(default_factory=list)
     """Faults that could not be started (a container that did not run for 10 s)."""
     ready_timeline: list[tuple[float, str]] = field(default_factory=list)
     """The step's Ready conditions as they changed: (seconds since the fault, "reason: message")."""
-    """Faults the soak could not end (it says so rather than blame the operator for what followed)."""
     _api_server_back: float | None = None
     """When a step's restart of the API server last ended (monotonic)."""
     _touched: list[str] = field(default_factory=list)
