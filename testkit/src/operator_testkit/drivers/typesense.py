@@ -31,8 +31,10 @@ from operator_testkit.assertions import condition
 from operator_testkit.controlplane import ControlPlane
 from operator_testkit.fixtures import wait_until
 from operator_testkit.nodes.cluster import LocalCluster
+from operator_testkit.nodes.configs import pod_logs_directory
 from operator_testkit.nodes.faults import NodeFaults
 from operator_testkit.nodes.images import NodeImage, typesense_image
+from operator_testkit.nodes.log_mirror import PodLogMirror
 from operator_testkit.operators import OperatorProcess, OperatorRegistry
 from operator_testkit.pki import ServerCertificate
 from typesense_operator.quorum.probe import RAFT_STAT_PATH, parse_last_log, parse_raft_peers, peer_address
@@ -948,12 +950,15 @@ async def typesense_rig(
     """A :class:`Rig` with the repository's CRDs and RBAC, and ``namespace`` made; all of it stopped
     and removed at the end. ``environment``: the operator's settings besides this process's own.
     ``images``: loaded onto the nodes besides Typesense's. ``keep_logs``: a directory that receives
-    the operator's, the nodes' daemons' and every container's logs when the rig stops, so that a
-    failed run can be read afterwards."""
+    the operator's, the nodes' daemons' and every container's logs, so that a failed run can be read
+    afterwards: the containers' as they are written (:class:`PodLogMirror`, since a deleted pod's logs go
+    with it), the others when the rig stops."""
     with tempfile.TemporaryDirectory(prefix="bench-") as scratch:
         directory = Path(scratch)
         nodes = LocalCluster(directory / "nodes", extra_images=[typesense_image(), *images])
         await asyncio.to_thread(nodes.start)
+        assert nodes.plan is not None
+        pod_logs = [pod_logs_directory(node) for node in nodes.plan.nodes]
         operators = OperatorRegistry(directory / "operators")
         try:
             plane = nodes.control_plane
@@ -962,19 +967,24 @@ async def typesense_rig(
             await asyncio.to_thread(plane.kubectl, "apply", "--server-side", "-f", crds)
             rbac = repository / "charts" / "typesense-operator" / "files" / "rbac-rules.yaml"
             operator = operators.get("typesense-operator", plane, rbac, environment=environment)
-            async with Kube.connect(plane.kubeconfig) as kube:
+            async with Kube.connect(plane.kubeconfig) as kube, contextlib.AsyncExitStack() as stack:
+                if keep_logs is not None:
+                    await stack.enter_async_context(PodLogMirror(directory, pod_logs, keep_logs).running())
                 await kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
                 yield Rig(nodes, operator, kube)
         finally:
             operators.stop_all()
             if keep_logs is not None:
-                _copy_logs(directory, keep_logs)
+                _copy_logs(directory, keep_logs, skipped=pod_logs)
             await asyncio.to_thread(nodes.stop)
 
 
-def _copy_logs(directory: Path, destination: Path) -> None:
-    """Every ``*.log`` under ``directory``, at the same relative path under ``destination``."""
+def _copy_logs(directory: Path, destination: Path, skipped: Sequence[Path]) -> None:
+    """Every ``*.log`` under ``directory`` but those under ``skipped`` (the containers', mirrored as
+    they grew), at the same relative path under ``destination``."""
     for log in directory.rglob("*.log"):
+        if any(log.is_relative_to(kept) for kept in skipped):
+            continue
         target = destination / log.relative_to(directory)
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(log, target)

@@ -43,6 +43,11 @@ def containerd_blobs(node: NodePlan) -> Path:
     return node.directory / "containerd" / "root" / "io.containerd.content.v1.content" / "blobs" / "sha256"
 
 
+def pod_logs_directory(node: NodePlan) -> Path:
+    """Where a node's kubelet writes its containers' logs (one directory per pod, gone with the pod)."""
+    return node.directory / "pod-logs"
+
+
 def containerd_config(node: NodePlan) -> str:
     """containerd 2's configuration (version 3) for one node: its root, state, sockets, CRI and CNI
     settings all inside the node's directory."""
@@ -154,7 +159,7 @@ def kubelet_config(node: NodePlan, plan: NodesPlan, *, port: int, ca_file: Path)
         "clusterDomain": "cluster.local",
         "clusterDNS": [str(plan.dns_service_ip)],
         "resolvConf": str(plan.directory / "resolv.conf"),
-        "podLogsDir": str(node.directory / "pod-logs"),
+        "podLogsDir": str(pod_logs_directory(node)),
         "rotateCertificates": False,
         "serverTLSBootstrap": False,
         "volumePluginDir": str(node.directory / "volume-plugins"),
