@@ -18,7 +18,7 @@ import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import httpx
@@ -504,6 +504,8 @@ class Soak:
             "faults": list(step.faults),
             "kind": fault_kind(step.faults, roles),
             "hold_seconds": step.hold_seconds,
+            # The moment of the fault, to find the step in the logs (--logs) by their timestamps.
+            "started_at": datetime.fromtimestamp(wall, UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z",
             "recovered": recovered,
             "seconds_to_whole": None if ready_after is None else round(ready_after, 1),
             "seconds_to_first_accepted_write": None if first_write is None else round(first_write, 1),
