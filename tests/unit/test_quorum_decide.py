@@ -13,7 +13,6 @@ from typesense_operator.quorum.decide import (
     decide,
     errored_members,
     hung_members,
-    leaders_stuck_in_shutdown,
     majority,
     majority_held_back,
     provable_deadlock,
@@ -697,21 +696,6 @@ def test_a_growing_nodes_list_goes_before_an_errored_restart() -> None:
     plan = decide(probes, 3, record, NOW, GRACE)
     assert plan.action is Action.UPGRADE
     assert plan.restarted == ()
-
-
-@pytest.mark.parametrize(
-    ("terminating", "hurried"),
-    [
-        pytest.param([(node(2, "LEADER"), 6.0)], (2,), id="still leading 6 s into its shutdown"),
-        pytest.param([(node(2, "LEADER"), 2.0)], (), id="a normal shutdown hands over within seconds"),
-        pytest.param([(node(2, "FOLLOWER"), 30.0)], (), id="a follower holds nobody up"),
-        pytest.param([(node(2, None), 30.0)], (), id="silent: its kubelet kills it at the grace anyway"),
-    ],
-)
-def test_a_leader_stuck_in_its_shutdown_is_hurried(
-    terminating: list[tuple[NodeProbe, float]], hurried: tuple[int, ...]
-) -> None:
-    assert leaders_stuck_in_shutdown(terminating) == hurried
 
 
 def test_the_furthest_commit_of_any_leader_is_remembered() -> None:

@@ -212,9 +212,11 @@ def test_statefulset_is_restricted_and_keeps_loading_nodes_alive() -> None:
     assert liveness["periodSeconds"] * liveness["failureThreshold"] > 20, (
         "the quorum's grace (20 s) acts first on a hung majority"
     )
-    assert liveness["terminationGracePeriodSeconds"] < pod["terminationGracePeriodSeconds"], (
-        "a hung process does not end on SIGTERM: its kill must not wait out the pod's grace"
+    assert pod["terminationGracePeriodSeconds"] <= 10, (
+        "a hung process, or a shutdown that never ends (0.24.1), is killed at the grace; a real kubelet "
+        "never shortens a grace it began a stop with"
     )
+    assert "terminationGracePeriodSeconds" not in liveness, "the pod's own grace is as short"
     assert "tcpSocket" in container["startupProbe"]
     assert container["readinessProbe"]["httpGet"]["path"] == "/health"
     assert sts["spec"]["persistentVolumeClaimRetentionPolicy"] == {

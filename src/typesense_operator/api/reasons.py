@@ -75,7 +75,6 @@ class EventReason(StrEnum):
     ERRORED_NODE_RESTARTED = "ErroredNodeRestarted"
     HELD_BACK_NODE_RESTARTED = "HeldBackNodeRestarted"
     TOOK_OVER = "TookOver"
-    LEADER_SHUTDOWN_HURRIED = "LeaderShutdownHurried"
     ROLL_PAUSED = "RollPaused"
     STORAGE_EXPANDED = "StorageExpanded"
     STORAGE_NOT_EXPANDABLE = "StorageNotExpandable"

@@ -104,18 +104,16 @@ def _target(pod: dict[str, Any], index: int, cluster: Cluster, ca: bytes | None)
     )
 
 
-async def node_targets(
-    kube: Kube, cluster: Cluster, *, terminating: bool = False
-) -> tuple[list[NodeTarget], list[dict[str, Any]]]:
-    """The cluster's node pods that are not going away (``terminating``: those that are), as probe
-    targets (those serving HTTPS with the CA bundle they are checked with), and the pods themselves."""
+async def node_targets(kube: Kube, cluster: Cluster) -> tuple[list[NodeTarget], list[dict[str, Any]]]:
+    """The cluster's node pods that are not going away, as probe targets (those serving HTTPS with the
+    CA bundle they are checked with), and the pods themselves."""
     pods = await kube.list("v1", "Pod", cluster.namespace, labels=cluster.labels(NODE))
     served = await kube.get("v1", "Secret", served_secret_name(cluster.name), cluster.namespace)
     ca = secret_bytes(served, "ca.crt")
     targets, target_pods = [], []
     for pod in pods:
         index = pod_ordinal(pod["metadata"]["name"], cluster.statefulset_name)
-        if index is None or bool(pod["metadata"].get("deletionTimestamp")) is not terminating:
+        if index is None or pod["metadata"].get("deletionTimestamp"):
             continue
         target_pods.append(pod)
         targets.append(_target(pod, index, cluster, ca))

@@ -1,66 +1,29 @@
 """The cluster's quorum step: probe the nodes, let the pure decision (:mod:`typesense_operator.quorum.decide`)
 say who the raft members are, and take the step it decides. Recovery is a rewrite of the nodes list; the
 one destructive step (restarting a survivor's pod) is recorded in status before it is taken, so a
-restarted operator never takes it twice. A leader whose pod's shutdown is stuck is hurried first."""
+restarted operator never takes it twice."""
 
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import datetime
 
-from operator_core.clock import parse_wire_time, utcnow
+from operator_core.clock import utcnow
 from operator_core.steps import Outcome
 from typesense_operator.api.reasons import EventReason
 from typesense_operator.controller.metrics import RECOVERIES, observe_quorum
 from typesense_operator.controller.nodes import node_targets, probe_cluster
 from typesense_operator.controller.scope import Scope
-from typesense_operator.quorum.decide import decide, leaders_stuck_in_shutdown
+from typesense_operator.quorum.decide import decide
 from typesense_operator.quorum.model import Action, Plan, QuorumSettings
 from typesense_operator.quorum.record import record_from_status, status_from_plan
 
-__all__ = ["HURRIED_GRACE_SECONDS", "manage_quorum"]
-
-HURRIED_GRACE_SECONDS = 1
-"""The grace of a second delete of a pod whose shutdown is stuck: not 0, which would remove the pod
-object at once (a force delete) while its process may still hold the volume."""
-
-
-async def _hurry_stuck_shutdowns(scope: Scope, now: datetime) -> None:
-    """A pod being deleted whose node still leads after a few seconds holds the whole cluster (see
-    quorum/decide.py's leaders_stuck_in_shutdown): delete it again with a grace of a second."""
-    cluster = scope.cluster
-    targets, pods = await node_targets(scope.kube, cluster, terminating=True)
-    waiting, ages = [], {}
-    for target, pod in zip(targets, pods, strict=True):
-        metadata = pod["metadata"]
-        grace = metadata.get("deletionGracePeriodSeconds")
-        deadline = parse_wire_time(metadata.get("deletionTimestamp"))
-        if grace is None or grace <= HURRIED_GRACE_SECONDS or deadline is None:
-            continue
-        waiting.append(target)
-        ages[target.index] = (now - deadline).total_seconds() + grace  # since the deletion began
-    if not waiting:
-        return
-    assert scope.api_key is not None
-    probes = await probe_cluster(scope.addressing, scope.settings, cluster, waiting, scope.api_key)
-    for index in leaders_stuck_in_shutdown([(probe, ages[probe.index]) for probe in probes]):
-        name = cluster.pod_name(index)
-        age = ages[index]
-        await scope.kube.delete("v1", "Pod", name, cluster.namespace, grace_period=HURRIED_GRACE_SECONDS)
-        await scope.event(
-            "Warning",
-            EventReason.LEADER_SHUTDOWN_HURRIED,
-            f"pod {name} has been shutting down for {age:.0f} s and its node still leads the raft "
-            "(typesense-server waits for writes that can no longer commit, and its heartbeats keep the "
-            f"followers from electing another): its grace is cut to {HURRIED_GRACE_SECONDS} s",
-        )
+__all__ = ["manage_quorum"]
 
 
 async def manage_quorum(scope: Scope) -> Outcome:
     """Probe the nodes, decide the raft members, and take the decided step (recorded first if destructive)."""
     cluster = scope.cluster
     assert scope.api_key is not None
-    await _hurry_stuck_shutdowns(scope, utcnow())
     targets, target_pods = await node_targets(scope.kube, cluster)
     probes = await probe_cluster(scope.addressing, scope.settings, cluster, targets, scope.api_key)
     settings = QuorumSettings(

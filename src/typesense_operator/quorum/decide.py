@@ -60,7 +60,6 @@ __all__ = [
     "electing_alone",
     "errored_members",
     "hung_members",
-    "leaders_stuck_in_shutdown",
     "majority",
     "majority_held_back",
     "provable_deadlock",
@@ -624,23 +623,6 @@ HUNG_RESTART_AFTER_SECONDS = 30.0
 """How long a member's process may run answering nothing, its pod not Ready, before its pod is deleted
 (while a leader goes on without it): longer than any freeze the soak makes (12 s) and than a kubelet's
 readiness probe needs to say so (15 s)."""
-
-STUCK_SHUTDOWN_SECONDS = 5.0
-"""How long a node whose pod is being deleted may go on leading. typesense-server hands leadership
-over within a second or two of SIGTERM, except when its shutdown waits for in-flight writes that can
-no longer commit (0.24.1 stops its peering service first): then it keeps its followers with
-heartbeats and takes no write until its pod's grace period ends, 60 s in the soak."""
-
-
-def leaders_stuck_in_shutdown(terminating: Sequence[tuple[NodeProbe, float]]) -> tuple[int, ...]:
-    """Nodes of pods being deleted (each with the seconds since its deletion began) that still answer
-    as LEADER after :data:`STUCK_SHUTDOWN_SECONDS`: their shutdown is stuck, and the cluster waits on
-    it. Ending it sooner loses nothing acknowledged: what it has not committed it never acknowledged."""
-    return tuple(
-        probe.index
-        for probe, deleting_for in terminating
-        if probe.state == "LEADER" and deleting_for >= STUCK_SHUTDOWN_SECONDS
-    )
 
 
 def _log_of(probe: NodeProbe | None) -> str:
