@@ -57,11 +57,23 @@ RECORD = "cluster.json"
 stop it from another process (a sandbox's ``down``)."""
 
 
+DEVICE_PLUGIN_RACE = "device-plugins/kubelet.sock: bind: address already in use"
+"""What a kubelet says when it lost the race for the machine-wide device-plugin socket: every kubelet
+listens on /var/lib/kubelet/device-plugins/kubelet.sock whatever its root-dir, after removing what is
+there, so two that start at the same moment (two test workers' nodes) can both remove and one bind."""
+
+KUBELET_STARTS = 3
+"""How often a kubelet that lost that race is started again, as systemd's ``Restart=`` would."""
+
+
 @dataclass
 class _Daemon:
     name: str
     process: subprocess.Popen[bytes]
     log: Path
+    argv: list[str]
+    env: dict[str, str] | None = None
+    starts: int = 1
 
 
 @dataclass
@@ -219,9 +231,20 @@ class LocalCluster:
         )
         # Its children (containerd's shims, above all) are born in the slot's cgroups, so they die with it.
         host.join_cgroups(process.pid, self._daemons_cgroup)
-        daemon = _Daemon(name, process, log_path)
+        daemon = _Daemon(name, process, log_path, argv, env)
         self._daemons.append(daemon)
         return daemon
+
+    def _started_again(self, daemon: _Daemon) -> bool:
+        """Start again a kubelet that exited because it lost the device-plugin socket's race
+        (:data:`DEVICE_PLUGIN_RACE`), up to :data:`KUBELET_STARTS` times; False for any other exit."""
+        if not daemon.name.startswith("kubelet-") or daemon.starts >= KUBELET_STARTS:
+            return False
+        if DEVICE_PLUGIN_RACE not in log_tail(daemon.log, 5):
+            return False
+        self._daemons.remove(daemon)
+        self._spawn(daemon.name, daemon.argv, daemon.env).starts = daemon.starts + 1
+        return True
 
     def _ctr(self, node: NodePlan) -> list[str]:
         assert self.tools is not None
@@ -361,8 +384,8 @@ class LocalCluster:
         deadline = time.monotonic() + _READY_TIMEOUT
         ready: set[str] = set()
         while time.monotonic() < deadline:
-            for daemon in self._daemons:
-                if daemon.process.poll() is not None:
+            for daemon in list(self._daemons):
+                if daemon.process.poll() is not None and not self._started_again(daemon):
                     raise ControlPlaneError(
                         f"{daemon.name} exited with code {daemon.process.returncode}; "
                         f"last lines of {daemon.log}:\n{log_tail(daemon.log)}"
