@@ -6,10 +6,12 @@ from __future__ import annotations
 import ipaddress
 import itertools
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
 
+from operator_testkit.nodes.cluster import DEVICE_PLUGIN_RACE, LocalCluster, _Daemon
 from operator_testkit.nodes.configs import cni_conflist, containerd_config, kubelet_config
 from operator_testkit.nodes.dns import COREFILE
 from operator_testkit.nodes.plan import MAX_NODES, SLOTS, nodes_plan
@@ -152,3 +154,51 @@ def test_a_fault_command_without_a_running_sandbox_says_so(
 
     assert main(["nodes", "freeze", "cluster-1-sts-0", "--dir", str(tmp_path)]) == 1
     assert f"no sandbox runs in {tmp_path}" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("name", "last_line", "starts", "again"),
+    [
+        pytest.param(
+            "kubelet-node-c",
+            f"listen unix /var/lib/kubelet/{DEVICE_PLUGIN_RACE}",
+            1,
+            True,
+            id="lost the race",
+        ),
+        pytest.param(
+            "kubelet-node-c",
+            f"listen unix /var/lib/kubelet/{DEVICE_PLUGIN_RACE}",
+            3,
+            False,
+            id="lost it 3 times",
+        ),
+        pytest.param(
+            "kubelet-node-c", "failed to run Kubelet: invalid configuration", 1, False, id="another exit"
+        ),
+        pytest.param("containerd-node-c", DEVICE_PLUGIN_RACE, 1, False, id="not a kubelet"),
+    ],
+)
+def test_a_kubelet_that_lost_the_device_plugin_socket_race_is_started_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, last_line: str, starts: int, again: bool
+) -> None:
+    """Every kubelet of the machine binds the same device-plugin socket: one of two that start at once
+    exits, and is started again as systemd would; any other exit ends the start."""
+    log = tmp_path / f"{name}.log"
+    log.write_text(f"I1129 starting\nE1129 {last_line}\n")
+    cluster = LocalCluster(tmp_path)
+    exited = _Daemon(name, subprocess.Popen(["true"]), log, ["kubelet", "--config=x"], starts=starts)
+    exited.process.wait()
+    cluster._daemons.append(exited)
+    spawned: list[list[str]] = []
+
+    def spawn(name: str, argv: list[str], env: dict[str, str] | None = None) -> _Daemon:
+        spawned.append(argv)
+        daemon = _Daemon(name, exited.process, log, argv, env)
+        cluster._daemons.append(daemon)
+        return daemon
+
+    monkeypatch.setattr(cluster, "_spawn", spawn)
+    assert cluster._started_again(exited) is again
+    assert spawned == ([exited.argv] if again else [])
+    assert [d.starts for d in cluster._daemons] == ([starts + 1] if again else [starts])
