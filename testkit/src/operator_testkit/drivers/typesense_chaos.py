@@ -18,12 +18,13 @@ import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import httpx
 
 from operator_core import errors
+from operator_core.clock import micro_time
 from operator_testkit.assertions import condition
 from operator_testkit.controlplane import ControlPlane
 from operator_testkit.drivers.typesense import RAFT_MEMBER, TypesenseCluster, Writer, ready_condition
@@ -505,7 +506,7 @@ class Soak:
             "kind": fault_kind(step.faults, roles),
             "hold_seconds": step.hold_seconds,
             # The moment of the fault, to find the step in the logs (--logs) by their timestamps.
-            "started_at": datetime.fromtimestamp(wall, UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z",
+            "started_at": micro_time(wall),
             "recovered": recovered,
             "seconds_to_whole": None if ready_after is None else round(ready_after, 1),
             "seconds_to_first_accepted_write": None if first_write is None else round(first_write, 1),
