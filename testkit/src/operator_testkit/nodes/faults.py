@@ -158,7 +158,13 @@ class NodeFaults:
         """Thaw the container; one that is not frozen (a pod fenced and made anew meanwhile) is left
         as it is, as SIGCONT leaves a running process."""
         node, name, container_id = await self._container(namespace, pod, container)
-        if (await self._task(node, container_id))[1] != "RUNNING":
+        try:
+            state = (await self._task(node, container_id))[1]
+        except FaultError:
+            # Ended between the pod's status and this look (the kubelet stopped it for a restart):
+            # nothing of it is left frozen.
+            return {"pod": f"{namespace}/{pod}", "container": name, "frozen": False}
+        if state != "RUNNING":
             await self._ctr(node, "tasks", "resume", container_id)
         return {"pod": f"{namespace}/{pod}", "container": name, "frozen": False}
 
