@@ -50,7 +50,9 @@ def fake_ctr(tmp_path: Path, task_status: str | None) -> list[str]:
         pytest.param(None, False, id="one containerd no longer lists is nothing to thaw"),
     ],
 )
-async def test_thaw_resumes_only_a_frozen_container(tmp_path: Path, task_status: str | None, resumed: bool) -> None:
+async def test_thaw_resumes_only_a_frozen_container(
+    tmp_path: Path, task_status: str | None, resumed: bool
+) -> None:
     command = fake_ctr(tmp_path, task_status)
     faults = NodeFaults(kube=OnePod(), ctr_of=lambda node: command)  # type: ignore[arg-type]
 
