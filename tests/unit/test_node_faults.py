@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from operator_testkit.nodes.faults import NodeFaults
+from operator_testkit.nodes.faults import NodeFaults, TargetGone
 
 CONTAINER_ID = "523ef78fc4f59d88f84e94d7de60ee59bab3a671f24213233ffad121bed61a07"
 
@@ -19,7 +19,7 @@ CONTAINER_ID = "523ef78fc4f59d88f84e94d7de60ee59bab3a671f24213233ffad121bed61a07
 class OnePod:
     """Just the read NodeFaults makes: the pod with its container's id."""
 
-    async def get(self, api_version: str, kind: str, name: str, namespace: str) -> dict[str, Any]:
+    async def get(self, api_version: str, kind: str, name: str, namespace: str) -> dict[str, Any] | None:
         return {
             "spec": {"nodeName": "node-b", "containers": [{"name": "typesense"}]},
             "status": {
@@ -61,3 +61,26 @@ async def test_thaw_resumes_only_a_frozen_container(
     assert answer == {"pod": "ns/cluster-1-sts-1", "container": "typesense", "frozen": False}
     calls = (tmp_path / "calls").read_text() if (tmp_path / "calls").exists() else ""
     assert ("tasks resume" in calls) is resumed
+
+
+class NoPod:
+    async def get(self, api_version: str, kind: str, name: str, namespace: str) -> dict[str, Any] | None:
+        return None
+
+
+async def test_thawing_a_pod_deleted_meanwhile_is_nothing_to_thaw(tmp_path: Path) -> None:
+    command = fake_ctr(tmp_path, None)
+    faults = NodeFaults(kube=NoPod(), ctr_of=lambda node: command)  # type: ignore[arg-type]
+
+    answer = await faults.thaw("ns", "cluster-1-sts-1", "typesense")
+
+    assert answer["frozen"] is False
+    assert not (tmp_path / "calls").exists()
+
+
+async def test_freezing_a_pod_that_is_not_there_says_so(tmp_path: Path) -> None:
+    command = fake_ctr(tmp_path, None)
+    faults = NodeFaults(kube=NoPod(), ctr_of=lambda node: command)  # type: ignore[arg-type]
+
+    with pytest.raises(TargetGone, match="pod ns/cluster-1-sts-1 not found"):
+        await faults.freeze("ns", "cluster-1-sts-1", "typesense")

@@ -28,7 +28,7 @@ from operator_core.clock import micro_time
 from operator_testkit.assertions import condition
 from operator_testkit.controlplane import ControlPlane
 from operator_testkit.drivers.typesense import RAFT_MEMBER, TypesenseCluster, Writer, ready_condition
-from operator_testkit.nodes.faults import FaultError, NodeFaults
+from operator_testkit.nodes.faults import FaultError, NodeFaults, TargetGone
 from operator_testkit.nodes.storage import SIZE_LIMITED_CLASS
 from operator_testkit.operators import OperatorProcess
 
@@ -67,8 +67,6 @@ CONTROL_FAULTS = ("kill-operator", "restart-apiserver", "roll")
 DESTRUCTIVE_REASONS = ("QuorumDowngraded", "QuorumMemberFenced", "QuorumSurvivorRestarted")
 """The operator's Events that announce an action that can lose data if it is wrong."""
 PAIR_CHANCE = 0.4
-_GONE = ("is not running", "is not started", "not found")
-"""What a real node's faults say of a pod or container that is no longer there to heal."""
 HOLD_SECONDS = (3.0, 12.0)
 """How long a fault lasts (a freeze, the operator or the API server down, the disk full), drawn in."""
 GAP_TARGET_SECONDS = 20.0
@@ -593,7 +591,7 @@ class Soak:
                 return
             except (FaultError, errors.Unavailable) as error:
                 # Unavailable: the API server is away (a step restarts it); the fault ends once it is back.
-                if isinstance(error, FaultError) and any(gone in str(error) for gone in _GONE):
+                if isinstance(error, TargetGone):
                     return
                 if time.monotonic() > deadline:
                     self.unhealed.append(f"step {step.number}: {error}")
@@ -612,7 +610,7 @@ class Soak:
                 await act(namespace, pod, "typesense")
                 return True
             except FaultError as error:
-                if time.monotonic() > deadline or not any(gone in str(error) for gone in _GONE):
+                if time.monotonic() > deadline or not isinstance(error, TargetGone):
                     self.unapplied.append(f"{what} on {pod}: {error}")
                     return False
             await asyncio.sleep(1)

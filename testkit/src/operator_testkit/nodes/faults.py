@@ -52,6 +52,12 @@ class FaultError(OperatorError):
     """A fault could not be made, and why."""
 
 
+class TargetGone(FaultError):
+    """The pod, its container or its claim is not there to act on: not found, not started yet, or ended
+    (killed, fenced, between two runs). A fault on it cannot be made; one made before has nothing left
+    to end."""
+
+
 @dataclass(frozen=True)
 class NodeFaults:
     """Faults of one cluster of real nodes: ``ctr`` is a function from a node's name to the ``ctr``
@@ -67,7 +73,7 @@ class NodeFaults:
     async def _pod(self, namespace: str, pod: str) -> dict[str, Any]:
         found = await self.kube.get("v1", "Pod", pod, namespace)
         if found is None:
-            raise FaultError(f"pod {namespace}/{pod} not found")
+            raise TargetGone(f"pod {namespace}/{pod} not found")
         return found
 
     async def _container(self, namespace: str, pod: str, container: str | None) -> tuple[str, str, str]:
@@ -86,7 +92,7 @@ class NodeFaults:
         name = container or found["spec"]["containers"][0]["name"]
         status = next((s for s in statuses if s["name"] == name), None)
         if status is None or not status.get("containerID"):
-            raise FaultError(f"container {name} of {namespace}/{pod} is not started")
+            raise TargetGone(f"container {name} of {namespace}/{pod} is not started")
         return found["spec"]["nodeName"], name, status["containerID"].removeprefix("containerd://")
 
     async def _container_on_nodes(self, namespace: str, pod: str, container: str) -> tuple[str, str, str]:
@@ -100,10 +106,10 @@ class NodeFaults:
             for container_id in (await self._ctr(node, "containers", "list", "--quiet", wanted)).split():
                 try:
                     await self._task(node, container_id)
-                except FaultError:
+                except TargetGone:
                     continue  # an earlier run of the container, ended
                 return node, container, container_id
-        raise FaultError(f"container {container} of {namespace}/{pod} is not running on any node")
+        raise TargetGone(f"container {container} of {namespace}/{pod} is not running on any node")
 
     async def _ctr(self, node: str, *arguments: str, check: bool = True) -> str:
         command = [*self.ctr_of(node), "--namespace", "k8s.io", *arguments]
@@ -118,7 +124,7 @@ class NodeFaults:
             task, pid, status = line.split()
             if task == container_id and status in ("RUNNING", "PAUSED", "PAUSING"):
                 return int(pid), status
-        raise FaultError(f"container {container_id[:12]} on {node} is not running")
+        raise TargetGone(f"container {container_id[:12]} on {node} is not running")
 
     async def _task_pid(self, node: str, container_id: str) -> int:
         return (await self._task(node, container_id))[0]
@@ -157,13 +163,13 @@ class NodeFaults:
     async def thaw(self, namespace: str, pod: str, container: str | None = None) -> Answer:
         """Thaw the container; one that is not frozen (a pod fenced and made anew meanwhile) is left
         as it is, as SIGCONT leaves a running process."""
-        node, name, container_id = await self._container(namespace, pod, container)
         try:
+            node, name, container_id = await self._container(namespace, pod, container)
             state = (await self._task(node, container_id))[1]
-        except FaultError:
-            # Ended between the pod's status and this look (the kubelet stopped it for a restart):
-            # nothing of it is left frozen.
-            return {"pod": f"{namespace}/{pod}", "container": name, "frozen": False}
+        except TargetGone:
+            # Ended meanwhile (a downgrade or a fence restarted it, even between the pod's status and
+            # containerd's list): nothing of it is left frozen.
+            return {"pod": f"{namespace}/{pod}", "container": container, "frozen": False}
         if state != "RUNNING":
             await self._ctr(node, "tasks", "resume", container_id)
         return {"pod": f"{namespace}/{pod}", "container": name, "frozen": False}
@@ -216,7 +222,7 @@ class NodeFaults:
         self, namespace: str, pod: str, *, grace_period_seconds: int | None = None, wait: bool = True
     ) -> Answer:
         if not await self.kube.delete("v1", "Pod", pod, namespace, grace_period=grace_period_seconds):
-            raise FaultError(f"pod {namespace}/{pod} not found")
+            raise TargetGone(f"pod {namespace}/{pod} not found")
         if wait:
             deadline = time.monotonic() + _DELETE_WAIT_SECONDS
             while await self.kube.get("v1", "Pod", pod, namespace) is not None:
@@ -273,7 +279,7 @@ class NodeFaults:
     async def _volume(self, namespace: str, claim: str) -> tuple[Path, str]:
         found = await self.kube.get("v1", "PersistentVolumeClaim", claim, namespace)
         if found is None:
-            raise FaultError(f"claim {namespace}/{claim} not found")
+            raise TargetGone(f"claim {namespace}/{claim} not found")
         volume_name = (found.get("spec") or {}).get("volumeName")
         volume = volume_name and await self.kube.get("v1", "PersistentVolume", volume_name, None)
         if not volume or "hostPath" not in volume["spec"]:
