@@ -1,6 +1,6 @@
 # The README's commands. Each works alone on a fresh clone: it installs what is missing first.
 #   make test   install everything, then lint, type-check and run the whole test suite
-#   make run    the suite's main job: a local control plane, the node agent and the Typesense
+#   make run    the suite's main job: a local control plane, 3 real nodes and the Typesense
 #               operator managing a real 3-node Typesense cluster you can query
 #   make down   stop what `make run` started
 
@@ -13,7 +13,7 @@ export PATH := $(BIN):$(PATH)
 # Keep bytecode and tool caches out of the work tree.
 export PYTHONPYCACHEPREFIX := $(HOME)/.cache/operator-suite/pycache
 
-.PHONY: install binaries tools nginx node-tools image-tools image lint test unit integration e2e run down journey crds
+.PHONY: install binaries tools node-tools image-tools image lint test unit integration e2e run down journey crds
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -47,10 +47,6 @@ NODE_PACKAGES := runc containernetworking-plugins iptables conntrack busybox-sta
 node-tools:
 	@dpkg -s $(NODE_PACKAGES) >/dev/null 2>&1 || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(NODE_PACKAGES))
 
-# The node agent runs nginx:* images with Debian's real nginx.
-nginx:
-	@test -x /usr/sbin/nginx || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx)
-
 # The runtime image is built without a Docker engine: mmdebstrap makes its Debian base, buildah builds
 # the Dockerfile (operator_testkit.image).
 image-tools:
@@ -74,10 +70,10 @@ define pytest
 endef
 
 # Most e2e time is waiting (for raft elections, grace periods, pods), so two workers halve it even on
-# two cores; each worker starts its own control planes and node agent, on its own loopback addresses.
+# two cores; each worker starts its own control planes and real nodes, on its own loopback addresses.
 TEST_WORKERS ?= 2
 
-test: tools nginx image-tools lint
+test: tools image-tools lint
 	$(call pytest,-n $(TEST_WORKERS) --dist worksteal --durations=40 tests)
 
 unit: install
@@ -86,13 +82,13 @@ unit: install
 integration: tools
 	$(call pytest,-m integration tests)
 
-e2e: tools nginx
+e2e: tools image-tools
 	$(call pytest,-m e2e tests)
 
 crds: install
 	$(BIN)/operator-suite crds
 
-run: tools nginx image-tools
+run: tools image-tools
 	$(BIN)/operator-suite-dev sandbox up --dir $(RUN_DIR)
 
 down: install
