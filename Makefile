@@ -73,8 +73,11 @@ endef
 # two cores; each worker starts its own control planes and real nodes, on its own loopback addresses.
 TEST_WORKERS ?= 2
 
+# Every test's time goes to a JUnit report outside the work tree, for finding where the run's time goes.
+TEST_REPORT ?= $(HOME)/.cache/operator-suite/last-test-run.xml
+
 test: tools image-tools lint
-	$(call pytest,-n $(TEST_WORKERS) --dist worksteal --durations=40 tests)
+	$(call pytest,-n $(TEST_WORKERS) --dist worksteal --durations=40 --junitxml=$(TEST_REPORT) tests)
 
 unit: install
 	$(call pytest,-m unit tests)
