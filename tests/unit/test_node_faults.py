@@ -1,4 +1,5 @@
-"""NodeFaults' thaw against a container that ended after its pod's status named it.
+"""NodeFaults against a pod or container that is not there (TargetGone): a thaw has nothing to do, a
+freeze says so.
 
 The status-view e2e froze two pods, the operator's downgrade restarted them, and the thaw in the
 test's ``finally`` met a container id the pod's status still gave but containerd no longer ran."""
@@ -64,6 +65,8 @@ async def test_thaw_resumes_only_a_frozen_container(
 
 
 class NoPod:
+    """The API server's answer for a pod deleted meanwhile."""
+
     async def get(self, api_version: str, kind: str, name: str, namespace: str) -> dict[str, Any] | None:
         return None
 
