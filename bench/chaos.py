@@ -66,7 +66,7 @@ async def run(
         try:
             result = await soak.run(seed, minutes * 60, only)
         finally:
-            await cluster.http.aclose()
+            await cluster.aclose()
     return {
         "benchmark": "chaos",
         "cluster": (

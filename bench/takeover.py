@@ -131,7 +131,7 @@ async def run(go_operator: Path | None, go_crds: Path | None) -> dict[str, Any]:
                 "timeline": await cluster.timeline(time.time() - (time.monotonic() - started)),
             }
         finally:
-            await cluster.http.aclose()
+            await cluster.aclose()
 
 
 def main() -> None:

@@ -107,7 +107,7 @@ async def run(collections: int, synonyms_each: int, keys: int, idle_seconds: flo
         declaring = audit.new_requests()
         await asyncio.sleep(idle_seconds)
         idle = audit.new_requests()
-        await cluster.http.aclose()
+        await cluster.aclose()
         return {
             "declared": expected,
             "ready": counts,

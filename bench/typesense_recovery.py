@@ -139,7 +139,7 @@ async def run(only: Sequence[str] = SCENARIOS, rounds: int = 1) -> dict[str, Any
         for name in (name for name in SCENARIOS if name in only):
             reports = [await scenarios[name]() for _ in range(rounds)]
             results[name] = {"summary": summary(reports), "rounds": reports}
-        await cluster.http.aclose()
+        await cluster.aclose()
     return {
         "benchmark": "typesense_recovery",
         "cluster": "3 nodes, typesense-server 0.24.1, operator grace 20 s",

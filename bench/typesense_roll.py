@@ -181,7 +181,7 @@ async def run(documents: int) -> dict[str, Any]:
                 cluster, operator, kubectl, "104m", freeze
             ),
         }
-        await cluster.http.aclose()
+        await cluster.aclose()
     pairs = {
         "no fault": ("operator", "statefulset-rolling-update"),
         "hung follower": ("operator-hung-follower", "statefulset-rolling-update-hung-follower"),

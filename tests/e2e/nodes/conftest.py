@@ -44,7 +44,7 @@ async def cluster(
     try:
         yield ts
     finally:
-        await ts.http.aclose()
+        await ts.aclose()
 
 
 @pytest.fixture(scope="session")

@@ -243,7 +243,7 @@ async def test_two_replicas_hand_over_mid_roll_and_the_new_leader_completes_it_w
         assert_each_node_once_and_the_leader_last(await restarts_in_order(cluster))
         await cluster.assert_nothing_lost(roll.acknowledged)
     finally:
-        await cluster.http.aclose()
+        await cluster.aclose()
     assert handover[0] < 8, f"handover took {handover[0]:.1f} s"
     print(f"in-cluster handover after deleting the leader's pod mid-roll: {handover[0]:.1f} s")
     uninstall_chart(helm_home, plane.kubeconfig, "ha", "ha-system")

@@ -37,7 +37,7 @@ async def test_three_minutes_of_faults_lose_nothing_acknowledged_and_recover_by_
     try:
         result = await soak.run(SEED, MINUTES * 60)
     finally:
-        await cluster.http.aclose()
+        await cluster.aclose()
     headline = {k: v for k, v in result.items() if k not in ("schedule", "steps", "destructive_actions")}
     failed = [s for s in result["steps"] if not s["recovered"] or s["seconds_to_whole"] > 60]
     unjustified = [a for a in result["destructive_actions"] if not a["justified"]]

@@ -38,7 +38,7 @@ async def small_disks(kube: Kube, namespace: str) -> AsyncIterator[TypesenseClus
     try:
         yield cluster
     finally:
-        await cluster.http.aclose()
+        await cluster.aclose()
 
 
 @pytest.mark.timeout(420)
@@ -131,4 +131,4 @@ async def test_auto_grow_grows_every_claim_before_a_filling_disk_fails_a_write(
     }
     assert pods_after == pods_before, "growing the volumes replaces no pod"
     await cluster.assert_nothing_lost(writer.acknowledged)
-    await cluster.http.aclose()
+    await cluster.aclose()

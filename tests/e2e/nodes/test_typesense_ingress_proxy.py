@@ -36,4 +36,4 @@ async def test_only_the_allowed_referer_gets_through(
         other = await http.get(f"http://{ip}/health", headers={"Referer": "http://evil.example.net/"})
     assert without.status_code == 403
     assert other.status_code == 403
-    await cluster.http.aclose()
+    await cluster.aclose()

@@ -353,7 +353,7 @@ async def test_an_edit_of_the_server_configuration_alone_reaches_every_node_thro
         assert roll.fewest_caught_up >= 2, roll.writes
         await cluster.assert_nothing_lost(roll.acknowledged)
     finally:
-        await cluster.http.aclose()
+        await cluster.aclose()
 
 
 async def test_an_operator_killed_mid_roll_resumes_it_and_restarts_no_node_twice(

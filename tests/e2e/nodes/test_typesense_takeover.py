@@ -87,7 +87,7 @@ async def test_a_cluster_the_go_operator_made_is_handed_over_without_losing_a_wr
     try:
         await cluster.assert_nothing_lost(writer.acknowledged)
     finally:
-        await cluster.http.aclose()
+        await cluster.aclose()
 
 
 async def _pods(cluster: TypesenseCluster) -> list[dict[str, Any]]:

@@ -122,7 +122,7 @@ async def a_new_cluster_waits_for_its_certificate(kube: Kube, namespace: str) ->
     assert "no node is given a certificate" in said["message"], said
     assert await kube.get("apps/v1", "StatefulSet", "waiting-sts", namespace) is None
     await kube.delete(API, "TypesenseCluster", "waiting", namespace)
-    await waiting.http.aclose()
+    await waiting.aclose()
 
 
 async def every_node_serves_https_verified_and_refuses_plain_http(
@@ -249,7 +249,7 @@ async def test_a_cluster_through_its_life_over_https_loses_nothing_and_restarts_
     first = authority.issue(*names(namespace))
     await kube.apply(certificate_secret("cluster-1-certificate", namespace, first, authority.pem))
     cluster = TypesenseCluster(kube, namespace)
-    cluster.use_tls(authority.pem)
+    await cluster.use_tls(authority.pem)
     try:
         await cluster.create(replicas=3, ingress=INGRESS)
         await cluster.wait_ready()
@@ -306,4 +306,4 @@ async def test_a_cluster_through_its_life_over_https_loses_nothing_and_restarts_
         assert first.key.decode() not in log
         assert renewed.key.decode() not in log
     finally:
-        await cluster.http.aclose()
+        await cluster.aclose()

@@ -18,7 +18,7 @@ import shutil
 import ssl
 import tempfile
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -230,10 +230,13 @@ class TypesenseCluster:
     being deleted (as a Service would route them), until one is not acknowledged."""
     _server_names: dict[str, str] = field(default_factory=dict)
     """Each pod IP that serves HTTPS (spec.tls), as :meth:`pod_ips` last saw: its certificate's name."""
+    _unanswered: set[asyncio.Future[Any]] = field(default_factory=set)
+    """Questions to the nodes still running after their answer stopped mattering (:meth:`_leave_to_end`)."""
 
-    def use_tls(self, ca: bytes) -> None:
+    async def use_tls(self, ca: bytes) -> None:
         """Verify the nodes that serve HTTPS with ``ca``, for their names under the headless Service
         (as the operator does); the nodes still in plain HTTP are asked in plain HTTP."""
+        await self.http.aclose()
         self.http = tls_client(ca, self._server_names.get, timeout=3)
 
     def url(self, ip: str, path: str, port: int = 8108) -> str:
@@ -382,14 +385,27 @@ class TypesenseCluster:
                 return None
 
         asking = [asyncio.ensure_future(leads(ip)) for ip in ips]
-        try:
-            for asked in asyncio.as_completed(asking):
-                if (leader := await asked) is not None:
-                    return leader
-            return None
-        finally:
-            for question in asking:
-                question.cancel()
+        for asked in asyncio.as_completed(asking):
+            if (leader := await asked) is not None:
+                self._leave_to_end(asking)
+                return leader
+        return None
+
+    def _leave_to_end(self, questions: Iterable[asyncio.Future[Any]]) -> None:
+        """Questions still asked are left to end by their own timeout, never cancelled: httpcore 1.0.9
+        closes a connection whose TLS handshake fails, but not one whose handshake is cancelled (its
+        ``start_tls`` catches Exception, and cancellation is a BaseException), and the socket left open
+        failed a TLS test with a ResourceWarning when the garbage collector met it."""
+        for question in questions:
+            if not question.done():
+                self._unanswered.add(question)
+                question.add_done_callback(self._unanswered.discard)
+
+    async def aclose(self) -> None:
+        """Close the client once the questions left running have ended (each within its timeout)."""
+        if self._unanswered:
+            await asyncio.wait(self._unanswered)
+        await self.http.aclose()
 
     async def create_collection(self) -> None:
         async def created() -> bool:
@@ -730,6 +746,7 @@ class CatchUpWatch:
     interval: float = 0.5
     samples: list[tuple[float, int]] = field(default_factory=list)
     _task: asyncio.Task[None] | None = None
+    _stop: asyncio.Event = field(default_factory=asyncio.Event)
 
     async def count(self) -> int:
         async def status(ip: str) -> tuple[str, int] | None:
@@ -754,15 +771,16 @@ class CatchUpWatch:
         self._task = asyncio.create_task(self._run())
 
     async def _run(self) -> None:
-        while True:
+        while not self._stop.is_set():
             self.samples.append((time.monotonic(), await self.count()))
-            await asyncio.sleep(self.interval)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stop.wait(), self.interval)
 
     async def stop(self) -> None:
+        """Stop after the look under way: never cancelled mid-request (see TypesenseCluster._leave_to_end)."""
+        self._stop.set()
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await self._task
 
     @property
     def latest(self) -> int | None:
