@@ -21,11 +21,12 @@ from operator_testkit.fixtures import wait_until
 from operator_testkit.nodes.faults import NodeFaults
 from operator_testkit.operators import account_kubeconfig
 
-ANSWER_WITHIN_SECONDS = 10.0
+ANSWER_WITHIN_SECONDS = 20.0
 """The command answers within this, whatever the nodes do: it never asks them anything. Alone it takes
-about a second (a Python start and two reads); clean-clone CI runs, two cores shared with three real
-nodes, a writer and the operator, saw 5.7 s and 6.9 s. What matters is that no run waits on a node: it
-reads what the operator publishes (decision 33), so a frozen follower changes nothing here."""
+about a second (a Python start and two reads); clean-clone CI runs, two cores shared with three workers'
+real nodes, writers and operators, saw 5.7 s, 6.9 s and once 11.7 s. What matters is that no run waits
+on a node: it reads what the operator publishes (decision 33), so a frozen follower changes nothing here;
+the bound is the loaded machine's, not the command's."""
 
 
 class Kubectl:
