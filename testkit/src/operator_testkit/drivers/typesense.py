@@ -27,6 +27,7 @@ from typing import Any
 import httpx
 
 from operator_core.kube import Kube
+from operator_core.reconciling import first_of
 from operator_testkit.assertions import condition
 from operator_testkit.controlplane import ControlPlane
 from operator_testkit.fixtures import wait_until
@@ -773,8 +774,7 @@ class CatchUpWatch:
     async def _run(self) -> None:
         while not self._stop.is_set():
             self.samples.append((time.monotonic(), await self.count()))
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stop.wait(), self.interval)
+            await first_of(self._stop, timeout=self.interval)
 
     async def stop(self) -> None:
         """Stop after the look under way: never cancelled mid-request (see TypesenseCluster._leave_to_end)."""

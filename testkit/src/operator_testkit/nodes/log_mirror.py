@@ -17,6 +17,8 @@ import contextlib
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
+from operator_core.reconciling import first_of
+
 
 class PodLogMirror:
     """Appends each log's new bytes under ``pod_log_directories`` to its copy under ``destination``."""
@@ -60,8 +62,7 @@ class PodLogMirror:
             # at once would copy the same bytes twice.
             while not stopping.is_set():
                 await asyncio.to_thread(self.copy_new_bytes)
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stopping.wait(), interval)
+                await first_of(stopping, timeout=interval)
             await asyncio.to_thread(self.copy_new_bytes)
 
         task = asyncio.create_task(keep_copying())
