@@ -604,8 +604,10 @@ async def test_two_stacks_follow_two_registries_with_their_own_credentials_and_a
                     "cluster.x-k8s.io/v1beta2", "ClusterClass", "docker-alpha-1-30-v1", namespace
                 )
                 key = release["metadata"]["annotations"]["clusterstack.x-k8s.io/release-source"]
-                kept = tmp_path / "downloads" / "cluster-stacks" / "sources" / key / "docker-alpha-1-30-v1"
-                assert (kept / "metadata.yaml").is_file(), "kept apart from other sources' downloads"
+                source_dir = tmp_path / "downloads" / "cluster-stacks" / "sources" / key
+                # Under its source, and under the identity (its credentials) that downloaded it.
+                kept = list(source_dir.glob("*/docker-alpha-1-30-v1/metadata.yaml"))
+                assert len(kept) == 1, "kept apart from other sources' and credentials' downloads"
                 await wait_until(
                     lambda: _stack_ready(kube, namespace, "alpha"), timeout=30, what="stack alpha Ready"
                 )
@@ -657,6 +659,197 @@ async def test_a_stack_follows_a_github_repository_of_its_own_with_a_token_from_
             assert token not in process.log()
         finally:
             process.stop()
+
+
+async def _tenants(kube: Kube, namespace: str, *tenants: str) -> list[str]:
+    """Namespaces of other tenants beside the test's own, deleted by the caller."""
+    names = [f"{namespace}-{tenant}"[:63] for tenant in tenants]
+    for name in names:
+        await kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    return names
+
+
+async def _drop(kube: Kube, namespaces: list[str]) -> None:
+    for name in namespaces:
+        await kube.delete("v1", "Namespace", name)
+
+
+async def _refused(kube: Kube, namespace: str, tag: str, *said: str) -> dict[str, Any]:
+    """The release ``tag`` of ``namespace`` exists and says its download is refused, with ``said``."""
+
+    async def refused() -> dict[str, Any] | None:
+        release = await kube.get(API, "ClusterStackRelease", tag, namespace)
+        downloaded = condition(release, "ClusterStackReleaseDownloaded")
+        if downloaded.get("status") == "False" and all(part in downloaded["message"] for part in said):
+            return downloaded
+        return None
+
+    found: dict[str, Any] = await wait_until(
+        refused, timeout=30, what=f"{tag} in {namespace} to be refused with {said}"
+    )
+    return found
+
+
+async def _served_nothing(kube: Kube, namespaces: list[str], tag: str) -> None:
+    """No tenant of ``namespaces`` has the release Ready, or its ClusterClass."""
+    for namespace in namespaces:
+        release = await kube.get(API, "ClusterStackRelease", tag, namespace)
+        assert not (release or {}).get("status", {}).get("ready"), (namespace, release)
+        assert condition(release, "Ready").get("status") != "True", (namespace, release)
+        assert await kube.get("cluster.x-k8s.io/v1beta2", "ClusterClass", tag, namespace) is None, namespace
+
+
+async def test_a_tenant_with_wrong_missing_or_another_tenants_registry_credentials_never_gets_its_release(
+    cluster_api: None,
+    kube: Kube,
+    namespace: str,
+    control_plane: ControlPlane,
+    clusterstack_tools: ClusterStackTools,
+    tmp_path: Path,
+    pytestconfig: pytest.Config,
+) -> None:
+    """One private OCI repository (htpasswd over TLS); its tenant's stack downloads and applies its
+    release first, so that the operator holds it. Then, each in a namespace of its own, stacks naming
+    the same repository and the same version: with a wrong password, with no credentials, with the
+    name of the first tenant's Secret (which is not in their namespace), and a ClusterStackRelease
+    written by hand with the first release's annotations. None gets the release, its ClusterClass or
+    a Ready: each says the registry's refusal (or why it has no credentials). A stack given the right
+    password later gets it."""
+    tools, tag = clusterstack_tools, "docker-private-1-30-v1"
+    _, release_dir = publish_release(tmp_path / "published", tag, helm=tools.helm)
+    users = {"owner": "owner-htpasswd-pa55"}
+    wrong = "not-the-owner-pa55word"
+    with running_registry(
+        tmp_path / "private",
+        binary=tools.registry,
+        tls=True,
+        auth=htpasswd_auth(tmp_path / "private-auth", users),
+    ) as registry:
+        assert registry.ca_cert is not None
+        ca = registry.ca_cert.read_text()
+        await asyncio.to_thread(
+            oras_push,
+            registry,
+            f"stacks/private:{tag}",
+            release_dir,
+            username="owner",
+            password=users["owner"],
+        )
+        tenants = await _tenants(kube, namespace, "wrong", "anonymous", "borrowed", "forged")
+        process = launch_over_nothing(control_plane, tools, tmp_path, pytestconfig.rootpath)
+        try:
+            for where in (namespace, *tenants):
+                await kube.create(secret("registry-ca", where, {"ca.crt": ca}))
+            await kube.create(
+                secret("owner-registry", namespace, {"username": "owner", "password": users["owner"]})
+            )
+            await kube.create(secret("owner-registry", tenants[0], {"username": "owner", "password": wrong}))
+
+            def source(credentials: str | None) -> dict[str, Any]:
+                oci = oci_source(
+                    registry, "stacks/private", credentials or "", caSecretRef={"name": "registry-ca"}
+                )
+                if credentials is None:
+                    del oci["oci"]["credentialsSecretRef"]
+                return oci
+
+            await kube.create(
+                stack("private", namespace, name="private", noProvider=True, source=source("owner-registry"))
+            )
+            owned = await ready_release(kube, namespace, tag)
+            assert await kube.get("cluster.x-k8s.io/v1beta2", "ClusterClass", tag, namespace)
+
+            pinned = {"noProvider": True, "autoSubscribe": False, "versions": ["v1"]}
+            wrong_ns, anonymous_ns, borrowed_ns, forged_ns = tenants
+            for where, credentials in (
+                (wrong_ns, "owner-registry"),
+                (anonymous_ns, None),
+                (borrowed_ns, "owner-registry"),
+            ):
+                await kube.create(
+                    stack("private", where, name="private", source=source(credentials), **pinned)
+                )
+            await kube.create(
+                {
+                    "apiVersion": API,
+                    "kind": "ClusterStackRelease",
+                    "metadata": {
+                        "name": tag,
+                        "namespace": forged_ns,
+                        "annotations": owned["metadata"]["annotations"],
+                    },
+                    "spec": {},
+                }
+            )
+            await _refused(kube, wrong_ns, tag, "refused the credentials (HTTP 401)")
+            await _refused(kube, anonymous_ns, tag, "HTTP 401", "none are set")
+            await _refused(
+                kube, borrowed_ns, tag, "Secret owner-registry", f"does not exist in namespace {borrowed_ns}"
+            )
+            await _refused(kube, forged_ns, tag, "no ClusterStack of its namespace owns it")
+            await asyncio.sleep(5)  # several more looks of each: still nothing served
+            await _served_nothing(kube, tenants, tag)
+            assert wrong not in process.log()
+            assert all(wrong not in e["message"] for e in await events_for(kube, wrong_ns, "DownloadFailed"))
+
+            await kube.apply(
+                secret("owner-registry", wrong_ns, {"username": "owner", "password": users["owner"]})
+            )
+            await ready_release(kube, wrong_ns, tag, timeout=60)
+            await _served_nothing(kube, [anonymous_ns, borrowed_ns, forged_ns], tag)
+        finally:
+            process.stop()
+            await _drop(kube, tenants)
+
+
+async def test_a_tenant_without_the_github_token_never_gets_the_private_repositorys_release(
+    cluster_api: None,
+    kube: Kube,
+    namespace: str,
+    control_plane: ControlPlane,
+    clusterstack_tools: ClusterStackTools,
+    tmp_path: Path,
+    pytestconfig: pytest.Config,
+) -> None:
+    """A private GitHub repository: its tenant's stack (the token) gets the release; stacks of other
+    namespaces naming the same repository with a wrong token or none get a refusal, never the
+    operator's download of it."""
+    token, tag = "ghp_privateT0ken", "docker-gh-1-30-v1"
+    published = tmp_path / "github"
+    publish_release(published, tag, helm=clusterstack_tools.helm)
+    async with fake_github(published, "my-org", "stacks", token=token) as github:
+        tenants = await _tenants(kube, namespace, "wrong", "anonymous")
+        process = launch_over_nothing(control_plane, clusterstack_tools, tmp_path, pytestconfig.rootpath)
+        try:
+
+            def source(secret_name: str | None) -> dict[str, Any]:
+                reference = {"tokenSecretRef": {"name": secret_name}} if secret_name else {}
+                return {
+                    "github": {
+                        "organization": "my-org",
+                        "repository": "stacks",
+                        "apiURL": github.base_url,
+                        **reference,
+                    }
+                }
+
+            await kube.create(secret("github-token", namespace, {"token": token}))
+            await kube.create(secret("github-token", tenants[0], {"token": "ghp_n0tTheT0ken"}))
+            await kube.create(
+                stack("gh", namespace, name="gh", noProvider=True, source=source("github-token"))
+            )
+            await ready_release(kube, namespace, tag)
+            pinned = {"noProvider": True, "autoSubscribe": False, "versions": ["v1"]}
+            await kube.create(stack("gh", tenants[0], name="gh", source=source("github-token"), **pinned))
+            await kube.create(stack("gh", tenants[1], name="gh", source=source(None), **pinned))
+            for where in tenants:
+                await _refused(kube, where, tag, "GitHub repository my-org/stacks", "401")
+            await asyncio.sleep(5)
+            await _served_nothing(kube, tenants, tag)
+            assert "ghp_n0tTheT0ken" not in process.log()
+        finally:
+            process.stop()
+            await _drop(kube, tenants)
 
 
 async def _stack_ready(kube: Kube, namespace: str, name: str) -> bool:

@@ -274,7 +274,8 @@ OCI = {"repository": "registry.example.com/kaas/stacks"}
 @pytest.mark.parametrize(
     ("one", "other", "same"),
     [
-        # Credentials and a CA do not change what a repository serves: one download each tag.
+        # Credentials and a CA do not change where a repository is (the identity that downloads is
+        # a level below: test_clusterstack_identity.py).
         (
             _source(oci=OCI),
             _source(oci={**OCI, "credentialsSecretRef": {"name": "a"}, "caSecretRef": {"name": "ca"}}),

@@ -63,7 +63,8 @@ from clusterstack_operator.releases.hooks import (
     split_hooks,
 )
 from clusterstack_operator.releases.versions import InvalidVersion, ReleaseName
-from clusterstack_operator.resources import Addon, addon_objects, rendered_objects, source_key_of
+from clusterstack_operator.resources import Addon, addon_objects, rendered_objects
+from clusterstack_operator.sources.base import SourceError
 from clusterstack_operator.workload import kubeconfig_secret_name
 from operator_core import errors
 from operator_core.kube import Kube
@@ -106,7 +107,8 @@ class AddonScope(StackScope):
     release: ReleaseName | None = None
     """The release whose ClusterClass the Cluster uses."""
     source_key: str = ""
-    """Where the release's assets are kept: its ClusterStackRelease's source key."""
+    """Where the release's assets are kept: the store key of its stack's source and credentials
+    (:attr:`~clusterstack_operator.controller.stack_sources.BoundSource.key`)."""
     workload: Kube | None = None
     """A client of the workload cluster, once its API server answers."""
     metadata: ReleaseMetadata | None = None
@@ -172,7 +174,19 @@ async def find_cluster(scope: AddonScope) -> Outcome:
         scope.release.tag,
         class_namespace_of(scope.cluster),
     )
-    scope.source_key = source_key_of(release_object or {})
+    try:
+        # Its stack's source and credentials say where its assets are (never the release's annotation).
+        bound = await scope.runtime.sources.of_release(scope.kube, release_object or {})
+    except SourceError as error:
+        await book.set(
+            ConditionType.DOWNLOADED,
+            "False",
+            Reason.NOT_DOWNLOADED_YET,
+            f"release {scope.release.tag} cannot be read: {error}",
+        )
+        scope.next_look = ASSETS_RETRY_SECONDS
+        return Outcome.STOP
+    scope.source_key = bound.key
     return Outcome.CONTINUE
 
 

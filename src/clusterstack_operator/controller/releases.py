@@ -70,6 +70,9 @@ class ReleaseScope(StackScope):
 
     release: Release
     name: ReleaseName
+    store_key: str | None = None
+    """Where its assets are kept, for its stack's source and credentials (:attr:`BoundSource.key`):
+    found by the download step."""
 
     @classmethod
     def of(cls, obj: dict[str, Any], context: Context) -> ReleaseScope:
@@ -82,17 +85,18 @@ class ReleaseScope(StackScope):
 
 
 async def download(scope: ReleaseScope) -> Outcome:
-    """The release's assets, downloaded whole or not at all. Broken ones are said in a condition (and
-    the next look downloads them afresh); a failed download is raised, for the loop's back-off, after
-    saying so."""
+    """The release's assets, downloaded whole or not at all, with its stack's source and credentials:
+    a download made with other credentials is never served (:mod:`.stack_sources`). Broken ones are
+    said in a condition (and the next look downloads them afresh); a failed download is raised, for the
+    loop's back-off, after saying so."""
     runtime, book, name = scope.runtime, scope.book, scope.name
-    store = runtime.store(source_key_of(scope.obj))
     bound = None
     try:
+        bound = await runtime.sources.of_release(scope.kube, scope.obj)
+        store = runtime.store(bound.key)
         if store.has(name):
             metadata = store.metadata(name)
         else:
-            bound = await runtime.sources.of_release(scope.kube, scope.obj)
             await book.set(
                 ConditionType.DOWNLOADED,
                 "False",
@@ -125,6 +129,7 @@ async def download(scope: ReleaseScope) -> Outcome:
             warn_on_new_message=True,
         )
         return Outcome.STOP
+    scope.store_key = bound.key
     await book.set(ConditionType.DOWNLOADED, "True", Reason.DOWNLOADED, f"release {name.tag} is downloaded")
     scope.status["kubernetesVersion"] = metadata.kubernetes_version
     return Outcome.CONTINUE
@@ -202,7 +207,9 @@ async def apply_cluster_class(scope: ReleaseScope) -> Outcome:
 async def _class_chart(scope: ReleaseScope) -> SplitChart:
     """The cluster-class chart as rendered: its ordinary objects, and its hooks (neither labelled nor
     owned: as helm leaves them, a hook outlives the release unless its delete policy says otherwise)."""
-    rendered = await scope.runtime.rendered(scope.name, scope.release.namespace, source_key_of(scope.obj))
+    if scope.store_key is None:
+        scope.store_key = (await scope.runtime.sources.of_release(scope.kube, scope.obj)).key
+    rendered = await scope.runtime.rendered(scope.name, scope.release.namespace, scope.store_key)
     return split_hooks(rendered_objects(rendered, scope.release.namespace))
 
 
@@ -247,8 +254,8 @@ async def _uninstall(scope: ReleaseScope, delete_ordinary: Callable[[], Awaitabl
     hook runs, or failed: the deletion waits, as a failed uninstall keeps the release)."""
     try:
         chart = await _class_chart(scope)
-    except (HelmError, yaml.YAMLError):
-        chart = None  # its chart cannot be rendered (its assets are gone): no hook can run
+    except (HelmError, yaml.YAMLError, SourceError):
+        chart = None  # its chart cannot be rendered (its assets or its stack are gone): no hook can run
     if chart is None or not _runs(chart, HookEvent.PRE_DELETE, HookEvent.POST_DELETE):
         await delete_ordinary()
         return None

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from clusterstack_operator.controller.settings import ClusterStackSettings, release_source
-from clusterstack_operator.controller.stack_sources import BoundSource, StackSources
+from clusterstack_operator.controller.stack_sources import BoundSource, StackSources, identity_salt
 from clusterstack_operator.helm import HelmError, helm_template, render_values_template
 from clusterstack_operator.releases.versions import ReleaseName
 from clusterstack_operator.sources.base import SourceRelease
@@ -45,6 +45,8 @@ ADDON_VALUES_FILE = "cluster-addon-values.yaml"
 STAGE_VALUES_FILE = "overwrite.yaml"
 """A stage chart's values template, rendered over the Cluster as cluster-addon-values.yaml is."""
 STAGE_CHARTS_DIR = "cluster-addon-stages"
+SOURCES_DIR = "sources"
+"""Under the store's root: a directory per stack's own source, and in it one per identity reading it."""
 
 
 @dataclass
@@ -55,7 +57,8 @@ class StackRuntime:
     settings: ClusterStackSettings
     sources: StackSources
     stores: dict[str, ReleaseStore]
-    """Downloaded releases by source key ("" the operator's own source): see :meth:`store`."""
+    """Downloaded releases by store key ("" the operator's own source, else source and identity:
+    :attr:`BoundSource.key`): see :meth:`store`."""
     helm_home: Path
     workloads: WorkloadClients
     """Clients of the workload clusters, made from their kubeconfig Secrets."""
@@ -72,21 +75,23 @@ class StackRuntime:
 
     @classmethod
     def from_settings(cls, settings: ClusterStackSettings, field_manager: str) -> StackRuntime:
+        salt = identity_salt(settings.release_dir / "cluster-stacks" / SOURCES_DIR)
         return cls(
             settings=settings,
-            sources=StackSources(release_source(settings)),
+            sources=StackSources(release_source(settings), salt),
             stores={},
             helm_home=settings.release_dir / "helm",
             workloads=WorkloadClients(field_manager),
         )
 
     def store(self, key: str = "") -> ReleaseStore:
-        """The downloads of the source of ``key``: the operator's own source's in ``cluster-stacks/``,
-        a stack's own source's in ``cluster-stacks/sources/<key>/``, so that two sources publishing the
-        same tag never share a download."""
+        """The downloads made under ``key`` (:attr:`BoundSource.key`): the operator's own source's in
+        ``cluster-stacks/``, a stack's own source's in ``cluster-stacks/sources/<source>/<identity>/``,
+        so that two sources publishing the same tag never share a download, and neither do two
+        credentials reading one source."""
         if key not in self.stores:
             root = self.settings.release_dir / "cluster-stacks"
-            self.stores[key] = ReleaseStore(root / "sources" / key if key else root)
+            self.stores[key] = ReleaseStore(root / SOURCES_DIR / key if key else root)
         return self.stores[key]
 
     async def releases(self, bound: BoundSource) -> tuple[list[SourceRelease], float]:
@@ -181,16 +186,28 @@ class StackRuntime:
         return unpacked
 
     def forget(self, release: ReleaseName, source_key: str = "") -> None:
-        """A release is gone: its rendered charts and its downloaded assets go too."""
+        """A release is gone from every namespace reading its source (``source_key``, the stack's
+        annotation: :func:`~clusterstack_operator.resources.source_key`): its rendered charts and its
+        downloaded assets go too, whichever identity downloaded them."""
+
+        def of_it(store_key: str) -> bool:
+            return store_key == source_key or (bool(source_key) and store_key.startswith(f"{source_key}/"))
+
         self._rendered = {
-            key: text for key, text in self._rendered.items() if (key[0], key[2]) != (release.tag, source_key)
+            key: text for key, text in self._rendered.items() if not (key[0] == release.tag and of_it(key[2]))
         }
         self._rendered_addons = {
             key: held
             for key, held in self._rendered_addons.items()
-            if (held[0][0], held[0][2]) != (release.tag, source_key)
+            if not (held[0][0] == release.tag and of_it(held[0][2]))
         }
-        self.store(source_key).remove(release)
+        if not source_key:
+            self.store().remove(release)
+            return
+        identities = self.settings.release_dir / "cluster-stacks" / SOURCES_DIR / source_key
+        for identity in identities.iterdir() if identities.is_dir() else ():
+            if identity.is_dir():
+                self.store(f"{source_key}/{identity.name}").remove(release)
 
 
 def _unpack(archive: Path, into: Path) -> None:

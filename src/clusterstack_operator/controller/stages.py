@@ -91,7 +91,8 @@ class StagedRun:
     template_data: Callable[[], Awaitable[Mapping[str, Any]]]
     """What a stage's overwrite.yaml reads: the Cluster and the objects it references."""
     source_key: str = ""
-    """The release's source's key in the store (:func:`clusterstack_operator.resources.source_key`)."""
+    """Where the release's assets are kept: its stack's source and credentials
+    (:attr:`~clusterstack_operator.controller.stack_sources.BoundSource.key`)."""
     retry: str | None = None
     """The ClusterAddon's retry annotation (:data:`.helm_hooks.RETRY_ANNOTATION`): reruns failed hooks."""
 

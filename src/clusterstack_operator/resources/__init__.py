@@ -60,14 +60,17 @@ CLUSTER_NAME_LABEL = "cluster.x-k8s.io/cluster-name"
 """Cluster API's label for what belongs to one Cluster: on a ClusterAddon, its Cluster."""
 SOURCE_ANNOTATION = "clusterstack.x-k8s.io/release-source"
 """On a ClusterStackRelease of a stack with its own ``spec.source``: that source's key
-(:func:`source_key`), under which its downloaded assets are kept. Absent: the operator's own source."""
+(:func:`source_key`), under which its downloaded assets are kept. Absent: the operator's own source.
+It grants nothing: the operator finds a release's downloads through its stack's credentials."""
 
 
 def source_key(source: ReleaseSourceSpec | None) -> str:
     """Where a source's downloads are kept, apart from every other source's: "" for the operator's own,
-    else its kind and a hash of where it is (not of its credentials: the same repository read with
-    other credentials serves the same releases). Two sources may publish the same tag with different
-    contents (a fork, say); their downloads must never be taken for each other's."""
+    else its kind and a hash of where it is. Two sources may publish the same tag with different
+    contents (a fork, say); their downloads must never be taken for each other's. Below it, each
+    identity reading the source keeps its own downloads
+    (:func:`clusterstack_operator.controller.stack_sources.identity_key`): this key says where, never
+    who may have them."""
     if source is None:
         return ""
     if source.oci is not None:

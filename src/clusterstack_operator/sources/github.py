@@ -158,9 +158,13 @@ class GitHubReleases:
 
     def _check(self, response: aiohttp.ClientResponse, what: str) -> None:
         code = response.status
+        anonymous = not self._authorization
         if code == 404:
-            raise ReleaseNotFound(f"{self.description}: {what}: not found")
+            # GitHub answers 404, not 401, to a request without a token for a private repository.
+            hint = " (without a token: a private repository is not found)" if anonymous else ""
+            raise ReleaseNotFound(f"{self.description}: {what}: not found{hint}")
         if code in (401, 403):
-            raise SourceError(f"{self.description}: {what}: GitHub refused the access token (HTTP {code})")
+            who = "anonymous access (no token is set)" if anonymous else "the access token"
+            raise SourceError(f"{self.description}: {what}: GitHub refused {who} (HTTP {code})")
         if code >= 400:
             raise SourceError(f"{self.description}: {what}: HTTP {code}")
