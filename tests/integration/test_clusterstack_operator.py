@@ -137,6 +137,11 @@ async def test_a_listed_release_waits_for_its_provider_then_applies_its_cluster_
     )
     assert condition(release, "ClusterStackReleaseDownloaded")["status"] == "True"
     assert condition(release, "ProviderClusterStackReleaseReady")["severity"] == "Info"
+    # Ready means ready (upstream #59): not while its node images are not, and it says which part waits.
+    waits = condition(release, "Ready")
+    assert waits["status"] == "False", waits
+    assert f"TestProviderClusterStackRelease {tag} is not ready yet" in waits["message"], waits
+    assert not release["status"].get("ready")
     assert release["spec"]["providerRef"]["kind"] == "TestProviderClusterStackRelease"
     assert (
         await kube.get("cluster.x-k8s.io/v1beta2", "ClusterClass", "docker-ferrol-1-30-v1", namespace) is None
@@ -185,6 +190,17 @@ async def test_a_listed_release_waits_for_its_provider_then_applies_its_cluster_
         )
 
     await wait_until(restored, timeout=15, what="the deleted template to be restored")
+
+    # Its provider release no longer ready (new node images being built): neither is the release.
+    await kube.patch_status(PROVIDER_API, "TestProviderClusterStackRelease", tag, namespace, {"ready": False})
+
+    async def not_ready_again() -> dict[str, Any] | None:
+        found = await kube.get(API, "ClusterStackRelease", tag, namespace)
+        return condition(found, "Ready") if not (found or {}).get("status", {}).get("ready") else None
+
+    again: Any = await wait_until(not_ready_again, timeout=15, what="the release not Ready with its provider")
+    assert again["status"] == "False", again
+    assert f"TestProviderClusterStackRelease {tag} is not ready yet" in again["message"], again
 
 
 async def test_auto_subscribe_follows_new_releases_and_keeps_the_one_a_cluster_uses(
@@ -1772,6 +1788,12 @@ async def test_an_addon_charts_helm_hooks_run_in_helms_order_and_a_refused_one_s
         main = await workload.get_live("v1", "ConfigMap", "addon-main", "kube-system")
         assert main is not None
         assert main["data"] == {"version": "v2"}
+        # The same state reads the same on every later look (issue 65: a periodic look rewrote it).
+        applied = condition(upgraded, "HelmChartApplied")
+        assert applied["message"].endswith("-cluster-addon-v2.tgz applied; its hooks ran"), applied
+        await asyncio.sleep(5)  # two more looks
+        later = await kube.get(API, "ClusterAddon", "cluster-addon-hooks", namespace)
+        assert condition(later, "HelmChartApplied") == applied
 
         # A pre-upgrade hook the API server refuses: the run stops there, the chart's objects stay v2.
         await kube.patch("cluster.x-k8s.io/v1beta2", "Cluster", "hooks", namespace,

@@ -41,7 +41,7 @@ from clusterstack_operator.controller.charts import (
     values_template_data,
 )
 from clusterstack_operator.controller.clusters import clusters_of
-from clusterstack_operator.controller.helm_hooks import HookRun, named, retry_of, run_and_report
+from clusterstack_operator.controller.helm_hooks import HookRun, named, retry_of, run_and_report, run_done
 from clusterstack_operator.controller.runtime import ADDON_NAMESPACE
 from clusterstack_operator.controller.scope import StackScope, ready_report, write_capi_status
 from clusterstack_operator.controller.stages import StagedRun, has_stages, run_stages
@@ -335,7 +335,10 @@ async def apply_addons(scope: AddonScope) -> Outcome:
             scope.next_look = later
             return Outcome.STOP
     else:
-        resources, failed = await apply_and_record(workload, ordinary, book, chart, watch=False)
+        hooks_ran = bool(split.hooks) and run_done(kept, addon_version)
+        resources, failed = await apply_and_record(
+            workload, ordinary, book, chart, watch=False, hooks_ran=hooks_ran
+        )
         scope.status["resources"] = resources
         if failed:
             return Outcome.STOP

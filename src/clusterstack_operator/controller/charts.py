@@ -69,12 +69,26 @@ def resource_entry(manifest: Mapping[str, Any], status: str = "synced") -> dict[
     }
 
 
+def applied_message(count: int, chart: str, *, hooks_ran: bool) -> str:
+    """HelmChartApplied's message once a chart is applied: one text for one state, whether the look
+    that writes it ran the hooks or found them run by an earlier one (a message that changed on a look
+    that found nothing new would be a write for nothing, and would read as news)."""
+    return f"{count} objects of {chart} applied" + ("; its hooks ran" if hooks_ran else "")
+
+
 async def apply_and_record(
-    kube: Kube, objects: list[dict[str, Any]], book: ConditionBook, chart: str, *, watch: bool
+    kube: Kube,
+    objects: list[dict[str, Any]],
+    book: ConditionBook,
+    chart: str,
+    *,
+    watch: bool,
+    hooks_ran: bool = False,
 ) -> tuple[list[dict[str, Any]], bool]:
     """Apply ``objects`` (rendered from ``chart``) one by one (:func:`operator_core.applying.apply_each`),
     so that one refused does not hold up the others; their ``status.resources`` entries, and whether
-    any failed. Sets HelmChartApplied (with one Warning when a failure starts or changes). ``watch``:
+    any failed. Sets HelmChartApplied (with one Warning when a failure starts or changes; ``hooks_ran``:
+    the chart's hooks for what is applied ran, on this look or an earlier one). ``watch``:
     ``kube`` has a cache, which is to hold these kinds from now on (an object deleted or changed by
     hand wakes its owner); an object of a kind RBAC does not let the operator watch fails, its entry
     naming the refusal, since a change by hand would go unnoticed."""
@@ -102,7 +116,7 @@ async def apply_and_record(
             ConditionType.HELM_CHART_APPLIED,
             "True",
             Reason.APPLIED,
-            f"{len(objects)} objects of {chart} applied",
+            applied_message(len(objects), chart, hooks_ran=hooks_ran),
         )
     return resources, bool(failures)
 

@@ -20,6 +20,7 @@ from enum import StrEnum
 from typing import Any
 
 from clusterstack_operator.api.reasons import ConditionType, EventReason, Reason
+from clusterstack_operator.controller.charts import applied_message
 from clusterstack_operator.releases.hooks import (
     DeletePolicy,
     Hook,
@@ -46,6 +47,7 @@ __all__ = [
     "named",
     "retry_of",
     "run_and_report",
+    "run_done",
     "run_uninstall",
     "run_with_hooks",
 ]
@@ -281,7 +283,8 @@ async def run_and_report(
     chart_name: str,
 ) -> float | None:
     """:func:`run_with_hooks` for a whole chart: None once the run is over (HelmChartApplied then says
-    its objects are applied and its hooks ran), else the seconds until the next look: soon while a hook
+    its objects are applied and its hooks ran, as every later look finds it: :func:`applied_message`;
+    the HooksRan Events say which), else the seconds until the next look: soon while a hook
     runs, at the next change once one failed."""
     step = await run_with_hooks(workload, book, chart, events, run, apply_ordinary)
     if step is RunStep.WAITING:
@@ -292,9 +295,14 @@ async def run_and_report(
         ConditionType.HELM_CHART_APPLIED,
         "True",
         Reason.APPLIED,
-        f"{len(chart.ordinary)} objects of {chart_name} applied; its {events[0]} and {events[1]} hooks ran",
+        applied_message(len(chart.ordinary), chart_name, hooks_ran=True),
     )
     return None
+
+
+def run_done(kept: Mapping[str, Any] | None, version: str) -> bool:
+    """Whether the run kept in the status (status.helmHooks) is ``version``'s, and over."""
+    return kept is not None and kept.get("version") == version and kept.get("event") == RUN_DONE
 
 
 async def run_uninstall(

@@ -26,10 +26,10 @@ from clusterstack_operator.api.v1alpha1 import CLUSTER_STACK_RELEASE
 from clusterstack_operator.controller.charts import apply_and_record, delete_applied, report_template_failure
 from clusterstack_operator.controller.clusters import clusters_by_class, clusters_using
 from clusterstack_operator.controller.helm_hooks import (
-    RUN_DONE,
     HookRun,
     retry_of,
     run_and_report,
+    run_done,
     run_uninstall,
 )
 from clusterstack_operator.controller.scope import StackScope, ready_report, write_capi_status
@@ -179,15 +179,22 @@ async def apply_cluster_class(scope: ReleaseScope) -> Outcome:
         return Outcome.STOP
     ordinary = applied_objects([dict(obj) for obj in chart.ordinary], release)
 
+    kept = (scope.obj.get("status") or {}).get("helmHooks")
+    has_hooks = _runs(chart, HookEvent.PRE_INSTALL, HookEvent.POST_INSTALL)
+
     async def apply_ordinary() -> bool:
         resources, failed = await apply_and_record(
-            scope.kube, ordinary, book, name.cluster_class_chart, watch=True
+            scope.kube,
+            ordinary,
+            book,
+            name.cluster_class_chart,
+            watch=True,
+            hooks_ran=has_hooks and run_done(kept, name.tag),
         )
         scope.status["resources"] = resources
         return not failed
 
-    kept = (scope.obj.get("status") or {}).get("helmHooks")
-    if _runs(chart, HookEvent.PRE_INSTALL, HookEvent.POST_INSTALL) and not _done(kept, name.tag):
+    if has_hooks and not run_done(kept, name.tag):
         run = HookRun.of(kept, name.tag, HookEvent.PRE_INSTALL, retry_of(scope.obj))
         install = (HookEvent.PRE_INSTALL, HookEvent.POST_INSTALL)
         later = await run_and_report(
@@ -215,11 +222,6 @@ async def _class_chart(scope: ReleaseScope) -> SplitChart:
 
 def _runs(chart: SplitChart, *events: HookEvent) -> bool:
     return any(event in hook.events for hook in chart.hooks for event in events)
-
-
-def _done(kept: dict[str, Any] | None, version: str) -> bool:
-    """Whether the run kept in the status is ``version``'s, and over."""
-    return kept is not None and kept.get("version") == version and kept.get("event") == RUN_DONE
 
 
 STEPS = Steps(
