@@ -172,12 +172,21 @@ def _is_newer(candidate: Mapping[str, Any], current: Mapping[str, Any] | None) -
     return new is None or old is None or new >= old
 
 
-def _trimmed(obj: Manifest, *, keep_spec: bool = True) -> Manifest:
-    """The object without managedFields (nothing reads them, and they are often half its size), and
-    without its spec when nobody reads that either."""
+def _trimmed(obj: Manifest, *, keep_spec: bool = True, kept_fields: tuple[str, ...] = ()) -> Manifest:
+    """The object without managedFields (nothing reads them, and they are often half its size), without
+    its spec when nobody reads that either, and with only ``kept_fields`` of its spec and status
+    ("spec.taints", "status.conditions") when those are all anyone reads."""
     metadata = obj.get("metadata")
     if isinstance(metadata, dict) and "managedFields" in metadata:
         obj = {**obj, "metadata": {k: v for k, v in metadata.items() if k != "managedFields"}}
+    if kept_fields:
+        kept: dict[str, Any] = {k: v for k, v in obj.items() if k not in ("spec", "status")}
+        for path in kept_fields:
+            part, _, name = path.partition(".")
+            source = obj.get(part)
+            if isinstance(source, dict) and name in source:
+                kept.setdefault(part, {})[name] = source[name]
+        return kept
     if not keep_spec and "spec" in obj:
         spec = obj["spec"]
         obj = {k: v for k, v in obj.items() if k != "spec"}
@@ -201,6 +210,9 @@ class WatchedKind:
     kind: str
     labels: Mapping[str, str] | None = None
     keep_spec: bool = True
+    kept_fields: tuple[str, ...] = ()
+    """When set, the only fields of spec and status held ("spec.taints", "status.conditions"): for a kind
+    only a few of whose fields are read (a Node, without its images and volumes)."""
 
     @property
     def ref(self) -> KindRef:
@@ -518,7 +530,7 @@ class Informer:
                     del self._by_label[label]
 
     def _trimmed(self, obj: Manifest) -> Manifest:
-        return _trimmed(obj, keep_spec=self.kind.keep_spec)
+        return _trimmed(obj, keep_spec=self.kind.keep_spec, kept_fields=self.kind.kept_fields)
 
     def _changed(self, obj: Manifest) -> None:
         if self._on_change is not None:
@@ -562,9 +574,10 @@ class Cache:
         for wanted in kinds:
             held = self._informers.get(wanted.ref)
             current = held[0] if held else None
-            labels, keep_spec = wanted.labels, wanted.keep_spec
+            labels, keep_spec, kept_fields = wanted.labels, wanted.keep_spec, wanted.kept_fields
             if current is not None:
                 keep_spec = keep_spec or current.kind.keep_spec
+                kept_fields = _wider_fields(kept_fields, current.kind.kept_fields)
                 if current.kind.labels != labels:
                     common = {
                         key: value
@@ -572,7 +585,7 @@ class Cache:
                         if (labels or {}).get(key) == value
                     }
                     labels = common or None
-            merged = WatchedKind(wanted.api_version, wanted.kind, labels, keep_spec)
+            merged = WatchedKind(wanted.api_version, wanted.kind, labels, keep_spec, kept_fields)
             if current is None or current.kind != merged:
                 self._informers[wanted.ref] = [self._informer(merged)]
 
@@ -726,6 +739,17 @@ async def _wait_at_most(event: asyncio.Event, seconds: float) -> None:
         await asyncio.wait_for(event.wait(), seconds)
 
 
+def _wider_fields(one: tuple[str, ...], other: tuple[str, ...]) -> tuple[str, ...]:
+    """The fields two askers of a kind keep together: every field when either keeps every one (``()``)."""
+    return tuple(sorted(set(one) | set(other))) if one and other else ()
+
+
 def _holds(holder: WatchedKind, wanted: WatchedKind) -> bool:
     """Whether an informer of ``holder`` holds everything ``wanted`` asks for."""
-    return selector_covers(holder.labels, wanted.labels) and (holder.keep_spec or not wanted.keep_spec)
+    held, asked = set(holder.kept_fields), set(wanted.kept_fields)
+    fields = not held or (bool(asked) and asked <= held)
+    return (
+        selector_covers(holder.labels, wanted.labels)
+        and (holder.keep_spec or not wanted.keep_spec)
+        and fields
+    )

@@ -404,6 +404,7 @@ class Operator:
         named_kinds: Sequence[tuple[str, str] | WatchedKind] = (),
         wake_all_on: Kinds = (),
         namespaces_woken: Callable[[Manifest], Iterable[str]] | None = None,
+        read_kinds: Sequence[WatchedKind] = (),
         finalizer: str | None = None,
         finalize: Reconcile | None = None,
         needs_finalizer: Callable[[Manifest], bool] | None = None,
@@ -423,7 +424,9 @@ class Operator:
         of ``wake_all_on`` (held whole) wakes every object of
         ``resource`` in its namespace, and in those ``namespaces_woken`` names for it: for what any
         of them may depend on (a Cluster API Cluster using a ClusterClass, maybe of another
-        namespace).
+        namespace). ``read_kinds`` are held for the reconciles to read, wake nothing and hold
+        up no loop (the Nodes the Typesense members run on: a node that goes NotReady changes its
+        pods, which wake).
 
         With ``finalizer``, every object carries it from its first reconcile, and an object being
         deleted is handed to ``finalize`` (its clean-up, which may wait, returning the seconds
@@ -447,9 +450,11 @@ class Operator:
             *(kind if isinstance(kind, WatchedKind) else WatchedKind(*kind) for kind in named_kinds),
             *(WatchedKind(v, k) for v, k in wake_all_on),
         ]
-        self._watched.extend(declared)
+        self._watched.extend([*declared, *read_kinds])
         # Its loops wait for these caches only: one that cannot sync (RBAC forbids it) holds up no other
-        # controller, and the objects of this one say which kind it is (report_unwatchable).
+        # controller, and the objects of this one say which kind it is (report_unwatchable). Not for
+        # read_kinds: what a reconcile only reads, it reads as it can (an API read before the cache
+        # synced, or a refusal that it says in its status), and it never stops for them.
         needs = self._needs[resource.kind] = frozenset(kind.ref for kind in declared)
         # The finalizing loops are woken as the reconcile loops are (a Cluster that lets a deletion go).
         books = (wakeups, finalizing) if finalizer is not None else (wakeups,)

@@ -20,6 +20,8 @@ from operator_core.cache import (
     Informer,
     KindRef,
     WatchedKind,
+    _holds,
+    _trimmed,
     selector_covers,
 )
 from operator_core.kube import Kube, _label_selector
@@ -356,6 +358,33 @@ async def test_an_observed_kind_is_held_without_its_spec_unless_another_reader_w
     merged = cache.informer("v1", "Pod")
     assert merged is not None
     assert merged.kind.keep_spec
+
+
+def test_a_kind_read_for_a_few_fields_holds_only_those_unless_another_reader_wants_more() -> None:
+    """A Node, of which only the taints and the Ready condition are read: not its images or volumes."""
+    node = {
+        "metadata": {"name": "node-a", "managedFields": [{}]},
+        "spec": {"taints": [{"key": "k"}], "podCIDR": "198.18.0.0/24"},
+        "status": {"conditions": [{"type": "Ready"}], "images": [{"names": ["x"]}] * 50},
+    }
+    kept = _trimmed(node, kept_fields=("spec.taints", "spec.unschedulable", "status.conditions"))
+    assert kept == {
+        "metadata": {"name": "node-a"},
+        "spec": {"taints": [{"key": "k"}]},
+        "status": {"conditions": [{"type": "Ready"}]},
+    }
+    few = WatchedKind("v1", "Node", kept_fields=("status.conditions",))
+    cache = Cache(ScriptedSource([]))
+    cache.watch([few, WatchedKind("v1", "Node", kept_fields=("spec.taints",))])
+    union = cache.informer("v1", "Node")
+    assert union is not None
+    assert union.kind.kept_fields == ("spec.taints", "status.conditions")
+    cache.watch([WatchedKind("v1", "Node")])
+    whole = cache.informer("v1", "Node")
+    assert whole is not None
+    assert whole.kind.kept_fields == (), "a reader of whole Nodes gets them whole"
+    assert _holds(whole.kind, few)
+    assert not _holds(few, WatchedKind("v1", "Node"))
 
 
 async def test_a_delete_is_refused_while_the_cache_is_not_synced() -> None:

@@ -167,3 +167,33 @@ def test_a_cluster_over_tls_shows_the_certificate_its_nodes_serve_and_why_a_new_
         in render(document)
     )
     assert status_document(cluster(), None, [], [], T0)["tls"] is None, "no spec.tls: nothing said of it"
+
+
+def test_a_view_written_before_its_node_was_lost_is_marked_stale_and_the_node_named() -> None:
+    """The operator's node was lost with a member's: nothing rewrote the status. The view reads the
+    Nodes itself, says which is unreachable since when, and marks the raft view it cannot vouch for."""
+    from typesense_operator.quorum.hosts import Host, HostState
+
+    written = T0 - timedelta(minutes=5)
+    nodes = [{**view, "k8sNode": "worker-a", "k8sNodeState": "Ready"} for view in NODES]
+    document = status_document(
+        cluster(nodes=nodes, nodesObservedAt=written.strftime("%Y-%m-%dT%H:%M:%SZ")),
+        [pod(0), pod(1), pod(2)],
+        [],
+        [],
+        T0,
+        {"worker-a": Host("worker-a", HostState.UNREACHABLE, T0 - timedelta(minutes=2))},
+    )
+    leader = document["nodes"][0]
+    assert leader["k8sNodeState"] == "Unreachable"
+    assert leader["viewStale"] is True
+    assert document["nodes"][1]["viewStale"] is False, "a member already seen silent is not vouched for"
+    text = render(document)
+    assert "worker-a (Unreachable)" in text
+    assert "LEADER? (stale)" in text
+    assert "its Kubernetes node worker-a is Unreachable since" in text
+    assert "the operator has not seen it since" in text
+    fresh = status_document(
+        cluster(nodes=nodes), [pod(0)], [], [], T0, {"worker-a": Host("worker-a", HostState.READY)}
+    )
+    assert "viewStale" not in fresh["nodes"][0]

@@ -142,12 +142,50 @@ spec:
       nodeSelector:
         {{- toYaml . | nindent 8 }}
       {{- end }}
-      {{- with .Values.tolerations }}
+      {{- $lossSeconds := .Values.nodeLossTolerationSeconds }}
+      {{- if or .Values.tolerations (not (kindIs "invalid" $lossSeconds)) }}
       tolerations:
+        {{- if not (kindIs "invalid" $lossSeconds) }}
+        # Evicted from a lost node sooner than Kubernetes' 300 s: its replacement starts elsewhere.
+        {{- range list "node.kubernetes.io/not-ready" "node.kubernetes.io/unreachable" }}
+        - key: {{ . }}
+          operator: Exists
+          effect: NoExecute
+          tolerationSeconds: {{ int $lossSeconds }}
+        {{- end }}
+        {{- end }}
+        {{- with .Values.tolerations }}
         {{- toYaml . | nindent 8 }}
+        {{- end }}
       {{- end }}
       {{- with .Values.affinity }}
       affinity:
         {{- toYaml . | nindent 8 }}
       {{- end }}
+      {{- if and .Values.spreadOverNodes (gt (int .Values.replicas) 1) }}
+      # The standby on another node than the leader, where there is one: a lost node takes one replica.
+      topologySpreadConstraints:
+        - maxSkew: 1
+          topologyKey: kubernetes.io/hostname
+          whenUnsatisfiable: ScheduleAnyway
+          labelSelector:
+            matchLabels:
+              {{- include "operator.selectorLabels" . | nindent 14 }}
+      {{- end }}
+{{- if and (gt (int .Values.replicas) 1) (.Values.podDisruptionBudget).enabled }}
+---
+# A drain takes one replica at a time: the other keeps (or takes over) the Lease.
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata:
+  name: {{ $name }}
+  namespace: {{ .Release.Namespace }}
+  labels:
+    {{- include "operator.labels" . | nindent 4 }}
+spec:
+  maxUnavailable: 1
+  selector:
+    matchLabels:
+      {{- include "operator.selectorLabels" . | nindent 6 }}
+{{- end }}
 {{- end -}}

@@ -675,6 +675,13 @@ class NodeStatus(ApiModel):
     certificate_serial: str | None = None
     """The serial number of the certificate it serves (spec.tls), as the operator's last TLS handshake
     with it saw; it changes within spec.tls.refreshIntervalSeconds of a renewal, with no restart."""
+    k8s_node: str | None = Field(default=None, alias="k8sNode")
+    """The Kubernetes node its pod runs on."""
+    k8s_node_state: str | None = Field(default=None, alias="k8sNodeState")
+    """That node as the control plane sees it: Ready, NotReady, Unreachable (its kubelet stopped
+    reporting: a power cut, or a kubelet cut off), OutOfService (tainted
+    node.kubernetes.io/out-of-service), Gone (no such Node any more), or Unknown (the operator may not
+    read Nodes)."""
 
 
 class StorageStatus(ApiModel):

@@ -12,11 +12,13 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any, Generic, TypeVar
 
+from operator_core import errors
 from operator_core.clock import parse_wire_time
 from operator_core.conditions import reports_true
 from operator_core.kube import Kube
 from operator_core.pods import container_state, pod_ordinal
 from typesense_operator.controller.settings import TypesenseSettings
+from typesense_operator.quorum.hosts import Host, host_of
 from typesense_operator.quorum.model import HELD_BACK_REASONS, NodeProbe
 from typesense_operator.quorum.probe import NodeAddressing, NodeTarget, NodeTls, probe_nodes
 from typesense_operator.resources import API_KEY_DATA_KEY, Cluster
@@ -30,6 +32,7 @@ __all__ = [
     "SilenceMemory",
     "decoded_key",
     "generate_key",
+    "member_hosts",
     "node_targets",
     "pod_addresses",
     "probe_cluster",
@@ -118,6 +121,22 @@ async def node_targets(kube: Kube, cluster: Cluster) -> tuple[list[NodeTarget], 
         target_pods.append(pod)
         targets.append(_target(pod, index, cluster, ca))
     return targets, target_pods
+
+
+async def member_hosts(kube: Kube, pods: list[dict[str, Any]]) -> list[Host]:
+    """The Kubernetes node of each pod (its ``spec.nodeName``) as the control plane sees it, from the
+    Nodes' watch cache. A Node the operator may not read is Unknown: said, never guessed."""
+    hosts = []
+    for pod in pods:
+        name = (pod.get("spec") or {}).get("nodeName")
+        if not name:
+            hosts.append(host_of(None, None))
+            continue
+        try:
+            hosts.append(host_of(name, await kube.get("v1", "Node", name)))
+        except (errors.Forbidden, errors.NotFound):
+            hosts.append(host_of(name, None, readable=False))
+    return hosts
 
 
 async def probe_cluster(

@@ -11,7 +11,7 @@ from operator_core.clock import utcnow
 from operator_core.steps import Outcome
 from typesense_operator.api.reasons import EventReason
 from typesense_operator.controller.metrics import RECOVERIES, observe_quorum
-from typesense_operator.controller.nodes import node_targets, probe_cluster
+from typesense_operator.controller.nodes import member_hosts, node_targets, probe_cluster
 from typesense_operator.controller.scope import Scope
 from typesense_operator.quorum.decide import decide
 from typesense_operator.quorum.model import Action, Plan, QuorumSettings
@@ -44,6 +44,7 @@ async def manage_quorum(scope: Scope) -> Outcome:
         scope.runtime.commits.keep(cluster.namespace, cluster.name, uid, plan.record.committed)
     scope.plan, scope.members = plan, plan.members
     scope.nodes = list(zip(targets, probes, target_pods, strict=True))
+    scope.hosts = await member_hosts(scope.kube, target_pods)
     scope.nodes_answered = any(probe.reachable for probe in probes)
     scope.nodes_addressable = any(target.pod_ip for target in targets)
     scope.quorum = status_from_plan(plan, previous, now)

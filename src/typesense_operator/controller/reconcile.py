@@ -47,6 +47,7 @@ from typesense_operator.controller.status import (
 from typesense_operator.controller.storage import grow_storage
 from typesense_operator.controller.takeover import take_over
 from typesense_operator.controller.tls import prepare_tls
+from typesense_operator.quorum.hosts import host_notes
 from typesense_operator.resources import (
     API_KEY_DATA_KEY,
     PRUNABLE_ELSEWHERE,
@@ -174,9 +175,18 @@ async def report(scope: Scope, completed: bool) -> None:
     replicas, the quorum's record, the roll, the restore and each node's view."""
     current = scope.current
     bootstrapping = current.get("phase") in (None, BOOTSTRAPPING)
+    lost = host_notes(
+        [
+            (target.index, target.pod, probe.reachable, host)
+            for (target, probe, _), host in zip(scope.nodes, scope.hosts, strict=False)
+        ]
+    )
     await scope.book.set_ready(
         *ready_condition(
-            scope.book.conditions, scope.plan, observed=scope.nodes_answered or not bootstrapping
+            scope.book.conditions,
+            scope.plan,
+            observed=scope.nodes_answered or not bootstrapping,
+            host_notes=lost,
         ),
         became_ready=EventReason.QUORUM_READY,
         became_not_ready=EventReason.QUORUM_NOT_READY,
@@ -189,7 +199,7 @@ async def report(scope: Scope, completed: bool) -> None:
             for target, probe, pod in scope.nodes
         ]
         nodes = nodes_to_publish(
-            current, node_views(seen, (scope.roll or {}).get("updateRevision")), utcnow()
+            current, node_views(seen, (scope.roll or {}).get("updateRevision"), scope.hosts), utcnow()
         )
     scope.status.update(
         status_fields(

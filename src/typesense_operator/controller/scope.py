@@ -15,6 +15,7 @@ from typesense_operator.api import TYPESENSE_CLUSTER
 from typesense_operator.api.reasons import ConditionType, EventReason
 from typesense_operator.controller.runtime import TypesenseRuntime
 from typesense_operator.controller.settings import TypesenseSettings
+from typesense_operator.quorum.hosts import Host
 from typesense_operator.quorum.model import Action, NodeProbe, Plan
 from typesense_operator.quorum.probe import NodeAddressing, NodeTarget
 from typesense_operator.resources import Cluster
@@ -74,6 +75,8 @@ class Scope(BaseScope):
 
     nodes: list[tuple[NodeTarget, NodeProbe, dict[str, Any]]] = field(default_factory=list)
     """Each node's target, probe and pod, as this reconcile's quorum step saw them."""
+    hosts: list[Host] = field(default_factory=list)
+    """The Kubernetes node of each of :attr:`nodes`, in the same order."""
     roll: dict[str, Any] | None = None
     """status.roll as this reconcile leaves it (None: as it was)."""
     rolling: bool = False

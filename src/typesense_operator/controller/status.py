@@ -13,6 +13,7 @@ from typing import Any
 from operator_core.clock import parse_wire_time, wire_time
 from operator_core.conditions import Condition, ConditionStatus, find
 from typesense_operator.api.reasons import ConditionType, ReadyReason
+from typesense_operator.quorum.hosts import Host
 from typesense_operator.quorum.model import NodeProbe, Plan
 
 __all__ = [
@@ -37,13 +38,19 @@ _PREREQUISITES = (ConditionType.ADMIN_KEY_READY, ConditionType.RESTORED, Conditi
 
 
 def ready_condition(
-    conditions: Sequence[Condition], plan: Plan | None, *, observed: bool = True
+    conditions: Sequence[Condition],
+    plan: Plan | None,
+    *,
+    observed: bool = True,
+    host_notes: Sequence[str] = (),
 ) -> tuple[ConditionStatus, str, str]:
     """Ready's (status, reason, message): the prerequisites first, then the quorum decision.
 
     ``observed`` says whether the cluster's state has been seen at all: some node has answered a
     probe, now or since the cluster was created. Until then Ready is Unknown, as Cluster API's
-    conventions ask, not False: nothing is known to be wrong.
+    conventions ask, not False: nothing is known to be wrong. ``host_notes`` name the members whose
+    Kubernetes node is lost (:func:`~typesense_operator.quorum.hosts.host_notes`): said after the
+    quorum's own words, which stay what the probes saw.
     """
     for prerequisite in _PREREQUISITES:
         found = find(conditions, prerequisite)
@@ -51,9 +58,10 @@ def ready_condition(
             return "False", ReadyReason.QUORUM_NOT_READY, f"{prerequisite}: {found.message or found.reason}"
     if plan is None:
         return "Unknown", ReadyReason.QUORUM_NOT_READY, "the nodes have not been probed yet"
+    message = "; ".join((plan.message, *host_notes))
     if not observed:
-        return "Unknown", plan.reason, f"no node has answered yet: {plan.message}"
-    return ("True" if plan.ready else "False"), plan.reason, plan.message
+        return "Unknown", plan.reason, f"no node has answered yet: {message}"
+    return ("True" if plan.ready else "False"), plan.reason, message
 
 
 def guards_disruptions(previous_phase: str | None, ready_nodes: int, budget_exists: bool) -> bool:
@@ -117,13 +125,18 @@ NODES_REFRESH_SECONDS = 60.0
 
 
 def node_views(
-    probes: Sequence[tuple[str, NodeProbe, str | None]], update_revision: str | None
+    probes: Sequence[tuple[str, NodeProbe, str | None]],
+    update_revision: str | None,
+    hosts: Sequence[Host] = (),
 ) -> list[dict[str, Any]]:
-    """``status.nodes``: each node (pod name, probe, its pod's revision) as the operator saw it,
+    """``status.nodes``: each node (pod name, probe, its pod's revision) as the operator saw it, with
+    the Kubernetes node it runs on and that node's state (``hosts``, in the order of ``probes``),
     ordered by ordinal, unset fields left out. Lag is counted against the leader's committed index."""
     leader = next((p.committed_index for _, p, _ in probes if p.state == "LEADER"), None)
+    host_of_pod = dict(zip((pod for pod, _, _ in probes), hosts, strict=False))
     views = []
     for pod, probe, revision in sorted(probes, key=lambda seen: seen[1].index):
+        host = host_of_pod.get(pod)
         lag = None
         if leader is not None and probe.committed_index is not None:
             lag = max(leader - probe.committed_index, 0)
@@ -140,6 +153,8 @@ def node_views(
             "diskUsedBytes": probe.disk_used_bytes,
             "diskTotalBytes": probe.disk_total_bytes,
             "certificateSerial": probe.certificate_serial,
+            "k8sNode": host.name if host is not None else None,
+            "k8sNodeState": host.state.value if host is not None and host.name else None,
         }
         views.append({key: value for key, value in view.items() if value is not None})
     return views

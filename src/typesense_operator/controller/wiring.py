@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from operator_core.cache import WatchedKind
 from operator_core.controller import Operator
 from operator_core.reconciling import Context
 from operator_core.settings import from_env
@@ -39,6 +40,7 @@ from typesense_operator.controller.reconcile import (
 from typesense_operator.controller.runtime import TypesenseRuntime
 from typesense_operator.controller.schedule import named_cluster, reconcile_schedule
 from typesense_operator.controller.settings import TypesenseSettings
+from typesense_operator.quorum.hosts import HOST_FIELDS
 from typesense_operator.resources import (
     BACKENDTLSPOLICY_API_VERSION,
     HTTPROUTE_API_VERSION,
@@ -117,6 +119,9 @@ OPERATOR.controller(
     # The pods carry the labels of the StatefulSet's template: a cluster waiting for its pods is woken
     # by their changes, not by a timer. Only their names, labels and status are read.
     observed_kinds=(("v1", "Pod"),),
+    # The Kubernetes nodes the members run on, said in the status when one is lost; a node that goes
+    # dark changes its pods (the node controller marks them not ready), which wake the cluster.
+    read_kinds=(WatchedKind("v1", "Node", kept_fields=HOST_FIELDS),),
     named=_named_by_spec,
     # Every Secret and ConfigMap, not only ours: those the spec names carry none of our labels.
     named_kinds=(("v1", "Secret"), ("v1", "ConfigMap")),

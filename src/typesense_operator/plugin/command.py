@@ -23,6 +23,7 @@ from operator_core.clock import utcnow
 from operator_core.kube import Kube
 from typesense_operator.api import TYPESENSE_CLUSTER
 from typesense_operator.plugin.view import render, status_document
+from typesense_operator.quorum.hosts import Host, host_of
 from typesense_operator.resources.core import NODE
 
 __all__ = ["main"]
@@ -59,7 +60,20 @@ async def read_document(kube: Kube, namespace: str, name: str) -> dict[str, Any]
             missing,
         ),
     )
-    return status_document(cluster, pods, events, missing, utcnow())
+    hosts = await _hosts(kube, pods or [], missing)
+    return status_document(cluster, pods, events, missing, utcnow(), hosts)
+
+
+async def _hosts(kube: Kube, pods: list[dict[str, Any]], missing: list[str]) -> dict[str, Host] | None:
+    """The Kubernetes nodes the pods run on, read now: what the cluster's status says of them is as
+    old as the operator's last look, and an operator on a lost node looks no more."""
+    names = sorted({str(name) for pod in pods if (name := (pod.get("spec") or {}).get("nodeName"))})
+    try:
+        nodes = await asyncio.gather(*(kube.get("v1", "Node", name) for name in names))
+    except errors.Forbidden as refusal:
+        missing.append(f"whether each pod's Kubernetes node is Ready needs 'get nodes': {refusal}")
+        return None
+    return {name: host_of(name, node) for name, node in zip(names, nodes, strict=True)}
 
 
 def _parser() -> argparse.ArgumentParser:

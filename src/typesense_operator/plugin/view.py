@@ -11,10 +11,11 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from operator_core.clock import parse_wire_time
+from operator_core.clock import parse_wire_time, wire_time
 from operator_core.conditions import READY, condition_of
 from operator_core.pods import container_status, pod_ordinal
 from typesense_operator.api.reasons import ConditionType
+from typesense_operator.quorum.hosts import Host
 from typesense_operator.resources.core import TYPESENSE_CONTAINER
 
 __all__ = ["DOCUMENT_KIND", "DOCUMENT_VERSION", "EVENTS_SHOWN", "render", "status_document"]
@@ -43,11 +44,17 @@ def _pod_facts(pod: Manifest) -> dict[str, Any]:
     return {key: value for key, value in facts.items() if value is not None}
 
 
-def _nodes(cluster: Manifest, pods: Sequence[Manifest] | None) -> list[dict[str, Any]]:
+def _nodes(
+    cluster: Manifest, pods: Sequence[Manifest] | None, hosts: Mapping[str, Host] | None
+) -> list[dict[str, Any]]:
     """The operator's view of each node (status.nodes), with what each pod says beside it; a pod the
-    operator has not seen yet, or a node without a pod, is listed too."""
+    operator has not seen yet, or a node without a pod, is listed too. With ``hosts`` (the Kubernetes
+    nodes as read now), each node's host state is today's, and a raft view written before its host
+    was lost is marked stale: the operator has not seen that member since (it may be down itself)."""
+    status = cluster.get("status") or {}
+    observed_at = parse_wire_time(status.get("nodesObservedAt"))
     by_index: dict[int, dict[str, Any]] = {}
-    for view in (cluster.get("status") or {}).get("nodes") or []:
+    for view in status.get("nodes") or []:
         by_index[int(view["index"])] = dict(view)
     for pod in pods or ():
         index = pod_ordinal(pod["metadata"]["name"])
@@ -55,6 +62,16 @@ def _nodes(cluster: Manifest, pods: Sequence[Manifest] | None) -> list[dict[str,
             continue
         node = by_index.setdefault(index, {"index": index, "pod": pod["metadata"]["name"]})
         node.update(_pod_facts(pod))
+    for node in by_index.values():
+        host = (hosts or {}).get(str(node.get("k8sNode") or ""))
+        if host is None:
+            continue
+        node["k8sNodeState"] = host.state.value
+        if host.lost and host.since is not None:
+            node["k8sNodeSince"] = wire_time(host.since)
+            node["viewStale"] = bool(
+                node.get("answering") and (observed_at is None or observed_at < host.since)
+            )
     return [by_index[index] for index in sorted(by_index)]
 
 
@@ -87,9 +104,11 @@ def status_document(
     events: Sequence[Manifest] | None,
     missing: Sequence[str],
     now: datetime,
+    hosts: Mapping[str, Host] | None = None,
 ) -> dict[str, Any]:
     """The whole view. ``pods`` or ``events`` None: the user may not read them, and ``missing`` says
-    which permission would show them."""
+    which permission would show them. ``hosts``: the Kubernetes nodes of the pods, as read now (None:
+    the user may not read Nodes)."""
     metadata, spec, status = cluster["metadata"], cluster.get("spec") or {}, cluster.get("status") or {}
     ready = condition_of(cluster, READY)
     quorum = dict(status.get("quorum") or {})
@@ -120,7 +139,7 @@ def status_document(
         "quorum": quorum,
         "tls": _tls(cluster),
         "roll": {**roll, "inProgress": bool(roll.get("toDo"))} if roll else None,
-        "nodes": _nodes(cluster, pods),
+        "nodes": _nodes(cluster, pods, hosts),
         "nodesObservedAt": status.get("nodesObservedAt"),
         "nodesObservedSecondsAgo": _ago(status.get("nodesObservedAt"), now),
         "events": [
@@ -172,6 +191,8 @@ def _size(value: int | None) -> str:
 
 
 def _raft(node: Mapping[str, Any], paint: _Paint) -> str:
+    if node.get("viewStale"):
+        return paint(f"{node.get('state') or 'unknown'}? (stale)", "yellow")
     if node.get("answering") is False:
         held = node.get("heldBack")
         return paint(f"not answering ({held})" if held else "not answering", "red")
@@ -209,10 +230,13 @@ def _node_rows(nodes: Sequence[Mapping[str, Any]], paint: _Paint) -> list[str]:
     for node in nodes:
         revision = {True: "current", False: "to roll"}.get(node.get("currentRevision"), "")  # type: ignore[arg-type]
         used, total = node.get("diskUsedBytes"), node.get("diskTotalBytes")
+        host = str(node.get("k8sNode", ""))
+        if host and node.get("k8sNodeState") not in (None, "Ready"):
+            host = f"{host} ({node['k8sNodeState']})"
         cells = [
             str(node["index"]),
             str(node.get("pod", "")),
-            str(node.get("k8sNode", "")),
+            host,
             str(node.get("ip", "")),
             str(node.get("phase", "")),
             "" if node.get("restarts") is None else str(node["restarts"]),
@@ -293,6 +317,22 @@ def render(document: Mapping[str, Any], *, colour: bool = False) -> str:
                 f"raft view: the operator's probes, written {document['nodesObservedAt']} "
                 f"({_seconds(age)} ago) and again whenever a node changes",
                 "dim",
+            )
+        )
+    for node in document["nodes"]:
+        if node.get("k8sNodeState") in (None, "Ready", "Unknown"):
+            continue
+        since = f" since {node['k8sNodeSince']}" if node.get("k8sNodeSince") else ""
+        stale = (
+            ": the raft view of this member was written before, and the operator has not seen it since"
+            if node.get("viewStale")
+            else ""
+        )
+        lines.append(
+            paint(
+                f"node {node['index']}: its Kubernetes node {node.get('k8sNode')} is "
+                f"{node['k8sNodeState']}{since}{stale}",
+                "yellow",
             )
         )
     if document["events"]:
