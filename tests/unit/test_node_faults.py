@@ -87,3 +87,169 @@ async def test_freezing_a_pod_that_is_not_there_says_so(tmp_path: Path) -> None:
 
     with pytest.raises(TargetGone, match="pod ns/cluster-1-sts-1 not found"):
         await faults.freeze("ns", "cluster-1-sts-1", "typesense")
+
+
+# ---------------------------------------------------------------- faults of a whole node (power.py)
+
+PLAN = nodes_plan(0, 3, Path("/tmp/t"))
+NODE_A = PLAN.nodes[0]
+KUBELET_A = ("/cache/bin/kubelet", "--config=/tmp/t/node-a/kubelet.yaml", "--root-dir=/tmp/t/node-a/kubelet")
+SHIM = ("/cache/bin/containerd-shim-runc-v2", "-namespace", "k8s.io", "-id", "4f2a")
+
+
+@pytest.mark.parametrize(
+    ("argv", "killed"),
+    [
+        pytest.param(KUBELET_A, True, id="its kubelet"),
+        pytest.param(("setpriv", "--regid=2147000000", "--clear-groups", "--", *KUBELET_A), True,
+                     id="its kubelet, setpriv not yet exec'd"),  # fmt: skip
+        pytest.param(("/cache/bin/containerd", "--config", "/tmp/t/node-a/containerd.toml"), True,
+                     id="its containerd"),  # fmt: skip
+        pytest.param((*SHIM, "-address", "/run/operator-suite/s0/a/containerd.sock"), True, id="its shim"),
+        pytest.param(("/usr/sbin/runc", "--root", "/tmp/t/node-a/containerd/runc/k8s.io", "kill", "4f2a"),
+                     True, id="a runc of its containerd"),  # fmt: skip
+        pytest.param((*SHIM, "-address", "/run/operator-suite/s0/b/containerd.sock"), False,
+                     id="another node's shim"),  # fmt: skip
+        pytest.param(("/cache/bin/kubelet", "--config=/tmp/t/node-b/kubelet.yaml"), False,
+                     id="another node's kubelet"),  # fmt: skip
+        pytest.param(("/cache/bin/kube-proxy", "--config=/tmp/t/kube-proxy.yaml"), False, id="kube-proxy"),
+        pytest.param(("python", "-m", "operator_testkit.nodes.resizer", "/tmp/controlplane/kubeconfig"),
+                     False, id="the resizer"),  # fmt: skip
+        pytest.param(("/bin/tool", "--dir=/tmp/t/node-ab/x"), False, id="a directory that only begins alike"),
+        pytest.param((), False, id="a zombie (no command line)"),
+    ],
+)
+def test_a_power_cut_kills_the_nodes_daemons_and_shims_and_no_other(argv: tuple[str, ...], killed: bool) -> None:
+    assert power_cut_victims(NODE_A, {4242: argv}, in_node_cgroups=[]) == ({4242} if killed else set())
+
+
+def test_a_power_cut_kills_every_process_in_the_nodes_cgroups_whatever_it_is() -> None:
+    daemons = {10: ("/cache/bin/kube-proxy", "--config=/tmp/t/kube-proxy.yaml"), 11: KUBELET_A}
+    assert power_cut_victims(NODE_A, daemons, in_node_cgroups=[500, 501, 11]) == {11, 500, 501}
+
+
+def test_a_node_with_nothing_left_has_nothing_to_kill() -> None:
+    """What tells reboot a cut node from a running one."""
+    daemons = {10: ("/cache/bin/kube-proxy", "--config=/tmp/t/kube-proxy.yaml")}
+    assert power_cut_victims(NODE_A, daemons, in_node_cgroups=[]) == set()
+
+
+def test_isolation_drops_only_the_kubelets_traffic_with_the_api_server_both_ways() -> None:
+    plan = nodes_plan(1, 3, Path("/tmp/t"))
+    node = plan.nodes[1]
+    output, incoming = isolation_rules(plan, node, kubelet_port=10250)
+    assert output[0] == "OUTPUT"
+    assert output[output.index("--gid-owner") + 1] == str(node.kubelet_group) == "2147000101"
+    assert output[output.index("-d") + 1] == f"{plan.api_address}/32"
+    assert incoming[0] == "INPUT"
+    assert incoming[incoming.index("-s") + 1] == f"{plan.api_address}/32"
+    assert incoming[incoming.index("-d") + 1] == f"{node.address}/32"
+    assert incoming[incoming.index("--dport") + 1] == "10250"
+    for rule in (output, incoming):
+        assert rule[-2:] == ["-j", "DROP"]
+        assert "operator-suite: node-b isolated" in rule
+
+
+PDB_HELD = (
+    'evicting pod ns/web-0\nerror when evicting pods/"web-0" -n "ns" (will retry after 5s): Cannot evict '
+    "pod as it would violate the pod's disruption budget.\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("returncode", "stdout", "stderr", "drained"),
+    [
+        pytest.param(0, "node/node-b cordoned\nnode/node-b drained\n", "", True, id="drained"),
+        pytest.param(1, "node/node-b cordoned\n", PDB_HELD + "error: unable to drain node \"node-b\" due to "
+                     "error: global timeout reached: 5s, continuing command...\n", False,
+                     id="held by a disruption budget past the timeout"),  # fmt: skip
+        pytest.param(1, "node/node-b already cordoned\n", 'error: unable to drain node "node-b": cannot delete '
+                     "Pods that declare no controller (use --force to override): ns/bare\n", False,
+                     id="a pod no controller makes"),  # fmt: skip
+    ],
+)
+def test_a_drain_that_began_is_an_answer_finished_or_not(
+    returncode: int, stdout: str, stderr: str, drained: bool
+) -> None:
+    answer = drain_answer("node-b", returncode, stdout, stderr)
+    assert answer["drained"] is drained
+    assert answer["output"].startswith(stdout.strip())
+
+
+@pytest.mark.parametrize(
+    "stderr",
+    [
+        'Error from server (NotFound): nodes "node-b" not found',
+        "The connection to the server 198.19.128.1:6443 was refused - did you specify the right host or port?",
+    ],
+)
+def test_a_drain_that_could_not_begin_is_an_error(stderr: str) -> None:
+    with pytest.raises(FaultError, match="kubectl drain node-b failed"):
+        drain_answer("node-b", 1, "", stderr)
+
+
+def node_object(status: str | None, beat: str = "2026-12-01T10:00:05Z") -> dict[str, Any]:
+    conditions = [{"type": "MemoryPressure", "status": "False", "lastHeartbeatTime": "2026-12-01T09:00:00Z"}]
+    if status is not None:
+        conditions.append({"type": "Ready", "status": status, "lastHeartbeatTime": beat})
+    return {"status": {"conditions": conditions}}
+
+
+BEFORE = datetime.datetime(2026, 12, 1, 10, 0, 5, tzinfo=datetime.UTC)
+
+
+@pytest.mark.parametrize(
+    ("node", "after", "ready"),
+    [
+        pytest.param(node_object("True"), None, True, id="ready"),
+        pytest.param(node_object("True", "2026-12-01T10:00:09Z"), BEFORE, True, id="ready since the reboot"),
+        pytest.param(node_object("True"), BEFORE, False, id="ready, said by the killed kubelet"),
+        pytest.param(node_object("Unknown"), None, False, id="its kubelet silent past the grace"),
+        pytest.param(node_object("False", "2026-12-01T10:00:09Z"), BEFORE, False, id="runtime not ready yet"),
+        pytest.param(node_object(None), None, False, id="no Ready condition yet"),
+        pytest.param({"status": {}}, None, False, id="no status"),
+    ],
+)
+def test_a_rebooted_node_is_ready_once_its_new_kubelet_says_so(
+    node: dict[str, Any], after: datetime.datetime | None, ready: bool
+) -> None:
+    assert ready_since(node, after) is ready
+
+
+def test_a_nodes_heartbeat_is_its_ready_conditions() -> None:
+    assert heartbeat(node_object("Unknown")) == BEFORE
+    assert heartbeat(node_object(None)) is None
+
+
+def power(running: set[int]) -> NodePower:
+    def start(record: DaemonRecord) -> subprocess.Popen[bytes]:
+        raise AssertionError(f"nothing may start: {record.name}")
+
+    class Power(NodePower):
+        def _running(self, node: NodePlan) -> set[int]:
+            return running
+
+    return Power(PLAN, ("kubectl",), start)
+
+
+def test_a_node_fault_on_a_node_the_cluster_does_not_have_names_the_ones_it_has() -> None:
+    for fault in (NodePower.power_cut, NodePower.reboot, NodePower.isolate, NodePower.drain):
+        with pytest.raises(FaultError, match=r"^node-z is not a node of this cluster \(node-a, node-b, node-c\)$"):
+            fault(power(set()), "node-z")
+
+
+def test_a_node_that_runs_is_not_rebooted_and_one_that_does_not_is_not_cut() -> None:
+    with pytest.raises(FaultError, match=r"^node-a is not cut: 2 of its processes run .*power-cut it first$"):
+        power({4242, 4243}).reboot("node-a")
+    with pytest.raises(FaultError, match="^node-a is cut already"):
+        power(set()).power_cut("node-a")
+
+
+def test_a_daemons_record_keeps_argv_environment_cgroup_and_log_readable_by_root_only(tmp_path: Path) -> None:
+    plan = nodes_plan(0, 1, tmp_path)
+    plan.directory.mkdir(parents=True, exist_ok=True)
+    record = DaemonRecord("kubelet-node-a", ("setpriv", "--", "kubelet"), {"PATH": "/bin"}, "/x/y", tmp_path / "k.log")
+    write_records(plan, {record.name: record})
+    assert recorded_daemons(plan) == {"kubelet-node-a": record}
+    assert (plan.directory / RECORD).stat().st_mode & 0o777 == 0o600
+    assert recorded_daemons(nodes_plan(0, 1, tmp_path / "none")) == {}

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from operator_testkit.nodes.cluster import DEVICE_PLUGIN_RACE, LocalCluster, _Daemon
+from operator_testkit.nodes.cluster import LocalCluster, _Daemon
 from operator_testkit.nodes.configs import cni_conflist, containerd_config, kubelet_config
+from operator_testkit.nodes.daemons import DEVICE_PLUGIN_RACE, DaemonRecord
 from operator_testkit.nodes.dns import COREFILE
 from operator_testkit.nodes.plan import MAX_NODES, SLOTS, nodes_plan
 from operator_testkit.nodes.storage import SIZE_LIMITED_CLASS, storage_manifests
@@ -35,6 +36,17 @@ def test_every_address_of_every_slot_is_in_the_benchmark_range_and_no_two_slots_
         assert network.subnet_of(BENCHMARK_RANGE), network
     for first, second in itertools.combinations(networks, 2):
         assert not first.overlaps(second), (first, second)
+
+
+def test_every_kubelet_of_every_slot_runs_with_a_group_of_its_own_and_its_daemons_in_a_cgroup() -> None:
+    nodes = [node for slot in range(SLOTS) for node in nodes_plan(slot, MAX_NODES, ROOT / str(slot)).nodes]
+    groups = [node.kubelet_group for node in nodes]
+    assert len(set(groups)) == len(groups)
+    assert min(groups) > 65535  # no account's group: above what useradd and nogroup take
+    assert max(groups) < 2**32 - 1
+    node = nodes_plan(2, 3, ROOT).nodes[1]
+    assert node.daemon_cgroup == "/operator-suite/slot2/daemons/node-b"
+    assert not node.cgroup_root.startswith(node.daemon_cgroup)
 
 
 def test_a_slot_names_its_nodes_and_zones_by_letter_and_its_links_fit_linux() -> None:
@@ -136,6 +148,13 @@ def test_volumes_come_from_local_path_with_the_samples_classes_and_a_size_limite
         (["nodes", "partition", "cluster-1-sts-2"], ("pod", "cluster-1-sts-2")),
         (["nodes", "fill", "data-cluster-1-sts-0"], ("claim", "data-cluster-1-sts-0")),
         (["nodes", "restart-statefulset", "cluster-1-sts"], ("statefulset", "cluster-1-sts")),
+        (["nodes", "power-cut", "node-b"], ("node", "node-b")),
+        (["nodes", "reboot", "node-b", "--timeout", "90"], ("timeout", 90.0)),
+        (["nodes", "isolate", "node-c"], ("node", "node-c")),
+        (["nodes", "reconnect", "node-c"], ("node", "node-c")),
+        (["nodes", "drain", "node-a", "--timeout", "5", "--force"], ("force", True)),
+        (["nodes", "drain", "node-a"], ("timeout", 60.0)),
+        (["nodes", "uncordon", "node-a"], ("node", "node-a")),
     ],
 )
 def test_fault_commands_parse_into_a_target_and_a_runner(argv: list[str], target: tuple[str, str]) -> None:
@@ -154,6 +173,26 @@ def test_a_fault_command_without_a_running_sandbox_says_so(
 
     assert main(["nodes", "freeze", "cluster-1-sts-0", "--dir", str(tmp_path)]) == 1
     assert f"no sandbox runs in {tmp_path}" in capsys.readouterr().err
+    assert main(["nodes", "power-cut", "node-a", "--dir", str(tmp_path)]) == 1
+    assert f"no sandbox runs in {tmp_path}" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("action", ["power-cut", "reboot", "isolate", "reconnect", "drain", "uncordon"])
+def test_a_node_fault_on_a_node_the_sandbox_does_not_have_says_so_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], action: str
+) -> None:
+    from operator_testkit.cli import main
+
+    (tmp_path / "cluster").mkdir()
+    (tmp_path / "cluster" / "cluster.json").write_text(json.dumps({"slot": 7, "count": 3}))
+    monkeypatch.setattr("operator_testkit.nodes.cluster.ensure_binaries", lambda: None)  # no build
+
+    assert main(["nodes", action, "node-z", "--dir", str(tmp_path)]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err == (
+        "operator-suite-dev nodes: node-z is not a node of this cluster (node-a, node-b, node-c)\n"
+    )
 
 
 @pytest.mark.parametrize(
@@ -187,18 +226,19 @@ def test_a_kubelet_that_lost_the_device_plugin_socket_race_is_started_again(
     log = tmp_path / f"{name}.log"
     log.write_text(f"I1129 starting\nE1129 {last_line}\n")
     cluster = LocalCluster(tmp_path)
-    exited = _Daemon(name, subprocess.Popen(["true"]), log, ["kubelet", "--config=x"], starts=starts)
+    record = DaemonRecord(name, ("kubelet", "--config=x"), {}, "/operator-suite/slot0/daemons/node-c", log)
+    exited = _Daemon(record, subprocess.Popen(["true"]), starts=starts)
     exited.process.wait()
     cluster._daemons.append(exited)
-    spawned: list[list[str]] = []
+    spawned: list[DaemonRecord] = []
 
-    def spawn(name: str, argv: list[str], env: dict[str, str] | None = None) -> _Daemon:
-        spawned.append(argv)
-        daemon = _Daemon(name, exited.process, log, argv, env)
+    def spawn(record: DaemonRecord) -> _Daemon:
+        spawned.append(record)
+        daemon = _Daemon(record, exited.process)
         cluster._daemons.append(daemon)
         return daemon
 
     monkeypatch.setattr(cluster, "_spawn", spawn)
     assert cluster._started_again(exited) is again
-    assert spawned == ([exited.argv] if again else [])
+    assert spawned == ([record] if again else [])  # the same argv, environment and cgroup
     assert [d.starts for d in cluster._daemons] == ([starts + 1] if again else [starts])

@@ -112,35 +112,49 @@ async def kube(plane: ControlPlane) -> Any:
         await client.close()
 
 
-async def operator_process(nodes: LocalCluster, kube: Kube, namespace: str) -> int:
-    """The host pid of the operator's process in its pod, once the pod runs."""
+async def operator_process(nodes: LocalCluster, kube: Kube, namespace: str) -> tuple[int, str]:
+    """The host pid of an operator's process in its pod (the first listed of its replicas), once the
+    pod runs, and the pod's name."""
     faults = nodes.faults(kube)
 
-    async def started() -> int | None:
-        pods = await kube.list("v1", "Pod", namespace)
+    async def started() -> tuple[int, str] | None:
+        pods = sorted(p["metadata"]["name"] for p in await kube.list("v1", "Pod", namespace))
         try:
-            return await faults.pid(namespace, pods[0]["metadata"]["name"]) if pods else None
+            return (await faults.pid(namespace, pods[0]), pods[0]) if pods else None
         except FaultError:
             return None
 
-    return int(await wait_until(started, timeout=60, interval=0.5, what=f"the operator's pod in {namespace}"))
+    found: tuple[int, str] = await wait_until(
+        started, timeout=60, interval=0.5, what=f"the operator's pod in {namespace}"
+    )
+    return found
 
 
 async def assert_runs_in_cluster(
     nodes: LocalCluster, kube: Kube, namespace: str, command: str, service_account: str
 ) -> int:
     """The operator's pod runs the image's command from the image as the chart says, with the
-    in-cluster configuration (the ``kubernetes`` Service, a token bound to the pod); its host pid."""
+    in-cluster configuration (the ``kubernetes`` Service, a token bound to the pod); its host pid.
+    The chart runs two replicas, spread over the nodes."""
     assert nodes.control_plane is not None
-    pid = await operator_process(nodes, kube, namespace)
+    pid, pod_name = await operator_process(nodes, kube, namespace)
     assert_runs_from_the_image_as_the_chart_says(pid, command)
     env = environment(pid)
     assert env["KUBERNETES_SERVICE_HOST"] == str(nodes.control_plane.service_cidr[1])
     assert env["KUBERNETES_SERVICE_PORT"] == "443"
     claims = token_claims(pid)
     assert claims["sub"] == f"system:serviceaccount:{namespace}:{service_account}"
-    (pod,) = await kube.list("v1", "Pod", namespace)
-    assert claims["kubernetes.io"]["pod"]["name"] == pod["metadata"]["name"], "a token bound to the pod"
+    assert claims["kubernetes.io"]["pod"]["name"] == pod_name, "a token bound to the pod"
+
+    async def both_replicas() -> list[dict[str, Any]] | None:
+        pods = await kube.list("v1", "Pod", namespace)
+        return pods if len(pods) == 2 and all((p.get("spec") or {}).get("nodeName") for p in pods) else None
+
+    replicas: Any = await wait_until(both_replicas, timeout=60, what=f"two replicas in {namespace}")
+    hosts = {p["spec"]["nodeName"] for p in replicas}
+    assert len(hosts) == 2, f"the replicas spread over two nodes, not {hosts}"
+    budget = await kube.list("policy/v1", "PodDisruptionBudget", namespace)
+    assert [b["spec"].get("maxUnavailable") for b in budget] == [1], budget
     return pid
 
 
