@@ -7,6 +7,8 @@ import ipaddress
 import itertools
 import json
 import subprocess
+import tempfile
+import types
 from pathlib import Path
 
 import pytest
@@ -179,15 +181,17 @@ def test_a_fault_command_without_a_running_sandbox_says_so(
 
 @pytest.mark.parametrize("action", ["power-cut", "reboot", "isolate", "reconnect", "drain", "uncordon"])
 def test_a_node_fault_on_a_node_the_sandbox_does_not_have_says_so_in_one_line(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], action: str
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], action: str
 ) -> None:
     from operator_testkit.cli import main
 
-    (tmp_path / "cluster").mkdir()
-    (tmp_path / "cluster" / "cluster.json").write_text(json.dumps({"slot": 7, "count": 3}))
-    monkeypatch.setattr("operator_testkit.nodes.cluster.ensure_binaries", lambda: None)  # no build
-
-    assert main(["nodes", action, "node-z", "--dir", str(tmp_path)]) == 1
+    built = types.SimpleNamespace(kubectl=Path("/cache/kubectl"))
+    monkeypatch.setattr("operator_testkit.nodes.cluster.ensure_binaries", lambda: built)  # no build
+    # A short directory, as a sandbox's is: the kubelet's socket paths must fit (nodes_plan checks).
+    with tempfile.TemporaryDirectory(dir="/tmp") as directory:
+        (Path(directory) / "cluster").mkdir()
+        (Path(directory) / "cluster" / "cluster.json").write_text(json.dumps({"slot": 7, "count": 3}))
+        assert main(["nodes", action, "node-z", "--dir", directory]) == 1
     captured = capsys.readouterr()
     assert captured.out == ""
     assert captured.err == (

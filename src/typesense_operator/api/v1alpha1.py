@@ -440,6 +440,21 @@ class BootstrapSpec(ApiModel):
     to its replicas, the other nodes catching up from it."""
 
 
+class NodeLossSpec(ApiModel):
+    """What the operator does with a member whose Kubernetes node is lost for good."""
+
+    policy: Literal["Wait", "Replace"] = "Wait"
+    """Wait: the status names the lost node and nothing is deleted; the member comes back with its
+    node. Replace: once the node has been NotReady or unreachable for delaySeconds, or at once when it
+    is tainted node.kubernetes.io/out-of-service or its Node is deleted, the member's pod and claim are
+    deleted so that its StatefulSet makes it again on a node that can take it, where it catches up
+    from its peers. Only while the other members are a healthy quorum with a leader, never for a
+    member that still answers, and one member at a time."""
+    delay_seconds: int = Field(default=300, ge=30, le=604800)
+    """How long a node may be NotReady or unreachable before its member is replaced (policy Replace):
+    long enough for a reboot, short enough not to run a member short for long."""
+
+
 class TypesenseClusterSpec(ApiModel):
     """The desired Typesense cluster."""
 
@@ -538,6 +553,9 @@ class TypesenseClusterSpec(ApiModel):
     """When recovering quorum, add nodes back one at a time instead of all at once."""
     bootstrap: BootstrapSpec | None = None
     """Where a new cluster's data comes from: empty (not set), or a backup (fromBackup)."""
+    node_loss: NodeLossSpec | None = None
+    """A member whose Kubernetes node is lost: waited for (the default), or replaced on another node
+    after a delay, with nothing lost (docs/typesense-quorum.md, "Node faults")."""
     tls: TlsSpec | None = None
     """Serve the REST API over HTTPS, with a certificate from a Secret or a cert-manager issuer. Every
     client of the operator's verifies it (its own calls, the proxy, the routes' Gateway through a
@@ -684,6 +702,34 @@ class NodeStatus(ApiModel):
     read Nodes)."""
 
 
+class MemberReplacement(ApiModel):
+    """One member replaced because its node was lost (spec.nodeLoss)."""
+
+    member: int
+    """The member's ordinal."""
+    pod: str
+    """Its pod, deleted with its claim and made again by the StatefulSet."""
+    node: str | None = None
+    """The Kubernetes node it was lost with."""
+    reason: str
+    """Why: the node's state and since when."""
+    started_at: datetime
+    """When the pod and claim were deleted."""
+    completed_at: datetime | None = None
+    """When the new member answered healthy (None while it catches up)."""
+
+
+class NodeLossStatus(ApiModel):
+    """Members replaced because their node was lost (spec.nodeLoss.policy Replace)."""
+
+    replacing: MemberReplacement | None = None
+    """The replacement under way: no other member is replaced until this one is healthy."""
+    last_replaced: MemberReplacement | None = None
+    """The last replacement that completed."""
+    held: str | None = None
+    """Why a member due for replacement is not replaced now (a second member unhealthy, say)."""
+
+
 class StorageStatus(ApiModel):
     """What spec.storage.autoGrow did to the volumes."""
 
@@ -726,6 +772,8 @@ class TypesenseClusterStatus(ApiModel):
     """The certificate the nodes are given (spec.tls)."""
     storage: StorageStatus | None = None
     """What spec.storage.autoGrow did to the volumes."""
+    node_loss: NodeLossStatus | None = None
+    """Members replaced because their node was lost (spec.nodeLoss)."""
 
 
 # raft rejects a peer address ({name}-sts-{i}.{name}-sts-svc:{peering}:{api}) longer than 64 characters.

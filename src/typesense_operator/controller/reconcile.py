@@ -32,6 +32,7 @@ from typesense_operator.controller.children import (
     plan_pod_monitor,
     plan_routes,
 )
+from typesense_operator.controller.node_loss import handle_node_loss
 from typesense_operator.controller.nodes import decoded_key, generate_key
 from typesense_operator.controller.quorum import manage_quorum
 from typesense_operator.controller.restore import restore_from_backup
@@ -186,7 +187,7 @@ async def report(scope: Scope, completed: bool) -> None:
             scope.book.conditions,
             scope.plan,
             observed=scope.nodes_answered or not bootstrapping,
-            host_notes=lost,
+            host_notes=[*lost, *scope.node_loss_notes],
         ),
         became_ready=EventReason.QUORUM_READY,
         became_not_ready=EventReason.QUORUM_NOT_READY,
@@ -224,6 +225,7 @@ STEPS = Steps(
         restore_from_backup,
         take_over,
         manage_quorum,
+        handle_node_loss,
         plan_pod_monitor,
         plan_routes,
         grow_storage,

@@ -77,6 +77,8 @@ class Scope(BaseScope):
     """Each node's target, probe and pod, as this reconcile's quorum step saw them."""
     hosts: list[Host] = field(default_factory=list)
     """The Kubernetes node of each of :attr:`nodes`, in the same order."""
+    node_loss_notes: list[str] = field(default_factory=list)
+    """What the node-loss step says after the lost nodes' notes in Ready's message."""
     roll: dict[str, Any] | None = None
     """status.roll as this reconcile leaves it (None: as it was)."""
     rolling: bool = False
