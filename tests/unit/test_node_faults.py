@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -286,13 +287,18 @@ def test_a_node_that_runs_is_not_rebooted_and_one_that_does_not_is_not_cut() -> 
         power(set()).power_cut("node-a")
 
 
-def test_a_daemons_record_keeps_argv_environment_cgroup_and_log_readable_by_root_only(tmp_path: Path) -> None:
-    plan = nodes_plan(0, 1, tmp_path)
-    plan.directory.mkdir(parents=True, exist_ok=True)
-    record = DaemonRecord(
-        "kubelet-node-a", ("setpriv", "--", "kubelet"), {"PATH": "/bin"}, "/x/y", tmp_path / "k.log"
-    )
-    write_records(plan, {record.name: record})
-    assert recorded_daemons(plan) == {"kubelet-node-a": record}
-    assert (plan.directory / RECORD).stat().st_mode & 0o777 == 0o600
-    assert recorded_daemons(nodes_plan(0, 1, tmp_path / "none")) == {}
+def test_a_daemons_record_keeps_argv_environment_cgroup_and_log_readable_by_root_only() -> None:
+    # A short directory, as a cluster's is: nodes_plan refuses one too long for the kubelet's sockets.
+    with tempfile.TemporaryDirectory(dir="/tmp") as directory:
+        plan = nodes_plan(0, 1, Path(directory))
+        record = DaemonRecord(
+            "kubelet-node-a",
+            ("setpriv", "--", "kubelet"),
+            {"PATH": "/bin"},
+            "/x/y",
+            Path(directory) / "k.log",
+        )
+        write_records(plan, {record.name: record})
+        assert recorded_daemons(plan) == {"kubelet-node-a": record}
+        assert (plan.directory / RECORD).stat().st_mode & 0o777 == 0o600
+        assert recorded_daemons(nodes_plan(0, 1, Path(directory) / "none")) == {}

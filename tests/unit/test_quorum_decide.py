@@ -824,6 +824,11 @@ def stuck(
         pytest.param(silent(2, 20, 20), False, id="just started"),
         pytest.param(silent(2, None, 300), False, id="not running"),
         pytest.param(silent(2, 300, 300, "CrashLoopBackOff"), False, id="held back"),
+        pytest.param(
+            replace(silent(2, 300, 300), node_lost=True),
+            False,
+            id="its Kubernetes node lost: its kubelet's 'running' is stale (spec.nodeLoss decides)",
+        ),
         # The thawed leader of the frozen-leader test: Ready, its /health ok, its /status silent.
         pytest.param(stuck(2, 300, 31), True, id="healthy to its kubelet, /status silent for 31 s"),
         pytest.param(stuck(2, 300, 10), False, id="/status silent for 10 s: a freeze may end"),

@@ -9,12 +9,15 @@ from __future__ import annotations
 from typing import Any
 
 from operator_core.clock import utcnow, wire_time
+from operator_core.pods import pod_ordinal
 from operator_core.steps import Outcome
 from typesense_operator.api.reasons import EventReason
+from typesense_operator.controller.nodes import member_hosts
 from typesense_operator.controller.scope import Scope
-from typesense_operator.quorum.model import Action
+from typesense_operator.quorum.hosts import Host
+from typesense_operator.quorum.model import Action, NodeProbe
 from typesense_operator.quorum.node_loss import LostMember, NodeLossPolicy, decide_node_loss
-from typesense_operator.resources.core import node_claim_name
+from typesense_operator.resources.core import NODE, node_claim_name
 
 __all__ = ["handle_node_loss"]
 
@@ -30,7 +33,7 @@ async def handle_node_loss(scope: Scope) -> Outcome:
     verdict = decide_node_loss(
         NodeLossPolicy(spec.policy if spec is not None else NodeLossPolicy.WAIT),
         spec.delay_seconds if spec is not None else 0,
-        [(probe, host) for (_, probe, _), host in zip(scope.nodes, scope.hosts, strict=False)],
+        await _members(scope),
         cluster.spec.replicas,
         replacing["member"] if replacing else None,
         now,
@@ -63,6 +66,27 @@ async def handle_node_loss(scope: Scope) -> Outcome:
         scope.kube.cache.require_synced("replacing a member lost with its node")
     await _replace(scope, verdict.replace)
     return Outcome.CONTINUE
+
+
+async def _members(scope: Scope) -> list[tuple[NodeProbe, Host]]:
+    """Each member's probe and host: those the quorum step probed, and the pods it leaves out because
+    they are being deleted, which on a lost node stay Terminating for as long as the node is gone
+    (a kubelet confirms a pod's end), and hold their StatefulSet back from making them again."""
+    members = [(probe, host) for (_, probe, _), host in zip(scope.nodes, scope.hosts, strict=False)]
+    probed = {probe.index for probe, _ in members}
+    cluster = scope.cluster
+    pods = await scope.kube.list("v1", "Pod", cluster.namespace, labels=cluster.labels(NODE))
+    deleting = [
+        (index, pod)
+        for pod in pods
+        if (index := pod_ordinal(pod["metadata"]["name"], cluster.statefulset_name)) is not None
+        and index not in probed
+        and pod["metadata"].get("deletionTimestamp")
+    ]
+    hosts = await member_hosts(scope.kube, [pod for _, pod in deleting])
+    for (index, _), host in zip(deleting, hosts, strict=True):
+        members.append((NodeProbe(index, reachable=False, node_lost=host.lost), host))
+    return members
 
 
 async def _replace(scope: Scope, member: LostMember) -> None:

@@ -39,12 +39,13 @@ async def manage_quorum(scope: Scope) -> Outcome:
     record = replace(record, committed=remembered)
     now = utcnow()  # after the probes: a grace is counted to what they saw
     probes = scope.runtime.silences.stamp(cluster.namespace, cluster.name, uid, probes, now)
+    scope.hosts = await member_hosts(scope.kube, target_pods)
+    probes = [replace(probe, node_lost=host.lost) for probe, host in zip(probes, scope.hosts, strict=True)]
     plan = decide(probes, cluster.spec.replicas, record, now, settings)
     if plan.record.committed is not None:
         scope.runtime.commits.keep(cluster.namespace, cluster.name, uid, plan.record.committed)
     scope.plan, scope.members = plan, plan.members
     scope.nodes = list(zip(targets, probes, target_pods, strict=True))
-    scope.hosts = await member_hosts(scope.kube, target_pods)
     scope.nodes_answered = any(probe.reachable for probe in probes)
     scope.nodes_addressable = any(target.pod_ip for target in targets)
     scope.quorum = status_from_plan(plan, previous, now)

@@ -207,7 +207,8 @@ def majority_held_back(probes: Sequence[NodeProbe]) -> str | None:
     if len(probes) < 2 or any(p.state == "LEADER" for p in probes):
         return None
     silent = [p for p in probes if not p.reachable]
-    if not silent or any(p.held_back is None for p in silent):
+    # A lost node's kubelet said its last word before it went: its "held back" proves nothing now.
+    if not silent or any(p.held_back is None or p.node_lost for p in silent):
         return None
     answering = len(probes) - len(silent)
     if answering >= majority(len(probes)):
@@ -572,7 +573,9 @@ def hung_members(probes: Sequence[NodeProbe], now: datetime) -> tuple[int, ...]:
     sees nothing wrong; or answer /health from its HTTP thread while its raft, which /status asks,
     stays stuck and out of the cluster. A loading node answers (503, and /status NOT_READY), and one
     its kubelet still finds Ready but the operator cannot reach may only be cut off from the operator:
-    neither is here.
+    neither is here. Nor is a member whose Kubernetes node is lost: its kubelet's "running" is as old
+    as the node's last report, and what becomes of it is spec.nodeLoss's to say (a power cut left
+    it in a deleted pod, Terminating for as long as its node is gone).
     """
 
     def longer_than_enough(since: datetime | None) -> bool:
@@ -587,7 +590,10 @@ def hung_members(probes: Sequence[NodeProbe], now: datetime) -> tuple[int, ...]:
     return tuple(
         p.index
         for p in probes
-        if p.held_back is None and longer_than_enough(p.running_since) and (silent(p) or raft_stuck(p))
+        if p.held_back is None
+        and not p.node_lost
+        and longer_than_enough(p.running_since)
+        and (silent(p) or raft_stuck(p))
     )
 
 

@@ -100,6 +100,10 @@ class NodeProbe:
     status_silent_since: datetime | None = None
     """Since when /status has been silent while its /health said ok, look after look, by the
     operator's own clock (controller/nodes.py's SilenceMemory); None when it answered last time."""
+    node_lost: bool = False
+    """Its pod's Kubernetes node is lost (NotReady, unreachable, out of service or gone:
+    :mod:`.hosts`): what its kubelet last reported of it (running, held back) is stale, and a delete
+    of its pod cannot complete while the node is gone. spec.nodeLoss decides what becomes of it."""
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,8 @@ Subcommands:
 - ``controlplane up|down --dir DIR``: a detached local control plane, with ``DIR/kubeconfig``;
 - ``sandbox up|down``: 3 real nodes, the operators installed by helm, their samples; one per machine;
 - ``nodes kill|freeze|thaw|down|up|partition|heal|delete-pod|restart-statefulset|wipe|fill|free``:
-  faults on demand in a sandbox's pods and volumes;
+  faults on demand in a sandbox's pods and volumes; ``nodes power-cut|reboot|isolate|reconnect|drain|
+  uncordon``: of a whole node;
 - ``kubectl [--dir DIR] ARGS...``: the pinned kubectl against a local control plane.
 
 The user's ``operator-suite`` (CRDs) ships with the operators; this one needs the repository's

@@ -7,6 +7,9 @@
 - :mod:`.images`   the images nodes run, built with buildah and loaded into containerd
 - :mod:`.host`     what nodes take from the machine (a slot, a network namespace, cgroups, settings) and
                    how it is given back
+- :mod:`.daemons`  how the nodes' daemons are started, and the record that starts one again
 - :mod:`.cluster`  :class:`~.cluster.LocalCluster`: a control plane and its real nodes, started and stopped
+- :mod:`.faults`   faults of pods, containers and volumes (kill, freeze, partition, fill ...)
+- :mod:`.power`    faults of a whole node: power cut, reboot, isolation from the API server, drain
 - :mod:`.fixtures` the ``real_cluster`` pytest fixture
 """

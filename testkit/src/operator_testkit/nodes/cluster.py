@@ -13,6 +13,7 @@ import base64
 import contextlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -24,7 +25,7 @@ from typing import Any
 import yaml
 
 from operator_core.kube import Kube
-from operator_testkit.binaries import say
+from operator_testkit.binaries import ensure_binaries, say
 from operator_testkit.controlplane import ControlPlane, ControlPlaneState, free_port, stop_recorded
 from operator_testkit.errors import ControlPlaneError
 from operator_testkit.nodes import host
@@ -36,17 +37,24 @@ from operator_testkit.nodes.configs import (
     kubelet_config,
     resolv_conf,
 )
+from operator_testkit.nodes.daemons import (
+    KUBELET_STARTS,
+    DaemonRecord,
+    lost_device_plugin_race,
+    start_daemon,
+)
 from operator_testkit.nodes.dns import coredns_manifests
 from operator_testkit.nodes.faults import NodeFaults
 from operator_testkit.nodes.images import ImageStore, NodeImage, base_node_images, load_images
 from operator_testkit.nodes.plan import NodePlan, NodesPlan, nodes_plan
+from operator_testkit.nodes.power import Answer, NodePower
 from operator_testkit.nodes.storage import NAMESPACE as STORAGE_NAMESPACE
 from operator_testkit.nodes.storage import storage_manifests
 from operator_testkit.nodes.tools import NodeTools, ensure_node_tools
 from operator_testkit.pki import issue_client_certificate
-from operator_testkit.servers import log_tail, spawn
+from operator_testkit.servers import log_tail
 
-__all__ = ["LocalCluster", "recorded_faults", "stop_recorded_cluster"]
+__all__ = ["LocalCluster", "recorded_faults", "recorded_power", "stop_recorded_cluster"]
 
 _READY_TIMEOUT = 120.0
 _STOP_GRACE = 10.0
@@ -57,23 +65,19 @@ RECORD = "cluster.json"
 stop it from another process (a sandbox's ``down``)."""
 
 
-DEVICE_PLUGIN_RACE = "device-plugins/kubelet.sock: bind: address already in use"
-"""What a kubelet says when it lost the race for the machine-wide device-plugin socket: every kubelet
-listens on /var/lib/kubelet/device-plugins/kubelet.sock whatever its root-dir, after removing what is
-there, so two that start at the same moment (two test workers' nodes) can both remove and one bind."""
-
-KUBELET_STARTS = 3
-"""How often a kubelet that lost that race is started again, as systemd's ``Restart=`` would."""
-
-
 @dataclass
 class _Daemon:
-    name: str
+    record: DaemonRecord
     process: subprocess.Popen[bytes]
-    log: Path
-    argv: list[str]
-    env: dict[str, str] | None = None
     starts: int = 1
+
+    @property
+    def name(self) -> str:
+        return self.record.name
+
+    @property
+    def log(self) -> Path:
+        return self.record.log
 
 
 @dataclass
@@ -119,7 +123,7 @@ class LocalCluster:
             (self.directory / RECORD).write_text(json.dumps(record))
             started = time.monotonic()
             host.create_network(self.plan)
-            host.make_cgroups(self._daemons_cgroup)
+            host.make_cgroups(self.plan.daemons_cgroup)
             self.control_plane = self.plane_class(
                 self.directory / "controlplane",
                 bind_to_parent=self.bound,
@@ -196,6 +200,41 @@ class LocalCluster:
         nodes = {node.name: node for node in self.plan.nodes}
         return NodeFaults(kube, lambda name: self._ctr(nodes[name]), tuple(nodes))
 
+    # -- faults of whole nodes (:mod:`.power`): blocking, for a thread of an async test
+
+    def power(self) -> NodePower:
+        """Power cuts, reboots, isolation and drains of these nodes."""
+        assert self.plan is not None
+        assert self.control_plane is not None
+        kubectl = (str(self.control_plane.binaries.kubectl), f"--kubeconfig={self.kubeconfig}")
+        return NodePower(self.plan, kubectl, self._start_again)
+
+    def power_cut(self, node: str) -> Answer:
+        """SIGKILL the node's kubelet, containerd, shims and containers at once; the Node object is
+        left to the node lifecycle controller (NotReady after its grace)."""
+        answer = self.power().power_cut(node)
+        for daemon in self._daemons:
+            daemon.process.poll()  # reap the killed daemons
+        return answer
+
+    def reboot(self, node: str, timeout: float = _READY_TIMEOUT) -> Answer:
+        """Start a cut node's containerd and kubelet as first started, and wait until it is Ready."""
+        return self.power().reboot(node, timeout)
+
+    def isolate(self, node: str) -> Answer:
+        """Cut the node's kubelet off from the API server; its containers keep running."""
+        return self.power().isolate(node)
+
+    def reconnect(self, node: str) -> Answer:
+        return self.power().reconnect(node)
+
+    def drain(self, node: str, timeout: float = 60.0, *, force: bool = False) -> Answer:
+        """``kubectl drain``: whether it finished within ``timeout`` seconds, and what it said."""
+        return self.power().drain(node, timeout, force=force)
+
+    def uncordon(self, node: str) -> Answer:
+        return self.power().uncordon(node)
+
     def in_namespace(self, *argv: str) -> list[str]:
         """``argv`` run in the nodes' network namespace (what a process on a node sees)."""
         assert self.plan is not None
@@ -211,39 +250,43 @@ class LocalCluster:
 
     # -- daemons
 
-    @property
-    def _daemons_cgroup(self) -> str:
+    def _record(
+        self, name: str, argv: list[str], env: dict[str, str] | None = None, cgroup: str | None = None
+    ) -> DaemonRecord:
+        """How a daemon is started: ``env`` None is this process's environment, ``cgroup`` None the
+        slot's daemons' (a node's own are :attr:`NodePlan.daemon_cgroup`)."""
         assert self.plan is not None
-        return f"{self.plan.cgroup}/daemons"
+        return DaemonRecord(
+            name,
+            tuple(argv),
+            dict(os.environ) if env is None else env,
+            cgroup or self.plan.daemons_cgroup,
+            self.plan.directory / "logs" / f"{name}.log",
+        )
 
-    def _spawn(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> _Daemon:
+    def _spawn(self, record: DaemonRecord) -> _Daemon:
         assert self.plan is not None
         assert self._slot is not None
-        log_path = self.plan.directory / "logs" / f"{name}.log"
-        process = spawn(
-            host.in_namespace(self.plan, *argv),
-            log_path,
-            bound=self.bound,
-            env=env,
-            # The slot's lock lives as long as any of its daemons: a killed test run frees it by dying.
-            pass_fds=(self._slot.descriptor,),
-            preexec_fn=host.joining_cgroups(self._daemons_cgroup),
-        )
-        # Its children (containerd's shims, above all) are born in the slot's cgroups, so they die with it.
-        host.join_cgroups(process.pid, self._daemons_cgroup)
-        daemon = _Daemon(name, process, log_path, argv, env)
+        process = start_daemon(self.plan, record, bound=self.bound, lock=self._slot.descriptor)
+        daemon = _Daemon(record, process)
         self._daemons.append(daemon)
         return daemon
 
+    def _start_again(self, record: DaemonRecord) -> subprocess.Popen[bytes]:
+        """A daemon of a rebooted node, in the place of the one the power cut killed."""
+        for daemon in [d for d in self._daemons if d.name == record.name]:
+            if daemon.process.poll() is not None:
+                self._daemons.remove(daemon)
+        return self._spawn(record).process
+
     def _started_again(self, daemon: _Daemon) -> bool:
         """Start again a kubelet that exited because it lost the device-plugin socket's race
-        (:data:`DEVICE_PLUGIN_RACE`), up to :data:`KUBELET_STARTS` times; False for any other exit."""
-        if not daemon.name.startswith("kubelet-") or daemon.starts >= KUBELET_STARTS:
-            return False
-        if DEVICE_PLUGIN_RACE not in log_tail(daemon.log, 5):
+        (:data:`.daemons.DEVICE_PLUGIN_RACE`), up to :data:`KUBELET_STARTS` times; False for any
+        other exit."""
+        if daemon.starts >= KUBELET_STARTS or not lost_device_plugin_race(daemon.record):
             return False
         self._daemons.remove(daemon)
-        self._spawn(daemon.name, daemon.argv, daemon.env).starts = daemon.starts + 1
+        self._spawn(daemon.record).starts = daemon.starts + 1
         return True
 
     def _ctr(self, node: NodePlan) -> list[str]:
@@ -273,9 +316,8 @@ class LocalCluster:
             "NO_PROXY": "",
             "PATH": f"{self.tools.bin}:{os.environ.get('PATH', '/usr/sbin:/usr/bin:/sbin:/bin')}",
         }
-        self._spawn(
-            f"containerd-{node.name}", [str(self.tools.path("containerd")), "--config", str(config)], env
-        )
+        argv = [str(self.tools.path("containerd")), "--config", str(config)]
+        self._spawn(self._record(f"containerd-{node.name}", argv, env, node.daemon_cgroup))
 
     def _wait_for_socket(self, node: NodePlan) -> None:
         (daemon,) = [d for d in self._daemons if d.name == f"containerd-{node.name}"]
@@ -309,19 +351,23 @@ class LocalCluster:
         config = node.directory / "kubelet.yaml"
         document = kubelet_config(node, self.plan, port=free_port(), ca_file=self.control_plane.pki.ca_cert)
         config.write_text(yaml.safe_dump(document, sort_keys=False))
-        self._spawn(
-            f"kubelet-{node.name}",
-            [
-                str(self.tools.path("kubelet")),
-                f"--config={config}",
-                f"--kubeconfig={kubeconfig}",
-                f"--hostname-override={node.name}",
-                f"--node-ip={node.address}",
-                f"--root-dir={node.directory / 'kubelet'}",
-                f"--cert-dir={node.directory / 'kubelet-pki'}",
-                f"--node-labels=topology.kubernetes.io/zone={node.zone}",
-            ],
-        )
+        setpriv = shutil.which("setpriv")
+        if setpriv is None:
+            raise ControlPlaneError("setpriv is missing: apt-get install util-linux")
+        argv = [
+            # Root with all its capabilities still, but a group of its own: what its sockets send can
+            # be told from every other process's in the namespace, to isolate it (:mod:`.power`).
+            setpriv, f"--regid={node.kubelet_group}", "--clear-groups", "--",
+            str(self.tools.path("kubelet")),
+            f"--config={config}",
+            f"--kubeconfig={kubeconfig}",
+            f"--hostname-override={node.name}",
+            f"--node-ip={node.address}",
+            f"--root-dir={node.directory / 'kubelet'}",
+            f"--cert-dir={node.directory / 'kubelet-pki'}",
+            f"--node-labels=topology.kubernetes.io/zone={node.zone}",
+        ]  # fmt: skip
+        self._spawn(self._record(f"kubelet-{node.name}", argv, None, node.daemon_cgroup))
 
     def _start_kube_proxy(self) -> None:
         assert self.tools is not None
@@ -332,7 +378,7 @@ class LocalCluster:
             self.plan, kubeconfig=kubeconfig, metrics_port=free_port(), healthz_port=free_port()
         )
         config.write_text(yaml.safe_dump(document, sort_keys=False))
-        self._spawn("kube-proxy", [str(self.tools.path("kube-proxy")), f"--config={config}"])
+        self._spawn(self._record("kube-proxy", [str(self.tools.path("kube-proxy")), f"--config={config}"]))
 
     def _start_addons(self) -> None:
         """CoreDNS and the volume provisioner, applied together and waited for together."""
@@ -358,7 +404,7 @@ class LocalCluster:
         """The size-limited volumes grown when their claims ask for more (:mod:`.resizer`)."""
         assert self.control_plane is not None
         argv = [sys.executable, "-m", "operator_testkit.nodes.resizer", str(self.control_plane.kubeconfig)]
-        self._spawn("resizer", argv)
+        self._spawn(self._record("resizer", argv))
 
     # -- waiting
 
@@ -438,15 +484,38 @@ def stop_recorded_cluster(directory: Path) -> bool:
     return True
 
 
-def recorded_faults(directory: Path, kube: Kube) -> NodeFaults:
-    """Faults on the running cluster recorded in ``directory`` (a sandbox's, from a shell), through
-    ``kube``, an admin client of its control plane. Raises :class:`ControlPlaneError` if none runs."""
-    directory = directory.resolve()
+def _recorded_plan(directory: Path) -> NodesPlan:
+    """The plan of the running cluster recorded in ``directory``; ControlPlaneError if none runs."""
     path = directory / RECORD
     if not path.exists():
         raise ControlPlaneError(f"no cluster of real nodes is recorded in {directory} ({RECORD})")
     record = json.loads(path.read_text())
-    plan = nodes_plan(record["slot"], record["count"], directory / "slot")
+    return nodes_plan(record["slot"], record["count"], directory / "slot")
+
+
+def recorded_faults(directory: Path, kube: Kube) -> NodeFaults:
+    """Faults on the running cluster recorded in ``directory`` (a sandbox's, from a shell), through
+    ``kube``, an admin client of its control plane. Raises :class:`ControlPlaneError` if none runs."""
+    plan = _recorded_plan(directory.resolve())
     ctr = ensure_node_tools().path("ctr")
     sockets = {node.name: node.sockets / "containerd.sock" for node in plan.nodes}
     return NodeFaults(kube, lambda name: [str(ctr), "--address", str(sockets[name])], tuple(sockets))
+
+
+def recorded_power(directory: Path) -> NodePower:
+    """Faults of whole nodes of the running cluster recorded in ``directory`` (a sandbox's, from a
+    shell). A rebooted node's daemons are not bound to this process, and hold the slot's lock as the
+    others do (a copy of a running daemon's). Raises :class:`ControlPlaneError` if none runs."""
+    directory = directory.resolve()
+    plan = _recorded_plan(directory)
+    kubectl = (str(ensure_binaries().kubectl), f"--kubeconfig={directory / 'controlplane' / 'kubeconfig'}")
+
+    def start(record: DaemonRecord) -> subprocess.Popen[bytes]:
+        lock = host.borrow_slot_lock(plan.slot, host.pids_in_cgroups(plan.daemons_cgroup))
+        try:
+            return start_daemon(plan, record, bound=False, lock=lock)
+        finally:
+            if lock is not None:
+                os.close(lock)
+
+    return NodePower(plan, kubectl, start)

@@ -19,6 +19,9 @@ fault                       how
 ``wipe_volume``             everything in the claim's volume removed, on its node's disk
 ``fill_volume`` / ``free``  the size-limited claim's tmpfs filled to the last byte, and emptied
 ==========================  ================================================================
+
+Faults of a whole node (a power cut and a reboot, the kubelet isolated from the API server, a drain)
+are :mod:`.power`'s.
 """
 
 from __future__ import annotations

@@ -9,7 +9,8 @@
   drops whatever a pod sends outside the slot's ranges, and it has no default route.
 - **cgroups**: every process of the slot (daemons, shims, containers) runs under
   ``/operator-suite/slot<N>/`` in every v1 controller; :func:`kill_cgroup_tree` freezes, kills and
-  removes that tree, so nothing outlives the nodes.
+  removes that tree, so nothing outlives the nodes. :func:`kill_frozen` kills a part of it (one
+  node's, for a power cut) the same way.
 - **Host-wide settings** the kubelet changes (:data:`KUBELET_SYSCTLS`), the inotify instances the nodes
   need (:data:`INOTIFY_INSTANCES`), and the fixed paths the kubelet and containerd create
   (:data:`FIXED_PATHS`): the first slot taken records them, the last slot given back puts them back.
@@ -18,13 +19,14 @@
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import fcntl
 import json
 import os
 import signal
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,13 +38,18 @@ __all__ = [
     "KUBELET_SYSCTLS",
     "Slot",
     "acquire_slot",
+    "borrow_slot_lock",
+    "command_lines",
     "create_network",
     "delete_network",
     "in_namespace",
     "kill_cgroup_tree",
+    "kill_frozen",
     "leftovers",
     "make_cgroups",
     "mounts_under",
+    "pids_in_cgroups",
+    "remove_cgroups",
     "share_directory",
     "sweep_slot",
     "take_recorded_slot",
@@ -191,6 +198,32 @@ def take_recorded_slot(index: int, directory: Path, cgroup: str) -> Slot | None:
                 f"see which process holds {_slot_lock(index)} (fuser -v)"
             ) from None
         return Slot(index, descriptor)
+
+
+_PIDFD_GETFD = 438
+"""pidfd_getfd(2)'s number, the same on every architecture (Linux 5.6)."""
+
+
+def borrow_slot_lock(index: int, holders: Iterable[int]) -> int | None:
+    """A descriptor of slot ``index``'s lock, copied from the first of ``holders`` (pids) that has one
+    (pidfd_getfd(2)): the very open file description, so the lock is held as long as any copy lives.
+    What a daemon started again from another process (a node rebooted from a shell) inherits, as the
+    first daemons did; None when no holder has it."""
+    lock = str(_slot_lock(index))
+    libc = ctypes.CDLL(None, use_errno=True)
+    for pid in holders:
+        with contextlib.suppress(OSError):
+            for entry in Path(f"/proc/{pid}/fd").iterdir():
+                if os.readlink(entry) != lock:
+                    continue
+                pidfd = os.pidfd_open(pid)
+                try:
+                    descriptor = int(libc.syscall(_PIDFD_GETFD, pidfd, int(entry.name), 0))
+                finally:
+                    os.close(pidfd)
+                if descriptor >= 0:
+                    return descriptor
+    return None
 
 
 @contextlib.contextmanager
@@ -343,39 +376,86 @@ def _pids_in(tree: Path) -> set[int]:
     return pids
 
 
-def kill_cgroup_tree(path: str, timeout: float = 10.0) -> None:
-    """Freeze ``path``, kill every process in it (in every hierarchy), thaw, and remove its cgroups."""
-    trees = [controller / path.lstrip("/") for controller in _controllers()]
-    trees = [tree for tree in trees if tree.exists()]
-    if not trees:
-        return
-    freezer = CGROUP_ROOT / "freezer" / path.lstrip("/") / "freezer.state"
-    with contextlib.suppress(OSError):
-        freezer.write_text("FROZEN")
+def _trees(path: str) -> list[Path]:
+    """``path`` in every hierarchy where it exists."""
+    return [
+        tree for tree in (controller / path.lstrip("/") for controller in _controllers()) if tree.exists()
+    ]
+
+
+def pids_in_cgroups(*paths: str) -> set[int]:
+    """Every process in ``paths`` or below them, in any hierarchy (a process not yet moved into one
+    hierarchy's cgroup is found in another's)."""
+    return set().union(*(_pids_in(tree) for path in paths for tree in _trees(path)))
+
+
+def command_lines(pids: set[int]) -> dict[int, tuple[str, ...]]:
+    """The command line of each of ``pids`` that is still there (a zombie's is empty)."""
+    found = {}
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+            found[pid] = tuple(part.decode(errors="replace") for part in raw.split(b"\0")[:-1])
+    return found
+
+
+def _set_freezer(path: str, state: str, *, below: bool) -> None:
+    root = CGROUP_ROOT / "freezer" / path.lstrip("/")
+    for file in root.rglob("freezer.state") if below else [root / "freezer.state"]:
+        with contextlib.suppress(OSError):
+            file.write_text(state)
+
+
+def kill_frozen(frozen: Sequence[str], victims: Callable[[], set[int]], timeout: float = 10.0) -> int:
+    """Freeze the cgroups ``frozen`` (nothing in them forks any more), then SIGKILL every pid
+    ``victims()`` names, again and again until it names none; how many were killed. Every freezer
+    below ``frozen`` is thawed on the way (a frozen process cannot die) and at the end.
+
+    ``victims`` reads what is alive each time: a process forked outside ``frozen`` between two looks
+    (a daemon's child, say) is killed on the next."""
+    for path in frozen:
+        _set_freezer(path, "FROZEN", below=False)
+    killed: set[int] = set()
     deadline = time.monotonic() + timeout
-    while True:
-        pids = set().union(*(_pids_in(tree) for tree in trees))
-        if not pids:
-            break
-        for pid in pids:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-        # A frozen process cannot die: thaw the tree, and every container frozen on its own (a test's
-        # freeze, ``ctr tasks pause``), whose state a thawed parent does not change.
-        for state in (CGROUP_ROOT / "freezer" / path.lstrip("/")).rglob("freezer.state"):
-            with contextlib.suppress(OSError):
-                state.write_text("THAWED")
-        if time.monotonic() > deadline:
-            raise ControlPlaneError(
-                f"processes {sorted(pids)} in cgroup {path} did not die in {timeout:.0f} s"
-            )
-        time.sleep(0.05)
-    for tree in trees:
+    try:
+        while pids := victims():
+            for pid in pids:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            killed |= pids
+            # A frozen process cannot die: thaw the trees, and every container frozen on its own (a
+            # test's freeze, ``ctr tasks pause``), whose state a thawed parent does not change.
+            for path in frozen:
+                _set_freezer(path, "THAWED", below=True)
+            if time.monotonic() > deadline:
+                raise ControlPlaneError(
+                    f"processes {sorted(pids)} in cgroups {', '.join(frozen)} did not die in {timeout:.0f} s"
+                )
+            time.sleep(0.05)
+    finally:
+        for path in frozen:
+            _set_freezer(path, "THAWED", below=True)
+    return len(killed)
+
+
+def remove_cgroups(path: str, *, keep_root: bool = False) -> None:
+    """Remove the (empty) cgroups below ``path`` in every hierarchy, deepest first, and ``path`` itself
+    unless ``keep_root``; one that a process still holds stays."""
+    for tree in _trees(path):
         for directory in sorted((d for d in tree.rglob("*") if d.is_dir()), key=lambda d: -len(d.parts)):
             with contextlib.suppress(OSError):
                 directory.rmdir()
-        with contextlib.suppress(OSError):
-            tree.rmdir()
+        if not keep_root:
+            with contextlib.suppress(OSError):
+                tree.rmdir()
+
+
+def kill_cgroup_tree(path: str, timeout: float = 10.0) -> None:
+    """Freeze ``path``, kill every process in it (in every hierarchy), thaw, and remove its cgroups."""
+    if not _trees(path):
+        return
+    kill_frozen([path], lambda: pids_in_cgroups(path), timeout)
+    remove_cgroups(path)
     for controller in _controllers():
         with contextlib.suppress(OSError):
             (controller / "operator-suite").rmdir()  # only once no slot has anything left

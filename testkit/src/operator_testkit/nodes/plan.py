@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 __all__ = [
+    "KUBELET_GROUPS",
     "MAX_NODES",
     "RUN_DIR",
     "SLOTS",
@@ -42,6 +43,12 @@ MAX_NODES = 26
 
 RUN_DIR = Path("/run/operator-suite")
 """The machine's record of slots, and short paths for sockets (a unix socket's path has at most 107 bytes)."""
+
+
+KUBELET_GROUPS = 2_147_000_000
+"""Where the kubelets' own group ids begin: each kubelet runs as root with the group
+``KUBELET_GROUPS + 100 * slot + index`` (a group no account of the machine has), which its sockets
+carry, so that an iptables rule can cut that one kubelet off (:mod:`.power`'s isolation)."""
 
 
 def slot_cgroup(slot: int) -> str:
@@ -74,6 +81,11 @@ class NodePlan:
     cgroup_root: str
     """The node's cgroup, under which the kubelet puts every pod (made in every v1 controller)."""
     directory: Path
+    daemon_cgroup: str
+    """The cgroup of the node's kubelet and containerd (and so of containerd's shims): a power cut
+    freezes and kills it with the node's pods, and nothing else of the slot."""
+    kubelet_group: int
+    """The group id the node's kubelet runs with (:data:`KUBELET_GROUPS`)."""
 
     @property
     def gateway(self) -> ipaddress.IPv4Address:
@@ -124,6 +136,12 @@ class NodesPlan:
         return slot_cgroup(self.slot)
 
     @property
+    def daemons_cgroup(self) -> str:
+        """The slot's daemons: kube-proxy and the resizer here, each node's kubelet and containerd in
+        a cgroup of its own below (:attr:`NodePlan.daemon_cgroup`)."""
+        return f"{self.cgroup}/daemons"
+
+    @property
     def socket_directory(self) -> Path:
         return socket_directory(self.slot)
 
@@ -170,6 +188,8 @@ def nodes_plan(slot: int, count: int, directory: Path) -> NodesPlan:
             sockets=socket_directory(slot) / letter,
             cgroup_root=f"{slot_cgroup(slot)}/node-{letter}",
             directory=directory / f"node-{letter}",
+            daemon_cgroup=f"{slot_cgroup(slot)}/daemons/node-{letter}",
+            kubelet_group=KUBELET_GROUPS + 100 * slot + i,
         )
         for i, letter in ((i, chr(ord("a") + i)) for i in range(count))
     )

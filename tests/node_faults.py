@@ -1,0 +1,119 @@
+"""What the node-fault tests share (issue 66): a cluster spread one member per node, its members, its
+raft leader moved where a test wants it, whether it is whole, and a node powered again whatever the
+test did."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+from operator_core.kube import Kube
+from operator_testkit.drivers.typesense import TypesenseCluster
+from operator_testkit.fixtures import wait_until
+from operator_testkit.nodes.cluster import LocalCluster
+from operator_testkit.nodes.faults import NodeFaults
+from operator_testkit.nodes.storage import NAMESPACE as STORAGE_NAMESPACE
+
+# One member per node, and a replacement allowed onto a node that already has one when a node is lost:
+# a node tainted unreachable is no domain of the spread (nodeTaintsPolicy: Honor).
+SPREAD = [
+    {
+        "maxSkew": 1,
+        "topologyKey": "kubernetes.io/hostname",
+        "whenUnsatisfiable": "DoNotSchedule",
+        "nodeTaintsPolicy": "Honor",
+        "labelSelector": {
+            "matchLabels": {"app.kubernetes.io/instance": "cluster-1", "app.kubernetes.io/component": "node"}
+        },
+    }
+]
+DESTRUCTIVE = ("QuorumMemberFenced", "QuorumSurvivorRestarted", "ErroredNodeRestarted", "MemberReplaced")
+
+
+async def member_pods(cluster: TypesenseCluster) -> dict[str, dict[str, Any]]:
+    """The cluster's member pods by name."""
+    pods = await cluster.kube.list(
+        "v1",
+        "Pod",
+        cluster.namespace,
+        labels={"app.kubernetes.io/instance": cluster.name, "app.kubernetes.io/component": "node"},
+    )
+    return {pod["metadata"]["name"]: pod for pod in pods}
+
+
+async def lead_from(cluster: TypesenseCluster, faults: NodeFaults, pod: str, tries: int = 8) -> None:
+    """Make ``pod``'s member the raft leader before a test's fault: the leader's container is killed
+    (SIGKILL), and the other two elect one of themselves, until ``pod``'s wins; each time the killed
+    member is back as a follower first. (typesense-server 0.24.1's ``POST /operations/vote`` to a
+    follower did not move the leadership here in 60 s.)"""
+    for _ in range(tries):
+        leader = await raft_leader(cluster)
+        if leader == pod:
+            return
+        await faults.kill(cluster.namespace, leader, "typesense")
+        await wait_until(
+            lambda killed=leader: _follows_again(cluster, killed),
+            timeout=90,
+            interval=1,
+            what=f"a new leader, and {leader} back as a follower",
+        )
+    raise AssertionError(f"{pod} did not lead after {tries} elections")
+
+
+async def _follows_again(cluster: TypesenseCluster, killed: str) -> bool:
+    states = await cluster.states()
+    whole = sorted(states.values()) == ["FOLLOWER", "FOLLOWER", "LEADER"]
+    return whole and states.get(killed) != "LEADER"
+
+
+async def leader_off_the_provisioner(cluster: TypesenseCluster, faults: NodeFaults) -> str:
+    """The leader, moved first onto a member whose node does not run the volume provisioner (one
+    replica, as local-path-provisioner ships): a member replaced while its node is gone needs a new
+    volume, which Kubernetes' 300 s eviction would otherwise hold up."""
+    provisioners = await cluster.kube.list("v1", "Pod", STORAGE_NAMESPACE)
+    busy = {(p.get("spec") or {}).get("nodeName") for p in provisioners}
+    pods = await member_pods(cluster)
+    quiet = sorted(name for name, pod in pods.items() if pod["spec"].get("nodeName") not in busy)
+    if quiet:
+        await lead_from(cluster, faults, quiet[0])
+    return await raft_leader(cluster)
+
+
+async def raft_leader(cluster: TypesenseCluster) -> str:
+    async def found() -> str | None:
+        return next((pod for pod, state in (await cluster.states()).items() if state == "LEADER"), None)
+
+    leader: str = await wait_until(found, timeout=60, what="a raft leader")
+    return leader
+
+
+async def node_views(cluster: TypesenseCluster) -> list[dict[str, Any]]:
+    return list(((await cluster.get()).get("status") or {}).get("nodes") or [])
+
+
+async def whole(cluster: TypesenseCluster, members: int = 3) -> bool:
+    """Ready, and every member answering, healthy and on a Ready node, as the status says."""
+    obj = await cluster.get()
+    ready = next((c for c in obj.get("status", {}).get("conditions", []) if c["type"] == "Ready"), {})
+    views = (obj.get("status") or {}).get("nodes") or []
+    return (
+        ready.get("status") == "True"
+        and len(views) == members
+        and all(v.get("answering") and v.get("healthy") and v.get("k8sNodeState") == "Ready" for v in views)
+    )
+
+
+async def events(kube: Kube, namespace: str, reasons: tuple[str, ...]) -> list[dict[str, Any]]:
+    return [e for e in await kube.list("v1", "Event", namespace) if e.get("reason") in reasons]
+
+
+@contextlib.asynccontextmanager
+async def powered_again(nodes: LocalCluster, node: str) -> AsyncIterator[None]:
+    """Whatever the test does with ``node`` cut, it is rebooted at the end if it still is."""
+    try:
+        yield
+    finally:
+        if nodes.power().is_cut(node):
+            await asyncio.to_thread(nodes.reboot, node)
