@@ -484,6 +484,9 @@ def _start(
         values = {
             "image": {"repository": repository, "tag": tag},
             "env": [{"name": key, "value": value} for key, value in prepared.env.items()],
+            # One replica each, as on a laptop: the sandbox's three operators and their samples share
+            # two cores. The charts' default of two replicas is tested in tests/e2e/nodes/test_in_cluster.py.
+            "replicas": 1,
         }
         (home / "values.json").write_text(json.dumps(values, indent=2))  # JSON is YAML
         namespace = f"{name}-system"
