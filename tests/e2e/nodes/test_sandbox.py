@@ -27,7 +27,8 @@ from operator_testkit.fixtures import wait_until
 from operator_testkit.image import Image
 from operator_testkit.sandbox import WITHOUT_IMAGES, sandbox_down, sandbox_processes
 
-pytestmark = pytest.mark.e2e
+# A whole ``up`` may take UP_WITHIN on a machine busy with other workers' nodes, and ``down`` after it.
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 
 BIN = Path(sys.executable).parent
 CLI = str(BIN / "operator-suite-dev")

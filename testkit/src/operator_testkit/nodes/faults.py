@@ -174,8 +174,28 @@ class NodeFaults:
             # containerd's list): nothing of it is left frozen.
             return {"pod": f"{namespace}/{pod}", "container": container, "frozen": False}
         if state != "RUNNING":
-            await self._ctr(node, "tasks", "resume", container_id)
+            await self._resume(node, container_id)
         return {"pod": f"{namespace}/{pod}", "container": name, "frozen": False}
+
+    async def _resume(self, node: str, container_id: str) -> None:
+        """Resume a paused task. runc refuses one that is not paused (still PAUSING on a loaded node,
+        or thawed and running already), so a refusal is judged by the task's state after it: running
+        or gone is thawed; still pausing is asked again."""
+        deadline = asyncio.get_running_loop().time() + 30
+        while True:
+            try:
+                await self._ctr(node, "tasks", "resume", container_id)
+                return
+            except FaultError:
+                try:
+                    state = (await self._task(node, container_id))[1]
+                except TargetGone:
+                    return
+                if state == "RUNNING":
+                    return
+                if asyncio.get_running_loop().time() > deadline:
+                    raise
+            await asyncio.sleep(0.5)
 
     async def partition(self, namespace: str, pod: str) -> Answer:
         """Cut the pod off: every connection to or from it is refused (its own loopback still works)."""
