@@ -1,6 +1,6 @@
-"""What the node-fault tests share (issue 66): a cluster spread one member per node, its members, its
-raft leader moved where a test wants it, whether it is whole, and a node powered again whatever the
-test did."""
+"""What the node-fault tests share (issue 66): a cluster's members, its raft leader moved where a test
+wants it, whether it is whole, and a node powered again whatever the test did. (One member per node is
+the test kit's ``TypesenseCluster.one_member_per_node``, which the chaos soak uses too.)"""
 
 from __future__ import annotations
 
@@ -16,19 +16,6 @@ from operator_testkit.nodes.cluster import LocalCluster
 from operator_testkit.nodes.faults import NodeFaults
 from operator_testkit.nodes.storage import NAMESPACE as STORAGE_NAMESPACE
 
-# One member per node, and a replacement allowed onto a node that already has one when a node is lost:
-# a node tainted unreachable is no domain of the spread (nodeTaintsPolicy: Honor).
-SPREAD = [
-    {
-        "maxSkew": 1,
-        "topologyKey": "kubernetes.io/hostname",
-        "whenUnsatisfiable": "DoNotSchedule",
-        "nodeTaintsPolicy": "Honor",
-        "labelSelector": {
-            "matchLabels": {"app.kubernetes.io/instance": "cluster-1", "app.kubernetes.io/component": "node"}
-        },
-    }
-]
 DESTRUCTIVE = ("QuorumMemberFenced", "QuorumSurvivorRestarted", "ErroredNodeRestarted", "MemberReplaced")
 
 

@@ -7,8 +7,10 @@ import pytest
 
 from operator_testkit.drivers.typesense_chaos import (
     CONTROL_FAULTS,
+    KUBE_NODE_FAULTS,
     NODE_FAULTS,
     Sample,
+    Step,
     fault_kind,
     gap_target,
     judge_actions,
@@ -34,6 +36,29 @@ def test_each_step_is_a_node_fault_alone_or_with_one_control_fault() -> None:
     pairs = sum(1 for step in schedule if len(step.faults) == 2)
     assert 40 <= pairs <= 120, "about two steps in five are pairs"
     assert {step.faults[0] for step in schedule} == set(NODE_FAULTS), "every node fault comes up"
+
+
+def test_with_real_nodes_the_mix_has_faults_of_whole_nodes_held_longer_and_paired_alike() -> None:
+    schedule = plan(11, 300, kube_nodes=True)
+    drawn = {step.faults[0] for step in schedule}
+    assert drawn == set(NODE_FAULTS) | set(KUBE_NODE_FAULTS), "every fault comes up"
+    for step in schedule:
+        held = (10.0, 50.0) if step.faults[0] in KUBE_NODE_FAULTS else (3.0, 12.0)
+        assert held[0] <= step.hold_seconds <= held[1]
+        assert all(fault in CONTROL_FAULTS for fault in step.faults[1:])
+    assert any(len(s.faults) == 2 and s.faults[0] in KUBE_NODE_FAULTS for s in schedule), "paired too"
+
+
+def test_without_real_nodes_a_seed_keeps_the_schedule_it_always_had() -> None:
+    """The CI soak's seed 4 replays as before: no fault of a whole node is drawn, nor any draw added."""
+    assert plan(4, 5) == [
+        Step(1, ("freeze-leader", "roll"), 6.6),
+        Step(2, ("kill-majority", "kill-operator"), 6.6),
+        Step(3, ("freeze-follower",), 9.9),
+        Step(4, ("freeze-leader",), 6.2),
+        Step(5, ("kill-majority",), 5.4),
+    ]
+    assert not any(f in KUBE_NODE_FAULTS for step in plan(4, 300) for f in step.faults)
 
 
 def test_a_single_node_cluster_gets_no_majority_faults() -> None:
@@ -105,6 +130,13 @@ def test_lost_writes_are_those_a_node_does_not_hold() -> None:
         (("kill-majority",), (None,), "kill-majority", 20.0),
         (("delete-all-pods",), (None,), "delete-all-pods", 20.0),
         (("disk-full", "kill-operator"), ("leader", None), "disk-full (leader)+kill-operator", None),
+        (("power-cut-leader",), ("leader",), "power-cut-leader", 20.0),
+        (("power-cut-follower",), ("follower",), "power-cut-follower", 2.0),
+        (("isolate-leader",), ("leader",), "isolate-leader", 2.0),  # raft goes on: only the kubelet is cut
+        (("isolate-follower",), ("follower",), "isolate-follower", 2.0),
+        (("drain-leader",), ("leader",), "drain-leader", 2.0),  # handed over before its pod stops
+        (("drain-follower",), ("follower",), "drain-follower", 2.0),
+        (("power-cut-leader", "roll"), ("leader", None), "power-cut-leader+roll", None),
     ],
 )
 def test_each_fault_kind_has_its_write_gap_target(

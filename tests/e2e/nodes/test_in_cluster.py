@@ -37,7 +37,7 @@ from in_cluster import (
     ready_condition,
     token_claims,
 )
-from node_faults import DESTRUCTIVE, SPREAD, events, lead_from, member_pods, node_views, powered_again, whole
+from node_faults import DESTRUCTIVE, events, lead_from, member_pods, node_views, powered_again, whole
 from operator_core import errors
 from operator_core.kube import Kube
 from operator_testkit.assertions import condition
@@ -286,7 +286,7 @@ async def test_the_operator_survives_a_power_cut_of_its_own_node_which_also_ran_
     cluster = TypesenseCluster(kube, "lost-watched")
     writer = Writer(cluster)
     try:
-        await cluster.create(replicas=3, topologySpreadConstraints=SPREAD)
+        await cluster.create(replicas=3, topologySpreadConstraints=cluster.one_member_per_node)
         await cluster.wait_ready()
         await cluster.create_collection()
         leading: Any = await wait_until(holder, timeout=60, what="an operator replica to lead")

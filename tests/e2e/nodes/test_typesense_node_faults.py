@@ -18,7 +18,6 @@ import pytest
 
 from node_faults import (
     DESTRUCTIVE,
-    SPREAD,
     events,
     leader_off_the_provisioner,
     member_pods,
@@ -45,7 +44,7 @@ async def writing(
 ) -> AsyncIterator[tuple[TypesenseCluster, Writer]]:
     """A Ready 3-member cluster, one member per node, and a writer at about 5 writes a second."""
     cluster = TypesenseCluster(kube, namespace)
-    await cluster.create(replicas=3, topologySpreadConstraints=SPREAD)
+    await cluster.create(replicas=3, topologySpreadConstraints=cluster.one_member_per_node)
     await cluster.wait_ready()
     await cluster.create_collection()
     writer = Writer(cluster)
@@ -122,7 +121,9 @@ async def test_a_node_lost_for_good_has_its_member_replaced_on_another_node_with
     members again."""
     cluster, writer = writing
     await cluster.create(
-        replicas=3, topologySpreadConstraints=SPREAD, nodeLoss={"policy": "Replace", "delaySeconds": 30}
+        replicas=3,
+        topologySpreadConstraints=cluster.one_member_per_node,
+        nodeLoss={"policy": "Replace", "delaySeconds": 30},
     )
     leader = await leader_off_the_provisioner(cluster, faults)
     before = await member_pods(cluster)

@@ -254,6 +254,28 @@ class TypesenseCluster:
             }
         )
 
+    @property
+    def one_member_per_node(self) -> list[dict[str, Any]]:
+        """The ``topologySpreadConstraints`` that put each member on a node of its own, and let a
+        replacement onto a node that has one already when a node is lost: a node tainted unreachable
+        is no domain of the spread (``nodeTaintsPolicy: Honor``). A fault of a whole node then takes
+        one member, never two."""
+        members = {"app.kubernetes.io/instance": self.name, "app.kubernetes.io/component": "node"}
+        return [
+            {
+                "maxSkew": 1,
+                "topologyKey": "kubernetes.io/hostname",
+                "whenUnsatisfiable": "DoNotSchedule",
+                "nodeTaintsPolicy": "Honor",
+                "labelSelector": {"matchLabels": members},
+            }
+        ]
+
+    async def node_of(self, pod: str) -> str | None:
+        """The Kubernetes node ``pod`` is bound to, None while it is not scheduled (or gone)."""
+        found = await self.kube.get("v1", "Pod", pod, self.namespace)
+        return ((found or {}).get("spec") or {}).get("nodeName")
+
     async def get(self) -> dict[str, Any]:
         found = await self.kube.get(API, "TypesenseCluster", self.name, self.namespace)
         assert found is not None

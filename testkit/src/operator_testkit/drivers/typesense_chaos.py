@@ -28,6 +28,7 @@ from operator_core.clock import micro_time
 from operator_testkit.assertions import condition
 from operator_testkit.controlplane import ControlPlane
 from operator_testkit.drivers.typesense import RAFT_MEMBER, TypesenseCluster, Writer, ready_condition
+from operator_testkit.nodes.cluster import LocalCluster
 from operator_testkit.nodes.faults import FaultError, NodeFaults, TargetGone
 from operator_testkit.nodes.storage import SIZE_LIMITED_CLASS
 from operator_testkit.operators import OperatorProcess
@@ -35,6 +36,7 @@ from operator_testkit.operators import OperatorProcess
 __all__ = [
     "CONTROL_FAULTS",
     "DESTRUCTIVE_REASONS",
+    "KUBE_NODE_FAULTS",
     "NODE_FAULTS",
     "Judgement",
     "Sample",
@@ -61,7 +63,26 @@ NODE_FAULTS = (
     "orphan-statefulset",
     "disk-full",
 )
-"""Faults of the nodes: their processes, pods, StatefulSet or disk."""
+"""Faults of the Typesense nodes: their processes, pods, StatefulSet or disk."""
+KUBE_NODE_FAULTS = (
+    "power-cut-leader",
+    "power-cut-follower",
+    "isolate-leader",
+    "isolate-follower",
+    "drain-leader",
+    "drain-follower",
+)
+"""Faults of the Kubernetes node a member runs on (the cluster spread one member per node): its power
+cut (kubelet, containerd, shims and containers killed at once; ended by the node's reboot), its kubelet
+cut off from the API server (its containers run on; ended by reconnecting it), and ``kubectl drain``
+(ended by ``uncordon``: the evicted member is pinned to the node by its local volume meanwhile)."""
+KUBE_NODE_HOLD_SECONDS = (10.0, 50.0)
+"""How long a fault of a Kubernetes node lasts, drawn in: past the node lifecycle controller's 40 s
+grace at times, so that the node is NotReady and tainted unreachable for a while, and the cluster's
+status must name it."""
+HANDED_OVER_GAP_TARGET_SECONDS = 2.0
+"""The longest write gap of a drain, of the leader's node too: the leader hands over before its pod
+stops (docs/typesense-quorum.md), and a follower's eviction touches no leader."""
 CONTROL_FAULTS = ("kill-operator", "restart-apiserver", "roll")
 """Faults of what runs the nodes, and a change of spec (a roll) in the middle of the rest."""
 DESTRUCTIVE_REASONS = ("QuorumDowngraded", "QuorumMemberFenced", "QuorumSurvivorRestarted")
@@ -103,20 +124,26 @@ class Step:
     hold_seconds: float
 
 
-def plan(seed: int, steps: int, replicas: int = 3, only: Sequence[str] = ()) -> list[Step]:
+def plan(
+    seed: int, steps: int, replicas: int = 3, only: Sequence[str] = (), *, kube_nodes: bool = False
+) -> list[Step]:
     """A schedule of ``steps`` steps (pure: the seed decides it). Each step is a fault of the nodes,
     alone or (with :data:`PAIR_CHANCE`) with one of :data:`CONTROL_FAULTS`; "kill-majority" and
-    "freeze-majority" need more than one node, so a 1-node cluster gets neither. ``only``: these node
+    "freeze-majority" need more than one node, so a 1-node cluster gets neither. ``kube_nodes``: the
+    faults of the Kubernetes nodes (:data:`KUBE_NODE_FAULTS`, held for :data:`KUBE_NODE_HOLD_SECONDS`)
+    are in the mix too; without them a seed gives the schedule it always gave. ``only``: these
     faults alone, never paired (a run that looks into one kind of fault)."""
     chooser = random.Random(seed)  # noqa: S311 - a replayable schedule, not a secret
-    node_faults = [f for f in (only or NODE_FAULTS) if replicas > 1 or not f.endswith("-majority")]
+    mix = (*NODE_FAULTS, *KUBE_NODE_FAULTS) if kube_nodes else NODE_FAULTS
+    faults_drawn = [f for f in (only or mix) if replicas > 1 or not f.endswith("-majority")]
     pair_chance = 0.0 if only else PAIR_CHANCE
     schedule = []
     for number in range(1, steps + 1):
-        faults = [chooser.choice(node_faults)]
+        faults = [chooser.choice(faults_drawn)]
         if chooser.random() < pair_chance:
             faults.append(chooser.choice(CONTROL_FAULTS))
-        hold = round(chooser.uniform(*HOLD_SECONDS), 1)
+        held = KUBE_NODE_HOLD_SECONDS if faults[0] in KUBE_NODE_FAULTS else HOLD_SECONDS
+        hold = round(chooser.uniform(*held), 1)
         schedule.append(Step(number, tuple(faults), hold))
     return schedule
 
@@ -189,12 +216,18 @@ def fault_kind(faults: Sequence[str], roles: Sequence[str | None] = ()) -> str:
 
 def gap_target(kind: str) -> float | None:
     """The longest write gap a step of ``kind`` may cause: :data:`NO_LEADER_GAP_TARGET_SECONDS` for a
-    single fault that touches no leader (the StatefulSet orphaned; a follower killed, frozen, deleted
-    or its disk filled), :data:`GAP_TARGET_SECONDS` for any other single fault, and none for two faults
-    at once (a fault of the control plane with one of the nodes has no bound of its own)."""
+    single fault that touches no leader (the StatefulSet orphaned; a follower killed, frozen, deleted,
+    its disk filled or its node's power cut, drained or cut off) or leaves it running (its kubelet cut
+    off from the API server), :data:`HANDED_OVER_GAP_TARGET_SECONDS` for a drain of the leader's node,
+    :data:`GAP_TARGET_SECONDS` for any other single fault, and none for two faults at once (a fault of
+    the control plane with one of the nodes has no bound of its own)."""
     if "+" in kind:
         return None
+    if kind == "drain-leader":
+        return HANDED_OVER_GAP_TARGET_SECONDS
     if kind == "orphan-statefulset" or kind.endswith("-follower") or kind.endswith("(follower)"):
+        return NO_LEADER_GAP_TARGET_SECONDS
+    if kind == "isolate-leader":
         return NO_LEADER_GAP_TARGET_SECONDS
     return GAP_TARGET_SECONDS
 
@@ -240,6 +273,16 @@ def lost_writes(acknowledged: Sequence[str], held: Mapping[str, set[str]]) -> di
         for node, ids in held.items()
         if (missing := [document for document in acknowledged if document not in ids])
     }
+
+
+async def _nothing() -> None:
+    return None
+
+
+def _reboot_if_cut(nodes: LocalCluster, node: str) -> None:
+    """Start a cut node's daemons again; one started already (an earlier try got that far) is left."""
+    if nodes.power().is_cut(node):
+        nodes.reboot(node)
 
 
 class SteadyCluster(TypesenseCluster):
@@ -360,6 +403,9 @@ class Soak:
     plane: ControlPlane
     operator: OperatorProcess
     replicas: int
+    nodes: LocalCluster | None = None
+    """The real nodes the cluster runs on: given, the schedule has faults of whole Kubernetes nodes
+    too (:data:`KUBE_NODE_FAULTS`), and the cluster is spread one member per node."""
     recover_within: float = 240.0
     storage: dict[str, Any] = field(
         default_factory=lambda: {"size": "256Mi", "storageClassName": SIZE_LIMITED_CLASS}
@@ -397,10 +443,12 @@ class Soak:
                 "data": self.server_configuration,
             }
         )
+        spread = {"topologySpreadConstraints": self.cluster.one_member_per_node} if self.nodes else {}
         await self.cluster.create(
             replicas=self.replicas,
             storage=self.storage,
             additionalServerConfiguration={"name": configuration},
+            **spread,
         )
         await self.cluster.wait_ready(timeout=300)
         await self.cluster.create_collection()
@@ -414,7 +462,9 @@ class Soak:
         reader.start()
         observer.start()
         started_wall, started = time.time(), time.monotonic()
-        schedule = plan(seed, steps=1000, replicas=self.replicas, only=only)
+        schedule = plan(
+            seed, steps=1000, replicas=self.replicas, only=only, kube_nodes=self.nodes is not None
+        )
         done: list[Step] = []
         unrecovered: str | None = None
         aborted: str | None = None
@@ -625,15 +675,9 @@ class Soak:
         majority = ([leader] if leader else []) + followers
         majority = majority[: self.replicas // 2 + 1]
 
-        async def nothing() -> None:
-            return None
-
-        async def later(*calls: Callable[[], Awaitable[object]]) -> None:
-            await asyncio.sleep(hold)
-            for call in calls:
-                await self._heal(call, step)
-
         target = {"leader": [leader] if leader else [], "follower": followers[:1], "majority": majority}
+        if fault in KUBE_NODE_FAULTS:
+            return await self._apply_to_kube_node(fault, target, step)
         kind, _, whom = fault.partition("-")
         if kind in ("kill", "freeze") and whom in target:
             act = self.faults.kill if kind == "kill" else self.faults.freeze
@@ -643,30 +687,30 @@ class Soak:
                 if pod and await self._on_container(act, namespace, pod, f"step {step.number}: {fault}")
             ]
             if kind == "kill":
-                return nothing
-            return lambda: later(
-                *(functools.partial(self.faults.thaw, namespace, pod, "typesense") for pod in chosen)
+                return _nothing
+            return self._held(
+                step, *(functools.partial(self.faults.thaw, namespace, pod, "typesense") for pod in chosen)
             )
         if fault == "delete-pod" and pods:
             pod = chooser.choice(pods)
             self._touched.append("leader" if pod == leader else "follower")
             await self.cluster.kube.delete("v1", "Pod", pod, namespace)
-            return nothing
+            return _nothing
         if fault == "delete-all-pods":
             for pod in pods:
                 await self.cluster.kube.delete("v1", "Pod", pod, namespace)
-            return nothing
+            return _nothing
         if fault == "orphan-statefulset":
             await self.cluster.kube.delete(
                 "apps/v1", "StatefulSet", self.statefulset, namespace, propagation="Orphan"
             )
-            return nothing
+            return _nothing
         if fault == "disk-full" and pods:
             pod = chooser.choice(pods)
             self._touched.append("leader" if pod == leader else "follower")
             claim = f"data-{pod}"
             await self.faults.fill_volume(namespace, claim)
-            return lambda: later(functools.partial(self.faults.free_volume, namespace, claim))
+            return self._held(step, functools.partial(self.faults.free_volume, namespace, claim))
         if fault == "kill-operator":
             self.operator.kill()
 
@@ -689,8 +733,54 @@ class Soak:
             await self.cluster.kube.patch(
                 "ts.opentelekomcloud.com/v1alpha1", "TypesenseCluster", self.cluster.name, namespace, patch
             )
-            return nothing
-        return nothing
+            return _nothing
+        return _nothing
+
+    async def _apply_to_kube_node(
+        self, fault: str, target: Mapping[str, list[str]], step: Step
+    ) -> Callable[[], Awaitable[None]]:
+        """Start a fault of the Kubernetes node that runs the leader's or a follower's member; returns
+        what ends it after the step's hold (the node rebooted, reconnected or uncordoned)."""
+        assert self.nodes is not None
+        nodes = self.nodes
+        action, _, whom = fault.rpartition("-")
+        pod = next(iter(target[whom]), None)
+        node = await self.cluster.node_of(pod) if pod else None
+        if pod is None or node is None:
+            self.unapplied.append(f"step {step.number}: {fault}: no {whom} on a node")
+            return _nothing
+        self._touched.append(whom)
+        if action == "power-cut":
+            await asyncio.to_thread(nodes.power_cut, node)
+            end: Callable[[], object] = functools.partial(_reboot_if_cut, nodes, node)
+        elif action == "isolate":
+            await asyncio.to_thread(nodes.isolate, node)
+            end = functools.partial(nodes.reconnect, node)
+        else:
+            # Begun in the background: the drain's evictions wait for the member's graceful stop, and
+            # the step's fault begins at the cordon, not when the last pod is gone.
+            draining = asyncio.create_task(asyncio.to_thread(nodes.drain, node, 120.0))
+
+            async def uncordon() -> None:
+                with contextlib.suppress(FaultError):
+                    await draining
+                await asyncio.to_thread(nodes.uncordon, node)
+
+            return self._held(step, uncordon, within=180.0)
+        # A reboot waits for the node to be Ready again, which takes longer than a thaw.
+        return self._held(step, lambda: asyncio.to_thread(end), within=180.0)
+
+    def _held(
+        self, step: Step, *ends: Callable[[], Awaitable[object]], within: float = 60.0
+    ) -> Callable[[], Awaitable[None]]:
+        """What ends a fault: after the step's hold, each of ``ends`` (see :meth:`_heal`)."""
+
+        async def after_the_hold() -> None:
+            await asyncio.sleep(step.hold_seconds)
+            for end in ends:
+                await self._heal(end, step, within)
+
+        return after_the_hold
 
     # -- the end
 
