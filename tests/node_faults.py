@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -16,6 +17,7 @@ from operator_testkit.nodes.cluster import LocalCluster
 from operator_testkit.nodes.faults import NodeFaults
 from operator_testkit.nodes.storage import NAMESPACE as STORAGE_NAMESPACE
 
+LOST_NODE_STATES = ("Unreachable", "NotReady")
 DESTRUCTIVE = ("QuorumMemberFenced", "QuorumSurvivorRestarted", "ErroredNodeRestarted", "MemberReplaced")
 
 
@@ -97,10 +99,23 @@ async def events(kube: Kube, namespace: str, reasons: tuple[str, ...]) -> list[d
 
 
 @contextlib.asynccontextmanager
-async def powered_again(nodes: LocalCluster, node: str) -> AsyncIterator[None]:
-    """Whatever the test does with ``node`` cut, it is rebooted at the end if it still is."""
+async def power_cut(nodes: LocalCluster, node: str) -> AsyncIterator[float]:
+    """``node``'s power cut, giving the moment of the cut (:func:`time.monotonic`); whatever the test
+    does meanwhile, the node is rebooted at the end if it still is cut."""
+    cut_at = time.monotonic()
     try:
-        yield
+        await asyncio.to_thread(nodes.power_cut, node)
+        yield cut_at
     finally:
         if nodes.power().is_cut(node):
             await asyncio.to_thread(nodes.reboot, node)
+
+
+async def node_named_lost(cluster: TypesenseCluster, member: str) -> None:
+    """Until the status says the node of ``member`` (a pod) is lost: Unreachable or NotReady."""
+
+    async def lost() -> bool:
+        views = {v["pod"]: v for v in await node_views(cluster)}
+        return views.get(member, {}).get("k8sNodeState") in LOST_NODE_STATES
+
+    await wait_until(lost, timeout=60, interval=1, what=f"the status to name {member}'s node lost")

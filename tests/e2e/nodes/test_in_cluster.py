@@ -37,7 +37,7 @@ from in_cluster import (
     ready_condition,
     token_claims,
 )
-from node_faults import DESTRUCTIVE, events, lead_from, member_pods, node_views, powered_again, whole
+from node_faults import DESTRUCTIVE, events, lead_from, member_pods, node_named_lost, power_cut, whole
 from operator_core import errors
 from operator_core.kube import Kube
 from operator_testkit.assertions import condition
@@ -297,9 +297,7 @@ async def test_the_operator_survives_a_power_cut_of_its_own_node_which_also_ran_
         await lead_from(cluster, nodes.faults(kube), member)
         writer.start("operator-node")
         await writer.warmed_up()
-        cut_at = time.monotonic()
-        async with powered_again(nodes, node):
-            await asyncio.to_thread(nodes.power_cut, node)
+        async with power_cut(nodes, node) as cut_at:
 
             async def taken_over() -> str | None:
                 now = await holder()
@@ -308,12 +306,7 @@ async def test_the_operator_survives_a_power_cut_of_its_own_node_which_also_ran_
             await wait_until(taken_over, timeout=30, interval=0.5, what="the standby to take the Lease")
             handover = time.monotonic() - cut_at
             await writer.acknowledged_after(cut_at, timeout=30)
-
-            async def named() -> bool:
-                views = {v["pod"]: v for v in await node_views(cluster)}
-                return views.get(member, {}).get("k8sNodeState") in ("Unreachable", "NotReady")
-
-            await wait_until(named, timeout=60, interval=1, what=f"the status to name the lost node {node}")
+            await node_named_lost(cluster, member)
             named_after = time.monotonic() - cut_at
             assert await events(kube, "lost-watched", DESTRUCTIVE) == []
             gap = writer.longest_gap(cut_at)

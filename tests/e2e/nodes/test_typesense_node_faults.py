@@ -18,11 +18,13 @@ import pytest
 
 from node_faults import (
     DESTRUCTIVE,
+    LOST_NODE_STATES,
     events,
     leader_off_the_provisioner,
     member_pods,
+    node_named_lost,
     node_views,
-    powered_again,
+    power_cut,
     raft_leader,
     whole,
 )
@@ -66,16 +68,14 @@ async def test_a_power_cut_of_the_leaders_node_loses_no_write_names_the_node_and
     leader = await raft_leader(cluster)
     before = await member_pods(cluster)
     node = before[leader]["spec"]["nodeName"]
-    cut_at = time.monotonic()
-    async with powered_again(real_cluster, node):
-        await asyncio.to_thread(real_cluster.power_cut, node)
+    async with power_cut(real_cluster, node) as cut_at:
         await writer.acknowledged_after(cut_at, timeout=30)
 
         async def named() -> str | None:
             views = {v["pod"]: v for v in await node_views(cluster)}
             obj = await cluster.get()
             ready = next((c for c in obj["status"]["conditions"] if c["type"] == "Ready"), {})
-            lost = views.get(leader, {}).get("k8sNodeState") in ("Unreachable", "NotReady")
+            lost = views.get(leader, {}).get("k8sNodeState") in LOST_NODE_STATES
             return (
                 ready.get("message") if lost and f"its node {node} is" in ready.get("message", "") else None
             )
@@ -128,16 +128,9 @@ async def test_a_node_lost_for_good_has_its_member_replaced_on_another_node_with
     leader = await leader_off_the_provisioner(cluster, faults)
     before = await member_pods(cluster)
     node = before[leader]["spec"]["nodeName"]
-    cut_at = time.monotonic()
-    async with powered_again(real_cluster, node):
-        await asyncio.to_thread(real_cluster.power_cut, node)
+    async with power_cut(real_cluster, node) as cut_at:
         await writer.acknowledged_after(cut_at, timeout=30)
-
-        async def lost_since() -> bool:
-            views = {v["pod"]: v for v in await node_views(cluster)}
-            return views.get(leader, {}).get("k8sNodeState") in ("Unreachable", "NotReady")
-
-        await wait_until(lost_since, timeout=60, interval=1, what=f"the status to name {node} lost")
+        await node_named_lost(cluster, leader)
         lost_at = time.monotonic()
         (replaced,) = await wait_until(
             lambda: events(kube, namespace, ("MemberReplaced",)), timeout=90, what="the member replaced"
