@@ -59,10 +59,10 @@ def render(chart: str, *values: str, release: str = "suite") -> list[dict[str, A
 
 
 @pytest.fixture(scope="module")
-def plane(start_control_plane: Any) -> ControlPlane:
+def plane(start_module_control_plane: Any) -> ControlPlane:
     """A control plane of this module's own: the Prometheus Operator's CRDs would change what the
     shared one's Typesense tests see (a PodMonitor CRD that arrives during a test)."""
-    control_plane: ControlPlane = start_control_plane("charts")
+    control_plane: ControlPlane = start_module_control_plane("charts")
     crds = ensure_prometheus_operator_crds()
     control_plane.kubectl("apply", "--server-side", "-f", str(crds))
     # The suite's own too, so that `kubectl auth can-i` knows the custom kinds' names.

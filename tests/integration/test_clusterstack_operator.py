@@ -874,12 +874,12 @@ async def _stack_ready(kube: Kube, namespace: str, name: str) -> bool:
 
 @pytest.fixture(scope="module")
 def capi_v1beta1_plane(
-    start_control_plane: Any, clusterstack_tools: ClusterStackTools, pytestconfig: pytest.Config
+    start_module_control_plane: Any, clusterstack_tools: ClusterStackTools, pytestconfig: pytest.Config
 ) -> ControlPlane:
     """A management cluster of Cluster API v1.8, its own control plane: Clusters and ClusterClasses are
     served (and stored) in v1beta1 only, and a Cluster names its class in ``spec.topology.class``.
     ORC's CRDs too, for the openstack stacks' Images."""
-    plane: ControlPlane = start_control_plane("capi-v1beta1")
+    plane: ControlPlane = start_module_control_plane("capi-v1beta1")
     documents = [
         *crd_documents(pytestconfig.rootpath / "deploy" / "crds"),
         *crd_documents(clusterstack_tools.capi_v1beta1_crds),
@@ -946,9 +946,9 @@ async def test_on_cluster_api_v1_8_a_v1beta1_cluster_holds_its_release_until_it_
 
 
 @pytest.fixture(scope="module")
-def workload_plane(start_control_plane: Any) -> ControlPlane:
+def workload_plane(start_module_control_plane: Any) -> ControlPlane:
     """A second control plane: the workload cluster that the Cluster object stands for."""
-    plane: ControlPlane = start_control_plane("workload")
+    plane: ControlPlane = start_module_control_plane("workload")
     return plane
 
 

@@ -30,9 +30,9 @@ def test_services_get_loopback_cluster_ips(kubectl: Kubectl) -> None:
 
 
 async def test_a_second_control_plane_runs_alongside_and_is_independent(
-    control_plane: ControlPlane, start_control_plane: Callable[..., ControlPlane]
+    control_plane: ControlPlane, start_test_control_plane: Callable[..., ControlPlane]
 ) -> None:
-    workload = start_control_plane("workload", service_cidr="127.101.0.0/16")
+    workload = start_test_control_plane("workload", service_cidr="127.101.0.0/16")
     assert workload.api_url != control_plane.api_url
     async with Kube.connect(control_plane.kubeconfig) as first, Kube.connect(workload.kubeconfig) as second:
         await first.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "only-in-first"}})

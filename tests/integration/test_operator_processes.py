@@ -150,9 +150,9 @@ def test_a_token_the_api_server_refuses_ends_the_start_with_one_line(
 
 
 def test_an_operator_whose_crd_is_not_installed_ends_the_start_naming_it(
-    start_control_plane: Any, tmp_path: Path
+    start_test_control_plane: Any, tmp_path: Path
 ) -> None:
-    bare: ControlPlane = start_control_plane("no-crds")
+    bare: ControlPlane = start_test_control_plane("no-crds")
     ended = run_briefly("monocle-operator", bare.kubeconfig)
     assert ended.returncode == 1
     (line,) = ended.stderr.strip().splitlines()
@@ -207,12 +207,12 @@ def test_an_api_server_that_does_not_answer_ends_the_start_within_20_s_naming_it
 
 
 def test_an_api_server_outage_after_the_start_is_waited_for_and_said_once(
-    start_control_plane: Callable[..., ControlPlane], tmp_path: Path, pytestconfig: pytest.Config
+    start_test_control_plane: Callable[..., ControlPlane], tmp_path: Path, pytestconfig: pytest.Config
 ) -> None:
     """The API server goes away for a few seconds (its own plane: the others' operators are not
     disturbed): the operator waits, says so once when it begins and once when it ends (not once per
     request or watch retried meanwhile), and its watch caches are synced again."""
-    plane = start_control_plane("outage")
+    plane = start_test_control_plane("outage")
     asyncio.run(install_crds(plane, crd_documents(pytestconfig.rootpath / "deploy" / "crds")))
     process = OperatorProcess("typesense-operator", plane.kubeconfig, tmp_path / "operator.log")
     process.start()

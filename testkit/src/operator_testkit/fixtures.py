@@ -8,7 +8,11 @@ session of a venv where the kit is installed has them:
 - ``namespace``: a fresh namespace per test, deleted afterwards;
 - ``kubectl``: run the pinned kubectl against the control plane;
 - ``installed_crds`` (session): every CRD of the suite, applied and Established;
-- ``start_control_plane``: start more control planes (e.g. a "workload cluster"), stopped at the end.
+- ``start_control_plane`` (session), ``start_module_control_plane`` (module) and
+  ``start_test_control_plane`` (one test): start more control planes (a "workload cluster", one with
+  other CRDs), each stopped when the scope that asked for it ends. An idle control plane costs a few
+  percent of a core (its API server, etcd and controller manager); kept to the session's end, a
+  worker's dozen of them cost a quarter of the machine's two cores.
 
 Under pytest-xdist every worker starts its own control planes (and real nodes, each in a slot of
 the machine of its own); :func:`worker_slice` gives each worker its own part of a loopback range, so
@@ -44,6 +48,8 @@ __all__ = [
     "kubectl",
     "namespace",
     "start_control_plane",
+    "start_module_control_plane",
+    "start_test_control_plane",
     "wait_until",
     "worker_slice",
 ]
@@ -88,9 +94,8 @@ def worker_slice(network: str) -> str:
     return str(list(whole.subnets(prefixlen_diff=3))[index])
 
 
-@pytest.fixture(scope="session")
-def start_control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., ControlPlane]]:
-    """A factory for control planes; every one it starts is stopped when the session ends."""
+def _control_planes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., ControlPlane]]:
+    """A factory for control planes; every one it starts is stopped when the generator ends."""
     started: list[ControlPlane] = []
 
     def start(name: str = "controlplane", **options: object) -> ControlPlane:
@@ -104,6 +109,28 @@ def start_control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ca
     finally:
         for plane in reversed(started):
             plane.stop()
+
+
+@pytest.fixture(scope="session")
+def start_control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., ControlPlane]]:
+    """Start control planes that last the session (the shared one)."""
+    yield from _control_planes(tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def start_module_control_plane(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Callable[..., ControlPlane]]:
+    """Start control planes that one module's tests share, stopped after its last test."""
+    yield from _control_planes(tmp_path_factory)
+
+
+@pytest.fixture
+def start_test_control_plane(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Callable[..., ControlPlane]]:
+    """Start control planes of one test's own, stopped when it ends."""
+    yield from _control_planes(tmp_path_factory)
 
 
 @pytest.fixture(scope="session")
