@@ -521,10 +521,16 @@ async def test_a_crash_looping_majority_is_restarted_not_downgraded_and_loses_no
         f"back; {writer.story(held_at)}"
     )
     restarted = await cluster.events("HeldBackNodeRestarted")
-    assert len(restarted) == 2
-    # The new pods have new addresses, which the members' raft configurations do not name: a downgrade
-    # may follow, but only among a majority that answers (every acknowledged write is in its best log),
-    # never to the one follower the kubelets left.
+    # Both held-back members restarted at once. The new pods have new addresses, which the members'
+    # raft configurations do not name: a downgrade may follow, but only among a majority that answers
+    # (every acknowledged write is in its best log), never to the one follower the kubelets left. Its
+    # fenced members start while the nodes list names the survivor alone, and may be held back again
+    # until the list grows (a third restart, seen in a loaded run).
+    assert len(restarted) >= 2, restarted
+    first_two = {
+        e["message"].split(":")[0] for e in sorted(restarted, key=lambda e: e.get("eventTime") or "")[:2]
+    }
+    assert first_two == {f"deleted pod {leader}", f"deleted pod {follower}"}, first_two
     for downgrade in await cluster.events("QuorumDowngraded"):
         assert "held back" not in downgrade["message"], downgrade["message"]
     await cluster.assert_nothing_lost(writer.acknowledged)

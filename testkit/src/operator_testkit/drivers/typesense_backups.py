@@ -5,8 +5,10 @@ server."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
+import time
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -19,6 +21,9 @@ from operator_testkit.s3 import RunningS3
 
 API = "ts.opentelekomcloud.com/v1alpha1"
 IMAGE = "typesense/typesense:27.1"
+LAGGING_WITHIN = 30.0
+"""How long a write refused with 503 "Not Ready or Lagging" is asked again: a leader elected moments
+before applies its log first (seconds on a loaded machine)."""
 
 
 def secret(name: str, namespace: str, data: dict[str, str]) -> dict[str, Any]:
@@ -132,7 +137,16 @@ class Library:
         leader = await nodes.leader(http)
 
         async def call(method: str, path: str, **kwargs: Any) -> httpx.Response:
-            answer = await http.request(method, nodes.url(leader, path), headers=nodes.headers, **kwargs)
+            nonlocal leader
+            deadline = time.monotonic() + LAGGING_WITHIN
+            while True:
+                answer = await http.request(method, nodes.url(leader, path), headers=nodes.headers, **kwargs)
+                if answer.status_code != 503 or time.monotonic() > deadline:
+                    break
+                # 503 "Not Ready or Lagging": refused unapplied, by a leader still applying its log (a
+                # Ready cluster may have elected again since), so asked again, of the leader then.
+                await asyncio.sleep(0.5)
+                leader = await nodes.leader(http)
             assert answer.status_code in (200, 201), (path, answer.status_code, answer.text)
             return answer
 
