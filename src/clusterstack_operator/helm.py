@@ -10,26 +10,66 @@ or helm taking too long.
 from __future__ import annotations
 
 import asyncio
+import base64
+import contextlib
 import json
 import os
 import shutil
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from operator_core.errors import OperatorError
-from operator_core.secrets import scrub
+from operator_core.secrets import register_secret, scrub
 
-__all__ = ["HelmError", "helm_template", "render_values_template"]
+__all__ = ["HelmError", "RegistryAccess", "helm_template", "render_values_template"]
 
 _STDERR_TAIL = 2000
 
 
 class HelmError(OperatorError):
     """helm could not render a chart (temporary for the loop: a fixed chart or binary is retried)."""
+
+
+@dataclass(frozen=True)
+class RegistryAccess:
+    """How helm reaches the OCI registry of a release's source, for the dependencies a chart names
+    there: the same credentials and CA as the source's own downloads (a stack's Secrets)."""
+
+    host: str
+    username: str | None = None
+    password: str | None = None
+    ca_pem: str | None = None
+    plain_http: bool = False
+
+    def __repr__(self) -> str:  # never the password, whatever prints it
+        return f"RegistryAccess(host={self.host!r}, plain_http={self.plain_http})"
+
+    @contextlib.contextmanager
+    def arguments(self, scratch: Path) -> Iterator[list[str]]:
+        """helm's arguments for this access, with its files (a registry config holding the password,
+        the CA) written under ``scratch`` for as long as the block lasts, readable by this user alone."""
+        with tempfile.TemporaryDirectory(prefix="registry-", dir=scratch) as directory:
+            files = Path(directory)
+            auths = {}
+            if self.username and self.password:
+                pair = base64.b64encode(f"{self.username}:{self.password}".encode()).decode()
+                register_secret(pair)
+                auths[self.host] = {"auth": pair}
+            config = files / "config.json"
+            config.touch(mode=0o600)
+            config.write_text(json.dumps({"auths": auths}))
+            arguments = ["--registry-config", str(config)]
+            if self.ca_pem:
+                (files / "ca.crt").write_text(self.ca_pem)
+                arguments += ["--ca-file", str(files / "ca.crt")]
+            if self.plain_http:
+                arguments.append("--plain-http")
+            yield arguments
 
 
 async def helm_template(
@@ -43,6 +83,7 @@ async def helm_template(
     include_crds: bool = False,
     kube_version: str | None = None,
     dependency_update: bool = False,
+    registry: RegistryAccess | None = None,
     timeout: float = 60.0,
 ) -> str:
     """The rendered objects of ``chart`` (a packaged .tgz or a directory), as helm prints them.
@@ -50,20 +91,23 @@ async def helm_template(
     ``values`` (YAML) go to helm on stdin; ``include_crds`` renders the chart's crds/ too;
     ``kube_version`` is what ``.Capabilities.KubeVersion`` says (helm's own default otherwise);
     ``dependency_update`` fetches the dependencies ``Chart.yaml`` declares and the chart lacks (its
-    ``charts/``) from their repositories first, into the chart's folder, as upstream renders addons."""
+    ``charts/``) from their repositories first, into the chart's folder, as upstream renders addons;
+    those in the OCI registry of ``registry`` with its credentials and CA."""
     extra = [*(["-f", "-"] if values is not None else []), *(["--include-crds"] if include_crds else [])]
     if dependency_update:
         extra.append("--dependency-update")
     if kube_version is not None:
         extra += ["--kube-version", kube_version]
-    return await _run_helm(
-        helm,
-        ["template", release_name, str(chart), "--namespace", namespace, *extra],
-        chart.name,
-        home=home,
-        stdin=values,
-        timeout=timeout,
-    )
+    access = registry.arguments(await _made(home)) if registry is not None and dependency_update else None
+    with access or contextlib.nullcontext([]) as access_arguments:
+        return await _run_helm(
+            helm,
+            ["template", release_name, str(chart), "--namespace", namespace, *extra, *access_arguments],
+            chart.name,
+            home=home,
+            stdin=values,
+            timeout=timeout,
+        )
 
 
 async def render_values_template(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,10 +19,10 @@ import yaml
 
 from operator_core.kube import Kube
 from operator_testkit.assertions import events_for, wait_for_events
-from operator_testkit.charts import chart_repository
+from operator_testkit.charts import chart_repository, push_chart, run_helm
 from operator_testkit.clusterstack_tools import ClusterStackTools
 from operator_testkit.controlplane import ControlPlane, free_port
-from operator_testkit.drivers.clusterstack import HOOKS_ADDON_CHART
+from operator_testkit.drivers.clusterstack import CLUSTER_ADDON_CHART, HOOKS_ADDON_CHART
 from operator_testkit.drivers.csctl import StackConfig, create_release, publish_release_oci
 from operator_testkit.drivers.upstream_stacks import DEPENDENCIES, docker_scs, openstack_scs2
 from operator_testkit.drivers.upstream_stacks import dependency_chart as upstream_dependency
@@ -1209,6 +1210,143 @@ async def test_a_stage_chart_declaring_remote_dependencies_gets_them_from_their_
         assert fetched["data"] == {"chart": "addon-dependency"}
         assert await workload.get("v1", "ConfigMap", "stage-one", "kube-system") is not None
     await kube.delete("cluster.x-k8s.io/v1beta2", "Cluster", "remote", namespace)
+
+
+def _with_packaged_dependency(chart_source: Path, dependency: Path, helm_home: Path, into: Path) -> Path:
+    """A copy of the cluster-addon chart ``chart_source`` that carries ``dependency`` packaged in its
+    ``charts/`` and names it in its Chart.yaml, from a repository where nothing listens (discard's
+    port 9 of loopback: rendering it must never ask there)."""
+    chart = into / "cluster-addon-with-subchart"
+    shutil.copytree(chart_source, chart)
+    (chart / "charts").mkdir()
+    done = run_helm(helm_home, "package", str(dependency), "--destination", str(chart / "charts"))
+    assert done.returncode == 0, done.stderr
+    metadata = yaml.safe_load((chart / "Chart.yaml").read_text())
+    metadata["dependencies"] = [dependency_on(dependency, "oci://127.0.0.1:9/never-asked")]
+    (chart / "Chart.yaml").write_text(yaml.safe_dump(metadata))
+    return chart
+
+
+async def _stage_done_with_dependency(
+    kube: Kube, namespace: str, workload_plane: ControlPlane, name: str
+) -> None:
+    """Until the ClusterAddon of Cluster ``name`` has its one stage done, then the dependency's
+    ConfigMap and the stage's own are in the workload cluster."""
+
+    async def stage_done() -> dict[str, Any] | None:
+        found = await kube.get(API, "ClusterAddon", f"cluster-addon-{name}", namespace)
+        return found if stages_of(found) == [("stage-one", "done")] else None
+
+    await wait_until(stage_done, timeout=60, what="the stage, with its dependency, done")
+    async with Kube.connect(workload_plane.kubeconfig) as workload:
+        fetched = await workload.get("v1", "ConfigMap", "from-dependency", "kube-system")
+        assert fetched is not None
+        assert fetched["data"] == {"chart": "addon-dependency"}
+        assert await workload.get("v1", "ConfigMap", "stage-one", "kube-system") is not None
+
+
+async def test_an_addon_chart_with_a_packaged_subchart_renders_it_and_asks_no_repository(
+    kube: Kube,
+    stack_operator: OperatorProcess,
+    namespace: str,
+    releases: Releases,
+    workload_plane: ControlPlane,
+    tmp_path: Path,
+) -> None:
+    """Upstream #277: a cluster-addon chart whose Chart.yaml lists a dependency that its charts/
+    carries, packaged (``helm dependency build`` before ``helm package``, as a provider publishes it).
+    Its objects reach the workload cluster with the chart's own; the dependency's repository, where
+    nothing listens, is never asked."""
+    dependency = dependency_chart(tmp_path / "charts")
+    chart = _with_packaged_dependency(CLUSTER_ADDON_CHART, dependency, tmp_path / "helm", tmp_path)
+    releases.publish("docker-subchart-1-30-v1", addon_chart=chart)
+    spec = {"name": "subchart", "autoSubscribe": False, "noProvider": True}
+    await kube.create(stack("subchart", namespace, versions=["v1"], **spec))
+    await ready_release(kube, namespace, "docker-subchart-1-30-v1")
+    await kube.create(cluster("subchart", namespace, "docker-subchart-1-30-v1", endpoint_port=6443))
+    await kube.create(kubeconfig_secret("subchart", namespace, workload_plane))
+
+    async def applied() -> dict[str, Any] | None:
+        found = await kube.get(API, "ClusterAddon", "cluster-addon-subchart", namespace)
+        return found if condition(found, "HelmChartApplied").get("status") == "True" else None
+
+    found = await wait_until(applied, timeout=60, what="the cluster addons applied")
+    resources = [(r["kind"], r["name"]) for r in found["status"]["resources"]]
+    assert ("ConfigMap", "from-dependency") in resources, resources
+    async with Kube.connect(workload_plane.kubeconfig) as workload:
+        fetched = await workload.get("v1", "ConfigMap", "from-dependency", "kube-system")
+        assert fetched is not None
+        assert fetched["data"] == {"chart": "addon-dependency"}
+    await kube.delete("cluster.x-k8s.io/v1beta2", "Cluster", "subchart", namespace)
+
+
+async def test_a_stage_charts_dependency_in_the_stacks_own_registry_is_fetched_with_the_stacks_credentials(
+    cluster_api: None,
+    kube: Kube,
+    namespace: str,
+    control_plane: ControlPlane,
+    clusterstack_tools: ClusterStackTools,
+    workload_plane: ControlPlane,
+    tmp_path: Path,
+    pytestconfig: pytest.Config,
+) -> None:
+    """scs2's stage charts name their dependencies and ship no charts/; here the dependency is in the
+    stack's own OCI registry (TLS with its own CA, an htpasswd password), pushed there by ``helm push``.
+    The stage renders with it, fetched with the stack's credentials and CA from its Secrets (helm is
+    given them in files of its own, removed after), and the password is in no log."""
+    tools, users = clusterstack_tools, {"provider": "provider-pa55-for-charts"}
+    dependency = dependency_chart(tmp_path / "charts")
+    with running_registry(
+        tmp_path / "registry",
+        binary=tools.registry,
+        tls=True,
+        auth=htpasswd_auth(tmp_path / "registry-auth", users),
+    ) as registry:
+        assert registry.ca_cert is not None
+        pushed = await asyncio.to_thread(
+            push_chart,
+            tmp_path / "helm",
+            dependency,
+            registry,
+            "charts",
+            username="provider",
+            password=users["provider"],
+        )
+        _, published = publish_release(
+            tmp_path / "published",
+            "docker-deps-1-30-v1",
+            helm=tools.helm,
+            staged=True,
+            stages=ONE_STAGE,
+            stage_dependencies={"stage-one": [dependency_on(dependency, pushed)]},
+        )
+        await asyncio.to_thread(
+            oras_push,
+            registry,
+            "stacks/deps:docker-deps-1-30-v1",
+            published,
+            username="provider",
+            password=users["provider"],
+        )
+        credentials = {"username": "provider", "password": users["provider"]}
+        await kube.create(secret("deps-registry", namespace, credentials))
+        await kube.create(secret("deps-ca", namespace, {"ca.crt": registry.ca_cert.read_text()}))
+        process = launch_over_nothing(control_plane, tools, tmp_path, pytestconfig.rootpath)
+        try:
+            source = oci_source(registry, "stacks/deps", "deps-registry", caSecretRef={"name": "deps-ca"})
+            spec = {"name": "deps", "autoSubscribe": False, "noProvider": True, "source": source}
+            await kube.create(stack("deps", namespace, versions=["v1"], **spec))
+            await ready_release(kube, namespace, "docker-deps-1-30-v1")
+            await kube.create(cluster("deps", namespace, "docker-deps-1-30-v1", endpoint_port=6443))
+            await kube.create(kubeconfig_secret("deps", namespace, workload_plane))
+            await _stage_done_with_dependency(kube, namespace, workload_plane, "deps")
+            assert users["provider"] not in process.log()
+            helm_home = tmp_path / "downloads"
+            left = [p for p in helm_home.rglob("config.json") if users["provider"] in p.read_text()]
+            assert left == [], f"helm's registry config with the password left behind: {left}"
+            await kube.delete("cluster.x-k8s.io/v1beta2", "Cluster", "deps", namespace)
+        finally:
+            process.stop()
 
 
 async def test_a_staged_release_resumes_its_stages_after_the_operator_is_killed_between_them(

@@ -3,6 +3,8 @@ downloads are kept, so that a download is served only to the same credentials (i
 
 from __future__ import annotations
 
+import base64
+import json
 import stat
 from pathlib import Path
 from typing import Any
@@ -13,6 +15,7 @@ from clusterstack_operator.api.v1alpha1 import ReleaseSourceSpec
 from clusterstack_operator.controller.runtime import StackRuntime
 from clusterstack_operator.controller.settings import ClusterStackSettings
 from clusterstack_operator.controller.stack_sources import identity_key, identity_salt
+from clusterstack_operator.helm import RegistryAccess
 from clusterstack_operator.releases.versions import ReleaseName
 
 SALT = b"s" * 32
@@ -71,3 +74,25 @@ def test_a_release_gone_everywhere_leaves_no_download_of_any_identity(tmp_path: 
     runtime.forget(release, "")
     assert not runtime.store("").has(release)
     assert runtime.store("oci-bbbb/one").has(release)
+
+
+def test_helm_gets_the_sources_registry_login_and_ca_in_files_of_its_own_removed_after(
+    tmp_path: Path,
+) -> None:
+    """What a chart's dependencies in the source's OCI registry are fetched with: the stack's own
+    credentials (a registry config helm reads, this user's alone) and CA, gone once helm has ended."""
+    access = RegistryAccess("127.0.0.1:5000", "owner", "owner-pa55", ca_pem="-----BEGIN CERTIFICATE-----\n")
+    with access.arguments(tmp_path) as arguments:
+        config = Path(arguments[arguments.index("--registry-config") + 1])
+        ca = Path(arguments[arguments.index("--ca-file") + 1])
+        auths = json.loads(config.read_text())["auths"]
+        assert base64.b64decode(auths["127.0.0.1:5000"]["auth"]).decode() == "owner:owner-pa55"
+        assert stat.S_IMODE(config.stat().st_mode) == 0o600
+        assert ca.read_text().startswith("-----BEGIN CERTIFICATE-----")
+        assert "--plain-http" not in arguments
+    assert not config.exists()
+    assert not ca.exists()
+    assert "owner-pa55" not in repr(access)
+    with RegistryAccess("127.0.0.1:5000", plain_http=True).arguments(tmp_path) as anonymous:
+        assert json.loads(Path(anonymous[1]).read_text()) == {"auths": {}}
+        assert anonymous[2:] == ["--plain-http"]

@@ -45,7 +45,7 @@ from clusterstack_operator.controller.helm_hooks import HookRun, named, retry_of
 from clusterstack_operator.controller.runtime import ADDON_NAMESPACE
 from clusterstack_operator.controller.scope import StackScope, ready_report, write_capi_status
 from clusterstack_operator.controller.stages import StagedRun, has_stages, run_stages
-from clusterstack_operator.helm import HelmError
+from clusterstack_operator.helm import HelmError, RegistryAccess
 from clusterstack_operator.releases.addons import (
     AddonChange,
     stale_resources,
@@ -109,6 +109,9 @@ class AddonScope(StackScope):
     source_key: str = ""
     """Where the release's assets are kept: the store key of its stack's source and credentials
     (:attr:`~clusterstack_operator.controller.stack_sources.BoundSource.key`)."""
+    registry: RegistryAccess | None = None
+    """How helm fetches chart dependencies from the release source's OCI registry (its stack's
+    credentials: :attr:`~clusterstack_operator.controller.stack_sources.BoundSource.registry_access`)."""
     workload: Kube | None = None
     """A client of the workload cluster, once its API server answers."""
     metadata: ReleaseMetadata | None = None
@@ -186,7 +189,7 @@ async def find_cluster(scope: AddonScope) -> Outcome:
         )
         scope.next_look = ASSETS_RETRY_SECONDS
         return Outcome.STOP
-    scope.source_key = bound.key
+    scope.source_key, scope.registry = bound.key, bound.registry_access
     return Outcome.CONTINUE
 
 
@@ -299,6 +302,7 @@ async def apply_addons(scope: AddonScope) -> Outcome:
             lambda: values_template_data(kube, cluster),
             scope.source_key,
             retry_of(scope.obj),
+            scope.registry,
         )
         scope.next_look, done = await run_stages(
             run, dict(scope.obj.get("status") or {}), addon.spec.version, change
@@ -373,6 +377,7 @@ async def rendered_chart(scope: AddonScope) -> SplitChart:
                     metadata.kubernetes_version,
                     cluster,
                     source_key=scope.source_key,
+                    registry=scope.registry,
                     template_data=lambda: values_template_data(kube, cluster),
                 ),
                 ADDON_NAMESPACE,

@@ -23,7 +23,7 @@ from typing import Any
 
 from clusterstack_operator.controller.settings import ClusterStackSettings, release_source
 from clusterstack_operator.controller.stack_sources import BoundSource, StackSources, identity_salt
-from clusterstack_operator.helm import HelmError, helm_template, render_values_template
+from clusterstack_operator.helm import HelmError, RegistryAccess, helm_template, render_values_template
 from clusterstack_operator.releases.versions import ReleaseName
 from clusterstack_operator.sources.base import SourceRelease
 from clusterstack_operator.sources.store import ReleaseStore
@@ -124,6 +124,7 @@ class StackRuntime:
         stage: str | None = None,
         *,
         source_key: str = "",
+        registry: RegistryAccess | None = None,
         template_data: Callable[[], Awaitable[Mapping[str, Any]]] | None = None,
     ) -> str:
         """The release's cluster addons rendered for ``cluster`` as upstream renders them, CRDs
@@ -136,7 +137,9 @@ class StackRuntime:
           archive, with its ``overwrite.yaml`` rendered over the Cluster as its values.
 
         ``template_data`` gives what the values templates read (``.Cluster``, and the objects it
-        references); it is called only when the addons are rendered again."""
+        references); it is called only when the addons are rendered again. ``registry``: how helm
+        reaches the source's OCI registry, where a chart's dependencies may be (its stack's
+        credentials and CA)."""
         metadata = cluster["metadata"]
         key = (metadata["namespace"], metadata["name"], stage or "")
         version = (release.tag, str(metadata.get("resourceVersion", "")), source_key)
@@ -167,6 +170,7 @@ class StackRuntime:
             kube_version=kubernetes_version,
             # scs2's stage charts declare remote dependencies and ship no charts/ folder.
             dependency_update=True,
+            registry=registry,
         )
         self._rendered_addons[key] = (version, rendered)
         return rendered

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from clusterstack_operator.api.v1alpha1 import CLUSTER_STACK, ReleaseSourceSpec, SecretKeyReference
+from clusterstack_operator.helm import RegistryAccess
 from clusterstack_operator.resources import SOURCE_ANNOTATION, source_key, source_key_of
 from clusterstack_operator.sources.base import ReleaseSource, SourceError
 from clusterstack_operator.sources.github import GitHubReleases
@@ -60,6 +61,21 @@ class BoundSource:
     owner: tuple[str, str] | None = None
     """The stack whose own source it is ((namespace, name)); None for the operator's own, whose listing
     every stack shares."""
+
+    @property
+    def registry_access(self) -> RegistryAccess | None:
+        """How helm fetches chart dependencies from this source's OCI registry: with the source's own
+        credentials and CA (a registry access token, sent as a bearer token, is no login helm can
+        use: such a source's dependencies are fetched anonymously). None for a source of another kind."""
+        if not isinstance(self.source, OciRegistry):
+            return None
+        settings = self.source.settings
+        ca = settings.ca_data
+        if ca is None and settings.ca_bundle is not None:
+            ca = settings.ca_bundle.read_text()
+        return RegistryAccess(
+            settings.host, settings.username, settings.password, ca_pem=ca, plain_http=settings.plain_http
+        )
 
 
 class StackSources:

@@ -31,7 +31,7 @@ from clusterstack_operator.controller.charts import (
 )
 from clusterstack_operator.controller.helm_hooks import HOOK_POLL_SECONDS, HookRun, RunStep, run_with_hooks
 from clusterstack_operator.controller.runtime import ADDON_NAMESPACE, StackRuntime
-from clusterstack_operator.helm import HelmError
+from clusterstack_operator.helm import HelmError, RegistryAccess
 from clusterstack_operator.releases.addons import AddonChange, identity
 from clusterstack_operator.releases.hooks import HookEvent, SplitChart, split_hooks
 from clusterstack_operator.releases.stage_conditions import InvalidCondition, check_condition, judge
@@ -95,6 +95,8 @@ class StagedRun:
     (:attr:`~clusterstack_operator.controller.stack_sources.BoundSource.key`)."""
     retry: str | None = None
     """The ClusterAddon's retry annotation (:data:`.helm_hooks.RETRY_ANNOTATION`): reruns failed hooks."""
+    registry: RegistryAccess | None = None
+    """How helm fetches a stage chart's dependencies from the release source's OCI registry."""
 
     async def chart(self, stage: Stage) -> SplitChart:
         """The stage's chart rendered: its ordinary objects and its Helm hooks."""
@@ -105,6 +107,7 @@ class StagedRun:
             self.cluster,
             stage.name,
             source_key=self.source_key,
+            registry=self.registry,
             template_data=self.template_data,
         )
         return split_hooks(addon_objects(rendered_objects(rendered, ADDON_NAMESPACE), self.name))

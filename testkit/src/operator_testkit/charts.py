@@ -6,7 +6,8 @@ and data under a directory of the caller's, never the user's; :func:`render_char
 Prometheus and promtool read them; :func:`install_chart` and :func:`uninstall_chart` install into
 and remove from a control plane, failing with helm's own words. :func:`chart_repository` serves
 charts as a classic chart repository (``index.yaml`` and the packages) on loopback, for a chart whose
-dependencies are fetched when it is rendered.
+dependencies are fetched when it is rendered; :func:`push_chart` puts one in an OCI registry as a
+chart's publisher does (``helm package``, ``helm push``).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from aiohttp import web
 
 from operator_testkit.clusterstack_tools import ensure_clusterstack_tools, helm_environment
 from operator_testkit.controlplane import free_port
+from operator_testkit.registry import RunningRegistry
 
 __all__ = [
     "CHARTS_DIR",
@@ -31,6 +33,7 @@ __all__ = [
     "chart_alert_rules",
     "chart_repository",
     "install_chart",
+    "push_chart",
     "render_chart",
     "run_helm",
     "uninstall_chart",
@@ -161,3 +164,29 @@ async def chart_repository(home: Path, charts: Sequence[Path]) -> AsyncIterator[
         yield ChartRepository(url, requests)
     finally:
         await runner.cleanup()
+
+
+def push_chart(
+    home: Path,
+    chart: Path,
+    registry: RunningRegistry,
+    repository: str,
+    *,
+    username: str | None = None,
+    password: str | None = None,
+) -> str:
+    """The chart folder ``chart`` packaged and pushed to ``oci://<registry>/<repository>`` by helm (over
+    the registry's TLS with its CA, or plain HTTP; with these credentials); its ``oci://`` URL, as a
+    Chart.yaml's dependency names it."""
+    packaged = home / "packaged"
+    packaged.mkdir(parents=True, exist_ok=True)
+    _checked(home, "package", str(chart), "--destination", str(packaged))
+    (archive,) = sorted(packaged.glob(f"{chart.name}-*.tgz"))
+    url = f"oci://{registry.host}/{repository}"
+    access = ["--plain-http"] if registry.plain_http else []
+    if registry.ca_cert is not None:
+        access += ["--ca-file", str(registry.ca_cert)]
+    if username is not None and password is not None:
+        access += ["--username", username, "--password", password]
+    _checked(home, "push", str(archive), url, *access)
+    return url
