@@ -26,7 +26,7 @@ person; a write gap of at most 20 s for any single fault, and of at most 2 s for
 leader (the StatefulSet orphaned; a follower killed, frozen, deleted or its disk filled; a follower's
 node powered off, drained or cut off), leaves it running (the leader's kubelet cut off) or hands it
 over first (the leader's node drained). Two faults at once have no gap target. A fault of a Kubernetes
-node is held 10 to 50 s, past the node lifecycle controller's 40 s grace at times. The operator runs
+node is held 10 to 70 s, past the node lifecycle controller's 50 s grace at times. The operator runs
 as a process of this machine, not on a node: a fault of the operator's own node is the in-cluster
 e2e test's (tests/e2e/nodes/test_in_cluster.py).
 

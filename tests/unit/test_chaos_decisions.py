@@ -43,7 +43,7 @@ def test_with_real_nodes_the_mix_has_faults_of_whole_nodes_held_longer_and_paire
     drawn = {step.faults[0] for step in schedule}
     assert drawn == set(NODE_FAULTS) | set(KUBE_NODE_FAULTS), "every fault comes up"
     for step in schedule:
-        held = (10.0, 50.0) if step.faults[0] in KUBE_NODE_FAULTS else (3.0, 12.0)
+        held = (10.0, 70.0) if step.faults[0] in KUBE_NODE_FAULTS else (3.0, 12.0)
         assert held[0] <= step.hold_seconds <= held[1]
         assert all(fault in CONTROL_FAULTS for fault in step.faults[1:])
     assert any(len(s.faults) == 2 and s.faults[0] in KUBE_NODE_FAULTS for s in schedule), "paired too"

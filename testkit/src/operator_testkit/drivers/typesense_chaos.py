@@ -76,9 +76,9 @@ KUBE_NODE_FAULTS = (
 cut (kubelet, containerd, shims and containers killed at once; ended by the node's reboot), its kubelet
 cut off from the API server (its containers run on; ended by reconnecting it), and ``kubectl drain``
 (ended by ``uncordon``: the evicted member is pinned to the node by its local volume meanwhile)."""
-KUBE_NODE_HOLD_SECONDS = (10.0, 50.0)
-"""How long a fault of a Kubernetes node lasts, drawn in: past the node lifecycle controller's 40 s
-grace at times, so that the node is NotReady and tainted unreachable for a while, and the cluster's
+KUBE_NODE_HOLD_SECONDS = (10.0, 70.0)
+"""How long a fault of a Kubernetes node lasts, drawn in: past the node lifecycle controller's grace
+(50 s) at times, so that the node is NotReady and tainted unreachable for a while, and the cluster's
 status must name it."""
 HANDED_OVER_GAP_TARGET_SECONDS = 2.0
 """The longest write gap of a drain, of the leader's node too: the leader hands over before its pod
