@@ -44,13 +44,24 @@ tools: install node-tools
 # What real nodes take from Debian: runc (with libseccomp), the CNI plugins, iptables and conntrack for
 # kube-proxy, busybox for the small test images, buildah and mmdebstrap to build every image.
 NODE_PACKAGES := runc containernetworking-plugins iptables conntrack busybox-static buildah mmdebstrap
+# apt's own output goes to a log that the step's line names, and is shown only when it fails (issue 67).
+# $(1): the packages; $(2): apt-get install's options besides.
+APT_LOG := $(HOME)/.cache/operator-suite/apt.log
+define apt_install
+	echo "[make] installing Debian packages: $(1) (log: $(APT_LOG))"; \
+	mkdir -p $(dir $(APT_LOG)); started=$$(date +%s); \
+	if (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(2) $(1)) >$(APT_LOG) 2>&1; \
+	then echo "[make] Debian packages: done in $$(( $$(date +%s) - started )) s"; \
+	else tail -n 40 $(APT_LOG); echo "[make] apt-get failed: the whole log is $(APT_LOG)"; exit 1; fi
+endef
+
 node-tools:
-	@dpkg -s $(NODE_PACKAGES) >/dev/null 2>&1 || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(NODE_PACKAGES))
+	@dpkg -s $(NODE_PACKAGES) >/dev/null 2>&1 || { $(call apt_install,$(NODE_PACKAGES),--no-install-recommends); }
 
 # The runtime image is built without a Docker engine: mmdebstrap makes its Debian base, buildah builds
 # the Dockerfile (operator_testkit.image).
 image-tools:
-	@test -x /usr/bin/buildah -a -x /usr/bin/mmdebstrap || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq buildah mmdebstrap)
+	@test -x /usr/bin/buildah -a -x /usr/bin/mmdebstrap || { $(call apt_install,buildah mmdebstrap); }
 
 image: install image-tools
 	$(BIN)/operator-suite-dev image
