@@ -1192,24 +1192,23 @@ async def test_a_stage_chart_declaring_remote_dependencies_gets_them_from_their_
             stages=ONE_STAGE,
             stage_dependencies={"stage-one": [dependency_on(dependency, repository.url)]},
         )
-        spec = {"name": "remote", "autoSubscribe": False, "noProvider": True}
-        await kube.create(stack("remote", namespace, versions=["v1"], **spec))
-        await ready_release(kube, namespace, "docker-remote-1-30-v1")
-        await kube.create(cluster("remote", namespace, "docker-remote-1-30-v1", endpoint_port=6443))
-        await kube.create(kubeconfig_secret("remote", namespace, workload_plane))
-
-        async def stage_done() -> dict[str, Any] | None:
-            found = await kube.get(API, "ClusterAddon", "cluster-addon-remote", namespace)
-            return found if stages_of(found) == [("stage-one", "done")] else None
-
-        await wait_until(stage_done, timeout=60, what="the stage, with its dependency, done")
+        await _cluster_on_its_release(kube, namespace, workload_plane, "remote")
+        await _stage_done_with_dependency(kube, namespace, workload_plane, "remote")
         assert "/index.yaml" in repository.requests, "the dependency came from its repository"
-    async with Kube.connect(workload_plane.kubeconfig) as workload:
-        fetched = await workload.get("v1", "ConfigMap", "from-dependency", "kube-system")
-        assert fetched is not None
-        assert fetched["data"] == {"chart": "addon-dependency"}
-        assert await workload.get("v1", "ConfigMap", "stage-one", "kube-system") is not None
     await kube.delete("cluster.x-k8s.io/v1beta2", "Cluster", "remote", namespace)
+
+
+async def _cluster_on_its_release(
+    kube: Kube, namespace: str, workload_plane: ControlPlane, name: str, **spec: Any
+) -> None:
+    """ClusterStack ``name`` (its release docker-<name>-1-30-v1 alone, no provider; ``spec`` besides),
+    that release Ready, and a Cluster ``name`` on its class whose workload cluster is ``workload_plane``."""
+    tag = f"docker-{name}-1-30-v1"
+    spec = {"name": name, "versions": ["v1"], "autoSubscribe": False, "noProvider": True, **spec}
+    await kube.create(stack(name, namespace, **spec))
+    await ready_release(kube, namespace, tag)
+    await kube.create(cluster(name, namespace, tag, endpoint_port=6443))
+    await kube.create(kubeconfig_secret(name, namespace, workload_plane))
 
 
 def _with_packaged_dependency(chart_source: Path, dependency: Path, helm_home: Path, into: Path) -> Path:
@@ -1238,11 +1237,16 @@ async def _stage_done_with_dependency(
         return found if stages_of(found) == [("stage-one", "done")] else None
 
     await wait_until(stage_done, timeout=60, what="the stage, with its dependency, done")
+    await _dependency_applied(workload_plane, also="stage-one")
+
+
+async def _dependency_applied(workload_plane: ControlPlane, also: str) -> None:
+    """The dependency's ConfigMap is in the workload cluster, beside the chart's own ConfigMap ``also``."""
     async with Kube.connect(workload_plane.kubeconfig) as workload:
         fetched = await workload.get("v1", "ConfigMap", "from-dependency", "kube-system")
         assert fetched is not None
         assert fetched["data"] == {"chart": "addon-dependency"}
-        assert await workload.get("v1", "ConfigMap", "stage-one", "kube-system") is not None
+        assert await workload.get("v1", "ConfigMap", also, "kube-system") is not None
 
 
 async def test_an_addon_chart_with_a_packaged_subchart_renders_it_and_asks_no_repository(
@@ -1260,11 +1264,7 @@ async def test_an_addon_chart_with_a_packaged_subchart_renders_it_and_asks_no_re
     dependency = dependency_chart(tmp_path / "charts")
     chart = _with_packaged_dependency(CLUSTER_ADDON_CHART, dependency, tmp_path / "helm", tmp_path)
     releases.publish("docker-subchart-1-30-v1", addon_chart=chart)
-    spec = {"name": "subchart", "autoSubscribe": False, "noProvider": True}
-    await kube.create(stack("subchart", namespace, versions=["v1"], **spec))
-    await ready_release(kube, namespace, "docker-subchart-1-30-v1")
-    await kube.create(cluster("subchart", namespace, "docker-subchart-1-30-v1", endpoint_port=6443))
-    await kube.create(kubeconfig_secret("subchart", namespace, workload_plane))
+    await _cluster_on_its_release(kube, namespace, workload_plane, "subchart")
 
     async def applied() -> dict[str, Any] | None:
         found = await kube.get(API, "ClusterAddon", "cluster-addon-subchart", namespace)
@@ -1273,10 +1273,7 @@ async def test_an_addon_chart_with_a_packaged_subchart_renders_it_and_asks_no_re
     found = await wait_until(applied, timeout=60, what="the cluster addons applied")
     resources = [(r["kind"], r["name"]) for r in found["status"]["resources"]]
     assert ("ConfigMap", "from-dependency") in resources, resources
-    async with Kube.connect(workload_plane.kubeconfig) as workload:
-        fetched = await workload.get("v1", "ConfigMap", "from-dependency", "kube-system")
-        assert fetched is not None
-        assert fetched["data"] == {"chart": "addon-dependency"}
+    await _dependency_applied(workload_plane, also="addon-info")
     await kube.delete("cluster.x-k8s.io/v1beta2", "Cluster", "subchart", namespace)
 
 
@@ -1334,11 +1331,7 @@ async def test_a_stage_charts_dependency_in_the_stacks_own_registry_is_fetched_w
         process = launch_over_nothing(control_plane, tools, tmp_path, pytestconfig.rootpath)
         try:
             source = oci_source(registry, "stacks/deps", "deps-registry", caSecretRef={"name": "deps-ca"})
-            spec = {"name": "deps", "autoSubscribe": False, "noProvider": True, "source": source}
-            await kube.create(stack("deps", namespace, versions=["v1"], **spec))
-            await ready_release(kube, namespace, "docker-deps-1-30-v1")
-            await kube.create(cluster("deps", namespace, "docker-deps-1-30-v1", endpoint_port=6443))
-            await kube.create(kubeconfig_secret("deps", namespace, workload_plane))
+            await _cluster_on_its_release(kube, namespace, workload_plane, "deps", source=source)
             await _stage_done_with_dependency(kube, namespace, workload_plane, "deps")
             assert users["provider"] not in process.log()
             helm_home = tmp_path / "downloads"
