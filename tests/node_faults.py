@@ -32,6 +32,18 @@ async def member_pods(cluster: TypesenseCluster) -> dict[str, dict[str, Any]]:
     return {pod["metadata"]["name"]: pod for pod in pods}
 
 
+async def pods_ready(cluster: TypesenseCluster) -> bool:
+    """Every member's pod has its Ready condition True (its kubelet's readiness probe passed)."""
+    pods = await member_pods(cluster)
+    return bool(pods) and all(
+        any(
+            c["type"] == "Ready" and c["status"] == "True"
+            for c in (p.get("status") or {}).get("conditions") or []
+        )
+        for p in pods.values()
+    )
+
+
 async def lead_from(cluster: TypesenseCluster, faults: NodeFaults, pod: str, tries: int = 8) -> None:
     """Make ``pod``'s member the raft leader before a test's fault: the leader's container is killed
     (SIGKILL), and the other two elect one of themselves, until ``pod``'s wins; each time the killed
