@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import hashlib
 import hmac
 import json
@@ -62,11 +63,12 @@ class BoundSource:
     """The stack whose own source it is ((namespace, name)); None for the operator's own, whose listing
     every stack shares."""
 
-    @property
+    @functools.cached_property
     def registry_access(self) -> RegistryAccess | None:
         """How helm fetches chart dependencies from this source's OCI registry: with the source's own
         credentials and CA (a registry access token, sent as a bearer token, is no login helm can
-        use: such a source's dependencies are fetched anonymously). None for a source of another kind."""
+        use: such a source's dependencies are fetched anonymously). None for a source of another kind.
+        Made once per bound source (its CA file read once), not at every reconcile that asks."""
         if not isinstance(self.source, OciRegistry):
             return None
         settings = self.source.settings
