@@ -424,13 +424,18 @@ async def test_a_larger_storage_size_grows_every_claim_and_recreates_the_statefu
             cluster(namespace, {"image": "typesense/typesense:27.1", "replicas": 3, "storage": storage})
         )
 
-        async def bound() -> bool:
+        async def bound_with_pods() -> bool:
+            # The StatefulSet controller makes each claim before its pod, so bound claims
+            # alone do not mean the three pods exist yet.
             claims = await _claims(kube, namespace)
-            return len(claims) == 3 and all(
-                (c.get("status") or {}).get("phase") == "Bound" for c in claims.values()
+            pods = await kube.list("v1", "Pod", namespace)
+            return (
+                len(claims) == 3
+                and len(pods) == 3
+                and all((c.get("status") or {}).get("phase") == "Bound" for c in claims.values())
             )
 
-        await wait_until(bound, timeout=60, what="the PV controller to bind the three claims")
+        await wait_until(bound_with_pods, timeout=60, what="three pods and their claims bound")
         before = await kube.get("apps/v1", "StatefulSet", "cluster-1-sts", namespace)
         assert before is not None
         pods = {p["metadata"]["name"]: p["metadata"]["uid"] for p in await kube.list("v1", "Pod", namespace)}
