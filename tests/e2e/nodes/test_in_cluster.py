@@ -21,6 +21,7 @@ Service, with the chart's own certificate.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import json
 import time
@@ -30,6 +31,7 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
+import yaml
 
 from in_cluster import (
     assert_runs_from_the_image_as_the_chart_says,
@@ -60,7 +62,8 @@ from operator_testkit.nodes.faults import FaultError
 from operator_testkit.nodes.images import NodeImage, typesense_image
 from operator_testkit.nodes.standins import monocle_standins
 from operator_testkit.registry import RunningRegistry, running_registry
-from releases import publish_release, push_release
+from releases import capi_cluster, kubeconfig_secret, publish_release, push_release
+from stack_operator import hook_writes, ready_release
 
 pytestmark = pytest.mark.e2e
 
@@ -376,6 +379,36 @@ def nodes_registry(
         yield running
 
 
+async def install_the_cluster_stack_chart(
+    plane: ControlPlane,
+    nodes: LocalCluster,
+    kube: Kube,
+    image_values: list[str],
+    tools: ClusterStackTools,
+    registry: RunningRegistry,
+    helm_home: Path,
+) -> int:
+    """Cluster API's CRDs, then the chart's operator over the nodes' registry (:data:`REPOSITORY`),
+    running in the cluster as the chart says; its host pid."""
+    await install_crds(plane, [*crd_documents(tools.capi_crds), *crd_documents(tools.capd_crds)])
+    settings = {
+        "env": [
+            {"name": "OPERATOR_SUITE_RELEASE_SOURCE", "value": "oci"},
+            {"name": "OPERATOR_SUITE_OCI_REPOSITORY", "value": f"{registry.host}/{REPOSITORY}"},
+            {"name": "OPERATOR_SUITE_OCI_PLAIN_HTTP", "value": "true"},
+        ]
+    }
+    values = helm_home.with_name("cso-values.json")
+    values.write_text(json.dumps(settings))  # JSON is YAML
+    install_chart(
+        helm_home, plane.kubeconfig, CSO_RELEASE, "cluster-stack-operator", CSO_NAMESPACE,
+        [*image_values, "-f", str(values)],
+    )  # fmt: skip
+    return await assert_runs_in_cluster(
+        nodes, kube, CSO_NAMESPACE, CSO_COMMAND, f"{CSO_RELEASE}-{CSO_COMMAND}"
+    )
+
+
 @contextlib.contextmanager
 def with_the_operators_log(plane: ControlPlane, namespace: str) -> Iterator[None]:
     """A wait that times out says what the operator logged meanwhile."""
@@ -398,26 +431,11 @@ async def test_cluster_stack_chart_runs_the_operator_from_the_image_and_it_recon
     nodes_registry: RunningRegistry,
     tmp_path: Path,
 ) -> None:
-    documents = [*crd_documents(clusterstack_tools.capi_crds), *crd_documents(clusterstack_tools.capd_crds)]
-    await install_crds(plane, documents)
     _, published = publish_release(tmp_path / "published", TAG, helm=clusterstack_tools.helm)
     await asyncio.to_thread(push_release, nodes_registry, published, REPOSITORY)
     helm_home = tmp_path / "helm"
-    settings = {
-        "env": [
-            {"name": "OPERATOR_SUITE_RELEASE_SOURCE", "value": "oci"},
-            {"name": "OPERATOR_SUITE_OCI_REPOSITORY", "value": f"{nodes_registry.host}/{REPOSITORY}"},
-            {"name": "OPERATOR_SUITE_OCI_PLAIN_HTTP", "value": "true"},
-        ]
-    }
-    (tmp_path / "values.json").write_text(json.dumps(settings))  # JSON is YAML
-    install_chart(
-        helm_home, plane.kubeconfig, CSO_RELEASE, "cluster-stack-operator", CSO_NAMESPACE,
-        [*image_values, "-f", str(tmp_path / "values.json")],
-    )  # fmt: skip
-
-    pid = await assert_runs_in_cluster(
-        nodes, kube, CSO_NAMESPACE, CSO_COMMAND, f"{CSO_RELEASE}-{CSO_COMMAND}"
+    pid = await install_the_cluster_stack_chart(
+        plane, nodes, kube, image_values, clusterstack_tools, nodes_registry, helm_home
     )
 
     plane.kubectl("create", "namespace", STACKS)
@@ -502,3 +520,150 @@ async def test_cluster_stack_chart_runs_the_operator_from_the_image_and_it_recon
 
     await wait_until(operator_gone, timeout=60, interval=0.5, what="the operator's pod to go")
     assert await kube.get(CLUSTERSTACK, "ClusterStack", "inpod", STACKS) is not None, "the stacks stay"
+
+
+RESUMED = "resume"
+"""The stack of the upgrade that the operator's pods are killed in."""
+UPGRADE_JOB = "Job kube-system/stage-two-upgrade-job"
+UPGRADE_HOOKS = ("stage-two-upgraded-", "stage-two-upgrade-job")
+"""The names of stage two's pre-upgrade hooks: a ConfigMap of the version, then the Job."""
+
+
+def in_cluster_kubeconfig_secret(cluster_name: str, namespace: str, plane: ControlPlane) -> dict[str, Any]:
+    """The workload cluster's kubeconfig Secret (:func:`kubeconfig_secret`), naming the API server where
+    a pod reaches it: the ``kubernetes`` Service's address (which its certificate names)."""
+    secret = kubeconfig_secret(cluster_name, namespace, plane)
+    config = yaml.safe_load(plane.kubeconfig.read_text())
+    config["clusters"][0]["cluster"]["server"] = f"https://{plane.service_cidr[1]}:443"
+    secret["data"]["value"] = base64.b64encode(yaml.safe_dump(config).encode()).decode()
+    return secret
+
+
+def stages_of(addon: dict[str, Any] | None) -> list[tuple[str, str]]:
+    return [(s["name"], s["phase"]) for s in ((addon or {}).get("status") or {}).get("stages") or []]
+
+
+async def test_cluster_stack_operators_killed_mid_staged_upgrade_and_mid_hook_finish_it_running_no_hook_twice(
+    plane: ControlPlane,
+    nodes: LocalCluster,
+    kube: Kube,
+    image_values: list[str],
+    clusterstack_tools: ClusterStackTools,
+    nodes_registry: RunningRegistry,
+    tmp_path: Path,
+) -> None:
+    """Upstream's most asked issue (#272): an addon upgrade interrupted by an operator restart leaves the
+    Cluster stuck. Here both of the chart's operator pods are killed (SIGKILL of their containers, as a
+    power cut) while a staged upgrade is in its second stage, waiting for that stage's pre-upgrade Job
+    on a real node, after the stage's first pre-upgrade hook ran. The new pods carry the upgrade on
+    from the ClusterAddon's status: the running Job is waited for, not made again; the hook done
+    before the kill and the stage done before it are not run again."""
+    namespace = f"stacks-{RESUMED}"
+    tags = [f"docker-{RESUMED}-1-30-v{n}" for n in (1, 2)]
+    for number, tag in enumerate(tags, 1):
+        _, published = publish_release(
+            tmp_path / "published",
+            tag,
+            helm=clusterstack_tools.helm,
+            staged=True,
+            addon_version=f"v{number}",
+            stage_values={"stage-two": {"upgradeJobCommand": "sleep 30"}},
+        )
+        await asyncio.to_thread(push_release, nodes_registry, published, REPOSITORY)
+    helm_home = tmp_path / "helm"
+    await install_the_cluster_stack_chart(
+        plane, nodes, kube, image_values, clusterstack_tools, nodes_registry, helm_home
+    )
+    plane.kubectl("create", "namespace", namespace)
+    spec = {"provider": "docker", "name": RESUMED, "kubernetesVersion": "1.30", "versions": ["v1", "v2"]}
+    await kube.create(
+        {
+            "apiVersion": CLUSTERSTACK,
+            "kind": "ClusterStack",
+            "metadata": {"name": RESUMED, "namespace": namespace},
+            "spec": {**spec, "autoSubscribe": False, "noProvider": True},
+        }
+    )
+    with with_the_operators_log(plane, CSO_NAMESPACE):
+        for tag in tags:
+            await ready_release(kube, namespace, tag, timeout=90)
+
+    # The workload cluster is the nodes' own: its hook Jobs run on the real kubelets. Stage two's
+    # pre-condition holds from the start.
+    go_ahead = {"name": "go-ahead", "namespace": "kube-system"}
+    await kube.create(
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": go_ahead, "data": {"ready": "yes"}}
+    )
+    await kube.create(capi_cluster(RESUMED, namespace, tags[0], endpoint_port=6443))
+    await kube.create(in_cluster_kubeconfig_secret(RESUMED, namespace, plane))
+
+    async def addon_where(check: Any) -> dict[str, Any] | None:
+        found = await kube.get(CLUSTERSTACK, "ClusterAddon", f"cluster-addon-{RESUMED}", namespace)
+        return found if found is not None and check(found) else None
+
+    def done(version: str, hook: str) -> Any:
+        def check(addon: dict[str, Any]) -> bool:
+            status = addon.get("status") or {}
+            return (
+                addon["spec"].get("version") == version
+                and status.get("hook") == hook
+                and stages_of(addon) == [("stage-one", "done"), ("stage-two", "done")]
+                and bool(status.get("ready"))
+            )
+
+        return check
+
+    def waiting_for_the_job(addon: dict[str, Any]) -> bool:
+        stages = (addon.get("status") or {}).get("stages") or []
+        hooks = (stages[1].get("helmHooks") or {}) if len(stages) == 2 else {}
+        return addon["spec"].get("version") == "v2" and hooks.get("running") == UPGRADE_JOB
+
+    with with_the_operators_log(plane, CSO_NAMESPACE):
+        await wait_until(
+            lambda: addon_where(done("v1", "AfterControlPlaneInitialized")), timeout=120, what="v1's stages"
+        )
+        mark = len(hook_writes(plane, names=UPGRADE_HOOKS))
+        await kube.patch("cluster.x-k8s.io/v1beta2", "Cluster", RESUMED, namespace,
+                         {"spec": {"topology": {"classRef": {"name": tags[1]}}}})  # fmt: skip
+        mid: Any = await wait_until(
+            lambda: addon_where(waiting_for_the_job), timeout=120, what="stage two's pre-upgrade Job to run"
+        )
+    stage_two = mid["status"]["stages"][1]["helmHooks"]
+    assert stage_two["completed"] == ["ConfigMap kube-system/stage-two-upgraded-v2"], stage_two
+    job = await kube.get_live("batch/v1", "Job", "stage-two-upgrade-job", "kube-system")
+    assert job is not None
+    assert not (job.get("status") or {}).get("succeeded"), "killed while the Job runs"
+
+    operators = [p["metadata"]["name"] for p in await kube.list("v1", "Pod", CSO_NAMESPACE)]
+    await nodes.faults(kube).crash_pods(CSO_NAMESPACE, operators)
+    killed = time.monotonic()
+
+    with with_the_operators_log(plane, CSO_NAMESPACE):
+        upgraded: Any = await wait_until(
+            lambda: addon_where(done("v2", "BeforeClusterUpgrade")), timeout=180, what="the upgrade finished"
+        )
+    print(f"staged upgrade finished {time.monotonic() - killed:.1f} s after both operator pods were killed")
+    hooks = upgraded["status"]["stages"][1]["helmHooks"]
+    assert (hooks["version"], hooks["event"]) == ("v2", "done"), hooks
+    # Every hook of the upgrade made once: the running Job waited for across the kill, not made again.
+    writes = hook_writes(plane, names=UPGRADE_HOOKS)[mark:]
+    assert writes == [("create", "stage-two-upgraded-v2"), ("create", "stage-two-upgrade-job")], writes
+    assert await kube.get_live("batch/v1", "Job", "stage-two-upgrade-job", "kube-system") is None, (
+        "deleted by its hook-succeeded policy once the stage's hooks ran"
+    )
+    # The stage done before the kill was not applied again.
+    said = [e for e in await kube.list("v1", "Event", namespace) if e.get("reason") == "StageDone"]
+    stage_one = [e for e in said if "(stage-one) of BeforeClusterUpgrade" in e.get("message", "")]
+    assert sum(e.get("count") or 1 for e in stage_one) == 1, stage_one
+    stage_one_v2 = await kube.get_live("v1", "ConfigMap", "stage-one-v2", "kube-system")
+    assert stage_one_v2 is not None
+
+    await kube.delete("cluster.x-k8s.io/v1beta2", "Cluster", RESUMED, namespace)
+
+    async def addon_gone() -> bool:
+        return await addon_where(lambda _: True) is None
+
+    await wait_until(addon_gone, timeout=60, what="the ClusterAddon to go with its Cluster")
+    for name in ("go-ahead", "stage-one", "stage-two", "stage-two-installed", "stage-two-upgraded-v2"):
+        await kube.delete("v1", "ConfigMap", name, "kube-system")
+    uninstall_chart(helm_home, plane.kubeconfig, CSO_RELEASE, CSO_NAMESPACE)

@@ -110,6 +110,7 @@ def publish_release(
     stages: str | None = None,
     extra_objects: list[dict[str, Any]] | None = None,
     stage_dependencies: Mapping[str, list[dict[str, Any]]] | None = None,
+    stage_values: Mapping[str, dict[str, Any]] | None = None,
     addon_chart: Path = CLUSTER_ADDON_CHART,
     addon_values: dict[str, Any] | None = None,
 ) -> tuple[ReleaseName, Path]:
@@ -120,7 +121,8 @@ def publish_release(
     a gzipped tar of one chart folder per stage); ``stages``, another clusteraddon.yaml for them;
     ``extra_objects``, objects the cluster-class chart renders besides its own (with ``helm``);
     ``stage_dependencies``, per stage, the dependencies its Chart.yaml declares, with no ``charts/``
-    folder (as scs2's stages: fetched from their repository when rendered). ``addon_chart`` (with
+    folder (as scs2's stages: fetched from their repository when rendered); ``stage_values``, per
+    stage, values over the stage chart's own values.yaml. ``addon_chart`` (with
     ``helm``): the cluster-addon chart's source, packaged with ``addon_values`` as its values."""
     release = ReleaseName.parse(tag)
     directory = root / tag
@@ -138,7 +140,10 @@ def publish_release(
         (directory / release.cluster_class_chart).write_bytes(os.urandom(4096))
     if staged:
         _archive_stages(
-            directory / release.cluster_addon_chart(addon_version), addon_version, stage_dependencies or {}
+            directory / release.cluster_addon_chart(addon_version),
+            addon_version,
+            stage_dependencies or {},
+            stage_values or {},
         )
         if stages is None:
             shutil.copy(STAGED_ADDONS / "clusteraddon.yaml", directory / "clusteraddon.yaml")
@@ -156,11 +161,15 @@ def publish_release(
 
 
 def _archive_stages(
-    archive: Path, addon_version: str, dependencies: Mapping[str, list[dict[str, Any]]]
+    archive: Path,
+    addon_version: str,
+    dependencies: Mapping[str, list[dict[str, Any]]],
+    values: Mapping[str, dict[str, Any]],
 ) -> None:
     """A gzipped tar of the stage charts' folders, as csctl archives staged addons; each chart's
-    version is the addon version (so that a chart can render what only that version has), and its
-    Chart.yaml declares the stage's ``dependencies``."""
+    version is the addon version (so that a chart can render what only that version has), its
+    Chart.yaml declares the stage's ``dependencies``, and its values.yaml has the stage's ``values``
+    over its own."""
     with tempfile.TemporaryDirectory(prefix="stages-") as scratch:
         stages = Path(scratch) / "stages"
         shutil.copytree(STAGED_ADDONS, stages)
@@ -171,6 +180,10 @@ def _archive_stages(
                 if stage.name in dependencies:
                     chart["dependencies"] = dependencies[stage.name]
                 (stage / "Chart.yaml").write_text(yaml.safe_dump(chart))
+                if stage.name in values:
+                    defaults = stage / "values.yaml"
+                    own = (yaml.safe_load(defaults.read_text()) if defaults.exists() else None) or {}
+                    defaults.write_text(yaml.safe_dump({**own, **values[stage.name]}))
                 tar.add(stage, arcname=stage.name)
 
 
