@@ -189,6 +189,7 @@ def test_cluster_wide_rbac_grants_what_the_operator_needs_and_denies_what_it_doe
         ("delete", "pods", "-n", "team-a"),
         ("create", "leases", "-n", RELEASE_NAMESPACE),
         ("watch", "leases/rbac-typesense-operator-leader", "-n", RELEASE_NAMESPACE),  # a standby's
+        ("get", "leases", "-n", "kube-node-lease"),  # a node's heartbeat, before a member is taken for hung
     ):
         assert _can_i(plane, *question), question
     for question in (
@@ -203,6 +204,8 @@ def test_cluster_wide_rbac_grants_what_the_operator_needs_and_denies_what_it_doe
         ("delete", "namespaces"),
         ("create", "clusterroles"),
         ("create", "leases", "-n", "team-a"),  # the Lease lives in the operator's own namespace only
+        ("get", "leases", "-n", "team-a"),  # nor are other Leases read, but the nodes' heartbeats
+        ("list", "leases", "-n", "kube-node-lease"),
         ("watch", "leases", "-n", RELEASE_NAMESPACE),  # its own Lease, not every other one there
         ("impersonate", "users"),
     ):
@@ -219,6 +222,7 @@ def test_namespaced_rbac_reaches_only_the_watched_namespaces(plane: ControlPlane
     assert not _can_i(plane, "list", "secrets", "--all-namespaces")
     # Kinds are found through API discovery: no CRD or Namespace rule at all (decision 23).
     assert _can_i(plane, "get", "storageclasses")
+    assert _can_i(plane, "get", "leases", "-n", "kube-node-lease")
     assert not _can_i(plane, "list", "customresourcedefinitions")
     assert not _can_i(plane, "list", "namespaces")
 

@@ -781,15 +781,24 @@ def test_a_minority_of_voters_does_not_overtake_a_five_node_downgrade() -> None:
     assert plan.members == (1,)
 
 
-def silent(index: int, ran: float | None, unready: float | None, held: str | None = None) -> NodeProbe:
-    """A member that answers nothing, its container started ``ran`` seconds ago (None: not running), its
-    pod not Ready for ``unready`` seconds (None: Ready)."""
+def silent(
+    index: int,
+    ran: float | None,
+    unready: float | None,
+    held: str | None = None,
+    *,
+    unanswered: float = 300,
+) -> NodeProbe:
+    """A member that answers nothing, for ``unanswered`` seconds by the operator's clock, its container
+    started ``ran`` seconds ago (None: not running), its pod not Ready for ``unready`` seconds (None:
+    Ready)."""
     return NodeProbe(
         index=index,
         reachable=False,
         held_back=held,
         running_since=None if ran is None else NOW - timedelta(seconds=ran),
         unready_since=None if unready is None else NOW - timedelta(seconds=unready),
+        unreachable_since=NOW - timedelta(seconds=unanswered),
     )
 
 
@@ -820,6 +829,11 @@ def stuck(
     [
         pytest.param(silent(2, 300, 31), True, id="running, silent and not Ready for 31 s"),
         pytest.param(silent(2, 300, 10), False, id="not Ready for 10 s: a freeze may end"),
+        pytest.param(
+            silent(2, 300, 300, unanswered=10),
+            False,
+            id="not Ready for long (loading), answering nothing for 10 s: its node may have just gone dark",
+        ),
         pytest.param(silent(2, 300, None), False, id="Ready to its kubelet: cut off from the operator only"),
         pytest.param(silent(2, 20, 20), False, id="just started"),
         pytest.param(silent(2, None, 300), False, id="not running"),
@@ -828,6 +842,11 @@ def stuck(
             replace(silent(2, 300, 300), node_lost=True),
             False,
             id="its Kubernetes node lost: its kubelet's 'running' is stale (spec.nodeLoss decides)",
+        ),
+        pytest.param(
+            replace(silent(2, 300, 31), node_silent=True),
+            False,
+            id="its node's kubelet stopped its heartbeat within the node controller's grace",
         ),
         # The thawed leader of the frozen-leader test: Ready, its /health ok, its /status silent.
         pytest.param(stuck(2, 300, 31), True, id="healthy to its kubelet, /status silent for 31 s"),

@@ -3,7 +3,7 @@ objects as the control plane keeps them."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -11,7 +11,7 @@ import pytest
 from operator_core.clock import wire_time
 from operator_testkit.tables import T0, conditions
 from typesense_operator.controller.status import node_views, ready_condition
-from typesense_operator.quorum.hosts import Host, HostState, host_notes, host_of
+from typesense_operator.quorum.hosts import Host, HostState, heartbeat_silent, host_notes, host_of
 from typesense_operator.quorum.model import Action, ClusterState, NodeProbe, Plan, QuorumRecord
 
 SINCE = wire_time(T0)
@@ -122,3 +122,19 @@ def test_each_nodes_view_names_its_kubernetes_node_and_its_state() -> None:
     unbound = node_views([("s-0", NodeProbe(0, False), None)], None, [Host(None, HostState.UNKNOWN)])
     assert "k8sNode" not in unbound[0]
     assert "k8sNodeState" not in unbound[0]
+
+
+@pytest.mark.parametrize(
+    ("lease", "silent"),
+    [
+        pytest.param({"spec": {"renewTime": "2026-01-01T00:00:00.000000Z"}}, False, id="renewed now"),
+        pytest.param({"spec": {"renewTime": "2025-12-31T23:59:50.500000Z"}}, False, id="one renewal missed"),
+        pytest.param({"spec": {"renewTime": "2025-12-31T23:59:40.000000Z"}}, True, id="two renewals missed"),
+        pytest.param({"spec": {}}, False, id="never renewed: not known"),
+        pytest.param(None, False, id="no Lease (or not readable): not known"),
+    ],
+)
+def test_a_node_is_silent_once_its_kubelet_missed_two_renewals_of_its_lease(
+    lease: dict[str, Any] | None, silent: bool
+) -> None:
+    assert heartbeat_silent(lease, datetime(2026, 1, 1, tzinfo=UTC)) is silent

@@ -75,3 +75,16 @@ def test_only_a_healthy_node_silent_in_the_same_container_run_keeps_its_clock() 
     assert silences(memory, [answering(2, status=False)], T0 + timedelta(seconds=50), uid="uid-2") == [
         T0 + timedelta(seconds=50)
     ]
+
+
+def test_a_node_answering_nothing_is_timed_from_the_first_look_that_saw_it_until_it_answers() -> None:
+    memory = SilenceMemory()
+    gone = NodeProbe(index=2, reachable=False, running_since=STARTED)
+    first = memory.stamp("ns", "search", "uid-1", [answering(0, status=True), gone], T0)
+    assert [p.unreachable_since for p in first] == [None, T0]
+    assert first[1].status_silent_since is None, "two clocks: /status alone, and everything"
+    later = memory.stamp("ns", "search", "uid-1", [gone], T0 + timedelta(seconds=40))
+    assert later[0].unreachable_since == T0
+    memory.stamp("ns", "search", "uid-1", [answering(2, status=True)], T0 + timedelta(seconds=41))
+    again = memory.stamp("ns", "search", "uid-1", [gone], T0 + timedelta(seconds=42))
+    assert again[0].unreachable_since == T0 + timedelta(seconds=42), "it answered in between"

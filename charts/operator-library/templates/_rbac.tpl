@@ -3,7 +3,8 @@ RBAC from the chart's files/rbac-rules.yaml, in one of two modes:
 - watchNamespaces empty: one ClusterRole with every rule, bound cluster-wide;
 - watchNamespaces listed: a Role with the namespaced rules in each watched namespace, and a ClusterRole
   with only the read-only rules on cluster-scoped kinds.
-Leader election adds a Role for the Lease in the release's namespace. rbac.additionalRules (namespaced
+Rules under fixedNamespaces (a namespace of Kubernetes' own, such as kube-node-lease) are a Role in that
+namespace in either mode. Leader election adds a Role for the Lease in the release's namespace. rbac.additionalRules (namespaced
 rules, in either mode) adds what the chart's own rules do not grant: upstream's value of that name.
 */}}
 {{- define "operator.rbac" -}}
@@ -50,6 +51,32 @@ metadata:
     {{- include "operator.labels" $ | nindent 4 }}
 rules:
 {{- toYaml $rules.namespaced | nindent 2 }}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata:
+  name: {{ $name }}
+  namespace: {{ $namespace }}
+  labels:
+    {{- include "operator.labels" $ | nindent 4 }}
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: Role
+  name: {{ $name }}
+subjects:
+  {{- $subjects | nindent 2 }}
+{{- end }}
+{{- range $namespace, $fixed := $rules.fixedNamespaces }}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata:
+  name: {{ $name }}
+  namespace: {{ $namespace }}
+  labels:
+    {{- include "operator.labels" $ | nindent 4 }}
+rules:
+{{- toYaml $fixed | nindent 2 }}
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: RoleBinding

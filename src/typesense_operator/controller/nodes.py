@@ -18,7 +18,7 @@ from operator_core.conditions import reports_true
 from operator_core.kube import Kube
 from operator_core.pods import container_state, pod_ordinal
 from typesense_operator.controller.settings import TypesenseSettings
-from typesense_operator.quorum.hosts import Host, host_of
+from typesense_operator.quorum.hosts import Host, heartbeat_silent, host_of
 from typesense_operator.quorum.model import HELD_BACK_REASONS, NodeProbe
 from typesense_operator.quorum.probe import NodeAddressing, NodeTarget, NodeTls, probe_nodes
 from typesense_operator.resources import API_KEY_DATA_KEY, Cluster
@@ -36,6 +36,7 @@ __all__ = [
     "node_targets",
     "pod_addresses",
     "probe_cluster",
+    "with_node_heartbeats",
 ]
 
 Remembered = TypeVar("Remembered")
@@ -139,6 +140,32 @@ async def member_hosts(kube: Kube, pods: list[dict[str, Any]]) -> list[Host]:
     return hosts
 
 
+NODE_LEASE = ("coordination.k8s.io/v1", "Lease")
+NODE_LEASE_NAMESPACE = "kube-node-lease"
+"""Where each node's kubelet renews its heartbeat, a Lease named after the node."""
+
+
+async def with_node_heartbeats(
+    kube: Kube, probes: list[NodeProbe], hosts: list[Host], indexes: tuple[int, ...], now: datetime
+) -> list[NodeProbe]:
+    """The probes, those of members ``indexes`` marked ``node_silent`` where their node's kubelet
+    stopped renewing its Lease. Read live, and only for these members: it is asked only before a pod
+    would be deleted for a hung member, which is rare, so no cache of every node's Lease (renewed
+    every 10 s each) is kept for it. A Lease the operator may not read, or none, says nothing."""
+    marked = []
+    for probe, host in zip(probes, hosts, strict=True):
+        if probe.index in indexes and host.name:
+            try:
+                lease = await kube.get_live(
+                    "coordination.k8s.io/v1", "Lease", host.name, NODE_LEASE_NAMESPACE
+                )
+            except errors.Forbidden:
+                lease = None
+            probe = replace(probe, node_silent=heartbeat_silent(lease, now))
+        marked.append(probe)
+    return marked
+
+
 async def probe_cluster(
     addressing: NodeAddressing,
     settings: TypesenseSettings,
@@ -180,21 +207,33 @@ class CommitMemory(ClusterMemory[tuple[int, int]]):
     last time anything went wrong or the leader's term changed (quorum/record.py says why)."""
 
 
-class SilenceMemory(ClusterMemory[dict[tuple[int, datetime | None], datetime]]):
-    """Since when each node's /status has been silent while its /health answered ok, look after look:
-    a clock no single probe has (quorum/decide.py's hung_members reads it). Kept per container run
-    (its ordinal and start), so a restarted container starts afresh. An operator that restarts starts
-    every clock again: at worst one more wait."""
+class SilenceMemory(ClusterMemory[dict[tuple[str, int, datetime | None], datetime]]):
+    """Since when each node has been silent, look after look: its /status while its /health answered
+    ok, or both (it answered nothing at all). A clock no single probe has (quorum/decide.py's
+    hung_members reads it). Kept per container run (its ordinal and start), so a restarted container
+    starts afresh. An operator that restarts starts every clock again: at worst one more wait."""
 
     def stamp(
         self, namespace: str, name: str, uid: str, probes: list[NodeProbe], now: datetime
     ) -> list[NodeProbe]:
-        """The probes with ``status_silent_since`` filled in; every node that answered is forgotten."""
+        """The probes with ``status_silent_since`` and ``unreachable_since`` filled in; a node that
+        answered is forgotten."""
         before = self.recall(namespace, name, uid) or {}
-        silent_since = {
-            (p.index, p.running_since): before.get((p.index, p.running_since), now)
+
+        def since(what: str, probe: NodeProbe) -> tuple[tuple[str, int, datetime | None], datetime]:
+            key = (what, probe.index, probe.running_since)
+            return key, before.get(key, now)
+
+        clocks = dict(
+            [since("status", p) for p in probes if p.status_silent and p.health_ok is True]
+            + [since("unreachable", p) for p in probes if not p.reachable]
+        )
+        self.keep(namespace, name, uid, clocks)
+        return [
+            replace(
+                p,
+                status_silent_since=clocks.get(("status", p.index, p.running_since)),
+                unreachable_since=clocks.get(("unreachable", p.index, p.running_since)),
+            )
             for p in probes
-            if p.status_silent and p.health_ok is True
-        }
-        self.keep(namespace, name, uid, silent_since)
-        return [replace(p, status_silent_since=silent_since.get((p.index, p.running_since))) for p in probes]
+        ]

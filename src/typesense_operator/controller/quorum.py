@@ -11,7 +11,12 @@ from operator_core.clock import utcnow
 from operator_core.steps import Outcome
 from typesense_operator.api.reasons import EventReason
 from typesense_operator.controller.metrics import RECOVERIES, observe_quorum
-from typesense_operator.controller.nodes import member_hosts, node_targets, probe_cluster
+from typesense_operator.controller.nodes import (
+    member_hosts,
+    node_targets,
+    probe_cluster,
+    with_node_heartbeats,
+)
 from typesense_operator.controller.scope import Scope
 from typesense_operator.quorum.decide import decide
 from typesense_operator.quorum.model import Action, Plan, QuorumSettings
@@ -42,6 +47,12 @@ async def manage_quorum(scope: Scope) -> Outcome:
     scope.hosts = await member_hosts(scope.kube, target_pods)
     probes = [replace(probe, node_lost=host.lost) for probe, host in zip(probes, scope.hosts, strict=True)]
     plan = decide(probes, cluster.spec.replicas, record, now, settings)
+    if plan.action is Action.RESTART_ERRORED:
+        # Before a silent member is taken for hung: did its whole node go dark, so recently that the
+        # control plane still calls it Ready? Its kubelet's heartbeat says so before the node
+        # controller's grace is over; such a member is not restarted (spec.nodeLoss is for it).
+        probes = await with_node_heartbeats(scope.kube, probes, scope.hosts, plan.restarted, now)
+        plan = decide(probes, cluster.spec.replicas, record, now, settings)
     if plan.record.committed is not None:
         scope.runtime.commits.keep(cluster.namespace, cluster.name, uid, plan.record.committed)
     scope.plan, scope.members = plan, plan.members

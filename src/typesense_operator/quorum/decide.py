@@ -563,8 +563,9 @@ def hung_members(probes: Sequence[NodeProbe], now: datetime) -> tuple[int, ...]:
     """Members whose process hangs: their container runs (for :data:`HUNG_RESTART_AFTER_SECONDS` at
     least, so not one starting), and for as long either
 
-    - it answers neither the operator's probes nor its kubelet's readiness probe, which has said not
-      Ready all that time; or
+    - it answers neither the operator's probes, look after look, nor its kubelet's readiness probe,
+      which has said not Ready all that time (a member loading for long, not Ready, that stops
+      answering is not hung at once); or
     - its /health says ok (so its kubelet finds it Ready) while its /status has answered nothing at
       all, look after look.
 
@@ -575,14 +576,21 @@ def hung_members(probes: Sequence[NodeProbe], now: datetime) -> tuple[int, ...]:
     its kubelet still finds Ready but the operator cannot reach may only be cut off from the operator:
     neither is here. Nor is a member whose Kubernetes node is lost: its kubelet's "running" is as old
     as the node's last report, and what becomes of it is spec.nodeLoss's to say (a power cut left
-    it in a deleted pod, Terminating for as long as its node is gone).
+    it in a deleted pod, Terminating for as long as its node is gone). Nor one whose node's kubelet
+    stopped its heartbeat (``node_silent``) before the control plane calls the node lost: a member cut
+    off with its node within the node controller's grace, once taken for hung here, had its pod
+    deleted 19 s after the cut.
     """
 
     def longer_than_enough(since: datetime | None) -> bool:
         return since is not None and (now - since).total_seconds() >= HUNG_RESTART_AFTER_SECONDS
 
     def silent(p: NodeProbe) -> bool:
-        return not p.reachable and longer_than_enough(p.unready_since)
+        return (
+            not p.reachable
+            and longer_than_enough(p.unready_since)
+            and longer_than_enough(p.unreachable_since)
+        )
 
     def raft_stuck(p: NodeProbe) -> bool:
         return p.status_silent and p.health_ok is True and longer_than_enough(p.status_silent_since)
@@ -592,6 +600,7 @@ def hung_members(probes: Sequence[NodeProbe], now: datetime) -> tuple[int, ...]:
         for p in probes
         if p.held_back is None
         and not p.node_lost
+        and not p.node_silent
         and longer_than_enough(p.running_since)
         and (silent(p) or raft_stuck(p))
     )

@@ -21,10 +21,12 @@ from operator_core.clock import parse_wire_time, wire_time
 
 __all__ = [
     "HOST_FIELDS",
+    "NODE_HEARTBEAT_SILENT_SECONDS",
     "OUT_OF_SERVICE_TAINT",
     "UNREACHABLE_TAINT",
     "Host",
     "HostState",
+    "heartbeat_silent",
     "host_notes",
     "host_of",
 ]
@@ -32,6 +34,10 @@ __all__ = [
 OUT_OF_SERVICE_TAINT = "node.kubernetes.io/out-of-service"
 """Kubernetes' taint for a node a person declared shut down for good (non-graceful node shutdown)."""
 UNREACHABLE_TAINT = "node.kubernetes.io/unreachable"
+NODE_HEARTBEAT_SILENT_SECONDS = 20.0
+"""How long a node's kubelet may go without renewing its Lease (kube-node-lease) before the node is
+taken for dark. A kubelet renews it every 10 s (a quarter of its 40 s duration): two missed renewals.
+The node controller waits its grace (40 s, and 5 s more) before it calls the node unreachable."""
 HOST_FIELDS = ("spec.taints", "spec.unschedulable", "status.conditions")
 """All that is read of a Node, and all its watch cache holds (not its images, volumes or addresses)."""
 
@@ -95,6 +101,14 @@ def host_of(node_name: str | None, node: Mapping[str, Any] | None, *, readable: 
     if ready.get("status") != "True":
         return Host(node_name, HostState.NOT_READY, since, cordoned)
     return Host(node_name, HostState.READY, since, cordoned)
+
+
+def heartbeat_silent(lease: Mapping[str, Any] | None, now: datetime) -> bool:
+    """Whether a node's kubelet stopped renewing its Lease (``lease``: the Lease named after the node in
+    kube-node-lease) :data:`NODE_HEARTBEAT_SILENT_SECONDS` ago or more, before the node controller's
+    grace runs out. No Lease, or none renewed: not known to be silent."""
+    renewed = parse_wire_time(((lease or {}).get("spec") or {}).get("renewTime"))
+    return renewed is not None and (now - renewed).total_seconds() >= NODE_HEARTBEAT_SILENT_SECONDS
 
 
 def host_notes(members: Sequence[tuple[int, str, bool, Host]]) -> list[str]:

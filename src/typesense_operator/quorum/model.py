@@ -100,10 +100,17 @@ class NodeProbe:
     status_silent_since: datetime | None = None
     """Since when /status has been silent while its /health said ok, look after look, by the
     operator's own clock (controller/nodes.py's SilenceMemory); None when it answered last time."""
+    unreachable_since: datetime | None = None
+    """Since when it has answered nothing at all, look after look, by the operator's own clock; None
+    when it answered last time."""
     node_lost: bool = False
     """Its pod's Kubernetes node is lost (NotReady, unreachable, out of service or gone:
     :mod:`.hosts`): what its kubelet last reported of it (running, held back) is stale, and a delete
     of its pod cannot complete while the node is gone. spec.nodeLoss decides what becomes of it."""
+    node_silent: bool = False
+    """Its node's kubelet stopped renewing its heartbeat (:func:`.hosts.heartbeat_silent`) while the
+    control plane still calls the node Ready: the node went dark within the node controller's grace.
+    Read only before a silent member would be taken for hung (controller/quorum.py)."""
 
 
 @dataclass(frozen=True)
