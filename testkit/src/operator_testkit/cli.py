@@ -2,11 +2,11 @@
 
 Subcommands:
 
-- ``binaries [--clusterstack] [--nodes]``: build (or reuse) the control-plane binaries (with ``--nodes``,
-  the real nodes' programs; with
-  ``--clusterstack``, helm, the OCI registry, the Cluster API CRDs, the Gateway API CRDs,
-  Prometheus and promtool, the S3 server versitygw, and cert-manager's CRDs and controllers too) and
-  print where they are;
+- ``binaries [--clusterstack] [--nodes] [--sandbox]``: build (or reuse) the control-plane binaries
+  (with ``--nodes``, the real nodes' programs; with ``--sandbox``, what ``sandbox up`` runs besides:
+  helm, the OCI registry, the Cluster API CRDs and the S3 server versitygw; with ``--clusterstack``,
+  those and the tests' own: the Gateway API CRDs, Prometheus and promtool, oras, and cert-manager's
+  CRDs and controllers) and print where they are;
 - ``controlplane up|down --dir DIR``: a detached local control plane, with ``DIR/kubeconfig``;
 - ``sandbox up|down``: 3 real nodes, the operators installed by helm, their samples; one per machine;
 - ``nodes kill|freeze|thaw|down|up|partition|heal|delete-pod|restart-statefulset|wipe|fill|free``:
@@ -66,7 +66,7 @@ def _binaries(arguments: argparse.Namespace) -> int:
         print(node_tools.bin)
         for program in node_tools.programs:
             print(f"  {node_tools.path(program.name)}")
-    if arguments.clusterstack:
+    if arguments.clusterstack or arguments.sandbox:
         tools = ensure_clusterstack_tools()
         print(tools.directory)
         for path in (
@@ -78,6 +78,8 @@ def _binaries(arguments: argparse.Namespace) -> int:
             tools.orc_crds,
         ):
             print(f"  {path}")
+        print(f"  {ensure_versitygw()}")
+    if arguments.clusterstack:
         print(f"  {ensure_gateway_api_crds()}")
         print(f"  {ensure_prometheus_operator_crds()}")
         print(f"  {ensure_cert_manager_crds()}")
@@ -86,7 +88,6 @@ def _binaries(arguments: argparse.Namespace) -> int:
         prometheus = ensure_prometheus_tools()
         print(prometheus.directory)
         print(f"  {prometheus.prometheus}\n  {prometheus.promtool}")
-        print(f"  {ensure_versitygw()}")
     return 0
 
 
@@ -176,6 +177,13 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="also build the real nodes' programs: kubelet, kube-proxy, containerd, CoreDNS and pause "
         "(from hack/{node,containerd,coredns,pause}); runc and the CNI plugins come from Debian",
+    )
+    binaries.add_argument(
+        "--sandbox",
+        action="store_true",
+        help="also build or fetch what `sandbox up` runs besides the nodes: helm, the OCI registry, the "
+        "Cluster API CRDs and versitygw; none of the tests' own tools (Prometheus, promtool, "
+        "cert-manager's controllers, oras, the Gateway API CRDs)",
     )
     binaries.set_defaults(run=_binaries)
 
