@@ -12,6 +12,8 @@ from operator_testkit.nodes.plan import NodesPlan
 __all__ = ["COREFILE", "coredns_manifests"]
 
 _PORT = 1053  # not 53: CoreDNS runs as a user of no privilege, which cannot bind below 1024
+# Each plugin named here is built into CoreDNS by hack/coredns/main.go, and only those (a unit test
+# checks that they agree).
 COREFILE = f""".:{_PORT} {{
     errors
     health :8080

@@ -7,7 +7,8 @@ program                        pinned in         why this one
 kubelet, kube-proxy            hack/node         the control plane's k8s.io/kubernetes v1.35.4
 containerd, its runc shim,     hack/containerd   containerd 2 (Debian's 1.6 is past upstream's
 ctr                                              support; 2.x runs the same here)
-coredns                        hack/coredns      the cluster's DNS, run as a pod
+coredns                        hack/coredns      the cluster's DNS, run as a pod; only the plugins
+                                                 its Corefile uses (hack/coredns/main.go)
 local-path-provisioner         hack/local-path   the cluster's volumes, run as a pod
 pause                          hack/pause        every pod's sandbox, our own twenty lines
 =============================  ================  ===============================================
@@ -37,7 +38,6 @@ from operator_testkit.settings import ControlPlaneSettings
 __all__ = ["DEBIAN_PROGRAMS", "GoProgram", "NodeTools", "ensure_node_tools", "node_programs"]
 
 _CONTAINERD = "github.com/containerd/containerd/v2"
-_COREDNS = "github.com/coredns/coredns"
 _LOCAL_PATH = "github.com/rancher/local-path-provisioner"
 
 
@@ -58,7 +58,7 @@ def node_programs(hack: Path, settings: ControlPlaneSettings) -> tuple[GoProgram
             containerd_flags,
         ),
         GoProgram("ctr", "containerd", f"{_CONTAINERD}/cmd/ctr", containerd_flags),
-        GoProgram("coredns", "coredns", _COREDNS, "-s -w"),
+        GoProgram("coredns", "coredns", ".", "-s -w"),
         GoProgram("local-path-provisioner", "local-path", _LOCAL_PATH, f"-s -w -X main.VERSION={local_path}"),
         GoProgram("pause", "pause", ".", "-s -w"),
     )
@@ -100,6 +100,6 @@ def ensure_node_tools(settings: ControlPlaneSettings | None = None) -> NodeTools
         for module in ("node", "containerd", "coredns", "local-path", "pause")
         for name in ("go.mod", "go.sum")
     ]
-    pinned = [name for name in pinned if (hack / name).exists()] + ["pause/main.go"]
+    pinned = [name for name in pinned if (hack / name).exists()] + ["pause/main.go", "coredns/main.go"]
     recipe = [f"{p.name} {p.module} {p.package} {p.ldflags}" for p in programs]
     return ensure_go_programs("nodes", programs, pinned, recipe, settings)
