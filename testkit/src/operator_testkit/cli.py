@@ -23,11 +23,13 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from operator_core.cli import run_command
-from operator_testkit.binaries import KUBERNETES_COMMANDS, ensure_binaries, find_hack_dir
+from operator_testkit.binaries import KUBERNETES_COMMANDS, ensure_binaries, find_hack_dir, say
 from operator_testkit.cert_manager import ensure_cert_manager_controller
 from operator_testkit.clusterstack_tools import ensure_clusterstack_tools
 from operator_testkit.controlplane import ControlPlane, ControlPlaneState, running_components, stop_recorded
@@ -54,40 +56,73 @@ __all__ = ["main"]
 
 DEFAULT_CONTROLPLANE_DIR = Path.home() / ".local" / "state" / "operator-suite" / "controlplane"
 DEFAULT_SANDBOX_DIR = Path.home() / ".local" / "state" / "operator-suite" / "sandbox"
+BUILT_SECONDS = 5.0
+"""A group that took this long had something to build (finding what is built takes well under 1 s)."""
+
+
+@dataclass(frozen=True)
+class _ToolGroup:
+    """One part of ``binaries``: its name, its last measured cold build (seconds, on this machine kind:
+    2 cores, Go's module cache filled), and what builds or finds it, returning the lines to print."""
+
+    name: str
+    cold_seconds: float
+    ensure: Callable[[], list[str]]
+
+
+def _control_plane() -> list[str]:
+    binaries = ensure_binaries()
+    return [str(binaries.directory), *(f"  {binaries.path(name)}" for name in ("etcd", *KUBERNETES_COMMANDS))]
+
+
+def _node_programs() -> list[str]:
+    node_tools = ensure_node_tools()
+    return [str(node_tools.bin), *(f"  {node_tools.path(program.name)}" for program in node_tools.programs)]
+
+
+def _sandbox_tools() -> list[str]:
+    tools = ensure_clusterstack_tools()
+    paths = (
+        tools.helm,
+        tools.registry,
+        tools.capi_crds,
+        tools.capi_v1beta1_crds,
+        tools.capd_crds,
+        tools.orc_crds,
+    )
+    return [str(tools.directory), *(f"  {path}" for path in paths), f"  {ensure_versitygw()}"]
+
+
+def _test_tools() -> list[str]:
+    crds = (ensure_gateway_api_crds(), ensure_prometheus_operator_crds(), ensure_cert_manager_crds())
+    controller, oras, prometheus = ensure_cert_manager_controller(), ensure_oras(), ensure_prometheus_tools()
+    return [
+        *(f"  {path}" for path in (*crds, controller, oras)),
+        str(prometheus.directory),
+        f"  {prometheus.prometheus}\n  {prometheus.promtool}",
+    ]
 
 
 def _binaries(arguments: argparse.Namespace) -> int:
-    binaries = ensure_binaries()
-    print(binaries.directory)
-    for name in ("etcd", *KUBERNETES_COMMANDS):
-        print(f"  {binaries.path(name)}")
+    """Each group in turn; after one that had something to build, how long it took and, by the last
+    measured cold figures, at most how long the rest takes (issue 67: a cold ``make run`` should say
+    how much is left)."""
+    groups = [_ToolGroup("the control plane", 283, _control_plane)]
     if arguments.nodes:
-        node_tools = ensure_node_tools()
-        print(node_tools.bin)
-        for program in node_tools.programs:
-            print(f"  {node_tools.path(program.name)}")
-    if arguments.clusterstack or arguments.sandbox:
-        tools = ensure_clusterstack_tools()
-        print(tools.directory)
-        for path in (
-            tools.helm,
-            tools.registry,
-            tools.capi_crds,
-            tools.capi_v1beta1_crds,
-            tools.capd_crds,
-            tools.orc_crds,
-        ):
-            print(f"  {path}")
-        print(f"  {ensure_versitygw()}")
+        groups.append(_ToolGroup("the nodes' programs", 195, _node_programs))
+    if arguments.sandbox or arguments.clusterstack:
+        groups.append(_ToolGroup("helm, the registry, Cluster API's CRDs, versitygw", 154, _sandbox_tools))
     if arguments.clusterstack:
-        print(f"  {ensure_gateway_api_crds()}")
-        print(f"  {ensure_prometheus_operator_crds()}")
-        print(f"  {ensure_cert_manager_crds()}")
-        print(f"  {ensure_cert_manager_controller()}")
-        print(f"  {ensure_oras()}")
-        prometheus = ensure_prometheus_tools()
-        print(prometheus.directory)
-        print(f"  {prometheus.prometheus}\n  {prometheus.promtool}")
+        groups.append(_ToolGroup("the tests' tools (Prometheus, cert-manager, oras)", 345, _test_tools))
+    for index, group in enumerate(groups):
+        started = time.monotonic()
+        lines = group.ensure()
+        took = time.monotonic() - started
+        print("\n".join(lines), flush=True)
+        if took >= BUILT_SECONDS:
+            left = sum(later.cold_seconds for later in groups[index + 1 :])
+            rest = f"at most about {left / 60:.0f} min left (last cold figures)" if left else "nothing left"
+            say(f"{group.name}: ready in {took:.0f} s; {rest}")
     return 0
 
 

@@ -616,7 +616,9 @@ async def test_cluster_stack_operators_killed_mid_staged_upgrade_and_mid_hook_fi
     def waiting_for_the_job(addon: dict[str, Any]) -> bool:
         stages = (addon.get("status") or {}).get("stages") or []
         hooks = (stages[1].get("helmHooks") or {}) if len(stages) == 2 else {}
-        return addon["spec"].get("version") == "v2" and hooks.get("running") == UPGRADE_JOB
+        # spec.version names the addons applied, v1 until the upgrade is over; hookRelease, v2's.
+        hook_release = (addon.get("status") or {}).get("hookRelease")
+        return hook_release == tags[1] and hooks.get("running") == UPGRADE_JOB
 
     with with_the_operators_log(plane, CSO_NAMESPACE):
         await wait_until(
