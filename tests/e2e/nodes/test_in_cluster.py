@@ -332,6 +332,81 @@ async def test_the_operator_survives_a_power_cut_of_its_own_node_which_also_ran_
     uninstall_chart(helm_home, plane.kubeconfig, "lost", "lost-system")
 
 
+async def test_the_operators_and_the_leaders_node_lost_for_good_has_its_member_replaced_with_nothing_lost(
+    plane: ControlPlane, nodes: LocalCluster, helm_home: Path, kube: Kube, image_values: list[str]
+) -> None:
+    """spec.nodeLoss Replace (30 s): the node that runs the leading operator replica and the raft
+    leader loses power under writes and stays off. The standby leads; the status names the node within
+    60 s; the member is replaced on a remaining node within the delay and 60 s more, its volume made
+    anew by the provisioner (which leaves a lost node in 10 s, as a cluster's critical add-ons do);
+    every acknowledged write is on all three members, and the replacement is the only destructive
+    step."""
+    plane.kubectl("create", "namespace", "gone-watched")
+    install_chart(
+        helm_home, plane.kubeconfig, "gone", "typesense-operator", "gone-system",
+        [*image_values, "--set", "watchNamespaces={gone-watched}"],
+    )  # fmt: skip
+    lease_name = "gone-typesense-operator-leader"
+
+    async def holder() -> str | None:
+        lease = await kube.get("coordination.k8s.io/v1", "Lease", lease_name, "gone-system")
+        return ((lease or {}).get("spec") or {}).get("holderIdentity") or None
+
+    cluster = TypesenseCluster(kube, "gone-watched")
+    writer = Writer(cluster)
+    try:
+        await cluster.create(
+            replicas=3,
+            topologySpreadConstraints=cluster.one_member_per_node,
+            nodeLoss={"policy": "Replace", "delaySeconds": 30},
+        )
+        await cluster.wait_ready()
+        await cluster.create_collection()
+        leading: Any = await wait_until(holder, timeout=60, what="an operator replica to lead")
+        operator_pod = str(leading).rsplit("_", 1)[0]
+        replicas = {p["metadata"]["name"]: p for p in await kube.list("v1", "Pod", "gone-system")}
+        node = replicas[operator_pod]["spec"]["nodeName"]
+        before = await member_pods(cluster)
+        member = next(name for name, pod in before.items() if pod["spec"]["nodeName"] == node)
+        await lead_from(cluster, nodes.faults(kube), member)
+        writer.start("gone")
+        await writer.warmed_up()
+        async with power_cut(nodes, node) as cut_at:
+            await writer.acknowledged_after(cut_at, timeout=30)
+            await node_named_lost(cluster, member)
+            lost_at = time.monotonic()
+            named_after = lost_at - cut_at
+
+            async def replaced_elsewhere() -> bool:
+                moved = (await member_pods(cluster)).get(member)
+                return bool(
+                    moved
+                    and moved["metadata"]["uid"] != before[member]["metadata"]["uid"]
+                    and moved["spec"].get("nodeName") not in (None, node)
+                ) and await whole(cluster)
+
+            await wait_until(replaced_elsewhere, timeout=30 + 60, interval=1, what="three healthy members")
+            whole_after = time.monotonic() - lost_at
+            assert [e["reason"] for e in await events(kube, "gone-watched", DESTRUCTIVE)] == [
+                "MemberReplaced"
+            ]
+            successor = await holder()
+            assert successor is not None
+            assert not successor.startswith(operator_pod + "_"), "the standby leads"
+            gap = writer.longest_gap(cut_at)
+            await writer.stop()
+            await cluster.assert_nothing_lost(writer.acknowledged)
+    finally:
+        await writer.stop()
+        await cluster.aclose()
+    print(
+        f"power cut for good of the operator's and the raft leader's node {node} (nodeLoss Replace, 30 s): "
+        f"the status named it after {named_after:.1f} s, three healthy members again {whole_after:.1f} s "
+        f"after that, longest write gap {gap:.1f} s; {len(writer.acknowledged)} acknowledged writes, 0 lost"
+    )
+    uninstall_chart(helm_home, plane.kubeconfig, "gone", "gone-system")
+
+
 # ---------------------------------------------------------------- the Monocle operator
 
 

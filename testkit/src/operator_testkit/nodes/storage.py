@@ -28,6 +28,8 @@ PROVISIONER = "rancher.io/local-path"
 DEFAULT_CLASS = "standard"
 SIZE_LIMITED_CLASS = "size-limited"
 STORAGE_CLASSES = (DEFAULT_CLASS, "local-path", "gp2", "csi-disk", SIZE_LIMITED_CLASS)
+LOST_NODE_TOLERATION_SECONDS = 10
+"""How long the provisioner stays on a node the control plane has lost before it is made elsewhere."""
 """The default class, local-path's own, the classes the specification's samples name (AWS's gp2, Open
 Telekom Cloud's csi-disk), and the size-limited one."""
 
@@ -179,6 +181,17 @@ def storage_manifests(plan: NodesPlan) -> list[dict[str, Any]]:
                     "spec": {
                         "serviceAccountName": account,
                         "securityContext": {"runAsUser": 65532, "runAsGroup": 65532, "runAsNonRoot": True},
+                        # Off a lost node in 10 s, not Kubernetes' 300 s, as a cluster's critical add-ons
+                        # are set: a volume for a member replaced elsewhere must not wait for it.
+                        "tolerations": [
+                            {
+                                "key": f"node.kubernetes.io/{taint}",
+                                "operator": "Exists",
+                                "effect": "NoExecute",
+                                "tolerationSeconds": LOST_NODE_TOLERATION_SECONDS,
+                            }
+                            for taint in ("unreachable", "not-ready")
+                        ],
                         "containers": [
                             {
                                 "name": "local-path-provisioner",
