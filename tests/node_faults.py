@@ -119,8 +119,7 @@ async def power_cut(nodes: LocalCluster, node: str) -> AsyncIterator[float]:
         await asyncio.to_thread(nodes.power_cut, node)
         yield cut_at
     finally:
-        if nodes.power().is_cut(node):
-            await asyncio.to_thread(nodes.reboot, node)
+        await asyncio.to_thread(nodes.reboot_if_cut, node)
 
 
 async def node_named_lost(cluster: TypesenseCluster, member: str) -> None:

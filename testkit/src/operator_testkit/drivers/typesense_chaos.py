@@ -279,12 +279,6 @@ async def _nothing() -> None:
     return None
 
 
-def _reboot_if_cut(nodes: LocalCluster, node: str) -> None:
-    """Start a cut node's daemons again; one started already (an earlier try got that far) is left."""
-    if nodes.power().is_cut(node):
-        nodes.reboot(node)
-
-
 class SteadyCluster(TypesenseCluster):
     """A cluster whose load keeps going while the API server is away (a chaos step restarts it): the
     nodes' addresses are those last seen, and its Ready condition unknown, until it answers again."""
@@ -752,7 +746,7 @@ class Soak:
         self._touched.append(whom)
         if action == "power-cut":
             await asyncio.to_thread(nodes.power_cut, node)
-            end: Callable[[], object] = functools.partial(_reboot_if_cut, nodes, node)
+            end: Callable[[], object] = functools.partial(nodes.reboot_if_cut, node)
         elif action == "isolate":
             await asyncio.to_thread(nodes.isolate, node)
             end = functools.partial(nodes.reconnect, node)

@@ -221,6 +221,11 @@ class LocalCluster:
         """Start a cut node's containerd and kubelet as first started, and wait until it is Ready."""
         return self.power().reboot(node, timeout)
 
+    def reboot_if_cut(self, node: str) -> Answer | None:
+        """:meth:`reboot` a node still cut; one started again already (by a test, or an earlier try that
+        got that far) is left as it is (None)."""
+        return self.reboot(node) if self.power().is_cut(node) else None
+
     def isolate(self, node: str) -> Answer:
         """Cut the node's kubelet off from the API server; its containers keep running."""
         return self.power().isolate(node)
