@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -18,10 +19,13 @@ from typesense_operator.content.plan import (
     Send,
     batches,
     import_failures,
+    import_path,
     plan_alias,
     plan_collection,
     plan_override,
     plan_synonym,
+    retiring_after_migration,
+    retiring_of,
     version_of,
     versioned_name,
 )
@@ -217,3 +221,55 @@ def test_a_copy_goes_in_bounded_batches_and_an_import_says_which_document_failed
     answer = b'{"success": true}\n{"success": false, "error": "Field `year` must be an int32."}\n'
     assert import_failures(answer) == ["Field `year` must be an int32."]
     assert import_failures(b'{"success": true}\n') == []
+
+
+# ---------------------------------------------------------------- migrations' earlier versions
+
+T = datetime(2026, 12, 7, 5, 0, tzinfo=UTC)
+
+
+def test_each_earlier_version_keeps_its_own_grace_however_many_migrations_follow() -> None:
+    """Issue 68: a second migration within the first one's grace kept only its own source, and the
+    first was never dropped."""
+    first = retiring_after_migration([], "shelf-1", T + timedelta(seconds=300))
+    second = retiring_after_migration(first, "shelf-2", T + timedelta(seconds=360))
+    assert second == [("shelf-1", T + timedelta(seconds=300)), ("shelf-2", T + timedelta(seconds=360))]
+    again = retiring_after_migration(second, "shelf-2", T + timedelta(seconds=400))
+    assert again == [("shelf-1", T + timedelta(seconds=300)), ("shelf-2", T + timedelta(seconds=400))]
+
+
+@pytest.mark.parametrize(
+    ("migration", "retiring"),
+    [
+        pytest.param(None, [], id="never migrated"),
+        pytest.param(
+            {"source": "shelf-1", "sourceDroppedAfter": "2026-12-07T05:05:00Z"},
+            [("shelf-1", T + timedelta(minutes=5))],
+            id="a status written before the list: its last source",
+        ),
+        pytest.param(
+            {"source": "shelf-1", "sourceDroppedAfter": None}, [], id="the last source dropped already"
+        ),
+        pytest.param(
+            {
+                "source": "shelf-2",
+                "sourceDroppedAfter": "2026-12-07T05:06:00Z",
+                "retiring": [
+                    {"name": "shelf-1", "dropAfter": "2026-12-07T05:05:00Z"},
+                    {"name": "shelf-2", "dropAfter": "2026-12-07T05:06:00Z"},
+                ],
+            },
+            [("shelf-1", T + timedelta(minutes=5)), ("shelf-2", T + timedelta(minutes=6))],
+            id="the list, the last source once",
+        ),
+    ],
+)
+def test_the_earlier_versions_kept_are_read_from_the_status(
+    migration: dict[str, Any] | None, retiring: list[tuple[str, datetime]]
+) -> None:
+    assert retiring_of(migration) == retiring
+
+
+def test_a_migration_imports_with_values_coerced_into_the_new_types_or_refused() -> None:
+    path = import_path("shelf-2")
+    assert path == "/collections/shelf-2/documents/import?action=upsert&dirty_values=coerce_or_reject"

@@ -275,6 +275,15 @@ class TypesenseOverrideSpec(ApiModel):
     )
 
 
+class RetiringCollection(ApiModel):
+    """An earlier version of a migrated collection, kept for its grace."""
+
+    name: str
+    """Its name in Typesense (<name>-<n>)."""
+    drop_after: datetime
+    """When it is dropped: its own migration's end and spec.migration.dropOldAfterSeconds."""
+
+
 class MigrationStatus(ApiModel):
     """The last migration of a collection."""
 
@@ -288,6 +297,10 @@ class MigrationStatus(ApiModel):
     """When the alias moved to the target."""
     source_dropped_after: datetime | None = None
     """When the source is dropped (not set once it is)."""
+    retiring: list[RetiringCollection] = Field(default_factory=list)
+    """Every earlier version not dropped yet, each with its own time: the last migration's source and
+    those of the migrations before it whose grace is not over (dropped with the object too, under
+    deletionPolicy Delete)."""
 
 
 class ContentStatus(ApiModel):

@@ -14,9 +14,11 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 from urllib.parse import quote
 
+from operator_core.clock import parse_wire_time
 from typesense_operator.api.content import (
     CollectionField,
     TypesenseAliasSpec,
@@ -34,11 +36,14 @@ __all__ = [
     "collection_path",
     "collection_schema",
     "import_failures",
+    "import_path",
     "override_path",
     "plan_alias",
     "plan_collection",
     "plan_override",
     "plan_synonym",
+    "retiring_after_migration",
+    "retiring_of",
     "synonym_path",
     "version_of",
     "versioned_name",
@@ -315,3 +320,39 @@ def import_failures(answer: bytes) -> list[str]:
             if not result.get("success", False):
                 failed.append(str(result.get("error") or result))
     return failed
+
+
+def import_path(collection: str) -> str:
+    """Where a migration's copy imports its batches. ``action=upsert``: a copy started again after a
+    crash repeats nothing. ``dirty_values=coerce_or_reject``: a value of another type than the new
+    schema's field is turned into it where it can be (``1999`` into ``"1999"``, ``"42"`` into ``42``)
+    and refused otherwise, which stops the migration before the alias moves; never dropped, so no
+    document loses a field without a word (typesense-server 0.24.1 refuses a number for a string
+    field without it)."""
+    return f"{collection_path(collection)}/documents/import?action=upsert&dirty_values=coerce_or_reject"
+
+
+Retiring = list[tuple[str, datetime]]
+"""Earlier versions of a migrated collection kept for their grace: (name, when it is dropped)."""
+
+
+def retiring_of(migration: Mapping[str, Any] | None) -> Retiring:
+    """The earlier versions still kept, from ``status.migration``: its ``retiring`` list, and its last
+    source while ``sourceDroppedAfter`` is set (a status written before the list was kept)."""
+    migration = migration or {}
+    kept: Retiring = []
+    for entry in migration.get("retiring") or []:
+        drop_after = parse_wire_time(entry.get("dropAfter"))
+        if entry.get("name") and drop_after is not None:
+            kept.append((str(entry["name"]), drop_after))
+    last = parse_wire_time(migration.get("sourceDroppedAfter"))
+    if migration.get("source") and last is not None and all(n != migration["source"] for n, _ in kept):
+        kept.append((str(migration["source"]), last))
+    return kept
+
+
+def retiring_after_migration(before: Retiring, source: str, drop_after: datetime) -> Retiring:
+    """The versions kept once ``source`` was migrated from: those kept before, and ``source`` itself
+    until ``drop_after``. Each keeps its own time: a second migration within the first one's grace
+    does not make the first source wait longer, nor forget it."""
+    return [*(entry for entry in before if entry[0] != source), (source, drop_after)]

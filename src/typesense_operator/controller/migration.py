@@ -13,10 +13,10 @@ old version is dropped ``dropOldAfterSeconds`` later.
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
-from operator_core.clock import parse_wire_time, utcnow, wire_time
+from operator_core.clock import utcnow, wire_time
 from operator_core.steps import Outcome
 from typesense_operator.api.content import TypesenseCollectionSpec
 from typesense_operator.api.reasons import ContentReason, EventReason
@@ -29,7 +29,10 @@ from typesense_operator.content.plan import (
     collection_path,
     collection_schema,
     import_failures,
+    import_path,
     plan_collection,
+    retiring_after_migration,
+    retiring_of,
     version_of,
     versioned_name,
 )
@@ -116,8 +119,7 @@ async def _migrate(scope: ContentScope, source: str, why: str) -> str | None:
         return await _failed(scope, target, f"exporting {source}: HTTP {code}")
     documents = [line for line in exported.splitlines() if line.strip()]
     for body in batches(documents, spec.migration.batch_size):
-        path = f"{collection_path(target)}/documents/import?action=upsert"
-        code, answer = await api.call_raw("POST", path, body, timeout=_COPY_TIMEOUT_SECONDS)
+        code, answer = await api.call_raw("POST", import_path(target), body, timeout=_COPY_TIMEOUT_SECONDS)
         failures = import_failures(answer) if code == 200 else [f"HTTP {code}"]
         if failures:
             return await _failed(
@@ -138,12 +140,15 @@ async def _migrate(scope: ContentScope, source: str, why: str) -> str | None:
     if code >= 300:
         return await _failed(scope, target, f"moving alias {name}: {answer_words(answer, code)}")
     now = utcnow()
+    drop_after = now + timedelta(seconds=spec.migration.drop_old_after_seconds)
+    retiring = retiring_after_migration(retiring_of(scope.status.get("migration")), source, drop_after)
     scope.status["migration"] = {
         "source": source,
         "target": target,
         "documents": len(documents),
         "doneAt": wire_time(now),
-        "sourceDroppedAfter": wire_time(now + timedelta(seconds=spec.migration.drop_old_after_seconds)),
+        "sourceDroppedAfter": wire_time(drop_after),
+        "retiring": _wire_retiring(retiring),
     }
     note = f"alias {name} moved from {source} to {target} ({len(documents)} documents copied); {why}"
     await book.event("Normal", EventReason.CONTENT_MIGRATED, note)
@@ -151,22 +156,36 @@ async def _migrate(scope: ContentScope, source: str, why: str) -> str | None:
 
 
 async def _drop_source_when_due(scope: ContentScope) -> None:
+    """Drop each earlier version whose grace is over (each its own: several migrations may follow one
+    another within a grace); look again when the next one is due."""
     migration = dict(scope.status.get("migration") or {})
-    due = parse_wire_time(migration.get("sourceDroppedAfter"))
-    if due is None or utcnow() < due:
-        if due is not None:
-            scope.next_look = min(scope.next_look, max((due - utcnow()).total_seconds(), 1.0))
+    retiring, now = retiring_of(migration), utcnow()
+    if not retiring:
         return
     assert scope.api is not None
-    code, _ = await scope.api.call("DELETE", collection_path(migration["source"]))
-    if code in (200, 404):
+    kept = []
+    for name, drop_after in retiring:
+        if now < drop_after:
+            kept.append((name, drop_after))
+            scope.next_look = min(scope.next_look, max((drop_after - now).total_seconds(), 1.0))
+            continue
+        code, _ = await scope.api.call("DELETE", collection_path(name))
+        if code not in (200, 404):
+            kept.append((name, drop_after))  # looked at again at the next reconcile
+            continue
         await scope.book.event(
-            "Normal",
-            EventReason.CONTENT_DELETED,
-            f"collection {migration['source']} dropped: its grace is over",
+            "Normal", EventReason.CONTENT_DELETED, f"collection {name} dropped: its grace is over"
         )
+    if kept == retiring:
+        return
+    migration["retiring"] = _wire_retiring(kept)
+    if all(name != migration.get("source") for name, _ in kept):
         migration["sourceDroppedAfter"] = None
-        scope.status["migration"] = migration
+    scope.status["migration"] = migration
+
+
+def _wire_retiring(retiring: list[tuple[str, datetime]]) -> list[dict[str, str]]:
+    return [{"name": name, "dropAfter": wire_time(drop_after)} for name, drop_after in retiring]
 
 
 async def _failed(scope: ContentScope, target: str, note: str, *, drop: bool = True) -> str | None:
@@ -181,12 +200,11 @@ async def _failed(scope: ContentScope, target: str, note: str, *, drop: bool = T
 
 
 async def delete_versioned(api: NodeApi, name: str, migration: dict[str, Any] | None) -> int:
-    """Drop the alias and every version it named (the current one, and a source still in its grace);
-    the last status code."""
+    """Drop the alias and every version it named (the current one, and every earlier one still in its
+    grace); the last status code."""
     code, alias = await api.call("GET", alias_path(name))
     names = [alias.get("collection_name")] if code == 200 and isinstance(alias, dict) else []
-    if migration and migration.get("sourceDroppedAfter"):
-        names.append(migration.get("source"))
+    names.extend(retired for retired, _ in retiring_of(migration))
     for collection in [*names, None]:
         path = alias_path(name) if collection is None else collection_path(str(collection))
         code, _ = await api.call("DELETE", path)

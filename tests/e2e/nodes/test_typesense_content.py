@@ -381,3 +381,37 @@ async def test_a_type_change_is_made_by_migration_while_searches_through_the_ali
     code, held = await typesense(cluster, "GET", "/collections/catalog-2")
     assert (code, held["num_documents"]) == (200, 2000)
     assert {field["name"]: field["type"] for field in held["fields"]}["rank"] == "float"
+
+    # Issue 68: a number into a string (the docs' own example) migrates, Typesense coercing each value;
+    # a second migration within the first one's grace drops both sources, each after its own grace.
+    graced = {**spec, "migration": {"batchSize": 250, "dropOldAfterSeconds": 15}}
+    as_text = {**graced, "fields": [fields[0], {"name": "rank", "type": "string"}]}
+    await kube.apply(content("TypesenseCollection", "catalog", namespace, as_text))
+    await wait_until(lambda: _migrated_to(kube, namespace, "catalog-3"), timeout=120, what="catalog-3")
+    separated = {**as_text, "tokenSeparators": ["-"]}
+    await kube.apply(content("TypesenseCollection", "catalog", namespace, separated))
+    moved: Any = await wait_until(
+        lambda: _migrated_to(kube, namespace, "catalog-4"), timeout=120, what="catalog-4"
+    )
+    retiring = [entry["name"] for entry in moved["status"]["migration"]["retiring"]]
+    assert retiring == ["catalog-2", "catalog-3"], moved["status"]["migration"]
+    code, held = await typesense(cluster, "GET", "/collections/catalog-4")
+    assert (code, held["num_documents"]) == (200, 2000)
+    code, document = await typesense(cluster, "GET", "/collections/catalog-4/documents/7")
+    assert code == 200, document
+    assert isinstance(document["rank"], str), document  # Typesense's own text of the number
+    assert float(document["rank"]) == 7, document
+
+    async def both_dropped() -> bool:
+        gone = [(await typesense(cluster, "GET", f"/collections/{c}"))[0] for c in ("catalog-2", "catalog-3")]
+        return gone == [404, 404]
+
+    await wait_until(both_dropped, timeout=15 + DRIFT_REPAIRED_WITHIN_SECONDS, what="both sources dropped")
+    kept = (await kube.get(API, "TypesenseCollection", "catalog", namespace))["status"]["migration"]
+    assert kept.get("retiring") == [], kept
+
+
+async def _migrated_to(kube: Kube, namespace: str, collection: str) -> dict[str, Any] | None:
+    obj = await kube.get(API, "TypesenseCollection", "catalog", namespace)
+    ready_now = (condition(obj or {}, "Ready") or {}).get("status") == "True"
+    return obj if ready_now and (obj or {}).get("status", {}).get("name") == collection else None
