@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -220,6 +221,10 @@ def test_a_copy_goes_in_bounded_batches_and_an_import_says_which_document_failed
     assert batches(lines, 2) == [b'{"id": "0"}\n{"id": "1"}', b'{"id": "2"}\n{"id": "3"}', b'{"id": "4"}']
     answer = b'{"success": true}\n{"success": false, "error": "Field `year` must be an int32."}\n'
     assert import_failures(answer) == ["Field `year` must be an int32."]
+    sent_back = {"success": False, "error": "Field `year` must be an int32.", "document": '{"id": "7"}'}
+    assert import_failures(json.dumps(sent_back).encode()) == ["document 7: Field `year` must be an int32."]
+    unreadable = {**sent_back, "document": "{not json"}
+    assert import_failures(json.dumps(unreadable).encode()) == ["Field `year` must be an int32."]
     assert import_failures(b'{"success": true}\n') == []
 
 

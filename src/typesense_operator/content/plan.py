@@ -312,14 +312,27 @@ def batches(lines: list[bytes], size: int) -> list[bytes]:
 
 
 def import_failures(answer: bytes) -> list[str]:
-    """The errors of an import's answer (a JSON line per document, ``success`` false for a failure)."""
+    """The errors of an import's answer (a JSON line per document, ``success`` false for a failure),
+    each naming the document by its id where Typesense sent the document back: "document 7: Field
+    `year` must be a string."."""
     failed = []
     for line in answer.splitlines():
         if line.strip():
             result = json.loads(line)
             if not result.get("success", False):
-                failed.append(str(result.get("error") or result))
+                error = str(result.get("error") or result)
+                document_id = _document_id(result.get("document"))
+                failed.append(f"document {document_id}: {error}" if document_id is not None else error)
     return failed
+
+
+def _document_id(document: Any) -> str | None:
+    """The id of a document an import's answer sent back (as JSON text), if it has one."""
+    try:
+        parsed = json.loads(document) if isinstance(document, str) else document
+    except ValueError:
+        return None
+    return str(parsed["id"]) if isinstance(parsed, dict) and parsed.get("id") is not None else None
 
 
 def import_path(collection: str) -> str:

@@ -96,6 +96,15 @@ OVERRIDE = ContentKind[TypesenseOverrideSpec](
 CONTENT_KINDS: tuple[ContentKind[Any], ...] = (COLLECTION, ALIAS, SYNONYM, OVERRIDE)
 
 
+def _refusal(kind: ContentKind[Any], spec: Any, name: str, answer: Any, code: int) -> str:
+    """Typesense's refusal of a write, naming what in Typesense it concerns: a synonym's or an
+    override's missing collection (Typesense says only "Not Found"), besides Typesense's own words."""
+    words = answer_words(answer, code)
+    if code == 404 and kind in (SYNONYM, OVERRIDE):
+        return f"{kind.noun} {name}: its collection {spec.collection} does not exist in Typesense ({words})"
+    return f"{kind.noun} {name}: {words}"
+
+
 async def sync(scope: ContentScope) -> Outcome:
     """Read what Typesense holds, put it right where it differs from the spec, and say so."""
     assert scope.api is not None
@@ -119,7 +128,7 @@ async def sync(scope: ContentScope) -> Outcome:
             code, answer = await scope.api.call(plan.method, plan.path, plan.body)
             if code >= 300:
                 return await refuse(
-                    scope, ContentReason.REJECTED, f"{kind.noun} {name}: {answer_words(answer, code)}", check
+                    scope, ContentReason.REJECTED, _refusal(kind, scope.spec, name, answer, code), check
                 )
             await book.event("Normal", EventReason.CONTENT_APPLIED, f"{kind.noun} {name} {plan.change}")
             if kind is COLLECTION:

@@ -148,6 +148,7 @@ async def test_aliases_synonyms_and_overrides_are_refused_made_changed_repaired_
     await kube.apply(lost)
     said = await not_ready(kube, "TypesenseSynonym", "orphan", namespace, "RejectedByTypesense")
     assert "not found" in said["message"].lower(), said["message"]
+    assert "its collection no-such-collection does not exist in Typesense" in said["message"], said
     said = await not_ready(kube, "TypesenseAlias", "lost", namespace, "ClusterNotFound")
     assert "no-such-cluster" in said["message"]
 
