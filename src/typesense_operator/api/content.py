@@ -118,9 +118,9 @@ _NESTED_FIELDS_NEED_THE_FLAG = (
 class CollectionMigration(ApiModel):
     """How a change that Typesense cannot make in place (a field's type, the sorting field, the token
     settings) is made: a new collection with the new schema, every document copied into it in
-    batches with the synonyms and overrides, the alias moved to it at once, the old one dropped after
-    a grace. Searches through the alias never fail; writes made during the copy may be missed (pause
-    them, or write again once the alias has moved)."""
+    batches with the synonyms and overrides, what was written meanwhile carried over, the alias moved
+    to it at once, the old one dropped after a grace. Searches through the alias never fail, and writes
+    through it are not lost."""
 
     batch_size: int = Field(default=1000, ge=1, le=10000)
     """Documents per import request while copying."""
@@ -293,6 +293,9 @@ class MigrationStatus(ApiModel):
     """The collection they were copied into, which the alias names once it is done."""
     documents: int | None = None
     """Documents copied."""
+    caught_up: int | None = None
+    """Documents written to the source during the copy (or deleted there), or through the alias just
+    before it moved, that were carried into the target afterwards."""
     done_at: datetime | None = None
     """When the alias moved to the target."""
     source_dropped_after: datetime | None = None

@@ -4,22 +4,30 @@
 :func:`sync_versioned` makes the first version and the alias, changes the current version in place
 where Typesense can (the same plan as any collection), and otherwise migrates: the next version is
 made with the new schema, every document is exported from the current one and imported into it in
-``batchSize`` batches (``action=upsert``: a copy started again after a crash repeats nothing), the
-synonyms and overrides follow, the count is checked, and only then is the alias moved, in one PUT, so
-that a search through it never finds nothing. A document that does not fit the new schema stops the
-migration before the alias moves: the new version is dropped and Typesense's words are in Ready. The
-old version is dropped ``dropOldAfterSeconds`` later.
+``batchSize`` batches (``action=upsert``: a copy started again after a crash repeats nothing;
+``dirty_values=coerce_or_reject``: a value Typesense can turn into the new type is turned), the
+synonyms and overrides follow, the count is checked, what clients wrote to the old version during
+the copy is carried over (:mod:`typesense_operator.content.catch_up`), and only then is the alias
+moved, in one PUT, so that a search through it never finds nothing; a second catch-up, 2 s later,
+carries the writes that were under way through the alias as it moved. A document that does not fit
+the new schema stops the migration before the alias moves: the new version is dropped and
+Typesense's words are in Ready. Each old version is dropped ``dropOldAfterSeconds`` after its own
+migration (``status.migration.retiring``).
 """
 
 from __future__ import annotations
 
+import asyncio
+import json
 from datetime import datetime, timedelta
 from typing import Any
+from urllib.parse import quote
 
 from operator_core.clock import utcnow, wire_time
 from operator_core.steps import Outcome
 from typesense_operator.api.content import TypesenseCollectionSpec
 from typesense_operator.api.reasons import ContentReason, EventReason
+from typesense_operator.content.catch_up import catch_up, documents_by_id
 from typesense_operator.content.plan import (
     InSync,
     Refused,
@@ -43,6 +51,9 @@ __all__ = ["delete_versioned", "sync_versioned"]
 _COPY_TIMEOUT_SECONDS = 120.0
 """One export or one import batch: the export holds every document of the collection."""
 READY = "Ready"
+CATCH_UP_SETTLE_SECONDS = 2.0
+"""How long after the alias moved the second catch-up waits: a write that resolved the alias just
+before it moved lands in the old collection within a request's time."""
 
 
 async def sync_versioned(scope: ContentScope, check: float) -> Outcome:
@@ -118,13 +129,9 @@ async def _migrate(scope: ContentScope, source: str, why: str) -> str | None:
     if code != 200:
         return await _failed(scope, target, f"exporting {source}: HTTP {code}")
     documents = [line for line in exported.splitlines() if line.strip()]
-    for body in batches(documents, spec.migration.batch_size):
-        code, answer = await api.call_raw("POST", import_path(target), body, timeout=_COPY_TIMEOUT_SECONDS)
-        failures = import_failures(answer) if code == 200 else [f"HTTP {code}"]
-        if failures:
-            return await _failed(
-                scope, target, f"a document of {source} does not fit the new schema: {failures[0]}"
-            )
+    failure = await _import(api, target, documents, spec.migration.batch_size)
+    if failure is not None:
+        return await _failed(scope, target, f"a document of {source} does not fit the new schema: {failure}")
     for part in ("synonyms", "overrides"):
         code, listed = await api.call("GET", f"{collection_path(source)}/{part}")
         for rule in (listed or {}).get(part) or [] if code == 200 else []:
@@ -136,9 +143,28 @@ async def _migrate(scope: ContentScope, source: str, why: str) -> str | None:
         return await _failed(
             scope, target, f"{target} holds {count} documents of the {len(documents)} copied"
         )
+    # What clients wrote to the old collection during the copy, before the alias moves; then, once it
+    # has moved, what writes already under way through it still put there.
+    new_base = await _export(api, target)
+    if new_base is None:
+        return await _failed(scope, target, f"exporting {target}: no answer")
+    caught = await _catch_up(
+        api, source, target, documents_by_id(exported), new_base, spec.migration.batch_size
+    )
+    if isinstance(caught, str):
+        return await _failed(scope, target, caught)
+    carried, old_base, new_base = caught
     code, answer = await api.call("PUT", alias_path(name), {"collection_name": target})
     if code >= 300:
         return await _failed(scope, target, f"moving alias {name}: {answer_words(answer, code)}")
+    await asyncio.sleep(CATCH_UP_SETTLE_SECONDS)
+    late = await _catch_up(api, source, target, old_base, new_base, spec.migration.batch_size)
+    if isinstance(late, str):
+        await book.event(
+            "Warning", EventReason.CONTENT_REFUSED, f"after alias {name} moved to {target}: {late}"
+        )
+    else:
+        carried += late[0]
     now = utcnow()
     drop_after = now + timedelta(seconds=spec.migration.drop_old_after_seconds)
     retiring = retiring_after_migration(retiring_of(scope.status.get("migration")), source, drop_after)
@@ -146,13 +172,63 @@ async def _migrate(scope: ContentScope, source: str, why: str) -> str | None:
         "source": source,
         "target": target,
         "documents": len(documents),
+        "caughtUp": carried,
         "doneAt": wire_time(now),
         "sourceDroppedAfter": wire_time(drop_after),
         "retiring": _wire_retiring(retiring),
     }
-    note = f"alias {name} moved from {source} to {target} ({len(documents)} documents copied); {why}"
+    note = (
+        f"alias {name} moved from {source} to {target} ({len(documents)} documents copied, "
+        f"{carried} written meanwhile carried over); {why}"
+    )
     await book.event("Normal", EventReason.CONTENT_MIGRATED, note)
     return str(target)
+
+
+async def _export(api: NodeApi, collection: str) -> dict[str, dict[str, Any]] | None:
+    """A collection's documents by id (from the leader, which the API asks first), or None."""
+    code, exported = await api.call_raw(
+        "GET", f"{collection_path(collection)}/documents/export", timeout=_COPY_TIMEOUT_SECONDS
+    )
+    return documents_by_id(exported) if code == 200 else None
+
+
+async def _import(api: NodeApi, collection: str, documents: list[bytes], batch_size: int) -> str | None:
+    """Upsert JSONL ``documents`` in batches; the first failure, in words, or None."""
+    for body in batches(documents, batch_size):
+        code, answer = await api.call_raw(
+            "POST", import_path(collection), body, timeout=_COPY_TIMEOUT_SECONDS
+        )
+        failures = import_failures(answer) if code == 200 else [f"HTTP {code}"]
+        if failures:
+            return failures[0]
+    return None
+
+
+Exported = dict[str, dict[str, Any]]
+
+
+async def _catch_up(
+    api: NodeApi, source: str, target: str, old_base: Exported, new_base: Exported, batch_size: int
+) -> tuple[int, Exported, Exported] | str:
+    """Carry into ``target`` what ``source`` received since the bases (:func:`catch_up`): how many
+    documents, and both collections as they are now (the next catch-up's bases); or why it could not."""
+    old_now, new_now = await _export(api, source), await _export(api, target)
+    if old_now is None or new_now is None:
+        return f"exporting {source} and {target} to carry the writes made meanwhile: no answer"
+    carry = catch_up(old_base, old_now, new_base, new_now)
+    if not len(carry):
+        return 0, old_now, new_now
+    lines = [json.dumps(document).encode() for document in carry.upserts]
+    failure = await _import(api, target, lines, batch_size)
+    if failure is not None:
+        return f"a document written to {source} during the copy does not fit the new schema: {failure}"
+    for document_id in carry.deletes:
+        await api.call("DELETE", f"{collection_path(target)}/documents/{quote(document_id, safe='')}")
+    new_after = await _export(api, target)
+    if new_after is None:
+        return f"exporting {target} after carrying the writes made meanwhile: no answer"
+    return len(carry), old_now, new_after
 
 
 async def _drop_source_when_due(scope: ContentScope) -> None:
