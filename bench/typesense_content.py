@@ -10,10 +10,17 @@ TypesenseSynonyms (10 per collection) and 100 TypesenseApiKeys, and measures:
 - then an idle minute: the operator's requests to the API server during it (each object is still
   compared with Typesense once a minute, which costs the API server nothing).
 
+With ``--migrate N`` instead (issue 68): a TypesenseCollection with ``spec.migration`` holding N
+documents migrated (a number field into a string) while a client writes through its alias 10 times a
+second; reported: the time from the spec's change to Ready on the new collection, the documents the
+catch-up carried over, the operator's requests to the API server meanwhile, and the acknowledged
+writes missing from the new collection (the target: 0).
+
 No peer exists (the Go operator declares nothing inside a cluster), so there is no ratio.
 
 Usage: python bench/typesense_content.py [--collections 100] [--synonyms-each 10] [--keys 100]
        [--out bench/results/typesense_content.json]
+       python bench/typesense_content.py --migrate 100000 [--out bench/results/typesense_migration.json]
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import httpx
 from scale import OUR_USER, AuditTail, summary
 
 from operator_core.kube import Kube
@@ -120,6 +128,109 @@ async def run(collections: int, synonyms_each: int, keys: int, idle_seconds: flo
         }
 
 
+MIGRATED = "big"
+WRITES_PER_SECOND = 10
+
+
+def _migrated(fields_year: str, drop_after: int = 30) -> dict[str, Any]:
+    fields = [{"name": "title", "type": "string"}, {"name": "year", "type": fields_year}]
+    spec = {
+        "cluster": {"name": "c"},
+        "fields": fields,
+        "migration": {"batchSize": 1000, "dropOldAfterSeconds": drop_after},
+    }
+    return {
+        "apiVersion": API,
+        "kind": "TypesenseCollection",
+        "metadata": {"name": MIGRATED, "namespace": NAMESPACE},
+        "spec": spec,
+    }
+
+
+async def _collection_ready(kube: Kube, collection: str, timeout: float) -> dict[str, Any]:
+    started = time.monotonic()
+    while time.monotonic() - started < timeout:
+        obj = await kube.get(API, "TypesenseCollection", MIGRATED, NAMESPACE)
+        if (condition(obj or {}, "Ready") or {}).get("status") == "True" and (obj or {}).get(
+            "status", {}
+        ).get("name") == collection:
+            return obj or {}
+        await asyncio.sleep(0.5)
+    raise TimeoutError(f"{collection} not Ready within {timeout:.0f} s")
+
+
+async def run_migration(documents: int) -> dict[str, Any]:
+    async with typesense_rig(ROOT, NAMESPACE) as rig:
+        cluster = TypesenseCluster(rig.kube, NAMESPACE, name="c")
+        await cluster.create(replicas=3)
+        await cluster.wait_ready(timeout=300)
+        await rig.kube.apply(_migrated("int32"))
+        await _collection_ready(rig.kube, f"{MIGRATED}-1", 120)
+        leader = await cluster.leader_ip()
+        base = f"http://{leader}:8108/collections/{MIGRATED}/documents"
+        for start in range(0, documents, 10_000):
+            lines = (
+                json.dumps({"id": str(i), "title": f"item {i}", "year": 1900 + i % 120})
+                for i in range(start, min(start + 10_000, documents))
+            )
+            answer = await cluster.http.post(
+                f"{base}/import?action=create", headers=cluster.headers, content="\n".join(lines), timeout=300
+            )
+            answer.raise_for_status()
+        acknowledged: list[str] = []
+        writing = True
+
+        async def write() -> None:
+            number = 0
+            while writing:
+                number += 1
+                document = {"id": f"w{number}", "title": f"written {number}", "year": number}
+                try:
+                    answer = await cluster.http.post(
+                        base,
+                        params={"action": "upsert", "dirty_values": "coerce_or_reject"},
+                        headers=cluster.headers,
+                        json=document,
+                    )
+                    if answer.status_code in (200, 201):
+                        acknowledged.append(document["id"])
+                except httpx.HTTPError:
+                    pass
+                await asyncio.sleep(1 / WRITES_PER_SECOND)
+
+        audit = AuditTail(rig.plane.audit_log, OUR_USER)
+        writer = asyncio.ensure_future(write())
+        await asyncio.sleep(3)
+        audit.new_requests()
+        started = time.monotonic()
+        await rig.kube.apply(_migrated("string"))
+        done = await _collection_ready(rig.kube, f"{MIGRATED}-2", 1800)
+        took = time.monotonic() - started
+        requests = audit.new_requests()
+        await asyncio.sleep(3)
+        writing = False
+        await writer
+        exported = await cluster.http.get(
+            f"http://{leader}:8108/collections/{MIGRATED}-2/documents/export",
+            headers=cluster.headers,
+            timeout=300,
+        )
+        held = {json.loads(line)["id"] for line in exported.text.splitlines() if line.strip()}
+        lost = [document_id for document_id in acknowledged if document_id not in held]
+        await cluster.aclose()
+        migration = done["status"]["migration"]
+        return {
+            "documents": documents,
+            "writes_per_second": WRITES_PER_SECOND,
+            "seconds_from_change_to_ready": round(took, 1),
+            "documents_copied": migration.get("documents"),
+            "documents_caught_up": migration.get("caughtUp"),
+            "acknowledged_writes": len(acknowledged),
+            "acknowledged_writes_lost": len(lost),
+            "operator_requests_while_migrating": summary(requests),
+        }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--collections", type=int, default=100)
@@ -127,10 +238,16 @@ def main() -> None:
     parser.add_argument("--keys", type=int, default=100)
     parser.add_argument("--idle-seconds", type=float, default=60.0)
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "typesense_content.json")
-    arguments = parser.parse_args()
-    result = asyncio.run(
-        run(arguments.collections, arguments.synonyms_each, arguments.keys, arguments.idle_seconds)
+    parser.add_argument(
+        "--migrate", type=int, default=0, help="documents of a migration under writes instead"
     )
+    arguments = parser.parse_args()
+    if arguments.migrate:
+        result = asyncio.run(run_migration(arguments.migrate))
+    else:
+        result = asyncio.run(
+            run(arguments.collections, arguments.synonyms_each, arguments.keys, arguments.idle_seconds)
+        )
     arguments.out.write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps({key: value for key, value in result.items() if "requests" not in key}, indent=2))
 
