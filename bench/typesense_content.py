@@ -32,12 +32,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-import httpx
 from scale import OUR_USER, AuditTail, summary
 
 from operator_core.kube import Kube
 from operator_testkit.assertions import condition
-from operator_testkit.drivers.typesense import TypesenseCluster, typesense_rig
+from operator_testkit.drivers.typesense import CollectionWriter, TypesenseCluster, typesense_rig
 
 ROOT = Path(__file__).resolve().parent.parent
 API = "ts.opentelekomcloud.com/v1alpha1"
@@ -177,29 +176,15 @@ async def run_migration(documents: int) -> dict[str, Any]:
                 f"{base}/import?action=create", headers=cluster.headers, content="\n".join(lines), timeout=300
             )
             answer.raise_for_status()
-        acknowledged: list[str] = []
-        writing = True
-
-        async def write() -> None:
-            number = 0
-            while writing:
-                number += 1
-                document = {"id": f"w{number}", "title": f"written {number}", "year": number}
-                try:
-                    answer = await cluster.http.post(
-                        base,
-                        params={"action": "upsert", "dirty_values": "coerce_or_reject"},
-                        headers=cluster.headers,
-                        json=document,
-                    )
-                    if answer.status_code in (200, 201):
-                        acknowledged.append(document["id"])
-                except httpx.HTTPError:
-                    pass
-                await asyncio.sleep(1 / WRITES_PER_SECOND)
-
         audit = AuditTail(rig.plane.audit_log, OUR_USER)
-        writer = asyncio.ensure_future(write())
+        writer = CollectionWriter(
+            cluster,
+            leader,
+            MIGRATED,
+            lambda n: {"id": f"w{n}", "title": f"written {n}", "year": n},
+            rate=WRITES_PER_SECOND,
+        )
+        writer.start()
         await asyncio.sleep(3)
         audit.new_requests()
         started = time.monotonic()
@@ -208,15 +193,8 @@ async def run_migration(documents: int) -> dict[str, Any]:
         took = time.monotonic() - started
         requests = audit.new_requests()
         await asyncio.sleep(3)
-        writing = False
-        await writer
-        exported = await cluster.http.get(
-            f"http://{leader}:8108/collections/{MIGRATED}-2/documents/export",
-            headers=cluster.headers,
-            timeout=300,
-        )
-        held = {json.loads(line)["id"] for line in exported.text.splitlines() if line.strip()}
-        lost = [document_id for document_id in acknowledged if document_id not in held]
+        await writer.stop()
+        lost = await writer.missing_from(f"{MIGRATED}-2")
         await cluster.aclose()
         migration = done["status"]["migration"]
         return {
@@ -225,7 +203,7 @@ async def run_migration(documents: int) -> dict[str, Any]:
             "seconds_from_change_to_ready": round(took, 1),
             "documents_copied": migration.get("documents"),
             "documents_caught_up": migration.get("caughtUp"),
-            "acknowledged_writes": len(acknowledged),
+            "acknowledged_writes": len(writer.acknowledged),
             "acknowledged_writes_lost": len(lost),
             "operator_requests_while_migrating": summary(requests),
         }

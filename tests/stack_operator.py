@@ -139,3 +139,8 @@ def hook_writes(
         elif event["verb"] == "delete" and code < 300:
             writes.append(("delete", where["name"]))
     return writes
+
+
+def stages_of(addon: dict[str, Any] | None) -> list[tuple[str, str]]:
+    """A ClusterAddon's stages as (name, phase), in order."""
+    return [(s["name"], s["phase"]) for s in ((addon or {}).get("status") or {}).get("stages") or []]

@@ -57,6 +57,7 @@ from stack_operator import (
     provider_template,
     ready_release,
     stack,
+    stages_of,
 )
 
 pytestmark = pytest.mark.usefixtures("installed_crds")
@@ -1111,10 +1112,6 @@ async def test_a_clusters_addons_follow_its_class_in_the_workload_cluster(
     for old in ("docker-journey-1-30-v1", "docker-journey-1-30-v2"):
         await gone(kube, API, "ClusterStackRelease", old, namespace)
     assert await kube.get(API, "ClusterStackRelease", "docker-journey-1-30-v3", namespace)
-
-
-def stages_of(addon: dict[str, Any] | None) -> list[tuple[str, str]]:
-    return [(s["name"], s["phase"]) for s in ((addon or {}).get("status") or {}).get("stages") or []]
 
 
 async def test_a_paused_cluster_gets_no_writes_until_it_is_unpaused(

@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import dataclasses
 import json
 import time
 from collections.abc import Iterator
@@ -63,7 +64,7 @@ from operator_testkit.nodes.images import NodeImage, typesense_image
 from operator_testkit.nodes.standins import monocle_standins
 from operator_testkit.registry import RunningRegistry, running_registry
 from releases import capi_cluster, kubeconfig_secret, publish_release, push_release
-from stack_operator import hook_writes, ready_release
+from stack_operator import hook_writes, ready_release, stages_of
 
 pytestmark = pytest.mark.e2e
 
@@ -226,12 +227,7 @@ async def test_two_replicas_hand_over_mid_roll_and_the_new_leader_completes_it_w
     await cluster.create(replicas=3)
     await cluster.wait_ready()
     await cluster.create_collection()
-    lease_name = "ha-typesense-operator-leader"
-
-    async def holder() -> str | None:
-        lease = await kube.get("coordination.k8s.io/v1", "Lease", lease_name, "ha-system")
-        return ((lease or {}).get("spec") or {}).get("holderIdentity") or None
-
+    holder = WatchingOperator(kube, "ha").holder
     replicas = {p["metadata"]["name"] for p in await kube.list("v1", "Pod", "ha-system")}
     handover: list[float] = []
 
@@ -268,6 +264,60 @@ async def test_two_replicas_hand_over_mid_roll_and_the_new_leader_completes_it_w
     uninstall_chart(helm_home, plane.kubeconfig, "ha", "ha-system")
 
 
+@dataclasses.dataclass(frozen=True)
+class WatchingOperator:
+    """The Typesense chart's operator installed as release ``release`` in ``<release>-system``, two
+    replicas (the chart's defaults), watching ``<release>-watched``."""
+
+    kube: Kube
+    release: str
+
+    @property
+    def namespace(self) -> str:
+        return f"{self.release}-system"
+
+    @property
+    def watched(self) -> str:
+        return f"{self.release}-watched"
+
+    async def holder(self) -> str | None:
+        """Who holds the leader Lease: the pod's host name, then the process id."""
+        lease_name = f"{self.release}-typesense-operator-leader"
+        lease = await self.kube.get("coordination.k8s.io/v1", "Lease", lease_name, self.namespace)
+        return ((lease or {}).get("spec") or {}).get("holderIdentity") or None
+
+    async def leading(self) -> tuple[str, str]:
+        """The pod of the replica that leads, and its node."""
+        leading: Any = await wait_until(self.holder, timeout=60, what="an operator replica to lead")
+        pod = str(leading).rsplit("_", 1)[0]
+        replicas = {p["metadata"]["name"]: p for p in await self.kube.list("v1", "Pod", self.namespace)}
+        return pod, replicas[pod]["spec"]["nodeName"]
+
+
+def install_watching_operator(
+    plane: ControlPlane, helm_home: Path, kube: Kube, image_values: list[str], release: str
+) -> WatchingOperator:
+    operator = WatchingOperator(kube, release)
+    plane.kubectl("create", "namespace", operator.watched)
+    install_chart(
+        helm_home, plane.kubeconfig, release, "typesense-operator", operator.namespace,
+        [*image_values, "--set", f"watchNamespaces={{{operator.watched}}}"],
+    )  # fmt: skip
+    return operator
+
+
+async def raft_leader_beside_the_operator(
+    operator: WatchingOperator, cluster: TypesenseCluster, nodes: LocalCluster
+) -> tuple[str, str, dict[str, Any]]:
+    """The leading operator replica's pod and node, with the raft leader moved onto that node; the
+    member's pod name, the node, and the members' pods before."""
+    operator_pod, node = await operator.leading()
+    before = await member_pods(cluster)
+    member = next(name for name, pod in before.items() if pod["spec"]["nodeName"] == node)
+    await lead_from(cluster, nodes.faults(operator.kube), member)
+    return operator_pod, node, {"member": member, "pods": before}
+
+
 async def test_the_operator_survives_a_power_cut_of_its_own_node_which_also_ran_the_raft_leader(
     plane: ControlPlane, nodes: LocalCluster, helm_home: Path, kube: Kube, image_values: list[str]
 ) -> None:
@@ -275,35 +325,21 @@ async def test_the_operator_survives_a_power_cut_of_its_own_node_which_also_ran_
     also runs the Typesense leader, loses power under writes. The standby leads within the Lease's
     duration, not after Kubernetes' 300 s eviction; writes go on (raft elects by itself); the status
     names the lost node within 60 s; nothing is deleted; rebooted, the node's member is whole again."""
-    plane.kubectl("create", "namespace", "lost-watched")
-    install_chart(
-        helm_home, plane.kubeconfig, "lost", "typesense-operator", "lost-system",
-        [*image_values, "--set", "watchNamespaces={lost-watched}"],
-    )  # fmt: skip
-    lease_name = "lost-typesense-operator-leader"
-
-    async def holder() -> str | None:
-        lease = await kube.get("coordination.k8s.io/v1", "Lease", lease_name, "lost-system")
-        return ((lease or {}).get("spec") or {}).get("holderIdentity") or None
-
-    cluster = TypesenseCluster(kube, "lost-watched")
+    operator = install_watching_operator(plane, helm_home, kube, image_values, "lost")
+    cluster = TypesenseCluster(kube, operator.watched)
     writer = Writer(cluster)
     try:
         await cluster.create(replicas=3, topologySpreadConstraints=cluster.one_member_per_node)
         await cluster.wait_ready()
         await cluster.create_collection()
-        leading: Any = await wait_until(holder, timeout=60, what="an operator replica to lead")
-        operator_pod = str(leading).rsplit("_", 1)[0]
-        replicas = {p["metadata"]["name"]: p for p in await kube.list("v1", "Pod", "lost-system")}
-        node = replicas[operator_pod]["spec"]["nodeName"]
-        member = next(n for n, p in (await member_pods(cluster)).items() if p["spec"]["nodeName"] == node)
-        await lead_from(cluster, nodes.faults(kube), member)
+        operator_pod, node, moved = await raft_leader_beside_the_operator(operator, cluster, nodes)
+        member = moved["member"]
         writer.start("operator-node")
         await writer.warmed_up()
         async with power_cut(nodes, node) as cut_at:
 
             async def taken_over() -> str | None:
-                now = await holder()
+                now = await operator.holder()
                 return now if now is not None and not now.startswith(operator_pod + "_") else None
 
             await wait_until(taken_over, timeout=30, interval=0.5, what="the standby to take the Lease")
@@ -341,18 +377,8 @@ async def test_the_operators_and_the_leaders_node_lost_for_good_has_its_member_r
     anew by the provisioner (which leaves a lost node in 10 s, as a cluster's critical add-ons do);
     every acknowledged write is on all three members, and the replacement is the only destructive
     step."""
-    plane.kubectl("create", "namespace", "gone-watched")
-    install_chart(
-        helm_home, plane.kubeconfig, "gone", "typesense-operator", "gone-system",
-        [*image_values, "--set", "watchNamespaces={gone-watched}"],
-    )  # fmt: skip
-    lease_name = "gone-typesense-operator-leader"
-
-    async def holder() -> str | None:
-        lease = await kube.get("coordination.k8s.io/v1", "Lease", lease_name, "gone-system")
-        return ((lease or {}).get("spec") or {}).get("holderIdentity") or None
-
-    cluster = TypesenseCluster(kube, "gone-watched")
+    operator = install_watching_operator(plane, helm_home, kube, image_values, "gone")
+    cluster = TypesenseCluster(kube, operator.watched)
     writer = Writer(cluster)
     try:
         await cluster.create(
@@ -362,13 +388,8 @@ async def test_the_operators_and_the_leaders_node_lost_for_good_has_its_member_r
         )
         await cluster.wait_ready()
         await cluster.create_collection()
-        leading: Any = await wait_until(holder, timeout=60, what="an operator replica to lead")
-        operator_pod = str(leading).rsplit("_", 1)[0]
-        replicas = {p["metadata"]["name"]: p for p in await kube.list("v1", "Pod", "gone-system")}
-        node = replicas[operator_pod]["spec"]["nodeName"]
-        before = await member_pods(cluster)
-        member = next(name for name, pod in before.items() if pod["spec"]["nodeName"] == node)
-        await lead_from(cluster, nodes.faults(kube), member)
+        operator_pod, node, moved = await raft_leader_beside_the_operator(operator, cluster, nodes)
+        member, before = moved["member"], moved["pods"]
         writer.start("gone")
         await writer.warmed_up()
         async with power_cut(nodes, node) as cut_at:
@@ -390,7 +411,7 @@ async def test_the_operators_and_the_leaders_node_lost_for_good_has_its_member_r
             assert [e["reason"] for e in await events(kube, "gone-watched", DESTRUCTIVE)] == [
                 "MemberReplaced"
             ]
-            successor = await holder()
+            successor = await operator.holder()
             assert successor is not None
             assert not successor.startswith(operator_pod + "_"), "the standby leads"
             gap = writer.longest_gap(cut_at)
@@ -612,10 +633,6 @@ def in_cluster_kubeconfig_secret(cluster_name: str, namespace: str, plane: Contr
     config["clusters"][0]["cluster"]["server"] = f"https://{plane.service_cidr[1]}:443"
     secret["data"]["value"] = base64.b64encode(yaml.safe_dump(config).encode()).decode()
     return secret
-
-
-def stages_of(addon: dict[str, Any] | None) -> list[tuple[str, str]]:
-    return [(s["name"], s["phase"]) for s in ((addon or {}).get("status") or {}).get("stages") or []]
 
 
 async def test_cluster_stack_operators_killed_mid_staged_upgrade_and_mid_hook_finish_it_running_no_hook_twice(

@@ -13,7 +13,7 @@ import httpx
 
 from operator_core.kube import Kube
 from operator_testkit.assertions import condition
-from operator_testkit.drivers.typesense import TypesenseCluster
+from operator_testkit.drivers.typesense import CollectionWriter, TypesenseCluster
 from operator_testkit.fixtures import wait_until
 
 API = "ts.opentelekomcloud.com/v1alpha1"
@@ -389,28 +389,10 @@ async def test_a_type_change_is_made_by_migration_while_searches_through_the_ali
     # writes is lost, those the old collection took during the copy included.
     graced = {**spec, "migration": {"batchSize": 250, "dropOldAfterSeconds": 15}}
     as_text = {**graced, "fields": [fields[0], {"name": "rank", "type": "string"}]}
-    acknowledged: list[str] = []
-    writing = True
-
-    async def write() -> None:
-        number = 0
-        while writing:
-            number += 1
-            document = {"id": f"w{number}", "title": f"written {number}", "rank": number}
-            try:
-                answer = await cluster.http.post(
-                    f"http://{leader}:8108/collections/catalog/documents",
-                    params={"action": "upsert", "dirty_values": "coerce_or_reject"},
-                    headers=cluster.headers,
-                    json=document,
-                )
-                if answer.status_code in (200, 201):
-                    acknowledged.append(document["id"])
-            except httpx.HTTPError:
-                pass  # not acknowledged: the client would write it again
-            await asyncio.sleep(0.1)
-
-    writer = asyncio.ensure_future(write())
+    writer = CollectionWriter(
+        cluster, leader, "catalog", lambda n: {"id": f"w{n}", "title": f"written {n}", "rank": n}
+    )
+    writer.start()
     try:
         await asyncio.sleep(2)
         await kube.apply(content("TypesenseCollection", "catalog", namespace, as_text))
@@ -419,14 +401,10 @@ async def test_a_type_change_is_made_by_migration_while_searches_through_the_ali
         )
         await asyncio.sleep(3)
     finally:
-        writing = False
-        await writer
+        await writer.stop()
+    acknowledged = writer.acknowledged
     assert len(acknowledged) > 30, acknowledged
-    exported = await cluster.http.get(
-        f"http://{leader}:8108/collections/catalog-3/documents/export", headers=cluster.headers, timeout=60
-    )
-    held_ids = {json.loads(line)["id"] for line in exported.text.splitlines() if line.strip()}
-    missing = [document_id for document_id in acknowledged if document_id not in held_ids]
+    missing = await writer.missing_from("catalog-3")
     assert missing == [], f"{len(missing)} of {len(acknowledged)} acknowledged writes lost: {missing[:5]}"
     print(
         f"migration to catalog-3 under {len(acknowledged)} writes: "

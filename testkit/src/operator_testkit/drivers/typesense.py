@@ -12,6 +12,7 @@ import asyncio
 import base64
 import contextlib
 import itertools
+import json
 import re
 import secrets
 import shutil
@@ -505,6 +506,61 @@ class TypesenseCluster:
                 f"acknowledged writes missing after {timeout:.0f} s: {missing}"
             )
             await asyncio.sleep(2)
+
+
+@dataclass
+class CollectionWriter:
+    """A client writing through a collection's name (an alias, for a migrated collection) ``rate`` times
+    a second at ``address``: document ``number`` is ``document(number)``, upserted with
+    ``dirty_values=coerce_or_reject`` as a client that lets Typesense turn its values into the fields'
+    types; what Typesense acknowledged, by id."""
+
+    cluster: TypesenseCluster
+    address: str
+    collection: str
+    document: Callable[[int], dict[str, Any]]
+    rate: float = 10.0
+    acknowledged: list[str] = field(default_factory=list)
+    _task: asyncio.Task[None] | None = None
+    _stop: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run())
+
+    async def _run(self) -> None:
+        url = self.cluster.url(self.address, f"/collections/{self.collection}/documents")
+        number = 0
+        while not self._stop.is_set():
+            number += 1
+            document = self.document(number)
+            try:
+                answer = await self.cluster.http.post(
+                    url,
+                    params={"action": "upsert", "dirty_values": "coerce_or_reject"},
+                    headers=self.cluster.headers,
+                    json=document,
+                )
+                if answer.status_code in (200, 201):
+                    self.acknowledged.append(str(document["id"]))
+            except httpx.HTTPError:
+                pass  # not acknowledged: the client would write it again
+            await asyncio.sleep(1 / self.rate)
+
+    async def stop(self) -> None:
+        self._stop.set()
+        if self._task is not None:
+            await self._task
+
+    async def missing_from(self, collection: str) -> list[str]:
+        """The acknowledged ids that ``collection`` (exported whole) does not hold."""
+        exported = await self.cluster.http.get(
+            self.cluster.url(self.address, f"/collections/{collection}/documents/export"),
+            headers=self.cluster.headers,
+            timeout=300,
+        )
+        exported.raise_for_status()
+        held = {json.loads(line)["id"] for line in exported.text.splitlines() if line.strip()}
+        return [document_id for document_id in self.acknowledged if document_id not in held]
 
 
 @dataclass
