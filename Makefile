@@ -105,7 +105,7 @@ crds: install
 
 # Only what the sandbox runs is built: none of the tests' own tools (Prometheus alone is 6 min cold).
 run: install node-tools image-tools
-	$(BIN)/operator-suite-dev binaries --nodes --sandbox
+	@$(BIN)/operator-suite-dev binaries --nodes --sandbox >/dev/null  # where they are: noise here; progress is on stderr
 	$(BIN)/operator-suite-dev sandbox up --dir $(RUN_DIR)
 
 down: install
