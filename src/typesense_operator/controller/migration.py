@@ -123,9 +123,7 @@ async def _migrate(scope: ContentScope, source: str, why: str) -> str | None:
     code, answer = await api.call("POST", "/collections", collection_schema(spec, target))
     if code >= 300:
         return await _failed(scope, target, f"making {target}: {answer_words(answer, code)}", drop=False)
-    code, exported = await api.call_raw(
-        "GET", f"{collection_path(source)}/documents/export", timeout=_COPY_TIMEOUT_SECONDS
-    )
+    code, exported = await _export_raw(api, source)
     if code != 200:
         return await _failed(scope, target, f"exporting {source}: HTTP {code}")
     documents = [line for line in exported.splitlines() if line.strip()]
@@ -185,11 +183,19 @@ async def _migrate(scope: ContentScope, source: str, why: str) -> str | None:
     return str(target)
 
 
-async def _export(api: NodeApi, collection: str) -> dict[str, dict[str, Any]] | None:
-    """A collection's documents by id (from the leader, which the API asks first), or None."""
-    code, exported = await api.call_raw(
+Exported = dict[str, dict[str, Any]]
+
+
+async def _export_raw(api: NodeApi, collection: str) -> tuple[int, bytes]:
+    """A collection's JSONL export (from the leader, which the API asks first), and its status code."""
+    return await api.call_raw(
         "GET", f"{collection_path(collection)}/documents/export", timeout=_COPY_TIMEOUT_SECONDS
     )
+
+
+async def _export(api: NodeApi, collection: str) -> Exported | None:
+    """A collection's documents by id, or None."""
+    code, exported = await _export_raw(api, collection)
     return documents_by_id(exported) if code == 200 else None
 
 
@@ -203,9 +209,6 @@ async def _import(api: NodeApi, collection: str, documents: list[bytes], batch_s
         if failures:
             return failures[0]
     return None
-
-
-Exported = dict[str, dict[str, Any]]
 
 
 async def _catch_up(

@@ -156,9 +156,7 @@ async def with_node_heartbeats(
     for probe, host in zip(probes, hosts, strict=True):
         if probe.index in indexes and host.name:
             try:
-                lease = await kube.get_live(
-                    "coordination.k8s.io/v1", "Lease", host.name, NODE_LEASE_NAMESPACE
-                )
+                lease = await kube.get_live(*NODE_LEASE, host.name, NODE_LEASE_NAMESPACE)
             except errors.Forbidden:
                 lease = None
             probe = replace(probe, node_silent=heartbeat_silent(lease, now))

@@ -181,9 +181,7 @@ def _archive_stages(
                     chart["dependencies"] = dependencies[stage.name]
                 (stage / "Chart.yaml").write_text(yaml.safe_dump(chart))
                 if stage.name in values:
-                    defaults = stage / "values.yaml"
-                    own = (yaml.safe_load(defaults.read_text()) if defaults.exists() else None) or {}
-                    defaults.write_text(yaml.safe_dump({**own, **values[stage.name]}))
+                    _values_over(stage, values[stage.name])
                 tar.add(stage, arcname=stage.name)
 
 
@@ -212,6 +210,13 @@ def package_cluster_class(
     return packaged
 
 
+def _values_over(chart: Path, values: Mapping[str, Any]) -> None:
+    """Write ``values`` over the chart folder's own values.yaml (made if it has none)."""
+    defaults = chart / "values.yaml"
+    own = (yaml.safe_load(defaults.read_text()) if defaults.exists() else None) or {}
+    defaults.write_text(yaml.safe_dump({**own, **values}))
+
+
 def _package(helm: Path, source: Path, name: str, version: str, values: dict[str, Any], into: Path) -> None:
     """``helm package`` a copy of the chart at ``source`` as ``name`` ``version``, with ``values`` over
     its own values.yaml."""
@@ -222,9 +227,7 @@ def _package(helm: Path, source: Path, name: str, version: str, values: dict[str
         metadata |= {"name": name, "version": version}
         (chart / "Chart.yaml").write_text(yaml.safe_dump(metadata))
         if values:
-            defaults = chart / "values.yaml"
-            own = (yaml.safe_load(defaults.read_text()) if defaults.exists() else None) or {}
-            defaults.write_text(yaml.safe_dump({**own, **values}))
+            _values_over(chart, values)
         subprocess.run(
             [str(helm), "package", str(chart), "--destination", str(into)],
             check=True,
