@@ -1192,7 +1192,28 @@ async def test_a_stage_chart_declaring_remote_dependencies_gets_them_from_their_
         await _cluster_on_its_release(kube, namespace, workload_plane, "remote")
         await _stage_done_with_dependency(kube, namespace, workload_plane, "remote")
         assert "/index.yaml" in repository.requests, "the dependency came from its repository"
-    await kube.delete("cluster.x-k8s.io/v1beta2", "Cluster", "remote", namespace)
+    await _cluster_removed(kube, namespace, workload_plane, "remote", DEPENDENCY_STAGE_LEFT)
+
+
+DEPENDENCY_STAGE_LEFT = ("stage-one", "from-dependency")
+"""What a one-stage release with a dependency leaves in the workload cluster."""
+
+
+async def _cluster_removed(
+    kube: Kube, namespace: str, workload_plane: ControlPlane, name: str, left: tuple[str, ...]
+) -> None:
+    """Delete Cluster ``name``, wait for its ClusterAddon to go, then delete the ConfigMaps ``left`` in
+    the workload cluster's kube-system: the next test of this module shares that workload cluster (one
+    asserts that no stage-one is there). The ClusterAddon goes first: alive, it would restore them."""
+    await kube.delete("cluster.x-k8s.io/v1beta2", "Cluster", name, namespace)
+
+    async def addon_gone() -> bool:
+        return await kube.get(API, "ClusterAddon", f"cluster-addon-{name}", namespace) is None
+
+    await wait_until(addon_gone, timeout=60, what="the ClusterAddon of the deleted Cluster to go")
+    async with Kube.connect(workload_plane.kubeconfig) as workload:
+        for config_map in left:
+            await workload.delete("v1", "ConfigMap", config_map, "kube-system")
 
 
 async def _cluster_on_its_release(
@@ -1334,7 +1355,7 @@ async def test_a_stage_charts_dependency_in_the_stacks_own_registry_is_fetched_w
             helm_home = tmp_path / "downloads"
             left = [p for p in helm_home.rglob("config.json") if users["provider"] in p.read_text()]
             assert left == [], f"helm's registry config with the password left behind: {left}"
-            await kube.delete("cluster.x-k8s.io/v1beta2", "Cluster", "deps", namespace)
+            await _cluster_removed(kube, namespace, workload_plane, "deps", DEPENDENCY_STAGE_LEFT)
         finally:
             process.stop()
 
@@ -1448,24 +1469,9 @@ async def test_a_staged_release_resumes_its_stages_after_the_operator_is_killed_
                 "stage-two-upgraded-v2",
             }
         finally:
-            # The ClusterAddon goes first: alive, it would restore what the next lines delete, under the
-            # feet of the next test that shares this workload cluster.
-            await kube.delete(workload_cluster["apiVersion"], "Cluster", "staged", namespace)
-
-            async def addon_gone() -> bool:
-                return await addon() is None
-
-            await wait_until(addon_gone, timeout=60, what="the ClusterAddon of the deleted Cluster to go")
-            for name in (
-                "go-ahead",
-                "stage-one",
-                "stage-two",
-                "stage-one-v1",
-                "stage-one-v2",
-                "stage-two-installed",
-                "stage-two-upgraded-v2",
-            ):
-                await workload.delete("v1", "ConfigMap", name, "kube-system")
+            left = ("go-ahead", "stage-one", "stage-two", "stage-one-v1", "stage-one-v2")
+            hooks_left = ("stage-two-installed", "stage-two-upgraded-v2")
+            await _cluster_removed(kube, namespace, workload_plane, "staged", left + hooks_left)
 
 
 BROKEN_STAGES = """\
