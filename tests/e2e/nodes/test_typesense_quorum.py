@@ -441,6 +441,7 @@ async def test_orphaning_the_statefulset_costs_no_write_and_replaces_no_pod(
     writer = Writer(cluster)
     writer.start("orphan")
     await writer.warmed_up()
+    leader_before = await cluster.leader_ip()
     orphaned_at = time.monotonic()
     await kube.delete("apps/v1", "StatefulSet", sts_name, namespace, propagation="Orphan")
 
@@ -470,7 +471,11 @@ async def test_orphaning_the_statefulset_costs_no_write_and_replaces_no_pod(
     pods_after = {p["metadata"]["name"]: p["metadata"]["uid"] for p in await _pods(cluster)}
     assert pods_after == pods_before, "no pod may be replaced"
     assert failed == 0, story
-    assert gap < 2, story
+    # Raft never noticed: the same node leads. The gap is bounded loosely: each write first lists the
+    # pods, through an API server that the garbage collector and the StatefulSet controller are busy
+    # with at that very moment (a CI run on 2 cores once took 2.6 s for one write, none failing).
+    assert await cluster.leader_ip() == leader_before, "the raft leader changed"
+    assert gap < 5, story
     assert not await cluster.events("QuorumDowngraded")
     await cluster.assert_nothing_lost(writer.acknowledged)
 
