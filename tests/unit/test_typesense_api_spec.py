@@ -36,8 +36,18 @@ from typesense_operator.content.plan import (
     override_body,
     plan_alias,
     plan_collection,
+    plan_in_set,
     plan_override,
     plan_synonym,
+)
+from typesense_operator.content.versions import (
+    CURATION_SETS,
+    SYNONYM_SETS,
+    SetKind,
+    default_set_name,
+    set_item_path,
+    set_links,
+    set_path,
 )
 
 SPECS = Path(__file__).parents[1] / "data" / "typesense-api-spec"
@@ -96,7 +106,15 @@ def _parameters(version: str, found: dict[str, Any]) -> set[str]:
     return names
 
 
-def assert_served(version: str, method: str, url: str, body: dict[str, Any] | None = None) -> None:
+def assert_served(
+    version: str,
+    method: str,
+    url: str,
+    body: dict[str, Any] | None = None,
+    gaps: frozenset[str] = frozenset(),
+) -> None:
+    """``gaps``: keys where the spec is known to fall short of the server it describes (each named where
+    it is used, with what documents the server's behaviour): not checked."""
     found = operation(version, method, url)
     asked = {key for key, _ in parse_qsl(urlsplit(url).query)}
     assert asked <= _parameters(version, found), f"{method} {url}: {asked - _parameters(version, found)}"
@@ -106,8 +124,10 @@ def assert_served(version: str, method: str, url: str, body: dict[str, Any] | No
     schema = (content.get("application/json") or {}).get("schema")
     assert schema is not None, f"{method} {url} takes no JSON body in Typesense {version}'s spec"
     names, required = _properties(version, schema)
-    assert set(body) <= names, f"{method} {url}: {set(body) - names} not in Typesense {version}'s spec"
-    assert required <= set(body), f"{method} {url}: {required - set(body)} required by Typesense {version}"
+    asked_for = set(body) - gaps
+    assert asked_for <= names, f"{method} {url}: {asked_for - names} not in Typesense {version}'s spec"
+    missing = required - gaps - set(body)
+    assert not missing, f"{method} {url}: {missing} required by Typesense {version}"
 
 
 def sent(plan: Any) -> Send:
@@ -186,6 +206,51 @@ def test_synonyms_and_overrides_are_served_under_their_collection_up_to_29(versi
     for path in (synonym.path, override.path):
         for method in ("GET", "DELETE"):
             assert_served(version, method, path)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_every_version_tells_its_own_version_at_debug(version: str) -> None:
+    assert_served(version, "GET", "/debug")
+
+
+LINK_GAPS = frozenset({"fields", "curation_sets"})
+"""Where Typesense 30's specification (pinned at 24facda) falls short of the server: it has no
+``curation_sets`` in a collection's schema, and its ``CollectionUpdateSchema`` requires ``fields``.
+Typesense's own documentation of 30.x (api/curation.md and api/synonyms.md, "Linking ... with
+collections") links sets with ``curation_sets`` and ``synonym_sets`` in a collection's schema, and by
+a PATCH of the links alone; typesense-server 0.24.1 refuses a PATCH with an empty ``fields`` ("The
+`fields` value should be an array of objects ..."), so an empty list is no way round it. The
+operator sends what the documentation shows."""
+
+
+@pytest.mark.parametrize(
+    ("set_kind", "plan"),
+    [
+        pytest.param(SYNONYM_SETS, plan_synonym(SYNONYM, "tomes", None), id="synonym"),
+        pytest.param(CURATION_SETS, plan_override(OVERRIDE, "pin", None), id="override"),
+    ],
+)
+def test_on_30_a_synonym_and_an_override_are_items_of_sets_linked_to_their_collection(
+    set_kind: SetKind, plan: Any
+) -> None:
+    name = default_set_name(set_kind, "books")
+    for send in plan_in_set(set_kind, name, sent(plan).path.rsplit("/", 1)[1], plan, False, [], "books"):
+        assert_served("30", send.method, send.path, send.body, gaps=LINK_GAPS)
+    item = set_item_path(set_kind, name, "tomes")
+    for method in ("GET", "DELETE"):
+        assert_served("30", method, item)
+    assert_served("30", "GET", set_path(set_kind, name))
+    linked = {"name": "books-2", "fields": [], **set_links({"synonym_sets": [name], "curation_sets": [name]})}
+    assert_served("30", "POST", "/collections", linked, gaps=LINK_GAPS)
+
+
+def test_the_gaps_of_30s_specification_are_still_there() -> None:
+    """When a newer pin of the specification has them, LINK_GAPS goes."""
+    names, _ = _properties("30", spec("30")["components"]["schemas"]["CollectionSchema"])
+    assert "synonym_sets" in names
+    assert "curation_sets" not in names
+    _, required = _properties("30", spec("30")["components"]["schemas"]["CollectionUpdateSchema"])
+    assert "fields" in required
 
 
 def test_typesense_30_serves_synonyms_and_overrides_only_as_sets() -> None:

@@ -68,7 +68,7 @@ FIELD_TYPES: tuple[str, ...] = get_args(FieldType)
 
 
 def _name_in_typesense(field: str) -> Any:
-    """spec.name or spec.id: the object's name in Typesense, one path segment, fixed once set."""
+    """spec.name, spec.id or a set's name: a name in Typesense, one path segment, fixed once set."""
     article = "an" if field == "id" else "a"
     return Field(
         default=None,
@@ -203,6 +203,10 @@ class TypesenseSynonymSpec(ApiModel):
     """The words or phrases that are synonyms."""
     root: str | None = Field(default=None, min_length=1, max_length=256)
     """One-way: a search for root also finds the synonyms (and not the other way). Not set: multi-way."""
+    synonym_set: str | None = _name_in_typesense("synonymSet")
+    """Typesense 30 and later: the synonym set the rule is an item of, linked to the collection by the
+    operator; ``<collection>-synonyms`` when not set. Refused on earlier versions, whose synonyms
+    live under their collection. Immutable."""
     deletion_policy: Literal["Retain", "Delete"] = "Delete"
     """What deleting this object does to the rule: Delete (the default) removes it; Retain keeps it."""
 
@@ -262,6 +266,10 @@ class TypesenseOverrideSpec(ApiModel):
     """Whether the rule's query is removed from the search text (Typesense's default: true)."""
     filter_curated_hits: bool | None = None
     """Whether the search's own filter also applies to the pinned documents (default false)."""
+    curation_set: str | None = _name_in_typesense("curationSet")
+    """Typesense 30 and later: the curation set the rule is an item of, linked to the collection by the
+    operator; ``<collection>-curations`` when not set. Refused on earlier versions, whose overrides
+    live under their collection. Immutable."""
     deletion_policy: Literal["Retain", "Delete"] = "Delete"
     """What deleting this object does to the rule: Delete (the default) removes it; Retain keeps it."""
 
@@ -321,6 +329,9 @@ class ContentStatus(ApiModel):
     """A collection's: its number of documents when last looked at."""
     fields: int | None = None
     """A collection's: its number of fields in Typesense."""
+    set: str | None = None
+    """A synonym's or an override's, on Typesense 30 and later: the synonym or curation set it is an
+    item of."""
     conditions: list[Condition] | None = Field(
         default=None,
         json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
@@ -332,11 +343,14 @@ class ContentStatus(ApiModel):
 
 
 API_KEY_ACTION = (
-    r"^([*]|(documents|collections|aliases|synonyms|overrides|keys|metrics[.]json|stats[.]json|debug)"
+    r"^([*]|(documents|collections|aliases|synonyms|overrides|synonym_sets|curation_sets|keys|metrics[.]json"
+    r"|stats[.]json|debug)"
     r":([*]|search|get|list|create|upsert|update|delete|import|export))$"
 )
 """An action of a Typesense key: ``*``, or a resource and what may be done with it (documents:search,
-collections:*, keys:create, metrics.json:list ...), as typesense-server 0.24.1 checks them."""
+collections:*, keys:create, metrics.json:list ...), as typesense-server checks them. synonyms and
+overrides are the resources of 0.24 to 29, synonym_sets and curation_sets those of 30 and later: the
+operator refuses a key whose actions name what its cluster's version lacks."""
 
 
 ApiKeyAction = Annotated[
@@ -348,7 +362,8 @@ ApiKeyAction = Annotated[
             (
                 f"self.matches('{API_KEY_ACTION}')",
                 "each action must be *, or a resource (documents, collections, aliases, synonyms, "
-                "overrides, keys, metrics.json, stats.json, debug), a colon and *, search, get, list, "
+                "overrides, synonym_sets, curation_sets, keys, metrics.json, stats.json, debug), a colon "
+                "and *, search, get, list, "
                 "create, upsert, update, delete, import or export, such as documents:search",
             )
         ),

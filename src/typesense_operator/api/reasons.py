@@ -175,3 +175,4 @@ class ContentReason(StrEnum):
     MIGRATION_FAILED = "MigrationFailed"
     SECRET_NOT_OURS = "SecretNotOurs"  # noqa: S105 (a reason's name, not a password)
     VALUE_SOURCE_MISSING = "ValueSourceMissing"
+    NOT_IN_THIS_VERSION = "NotInThisVersion"

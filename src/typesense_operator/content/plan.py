@@ -12,7 +12,7 @@ them.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -26,6 +26,7 @@ from typesense_operator.api.content import (
     TypesenseOverrideSpec,
     TypesenseSynonymSpec,
 )
+from typesense_operator.content.versions import SetKind, set_item_path, set_path
 
 __all__ = [
     "InSync",
@@ -40,6 +41,7 @@ __all__ = [
     "override_path",
     "plan_alias",
     "plan_collection",
+    "plan_in_set",
     "plan_override",
     "plan_synonym",
     "retiring_after_migration",
@@ -288,6 +290,39 @@ def plan_override(spec: TypesenseOverrideSpec, rule: str, live: Mapping[str, Any
         if same:
             return InSync()
     return Send("PUT", override_path(spec.collection, rule), body, "created" if live is None else "updated")
+
+
+# ---------------------------------------------------------------- synonym and curation sets (30 on)
+
+
+def plan_in_set(
+    kind: SetKind,
+    set_name: str,
+    item: str,
+    item_plan: ContentPlan,
+    set_exists: bool,
+    linked: Sequence[str],
+    collection: str,
+) -> list[Send]:
+    """On Typesense 30 and later, what makes a synonym or an override (``item_plan``: its plan before 30,
+    made against the set's item) item ``item`` of set ``set_name``, and the set linked to
+    ``collection`` (``linked``: the sets the collection links now); none when all is so already.
+
+    A set that does not exist is made empty first, then the item put into it, each request as
+    Typesense's specification of 30 has it; a link is added to the collection's others, never put
+    in their place."""
+    sends = []
+    if not set_exists:
+        sends.append(Send("PUT", set_path(kind, set_name), {"items": []}, f"made {kind.noun} {set_name}"))
+    if isinstance(item_plan, Send) or not set_exists:
+        body = item_plan.body if isinstance(item_plan, Send) else {}
+        change = item_plan.change if isinstance(item_plan, Send) else "created"
+        change = f"{change} in {kind.noun} {set_name}"
+        sends.append(Send("PUT", set_item_path(kind, set_name, item), body, change))
+    if set_name not in linked:
+        change = f"{kind.noun} {set_name} linked to {collection}"
+        sends.append(Send("PATCH", collection_path(collection), {kind.route: [*linked, set_name]}, change))
+    return sends
 
 
 # ---------------------------------------------------------------- migrations

@@ -32,6 +32,7 @@ from typesense_operator.content.keys import (
     matching_key,
     needs_new_value,
 )
+from typesense_operator.content.versions import action_refusal
 from typesense_operator.controller.content_scope import (
     READY,
     ContentKind,
@@ -108,6 +109,9 @@ async def sync_key(scope: ContentScope) -> Outcome:
     owner = ApiKeyOwner.from_object(scope.obj)
     desired = key_hash(spec, (scope.obj["metadata"].get("annotations") or {}).get(ROTATE_ANNOTATION))
     record = _record(scope.status)
+    lacking = action_refusal(spec.actions, scope.version) if scope.version is not None else None
+    if lacking is not None:
+        return await refuse(scope, ContentReason.NOT_IN_THIS_VERSION, lacking, check)
     found = await kube.get("v1", "Secret", spec.secret.name, namespace)
     if found is not None and not any(
         ref.get("uid") == owner.uid for ref in found["metadata"].get("ownerReferences") or []

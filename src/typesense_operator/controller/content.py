@@ -17,6 +17,7 @@ cluster that is gone (or going) has nothing left to remove from.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from typing import Any
 
@@ -43,11 +44,21 @@ from typesense_operator.content.plan import (
     override_path,
     plan_alias,
     plan_collection,
+    plan_in_set,
     plan_override,
     plan_synonym,
     synonym_path,
 )
+from typesense_operator.content.versions import (
+    CURATION_SETS,
+    SYNONYM_SETS,
+    SetKind,
+    default_set_name,
+    set_item_path,
+    set_path,
+)
 from typesense_operator.controller.content_scope import (
+    NO_ANSWER_RETRY_SECONDS,
     READY,
     ContentKind,
     ContentScope,
@@ -60,14 +71,12 @@ from typesense_operator.controller.content_scope import (
     refuse,
     report,
     scope_for,
+    server_version,
 )
 from typesense_operator.controller.migration import delete_versioned, sync_versioned
 from typesense_operator.controller.runtime import TypesenseRuntime
 
 __all__ = ["CONTENT_KINDS", "finalize_content", "finalizer", "reconciler"]
-
-_RETRY_SECONDS = 5.0
-"""The next look when no node answered."""
 
 
 def _named(spec: Any, object_name: str) -> str:
@@ -116,6 +125,15 @@ async def sync(scope: ContentScope) -> Outcome:
     try:
         if kind is COLLECTION and scope.spec.migration is not None:
             return await sync_versioned(scope, check)
+        in_set = _set_of(kind, scope.spec)
+        if in_set is not None and scope.uses_sets:
+            return await _sync_in_set(scope, *in_set, check)
+        if in_set is not None and in_set[1] is not None:
+            note = (
+                f"spec.{_SET_FIELD[in_set[0].route]}: Typesense {scope.version or 'before 30'} has no "
+                f"{in_set[0].route} (they came with 30.0; its {kind.noun}s live under their collection)"
+            )
+            return await refuse(scope, ContentReason.NOT_IN_THIS_VERSION, note, check)
         code, live = await scope.api.call("GET", path)
         if code not in (200, 404):
             return await refuse(
@@ -136,17 +154,85 @@ async def sync(scope: ContentScope) -> Outcome:
         else:
             assert isinstance(plan, InSync)
     except NoNodeAnswers as error:
-        note = f"no node of the cluster answered: {error}"
-        await book.set(READY, "False", ContentReason.NODES_UNREACHABLE, note)
-        return scope.wait(_RETRY_SECONDS)
+        return await _no_answer(scope, error)
+    return await _in_sync(scope, live if code == 200 else None)
+
+
+async def _no_answer(scope: ContentScope, error: NoNodeAnswers) -> Outcome:
+    note = f"no node of the cluster answered: {error}"
+    await scope.book.set(READY, "False", ContentReason.NODES_UNREACHABLE, note)
+    return scope.wait(NO_ANSWER_RETRY_SECONDS)
+
+
+async def _in_sync(scope: ContentScope, live: Any) -> Outcome:
+    kind, name, book = scope.kind, scope.name, scope.book
+    check = scope.context.runtime_of(TypesenseRuntime).settings.content_check_seconds
     scope.status["name"] = name
-    if kind is COLLECTION and code == 200 and isinstance(live, dict):
+    if kind is COLLECTION and isinstance(live, dict):
         scope.status["documents"] = live.get("num_documents")
         scope.status["fields"] = len(live.get("fields") or [])
     await book.set(
         READY, "True", ContentReason.IN_SYNC, f"Typesense holds {kind.noun} {name} as the spec declares"
     )
     return scope.wait(check)
+
+
+_SET_FIELD = {SYNONYM_SETS.route: "synonymSet", CURATION_SETS.route: "curationSet"}
+
+
+async def _served_at(context: Context, api: NodeApi, kind: ContentKind[Any], spec: Any, name: str) -> str:
+    """Where Typesense holds the object: on 30 and later, a synonym or an override in its set."""
+    assert kind.path is not None
+    in_set = _set_of(kind, spec)
+    if in_set is None:
+        return kind.path(spec, name)
+    version = await server_version(context, api)
+    if version is None or not version.uses_sets:
+        return kind.path(spec, name)
+    set_kind, named = in_set
+    return set_item_path(set_kind, named or default_set_name(set_kind, spec.collection), name)
+
+
+def _set_of(kind: ContentKind[Any], spec: Any) -> tuple[SetKind, str | None] | None:
+    """The kind of set a synonym or an override is an item of on Typesense 30 and later, and the set
+    its spec names (None: the collection's own); None for the other kinds."""
+    if kind is SYNONYM:
+        return SYNONYM_SETS, spec.synonym_set
+    if kind is OVERRIDE:
+        return CURATION_SETS, spec.curation_set
+    return None
+
+
+async def _sync_in_set(scope: ContentScope, set_kind: SetKind, named: str | None, check: float) -> Outcome:
+    """Typesense 30 on: the rule as an item of its set, the set linked to its collection."""
+    api, kind, spec, name = scope.api, scope.kind, scope.spec, scope.name
+    assert api is not None
+    assert kind.plan is not None
+    set_name = named or default_set_name(set_kind, spec.collection)
+    try:
+        code, collection = await api.call("GET", collection_path(spec.collection))
+        if code != 200:
+            return await refuse(
+                scope, ContentReason.REJECTED, _refusal(kind, spec, name, collection, code), check
+            )
+        locks = scope.context.runtime_of(TypesenseRuntime).set_locks
+        async with locks.setdefault((api.server[0], set_kind.route, set_name), asyncio.Lock()):
+            code, live = await api.call("GET", set_item_path(set_kind, set_name, name))
+            set_exists = code == 200 or (await api.call("GET", set_path(set_kind, set_name)))[0] == 200
+            item_plan = kind.plan(spec, name, live if code == 200 else None)
+            linked = [str(linked) for linked in collection.get(set_kind.route) or []]
+            for send in plan_in_set(set_kind, set_name, name, item_plan, set_exists, linked, spec.collection):
+                code, answer = await api.call(send.method, send.path, send.body)
+                if code >= 300:
+                    words = f"{send.method} {send.path}: {answer_words(answer, code)}"
+                    return await refuse(scope, ContentReason.REJECTED, f"{kind.noun} {name}: {words}", check)
+                await scope.book.event(
+                    "Normal", EventReason.CONTENT_APPLIED, f"{kind.noun} {name}: {send.change}"
+                )
+    except NoNodeAnswers as error:
+        return await _no_answer(scope, error)
+    scope.status["set"] = set_name
+    return await _in_sync(scope, None)
 
 
 def reconciler(kind: ContentKind[Any]) -> Callable[[dict[str, Any], Context], Any]:
@@ -179,9 +265,9 @@ async def finalize_content(kind: ContentKind[Any], obj: dict[str, Any], context:
             code = await delete_versioned(api, name, (obj.get("status") or {}).get("migration"))
             answer: Any = None
         else:
-            code, answer = await api.call("DELETE", kind.path(spec, name))
+            code, answer = await api.call("DELETE", await _served_at(context, api, kind, spec, name))
     except NoNodeAnswers:
-        return _RETRY_SECONDS
+        return NO_ANSWER_RETRY_SECONDS
     if code in (200, 404):
         say("Normal", EventReason.CONTENT_DELETED, f"{kind.noun} {name} removed from Typesense")
         return FINALIZED

@@ -22,6 +22,7 @@ from operator_core.steps import Outcome, Scope
 from typesense_operator.api import TYPESENSE_CLUSTER
 from typesense_operator.api.reasons import ContentReason, EventReason
 from typesense_operator.content.plan import ContentPlan
+from typesense_operator.content.versions import ServerVersion
 from typesense_operator.controller.nodes import decoded_key, node_targets
 from typesense_operator.controller.runtime import TypesenseRuntime
 from typesense_operator.quorum.probe import API_KEY_HEADER, NodeAddressing, NodeTarget, Unreachable
@@ -29,6 +30,7 @@ from typesense_operator.resources import Cluster
 
 __all__ = [
     "FINALIZER",
+    "NO_ANSWER_RETRY_SECONDS",
     "READY",
     "ContentKind",
     "ContentScope",
@@ -45,11 +47,15 @@ __all__ = [
     "removes_content",
     "report",
     "scope_for",
+    "server_version",
 ]
 
 READY = "Ready"
 FINALIZER = "ts.opentelekomcloud.com/typesense-content"
 """Kept on an object whose deletion removes it from Typesense (deletionPolicy Delete)."""
+
+NO_ANSWER_RETRY_SECONDS = 5.0
+"""The next look when no node answered."""
 
 _REQUEST_TIMEOUT_SECONDS = 10.0
 """One request to Typesense: a PATCH of a collection's fields indexes every document again."""
@@ -94,6 +100,9 @@ class NodeApi:
     addressing: NodeAddressing
     targets: list[NodeTarget]
     key: str
+    server: tuple[str, str] = ("", "")
+    """The cluster's uid and image: what its server's version is remembered by (a roll to another image
+    is another key)."""
 
     async def call(self, method: str, path: str, body: Mapping[str, Any] | None = None) -> tuple[int, Any]:
         """(status code, JSON answer) from the first node that answers; :class:`NoNodeAnswers` else."""
@@ -183,7 +192,22 @@ async def cluster_api(context: Context, cluster: Cluster, cluster_obj: Mapping[s
         if node.get("state") == "LEADER"
     }
     targets.sort(key=lambda target: (target.pod not in leaders, target.index))
-    return NodeApi(context.runtime_of(TypesenseRuntime).addressing, targets, key)
+    server = (str(cluster_obj["metadata"].get("uid") or ""), cluster.spec.image)
+    return NodeApi(context.runtime_of(TypesenseRuntime).addressing, targets, key, server)
+
+
+async def server_version(context: Context, api: NodeApi) -> ServerVersion | None:
+    """The version the cluster's server reports (``GET /debug``), asked once per cluster and image; None
+    when it says none that can be read (a nightly build), which is taken as an API before 30."""
+    versions = context.runtime_of(TypesenseRuntime).server_versions
+    if api.server in versions:
+        return versions[api.server]
+    code, answer = await api.call("GET", "/debug")
+    if code != 200 or not isinstance(answer, dict):
+        return None
+    version = ServerVersion.parse(str(answer.get("version") or ""))
+    versions[api.server] = version
+    return version
 
 
 @dataclass(kw_only=True)
@@ -197,7 +221,14 @@ class ContentScope(Scope):
     cluster: Cluster | None = None
     cluster_obj: dict[str, Any] | None = None
     api: NodeApi | None = None
+    version: ServerVersion | None = None
+    """What the cluster's server runs (:func:`server_version`)."""
     settled: bool = False
+
+    @property
+    def uses_sets(self) -> bool:
+        """Whether the cluster keeps synonyms and overrides in sets (Typesense 30 on)."""
+        return self.version is not None and self.version.uses_sets
 
     def wait(self, seconds: float) -> Outcome:
         self.next_look, self.settled = seconds, True
@@ -255,6 +286,12 @@ async def connect(scope: ContentScope) -> Outcome:
         )
         return scope.wait(WAIT_FOR_CHANGE)
     scope.api = api
+    try:
+        scope.version = await server_version(scope.context, api)
+    except NoNodeAnswers as error:
+        note = f"no node of the cluster answered: {error}"
+        await scope.book.set(READY, "False", ContentReason.NODES_UNREACHABLE, note)
+        return scope.wait(NO_ANSWER_RETRY_SECONDS)
     return Outcome.CONTINUE
 
 

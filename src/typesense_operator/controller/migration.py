@@ -44,6 +44,7 @@ from typesense_operator.content.plan import (
     version_of,
     versioned_name,
 )
+from typesense_operator.content.versions import set_links
 from typesense_operator.controller.content_scope import ContentScope, NodeApi, answer_words, refuse
 
 __all__ = ["delete_versioned", "sync_versioned"]
@@ -120,7 +121,13 @@ async def _migrate(scope: ContentScope, source: str, why: str) -> str | None:
     await book.set(READY, "False", ContentReason.MIGRATING, f"migrating {source} to {target}: {why}")
     if (await api.call("GET", collection_path(target)))[0] == 200:
         await api.call("DELETE", collection_path(target))  # a copy cut short: start it again, whole
-    code, answer = await api.call("POST", "/collections", collection_schema(spec, target))
+    schema = collection_schema(spec, target)
+    if scope.uses_sets:
+        # Typesense 30 on: the synonyms and overrides are items of sets, which the new version links
+        # as the old one does (the content objects' own links go to whatever the alias names).
+        code, held = await api.call("GET", collection_path(source))
+        schema |= set_links(held if code == 200 and isinstance(held, dict) else {})
+    code, answer = await api.call("POST", "/collections", schema)
     if code >= 300:
         return await _failed(scope, target, f"making {target}: {answer_words(answer, code)}", drop=False)
     code, exported = await _export_raw(api, source)
@@ -130,7 +137,7 @@ async def _migrate(scope: ContentScope, source: str, why: str) -> str | None:
     failure = await _import(api, target, documents, spec.migration.batch_size)
     if failure is not None:
         return await _failed(scope, target, f"a document of {source} does not fit the new schema: {failure}")
-    for part in ("synonyms", "overrides"):
+    for part in () if scope.uses_sets else ("synonyms", "overrides"):
         code, listed = await api.call("GET", f"{collection_path(source)}/{part}")
         for rule in (listed or {}).get(part) or [] if code == 200 else []:
             kept = {key: value for key, value in rule.items() if key != "id"}

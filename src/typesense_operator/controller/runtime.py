@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from operator_core.kube import Kube
 from typesense_operator.api.backups import TYPESENSE_BACKUP
+from typesense_operator.content.versions import ServerVersion
 from typesense_operator.controller.nodes import CommitMemory, SilenceMemory
 from typesense_operator.controller.settings import TypesenseSettings
 from typesense_operator.quorum.probe import ApiServerProxy, DirectToPod, NodeAddressing
@@ -65,6 +66,11 @@ class TypesenseRuntime:
     commits: CommitMemory = field(default_factory=CommitMemory)
     silences: SilenceMemory = field(default_factory=SilenceMemory)
     backups: OneBackupAtATime = field(default_factory=OneBackupAtATime)
+    server_versions: dict[tuple[str, str], ServerVersion | None] = field(default_factory=dict)
+    """Each cluster's server version by its uid and image (the content kinds speak its API)."""
+    set_locks: dict[tuple[str, str, str], asyncio.Lock] = field(default_factory=dict)
+    """One per cluster uid, set route and set name: two rules of a set that does not exist yet must
+    not both make it (the second, empty, would take the first's item out)."""
 
     @classmethod
     def of(cls, settings: TypesenseSettings, kube: Kube) -> TypesenseRuntime:

@@ -151,6 +151,16 @@ async def test_aliases_synonyms_and_overrides_are_refused_made_changed_repaired_
     assert "its collection no-such-collection does not exist in Typesense" in said["message"], said
     said = await not_ready(kube, "TypesenseAlias", "lost", namespace, "ClusterNotFound")
     assert "no-such-cluster" in said["message"]
+    # What the server's version (its /debug) lacks is refused with the version named (issue 68).
+    in_a_set = {"collection": "books", "synonyms": ["a", "b"], "synonymSet": "words"}
+    await kube.apply(content("TypesenseSynonym", "in-a-set", namespace, in_a_set))
+    said = await not_ready(kube, "TypesenseSynonym", "in-a-set", namespace, "NotInThisVersion")
+    assert "spec.synonymSet: Typesense 0.24.1 has no synonym_sets" in said["message"], said
+    set_key = {"actions": ["synonym_sets:*"], "collections": ["books"], "secret": {"name": "sets-key"}}
+    await kube.apply(content("TypesenseApiKey", "sets", namespace, set_key))
+    said = await not_ready(kube, "TypesenseApiKey", "sets", namespace, "NotInThisVersion")
+    assert "ask for synonyms:* instead" in said["message"], said
+    assert await kube.get("v1", "Secret", "sets-key", namespace) is None, "nothing made for a refused key"
 
     await kube.apply(content("TypesenseAlias", "current", namespace, {"collection": "books"}))
     synonym = {"collection": "books", "synonyms": ["novel", "book", "tome"]}
