@@ -3,6 +3,7 @@ and which of a schedule's backups go."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -13,6 +14,8 @@ from typesense_operator.backup.decide import (
     NodeChoice,
     NotBackedUp,
     choose_node,
+    collections_held,
+    not_serving_the_restore,
     parse_age,
     to_prune,
 )
@@ -174,3 +177,45 @@ def test_which_backups_a_schedule_lets_go(
 )
 def test_ages_read_as_the_api_server_checked_them(text: str, age: timedelta) -> None:
     assert parse_age(text) == age
+
+
+def _listing(**documents: int) -> bytes:
+    return json.dumps([{"name": name, "num_documents": count} for name, count in documents.items()]).encode()
+
+
+def test_what_a_node_serves_is_read_from_its_collections() -> None:
+    assert collections_held(200, _listing(books=3, authors=2)) == {"books": 3, "authors": 2}
+    assert collections_held(200, b"[]") == {}
+    # A node catching up answers "Not Ready or Lagging" (typesense-server 0.24.1).
+    assert collections_held(503, b'{"message": "Not Ready or Lagging"}') is None
+    assert collections_held(200, b"not json") is None
+
+
+@pytest.mark.parametrize(
+    ("held", "said"),
+    [
+        pytest.param({"s-0": {"books": 3}, "s-1": {"books": 3}, "s-2": {"books": 3}}, [], id="all serve it"),
+        pytest.param(
+            {"s-0": {"books": 3, "authors": 2}, "s-1": {}, "s-2": {"books": 3, "authors": 2}},
+            ["s-1 lacks 2 of the 2 restored collections (authors, books)"],
+            id="a node that says it is healthy with nothing",
+        ),
+        pytest.param(
+            {"s-0": {"books": 3}, "s-1": None, "s-2": {"books": 1}},
+            ["s-1 does not serve yet (catching up)", "s-2 holds 1 of the 3 documents of books"],
+            id="catching up",
+        ),
+        pytest.param(
+            {"s-0": {"books": 3}, "s-1": {"books": 4}, "s-2": {"books": 3, "new": 1}},
+            [],
+            id="a write since, on a follower first",
+        ),
+        pytest.param(
+            {"s-0": None, "s-1": {"books": 3}}, ["the leader s-0 does not list its collections yet"]
+        ),
+    ],
+)
+def test_ready_after_a_restore_waits_for_every_node_to_serve_the_leaders_collections(
+    held: dict[str, dict[str, int] | None], said: list[str]
+) -> None:
+    assert not_serving_the_restore(held, "s-0") == said

@@ -106,6 +106,16 @@ def test_ready_keeps_the_quorums_word_and_names_the_lost_node_after_it() -> None
     )
 
 
+def test_ready_after_a_restore_is_false_while_a_node_does_not_serve_the_restored_data() -> None:
+    ready = conditions(AdminKeyReady="True", ChildrenApplied="True")
+    note = "restored data not served by every node yet: s-1 does not serve yet (catching up)"
+    assert ready_condition(ready, plan(True), not_served=[note]) == (
+        "False",
+        "QuorumNotReady",
+        f"leader elected; 2/3 members healthy; {note}",
+    )
+
+
 def test_each_nodes_view_names_its_kubernetes_node_and_its_state() -> None:
     views = node_views(
         [

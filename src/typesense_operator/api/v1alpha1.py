@@ -663,6 +663,9 @@ class RestoreStatus(ApiModel):
     """Files restored."""
     size_bytes: int | None = None
     """Bytes restored."""
+    served_by_every_node_at: datetime | None = None
+    """When every node first listed the restored collections with as many documents as the leader:
+    Ready stays False after a restore until then."""
 
 
 class NodeStatus(ApiModel):

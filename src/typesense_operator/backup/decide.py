@@ -1,16 +1,27 @@
-"""What a backup decides, from what was observed: which node to snapshot, and which of a schedule's
-backups to let go. Pure, and table-tested (tests/unit/test_backup_decisions.py)."""
+"""What a backup decides, from what was observed: which node to snapshot, which of a schedule's
+backups to let go, and whether every node of a restored cluster serves what was restored. Pure, and
+table-tested (tests/unit/test_backup_decisions.py)."""
 
 from __future__ import annotations
 
+import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from typesense_operator.quorum.model import NodeProbe
 
-__all__ = ["BackupView", "NodeChoice", "NotBackedUp", "choose_node", "parse_age", "to_prune"]
+__all__ = [
+    "BackupView",
+    "NodeChoice",
+    "NotBackedUp",
+    "choose_node",
+    "collections_held",
+    "not_serving_the_restore",
+    "parse_age",
+    "to_prune",
+]
 
 
 @dataclass(frozen=True)
@@ -110,3 +121,48 @@ def to_prune(
             if backup.phase == "Failed" and backup.created_at < newest:
                 going[backup.name] = backup.created_at
     return [name for name, _ in sorted(going.items(), key=lambda item: (item[1], item[0]))]
+
+
+def collections_held(code: int, body: bytes) -> dict[str, int] | None:
+    """What a node's ``GET /collections`` says it serves: each collection's documents; None when it
+    serves nothing it could say (a node still catching up answers 503)."""
+    if code != 200:
+        return None
+    try:
+        listed = json.loads(body)
+    except ValueError:
+        return None
+    if not isinstance(listed, list):
+        return None
+    return {
+        str(found["name"]): int(found.get("num_documents") or 0)
+        for found in listed
+        if isinstance(found, dict) and "name" in found
+    }
+
+
+def not_serving_the_restore(held: Mapping[str, dict[str, int] | None], leader: str) -> list[str]:
+    """The nodes that do not serve what the restored leader serves yet, each with what it lacks:
+    empty once every node lists the leader's collections with as many documents. Ready after a
+    restore waits for it, so that a client reading through the Service right after Ready finds the
+    restored collections on whichever node it reaches."""
+    wanted = held.get(leader)
+    if wanted is None:
+        return [f"the leader {leader} does not list its collections yet"]
+    notes = []
+    for pod, collections in sorted(held.items()):
+        if pod == leader:
+            continue
+        if collections is None:
+            notes.append(f"{pod} does not serve yet (catching up)")
+            continue
+        missing = sorted(set(wanted) - set(collections))
+        short = sorted(name for name in wanted if name in collections and collections[name] < wanted[name])
+        if missing:
+            notes.append(
+                f"{pod} lacks {len(missing)} of the {len(wanted)} restored collections ({', '.join(missing)})"
+            )
+        elif short:
+            name = short[0]
+            notes.append(f"{pod} holds {collections[name]} of the {wanted[name]} documents of {name}")
+    return notes

@@ -35,7 +35,7 @@ from typesense_operator.controller.children import (
 from typesense_operator.controller.node_loss import handle_node_loss
 from typesense_operator.controller.nodes import decoded_key, generate_key
 from typesense_operator.controller.quorum import manage_quorum
-from typesense_operator.controller.restore import restore_from_backup
+from typesense_operator.controller.restore import confirm_restore_served, restore_from_backup
 from typesense_operator.controller.roll import REVISION_LABEL, roll_nodes
 from typesense_operator.controller.scope import Scope
 from typesense_operator.controller.status import (
@@ -188,6 +188,7 @@ async def report(scope: Scope, completed: bool) -> None:
             scope.plan,
             observed=scope.nodes_answered or not bootstrapping,
             host_notes=[*lost, *scope.node_loss_notes],
+            not_served=scope.restore_not_served,
         ),
         became_ready=EventReason.QUORUM_READY,
         became_not_ready=EventReason.QUORUM_NOT_READY,
@@ -225,6 +226,7 @@ STEPS = Steps(
         restore_from_backup,
         take_over,
         manage_quorum,
+        confirm_restore_served,
         handle_node_loss,
         plan_pod_monitor,
         plan_routes,

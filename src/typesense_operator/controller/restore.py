@@ -14,6 +14,7 @@ it again: a volume a failed restore wrote into holds nothing (the download lands
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from typing import Any
 
@@ -24,8 +25,10 @@ from typesense_operator.api.backups import TYPESENSE_BACKUP
 from typesense_operator.api.destinations import BackupDestination
 from typesense_operator.api.reasons import ConditionType, EventReason, RestoreReason
 from typesense_operator.api.v1alpha1 import FromBackup
+from typesense_operator.backup.decide import collections_held, not_serving_the_restore
 from typesense_operator.controller.jobs import delete_ended_job, job_result, job_state, no_image_message
 from typesense_operator.controller.scope import Scope
+from typesense_operator.quorum.probe import API_KEY_HEADER, NodeTarget, Unreachable
 from typesense_operator.resources.backup import (
     Backup,
     backup_location,
@@ -35,10 +38,12 @@ from typesense_operator.resources.backup import (
     restore_job_name,
 )
 
-__all__ = ["BACKUP_RECHECK_SECONDS", "restore_from_backup"]
+__all__ = ["BACKUP_RECHECK_SECONDS", "confirm_restore_served", "restore_from_backup"]
 
 STATUS_LOOK_SECONDS = 0.5
 """How soon after writing the restore's end the cluster looks again, to make its nodes."""
+SERVED_LOOK_SECONDS = 2.0
+"""How soon a restored cluster whose nodes do not all serve the restore yet looks again."""
 BACKUP_RECHECK_SECONDS = 10.0
 """How soon a cluster waiting for its backup (not there, or not Completed yet) looks again: a backup
 does not wake the cluster that restores it."""
@@ -151,3 +156,37 @@ async def _start(scope: Scope, from_backup: FromBackup, restore: dict[str, Any])
         await scope.event("Normal", EventReason.RESTORE_STARTED, f"restoring {location} into node 0's volume")
     message = f"filling node 0's volume from {location}"
     await scope.set_condition(ConditionType.RESTORED, "False", RestoreReason.RESTORING, message)
+
+
+async def confirm_restore_served(scope: Scope) -> Outcome:
+    """After a restore, Ready waits until every node lists the restored collections with as many
+    documents as the leader: a follower that joined the restored leader can say it is healthy before
+    it holds them. Checked once: ``status.restore.servedByEveryNodeAt`` records when it held."""
+    restore = (scope.obj.get("status") or {}).get("restore") or {}
+    plan = scope.plan
+    if restore.get("phase") != "Completed" or restore.get("servedByEveryNodeAt") or plan is None:
+        return Outcome.CONTINUE
+    if not plan.ready:
+        return Outcome.CONTINUE  # the quorum's own words say why it is not Ready
+    leader = next((target.pod for target, probe, _ in scope.nodes if probe.state == "LEADER"), None)
+    if leader is None:
+        return Outcome.CONTINUE
+    assert scope.api_key is not None
+    headers = {API_KEY_HEADER: scope.api_key}
+
+    async def held(target: NodeTarget) -> dict[str, int] | None:
+        try:
+            return collections_held(*await scope.addressing.get(target, "/collections", headers, 5.0))
+        except Unreachable:
+            return None
+
+    answers = await asyncio.gather(*(held(target) for target, _, _ in scope.nodes))
+    notes = not_serving_the_restore(
+        {target.pod: answer for (target, _, _), answer in zip(scope.nodes, answers, strict=True)}, leader
+    )
+    if notes:
+        scope.restore_not_served = [f"restored data not served by every node yet: {'; '.join(notes)}"]
+        scope.restore_look = SERVED_LOOK_SECONDS
+    elif len(scope.nodes) >= scope.cluster.spec.replicas:  # a node yet to come is looked at too
+        scope.restore = {**restore, "servedByEveryNodeAt": wire_time(utcnow())}
+    return Outcome.CONTINUE

@@ -88,6 +88,8 @@ class Scope(BaseScope):
     restore_look: float | None = None
     """The restore waits for something that wakes nothing (its backup, its pod's last status): look
     again this soon."""
+    restore_not_served: list[str] = field(default_factory=list)
+    """After a restore, what keeps Ready False until every node serves the restored data."""
 
     @classmethod
     def of(cls, obj: dict[str, Any], context: Context) -> Scope:

@@ -43,6 +43,7 @@ def ready_condition(
     *,
     observed: bool = True,
     host_notes: Sequence[str] = (),
+    not_served: Sequence[str] = (),
 ) -> tuple[ConditionStatus, str, str]:
     """Ready's (status, reason, message): the prerequisites first, then the quorum decision.
 
@@ -50,7 +51,8 @@ def ready_condition(
     probe, now or since the cluster was created. Until then Ready is Unknown, as Cluster API's
     conventions ask, not False: nothing is known to be wrong. ``host_notes`` name the members whose
     Kubernetes node is lost (:func:`~typesense_operator.quorum.hosts.host_notes`): said after the
-    quorum's own words, which stay what the probes saw.
+    quorum's own words, which stay what the probes saw. ``not_served``: after a restore, the nodes that
+    do not serve the restored data yet; Ready stays False until none is left.
     """
     for prerequisite in _PREREQUISITES:
         found = find(conditions, prerequisite)
@@ -61,6 +63,8 @@ def ready_condition(
     message = "; ".join((plan.message, *host_notes))
     if not observed:
         return "Unknown", plan.reason, f"no node has answered yet: {message}"
+    if plan.ready and not_served:
+        return "False", ReadyReason.QUORUM_NOT_READY, "; ".join((plan.message, *not_served))
     return ("True" if plan.ready else "False"), plan.reason, message
 
 
