@@ -96,22 +96,31 @@ def plan(ready: bool) -> Plan:
     )
 
 
-def test_ready_keeps_the_quorums_word_and_names_the_lost_node_after_it() -> None:
+@pytest.mark.parametrize(
+    ("notes", "status", "reason"),
+    [
+        pytest.param(
+            {"host_notes": ["member 1 (pod search-1) does not answer: its node node-b is unreachable"]},
+            "True",
+            "QuorumReady",
+            id="a lost node is named after the quorum's word",
+        ),
+        pytest.param(
+            {"not_served": ["restored data not served by every node yet: s-1 does not serve yet"]},
+            "False",
+            "QuorumNotReady",
+            id="after a restore, a node that does not serve it keeps Ready False",
+        ),
+    ],
+)
+def test_ready_keeps_the_quorums_word_and_says_what_else_it_waits_for(
+    notes: dict[str, list[str]], status: str, reason: str
+) -> None:
     ready = conditions(AdminKeyReady="True", ChildrenApplied="True")
-    note = "member 1 (pod search-1) does not answer: its node node-b is unreachable"
-    assert ready_condition(ready, plan(True), host_notes=[note]) == (
-        "True",
-        "QuorumReady",
-        f"leader elected; 2/3 members healthy; {note}",
-    )
-
-
-def test_ready_after_a_restore_is_false_while_a_node_does_not_serve_the_restored_data() -> None:
-    ready = conditions(AdminKeyReady="True", ChildrenApplied="True")
-    note = "restored data not served by every node yet: s-1 does not serve yet (catching up)"
-    assert ready_condition(ready, plan(True), not_served=[note]) == (
-        "False",
-        "QuorumNotReady",
+    (note,) = next(iter(notes.values()))
+    assert ready_condition(ready, plan(True), **notes) == (
+        status,
+        reason,
         f"leader elected; 2/3 members healthy; {note}",
     )
 
