@@ -20,6 +20,7 @@ Who calls it: every controller of the operators (each describes its reconcile as
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
@@ -229,6 +230,18 @@ class Scope:
     def requeue_after(self) -> float:
         """Seconds until the next look: :attr:`next_look`, unless a controller's scope knows better."""
         return self.next_look
+
+    async def write_progress(self, resource: CustomResource) -> None:
+        """The owned status fields and the conditions as the steps have left them so far, written at
+        once (only what changed): progress a user must see, or that must not be lost, before the
+        reconcile ends (a migration under way, a stage done). The end's write starts from it;
+        ``observedGeneration`` waits for the end."""
+        # A copy: the steps go on changing the status in place after it is written.
+        written = copy.deepcopy({**self.status, "conditions": self.book.wire()})
+        await write_status(self.kube, resource, self.obj, owned_status_patch(self.current, written))
+        base = self.baseline if self.baseline is not None else self.obj
+        status = {**(base.get("status") or {}), **written}
+        self.baseline = {**base, "status": {key: value for key, value in status.items() if value is not None}}
 
 
 StepScope = TypeVar("StepScope", bound=Scope)

@@ -128,3 +128,26 @@ async def test_what_a_step_holds_is_let_go_after_the_write_and_what_follows_it_r
         await holding.reconcile(a_gadget(), a_context(StatusKube(failing=True)))
     assert order == [], "nothing follows a write that failed"
     assert not lock.locked()
+
+
+async def test_progress_written_mid_reconcile_is_seen_at_once_and_not_written_again_at_the_end() -> None:
+    """A long step (a migration) says what it does before it ends: the owned fields and conditions so far
+    are written at once; the end writes only what changed after, and the generation."""
+
+    async def long_step(scope: GadgetScope) -> Outcome:
+        scope.status["size"] = 5
+        await scope.book.set("Ready", "False", "Migrating", "copying")
+        await scope.write_progress(GADGET)
+        scope.status["note"] = None
+        return Outcome.CONTINUE
+
+    async def keep_ready(scope: GadgetScope, completed: bool) -> None:
+        await scope.book.set("Ready", "False", "Migrating", "copying")
+
+    kube = StatusKube()
+    await Steps(GADGET, GadgetScope.of, (long_step,), keep_ready).reconcile(a_gadget(), a_context(kube))
+    progress, end = kube.patches
+    assert progress["size"] == 5
+    assert [(c["type"], c["reason"]) for c in progress["conditions"]] == [("Ready", "Migrating")]
+    assert "observedGeneration" not in progress
+    assert end == {"note": None, "observedGeneration": 3}

@@ -24,7 +24,6 @@ A release with ``clusteraddon.yaml`` applies its addons stage by stage instead
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -43,7 +42,7 @@ from clusterstack_operator.controller.charts import (
 from clusterstack_operator.controller.clusters import clusters_of
 from clusterstack_operator.controller.helm_hooks import HookRun, named, retry_of, run_and_report, run_done
 from clusterstack_operator.controller.runtime import ADDON_NAMESPACE
-from clusterstack_operator.controller.scope import StackScope, ready_report, write_capi_status
+from clusterstack_operator.controller.scope import StackScope, ready_report
 from clusterstack_operator.controller.stages import StagedRun, has_stages, run_stages
 from clusterstack_operator.helm import HelmError, RegistryAccess
 from clusterstack_operator.releases.addons import (
@@ -283,10 +282,7 @@ async def apply_addons(scope: AddonScope) -> Outcome:
         scope.status["deleteHooks"] = None  # a staged release's charts are not uninstalled (docs)
 
         async def save() -> None:
-            await write_capi_status(kube, CLUSTER_ADDON, scope.baseline, book, scope.status)
-            # A copy: the stages go on changing the status in place after it is written.
-            written = copy.deepcopy({**scope.status, "conditions": book.wire()})
-            scope.baseline["status"] = {**scope.baseline["status"], **written}
+            await scope.write_progress(CLUSTER_ADDON)
 
         run = StagedRun(
             addon.name,

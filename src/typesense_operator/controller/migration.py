@@ -119,6 +119,7 @@ async def _migrate(scope: ContentScope, source: str, why: str) -> str | None:
     assert spec.migration is not None
     target = versioned_name(name, version_of(source, name) + 1)
     await book.set(READY, "False", ContentReason.MIGRATING, f"migrating {source} to {target}: {why}")
+    await scope.write_progress(scope.kind.resource)  # seen while it runs, not only once it is over
     if (await api.call("GET", collection_path(target)))[0] == 200:
         await api.call("DELETE", collection_path(target))  # a copy cut short: start it again, whole
     schema = collection_schema(spec, target)
