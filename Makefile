@@ -83,7 +83,7 @@ endef
 # Most e2e time is waiting (for raft elections, grace periods, pods), so three workers shorten it even on
 # two cores (decision 54); each worker starts its own control planes and real nodes, on its own loopback
 # addresses.
-TEST_WORKERS ?= 4
+TEST_WORKERS ?= 3
 
 # Every test's time goes to a JUnit report outside the work tree, for finding where the run's time goes.
 TEST_REPORT ?= $(HOME)/.cache/operator-suite/last-test-run.xml
