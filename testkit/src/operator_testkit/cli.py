@@ -107,11 +107,11 @@ def _binaries(arguments: argparse.Namespace) -> int:
     """Each group in turn; after one that had something to build, how long it took and, by the last
     measured cold figures, at most how long the rest takes (issue 67: a cold ``make run`` should say
     how much is left)."""
-    groups = [_ToolGroup("the control plane", 283, _control_plane)]
+    groups = [_ToolGroup("the control plane", 249, _control_plane)]
     if arguments.nodes:
-        groups.append(_ToolGroup("the nodes' programs", 195, _node_programs))
+        groups.append(_ToolGroup("the nodes' programs", 173, _node_programs))
     if arguments.sandbox or arguments.clusterstack:
-        groups.append(_ToolGroup("helm, the registry, Cluster API's CRDs, versitygw", 154, _sandbox_tools))
+        groups.append(_ToolGroup("helm, the registry, Cluster API's CRDs, versitygw", 148, _sandbox_tools))
     if arguments.clusterstack:
         groups.append(_ToolGroup("the tests' tools (Prometheus, cert-manager, oras)", 345, _test_tools))
     for index, group in enumerate(groups):

@@ -410,6 +410,7 @@ def sandbox_up(directory: Path, options: SandboxOptions | None = None) -> int:
         _complain(f"another sandbox runs on this machine, from {running} (lock {options.lock}).")
         _complain(f"stop it first: operator-suite-dev sandbox down --dir {running}")
         return 1
+    _set_aside_last_run(directory)
     record = _Record(directory, str(options.lock), str(directory / "cluster"))
     record.save()
     with _marked(directory), _interruptible():
@@ -428,6 +429,25 @@ def sandbox_up(directory: Path, options: SandboxOptions | None = None) -> int:
         sandbox_down(directory, options.lock)
     _complain(f"its logs are kept in {directory}: cluster/slot/logs/ (the nodes), cluster/controlplane/logs/")
     return code
+
+
+LAST_RUN = ("cluster", "operators")
+"""What a sandbox brought down leaves in its directory: the cluster's state and logs, the operators'."""
+
+
+def _set_aside_last_run(directory: Path) -> None:
+    """Every ``up`` starts afresh: a sandbox brought down (``make down``, then ``make run`` again) left its
+    cluster's data (a helm release of the same name, a published stack), which the new one would
+    trip on. The last run's parts go to ``previous/``, one run back, for their logs."""
+    parts = [directory / name for name in LAST_RUN if (directory / name).exists()]
+    if not parts:
+        return
+    previous = directory / "previous"
+    shutil.rmtree(previous, ignore_errors=True)
+    previous.mkdir()
+    for part in parts:
+        part.rename(previous / part.name)
+    _say(f"the last run's state and logs are set aside in {previous}")
 
 
 def _images(entries: Mapping[str, SandboxEntry], root: Path) -> list[NodeImage]:

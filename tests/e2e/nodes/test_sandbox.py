@@ -41,6 +41,9 @@ REFUSED_WITHIN = 10.0
 UP_WITHIN = 420.0
 """A whole ``up``: nodes Ready in about a minute (images loaded into each), three helm installs, the
 sample Ready and its first backup Completed, on a machine busy with other tests."""
+WARM_UP_WITHIN = 300.0
+"""Up again after down, everything built: about 2 minutes alone (README); this bound leaves room for
+the test run's other workers on the same two cores."""
 
 
 @dataclass
@@ -181,6 +184,18 @@ async def test_up_gets_the_sample_ready_and_backed_up_a_second_sandbox_is_refuse
     down = sandbox.down()
     assert down.returncode == 0, down.stdout + down.stderr
     assert "stopped everything" in down.stdout
+    assert_nothing_left(sandbox)
+
+    # `make run` again after `make down`, in the same directory, everything built: up again, quickly.
+    started = time.monotonic()
+    again = sandbox.up()
+    await wait_until(lambda: again.poll() is not None, timeout=UP_WITHIN, what="sandbox up again to finish")
+    warm = time.monotonic() - started
+    print(f"sandbox up again after down: {warm:.0f} s")
+    assert again.returncode == 0, sandbox.said()
+    assert warm < WARM_UP_WITHIN, f"up again took {warm:.0f} s"
+    down = sandbox.down()
+    assert down.returncode == 0, down.stdout + down.stderr
     assert_nothing_left(sandbox)
 
 
