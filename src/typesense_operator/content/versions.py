@@ -29,6 +29,7 @@ __all__ = [
     "set_item_path",
     "set_links",
     "set_path",
+    "speaks_sets",
 ]
 
 
@@ -77,10 +78,18 @@ class SetKind:
     """Of the set the operator makes for a collection when the spec names none."""
     noun: str
     """How an Event names one: "synonym set", "curation set"."""
+    spec_field: str
+    """The content object's field that names one: synonymSet, curationSet."""
 
 
-SYNONYM_SETS = SetKind("synonym_sets", "synonyms", "synonyms", "synonym set")
-CURATION_SETS = SetKind("curation_sets", "overrides", "curations", "curation set")
+SYNONYM_SETS = SetKind("synonym_sets", "synonyms", "synonyms", "synonym set", "synonymSet")
+CURATION_SETS = SetKind("curation_sets", "overrides", "curations", "curation set", "curationSet")
+
+
+def speaks_sets(version: ServerVersion | None) -> bool:
+    """Whether a server of ``version`` keeps synonyms and overrides in sets; one whose version could
+    not be read (a nightly build) is spoken to as before 30."""
+    return version is not None and version.uses_sets
 
 
 def default_set_name(kind: SetKind, collection: str) -> str:

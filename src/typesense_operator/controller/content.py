@@ -56,6 +56,7 @@ from typesense_operator.content.versions import (
     default_set_name,
     set_item_path,
     set_path,
+    speaks_sets,
 )
 from typesense_operator.controller.content_scope import (
     NO_ANSWER_RETRY_SECONDS,
@@ -68,6 +69,7 @@ from typesense_operator.controller.content_scope import (
     connect,
     deletion_api,
     find_cluster,
+    no_answer,
     refuse,
     report,
     scope_for,
@@ -126,14 +128,16 @@ async def sync(scope: ContentScope) -> Outcome:
         if kind is COLLECTION and scope.spec.migration is not None:
             return await sync_versioned(scope, check)
         in_set = _set_of(kind, scope.spec)
-        if in_set is not None and scope.uses_sets:
-            return await _sync_in_set(scope, *in_set, check)
-        if in_set is not None and in_set[1] is not None:
-            note = (
-                f"spec.{_SET_FIELD[in_set[0].route]}: Typesense {scope.version or 'before 30'} has no "
-                f"{in_set[0].route} (they came with 30.0; its {kind.noun}s live under their collection)"
-            )
-            return await refuse(scope, ContentReason.NOT_IN_THIS_VERSION, note, check)
+        if in_set is not None:
+            set_kind, set_name, named = in_set
+            if scope.uses_sets:
+                return await _sync_in_set(scope, set_kind, set_name, check)
+            if named:
+                note = (
+                    f"spec.{set_kind.spec_field}: Typesense {scope.version or 'before 30'} has no "
+                    f"{set_kind.route} (they came with 30.0; its {kind.noun}s live under their collection)"
+                )
+                return await refuse(scope, ContentReason.NOT_IN_THIS_VERSION, note, check)
         code, live = await scope.api.call("GET", path)
         if code not in (200, 404):
             return await refuse(
@@ -154,14 +158,8 @@ async def sync(scope: ContentScope) -> Outcome:
         else:
             assert isinstance(plan, InSync)
     except NoNodeAnswers as error:
-        return await _no_answer(scope, error)
+        return await no_answer(scope, error)
     return await _in_sync(scope, live if code == 200 else None)
-
-
-async def _no_answer(scope: ContentScope, error: NoNodeAnswers) -> Outcome:
-    note = f"no node of the cluster answered: {error}"
-    await scope.book.set(READY, "False", ContentReason.NODES_UNREACHABLE, note)
-    return scope.wait(NO_ANSWER_RETRY_SECONDS)
 
 
 async def _in_sync(scope: ContentScope, live: Any) -> Outcome:
@@ -177,38 +175,33 @@ async def _in_sync(scope: ContentScope, live: Any) -> Outcome:
     return scope.wait(check)
 
 
-_SET_FIELD = {SYNONYM_SETS.route: "synonymSet", CURATION_SETS.route: "curationSet"}
-
-
 async def _served_at(context: Context, api: NodeApi, kind: ContentKind[Any], spec: Any, name: str) -> str:
     """Where Typesense holds the object: on 30 and later, a synonym or an override in its set."""
     assert kind.path is not None
     in_set = _set_of(kind, spec)
-    if in_set is None:
+    if in_set is None or not speaks_sets(await server_version(context, api)):
         return kind.path(spec, name)
-    version = await server_version(context, api)
-    if version is None or not version.uses_sets:
-        return kind.path(spec, name)
-    set_kind, named = in_set
-    return set_item_path(set_kind, named or default_set_name(set_kind, spec.collection), name)
+    set_kind, set_name, _ = in_set
+    return set_item_path(set_kind, set_name, name)
 
 
-def _set_of(kind: ContentKind[Any], spec: Any) -> tuple[SetKind, str | None] | None:
-    """The kind of set a synonym or an override is an item of on Typesense 30 and later, and the set
-    its spec names (None: the collection's own); None for the other kinds."""
+def _set_of(kind: ContentKind[Any], spec: Any) -> tuple[SetKind, str, bool] | None:
+    """The kind of set a synonym or an override is an item of on Typesense 30 and later, the set
+    (the spec's, else the collection's own), and whether the spec named it; None for the other kinds."""
     if kind is SYNONYM:
-        return SYNONYM_SETS, spec.synonym_set
-    if kind is OVERRIDE:
-        return CURATION_SETS, spec.curation_set
-    return None
+        set_kind, named = SYNONYM_SETS, spec.synonym_set
+    elif kind is OVERRIDE:
+        set_kind, named = CURATION_SETS, spec.curation_set
+    else:
+        return None
+    return set_kind, named or default_set_name(set_kind, spec.collection), named is not None
 
 
-async def _sync_in_set(scope: ContentScope, set_kind: SetKind, named: str | None, check: float) -> Outcome:
+async def _sync_in_set(scope: ContentScope, set_kind: SetKind, set_name: str, check: float) -> Outcome:
     """Typesense 30 on: the rule as an item of its set, the set linked to its collection."""
     api, kind, spec, name = scope.api, scope.kind, scope.spec, scope.name
     assert api is not None
     assert kind.plan is not None
-    set_name = named or default_set_name(set_kind, spec.collection)
     try:
         code, collection = await api.call("GET", collection_path(spec.collection))
         if code != 200:
@@ -230,7 +223,7 @@ async def _sync_in_set(scope: ContentScope, set_kind: SetKind, named: str | None
                     "Normal", EventReason.CONTENT_APPLIED, f"{kind.noun} {name}: {send.change}"
                 )
     except NoNodeAnswers as error:
-        return await _no_answer(scope, error)
+        return await no_answer(scope, error)
     scope.status["set"] = set_name
     return await _in_sync(scope, None)
 

@@ -22,7 +22,7 @@ from operator_core.steps import Outcome, Scope
 from typesense_operator.api import TYPESENSE_CLUSTER
 from typesense_operator.api.reasons import ContentReason, EventReason
 from typesense_operator.content.plan import ContentPlan
-from typesense_operator.content.versions import ServerVersion
+from typesense_operator.content.versions import ServerVersion, speaks_sets
 from typesense_operator.controller.nodes import decoded_key, node_targets
 from typesense_operator.controller.runtime import TypesenseRuntime
 from typesense_operator.quorum.probe import API_KEY_HEADER, NodeAddressing, NodeTarget, Unreachable
@@ -43,6 +43,7 @@ __all__ = [
     "find_cluster",
     "message_of",
     "named_cluster",
+    "no_answer",
     "refuse",
     "removes_content",
     "report",
@@ -228,7 +229,7 @@ class ContentScope(Scope):
     @property
     def uses_sets(self) -> bool:
         """Whether the cluster keeps synonyms and overrides in sets (Typesense 30 on)."""
-        return self.version is not None and self.version.uses_sets
+        return speaks_sets(self.version)
 
     def wait(self, seconds: float) -> Outcome:
         self.next_look, self.settled = seconds, True
@@ -289,10 +290,15 @@ async def connect(scope: ContentScope) -> Outcome:
     try:
         scope.version = await server_version(scope.context, api)
     except NoNodeAnswers as error:
-        note = f"no node of the cluster answered: {error}"
-        await scope.book.set(READY, "False", ContentReason.NODES_UNREACHABLE, note)
-        return scope.wait(NO_ANSWER_RETRY_SECONDS)
+        return await no_answer(scope, error)
     return Outcome.CONTINUE
+
+
+async def no_answer(scope: ContentScope, error: NoNodeAnswers) -> Outcome:
+    """Ready False (no node answered, and what each said), and a look again soon."""
+    note = f"no node of the cluster answered: {error}"
+    await scope.book.set(READY, "False", ContentReason.NODES_UNREACHABLE, note)
+    return scope.wait(NO_ANSWER_RETRY_SECONDS)
 
 
 async def report(scope: ContentScope, completed: bool) -> None:
