@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -75,23 +75,6 @@ def releases(tmp_path: Path, clusterstack_tools: ClusterStackTools) -> Releases:
     return Releases(root, clusterstack_tools.helm)
 
 
-@pytest.fixture
-def stack_operator(
-    cluster_api: None,
-    control_plane: ControlPlane,
-    clusterstack_tools: ClusterStackTools,
-    releases: Releases,
-    tmp_path: Path,
-    pytestconfig: pytest.Config,
-) -> Iterator[OperatorProcess]:
-    source = {"OPERATOR_SUITE_RELEASE_SOURCE": "local", "OPERATOR_SUITE_LOCAL_RELEASES": str(releases.root)}
-    process = launch(control_plane, clusterstack_tools, tmp_path, pytestconfig.rootpath, source)
-    try:
-        yield process
-    finally:
-        process.stop()
-
-
 async def gone(
     kube: Kube, api_version: str, kind: str, name: str, namespace: str, timeout: float = 60
 ) -> None:
@@ -99,6 +82,35 @@ async def gone(
         return await kube.get(api_version, kind, name, namespace) is None
 
     await wait_until(absent, timeout=timeout, what=f"{kind} {name} to be gone")
+
+
+@pytest.fixture
+def late_stack_operator(
+    cluster_api: None,
+    control_plane: ControlPlane,
+    clusterstack_tools: ClusterStackTools,
+    releases: Releases,
+    tmp_path: Path,
+    pytestconfig: pytest.Config,
+) -> Iterator[Callable[[], OperatorProcess]]:
+    """Starts the operator when the test says, over what the test made before it."""
+    started: list[OperatorProcess] = []
+    source = {"OPERATOR_SUITE_RELEASE_SOURCE": "local", "OPERATOR_SUITE_LOCAL_RELEASES": str(releases.root)}
+
+    def start() -> OperatorProcess:
+        started.append(launch(control_plane, clusterstack_tools, tmp_path, pytestconfig.rootpath, source))
+        return started[-1]
+
+    try:
+        yield start
+    finally:
+        for process in started:
+            process.stop()
+
+
+@pytest.fixture
+def stack_operator(late_stack_operator: Callable[[], OperatorProcess]) -> OperatorProcess:
+    return late_stack_operator()
 
 
 @pytest.fixture
@@ -405,15 +417,17 @@ async def test_a_release_deleted_in_one_namespace_keeps_the_download_the_same_re
 
 
 async def test_a_stack_taken_over_from_upstream_keeps_its_unlabelled_releases_and_frees_its_addons(
-    operator_kube: Kube, namespace: str, releases: Releases
+    kube: Kube, namespace: str, releases: Releases, late_stack_operator: Callable[[], OperatorProcess]
 ) -> None:
     """What the upstream operator leaves: releases owned by their stack without our labels, and
-    ClusterAddons holding its finalizer. Ours takes the releases over (labels them, applies them, no
-    second one made) and lets the ClusterAddons be deleted."""
-    kube, tag = operator_kube, "docker-took-1-30-v1"
+    ClusterAddons holding its finalizer. Ours, started after them, takes the releases over (labels
+    them, applies them, no second one made) and lets the ClusterAddons be deleted."""
+    tag = "docker-took-1-30-v1"
     releases.publish(tag)
     spec = {"name": "took", "autoSubscribe": False, "noProvider": True}
-    made = await kube.create(stack("took", namespace, versions=[], **spec))
+    # Made before our operator starts, as the upstream operator left them: with ours running, the
+    # release could be made by ours first, or deleted as not listed while the stack lists nothing.
+    made = await kube.create(stack("took", namespace, versions=["v1"], **spec))
     owner = {
         "apiVersion": API,
         "kind": "ClusterStack",
@@ -434,7 +448,7 @@ async def test_a_stack_taken_over_from_upstream_keeps_its_unlabelled_releases_an
             "spec": {},
         }
     )
-    await kube.apply(stack("took", namespace, versions=["v1"], **spec))
+    late_stack_operator()
     taken: Any = await ready_release(kube, namespace, tag)
     assert taken["metadata"]["labels"]["app.kubernetes.io/instance"] == "took"
     assert taken["metadata"]["uid"] == upstreams["metadata"]["uid"], "the same object, taken over"
