@@ -1,19 +1,5 @@
-"""The e2e layer: tests that need no pods run on a control plane of their own (``control_plane`` here);
-those whose pods run are in ``nodes/``, on real nodes. Overriding ``control_plane`` re-roots every
-fixture built on it (``kube``, ``namespace``, ``kubectl``, ``installed_crds``), so the integration
-layer keeps a cluster where no pod ever runs.
+"""The e2e layer: tests whose pods run are in ``nodes/``, on real nodes (its ``control_plane`` is the
+real cluster's). A test here runs no pod, and shares the session's control plane where no pod ever
+runs (the integration layer's): a control plane of its own would idle through the rest of the run on
+two cores that every worker shares.
 """
-
-from __future__ import annotations
-
-from collections.abc import Callable
-
-import pytest
-
-from operator_testkit.controlplane import ControlPlane
-from operator_testkit.fixtures import worker_slice
-
-
-@pytest.fixture(scope="session")
-def control_plane(start_control_plane: Callable[..., ControlPlane]) -> ControlPlane:
-    return start_control_plane("e2e-controlplane", service_cidr=worker_slice("127.102.0.0/16"))
