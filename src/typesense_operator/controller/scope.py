@@ -21,13 +21,39 @@ from typesense_operator.quorum.probe import NodeAddressing, NodeTarget
 from typesense_operator.resources import Cluster
 from typesense_operator.resources.tls import NodesTls
 
-__all__ = ["CRD_RECHECK_SECONDS", "ROLL_LOOK_SECONDS", "Scope"]
+__all__ = ["CRD_RECHECK_SECONDS", "ROLL_LOOK_SECONDS", "Scope", "look_again_after"]
 
 ROLL_LOOK_SECONDS = 2.0
 """How soon a cluster in the middle of a roll looks again: for a node catching up, which no watch tells."""
 CRD_RECHECK_SECONDS = 15.0
 """How often a cluster that wants a PodMonitor or HTTPRoutes looks for their CRDs again: nothing we
 watch tells when Prometheus Operator or the Gateway API is installed."""
+
+
+def look_again_after(
+    *,
+    restore_look: float | None,
+    rolling: bool,
+    stopped_for_user: bool,
+    waiting_for_crd: bool,
+    quorum_look: float,
+) -> float:
+    """Seconds until a cluster is looked at again, from what its reconcile found.
+
+    ``stopped_for_user``: the reconcile stopped before its nodes were probed, for what only the user can
+    fix (no admin key, a new cluster's certificate): only their change helps. Once the nodes were probed,
+    their quorum keeps its own pace whatever else waits for the user: a refused certificate renewal must
+    not stall the recovery of a lost majority, whose grace no watch event ends.
+    """
+    if restore_look is not None:
+        return restore_look
+    if rolling:
+        return min(quorum_look, ROLL_LOOK_SECONDS)
+    if stopped_for_user:
+        return WAIT_FOR_CHANGE
+    if waiting_for_crd:
+        return min(quorum_look, CRD_RECHECK_SECONDS)
+    return quorum_look
 
 
 @dataclass(kw_only=True)
@@ -50,8 +76,9 @@ class Scope(BaseScope):
     quorum: dict[str, Any] = field(default_factory=dict)
     observed: dict[str, Any] = field(default_factory=dict)
     waiting_for_user: bool = False
-    """A prerequisite only the user can fix (a Secret) is missing: only a change of it can help, and the
-    Secret the spec names wakes the cluster when it changes."""
+    """A prerequisite only the user can fix (a Secret) is missing or refused: the Secret the spec names
+    wakes the cluster when it changes. Before the nodes are probed, only that change can help; after,
+    the quorum's own pace goes on (:func:`look_again_after`)."""
 
     waiting_for_crd: bool = False
     """spec.metrics asks for a PodMonitor, or spec.httpRoutes for routes, whose CRD is not installed (yet)."""
@@ -109,15 +136,13 @@ class Scope(BaseScope):
 
     @property
     def requeue_after(self) -> float:
-        if self.restore_look is not None:
-            return self.restore_look
-        if self.rolling:
-            return min(self._quorum_look, ROLL_LOOK_SECONDS)
-        if self.waiting_for_user:
-            return WAIT_FOR_CHANGE
-        if self.waiting_for_crd:
-            return min(self._quorum_look, CRD_RECHECK_SECONDS)
-        return self._quorum_look
+        return look_again_after(
+            restore_look=self.restore_look,
+            rolling=self.rolling,
+            stopped_for_user=self.waiting_for_user and self.plan is None,
+            waiting_for_crd=self.waiting_for_crd,
+            quorum_look=self._quorum_look,
+        )
 
     @property
     def _quorum_look(self) -> float:
