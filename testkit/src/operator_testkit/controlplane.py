@@ -58,6 +58,31 @@ __all__ = [
 # private or public address because of a Service; the API server accepts a 127/8 range.
 # Give a second, concurrent control plane another range if both have service proxies.
 DEFAULT_SERVICE_CIDR = "127.100.0.0/16"
+
+UNUSED_BY_THE_TESTS = (
+    # Quotas: its monitor watches every resource the API serves (every CRD too) for nothing here.
+    "resourcequota-controller",
+    "horizontal-pod-autoscaler-controller",
+    "replicationcontroller-controller",
+    "endpointslice-mirroring-controller",
+    "ttl-controller",
+    "clusterrole-aggregation-controller",
+    "certificatesigningrequest-approving-controller",
+    "certificatesigningrequest-cleaner-controller",
+    "certificatesigningrequest-signing-controller",
+    "podcertificaterequest-cleaner-controller",
+    "kube-apiserver-serving-clustertrustbundle-publisher-controller",
+    "legacy-serviceaccount-token-cleaner-controller",
+    "storage-version-migrator-controller",
+    "storageversion-garbage-collector-controller",
+    "validatingadmissionpolicy-status-controller",
+    "resourceclaim-controller",
+    "device-taint-eviction-controller",
+    "volumeattributesclass-protection-controller",
+)
+"""kube-controller-manager's controllers that no test (and nothing the operators make) relies on: each
+one off is watches and periodic work the API server of every worker's control planes is spared. The
+sandbox keeps them all, as a user's cluster has them."""
 _STOP_GRACE_SECONDS = 10.0
 LEASE_RENEW_DEADLINE_SECONDS = 10.0
 """Leader election's default renew deadline: a control-plane component that cannot renew its lease

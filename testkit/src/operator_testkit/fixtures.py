@@ -36,7 +36,7 @@ import pytest_asyncio
 import yaml
 
 from operator_core.kube import Kube
-from operator_testkit.controlplane import ControlPlane
+from operator_testkit.controlplane import UNUSED_BY_THE_TESTS, ControlPlane
 
 __all__ = [
     "Kubectl",
@@ -99,6 +99,7 @@ def _control_planes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callab
     started: list[ControlPlane] = []
 
     def start(name: str = "controlplane", **options: object) -> ControlPlane:
+        options.setdefault("disabled_controllers", UNUSED_BY_THE_TESTS)
         plane = ControlPlane(tmp_path_factory.mktemp(name), **options)  # type: ignore[arg-type]
         plane.start()
         started.append(plane)

@@ -86,7 +86,8 @@ class LocalCluster:
 
     ``bound`` makes every process die with this one (tests); the sandbox's are not bound.
     ``extra_images`` are loaded into every node besides pause, CoreDNS and busybox.
-    ``plane_class`` makes the control plane (a benchmark's raises its controllers' client limits).
+    ``plane_class`` makes the control plane (a benchmark's raises its controllers' client limits), with
+    ``disabled_controllers`` off in its controller manager.
     """
 
     directory: Path
@@ -94,6 +95,7 @@ class LocalCluster:
     bound: bool = True
     extra_images: list[NodeImage] = field(default_factory=list)
     plane_class: type[ControlPlane] = ControlPlane
+    disabled_controllers: tuple[str, ...] = ()
     control_plane: ControlPlane | None = None
     plan: NodesPlan | None = None
     tools: NodeTools | None = None
@@ -129,6 +131,7 @@ class LocalCluster:
                 bind_to_parent=self.bound,
                 service_cidr=str(self.plan.service_range),
                 bind_address=str(self.plan.api_address),
+                disabled_controllers=self.disabled_controllers,
             )
             self.control_plane.start()
             (self.plan.directory / "resolv.conf").write_text(resolv_conf(self.plan))

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from operator_testkit.controlplane import UNUSED_BY_THE_TESTS
 from operator_testkit.nodes.cluster import LocalCluster
 from operator_testkit.nodes.host import leftovers
 from operator_testkit.nodes.images import nginx_image, typesense_image
@@ -27,7 +28,9 @@ def real_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalClus
     """Three real nodes (``node-a`` .. ``node-c``, zones ``zone-a`` .. ``zone-c``) and their control plane,
     with the Typesense and nginx images loaded besides the base ones."""
     cluster = LocalCluster(
-        Path(tmp_path_factory.mktemp("nodes")), extra_images=[typesense_image(), nginx_image()]
+        Path(tmp_path_factory.mktemp("nodes")),
+        extra_images=[typesense_image(), nginx_image()],
+        disabled_controllers=UNUSED_BY_THE_TESTS,
     )
     cluster.start()
     assert cluster.plan is not None
