@@ -328,11 +328,21 @@ class Informer:
         if not _matches(obj, self.kind.labels):
             return
         key = _key(obj)
+        if self._told_already(key[0], obj):
+            # The watch is past this version: it told this state, or a later one. A write's answer that
+            # comes after the watch's DELETED of the object must not bring back the object it deleted.
+            return
         if _is_newer(obj, self._objects.get(key)):
             self._put(key, self._trimmed(obj))
             # Reported now, as the watch event of this version will not be: whoever wrote it is not
             # woken by it (see operator_core.reconciling.Wakeups), but whoever else reads it is.
             self._changed(obj)
+
+    def _told_already(self, namespace: str, obj: Manifest) -> bool:
+        """Whether the watch of ``obj``'s scope has delivered every change up to ``obj``'s version."""
+        scope = namespace if namespace in self._scope_synced else EVERY_NAMESPACE
+        watched, offered = self._versions.get(scope), _version(obj)
+        return offered is not None and watched is not None and watched.isdigit() and offered <= int(watched)
 
     # -- the watch
 

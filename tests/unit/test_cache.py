@@ -293,7 +293,7 @@ async def test_a_kind_that_is_not_served_is_synced_and_empty(running: list[Any])
 
 
 async def test_our_own_writes_are_kept_unless_the_watch_told_something_newer(running: list[Any]) -> None:
-    source = ScriptedSource([pod("a", 5, app="x")])
+    source = ScriptedSource([pod("a", 5, app="x")], version="5")
     informer = Informer(source, WatchedKind("v1", "Pod", {"app": "x"}))
     running.append(asyncio.create_task(informer.run()))
     await informer.wait_synced()
@@ -307,6 +307,23 @@ async def test_our_own_writes_are_kept_unless_the_watch_told_something_newer(run
     await source.scripts.put([("MODIFIED", pod("a", 8, app="x"))])
     await settled()
     assert informer.get("ns", "a")["metadata"]["labels"]["written"] == "yes"  # type: ignore[index]
+
+
+async def test_a_writes_answer_after_the_watch_deleted_the_object_does_not_bring_it_back(
+    running: list[Any],
+) -> None:
+    """Our write (version 7) races the object's deletion (8): the watch tells the deletion first, then
+    the write's answer arrives. The cache must not hold a ghost that no watch event will ever remove."""
+    source = ScriptedSource([pod("a", 5)], version="5")
+    informer = Informer(source, WatchedKind("v1", "Pod"))
+    running.append(asyncio.create_task(informer.run()))
+    await informer.wait_synced()
+    await source.scripts.put([("DELETED", pod("a", 8))])
+    await settled()
+    informer.offer(pod("a", 7))
+    assert informer.get("ns", "a") is None
+    informer.offer(pod("a", 9))  # made again, after the watch's position: kept until the watch tells
+    assert informer.get("ns", "a") is not None
 
 
 def test_a_label_selector_covers_the_requests_that_ask_at_least_as_much() -> None:
@@ -402,7 +419,7 @@ async def test_a_delete_is_refused_while_the_cache_is_not_synced() -> None:
 async def test_our_own_write_is_reported_once_when_offered_not_again_by_its_watch_event(
     running: list[Any],
 ) -> None:
-    source = ScriptedSource([pod("a", 5)])
+    source = ScriptedSource([pod("a", 5)], version="5")
     changed: list[str] = []
     informer = Informer(
         source, WatchedKind("v1", "Pod"), lambda obj: changed.append(obj["metadata"]["resourceVersion"])
