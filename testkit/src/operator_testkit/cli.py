@@ -9,6 +9,7 @@ Subcommands:
   CRDs and controllers) and print where they are;
 - ``controlplane up|down --dir DIR``: a detached local control plane, with ``DIR/kubeconfig``;
 - ``sandbox up|down``: 3 real nodes, the operators installed by helm, their samples; one per machine;
+  ``sandbox images``: the images of theirs that need no Go program, built ahead (``make run``);
 - ``nodes kill|freeze|thaw|down|up|partition|heal|delete-pod|restart-statefulset|wipe|fill|free``:
   faults on demand in a sandbox's pods and volumes; ``nodes power-cut|reboot|isolate|reconnect|drain|
   uncordon``: of a whole node;
@@ -49,6 +50,7 @@ from operator_testkit.sandbox import (
     SandboxOptions,
     journey_entries,
     sandbox_down,
+    sandbox_images,
     sandbox_up,
 )
 
@@ -177,6 +179,8 @@ def _sandbox(arguments: argparse.Namespace) -> int:
         walk = journeys[arguments.operator].journey
         assert walk is not None
         return walk(arguments.dir / arguments.operator, arguments.pause)
+    if arguments.action == "images":
+        return sandbox_images()
     if arguments.action == "down":
         return sandbox_down(arguments.dir, arguments.lock)
     return sandbox_up(arguments.dir, SandboxOptions(lock=arguments.lock))
@@ -265,6 +269,13 @@ def _parser() -> argparse.ArgumentParser:
             "$OPERATOR_SUITE_SANDBOX_LOCK)",
         )
         sub.set_defaults(run=_sandbox)
+
+    images = sandbox_actions.add_parser(
+        "images",
+        help="build (or find) the nodes' images that need no Go program: the suite's, Typesense's and "
+        "nginx's (make run builds them while the Go programs compile)",
+    )
+    images.set_defaults(run=_sandbox)
 
     journey = sandbox_actions.add_parser(
         "journey", help="an operator's whole user journey on control planes of its own, step by step"

@@ -67,7 +67,9 @@ __all__ = [
     "SandboxEntry",
     "SandboxOptions",
     "SandboxSite",
+    "images_ahead",
     "sandbox_down",
+    "sandbox_images",
     "sandbox_processes",
     "sandbox_up",
     "storage_class_names",
@@ -450,12 +452,26 @@ def _set_aside_last_run(directory: Path) -> None:
     _say(f"the last run's state and logs are set aside in {previous}")
 
 
-def _images(entries: Mapping[str, SandboxEntry], root: Path) -> list[NodeImage]:
-    """The images the nodes get: the suite's (built from this checkout), Typesense's, nginx's and the
-    entries' own, less those :data:`WITHOUT_IMAGES` names."""
+def images_ahead(root: Path) -> list[NodeImage]:
+    """The nodes' images that need none of the Go programs: the suite's (built from this checkout),
+    Typesense's and nginx's. ``make run`` builds them while the Go programs compile (``sandbox images``):
+    Debian's packages come over the network while the compiler holds the cores; ``up`` finds them built."""
     _say("building the suite's image from this checkout (once per change of the sources)")
     suite = image_of_sources(root)
-    images = [NodeImage(suite.name, (suite.name,)), typesense_image(), nginx_image()]
+    return [NodeImage(suite.name, (suite.name,)), typesense_image(), nginx_image()]
+
+
+def sandbox_images() -> int:
+    """``sandbox images``: :func:`images_ahead`, built or found."""
+    for image in images_ahead(find_hack_dir().parent):
+        print(image.built, flush=True)
+    return 0
+
+
+def _images(entries: Mapping[str, SandboxEntry], root: Path) -> list[NodeImage]:
+    """The images the nodes get: :func:`images_ahead` and the entries' own, less those
+    :data:`WITHOUT_IMAGES` names."""
+    images = images_ahead(root)
     for entry in entries.values():
         images.extend(entry.images() if entry.images is not None else [])
     left_out = {name.strip() for name in os.environ.get(WITHOUT_IMAGES, "").split(",") if name.strip()}
