@@ -3,7 +3,8 @@ control plane: from Go modules pinned under ``hack/``, into a cache directory ou
 
 - ``helm`` (``helm.sh/helm/v3``, ``cmd/helm``), pinned in ``hack/helm/go.mod``;
 - ``registry``, the CNCF distribution registry (``github.com/distribution/distribution/v3``,
-  ``cmd/registry``), pinned in ``hack/registry/go.mod``;
+  its command with only the filesystem and in-memory storage drivers: ``hack/registry/main.go``),
+  pinned in ``hack/registry/go.mod``;
 - Cluster API's CRDs (``config/crd/bases/`` of ``sigs.k8s.io/cluster-api``), pinned in
   ``hack/cluster-api/go.mod``;
 - the same of Cluster API v1.8, the last release that serves only v1beta1 (a management cluster of
@@ -66,10 +67,13 @@ _ORC = "github.com/k-orc/openstack-resource-controller/v2"
 _CLIENT_GO = "k8s.io/client-go"
 _CLUSTER_API_CRDS = "config/crd/bases"
 _CAPD_CRDS = "infrastructure/docker/config/crd/bases"
-_PINNED_FILES = tuple(
-    f"{module}/{name}"
-    for module in ("helm", "registry", "cluster-api", "cluster-api-v1beta1", "capd", "orc")
-    for name in ("go.mod", "go.sum")
+_PINNED_FILES = (
+    *(
+        f"{module}/{name}"
+        for module in ("helm", "registry", "cluster-api", "cluster-api-v1beta1", "capd", "orc")
+        for name in ("go.mod", "go.sum")
+    ),
+    "registry/main.go",
 )
 
 
@@ -214,7 +218,12 @@ def _parts(tools: ClusterStackTools, hack: Path, log: Path) -> list[tuple[str, P
             f"registry {pins.registry} (distribution)",
             tools.registry,
             lambda: build_binary(
-                tools.registry, f"{_REGISTRY}/cmd/registry", _registry_ldflags(pins), hack / "registry", log
+                # hack/registry's own main: distribution's command with only the drivers used here.
+                tools.registry,
+                ".",
+                _registry_ldflags(pins),
+                hack / "registry",
+                log,
             ),
         ),
         (
