@@ -158,10 +158,14 @@ def _key(obj: Mapping[str, Any]) -> tuple[str, str]:
     return metadata.get("namespace") or "", metadata["name"]
 
 
-def _version(obj: Mapping[str, Any]) -> int | None:
-    """The resourceVersion as a number, when it is one (etcd's revisions are)."""
-    value = obj.get("metadata", {}).get("resourceVersion")
+def _revision(value: object) -> int | None:
+    """A resourceVersion as a number, when it is one (etcd's revisions are)."""
     return int(value) if isinstance(value, str) and value.isdigit() else None
+
+
+def _version(obj: Mapping[str, Any]) -> int | None:
+    """The object's resourceVersion as a number, when it is one."""
+    return _revision(obj.get("metadata", {}).get("resourceVersion"))
 
 
 def _is_newer(candidate: Mapping[str, Any], current: Mapping[str, Any] | None) -> bool:
@@ -341,8 +345,8 @@ class Informer:
     def _told_already(self, namespace: str, obj: Manifest) -> bool:
         """Whether the watch of ``obj``'s scope has delivered every change up to ``obj``'s version."""
         scope = namespace if namespace in self._scope_synced else EVERY_NAMESPACE
-        watched, offered = self._versions.get(scope), _version(obj)
-        return offered is not None and watched is not None and watched.isdigit() and offered <= int(watched)
+        watched, offered = _revision(self._versions.get(scope)), _version(obj)
+        return offered is not None and watched is not None and offered <= watched
 
     # -- the watch
 
