@@ -363,8 +363,13 @@ class Operator:
         kube, (namespace, name) = context.kube, key
         needs = self._needs[resource.kind]
         NEEDED_KINDS.set(needs)  # this loop's own task: what its deletes require to be synced
+        # Once the clean-up is done it is not done again: a removal of the finalizer that meets a write
+        # made meanwhile (a reconcile's last status, a user's label) is a conflict, and its retry only
+        # removes the finalizer, without running the clean-up (and its Event) a second time.
+        cleaned_up = False
 
         async def once() -> float | None:
+            nonlocal cleaned_up
             if kube.cache is not None:
                 await kube.cache.wait_settled(needs)
             async with self._gate or contextlib.nullcontext():
@@ -373,9 +378,11 @@ class Operator:
                     return None
                 self.reconciles += 1
                 with reconciling_as(finalizing, key):
-                    delay = await finalize(obj, context)
-                    if delay != FINALIZED:
-                        return delay
+                    if not cleaned_up:
+                        delay = await finalize(obj, context)
+                        if delay != FINALIZED:
+                            return delay
+                        cleaned_up = True
                     await _set_finalizers(kube, obj, remove=[finalizer, *self.legacy_finalizers])
                 return None
 

@@ -1,0 +1,72 @@
+"""The core's finalizing loop against the real API server, with an operator run in this process."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
+
+import pytest
+
+from monocle_operator.api.v1alpha1 import MONOCLE
+from operator_core.controller import FINALIZED, Operator
+from operator_core.kube import Kube
+from operator_core.reconciling import WAIT_FOR_CHANGE, Context
+from operator_testkit.controlplane import ControlPlane
+from operator_testkit.fixtures import wait_until
+
+pytestmark = pytest.mark.usefixtures("installed_crds")
+
+FINALIZER = "test.operator-suite.io/clean-up"
+
+
+async def test_a_clean_up_runs_once_when_the_finalizers_removal_meets_a_write_made_meanwhile(
+    control_plane: ControlPlane, kube: Kube, namespace: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The clean-up writes to the object as it ends (as a reconcile's last status write may, at the same
+    moment): the finalizer's removal, conditional on the version the clean-up was given, is refused
+    with a conflict. Its retry removes the finalizer only: the clean-up, and the Event it says, are not
+    made twice."""
+    monkeypatch.setenv("KUBECONFIG", str(control_plane.kubeconfig))
+    clean_ups: list[str] = []
+
+    async def reconcile(obj: dict[str, Any], context: Context) -> float:
+        return WAIT_FOR_CHANGE
+
+    async def clean_up(obj: dict[str, Any], context: Context) -> float:
+        clean_ups.append(obj["metadata"]["resourceVersion"])
+        patch = {"metadata": {"annotations": {"test.operator-suite.io/cleaned-up": "yes"}}}
+        await context.kube.patch(MONOCLE.api_version, MONOCLE.kind, "held", namespace, patch)
+        return FINALIZED
+
+    operator = Operator("finalizing-test", "test.operator-suite.io")
+    operator.controller(
+        MONOCLE, reconcile, managed_by="finalizing-test", finalizer=FINALIZER, finalize=clean_up
+    )
+    stopping = asyncio.Event()
+    running = asyncio.create_task(operator.run(stopping, (namespace,)))
+    try:
+        manifest = {
+            "apiVersion": MONOCLE.api_version,
+            "kind": MONOCLE.kind,
+            "metadata": {"name": "held", "namespace": namespace},
+            "spec": {},
+        }
+        await kube.create(manifest)
+
+        async def finalizer_added() -> bool:
+            found = await kube.get(MONOCLE.api_version, MONOCLE.kind, "held", namespace)
+            return FINALIZER in ((found or {}).get("metadata") or {}).get("finalizers", [])
+
+        await wait_until(finalizer_added, timeout=20, what="the finalizer on the object")
+        await kube.delete(MONOCLE.api_version, MONOCLE.kind, "held", namespace)
+
+        async def gone() -> bool:
+            return await kube.get(MONOCLE.api_version, MONOCLE.kind, "held", namespace) is None
+
+        await wait_until(gone, timeout=30, what="the object to go")
+        assert len(clean_ups) == 1, f"the clean-up ran {len(clean_ups)} times"
+    finally:
+        stopping.set()
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(running, timeout=30)
