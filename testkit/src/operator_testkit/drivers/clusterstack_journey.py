@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
 import sys
 import time
 from collections.abc import Awaitable, Callable
@@ -70,8 +71,17 @@ class _Narrator:
     def __init__(self) -> None:
         self.began = time.monotonic()
         self.timings: list[tuple[str, float]] = []
+        self.interrupted = False
+        """Ctrl-C was pressed: the journey stops at the next step, should its cancel have been lost."""
+
+    def stop_if_interrupted(self) -> None:
+        # A cancel can be swallowed by a library in the middle of a request (it happened: the journey
+        # walked on to its end after a Ctrl-C); a step never starts after one.
+        if self.interrupted:
+            raise asyncio.CancelledError
 
     def say(self, message: str) -> None:
+        self.stop_if_interrupted()
         print(f"[{time.monotonic() - self.began:6.1f} s] {message}", flush=True)
 
     def show(self, message: str) -> None:
@@ -83,6 +93,7 @@ class _Narrator:
         """``probe()``'s first truthy answer and the seconds it took; JourneyError after ``timeout``."""
         started = time.monotonic()
         while time.monotonic() - started < timeout:
+            self.stop_if_interrupted()
             found = await probe()
             if found:
                 took = time.monotonic() - started
@@ -99,20 +110,38 @@ def run_journey(directory: Path, *, pause: bool = False) -> int:
     narrator = _Narrator()
     try:
         asyncio.run(_journey(directory, narrator, pause))
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        narrator.interrupted = True
+    except (JourneyError, errors.OperatorError, OSError) as error:
+        if not narrator.interrupted:
+            print(f"the journey failed: {error}", file=sys.stderr)
+            print(f"everything it started is stopped; its logs are in {directory}", file=sys.stderr)
+            return 1
+    if narrator.interrupted:
         print("\ninterrupted: everything the journey started is stopped", file=sys.stderr)
         return 130
-    except (JourneyError, errors.OperatorError, OSError) as error:
-        print(f"the journey failed: {error}", file=sys.stderr)
-        print(f"everything it started is stopped; its logs are in {directory}", file=sys.stderr)
-        return 1
     print("\nHow long each step took:")
     for what, took in narrator.timings:
         print(f"  {took:6.2f} s  {what}")
     return 0
 
 
+def _stop_on_ctrl_c(narrator: _Narrator) -> None:
+    """The first Ctrl-C cancels the journey, which stops what it started; a later one is ignored, so that
+    stopping is never cut short."""
+    journey = asyncio.current_task()
+    assert journey is not None
+
+    def interrupt() -> None:
+        if not narrator.interrupted:
+            narrator.interrupted = True
+            journey.cancel()
+
+    asyncio.get_running_loop().add_signal_handler(signal.SIGINT, interrupt)
+
+
 async def _journey(directory: Path, narrator: _Narrator, pause: bool) -> None:
+    _stop_on_ctrl_c(narrator)
     root = find_hack_dir().parent
     narrator.say("building or reusing helm, the registry, Cluster API's CRDs and the suite's image")
     tools = await asyncio.to_thread(ensure_clusterstack_tools)
