@@ -110,6 +110,12 @@ async def events(kube: Kube, namespace: str, reasons: tuple[str, ...]) -> list[d
     return [e for e in await kube.list("v1", "Event", namespace) if e.get("reason") in reasons]
 
 
+async def destructive_steps(kube: Kube, namespace: str) -> list[tuple[str, str]]:
+    """(reason, message) of the namespace's Events of a destructive step: a failed assertion says why
+    each was taken."""
+    return [(e["reason"], e.get("message") or "") for e in await events(kube, namespace, DESTRUCTIVE)]
+
+
 @contextlib.asynccontextmanager
 async def power_cut(nodes: LocalCluster, node: str) -> AsyncIterator[float]:
     """``node``'s power cut, giving the moment of the cut (:func:`time.monotonic`); whatever the test

@@ -40,7 +40,7 @@ from in_cluster import (
     ready_condition,
     token_claims,
 )
-from node_faults import DESTRUCTIVE, events, lead_from, member_pods, node_named_lost, power_cut, whole
+from node_faults import destructive_steps, lead_from, member_pods, node_named_lost, power_cut, whole
 from operator_core import errors
 from operator_core.kube import Kube
 from operator_testkit.assertions import condition
@@ -347,7 +347,7 @@ async def test_the_operator_survives_a_power_cut_of_its_own_node_which_also_ran_
             await writer.acknowledged_after(cut_at, timeout=30)
             await node_named_lost(cluster, member)
             named_after = time.monotonic() - cut_at
-            assert await events(kube, "lost-watched", DESTRUCTIVE) == []
+            assert await destructive_steps(kube, "lost-watched") == []
             gap = writer.longest_gap(cut_at)
             await asyncio.to_thread(nodes.reboot, node)
             back_at = time.monotonic()
@@ -408,9 +408,8 @@ async def test_the_operators_and_the_leaders_node_lost_for_good_has_its_member_r
 
             await wait_until(replaced_elsewhere, timeout=30 + 60, interval=1, what="three healthy members")
             whole_after = time.monotonic() - lost_at
-            assert [e["reason"] for e in await events(kube, "gone-watched", DESTRUCTIVE)] == [
-                "MemberReplaced"
-            ]
+            steps = await destructive_steps(kube, "gone-watched")
+            assert [reason for reason, _ in steps] == ["MemberReplaced"], steps
             successor = await operator.holder()
             assert successor is not None
             assert not successor.startswith(operator_pod + "_"), "the standby leads"

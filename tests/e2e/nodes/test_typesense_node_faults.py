@@ -17,8 +17,8 @@ from collections.abc import AsyncIterator
 import pytest
 
 from node_faults import (
-    DESTRUCTIVE,
     LOST_NODE_STATES,
+    destructive_steps,
     events,
     leader_off_the_provisioner,
     member_pods,
@@ -92,7 +92,7 @@ async def test_a_power_cut_of_the_leaders_node_loses_no_write_names_the_node_and
         assert "spec.nodeLoss.policy is Wait: nothing is replaced" in said, said
         assert "leader elected" in said, said
         await asyncio.sleep(10)  # more looks of the operator: still nothing destructive
-        assert await events(kube, namespace, DESTRUCTIVE) == []
+        assert await destructive_steps(kube, namespace) == []
         after = await member_pods(cluster)
         assert {p: o["metadata"]["uid"] for p, o in after.items()} == {
             p: o["metadata"]["uid"] for p, o in before.items()
@@ -157,7 +157,8 @@ async def test_a_node_lost_for_good_has_its_member_replaced_on_another_node_with
         assert status["lastReplaced"]["member"] == int(leader.rsplit("-", 1)[1])
         assert status["lastReplaced"]["node"] == node
         assert not status.get("replacing")
-        assert [e["reason"] for e in await events(kube, namespace, DESTRUCTIVE)] == ["MemberReplaced"]
+        steps = await destructive_steps(kube, namespace)
+        assert [reason for reason, _ in steps] == ["MemberReplaced"], steps
         gap = writer.longest_gap(cut_at)
         await writer.stop()
         await cluster.assert_nothing_lost(writer.acknowledged)
