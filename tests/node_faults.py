@@ -48,8 +48,14 @@ async def lead_from(cluster: TypesenseCluster, faults: NodeFaults, pod: str, tri
     """Make ``pod``'s member the raft leader before a test's fault: the leader's container is killed
     (SIGKILL), and the other two elect one of themselves, until ``pod``'s wins; each time the killed
     member is back as a follower first. (typesense-server 0.24.1's ``POST /operations/vote`` to a
-    follower did not move the leadership here in 60 s.)"""
+    follower did not move the leadership here in 60 s.)
+
+    Each kill, and the return, waits for the cluster to be whole: a member back as a follower may still
+    be catching up, and a second kill of it soon after is a crash-loop back-off its kubelet holds it in
+    (seen on a loaded machine: the fault the test then made took a majority, and the operator rightly
+    downgraded the cluster)."""
     for _ in range(tries):
+        await wait_until(lambda: whole(cluster), timeout=120, interval=1, what="the cluster whole")
         leader = await raft_leader(cluster)
         if leader == pod:
             return
