@@ -16,9 +16,12 @@ import sys
 from collections.abc import Sequence
 from importlib.metadata import entry_points
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from operator_core.crdgen import CustomResource, crds_yaml
 from operator_core.errors import OperatorError
+
+if TYPE_CHECKING:
+    from operator_core.crdgen import CustomResource
 
 __all__ = ["custom_resources", "main", "render_crd_files", "run_command"]
 
@@ -44,6 +47,10 @@ CHART_OF_OPERATOR = {
 def render_crd_files(operator: str | None = None) -> dict[str, str]:
     """File name (``<group>_<plural>.yaml``) to YAML text, for every custom resource of the suite (or of
     one operator, by its entry point's name)."""
+    # Here, not with the module: the test kit's commands parse their arguments with run_command, and
+    # need neither pydantic nor the models.
+    from operator_core.crdgen import crds_yaml
+
     files: dict[str, str] = {}
     for name, resources in custom_resources().items():
         if operator is not None and name != operator:

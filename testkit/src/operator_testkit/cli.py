@@ -30,29 +30,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from operator_core.cli import run_command
-from operator_testkit.binaries import KUBERNETES_COMMANDS, ensure_binaries, find_hack_dir, say
-from operator_testkit.cert_manager import ensure_cert_manager_controller
-from operator_testkit.clusterstack_tools import ensure_clusterstack_tools
-from operator_testkit.controlplane import ControlPlane, ControlPlaneState, running_components, stop_recorded
-from operator_testkit.image import build_image, push_image
-from operator_testkit.module_crds import (
-    ensure_cert_manager_crds,
-    ensure_gateway_api_crds,
-    ensure_prometheus_operator_crds,
-)
 from operator_testkit.nodes.cli import add_nodes_commands
-from operator_testkit.nodes.tools import ensure_node_tools
-from operator_testkit.oras_cli import ensure_oras
-from operator_testkit.prometheus_tools import ensure_prometheus_tools
-from operator_testkit.s3 import ensure_versitygw
-from operator_testkit.sandbox import (
-    DEFAULT_LOCK,
-    SandboxOptions,
-    journey_entries,
-    sandbox_down,
-    sandbox_images,
-    sandbox_up,
-)
+from operator_testkit.sandbox_lock import DEFAULT_LOCK, another_sandbox, refuse_another
+
+# The commands' own modules are imported when a command runs, not here: ``sandbox up`` refuses a second
+# sandbox before the rest of the test kit is loaded (a second or more on a busy machine).
 
 __all__ = ["main"]
 
@@ -73,16 +55,23 @@ class _ToolGroup:
 
 
 def _control_plane() -> list[str]:
+    from operator_testkit.binaries import KUBERNETES_COMMANDS, ensure_binaries
+
     binaries = ensure_binaries()
     return [str(binaries.directory), *(f"  {binaries.path(name)}" for name in ("etcd", *KUBERNETES_COMMANDS))]
 
 
 def _node_programs() -> list[str]:
+    from operator_testkit.nodes.tools import ensure_node_tools
+
     node_tools = ensure_node_tools()
     return [str(node_tools.bin), *(f"  {node_tools.path(program.name)}" for program in node_tools.programs)]
 
 
 def _sandbox_tools() -> list[str]:
+    from operator_testkit.clusterstack_tools import ensure_clusterstack_tools
+    from operator_testkit.s3 import ensure_versitygw
+
     tools = ensure_clusterstack_tools()
     paths = (
         tools.helm,
@@ -96,6 +85,15 @@ def _sandbox_tools() -> list[str]:
 
 
 def _test_tools() -> list[str]:
+    from operator_testkit.cert_manager import ensure_cert_manager_controller
+    from operator_testkit.module_crds import (
+        ensure_cert_manager_crds,
+        ensure_gateway_api_crds,
+        ensure_prometheus_operator_crds,
+    )
+    from operator_testkit.oras_cli import ensure_oras
+    from operator_testkit.prometheus_tools import ensure_prometheus_tools
+
     crds = (ensure_gateway_api_crds(), ensure_prometheus_operator_crds(), ensure_cert_manager_crds())
     controller, oras, prometheus = ensure_cert_manager_controller(), ensure_oras(), ensure_prometheus_tools()
     return [
@@ -109,6 +107,8 @@ def _binaries(arguments: argparse.Namespace) -> int:
     """Each group in turn; after one that had something to build, how long it took and, by the last
     measured cold figures, at most how long the rest takes (issue 67: a cold ``make run`` should say
     how much is left)."""
+    from operator_testkit.binaries import say
+
     groups = [_ToolGroup("the control plane", 249, _control_plane)]
     if arguments.nodes:
         groups.append(_ToolGroup("the nodes' programs", 173, _node_programs))
@@ -129,6 +129,8 @@ def _binaries(arguments: argparse.Namespace) -> int:
 
 
 def _controlplane_up(arguments: argparse.Namespace) -> int:
+    from operator_testkit.controlplane import ControlPlane, ControlPlaneState, running_components
+
     directory: Path = arguments.dir.resolve()
     if (directory / "state.json").exists() and running_components(ControlPlaneState.load(directory)):
         print(f"a control plane is already running in {directory}")
@@ -148,6 +150,8 @@ def _controlplane_up(arguments: argparse.Namespace) -> int:
 
 
 def _controlplane_down(arguments: argparse.Namespace) -> int:
+    from operator_testkit.controlplane import ControlPlaneState, stop_recorded
+
     directory: Path = arguments.dir.resolve()
     if not (directory / "state.json").exists():
         print(f"no control plane recorded in {directory}")
@@ -160,6 +164,8 @@ def _controlplane_down(arguments: argparse.Namespace) -> int:
 
 
 def _kubectl(arguments: argparse.Namespace) -> int:
+    from operator_testkit.binaries import ensure_binaries
+
     kubectl = ensure_binaries().kubectl
     kubeconfig = arguments.dir.resolve() / "kubeconfig"
     # Replace this process, so kubectl owns the terminal and its exit code is ours.
@@ -167,6 +173,19 @@ def _kubectl(arguments: argparse.Namespace) -> int:
 
 
 def _sandbox(arguments: argparse.Namespace) -> int:
+    if arguments.action == "up":
+        running = another_sandbox(arguments.lock, arguments.dir.resolve())
+        if running is not None:
+            refuse_another(running, arguments.lock)  # before the test kit is loaded: at once
+            return 1
+    from operator_testkit.sandbox import (
+        SandboxOptions,
+        journey_entries,
+        sandbox_down,
+        sandbox_images,
+        sandbox_up,
+    )
+
     if arguments.action == "journey":
         journeys = journey_entries()
         if arguments.operator not in journeys:
@@ -187,6 +206,9 @@ def _sandbox(arguments: argparse.Namespace) -> int:
 
 
 def _image(arguments: argparse.Namespace) -> int:
+    from operator_testkit.binaries import find_hack_dir
+    from operator_testkit.image import build_image, push_image
+
     image = build_image(find_hack_dir().parent, arguments.tag)
     print(
         f"{image.name} {image.digest} {image.size_bytes / 2**20:.1f} MiB (uncompressed layers), "

@@ -57,6 +57,15 @@ from operator_testkit.nodes.images import NodeImage, nginx_image, typesense_imag
 from operator_testkit.nodes.plan import nodes_plan
 from operator_testkit.nodes.storage import STORAGE_CLASSES
 from operator_testkit.pod_failures import WaitingKey, stuck_containers, waiting_since
+from operator_testkit.sandbox_lock import (
+    DEFAULT_LOCK,
+    MARKER,
+    alive,
+    refuse_another,
+    release_lock,
+    sandbox_processes,
+    take_lock,
+)
 
 __all__ = [
     "DEFAULT_LOCK",
@@ -77,9 +86,6 @@ __all__ = [
 ]
 
 ENTRY_POINT_GROUP = "operator_suite.sandbox"
-MARKER = "OPERATOR_SUITE_SANDBOX_DIR"
-"""Set to the sandbox's directory in the environment of every process ``up`` starts."""
-DEFAULT_LOCK = Path(os.environ.get("OPERATOR_SUITE_SANDBOX_LOCK", "/run/operator-suite/sandbox.lock"))
 WITHOUT_IMAGES = "OPERATOR_SUITE_SANDBOX_WITHOUT_IMAGES"
 """Names of images (comma-separated) ``up`` does not load onto the nodes: what a user sees whose
 cluster lacks an image its samples ask for (a test of ``up``'s failure report sets it)."""
@@ -234,51 +240,15 @@ def _ready_condition(obj: Mapping[str, Any]) -> dict[str, Any]:
     return {}
 
 
-# ---------------------------------------------------------------- the sandbox's processes
-
-
-def _environment(pid: int) -> list[bytes]:
-    try:
-        return Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
-    except OSError:
-        return []
-
-
-def _carries_marker(pid: int, directory: Path) -> bool:
-    return f"{MARKER}={directory}".encode() in _environment(pid)
-
-
-def sandbox_processes(directory: Path) -> list[int]:
-    """Every live process of the sandbox in ``directory`` that carries :data:`MARKER`, but this one.
-
-    The nodes' daemons carry it; their containers, whose environment is their own, do not, and are
-    stopped with the nodes' cgroup tree."""
-    directory = directory.resolve()
-    found = set()
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit() and _carries_marker(int(entry.name), directory):
-            found.add(int(entry.name))
-    found.discard(os.getpid())
-    return sorted(pid for pid in found if _alive(pid))
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state != "Z"
-
-
 def _wait_gone(pids: Iterable[int], grace: float) -> list[int]:
     deadline = time.monotonic() + grace
-    left = [pid for pid in pids if _alive(pid)]
+    left = [pid for pid in pids if alive(pid)]
     while left and time.monotonic() < deadline:
         time.sleep(0.2)
         for pid in left:
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(pid, os.WNOHANG)  # ours, when ``up`` cleans up after itself
-        left = [pid for pid in left if _alive(pid)]
+        left = [pid for pid in left if alive(pid)]
     return left
 
 
@@ -292,58 +262,6 @@ def _stop_leftovers(directory: Path) -> None:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
     _wait_gone(pids, 5)
-
-
-# ---------------------------------------------------------------- one sandbox per machine
-
-
-def _lock_holder(lock: Path) -> tuple[Path, int] | None:
-    try:
-        data = json.loads(lock.read_text())
-        return Path(data["dir"]), int(data["pid"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-
-
-def _holder_runs(directory: Path, pid: int) -> bool:
-    """Whether the sandbox named by a lock still runs: its ``up`` is at work, or any process of it lives."""
-    try:
-        up_running = b"sandbox" in Path(f"/proc/{pid}/cmdline").read_bytes() and _alive(pid)
-    except OSError:
-        up_running = False
-    return up_running or bool(sandbox_processes(directory))
-
-
-def _take_lock(lock: Path, directory: Path) -> Path | None:
-    """Take the machine's sandbox lock for ``directory``; the running sandbox's directory if another holds it.
-
-    The lock is created whole (written aside, then linked into place, which fails if it exists);
-    a lock whose sandbox no longer runs is stale and taken over.
-    """
-    lock.parent.mkdir(parents=True, exist_ok=True)
-    mine = lock.with_name(f".{lock.name}.{os.getpid()}")
-    mine.write_text(json.dumps({"dir": str(directory), "pid": os.getpid()}))
-    try:
-        for _ in range(3):
-            try:
-                os.link(mine, lock)
-                return None
-            except FileExistsError:
-                holder = _lock_holder(lock)
-                if holder is not None and holder[0] != directory and _holder_runs(*holder):
-                    return holder[0]
-                if holder is not None:
-                    _say(f"taking over the lock {lock} of a sandbox that no longer runs ({holder[0]})")
-                lock.unlink(missing_ok=True)
-        raise ControlPlaneError(f"could not take the sandbox lock {lock}")
-    finally:
-        mine.unlink(missing_ok=True)
-
-
-def _release_lock(lock: Path, directory: Path) -> None:
-    holder = _lock_holder(lock)
-    if holder is not None and holder[0] == directory:
-        lock.unlink(missing_ok=True)
 
 
 # ---------------------------------------------------------------- signals and environment
@@ -407,10 +325,9 @@ def sandbox_up(directory: Path, options: SandboxOptions | None = None) -> int:
         _complain(f"(they provide {', '.join(STORAGE_CLASSES)})")
         return 1
     directory.mkdir(parents=True, exist_ok=True)
-    running = _take_lock(options.lock, directory)
+    running = take_lock(options.lock, directory)
     if running is not None:
-        _complain(f"another sandbox runs on this machine, from {running} (lock {options.lock}).")
-        _complain(f"stop it first: operator-suite-dev sandbox down --dir {running}")
+        refuse_another(running, options.lock)
         return 1
     _set_aside_last_run(directory)
     record = _Record(directory, str(options.lock), str(directory / "cluster"))
@@ -654,7 +571,7 @@ def sandbox_down(directory: Path, lock: Path | None = None) -> int:
         recorded = json.loads((cluster / CLUSTER_RECORD).read_text())
         plan = nodes_plan(recorded["slot"], recorded["count"], cluster.resolve() / "slot")
     if not record and plan is None and not sandbox_processes(directory):
-        _release_lock(lock, directory)
+        release_lock(lock, directory)
         _say(f"no sandbox recorded in {directory}, and none of its processes runs")
         return 0
     # The nodes (their daemons, shims and containers, one cgroup tree), then the control plane.
@@ -665,7 +582,7 @@ def sandbox_down(directory: Path, lock: Path | None = None) -> int:
     left.extend(host.leftovers(plan) if plan is not None else [])
     path.unlink(missing_ok=True)
     (directory / "kubeconfig").unlink(missing_ok=True)
-    _release_lock(lock, directory)
+    release_lock(lock, directory)
     if left:
         _complain(f"left behind: {', '.join(left)}")
         return 1

@@ -28,24 +28,29 @@ import json
 import sys
 from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from operator_core.kube import Kube
 from operator_testkit.errors import ControlPlaneError
-from operator_testkit.nodes.cluster import RECORD, recorded_faults, recorded_power
-from operator_testkit.nodes.faults import FaultError, NodeFaults
-from operator_testkit.nodes.power import NodePower
+
+if TYPE_CHECKING:
+    from operator_testkit.nodes.faults import NodeFaults
+    from operator_testkit.nodes.power import NodePower
+
+# What a fault needs (the API client, the nodes' records) is imported when a fault is made, not with
+# the parser: every command of operator-suite-dev builds it, and most of them need none of that.
 
 __all__ = ["DEFAULT_SANDBOX_DIR", "add_nodes_commands"]
 
 DEFAULT_SANDBOX_DIR = Path.home() / ".local" / "state" / "operator-suite" / "sandbox"
 
-Action = Callable[[NodeFaults, argparse.Namespace], Coroutine[Any, Any, Any]]
-NodeAction = Callable[[NodePower, argparse.Namespace], Any]
+Action = Callable[["NodeFaults", argparse.Namespace], Coroutine[Any, Any, Any]]
+NodeAction = Callable[["NodePower", argparse.Namespace], Any]
 
 
 def _sandbox_cluster(arguments: argparse.Namespace) -> Path | None:
     """The sandbox's cluster directory, or None (said on stderr) when no sandbox runs there."""
+    from operator_testkit.nodes.cluster import RECORD
+
     cluster: Path = arguments.dir.resolve() / "cluster"
     if (cluster / RECORD).exists():
         return cluster
@@ -57,6 +62,8 @@ def _sandbox_cluster(arguments: argparse.Namespace) -> Path | None:
 
 def _answered(act: Callable[[], Any]) -> int:
     """Print ``act()``'s answer as JSON (0), or why it could not be done in one line (1)."""
+    from operator_testkit.nodes.faults import FaultError
+
     try:
         print(json.dumps(act(), indent=2))
     except (FaultError, ControlPlaneError) as error:
@@ -70,6 +77,9 @@ def _runner(action: Action) -> Callable[[argparse.Namespace], int]:
         cluster = _sandbox_cluster(arguments)
         if cluster is None:
             return 1
+
+        from operator_core.kube import Kube
+        from operator_testkit.nodes.cluster import recorded_faults
 
         async def act() -> Any:
             async with Kube.connect(cluster / "controlplane" / "kubeconfig") as kube:
@@ -85,6 +95,8 @@ def _node_runner(action: NodeAction) -> Callable[[argparse.Namespace], int]:
         cluster = _sandbox_cluster(arguments)
         if cluster is None:
             return 1
+        from operator_testkit.nodes.cluster import recorded_power
+
         return _answered(lambda: action(recorded_power(cluster), arguments))
 
     return run
@@ -128,15 +140,15 @@ def add_nodes_commands(subparsers: Any) -> None:
     kill.add_argument("--signal", default="KILL", help="a signal name (%(default)s)")
     for name, text, method in (
         ("freeze", "freeze a container (the cgroup freezer): it holds its ports and answers nothing",
-         NodeFaults.freeze),
-        ("thaw", "thaw a frozen container", NodeFaults.thaw),
-        ("down", "cut a container off and kill it: it restarts behind the rules until `up`", NodeFaults.down),
-        ("up", "drop the rules `down` made", NodeFaults.up),
+         "freeze"),
+        ("thaw", "thaw a frozen container", "thaw"),
+        ("down", "cut a container off and kill it: it restarts behind the rules until `up`", "down"),
+        ("up", "drop the rules `down` made", "up"),
     ):  # fmt: skip
         _with_container(_add(actions, name, text, "pod", _container(method)))
     for name, text, pod_method in (
-        ("partition", "reject every connection to or from a pod (its loopback aside)", NodeFaults.partition),
-        ("heal", "drop the rules `partition` made", NodeFaults.heal),
+        ("partition", "reject every connection to or from a pod (its loopback aside)", "partition"),
+        ("heal", "drop the rules `partition` made", "heal"),
     ):
         _add(actions, name, text, "pod", _pod(pod_method))
     delete = _add(
@@ -152,9 +164,9 @@ def add_nodes_commands(subparsers: Any) -> None:
         "statefulset", lambda f, a: f.restart_statefulset(a.namespace, a.statefulset),
     )  # fmt: skip
     for name, text, volume_method in (
-        ("wipe", "remove everything in a claim's volume", NodeFaults.wipe_volume),
-        ("fill", "fill a size-limited claim's volume to the last byte", NodeFaults.fill_volume),
-        ("free", "remove what fill wrote", NodeFaults.free_volume),
+        ("wipe", "remove everything in a claim's volume", "wipe_volume"),
+        ("fill", "fill a size-limited claim's volume to the last byte", "fill_volume"),
+        ("free", "remove what fill wrote", "free_volume"),
     ):
         _add(actions, name, text, "claim", _volume(volume_method))
     _add_node(
@@ -180,13 +192,13 @@ def add_nodes_commands(subparsers: Any) -> None:
     _add_node(actions, "uncordon", "kubectl uncordon", lambda p, a: p.uncordon(a.node))
 
 
-def _container(method: Callable[[NodeFaults, str, str, str | None], Coroutine[Any, Any, Any]]) -> Action:
-    return lambda faults, a: method(faults, a.namespace, a.pod, a.container)
+def _container(method: str) -> Action:
+    return lambda faults, a: getattr(faults, method)(a.namespace, a.pod, a.container)
 
 
-def _pod(method: Callable[[NodeFaults, str, str], Coroutine[Any, Any, Any]]) -> Action:
-    return lambda faults, a: method(faults, a.namespace, a.pod)
+def _pod(method: str) -> Action:
+    return lambda faults, a: getattr(faults, method)(a.namespace, a.pod)
 
 
-def _volume(method: Callable[[NodeFaults, str, str], Coroutine[Any, Any, Any]]) -> Action:
-    return lambda faults, a: method(faults, a.namespace, a.claim)
+def _volume(method: str) -> Action:
+    return lambda faults, a: getattr(faults, method)(a.namespace, a.claim)
