@@ -237,6 +237,30 @@ async def test_auto_subscribe_follows_new_releases_and_keeps_the_one_a_cluster_u
     assert await kube.get("cluster.x-k8s.io/v1beta2", "ClusterClass", "docker-auto-1-30-v2", namespace)
 
 
+async def test_a_release_seen_before_all_its_assets_are_there_is_downloaded_again_within_seconds(
+    operator_kube: Kube, namespace: str, releases: Releases, tmp_path: Path
+) -> None:
+    """A release is seen while its assets are still being uploaded (as ``gh release create`` uploads them
+    after the release exists): said in ValidateHelmChartFailed, and downloaded again within seconds,
+    not at the next resync ten minutes later."""
+    kube = operator_kube
+    tag = "docker-partial-1-30-v1"
+    _, whole = publish_release(tmp_path, tag, helm=releases.helm)
+    uploading = releases.root / tag
+    uploading.mkdir(parents=True)
+    for first in ("metadata.yaml", "hashes.json"):
+        shutil.copy(whole / first, uploading / first)
+    await kube.create(
+        stack("partial", namespace, name="partial", versions=["v1"], autoSubscribe=False, noProvider=True)
+    )
+    (said,) = await wait_for_events(kube, namespace, "ValidateHelmChartFailed")
+    assert "the release lacks" in said["message"]
+    for rest in whole.iterdir():
+        if not (uploading / rest.name).exists():
+            shutil.copy(rest, uploading / rest.name)
+    await ready_release(kube, namespace, tag, timeout=20)
+
+
 async def test_deleting_a_release_waits_while_a_cluster_uses_its_class(
     operator_kube: Kube, namespace: str, releases: Releases
 ) -> None:

@@ -14,6 +14,7 @@ from clusterstack_operator.releases.decide import (
     cluster_class_of,
     cluster_in,
     clusters_without_addon,
+    incomplete_release_retry_seconds,
     is_paused,
     plan_releases,
 )
@@ -249,3 +250,19 @@ def test_a_clusters_class_namespace_is_named_or_its_own(topology: dict, namespac
     assert class_namespace_of(cluster) == namespace
     assert cluster_in(cluster, "platform") == "tenant/x"
     assert cluster_in(cluster, "tenant") == "x"
+
+
+@pytest.mark.parametrize(
+    ("broken_for", "look_again_in"),
+    [
+        (0.0, 5.0),  # just seen without all of its assets: they may be uploading
+        (3.0, 5.0),
+        (40.0, 40.0),  # as long as it has been broken
+        (299.0, 299.0),
+        (3600.0, 300.0),  # a person fixes it: every five minutes at most
+    ],
+)
+def test_an_incomplete_release_is_downloaded_again_soon_then_less_and_less_often(
+    broken_for: float, look_again_in: float
+) -> None:
+    assert incomplete_release_retry_seconds(broken_for) == look_again_in

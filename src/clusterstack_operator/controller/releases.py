@@ -35,6 +35,7 @@ from clusterstack_operator.controller.helm_hooks import (
 from clusterstack_operator.controller.scope import StackScope, ready_report, write_capi_status
 from clusterstack_operator.helm import HelmError
 from clusterstack_operator.releases.assets import InvalidRelease
+from clusterstack_operator.releases.decide import incomplete_release_retry_seconds
 from clusterstack_operator.releases.hooks import HookEvent, SplitChart, split_hooks
 from clusterstack_operator.releases.versions import InvalidVersion, ReleaseName
 from clusterstack_operator.resources import (
@@ -48,6 +49,7 @@ from clusterstack_operator.sources.base import SourceError
 from operator_core import errors
 from operator_core.cache import WatchedKind
 from operator_core.children import MANAGED_BY_LABEL
+from operator_core.clock import utcnow
 from operator_core.controller import FINALIZED
 from operator_core.kube import Kube
 from operator_core.reconciling import WAIT_FOR_CHANGE, Context
@@ -119,7 +121,8 @@ async def download(scope: ReleaseScope) -> Outcome:
         )
         raise
     except InvalidRelease as error:
-        # The store kept nothing of it: the next look downloads it afresh (a release fixed on the source).
+        # The store kept nothing of it: the next look downloads it afresh (its assets still being
+        # uploaded, or a release fixed on the source), soon at first, then less and less often.
         await book.set(
             ConditionType.DOWNLOADED,
             "False",
@@ -128,6 +131,9 @@ async def download(scope: ReleaseScope) -> Outcome:
             warn=EventReason.VALIDATE_HELM_CHART_FAILED,
             warn_on_new_message=True,
         )
+        since = book.get(ConditionType.DOWNLOADED)
+        broken_for = (utcnow() - since.last_transition_time).total_seconds() if since is not None else 0.0
+        scope.next_look = incomplete_release_retry_seconds(broken_for)
         return Outcome.STOP
     scope.store_key = bound.key
     await book.set(ConditionType.DOWNLOADED, "True", Reason.DOWNLOADED, f"release {name.tag} is downloaded")

@@ -37,9 +37,13 @@ __all__ = [
     "cluster_class_of",
     "cluster_in",
     "clusters_without_addon",
+    "incomplete_release_retry_seconds",
     "is_paused",
     "plan_releases",
 ]
+
+INCOMPLETE_RELEASE_RETRY = (5.0, 300.0)
+"""The soonest and the latest look again at a release whose assets are incomplete or broken."""
 
 
 @dataclass(frozen=True)
@@ -225,3 +229,15 @@ def plan_releases(
         latest=latest,
         why_kept=why,
     )
+
+
+def incomplete_release_retry_seconds(broken_for: float) -> float:
+    """When to download again a release found incomplete or broken ``broken_for`` seconds ago.
+
+    A release is often seen before all of its assets are there (``gh release create`` uploads them one
+    by one after the release exists), so the first look again comes within seconds; one that stays
+    broken is fixed by a person, so the looks space out (each as long as it has been broken), up to
+    five minutes: a few downloads of a broken release, not one per reconcile.
+    """
+    soonest, latest = INCOMPLETE_RELEASE_RETRY
+    return min(max(broken_for, soonest), latest)
