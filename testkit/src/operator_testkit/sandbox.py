@@ -34,7 +34,6 @@ import json
 import os
 import shutil
 import signal
-import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -61,9 +60,11 @@ from operator_testkit.sandbox_lock import (
     DEFAULT_LOCK,
     MARKER,
     alive,
+    complain,
     refuse_another,
     release_lock,
     sandbox_processes,
+    say,
     take_lock,
 )
 
@@ -201,14 +202,6 @@ def _entries() -> dict[str, SandboxEntry]:
     return {e.name: e.load() for e in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name)}
 
 
-def _say(message: str) -> None:
-    print(f"[sandbox] {message}", flush=True)
-
-
-def _complain(message: str) -> None:
-    print(f"[sandbox] {message}", file=sys.stderr, flush=True)
-
-
 # ---------------------------------------------------------------- pure decisions
 
 
@@ -313,16 +306,16 @@ def sandbox_up(directory: Path, options: SandboxOptions | None = None) -> int:
     options = options or SandboxOptions()
     directory = directory.resolve()
     if (directory / "sandbox.json").exists():
-        _complain(f"a sandbox is already recorded in {directory}")
-        _complain(f"stop it first: operator-suite-dev sandbox down --dir {directory}")
+        complain(f"a sandbox is already recorded in {directory}")
+        complain(f"stop it first: operator-suite-dev sandbox down --dir {directory}")
         return 1
     root = find_hack_dir().parent
     entries = _entries()
     samples = {sample: _documents(root / sample) for entry in entries.values() for sample in entry.samples}
     unknown = unknown_storage_classes(d for documents in samples.values() for d in documents)
     if unknown:
-        _complain(f"the samples name StorageClasses the nodes do not provide: {', '.join(unknown)}")
-        _complain(f"(they provide {', '.join(STORAGE_CLASSES)})")
+        complain(f"the samples name StorageClasses the nodes do not provide: {', '.join(unknown)}")
+        complain(f"(they provide {', '.join(STORAGE_CLASSES)})")
         return 1
     directory.mkdir(parents=True, exist_ok=True)
     running = take_lock(options.lock, directory)
@@ -337,16 +330,16 @@ def sandbox_up(directory: Path, options: SandboxOptions | None = None) -> int:
             _start(record, root, entries, samples)
             return 0
         except _Interrupted as interrupted:
-            _complain(f"{interrupted}: stopping everything this sandbox started")
+            complain(f"{interrupted}: stopping everything this sandbox started")
             code = 128 + interrupted.number
         except Exception as error:  # every failure ends the same way: say why, stop it all
             _ignore_signals()
-            _complain(f"sandbox up failed: {error}")
-            _complain("stopping everything this sandbox started")
+            complain(f"sandbox up failed: {error}")
+            complain("stopping everything this sandbox started")
             code = 1
         # Signals stay ignored from here on: a second Ctrl-C must not cut the clean-up short.
         sandbox_down(directory, options.lock)
-    _complain(f"its logs are kept in {directory}: cluster/slot/logs/ (the nodes), cluster/controlplane/logs/")
+    complain(f"its logs are kept in {directory}: cluster/slot/logs/ (the nodes), cluster/controlplane/logs/")
     return code
 
 
@@ -366,14 +359,14 @@ def _set_aside_last_run(directory: Path) -> None:
     previous.mkdir()
     for part in parts:
         part.rename(previous / part.name)
-    _say(f"the last run's state and logs are set aside in {previous}")
+    say(f"the last run's state and logs are set aside in {previous}")
 
 
 def images_ahead(root: Path) -> list[NodeImage]:
     """The nodes' images that need none of the Go programs: the suite's (built from this checkout),
     Typesense's and nginx's. ``make run`` builds them while the Go programs compile (``sandbox images``):
     Debian's packages come over the network while the compiler holds the cores; ``up`` finds them built."""
-    _say("building the suite's image from this checkout (once per change of the sources)")
+    say("building the suite's image from this checkout (once per change of the sources)")
     suite = image_of_sources(root)
     return [NodeImage(suite.name, (suite.name,)), typesense_image(), nginx_image()]
 
@@ -395,10 +388,10 @@ def _images(entries: Mapping[str, SandboxEntry], root: Path) -> list[NodeImage]:
     kept = [image for image in images if not left_out & set(image.names)]
     for image in images:
         if image not in kept:
-            _say(f"not loading {', '.join(image.names)} (${WITHOUT_IMAGES})")
+            say(f"not loading {', '.join(image.names)} (${WITHOUT_IMAGES})")
     for image in kept:
         for line in image.loaded_as:
-            _say(f"image: {line}")
+            say(f"image: {line}")
     return kept
 
 
@@ -411,7 +404,7 @@ def _start(
     directory = record.directory
     started = time.monotonic()
     images = _images(entries, root)
-    _say("starting 3 real nodes (kubelet, containerd, runc) and their control plane")
+    say("starting 3 real nodes (kubelet, containerd, runc) and their control plane")
     cluster = LocalCluster(Path(record.cluster), bound=False, extra_images=images)
     try:
         cluster.start()
@@ -424,7 +417,7 @@ def _start(
     admin_kubeconfig = directory / "kubeconfig"
     shutil.copyfile(plane.kubeconfig, admin_kubeconfig)
     admin_kubeconfig.chmod(0o600)
-    _say(plane.kubectl("get", "nodes", "-o", "wide").rstrip())
+    say(plane.kubectl("get", "nodes", "-o", "wide").rstrip())
     repository, tag = images[0].names[0].rsplit(":", 1)
     objects: list[tuple[str, str, str]] = []
     awaited: list[Awaited] = []
@@ -443,7 +436,7 @@ def _start(
         }
         (home / "values.json").write_text(json.dumps(values, indent=2))  # JSON is YAML
         namespace = f"{name}-system"
-        _say(f"helm install {entry.chart} charts/{entry.chart} -n {namespace} (the suite's image)")
+        say(f"helm install {entry.chart} charts/{entry.chart} -n {namespace} (the suite's image)")
         install_chart(
             directory / "helm", plane.kubeconfig, entry.chart, entry.chart, namespace,
             ["-f", str(home / "values.json")],
@@ -451,13 +444,13 @@ def _start(
         record.operators.append({"name": name, "release": entry.chart, "namespace": namespace})
         record.save()
         for sample in entry.samples:
-            _say(f"applying {sample}")
+            say(f"applying {sample}")
             plane.kubectl("apply", "--server-side", "-n", SAMPLES_NAMESPACE, "-f", str(root / sample))
             objects.extend(_custom_objects(samples[sample]))
         if prepared.manifests:
             path = home / "prepared.yaml"
             path.write_text(yaml.safe_dump_all(list(prepared.manifests)))
-            _say(f"applying {path.relative_to(directory)}")
+            say(f"applying {path.relative_to(directory)}")
             plane.kubectl("apply", "--server-side", "-n", SAMPLES_NAMESPACE, "-f", str(path))
             objects.extend(_custom_objects(prepared.manifests))
         awaited.extend(prepared.awaited)
@@ -465,7 +458,7 @@ def _start(
     _wait_ready(plane, objects)
     for wanted in awaited:
         _wait_for(plane, wanted)
-    _say(f"ready in {time.monotonic() - started:.0f} s")
+    say(f"ready in {time.monotonic() - started:.0f} s")
     print("\nUse it:")
     print(f"  export KUBECONFIG={admin_kubeconfig} PATH={plane.binaries.kubectl.parent}:$PATH")
     for entry in entries.values():
@@ -519,7 +512,7 @@ def _wait_ready(plane: ControlPlane, objects: list[tuple[str, str, str]]) -> Non
             status, reason = ready.get("status", "?"), ready.get("reason", "")
             line = f"{kind}/{name}: Ready={status} {reason} {ready.get('message', '')}"
             if last.get(item) != line:
-                _say(line.strip())
+                say(line.strip())
                 last[item] = line
             if ready.get("status") == "True":
                 pending.remove(item)
@@ -531,7 +524,7 @@ def _wait_for(plane: ControlPlane, wanted: Awaited) -> None:
     """Until an object of ``wanted`` is done. One that failed is said, and the wait goes on for another
     (a schedule that fires while its cluster still starts makes a backup that fails, then one that
     completes); on the time-out, the failures are the reason given."""
-    _say(f"waiting for {wanted.what}")
+    say(f"waiting for {wanted.what}")
     deadline = time.monotonic() + wanted.timeout
     since: dict[WaitingKey, float] = {}
     failures: dict[str, str] = {}
@@ -544,12 +537,12 @@ def _wait_for(plane: ControlPlane, wanted: Awaited) -> None:
             status = item.get("status") or {}
             name = item["metadata"]["name"]
             if status.get("phase") == wanted.done:
-                _say(f"{wanted.resource.split('.')[0]}/{name}: {wanted.done}")
+                say(f"{wanted.resource.split('.')[0]}/{name}: {wanted.done}")
                 return
             if status.get("phase") == wanted.failed and name not in failures:
                 failures[name] = _ready_condition(item).get("message", "")
                 kind = wanted.resource.split(".")[0]
-                _say(f"{kind}/{name}: {wanted.failed}: {failures[name]}; waiting for another")
+                say(f"{kind}/{name}: {wanted.failed}: {failures[name]}; waiting for another")
         if time.monotonic() > deadline:
             why = "; ".join(f"{name}: {message}" for name, message in failures.items()) or "none ended"
             raise ControlPlaneError(f"{wanted.what}: not {wanted.done} after {wanted.timeout:.0f} s ({why})")
@@ -572,7 +565,7 @@ def sandbox_down(directory: Path, lock: Path | None = None) -> int:
         plan = nodes_plan(recorded["slot"], recorded["count"], cluster.resolve() / "slot")
     if not record and plan is None and not sandbox_processes(directory):
         release_lock(lock, directory)
-        _say(f"no sandbox recorded in {directory}, and none of its processes runs")
+        say(f"no sandbox recorded in {directory}, and none of its processes runs")
         return 0
     # The nodes (their daemons, shims and containers, one cgroup tree), then the control plane.
     stop_recorded_cluster(cluster)
@@ -584,7 +577,7 @@ def sandbox_down(directory: Path, lock: Path | None = None) -> int:
     (directory / "kubeconfig").unlink(missing_ok=True)
     release_lock(lock, directory)
     if left:
-        _complain(f"left behind: {', '.join(left)}")
+        complain(f"left behind: {', '.join(left)}")
         return 1
-    _say(f"stopped everything of the sandbox in {directory}")
+    say(f"stopped everything of the sandbox in {directory}")
     return 0

@@ -19,15 +19,27 @@ __all__ = [
     "MARKER",
     "alive",
     "another_sandbox",
+    "complain",
     "refuse_another",
     "release_lock",
     "sandbox_processes",
+    "say",
     "take_lock",
 ]
 
 MARKER = "OPERATOR_SUITE_SANDBOX_DIR"
 """Set to the sandbox's directory in the environment of every process ``up`` starts."""
 DEFAULT_LOCK = Path(os.environ.get("OPERATOR_SUITE_SANDBOX_LOCK", "/run/operator-suite/sandbox.lock"))
+
+
+def say(message: str) -> None:
+    """A line of the sandbox's progress."""
+    print(f"[sandbox] {message}", flush=True)
+
+
+def complain(message: str) -> None:
+    """A line of why the sandbox cannot do what it was asked."""
+    print(f"[sandbox] {message}", file=sys.stderr, flush=True)
 
 
 # ---------------------------------------------------------------- the sandbox's processes
@@ -87,18 +99,22 @@ def _holder_runs(directory: Path, pid: int) -> bool:
     return up_running or bool(sandbox_processes(directory))
 
 
-def another_sandbox(lock: Path, directory: Path) -> Path | None:
-    """The directory of the sandbox that holds ``lock`` and runs, when it is not ``directory``'s."""
-    holder = _lock_holder(lock)
+def _running_elsewhere(holder: tuple[Path, int] | None, directory: Path) -> Path | None:
+    """The directory of the lock's ``holder``, when it is not ``directory`` and its sandbox runs."""
     if holder is not None and holder[0] != directory and _holder_runs(*holder):
         return holder[0]
     return None
 
 
+def another_sandbox(lock: Path, directory: Path) -> Path | None:
+    """The directory of the sandbox that holds ``lock`` and runs, when it is not ``directory``'s."""
+    return _running_elsewhere(_lock_holder(lock), directory)
+
+
 def refuse_another(running: Path, lock: Path) -> None:
     """Say that a sandbox runs already, from ``running``, and how to stop it."""
-    print(f"[sandbox] another sandbox runs on this machine, from {running} (lock {lock}).", file=sys.stderr)
-    print(f"[sandbox] stop it first: operator-suite-dev sandbox down --dir {running}", file=sys.stderr)
+    complain(f"another sandbox runs on this machine, from {running} (lock {lock}).")
+    complain(f"stop it first: operator-suite-dev sandbox down --dir {running}")
 
 
 def take_lock(lock: Path, directory: Path) -> Path | None:
@@ -116,13 +132,12 @@ def take_lock(lock: Path, directory: Path) -> Path | None:
                 os.link(mine, lock)
                 return None
             except FileExistsError:
-                running = another_sandbox(lock, directory)
+                holder = _lock_holder(lock)
+                running = _running_elsewhere(holder, directory)
                 if running is not None:
                     return running
-                holder = _lock_holder(lock)
                 if holder is not None:
-                    stale = f"the lock {lock} of a sandbox that no longer runs ({holder[0]})"
-                    print(f"[sandbox] taking over {stale}", flush=True)
+                    say(f"taking over the lock {lock} of a sandbox that no longer runs ({holder[0]})")
                 lock.unlink(missing_ok=True)
         raise ControlPlaneError(f"could not take the sandbox lock {lock}")
     finally:
