@@ -8,9 +8,10 @@
 # and python3-venv will do: BASE=<image>@sha256:<digest>.
 ARG BASE=localhost/operator-suite-base:bookworm
 # helm, which the Cluster Stack operator runs (`helm template`): an image holding a static helm v3 build
-# at HELM_PATH. Here `operator-suite-dev image` makes one from helm's Go module, pinned in hack/helm;
+# at HELM_PATH. Here `operator-suite-dev image` makes one from helm's Go module, pinned in
+# hack/controlplane (beside the control plane's Kubernetes libraries);
 # elsewhere, any image with the official static release binary will do.
-ARG HELM_IMAGE=localhost/operator-suite-helm:v3.22.0
+ARG HELM_IMAGE=localhost/operator-suite-helm:v3.20.2
 ARG HELM_PATH=/usr/bin/helm
 
 FROM ${HELM_IMAGE} AS helm

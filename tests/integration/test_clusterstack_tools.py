@@ -67,7 +67,7 @@ def _alive(pid: int) -> bool:
 
 
 def test_helm_reports_the_pinned_version(clusterstack_tools: ClusterStackTools, tmp_path: Path) -> None:
-    assert clusterstack_tools.pins.helm == "v3.22.0"
+    assert clusterstack_tools.pins.helm == "v3.20.2"
     assert (
         _helm(clusterstack_tools, tmp_path, "version", "--template", "{{ .Version }}").stdout
         == clusterstack_tools.pins.helm

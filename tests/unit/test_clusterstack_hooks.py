@@ -1,4 +1,4 @@
-"""Helm hooks in a rendered addon chart, read and ordered as Helm 3 (v3.22) runs them."""
+"""Helm hooks in a rendered addon chart, read and ordered as Helm 3 (v3.20 to v3.22) runs them."""
 
 from __future__ import annotations
 

@@ -231,7 +231,7 @@ def _parser() -> argparse.ArgumentParser:
         help="also build or fetch the Cluster Stack tests' tools: helm, the OCI registry (distribution), "
         "the CRDs of Cluster API, its Docker provider and ORC, Prometheus and promtool, the S3 "
         "server versitygw, and cert-manager's CRDs and controllers "
-        "(from hack/{helm,registry,cluster-api,capd,orc,prometheus,versitygw,cert-manager*})",
+        "(from hack/{controlplane,registry,cluster-api,capd,orc,prometheus,versitygw,cert-manager*})",
     )
     binaries.add_argument(
         "--nodes",

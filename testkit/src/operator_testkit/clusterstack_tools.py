@@ -1,7 +1,10 @@
 """Build, or reuse, the tools the Cluster Stack tests need, the way :mod:`.binaries` builds the
 control plane: from Go modules pinned under ``hack/``, into a cache directory outside any work tree.
 
-- ``helm`` (``helm.sh/helm/v3``, ``cmd/helm``), pinned in ``hack/helm/go.mod``;
+- ``helm`` (``helm.sh/helm/v3``, ``cmd/helm``), a tool of the control plane's module
+  (``hack/controlplane/go.mod``): its Kubernetes libraries are the control plane's, so once the control
+  plane is built (:func:`~operator_testkit.binaries.ensure_binaries`, waited for first) helm links
+  from the shared Go build cache in seconds instead of compiling them again;
 - ``registry``, the CNCF distribution registry (``github.com/distribution/distribution/v3``,
   its command with only the filesystem and in-memory storage drivers: ``hack/registry/main.go``),
   pinned in ``hack/registry/go.mod``;
@@ -41,6 +44,7 @@ from operator_core.settings import from_env
 from operator_testkit.binaries import (
     build_binary,
     build_once,
+    ensure_binaries,
     find_hack_dir,
     pin_digest,
     required_version,
@@ -70,7 +74,7 @@ _CAPD_CRDS = "infrastructure/docker/config/crd/bases"
 _PINNED_FILES = (
     *(
         f"{module}/{name}"
-        for module in ("helm", "registry", "cluster-api", "cluster-api-v1beta1", "capd", "orc")
+        for module in ("controlplane", "registry", "cluster-api", "cluster-api-v1beta1", "capd", "orc")
         for name in ("go.mod", "go.sum")
     ),
     "registry/main.go",
@@ -79,7 +83,7 @@ _PINNED_FILES = (
 
 @dataclass(frozen=True)
 class ClusterStackPins:
-    """The versions pinned in ``hack/{helm,registry,cluster-api,cluster-api-v1beta1,capd,orc}/go.mod``."""
+    """The versions pinned in ``hack/{controlplane,registry,cluster-api,cluster-api-v1beta1,capd,orc}/go.mod``."""
 
     helm: str
     registry: str
@@ -142,13 +146,13 @@ def clusterstack_pins(hack: Path | None = None) -> ClusterStackPins:
     """The pinned versions, read from the go.mod files under ``hack`` (found as binaries.py finds it)."""
     hack = hack or find_hack_dir()
     return ClusterStackPins(
-        helm=required_version(hack / "helm" / "go.mod", _HELM),
+        helm=required_version(hack / "controlplane" / "go.mod", _HELM),
         registry=required_version(hack / "registry" / "go.mod", _REGISTRY),
         cluster_api=required_version(hack / "cluster-api" / "go.mod", _CLUSTER_API),
         cluster_api_v1beta1=required_version(hack / "cluster-api-v1beta1" / "go.mod", _CLUSTER_API),
         capd=required_version(hack / "capd" / "go.mod", _CAPD),
         orc=required_version(hack / "orc" / "go.mod", _ORC),
-        helm_client_go=required_version(hack / "helm" / "go.mod", _CLIENT_GO),
+        helm_client_go=required_version(hack / "controlplane" / "go.mod", _CLIENT_GO),
     )
 
 
@@ -206,14 +210,19 @@ def copy_module_crds(target: Path, module: str, subdirectory: str, module_dir: P
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def _parts(tools: ClusterStackTools, hack: Path, log: Path) -> list[tuple[str, Path, Callable[[], None]]]:
+def _build_helm(tools: ClusterStackTools, hack: Path, log: Path, settings: ControlPlaneSettings) -> None:
+    """helm, after the control plane: built in the same module, it then compiles only its own packages
+    (12 s instead of 92 s alone with an empty build cache, and no second compile of the Kubernetes
+    libraries beside the control plane's in a cold ``make run``)."""
+    ensure_binaries(settings)
+    build_binary(tools.helm, f"{_HELM}/cmd/helm", _helm_ldflags(tools.pins), hack / "controlplane", log)
+
+
+def _parts(
+    tools: ClusterStackTools, hack: Path, log: Path, settings: ControlPlaneSettings
+) -> list[tuple[str, Path, Callable[[], None]]]:
     pins = tools.pins
     return [
-        (
-            f"helm {pins.helm}",
-            tools.helm,
-            lambda: build_binary(tools.helm, f"{_HELM}/cmd/helm", _helm_ldflags(pins), hack / "helm", log),
-        ),
         (
             f"registry {pins.registry} (distribution)",
             tools.registry,
@@ -250,12 +259,14 @@ def _parts(tools: ClusterStackTools, hack: Path, log: Path) -> list[tuple[str, P
             tools.orc_crds,
             lambda: copy_module_crds(tools.orc_crds, _ORC, _CLUSTER_API_CRDS, hack / "orc", log),
         ),
+        # Last: it waits for the control plane's build, and the rest needs none of it.
+        (f"helm {pins.helm}", tools.helm, lambda: _build_helm(tools, hack, log, settings)),
     ]
 
 
-def _build(tools: ClusterStackTools, hack: Path) -> None:
+def _build(tools: ClusterStackTools, hack: Path, settings: ControlPlaneSettings) -> None:
     log = tools.directory / "build.log"
-    for what, path, build in _parts(tools, hack, log):
+    for what, path, build in _parts(tools, hack, log, settings):
         if path.exists():
             continue
         say(f"building {what} (log: {log})")
@@ -270,7 +281,7 @@ def ensure_clusterstack_tools(settings: ControlPlaneSettings | None = None) -> C
     hack = find_hack_dir()
     pins = clusterstack_pins(hack)
     tools = ClusterStackTools(_cache_directory(settings, hack, pins), pins)
-    build_once(tools.directory, tools.complete, lambda: _build(tools, hack))
+    build_once(tools.directory, tools.complete, lambda: _build(tools, hack, settings))
     return tools
 
 

@@ -365,10 +365,13 @@ def _set_aside_last_run(directory: Path) -> None:
 def images_ahead(root: Path) -> list[NodeImage]:
     """The nodes' images that need none of the Go programs: the suite's (built from this checkout),
     Typesense's and nginx's. ``make run`` builds them while the Go programs compile (``sandbox images``):
-    Debian's packages come over the network while the compiler holds the cores; ``up`` finds them built."""
+    Debian's packages come over the network while the compiler holds the cores; ``up`` finds them built.
+    The suite's comes last: its helm is built after the control plane (it shares its Go build), so it
+    waits for that build, and Typesense's and nginx's need not."""
+    typesense, nginx = typesense_image(), nginx_image()
     say("building the suite's image from this checkout (once per change of the sources)")
     suite = image_of_sources(root)
-    return [NodeImage(suite.name, (suite.name,)), typesense_image(), nginx_image()]
+    return [NodeImage(suite.name, (suite.name,)), typesense, nginx]
 
 
 def sandbox_images() -> int:
