@@ -20,7 +20,7 @@ from typing import Any
 import yaml
 
 from operator_core import errors
-from operator_core.kube import Kube, vet_kubeconfig
+from operator_core.kube import ApiOutages, Kube, vet_kubeconfig
 
 __all__ = ["KUBECONFIG_KEY", "WorkloadClients", "kubeconfig_of", "kubeconfig_secret_name"]
 
@@ -58,6 +58,9 @@ class WorkloadClients:
     def __init__(self, field_manager: str) -> None:
         self.field_manager = field_manager
         self._clients: dict[tuple[str, str], tuple[str, Kube]] = {}
+        self._outages = ApiOutages()
+        """One memory of outages for every client made here: a client remade during its workload
+        cluster's outage still knows that the API server answered before."""
 
     async def client(self, namespace: str, cluster: str, secret: Mapping[str, Any]) -> Kube:
         version = str((secret.get("metadata") or {}).get("resourceVersion", ""))
@@ -68,7 +71,10 @@ class WorkloadClients:
         document = kubeconfig_of(secret)
         await self.forget(namespace, cluster)
         client = Kube.from_kubeconfig(
-            document, field_manager=self.field_manager, timeout=WORKLOAD_TIMEOUT_SECONDS
+            document,
+            field_manager=self.field_manager,
+            timeout=WORKLOAD_TIMEOUT_SECONDS,
+            outages=self._outages,
         )
         self._clients[key] = (version, client)
         return client

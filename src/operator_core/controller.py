@@ -45,10 +45,10 @@ from operator_core.children import (
     Manifest,
 )
 from operator_core.crdgen import CustomResource
-from operator_core.kube import Kube
+from operator_core.kube import ApiOutages, Kube
 from operator_core.logs import about_object
 from operator_core.memory import freeze_long_lived, large_blocks_to_the_system, trim_after_work
-from operator_core.metrics import REPLICA, timed_reconcile
+from operator_core.metrics import ReplicaState, timed_reconcile
 from operator_core.reconciling import (
     Context,
     References,
@@ -88,10 +88,14 @@ class Operator:
         start: Start | None = None,
         stop: Hook | None = None,
         retired_finalizers: Sequence[str] = (),
-        serving: Callable[[], contextlib.AbstractAsyncContextManager[object]] | None = None,
+        serving: Callable[[ApiOutages], contextlib.AbstractAsyncContextManager[object]] | None = None,
     ) -> None:
         self.name = name
         self._serving = serving
+        self.replica = ReplicaState()
+        """Whether this replica leads and its caches are synced (/readyz), as the runner and the start say."""
+        self.outages = ApiOutages()
+        """The memory of API server outages that every client of this process shares."""
         self.api_group = api_group
         self.controller_name = f"{api_group}/{name}"
         self._start_hook, self._stop_hook = start, stop
@@ -157,7 +161,7 @@ class Operator:
         """What every replica serves, leader or standby, for the process's whole life (the Cluster Stack
         operator's admission webhooks: a Service sends their calls to any ready pod); entered before
         the election, left at the end."""
-        return self._serving() if self._serving is not None else contextlib.nullcontext()
+        return self._serving(self.outages) if self._serving is not None else contextlib.nullcontext()
 
     async def run(self, stopping: asyncio.Event, namespaces: tuple[str, ...] | None = None) -> None:
         """Start, reconcile until ``stopping`` is set, then stop cleanly; raise
@@ -185,7 +189,7 @@ class Operator:
 
     async def _start(self, namespaces: tuple[str, ...] | None) -> None:
         large_blocks_to_the_system()  # before the first connection's buffer (operator_core.memory)
-        kube, recorder = connect(self.controller_name)
+        kube, recorder = connect(self.controller_name, self.outages)
         self._connected = Context(kube, recorder, from_env(KubeSettings))
         await self.check_can_start(kube)
         cache = Cache(kube, namespaces=namespaces)
@@ -195,7 +199,9 @@ class Operator:
         kube.use_cache(cache)
         await cache.start()
         declared = frozenset(kind.ref for kind in self._watched)
-        self._synced_watch = asyncio.create_task(_report_synced(cache, declared), name="report caches synced")
+        self._synced_watch = asyncio.create_task(
+            _report_synced(cache, declared, self.replica), name="report caches synced"
+        )
         context, gate = self._connected, reconcile_gate()
         if self._start_hook is not None:
             self._hooked = True
@@ -584,12 +590,12 @@ LOOP_STOP_SECONDS = 10.0
 """How long a stopping operator lets the reconciles in flight finish before cancelling them."""
 
 
-async def _report_synced(cache: Cache, declared: frozenset[KindRef]) -> None:
+async def _report_synced(cache: Cache, declared: frozenset[KindRef], replica: ReplicaState) -> None:
     """/readyz and the gauge: ready once every watch cache declared at the start has listed its kind (or
     is known to be forbidden, which the objects that need it report). The start is over then: what
     lives now (the code, the first lists) is left out of the garbage collector's later passes."""
     await cache.wait_settled(declared)
-    REPLICA.caches_synced(True)
+    replica.caches_synced(True)
     freeze_long_lived()
 
 

@@ -58,7 +58,7 @@ from operator_core.connection import Answer, AnswerCounter, Connection, NoAnswer
 from operator_core.manifests import APPLIED_HASH_ANNOTATION, Manifest, needs_apply, with_applied_hash
 from operator_core.secrets import scrub
 
-__all__ = ["ALL", "APPLIED_HASH_ANNOTATION", "ApplyResult", "Kube", "ServedKind"]
+__all__ = ["ALL", "APPLIED_HASH_ANNOTATION", "ApiOutages", "ApplyResult", "Kube", "ServedKind"]
 
 DEFAULT_FIELD_MANAGER = "operator-suite"
 ALL = EVERY_NAMESPACE
@@ -98,11 +98,17 @@ def _error_for(code: int) -> type[errors.KubeError]:
 
 _log = logging.getLogger("operator_core.kube")
 
-_SILENT_SINCE: dict[str, float] = {}
-"""API server address -> since when it has not answered (monotonic), for every client of the process:
-an outage is said once per process, not once per client."""
-_ANSWERED: set[str] = set()
-"""The API servers that answered this process once: no answer from one of them is an outage."""
+
+class ApiOutages:
+    """What the clients of one process know of their API servers' outages. The clients of one process
+    (the operator's, its Lease's, its webhooks') share one, given to :meth:`Kube.connect`: an outage is
+    said once per process, not once per client."""
+
+    def __init__(self) -> None:
+        self.silent_since: dict[str, float] = {}
+        """API server address -> since when it has not answered (monotonic)."""
+        self.answered: set[str] = set()
+        """The API servers that answered once: no answer from one of them is an outage."""
 
 
 def _refusal(answer: Answer, what: str) -> errors.KubeError:
@@ -195,8 +201,16 @@ class _Discovery:
 class Kube:
     """Async access to one API server, on plain manifest dicts, with one field manager."""
 
-    def __init__(self, connection: Connection | None, *, field_manager: str = DEFAULT_FIELD_MANAGER) -> None:
+    def __init__(
+        self,
+        connection: Connection | None,
+        *,
+        field_manager: str = DEFAULT_FIELD_MANAGER,
+        outages: ApiOutages | None = None,
+    ) -> None:
         self._connection = connection
+        self.outages = outages if outages is not None else ApiOutages()
+        """Shared with the other clients of the process that were given the same."""
         """Every request goes here; None for a client that may make none (a test's)."""
         self.field_manager = field_manager
         self.write_calls = 0
@@ -219,11 +233,13 @@ class Kube:
         context: str | None = None,
         timeout: float = 10.0,
         on_request: AnswerCounter | None = None,
+        outages: ApiOutages | None = None,
     ) -> Kube:
         """Connect with a kubeconfig file, or else in-cluster config, $KUBECONFIG, or ~/.kube/config.
-        ``on_request`` is told of every request and its answer's status (the operator's /metrics)."""
+        ``on_request`` is told of every request and its answer's status (the operator's /metrics);
+        ``outages`` is the process's memory of outages (its own when None)."""
         config = (KubeConfig.from_file(kubeconfig) if kubeconfig else KubeConfig.from_env()).get(context)
-        return cls._of(config, field_manager, timeout, on_request)
+        return cls._of(config, field_manager, timeout, on_request, outages)
 
     @classmethod
     def _of(
@@ -232,11 +248,12 @@ class Kube:
         field_manager: str,
         timeout: float,
         on_request: AnswerCounter | None,
+        outages: ApiOutages | None = None,
     ) -> Kube:
         # lightkube's KubeConfig.get raises rather than answer None, when given no default.
         assert config is not None
         connection = Connection(config, timeout=timeout, user_agent=field_manager, on_answer=on_request)
-        return cls(connection, field_manager=field_manager)
+        return cls(connection, field_manager=field_manager, outages=outages)
 
     @classmethod
     def from_kubeconfig(
@@ -245,10 +262,11 @@ class Kube:
         *,
         field_manager: str = DEFAULT_FIELD_MANAGER,
         timeout: float = 10.0,
+        outages: ApiOutages | None = None,
     ) -> Kube:
         """Connect with a kubeconfig given as data (another cluster's, read from a Secret): its current
         context. The caller vets it first (:func:`operator_core.kube.vet_kubeconfig`)."""
-        return cls._of(KubeConfig.from_dict(dict(document)).get(), field_manager, timeout, None)
+        return cls._of(KubeConfig.from_dict(dict(document)).get(), field_manager, timeout, None, outages)
 
     @property
     def _config(self) -> SingleConfig | None:
@@ -310,11 +328,11 @@ class Kube:
             yield
         except NoAnswer as error:
             server = self.server or ""
-            outage = from_server and server in _ANSWERED
+            outage = from_server and server in self.outages.answered
             if outage:
                 self.answering.clear()
-                if server not in _SILENT_SINCE:
-                    _SILENT_SINCE[server] = time.monotonic()
+                if server not in self.outages.silent_since:
+                    self.outages.silent_since[server] = time.monotonic()
                     _log.warning(
                         "the API server at %s does not answer (%s): waiting for it; requests and watches "
                         "retry quietly until it does",
@@ -330,12 +348,12 @@ class Kube:
         outage, said once. Not an answer to a request sent before the outage began: an API server going
         away still completes some of what it had, after refusing others, which is no end of anything."""
         server = self.server or ""
-        _ANSWERED.add(server)
-        since = _SILENT_SINCE.get(server)
+        self.outages.answered.add(server)
+        since = self.outages.silent_since.get(server)
         if since is not None and sent < since:
             return
         self.answering.set()
-        _SILENT_SINCE.pop(server, None)
+        self.outages.silent_since.pop(server, None)
         if since is not None:
             _log.warning("the API server at %s answers again, after %.0f s", server, time.monotonic() - since)
 

@@ -34,7 +34,7 @@ from operator_core import errors
 from operator_core.cache import OPENED
 from operator_core.clock import micro_time, parse_wire_time
 from operator_core.kube import Kube
-from operator_core.metrics import REPLICA
+from operator_core.metrics import ReplicaState
 from operator_core.reconciling import first_of
 
 __all__ = ["Action", "LeaderElectionSettings", "LeaderElector", "LeaseView", "decide"]
@@ -140,8 +140,11 @@ class LeaderElector:
         namespace: str,
         identity: str,
         clock: Callable[[], float] = time.time,
+        replica: ReplicaState | None = None,
     ) -> None:
         self._kube = kube
+        self._replica = replica if replica is not None else ReplicaState()
+        """Told whether the Lease can be read: a standby that cannot would not take over (/readyz)."""
         self._settings = settings
         self.name, self.namespace, self.identity = name, namespace, identity
         self._clock = clock
@@ -210,7 +213,7 @@ class LeaderElector:
                 changed.clear()
                 try:
                     took = await self.try_once()
-                    REPLICA.lease_reachable(True)
+                    self._replica.lease_reachable(True)
                     if took:
                         return True
                     if not announced:
@@ -219,7 +222,7 @@ class LeaderElector:
                     if watching is None:
                         watching = asyncio.create_task(self._watch(changed))
                 except errors.KubeError as error:
-                    REPLICA.lease_reachable(False)
+                    self._replica.lease_reachable(False)
                     level = errors.retry_log_level(error)
                     log.log(level, "cannot read or write Lease %s/%s: %s", self.namespace, self.name, error)
                 await first_of(stopping, changed, timeout=self._settings.lease_retry_seconds)

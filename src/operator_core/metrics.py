@@ -19,7 +19,7 @@ replica answers too:
   ended, each watch cache's objects and whether it is synced and served); the liveness probe reads
   only the status;
 - ``/readyz``: 200 for a standby that reads its Lease, and for a leader whose watch caches are
-  synced (:data:`REPLICA`); 503 with the reason otherwise.
+  synced (the process's :class:`ReplicaState`, which its operator holds); 503 with the reason otherwise.
 
 Label values are kinds, verbs, results and object names: never a Secret value.
 """
@@ -51,7 +51,6 @@ __all__ = [
     "RECONCILES",
     "RECONCILE_SECONDS",
     "REGISTRY",
-    "REPLICA",
     "ReplicaState",
     "count_request",
     "request_verb",
@@ -180,9 +179,6 @@ class ReplicaState:
         return self.not_ready_because() is None
 
 
-REPLICA = ReplicaState()
-
-
 async def _metrics(_: web.Request) -> web.Response:
     body = generate_latest(REGISTRY)
     return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
@@ -195,22 +191,25 @@ def _alive(health: Callable[[], dict[str, Any]] | None) -> Callable[[web.Request
     return answer
 
 
-async def _ready(_: web.Request) -> web.Response:
-    reason = REPLICA.not_ready_because()
-    if reason is None:
-        return web.Response(text="ok\n")
-    return web.Response(status=503, text=f"{reason}\n")
+def _ready(replica: ReplicaState) -> Callable[[web.Request], Awaitable[web.Response]]:
+    async def answer(_: web.Request) -> web.Response:
+        reason = replica.not_ready_because()
+        if reason is None:
+            return web.Response(text="ok\n")
+        return web.Response(status=503, text=f"{reason}\n")
+
+    return answer
 
 
 async def serve_probes(
-    host: str, port: int, *, health: Callable[[], dict[str, Any]] | None = None
+    host: str, port: int, replica: ReplicaState, *, health: Callable[[], dict[str, Any]] | None = None
 ) -> web.AppRunner:
-    """Serve ``/healthz`` (with what ``health`` shows), ``/readyz`` and ``/metrics`` on ``host:port``
-    until the runner is cleaned up."""
+    """Serve ``/healthz`` (with what ``health`` shows), ``/readyz`` (what ``replica`` says) and
+    ``/metrics`` on ``host:port`` until the runner is cleaned up."""
     app = web.Application()
     app.router.add_get("/metrics", _metrics)
     app.router.add_get("/healthz", _alive(health))
-    app.router.add_get("/readyz", _ready)
+    app.router.add_get("/readyz", _ready(replica))
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, host, port)

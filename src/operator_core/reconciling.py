@@ -41,7 +41,7 @@ from operator_core.children import INSTANCE_LABEL, MANAGED_BY_LABEL, OWNER_NAMES
 from operator_core.crdgen import CustomResource
 from operator_core.errors import Retry, StartFailed, retry_policy
 from operator_core.events import EventRecorder
-from operator_core.kube import Kube
+from operator_core.kube import ApiOutages, Kube
 from operator_core.metrics import count_request
 from operator_core.settings import KubeSettings, from_env
 
@@ -126,22 +126,25 @@ class Wakeups:
         return list(self._events)
 
 
-def connect_client() -> Kube:
+def connect_client(outages: ApiOutages | None = None) -> Kube:
     """The API client (:class:`KubeSettings`, from OPERATOR_SUITE_* variables), from ``--kubeconfig``,
     ``$KUBECONFIG``, the in-cluster configuration or ``~/.kube/config``; :class:`StartFailed` with the
-    reason when none can be read."""
+    reason when none can be read. ``outages``: the process's memory of outages, shared by its clients."""
     settings = from_env(KubeSettings)
     try:
         return Kube.connect(
-            field_manager=settings.field_manager, timeout=settings.request_timeout, on_request=count_request
+            field_manager=settings.field_manager,
+            timeout=settings.request_timeout,
+            on_request=count_request,
+            outages=outages,
         )
     except Exception as error:  # lightkube's ConfigError, an unreadable file, a malformed one
         raise StartFailed(f"no usable kubeconfig or in-cluster configuration: {error}") from error
 
 
-def connect(controller: str) -> tuple[Kube, EventRecorder]:
+def connect(controller: str, outages: ApiOutages | None = None) -> tuple[Kube, EventRecorder]:
     """The API client (:func:`connect_client`) and an Event recorder."""
-    kube = connect_client()
+    kube = connect_client(outages)
     return kube, EventRecorder(kube, controller=controller)
 
 

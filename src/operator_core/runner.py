@@ -34,10 +34,10 @@ from typing import Any, Protocol
 
 from operator_core.errors import SettingsError, StartFailed
 from operator_core.identity import process_identity
-from operator_core.kube import Kube
+from operator_core.kube import ApiOutages, Kube
 from operator_core.leader import LeaderElectionSettings, LeaderElector, default_namespace
 from operator_core.logs import LOG_FORMATS, LOG_LEVELS, LogFormat, LogLevel, configure_logging
-from operator_core.metrics import REPLICA, serve_probes
+from operator_core.metrics import ReplicaState, serve_probes
 from operator_core.reconciling import connect_client, unless_stopped
 from operator_core.settings import KubeSettings, from_env
 
@@ -46,6 +46,11 @@ __all__ = ["ProcessSettings", "Runnable", "check_settings", "parse_operator_argu
 
 class Runnable(Protocol):
     """What the runner runs: an operator (:class:`operator_core.controller.Operator`)."""
+
+    replica: ReplicaState
+    """What /readyz says: the runner tells it whether this replica leads."""
+    outages: ApiOutages
+    """The process's memory of API server outages, which the Lease's client shares."""
 
     async def run(self, stopping: asyncio.Event, namespaces: tuple[str, ...] | None = None) -> None:
         """Start, work until ``stopping`` is set, then stop cleanly; raise :class:`StartFailed` when
@@ -199,11 +204,13 @@ async def _lead_then_run(
     stopping = asyncio.Event()
     for signal_number in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signal_number, stopping.set)
-    server = await serve_probes(*health, health=operator.health) if health is not None else None
+    server = None
+    if health is not None:
+        server = await serve_probes(*health, operator.replica, health=operator.health)
     try:
         async with operator.serving():
             if not election.leader_election:
-                REPLICA.leading(True)
+                operator.replica.leading(True)
                 await operator.run(stopping, namespaces)
                 return
             await _run_as_leader(name, operator, election, stopping, namespaces)
@@ -219,22 +226,23 @@ async def _run_as_leader(
     stopping: asyncio.Event,
     namespaces: tuple[str, ...] | None,
 ) -> None:
-    kube = connect_client()
+    kube = connect_client(operator.outages)
     elector = LeaderElector(
         kube,
         election,
         name=election.leader_election_lease or f"{name}-leader",
         namespace=election.leader_election_namespace or default_namespace(),
         identity=process_identity(),
+        replica=operator.replica,
     )
-    REPLICA.leading(False)
+    operator.replica.leading(False)
     try:
         # Before standing by: a replica that waited for its Lease on an API server it cannot use would
         # retry for ever, instead of saying why and letting its pod restart with back-off.
         checked, _ = await unless_stopped(operator.check_can_start(kube), stopping)
         if not checked or not await elector.acquire(stopping):
             return
-        REPLICA.leading(True)
+        operator.replica.leading(True)
 
         def leadership_lost() -> None:
             # Another replica may lead within a few seconds: act no more, at once (no clean-up).
@@ -250,5 +258,5 @@ async def _run_as_leader(
             await asyncio.gather(keeping, return_exceptions=True)
         await elector.release()
     finally:
-        REPLICA.leading(False)
+        operator.replica.leading(False)
         await kube.close()

@@ -56,7 +56,7 @@ from operator_core.admission import (
 )
 from operator_core.children import MANAGED_BY_LABEL
 from operator_core.crdgen import CustomResource
-from operator_core.kube import Kube
+from operator_core.kube import ApiOutages, Kube
 from operator_core.reconciling import connect_client
 
 __all__ = [
@@ -406,7 +406,7 @@ def cluster_stack_webhooks(kube: Kube) -> list[ValidatingWebhook]:
 
 
 @asynccontextmanager
-async def serving_webhooks() -> AsyncIterator[None]:
+async def serving_webhooks(outages: ApiOutages) -> AsyncIterator[None]:
     """Serve the webhooks for as long as the block lasts, when the settings turn them on; with
     ``webhook_url``, registered for that time (replacing what a previous run left). Every replica serves
     them, leader or standby: a Service sends the API server's calls to any ready pod, and a check needs
@@ -419,7 +419,7 @@ async def serving_webhooks() -> AsyncIterator[None]:
     # Without the watch cache: the checks read what is current (module docstring), and the removal of
     # the registration at exit must not wait for a watch that is reconnecting. A kubeconfig that cannot
     # be read is the runner's one line (StartFailed), as for the operator's own client.
-    client = connect_client()
+    client = connect_client(outages)
     server = AdmissionServer(
         cluster_stack_webhooks(client),
         cert_file=files.certificate,

@@ -9,9 +9,9 @@ values for the pure decision in :mod:`.decide`; nothing here decides.
 
 Only a missing answer (refused, reset, timed out, no address) makes a node
 unreachable. Any other exception is a bug or an answer nobody can read: it is
-logged with its traceback, counted in :data:`UNEXPECTED_ERRORS`, and raised as
-:class:`ProbeFailed`, so the reconcile backs off instead of taking a node that
-may be healthy for silent (which could fence it).
+logged with its traceback and raised as :class:`ProbeFailed`, so the reconcile
+backs off instead of taking a node that may be healthy for silent (which could
+fence it).
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ import json
 import logging
 import re
 import ssl
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -35,7 +34,6 @@ from operator_core.kube import Kube
 from typesense_operator.quorum.model import NodeProbe
 
 __all__ = [
-    "UNEXPECTED_ERRORS",
     "ApiServerProxy",
     "CertificateRefused",
     "DirectToPod",
@@ -49,8 +47,6 @@ __all__ = [
 ]
 
 API_KEY_HEADER = "X-TYPESENSE-API-KEY"
-UNEXPECTED_ERRORS: Counter[str] = Counter()
-"""Probes that failed with something other than a missing answer, by exception type, since start."""
 
 _MOST_CONTEXTS = 32
 _logger = logging.getLogger(__name__)
@@ -346,7 +342,6 @@ async def _probe_one(
         except Unreachable:
             return None
         except Exception as error:
-            UNEXPECTED_ERRORS[type(error).__name__] += 1
             _logger.exception("probing %s of pod %s failed unexpectedly", path, target.pod)
             raise ProbeFailed(
                 f"probing {path} of pod {target.pod} failed unexpectedly ({type(error).__name__}); "

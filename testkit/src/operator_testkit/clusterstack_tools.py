@@ -83,7 +83,8 @@ _PINNED_FILES = (
 
 @dataclass(frozen=True)
 class ClusterStackPins:
-    """The versions pinned in ``hack/{controlplane,registry,cluster-api,cluster-api-v1beta1,capd,orc}/go.mod``."""
+    """The versions pinned in the ``go.mod`` files of ``hack/``: controlplane (helm's), registry,
+    cluster-api, cluster-api-v1beta1, capd and orc."""
 
     helm: str
     registry: str
