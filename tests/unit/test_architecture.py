@@ -1,4 +1,5 @@
-"""The code as docs/architecture.md draws it: every package under src/ is named in its map, no module
+"""The code as docs/architecture.md and the README draw it: every package and module of src/ and of the
+test kit is named in the map, every package in the README's layout, no module
 imports itself back through another (type-only imports included), and no module of a controller room
 grows past 500 lines."""
 
@@ -9,6 +10,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCES = ROOT / "src"
+TEST_KIT = ROOT / "testkit" / "src" / "operator_testkit"
 CONTROLLER_LINES_AT_MOST = 500
 
 
@@ -21,6 +23,57 @@ def test_every_package_under_src_is_named_in_the_architecture_map() -> None:
     text = (ROOT / "docs" / "architecture.md").read_text()
     missing = [package for package in packages() if package not in text]
     assert not missing, f"docs/architecture.md does not name {', '.join(missing)}"
+
+
+def test_every_package_of_the_test_kit_is_named_in_the_architecture_map() -> None:
+    """The kit's map lists its packages under ``operator_testkit/``, indented: ``  nodes/``."""
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    kit = text[text.index("\noperator_testkit/") :]
+    missing = [
+        package
+        for package in sorted(
+            init.parent.name for init in TEST_KIT.rglob("__init__.py") if init.parent != TEST_KIT
+        )
+        if f"\n  {package}/ " not in kit
+    ]
+    assert not missing, f"docs/architecture.md's test kit map does not name {', '.join(missing)}"
+
+
+def test_every_module_is_named_in_the_architecture_map() -> None:
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    modules = [*SOURCES.rglob("*.py"), *TEST_KIT.rglob("*.py")]
+    missing = sorted(
+        str(path.relative_to(ROOT))
+        for path in modules
+        if path.name != "__init__.py" and path.name not in text
+    )
+    assert not missing, f"docs/architecture.md does not name {', '.join(missing)}"
+
+
+def test_the_readmes_layout_names_every_package() -> None:
+    """Each operator's line of the README's layout names its packages; the kit's line, the kit's."""
+    readme = (ROOT / "README.md").read_text()
+    layout = readme[readme.index("## Layout") :]
+    layout = layout[: layout.index("```", layout.index("```") + 3)]
+    lines: dict[str, str] = {}
+    current = ""
+    for line in layout.splitlines():
+        if line and not line.startswith(" "):
+            current = line.split()[0]
+        lines[current] = lines.get(current, "") + " " + line
+    missing = []
+    for package in packages():
+        top, _, rest = package.partition("/")
+        said = lines.get(f"src/{top}/", "")
+        if not said or (rest and f" {rest}" not in said):
+            missing.append(package)
+    kit = lines.get("testkit/src/operator_testkit/", "")
+    missing += [
+        f"operator_testkit/{init.parent.name}/"
+        for init in TEST_KIT.rglob("__init__.py")
+        if init.parent != TEST_KIT and f"{init.parent.name}/" not in kit
+    ]
+    assert not missing, f"the README's layout does not name {', '.join(sorted(missing))}"
 
 
 def _module_name(path: Path) -> str:

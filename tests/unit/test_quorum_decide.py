@@ -601,7 +601,9 @@ def held(index: int, reason: str | None = "CrashLoopBackOff") -> NodeProbe:
     ("probes", "proven"),
     [
         pytest.param([held(0), held(1), node(2, last_log=(2, 7))], True, id="two of three held back"),
-        pytest.param([held(0, "HeldDown"), held(1), node(2)], True, id="held down by the test kit"),
+        pytest.param(
+            [held(0, "CreateContainerConfigError"), held(1), node(2)], True, id="one lacks a setting"
+        ),
         pytest.param([held(0), held(1, None), node(2)], False, id="one silent member runs: it may be frozen"),
         pytest.param(
             [held(0), node(1, "CANDIDATE"), node(2)], False, id="the two that answer are a majority"
@@ -644,7 +646,7 @@ def test_a_majority_held_back_is_restarted_once_then_downgraded_and_frozen_ones_
 
 
 def test_only_a_crash_loop_is_restarted_a_missing_image_is_downgraded_at_once() -> None:
-    missing = [held(0, "ImagePullBackOff"), held(1, "HeldDown"), node(2, last_log=(2, 7))]
+    missing = [held(0, "ImagePullBackOff"), held(1, "ErrImagePull"), node(2, last_log=(2, 7))]
     assert decide(missing, 3, QuorumRecord(), NOW, GRACE).action is Action.DOWNGRADE
     mixed = [held(0), held(1, "ImagePullBackOff"), node(2, last_log=(2, 7))]
     plan = decide(mixed, 3, QuorumRecord(), NOW, GRACE)

@@ -187,8 +187,8 @@ RESTARTABLE_HELD_BACK_REASON = "CrashLoopBackOff"
 back-off before running it again, where a new pod runs it at once. A missing image or setting holds a
 new pod back just as well."""
 HELD_BACK_REASONS = frozenset(
-    {"CrashLoopBackOff", "ImagePullBackOff", "ErrImagePull", "CreateContainerConfigError", "HeldDown"}
+    {"CrashLoopBackOff", "ImagePullBackOff", "ErrImagePull", "CreateContainerConfigError"}
 )
 """Waiting reasons of a container that its kubelet will not run for seconds at least (a back-off, an
-image or a setting that is missing; HeldDown: the test kit's node agent holding it down). A container
+image or a setting that is missing). A container
 just killed is restarted at once, and one being created starts in a moment: neither is here."""
