@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from typesense_operator.controller.takeover import foreign_selector, plan_takeover
+from typesense_operator.controller.cluster.takeover import foreign_selector, plan_takeover
 
 OURS = {
     "app.kubernetes.io/name": "typesense",

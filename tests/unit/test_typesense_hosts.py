@@ -10,7 +10,7 @@ import pytest
 
 from operator_core.clock import wire_time
 from operator_testkit.tables import T0, conditions
-from typesense_operator.controller.status import node_views, ready_condition
+from typesense_operator.controller.cluster.status import node_views, ready_condition
 from typesense_operator.quorum.hosts import Host, HostState, heartbeat_silent, host_notes, host_of
 from typesense_operator.quorum.model import Action, ClusterState, NodeProbe, Plan, QuorumRecord
 

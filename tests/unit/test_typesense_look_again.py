@@ -5,7 +5,11 @@ from __future__ import annotations
 import pytest
 
 from operator_core.reconciling import WAIT_FOR_CHANGE
-from typesense_operator.controller.scope import CRD_RECHECK_SECONDS, ROLL_LOOK_SECONDS, look_again_after
+from typesense_operator.controller.cluster.scope import (
+    CRD_RECHECK_SECONDS,
+    ROLL_LOOK_SECONDS,
+    look_again_after,
+)
 
 QUORUM = 7.0
 """A lost majority's grace runs out in 7 s: the look the quorum asks for."""

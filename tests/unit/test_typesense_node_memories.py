@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from typesense_operator.controller.nodes import CommitMemory, SilenceMemory
+from typesense_operator.controller.cluster.nodes import CommitMemory, SilenceMemory
 from typesense_operator.quorum.model import NodeProbe
 
 

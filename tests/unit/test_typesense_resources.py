@@ -15,9 +15,9 @@ import pytest
 
 from operator_testkit.tables import assert_golden, by_kind_and_name
 from samples import GO_OPERATOR_0_4_1_FIELDS, sample_spec
-from typesense_operator.controller.children import pods_to_hurry
-from typesense_operator.controller.nodes import pod_addresses
-from typesense_operator.controller.reconcile import needs_finalizer
+from typesense_operator.controller.cluster.children import pods_to_hurry
+from typesense_operator.controller.cluster.nodes import pod_addresses
+from typesense_operator.controller.cluster.reconcile import needs_finalizer
 from typesense_operator.resources import (
     Cluster,
     build_generated_key_secret,

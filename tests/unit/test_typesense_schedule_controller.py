@@ -13,7 +13,7 @@ from operator_core.reconciling import Context
 from operator_core.settings import KubeSettings
 from recording import Recorder
 from typesense_operator.backup.schedule import Schedule, scheduled_backup
-from typesense_operator.controller.schedule import reconcile_schedule
+from typesense_operator.controller.schedule.reconcile import reconcile_schedule
 
 
 class FakeKube:

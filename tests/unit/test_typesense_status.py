@@ -11,7 +11,7 @@ from operator_core.conditions import set_condition
 from operator_core.steps import final_status_patch
 from operator_testkit.tables import T0, conditions
 from typesense_operator.api.reasons import ReadyReason
-from typesense_operator.controller.status import (
+from typesense_operator.controller.cluster.status import (
     guards_disruptions,
     node_views,
     nodes_to_publish,

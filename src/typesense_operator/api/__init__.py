@@ -3,7 +3,8 @@ content kinds (TypesenseCollection, TypesenseAlias, TypesenseSynonym, TypesenseO
 and status models, and the CRDs they generate.
 
 A kind joins ``CUSTOM_RESOURCES`` (its CRD served) with the controller that acts on it: a kind nothing
-reconciles is not offered. TypesenseScheduledBackup's is :mod:`typesense_operator.controller.schedule`.
+reconciles is not offered. TypesenseScheduledBackup's is
+:mod:`typesense_operator.controller.schedule.reconcile`.
 """
 
 from typesense_operator.api.backups import (

@@ -1,6 +1,6 @@
 """What a TypesenseScheduledBackup does now, from what it observed, and the TypesenseBackup it makes.
 Pure, and table-tested (tests/unit/test_backup_schedule.py); the controller
-(:mod:`typesense_operator.controller.schedule`) reads the objects, acts and says what it did.
+(:mod:`typesense_operator.controller.schedule.reconcile`) reads the objects, acts and says what it did.
 
 The rules (docs/typesense-backup.md, "How a schedule works"):
 

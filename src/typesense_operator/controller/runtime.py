@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from operator_core.kube import Kube
 from typesense_operator.api.backups import TYPESENSE_BACKUP
 from typesense_operator.content.versions import ServerVersion
-from typesense_operator.controller.nodes import CommitMemory, SilenceMemory
+from typesense_operator.controller.cluster.nodes import CommitMemory, SilenceMemory
 from typesense_operator.controller.settings import TypesenseSettings
 from typesense_operator.quorum.probe import ApiServerProxy, DirectToPod, NodeAddressing
 from typesense_operator.resources.backup import Backup

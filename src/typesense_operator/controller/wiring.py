@@ -2,7 +2,7 @@
 
 Everything is wired by the shared controller step (:mod:`operator_core.controller`):
 each TypesenseCluster gets one loop that reads the cluster, runs
-:data:`~typesense_operator.controller.reconcile.STEPS` over it, and sleeps until
+:data:`~typesense_operator.controller.cluster.reconcile.STEPS` over it, and sleeps until
 something changes (the cluster, one of its children, or the admin key Secret
 its spec names) or the next look the quorum decision or the resync interval
 asks for. A child deleted or edited by hand is restored within moments, and
@@ -22,23 +22,24 @@ from operator_core.reconciling import Context
 from operator_core.settings import from_env
 from typesense_operator.api import TYPESENSE_BACKUP, TYPESENSE_CLUSTER, TYPESENSE_SCHEDULED_BACKUP
 from typesense_operator.api.content import TYPESENSE_API_KEY
-from typesense_operator.controller import content, content_scope
-from typesense_operator.controller.apikeys import finalize_api_key, named_secrets, reconcile_api_key
-from typesense_operator.controller.backup import (
+from typesense_operator.controller.backup.reconcile import (
     DATA_FINALIZER,
     finalize_backup,
     reconcile_backup,
     removes_data,
 )
-from typesense_operator.controller.metrics import forget_cluster
-from typesense_operator.controller.reconcile import (
+from typesense_operator.controller.cluster.reconcile import (
     REFERENCE_GRANTS_FINALIZER,
     finalize,
     needs_finalizer,
     reconcile,
 )
+from typesense_operator.controller.content import reconcile as content
+from typesense_operator.controller.content import scope as content_scope
+from typesense_operator.controller.content.apikeys import finalize_api_key, named_secrets, reconcile_api_key
+from typesense_operator.controller.metrics import forget_cluster
 from typesense_operator.controller.runtime import TypesenseRuntime
-from typesense_operator.controller.schedule import named_cluster, reconcile_schedule
+from typesense_operator.controller.schedule.reconcile import named_cluster, reconcile_schedule
 from typesense_operator.controller.settings import TypesenseSettings
 from typesense_operator.quorum.hosts import HOST_FIELDS
 from typesense_operator.resources import (

@@ -99,7 +99,7 @@ class NodeProbe:
     this time. A node starting or loading answers /status (NOT_READY); a hung raft does not."""
     status_silent_since: datetime | None = None
     """Since when /status has been silent while its /health said ok, look after look, by the
-    operator's own clock (controller/nodes.py's SilenceMemory); None when it answered last time."""
+    operator's own clock (controller/cluster/nodes.py's SilenceMemory); None when it answered last time."""
     unreachable_since: datetime | None = None
     """Since when it has answered nothing at all, look after look, by the operator's own clock; None
     when it answered last time."""
@@ -110,7 +110,7 @@ class NodeProbe:
     node_silent: bool = False
     """Its node's kubelet stopped renewing its heartbeat (:func:`.hosts.heartbeat_silent`) while the
     control plane still calls the node Ready: the node went dark within the node controller's grace.
-    Read only before a silent member would be taken for hung (controller/quorum.py)."""
+    Read only before a silent member would be taken for hung (controller/cluster/quorum.py)."""
 
 
 @dataclass(frozen=True)

@@ -43,7 +43,7 @@ def _committed_to_write(plan: Plan, previous: dict[str, Any]) -> dict[str, int] 
     """``status.quorum.committed`` to write: the plan's, or the one written before while the cluster is
     healthy and its leader's term unchanged. Under writes the committed index moves on every look;
     written each time, it would cost a status write per look. The operator keeps the latest in memory
-    (controller/reconcile.py), and writes it once anything goes wrong, when it matters."""
+    (controller/cluster/reconcile.py), and writes it once anything goes wrong, when it matters."""
     if plan.record.committed is None:
         found = previous.get("committed")
         return found if isinstance(found, dict) else None

@@ -69,7 +69,7 @@ __all__ = [
 
 # Kinds whose objects may stop being wanted (a removed scraper, a dropped ingress or
 # metrics spec). The StatefulSet, its PVCs and the key Secret are never pruned; the nodes' copy of the
-# certificate goes only once no pod serves HTTPS (controller/tls.py).
+# certificate goes only once no pod serves HTTPS (controller/cluster/tls.py).
 PRUNABLE_KINDS: tuple[tuple[str, str], ...] = (
     ("v1", "ConfigMap"),
     ("v1", "Service"),

@@ -36,7 +36,7 @@ from operator_testkit.drivers.typesense import (
 from operator_testkit.fixtures import wait_until
 from operator_testkit.nodes.faults import FaultError, NodeFaults
 from operator_testkit.operators import OperatorProcess
-from typesense_operator.controller.reconcile import NODES_LIST_ANNOTATION
+from typesense_operator.controller.cluster.reconcile import NODES_LIST_ANNOTATION
 
 
 async def test_documents_reach_every_node_of_a_ready_cluster(cluster: TypesenseCluster) -> None:

@@ -33,7 +33,8 @@ from typesense_operator.content.keys import (
     needs_new_value,
 )
 from typesense_operator.content.versions import action_refusal
-from typesense_operator.controller.content_scope import (
+from typesense_operator.controller.cluster.nodes import decoded_key, generate_key
+from typesense_operator.controller.content.scope import (
     READY,
     ContentKind,
     ContentScope,
@@ -49,7 +50,6 @@ from typesense_operator.controller.content_scope import (
     report,
     scope_for,
 )
-from typesense_operator.controller.nodes import decoded_key, generate_key
 from typesense_operator.controller.runtime import TypesenseRuntime
 from typesense_operator.resources.model import MANAGED_BY
 

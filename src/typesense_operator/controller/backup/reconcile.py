@@ -26,8 +26,8 @@ from typesense_operator.api.backups import TYPESENSE_BACKUP
 from typesense_operator.api.reasons import BackupReason, EventReason
 from typesense_operator.backup.decide import NotBackedUp, choose_node
 from typesense_operator.backup.node import SnapshotFailed, take_snapshot
+from typesense_operator.controller.cluster.nodes import decoded_key, node_targets, probe_cluster
 from typesense_operator.controller.jobs import delete_ended_job, job_result, job_state, no_image_message
-from typesense_operator.controller.nodes import decoded_key, node_targets, probe_cluster
 from typesense_operator.controller.runtime import FINAL_PHASES, TypesenseRuntime
 from typesense_operator.resources.backup import (
     Backup,

@@ -58,7 +58,8 @@ from typesense_operator.content.versions import (
     set_path,
     speaks_sets,
 )
-from typesense_operator.controller.content_scope import (
+from typesense_operator.controller.content.migration import delete_versioned, sync_versioned
+from typesense_operator.controller.content.scope import (
     NO_ANSWER_RETRY_SECONDS,
     READY,
     ContentKind,
@@ -75,7 +76,6 @@ from typesense_operator.controller.content_scope import (
     scope_for,
     server_version,
 )
-from typesense_operator.controller.migration import delete_versioned, sync_versioned
 from typesense_operator.controller.runtime import TypesenseRuntime
 
 __all__ = ["CONTENT_KINDS", "finalize_content", "finalizer", "reconciler"]

@@ -23,7 +23,7 @@ from typesense_operator.api import TYPESENSE_CLUSTER
 from typesense_operator.api.reasons import ContentReason, EventReason
 from typesense_operator.content.plan import ContentPlan
 from typesense_operator.content.versions import ServerVersion, speaks_sets
-from typesense_operator.controller.nodes import decoded_key, node_targets
+from typesense_operator.controller.cluster.nodes import decoded_key, node_targets
 from typesense_operator.controller.runtime import TypesenseRuntime
 from typesense_operator.quorum.probe import API_KEY_HEADER, NodeAddressing, NodeTarget, Unreachable
 from typesense_operator.resources import Cluster

@@ -26,8 +26,8 @@ from typesense_operator.api.destinations import BackupDestination
 from typesense_operator.api.reasons import ConditionType, EventReason, RestoreReason
 from typesense_operator.api.v1alpha1 import FromBackup
 from typesense_operator.backup.decide import collections_held, not_serving_the_restore
+from typesense_operator.controller.cluster.scope import Scope
 from typesense_operator.controller.jobs import delete_ended_job, job_result, job_state, no_image_message
-from typesense_operator.controller.scope import Scope
 from typesense_operator.quorum.probe import API_KEY_HEADER, NodeTarget, Unreachable
 from typesense_operator.resources.backup import (
     Backup,

@@ -45,7 +45,7 @@ from typesense_operator.content.plan import (
     versioned_name,
 )
 from typesense_operator.content.versions import set_links
-from typesense_operator.controller.content_scope import ContentScope, NodeApi, answer_words, refuse
+from typesense_operator.controller.content.scope import ContentScope, NodeApi, answer_words, refuse
 
 __all__ = ["delete_versioned", "sync_versioned"]
 

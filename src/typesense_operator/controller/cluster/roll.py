@@ -7,7 +7,7 @@ from operator_core.clock import utcnow
 from operator_core.conditions import reports_true
 from operator_core.steps import Outcome
 from typesense_operator.api.reasons import ConditionType, EventReason
-from typesense_operator.controller.scope import Scope
+from typesense_operator.controller.cluster.scope import Scope
 from typesense_operator.quorum.model import NodeProbe
 from typesense_operator.quorum.record import (
     roll_status,

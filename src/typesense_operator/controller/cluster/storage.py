@@ -19,7 +19,7 @@ from operator_core.storage import (
     smaller,
 )
 from typesense_operator.api.reasons import ConditionType, EventReason
-from typesense_operator.controller.scope import Scope
+from typesense_operator.controller.cluster.scope import Scope
 from typesense_operator.resources import CLAIM_TEMPLATE_NAME, Cluster
 
 __all__ = ["grow_storage"]

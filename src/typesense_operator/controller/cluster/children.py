@@ -13,9 +13,9 @@ from operator_core.applying import apply_report_prune
 from operator_core.pods import container_status
 from operator_core.steps import Outcome
 from typesense_operator.api.reasons import ConditionType, EventReason
-from typesense_operator.controller.nodes import pod_addresses
-from typesense_operator.controller.scope import Scope
-from typesense_operator.controller.status import guards_disruptions
+from typesense_operator.controller.cluster.nodes import pod_addresses
+from typesense_operator.controller.cluster.scope import Scope
+from typesense_operator.controller.cluster.status import guards_disruptions
 from typesense_operator.resources import (
     PODMONITOR_API_VERSION,
     PRUNABLE_ELSEWHERE,

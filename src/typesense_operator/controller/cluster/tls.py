@@ -19,8 +19,8 @@ from operator_core.applying import apply_report_prune
 from operator_core.clock import utcnow, wire_time
 from operator_core.steps import Outcome
 from typesense_operator.api.reasons import CertificateReason, ConditionType, EventReason
+from typesense_operator.controller.cluster.scope import Scope
 from typesense_operator.controller.metrics import observe_certificate
-from typesense_operator.controller.scope import Scope
 from typesense_operator.resources.core import NODE
 from typesense_operator.resources.model import secret_bytes
 from typesense_operator.resources.tls import (

@@ -23,7 +23,7 @@ from typing import Any
 
 from operator_core.steps import Outcome
 from typesense_operator.api.reasons import EventReason
-from typesense_operator.controller.scope import Scope
+from typesense_operator.controller.cluster.scope import Scope
 from typesense_operator.resources.core import NODE
 from typesense_operator.resources.ingress import PROXY
 
@@ -76,7 +76,7 @@ def plan_takeover(
 
 async def take_over(scope: Scope) -> Outcome:
     """Replace workloads another controller made for this cluster (the Go operator's StatefulSet and
-    proxy Deployment), whose selectors ours cannot apply over: controller/takeover.py says how."""
+    proxy Deployment), whose selectors ours cannot apply over: controller/cluster/takeover.py says how."""
     cluster, kube = scope.cluster, scope.kube
     live = await kube.get(
         "apps/v1", "StatefulSet", cluster.statefulset_name, cluster.namespace, labelled_only=True

@@ -26,28 +26,28 @@ from operator_core.secrets import register_secret
 from operator_core.steps import Outcome, Steps
 from typesense_operator.api import TYPESENSE_CLUSTER
 from typesense_operator.api.reasons import ConditionType, EventReason
-from typesense_operator.controller.children import (
+from typesense_operator.controller.cluster.children import (
     NODES_LIST_ANNOTATION,
     apply_children,
     plan_pod_monitor,
     plan_routes,
 )
-from typesense_operator.controller.node_loss import handle_node_loss
-from typesense_operator.controller.nodes import decoded_key, generate_key
-from typesense_operator.controller.quorum import manage_quorum
-from typesense_operator.controller.restore import confirm_restore_served, restore_from_backup
-from typesense_operator.controller.roll import REVISION_LABEL, roll_nodes
-from typesense_operator.controller.scope import Scope
-from typesense_operator.controller.status import (
+from typesense_operator.controller.cluster.node_loss import handle_node_loss
+from typesense_operator.controller.cluster.nodes import decoded_key, generate_key
+from typesense_operator.controller.cluster.quorum import manage_quorum
+from typesense_operator.controller.cluster.restore import confirm_restore_served, restore_from_backup
+from typesense_operator.controller.cluster.roll import REVISION_LABEL, roll_nodes
+from typesense_operator.controller.cluster.scope import Scope
+from typesense_operator.controller.cluster.status import (
     BOOTSTRAPPING,
     node_views,
     nodes_to_publish,
     ready_condition,
     status_fields,
 )
-from typesense_operator.controller.storage import grow_storage
-from typesense_operator.controller.takeover import take_over
-from typesense_operator.controller.tls import prepare_tls
+from typesense_operator.controller.cluster.storage import grow_storage
+from typesense_operator.controller.cluster.takeover import take_over
+from typesense_operator.controller.cluster.tls import prepare_tls
 from typesense_operator.quorum.hosts import host_notes
 from typesense_operator.resources import (
     API_KEY_DATA_KEY,

@@ -10,14 +10,14 @@ from dataclasses import replace
 from operator_core.clock import utcnow
 from operator_core.steps import Outcome
 from typesense_operator.api.reasons import EventReason
-from typesense_operator.controller.metrics import RECOVERIES, observe_quorum
-from typesense_operator.controller.nodes import (
+from typesense_operator.controller.cluster.nodes import (
     member_hosts,
     node_targets,
     probe_cluster,
     with_node_heartbeats,
 )
-from typesense_operator.controller.scope import Scope
+from typesense_operator.controller.cluster.scope import Scope
+from typesense_operator.controller.metrics import RECOVERIES, observe_quorum
 from typesense_operator.quorum.decide import decide
 from typesense_operator.quorum.model import Action, Plan, QuorumSettings
 from typesense_operator.quorum.record import record_from_status, status_from_plan

@@ -12,8 +12,8 @@ from operator_core.clock import utcnow, wire_time
 from operator_core.pods import pod_ordinal
 from operator_core.steps import Outcome
 from typesense_operator.api.reasons import EventReason
-from typesense_operator.controller.nodes import member_hosts
-from typesense_operator.controller.scope import Scope
+from typesense_operator.controller.cluster.nodes import member_hosts
+from typesense_operator.controller.cluster.scope import Scope
 from typesense_operator.quorum.hosts import Host
 from typesense_operator.quorum.model import Action, NodeProbe
 from typesense_operator.quorum.node_loss import LostMember, NodeLossPolicy, decide_node_loss
