@@ -7,7 +7,7 @@ kubeconfig makes a new one, and the old one is closed. The kubeconfig is vetted 
 (:func:`operator_core.kube.vet_kubeconfig`): whoever can write that Secret must not make this
 process run a command or read its files.
 
-Who calls it: the ClusterAddon controller (:mod:`clusterstack_operator.controller.addons`).
+Who calls it: the ClusterAddon controller (:mod:`clusterstack_operator.controller.addon.reconcile`).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from clusterstack_operator.controller.stacks import releases_not_ready
+from clusterstack_operator.controller.stack.reconcile import releases_not_ready
 from clusterstack_operator.releases.decide import (
     ExistingRelease,
     StackIdentity,

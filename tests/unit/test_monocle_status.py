@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from monocle_operator.controller.status import (
+from monocle_operator.controller.monocle.status import (
     deployment_condition,
     ready_condition,
     statefulset_condition,

@@ -11,7 +11,7 @@ Both controllers are wired by the shared controller step (:mod:`operator_core.co
 - ClusterAddon: woken by its Cluster (a class changed), by the Cluster's kubeconfig Secret (written
   at last, or rotated), and by ClusterStackReleases (the one behind a new class becoming ready); it
   looks at the workload cluster every ``addon_check_seconds``. One whose chart has delete hooks has
-  a finalizer that uninstalls it with them (:mod:`clusterstack_operator.controller.addon_uninstall`).
+  a finalizer that uninstalls it with them (:mod:`clusterstack_operator.controller.addon.uninstall`).
 
 With ``OPERATOR_SUITE_WEBHOOK`` on, the operator also serves its admission webhooks
 (:mod:`clusterstack_operator.controller.webhooks`) from start to stop.
@@ -23,14 +23,14 @@ reconciles when they first meet them (:meth:`operator_core.cache.Cache.ensure`).
 from __future__ import annotations
 
 from clusterstack_operator.api.v1alpha1 import CLUSTER_ADDON, CLUSTER_STACK, CLUSTER_STACK_RELEASE
-from clusterstack_operator.controller.addon_uninstall import FINALIZER as ADDON_FINALIZER
-from clusterstack_operator.controller.addon_uninstall import finalize_addon, needs_uninstall
-from clusterstack_operator.controller.addons import addon_references, reconcile_addon
+from clusterstack_operator.controller.addon.reconcile import addon_references, reconcile_addon
+from clusterstack_operator.controller.addon.uninstall import FINALIZER as ADDON_FINALIZER
+from clusterstack_operator.controller.addon.uninstall import finalize_addon, needs_uninstall
 from clusterstack_operator.controller.clusters import CLUSTER_KINDS, class_namespaces
-from clusterstack_operator.controller.releases import FINALIZER, finalize_release, reconcile_release
+from clusterstack_operator.controller.release.reconcile import FINALIZER, finalize_release, reconcile_release
 from clusterstack_operator.controller.runtime import StackRuntime
 from clusterstack_operator.controller.settings import settings_from_environment
-from clusterstack_operator.controller.stacks import provider_template_of, reconcile_stack
+from clusterstack_operator.controller.stack.reconcile import provider_template_of, reconcile_stack
 from clusterstack_operator.controller.webhooks import serving_webhooks
 from clusterstack_operator.resources import CLUSTER_NAME_LABEL, MANAGED_BY
 from operator_core.cache import ANY_VALUE, WatchedKind

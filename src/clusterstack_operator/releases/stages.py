@@ -25,7 +25,7 @@ upstream's format::
   so that an operator restart resumes the stage it was in;
 - :func:`kept_after` folds a hook's stages into the objects that remain applied after it.
 
-Who calls it: the ClusterAddon controller (:mod:`clusterstack_operator.controller.stages`).
+Who calls it: the ClusterAddon controller (:mod:`clusterstack_operator.controller.addon.stages`).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Everything is wired by the shared controller step (:mod:`operator_core.controller`):
 each Monocle instance gets one loop that reads the instance, runs
-:func:`~monocle_operator.controller.reconcile.reconcile`, and sleeps until
+:func:`~monocle_operator.controller.monocle.reconcile.reconcile`, and sleeps until
 something changes or the resync interval passes. Events on the children wake
 their instance's loop, so a child deleted or edited by hand is restored within
 moments, and two reconciles of one instance never run at once. The user's own
@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from monocle_operator.api import MONOCLE
-from monocle_operator.controller.reconcile import reconcile
+from monocle_operator.controller.monocle.reconcile import reconcile
 from monocle_operator.resources import MANAGED_BY
 from operator_core.controller import Operator
 

@@ -1,6 +1,6 @@
 """Staged cluster addons: a release's ``clusteraddon.yaml`` run stage by stage in the workload cluster.
 
-Called by the ClusterAddon controller (:mod:`clusterstack_operator.controller.addons`) once the
+Called by the ClusterAddon controller (:mod:`clusterstack_operator.controller.addon.reconcile`) once the
 workload cluster answers and the release is downloaded. A hook's stages run in order; a stage waits
 for its pre-condition, applies (or deletes) its chart's objects, then waits for its post-condition
 before the next one starts. Where each stage stands is written to the ClusterAddon's status at

@@ -24,7 +24,7 @@ from prometheus_client import Counter
 
 from monocle_operator.api import MONOCLE
 from monocle_operator.api.reasons import ConditionType, EventReason
-from monocle_operator.controller.status import (
+from monocle_operator.controller.monocle.status import (
     deployment_condition,
     ready_condition,
     statefulset_condition,

@@ -19,7 +19,7 @@ objects there, which restores one deleted or changed by hand. Such a look render
 the runtime keeps a Cluster's rendered addons until the release or the Cluster changes.
 
 A release with ``clusteraddon.yaml`` applies its addons stage by stage instead
-(:mod:`clusterstack_operator.controller.stages`), with the stages' state in the status.
+(:mod:`clusterstack_operator.controller.addon.stages`), with the stages' state in the status.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ import yaml
 
 from clusterstack_operator.api.reasons import ConditionType, EventReason, Reason
 from clusterstack_operator.api.v1alpha1 import CLUSTER_ADDON, CLUSTER_STACK_RELEASE
+from clusterstack_operator.controller.addon.stages import StagedRun, has_stages, run_stages
 from clusterstack_operator.controller.charts import (
     apply_and_record,
     delete_applied,
@@ -43,7 +44,6 @@ from clusterstack_operator.controller.clusters import clusters_of
 from clusterstack_operator.controller.helm_hooks import HookRun, named, retry_of, run_and_report, run_done
 from clusterstack_operator.controller.runtime import ADDON_NAMESPACE
 from clusterstack_operator.controller.scope import StackScope, ready_report
-from clusterstack_operator.controller.stages import StagedRun, has_stages, run_stages
 from clusterstack_operator.helm import HelmError, RegistryAccess
 from clusterstack_operator.releases.addons import (
     AddonChange,

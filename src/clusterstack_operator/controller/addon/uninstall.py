@@ -29,7 +29,11 @@ import yaml
 
 from clusterstack_operator.api.reasons import ConditionType, EventReason
 from clusterstack_operator.api.v1alpha1 import CLUSTER_ADDON
-from clusterstack_operator.controller.addons import STEPS_BEFORE_THE_APPLY, AddonScope, rendered_chart
+from clusterstack_operator.controller.addon.reconcile import (
+    STEPS_BEFORE_THE_APPLY,
+    AddonScope,
+    rendered_chart,
+)
 from clusterstack_operator.controller.charts import delete_applied
 from clusterstack_operator.controller.helm_hooks import retry_of, run_uninstall
 from clusterstack_operator.controller.scope import write_capi_status
