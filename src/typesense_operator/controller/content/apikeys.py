@@ -13,6 +13,7 @@ it never goes into the status, an Event or an error message.
 from __future__ import annotations
 
 import base64
+import functools
 from datetime import datetime, timedelta
 from typing import Any, ClassVar
 
@@ -47,6 +48,7 @@ from typesense_operator.controller.content.scope import (
     message_of,
     named_cluster,
     refuse,
+    remove_from_typesense,
     report,
     scope_for,
 )
@@ -273,18 +275,9 @@ async def finalize_api_key(obj: dict[str, Any], context: Context) -> float:
     ids = [key for key in (status.get("keyId"), status.get("previousKeyId")) if key is not None]
     if spec.deletion_policy == "Retain" or not ids:
         return FINALIZED
-    api = await deletion_api(context, obj, spec.cluster.name, f"key(s) {', '.join(map(str, ids))}")
+    keys = f"key(s) {', '.join(map(str, ids))}"
+    api = await deletion_api(context, obj, spec.cluster.name, keys)
     if not isinstance(api, NodeApi):
         return api
-    try:
-        for key in ids:
-            code, answer = await api.call("DELETE", f"/keys/{key}")
-            if code not in (200, 404):
-                note = f"key {key}: {answer_words(answer, code)}; retrying"
-                context.recorder.emit_soon(obj, "Warning", EventReason.CONTENT_NOT_DELETED, note)
-                return context.runtime_of(TypesenseRuntime).settings.content_check_seconds
-    except NoNodeAnswers:
-        return _RETRY_SECONDS
-    note = f"key(s) {', '.join(map(str, ids))} deleted from Typesense"
-    context.recorder.emit_soon(obj, "Normal", EventReason.CONTENT_DELETED, note)
-    return FINALIZED
+    removals = [(f"key {key}", functools.partial(api.call, "DELETE", f"/keys/{key}")) for key in ids]
+    return await remove_from_typesense(context, obj, removals, f"{keys} deleted from Typesense")

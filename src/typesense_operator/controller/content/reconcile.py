@@ -21,7 +21,6 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
-from operator_core.controller import FINALIZED
 from operator_core.reconciling import Context
 from operator_core.steps import Outcome, Steps
 from typesense_operator.api.content import (
@@ -60,7 +59,6 @@ from typesense_operator.content.versions import (
 )
 from typesense_operator.controller.content.migration import delete_versioned, sync_versioned
 from typesense_operator.controller.content.scope import (
-    NO_ANSWER_RETRY_SECONDS,
     READY,
     ContentKind,
     ContentScope,
@@ -72,6 +70,7 @@ from typesense_operator.controller.content.scope import (
     find_cluster,
     no_answer,
     refuse,
+    remove_from_typesense,
     report,
     scope_for,
     server_version,
@@ -250,23 +249,10 @@ async def finalize_content(kind: ContentKind[Any], obj: dict[str, Any], context:
     if not isinstance(api, NodeApi):
         return api
 
-    def say(event_type: Any, reason: EventReason, note: str) -> None:
-        context.recorder.emit_soon(obj, event_type, reason, note)
-
-    try:
+    async def remove() -> tuple[int, Any]:
         if kind is COLLECTION and spec.migration is not None:
-            code = await delete_versioned(api, name, (obj.get("status") or {}).get("migration"))
-            answer: Any = None
-        else:
-            code, answer = await api.call("DELETE", await _served_at(context, api, kind, spec, name))
-    except NoNodeAnswers:
-        return NO_ANSWER_RETRY_SECONDS
-    if code in (200, 404):
-        say("Normal", EventReason.CONTENT_DELETED, f"{kind.noun} {name} removed from Typesense")
-        return FINALIZED
-    say(
-        "Warning",
-        EventReason.CONTENT_NOT_DELETED,
-        f"{kind.noun} {name}: {answer_words(answer, code)}; retrying",
-    )
-    return context.runtime_of(TypesenseRuntime).settings.content_check_seconds
+            return await delete_versioned(api, name, (obj.get("status") or {}).get("migration")), None
+        return await api.call("DELETE", await _served_at(context, api, kind, spec, name))
+
+    what = f"{kind.noun} {name}"
+    return await remove_from_typesense(context, obj, [(what, remove)], f"{what} removed from Typesense")

@@ -9,7 +9,7 @@ the key and the node pods from the caches (:func:`connect`). The kinds' own step
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -36,6 +36,7 @@ __all__ = [
     "ContentScope",
     "NoNodeAnswers",
     "NodeApi",
+    "Removal",
     "answer_words",
     "cluster_api",
     "connect",
@@ -45,6 +46,7 @@ __all__ = [
     "named_cluster",
     "no_answer",
     "refuse",
+    "remove_from_typesense",
     "removes_content",
     "report",
     "scope_for",
@@ -169,6 +171,30 @@ async def deletion_api(
         )
         return FINALIZED
     return api
+
+
+Removal = tuple[str, Callable[[], Awaitable[tuple[int, Any]]]]
+"""What a finalizer removes from Typesense: its words (``collection books``) and the request that removes
+it, answering Typesense's status and body."""
+
+
+async def remove_from_typesense(
+    context: Context, obj: Mapping[str, Any], removals: Sequence[Removal], removed: str
+) -> float:
+    """Each removal in turn; a 200 or a 404 is gone. Then ``removed`` is said (a Normal Event) and the
+    finalizer may go. A refusal is said as a Warning and tried again at the next content check; no node
+    answering is tried again soon, and says nothing (a cluster that comes back answers it)."""
+    try:
+        for what, remove in removals:
+            code, answer = await remove()
+            if code not in (200, 404):
+                note = f"{what}: {answer_words(answer, code)}; retrying"
+                context.recorder.emit_soon(obj, "Warning", EventReason.CONTENT_NOT_DELETED, note)
+                return context.runtime_of(TypesenseRuntime).settings.content_check_seconds
+    except NoNodeAnswers:
+        return NO_ANSWER_RETRY_SECONDS
+    context.recorder.emit_soon(obj, "Normal", EventReason.CONTENT_DELETED, removed)
+    return FINALIZED
 
 
 async def refuse(scope: ContentScope, reason: str, note: str, look_again: float) -> Outcome:
