@@ -231,17 +231,30 @@ class Scope:
         """Seconds until the next look: :attr:`next_look`, unless a controller's scope knows better."""
         return self.next_look
 
-    async def write_progress(self, resource: CustomResource) -> None:
-        """The owned status fields and the conditions as the steps have left them so far, written at
-        once (only what changed): progress a user must see, or that must not be lost, before the
-        reconcile ends (a migration under way, a stage done). The end's write starts from it;
-        ``observedGeneration`` waits for the end."""
+    async def write_progress(self, resource: CustomResource, fields: Mapping[str, Any] | None = None) -> None:
+        """The owned status fields as the steps have left them so far (or ``fields``: a finalizer's, which
+        owns no others) and the conditions, written at once (only what changed): progress a user must
+        see, or that must not be lost, before the reconcile ends (a migration under way, a stage done, a
+        hook run while an addon is uninstalled). The end's write starts from it; ``observedGeneration``
+        waits for the end."""
         # A copy: the steps go on changing the status in place after it is written.
-        written = copy.deepcopy({**self.status, "conditions": self.book.wire()})
+        written = copy.deepcopy(
+            {**(self.status if fields is None else fields), "conditions": self.book.wire()}
+        )
         await write_status(self.kube, resource, self.obj, owned_status_patch(self.current, written))
         base = self.baseline if self.baseline is not None else self.obj
         status = {**(base.get("status") or {}), **written}
         self.baseline = {**base, "status": {key: value for key, value in status.items() if value is not None}}
+
+    async def record_now(self, resource: CustomResource, **fields: Any) -> None:
+        """Status ``fields`` written at once as they are (a merge patch: nested fields not named are
+        kept), before an action they record (a pod deleted, a claim grown): an operator that stops right
+        after the action finds it recorded, and does not do it twice. The steps read them back from
+        :attr:`obj`, and the end's write starts from them."""
+        await write_status(self.kube, resource, self.obj, fields)
+        self.obj = {**self.obj, "status": {**(self.obj.get("status") or {}), **fields}}
+        if self.baseline is not None:
+            self.baseline = {**self.baseline, "status": {**(self.baseline.get("status") or {}), **fields}}
 
 
 StepScope = TypeVar("StepScope", bound=Scope)

@@ -161,3 +161,17 @@ def test_no_module_of_a_controller_room_is_over_500_lines() -> None:
         if (lines := len(path.read_text().splitlines())) > CONTROLLER_LINES_AT_MOST
     }
     assert long == {}
+
+
+def test_status_is_patched_through_one_function() -> None:
+    """Every status write goes through ``operator_core.steps.write_status`` (the end of a reconcile, a
+    step's progress, a record made before an action, a finalizer's): only it asks the client."""
+    callers = sorted(
+        str(path.relative_to(SOURCES))
+        for path in SOURCES.rglob("*.py")
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "patch_status"
+    )
+    assert callers == ["operator_core/steps.py"], callers

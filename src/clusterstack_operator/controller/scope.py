@@ -8,7 +8,7 @@ and :func:`ready_report` says Ready before the status is written once at the end
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, TypeVar
@@ -16,13 +16,10 @@ from typing import Any, TypeVar
 from clusterstack_operator.api.v1alpha1 import CAPI_CONDITIONS
 from clusterstack_operator.controller.runtime import StackRuntime
 from operator_core.conditions import ConditionShape, summarize_ready
-from operator_core.crdgen import CustomResource
-from operator_core.kube import Kube
-from operator_core.manifests import owned_status_patch
 from operator_core.reconciling import Context
-from operator_core.steps import ConditionBook, Scope, write_status
+from operator_core.steps import Scope
 
-__all__ = ["StackScope", "ready_report", "write_capi_status"]
+__all__ = ["StackScope", "ready_report"]
 
 
 @dataclass(kw_only=True)
@@ -64,18 +61,3 @@ def ready_report(
         scope.status["ready"] = status == "True"
 
     return report
-
-
-async def write_capi_status(
-    kube: Kube,
-    resource: CustomResource,
-    obj: Mapping[str, Any],
-    book: ConditionBook,
-    fields: Mapping[str, Any],
-) -> None:
-    """A status write outside the reconcile's end (a finalizer's, a staged release's progress): the
-    ``fields`` and the book's conditions, in Cluster API's shape, only what changed, if anything."""
-    current = obj.get("status") or {}
-    await write_status(
-        kube, resource, obj, owned_status_patch(current, {**fields, "conditions": book.wire()})
-    )

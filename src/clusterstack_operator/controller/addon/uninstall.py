@@ -36,7 +36,6 @@ from clusterstack_operator.controller.addon.reconcile import (
 )
 from clusterstack_operator.controller.charts import delete_applied
 from clusterstack_operator.controller.helm_hooks import retry_of, run_uninstall
-from clusterstack_operator.controller.scope import write_capi_status
 from clusterstack_operator.helm import HelmError
 from clusterstack_operator.releases.decide import is_paused
 from operator_core.clock import parse_wire_time, utcnow
@@ -82,9 +81,7 @@ async def finalize_addon(obj: dict[str, Any], context: Context) -> float:
         return True
 
     async def save(run: dict[str, Any]) -> None:
-        await write_capi_status(
-            scope.kube, CLUSTER_ADDON, obj, scope.book, {"ready": False, "helmHooks": run}
-        )
+        await scope.write_progress(CLUSTER_ADDON, {"ready": False, "helmHooks": run})
 
     kept = (obj.get("status") or {}).get("helmHooks")
     later = await run_uninstall(workload, scope.book, chart, kept, retry_of(obj), delete_ordinary, save)
@@ -120,7 +117,7 @@ async def _not_there(scope: AddonScope) -> float:
     waited = (utcnow() - started).total_seconds() if started is not None else 0.0
     if waited >= UNREACHABLE_PATIENCE_SECONDS:
         return await _let_go(scope, f"{why} (waited {waited:.0f} s)")
-    await write_capi_status(scope.kube, CLUSTER_ADDON, scope.obj, book, {"ready": False})
+    await scope.write_progress(CLUSTER_ADDON, {"ready": False})
     return _LOOK_AGAIN_SECONDS
 
 

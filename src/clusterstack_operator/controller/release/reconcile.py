@@ -32,7 +32,7 @@ from clusterstack_operator.controller.helm_hooks import (
     run_done,
     run_uninstall,
 )
-from clusterstack_operator.controller.scope import StackScope, ready_report, write_capi_status
+from clusterstack_operator.controller.scope import StackScope, ready_report
 from clusterstack_operator.helm import HelmError
 from clusterstack_operator.releases.assets import InvalidRelease
 from clusterstack_operator.releases.decide import incomplete_release_retry_seconds
@@ -269,9 +269,7 @@ async def _uninstall(scope: ReleaseScope, delete_ordinary: Callable[[], Awaitabl
         return None
 
     async def save(run: dict[str, Any]) -> None:
-        await write_capi_status(
-            scope.kube, CLUSTER_STACK_RELEASE, scope.obj, scope.book, {"ready": False, "helmHooks": run}
-        )
+        await scope.write_progress(CLUSTER_STACK_RELEASE, {"ready": False, "helmHooks": run})
 
     kept = (scope.obj.get("status") or {}).get("helmHooks")
     return await run_uninstall(
@@ -293,7 +291,7 @@ async def finalize_release(obj: dict[str, Any], context: Context) -> float:
             f"deletion waits: ClusterClass {name.cluster_class} is used by Cluster {', '.join(users)}",
             warn=EventReason.DELETION_BLOCKED,
         )
-        await write_capi_status(kube, CLUSTER_STACK_RELEASE, obj, scope.book, {"ready": False})
+        await scope.write_progress(CLUSTER_STACK_RELEASE, {"ready": False})
         return IN_USE_RECHECK_SECONDS
     deleted: list[str] = []
 

@@ -11,6 +11,7 @@ from typing import Any
 from operator_core.clock import utcnow, wire_time
 from operator_core.pods import pod_ordinal
 from operator_core.steps import Outcome
+from typesense_operator.api import TYPESENSE_CLUSTER
 from typesense_operator.api.reasons import EventReason
 from typesense_operator.controller.cluster.nodes import member_hosts
 from typesense_operator.controller.cluster.scope import Scope
@@ -43,7 +44,7 @@ async def handle_node_loss(scope: Scope) -> Outcome:
         scope.next_look = min(scope.next_look, max(verdict.next_look_seconds, 1.0))
     if verdict.replaced and replacing:
         done = {**replacing, "completedAt": wire_time(now)}
-        await scope.record_now(nodeLoss={"replacing": None, "lastReplaced": done})
+        await scope.record_now(TYPESENSE_CLUSTER, nodeLoss={"replacing": None, "lastReplaced": done})
         await scope.event(
             "Normal",
             EventReason.MEMBER_REPLACEMENT_DONE,
@@ -54,7 +55,7 @@ async def handle_node_loss(scope: Scope) -> Outcome:
     held = verdict.held if replacing is None else None
     if held != recorded.get("held"):
         # Said once per reason, as a Warning: a person may have to act (a second node lost, say).
-        await scope.record_now(nodeLoss={"held": held})
+        await scope.record_now(TYPESENSE_CLUSTER, nodeLoss={"held": held})
         if held is not None:
             await scope.event("Warning", EventReason.MEMBER_REPLACEMENT_HELD, held)
     if verdict.replace is None:
@@ -99,7 +100,7 @@ async def _replace(scope: Scope, member: LostMember) -> None:
         "reason": member.why,
         "startedAt": wire_time(utcnow()),
     }
-    await scope.record_now(nodeLoss={"replacing": record})
+    await scope.record_now(TYPESENSE_CLUSTER, nodeLoss={"replacing": record})
     # The claim first: it is only marked for deletion while the pod uses it, and goes with the pod.
     # The pod second, at once (grace 0): its node is gone, and no kubelet will confirm a graceful end.
     # The StatefulSet then makes the pod again and, its claim gone, a new claim, bound on a node that

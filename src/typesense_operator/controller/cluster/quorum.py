@@ -9,6 +9,7 @@ from dataclasses import replace
 
 from operator_core.clock import utcnow
 from operator_core.steps import Outcome
+from typesense_operator.api import TYPESENSE_CLUSTER
 from typesense_operator.api.reasons import EventReason
 from typesense_operator.controller.cluster.nodes import (
     member_hosts,
@@ -104,7 +105,7 @@ async def _restart_survivor(scope: Scope, plan: Plan) -> None:
     """The last resort, taken once: the record says so before the pod is deleted."""
     cluster = scope.cluster
     assert plan.survivor is not None
-    await scope.record_now(quorum=scope.quorum)
+    await scope.record_now(TYPESENSE_CLUSTER, quorum=scope.quorum)
     pod = cluster.pod_name(plan.survivor)
     await _delete_stuck_pod(scope, pod)
     await scope.event("Warning", EventReason.QUORUM_SURVIVOR_RESTARTED, f"{plan.message}: deleted pod {pod}")
@@ -119,7 +120,7 @@ async def _restart_errored(scope: Scope, plan: Plan) -> None:
 async def _restart_held_back(scope: Scope, plan: Plan) -> None:
     """Delete the pods of a majority held back in a crash-loop back-off, recorded first (it is done once):
     their StatefulSet makes them again at once, on their volumes."""
-    await scope.record_now(quorum=scope.quorum)
+    await scope.record_now(TYPESENSE_CLUSTER, quorum=scope.quorum)
     await _restart_pods(scope, plan, EventReason.HELD_BACK_NODE_RESTARTED)
 
 

@@ -11,7 +11,6 @@ from operator_core.conditions import ConditionStatus
 from operator_core.events import EventType
 from operator_core.reconciling import WAIT_FOR_CHANGE, Context
 from operator_core.steps import Scope as BaseScope
-from typesense_operator.api import TYPESENSE_CLUSTER
 from typesense_operator.api.reasons import ConditionType, EventReason
 from typesense_operator.controller.runtime import TypesenseRuntime
 from typesense_operator.controller.settings import TypesenseSettings
@@ -164,19 +163,6 @@ class Scope(BaseScope):
     ) -> None:
         """Set a condition; post a Warning Event only when it newly turns bad (not on every reconcile)."""
         await self.book.set(condition_type, status, reason, message, warn=warn)
-
-    async def record_now(self, **fields: Any) -> None:
-        """Status ``fields`` written at once, before an action they record (a pod deleted, a claim grown):
-        an operator that stops right after the action finds it recorded, and does not do it twice."""
-        metadata = self.obj["metadata"]
-        await self.kube.patch_status(
-            TYPESENSE_CLUSTER.api_version,
-            TYPESENSE_CLUSTER.kind,
-            metadata["name"],
-            metadata["namespace"],
-            fields,
-        )
-        self.obj = {**self.obj, "status": {**(self.obj.get("status") or {}), **fields}}
 
     async def event(self, event_type: EventType, reason: EventReason, note: str) -> None:
         await self.book.event(event_type, reason, note)

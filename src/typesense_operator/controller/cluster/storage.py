@@ -18,6 +18,7 @@ from operator_core.storage import (
     requested_size,
     smaller,
 )
+from typesense_operator.api import TYPESENSE_CLUSTER
 from typesense_operator.api.reasons import ConditionType, EventReason
 from typesense_operator.controller.cluster.scope import Scope
 from typesense_operator.resources import CLAIM_TEMPLATE_NAME, Cluster
@@ -152,11 +153,12 @@ async def _auto_grow(scope: Scope, size: str) -> Outcome:
         return Outcome.CONTINUE
     # Recorded before the claims are asked: a restarted operator goes on from the size decided.
     await scope.record_now(
+        TYPESENSE_CLUSTER,
         storage={
             "autoGrownTo": plan.size,
             "lastAutoGrowth": wire_time(utcnow()),
             "lastAutoGrowthMessage": plan.message,
-        }
+        },
     )
     await scope.event("Normal", EventReason.STORAGE_AUTO_GROWN, plan.message)
     return await grow_storage(scope)
