@@ -63,6 +63,7 @@ from operator_core.reconciling import (
 )
 from operator_core.settings import KubeSettings, from_env
 from operator_core.starting import EXIT_SECONDS, check_start, process_started
+from operator_core.steps import FINALIZED
 
 __all__ = ["FINALIZED", "LOOP_STOP_SECONDS", "Operator"]
 
@@ -580,10 +581,6 @@ class _Flag:
 
     async def wait(self) -> None:
         await self._event.wait()
-
-
-FINALIZED = -1.0
-"""What a ``finalize`` step returns once its clean-up is done: the finalizer may go."""
 
 
 LOOP_STOP_SECONDS = 10.0

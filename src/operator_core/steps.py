@@ -35,7 +35,9 @@ from operator_core.manifests import Manifest, owned_status_patch
 from operator_core.reconciling import Context
 
 __all__ = [
+    "FINALIZED",
     "ConditionBook",
+    "Finalizing",
     "Outcome",
     "Scope",
     "Steps",
@@ -51,6 +53,9 @@ class Outcome(Enum):
     CONTINUE = "continue"
     STOP = "stop"
 
+
+FINALIZED = -1.0
+"""What a finalizer returns once its clean-up is done: the finalizer may go."""
 
 ScopeT = TypeVar("ScopeT")
 
@@ -246,6 +251,22 @@ class Scope:
         status = {**(base.get("status") or {}), **written}
         self.baseline = {**base, "status": {key: value for key, value in status.items() if value is not None}}
 
+    def let_go(self) -> Outcome:
+        """A finalizing step's last word: the clean-up is over (done, or nothing to do, or given up
+        on, said): the finalizer may go, and no later step runs."""
+        self.next_look = FINALIZED
+        return Outcome.STOP
+
+    def retry_in(self, seconds: float) -> Outcome:
+        """A finalizing step's: its part is not done yet; the finalizer looks again in ``seconds``
+        (WAIT_FOR_CHANGE: when the object or what wakes it changes)."""
+        self.next_look = seconds
+        return Outcome.STOP
+
+    def finalizing_answer(self, answer: float) -> Outcome:
+        """A finalizing step's outcome from a helper's answer: :data:`FINALIZED` (let go) or seconds."""
+        return self.let_go() if answer == FINALIZED else self.retry_in(answer)
+
     async def record_now(self, resource: CustomResource, **fields: Any) -> None:
         """Status ``fields`` written at once as they are (a merge patch: nested fields not named are
         kept), before an action they record (a pod deleted, a claim grown): an operator that stops right
@@ -292,6 +313,31 @@ class Steps(Generic[StepScope]):
         patch = final_status_patch(scope.current, scope.status, scope.book.wire(), generation)
         written = scope.baseline if scope.baseline is not None else scope.obj
         await write_status(scope.kube, self.resource, written, patch)
+
+
+@dataclass(frozen=True)
+class Finalizing(Generic[StepScope]):
+    """One controller's finalizer in the shape of its reconcile: a scope made once from the deleted
+    object, and ordered clean-up steps. A step returns CONTINUE when its part is done, or STOP, having
+    said when to look again (:meth:`Scope.retry_in`) or that the object may go (:meth:`Scope.let_go`).
+    The finalizer may go once every step is done. Nothing is written at the end: a finalizer's status
+    is progress (:meth:`Scope.write_progress`), written by the step that makes it."""
+
+    scope: Callable[[dict[str, Any], Context], StepScope]
+    steps: Sequence[Callable[[StepScope], Awaitable[Outcome]]]
+    needed: Callable[[dict[str, Any]], bool] | None = None
+    """Whether the object has anything to clean up; when not, it goes at once, without a scope (whose
+    making reads its spec, which need not be valid for it to go)."""
+
+    async def finalize(self, obj: dict[str, Any], context: Context) -> float:
+        """:data:`FINALIZED`, or the seconds until the finalizer looks again."""
+        if self.needed is not None and not self.needed(obj):
+            return FINALIZED
+        scope = self.scope(obj, context)
+        for step in self.steps:
+            if await step(scope) is Outcome.STOP:
+                return scope.next_look
+        return FINALIZED
 
 
 def final_status_patch(

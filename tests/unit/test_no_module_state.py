@@ -28,6 +28,7 @@ KINDS_MADE_AT_IMPORT = frozenset(
     {
         "CustomResource",  # a kind's definition, read only
         "Steps",  # a controller's steps, read only
+        "Finalizing",  # a controller's finalizer, read only
         "Operator",  # the process's operator, which the runner imports by name: its state is its own
         "ConditionShape",
         "SetKind",

@@ -22,7 +22,7 @@ deletion, as a failed ``helm uninstall`` keeps the release, until the retry anno
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import yaml
@@ -40,8 +40,7 @@ from clusterstack_operator.helm import HelmError
 from clusterstack_operator.releases.decide import is_paused
 from operator_core.clock import parse_wire_time, utcnow
 from operator_core.controller import FINALIZED
-from operator_core.reconciling import Context
-from operator_core.steps import Outcome
+from operator_core.steps import Finalizing, Outcome
 
 __all__ = ["FINALIZER", "UNREACHABLE_PATIENCE_SECONDS", "finalize_addon", "needs_uninstall"]
 
@@ -59,20 +58,29 @@ def needs_uninstall(obj: Mapping[str, Any]) -> bool:
     return bool((obj.get("status") or {}).get("deleteHooks"))
 
 
-async def finalize_addon(obj: dict[str, Any], context: Context) -> float:
-    """Uninstall the addons with their delete hooks where Helm would; otherwise let go, saying why."""
-    if not needs_uninstall(obj):
-        return FINALIZED
-    scope = AddonScope.of(obj, context)
-    for step in STEPS_BEFORE_THE_APPLY:
-        if await step(scope) is not Outcome.CONTINUE:
-            return await _not_there(scope)
-    workload = scope.workload
+def _or_not_there(
+    step: Callable[[AddonScope], Awaitable[Outcome]],
+) -> Callable[[AddonScope], Awaitable[Outcome]]:
+    """A step before the apply, as the finalizer runs it: where it stops, the workload cluster is not
+    there to uninstall from (:func:`_not_there` says whether to wait or to let go)."""
+
+    async def reached(scope: AddonScope) -> Outcome:
+        if await step(scope) is Outcome.CONTINUE:
+            return Outcome.CONTINUE
+        return scope.finalizing_answer(await _not_there(scope))
+
+    return reached
+
+
+async def uninstall(scope: AddonScope) -> Outcome:
+    """The addons uninstalled with their delete hooks, as ``helm uninstall`` runs them; said once done."""
+    obj, workload = scope.obj, scope.workload
     assert workload is not None  # reach_workload_cluster found it
     try:
         chart = await rendered_chart(scope)
     except (HelmError, yaml.YAMLError) as error:
-        return await _let_go(scope, f"its chart cannot be rendered again ({type(error).__name__})")
+        await _let_go(scope, f"its chart cannot be rendered again ({type(error).__name__})")
+        return scope.let_go()
     deleted: list[str] = []
 
     async def delete_ordinary() -> bool:
@@ -86,7 +94,7 @@ async def finalize_addon(obj: dict[str, Any], context: Context) -> float:
     kept = (obj.get("status") or {}).get("helmHooks")
     later = await run_uninstall(workload, scope.book, chart, kept, retry_of(obj), delete_ordinary, save)
     if later is not None:
-        return later
+        return scope.retry_in(later)
     hooks = ", ".join(obj["status"]["deleteHooks"])
     objects = f"; deleted {', '.join(deleted)}" if deleted else ""
     await scope.book.event(
@@ -94,7 +102,14 @@ async def finalize_addon(obj: dict[str, Any], context: Context) -> float:
         EventReason.ADDONS_UNINSTALLED,
         f"uninstalled from the workload cluster with its delete hooks ({hooks}){objects}",
     )
-    return FINALIZED
+    return Outcome.CONTINUE
+
+
+FINALIZING = Finalizing(
+    AddonScope.of, [*map(_or_not_there, STEPS_BEFORE_THE_APPLY), uninstall], needed=needs_uninstall
+)
+"""Uninstall the addons with their delete hooks where Helm would; otherwise let go, saying why."""
+finalize_addon = FINALIZING.finalize
 
 
 async def _not_there(scope: AddonScope) -> float:

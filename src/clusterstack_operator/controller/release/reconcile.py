@@ -50,10 +50,9 @@ from operator_core import errors
 from operator_core.cache import WatchedKind
 from operator_core.children import MANAGED_BY_LABEL
 from operator_core.clock import utcnow
-from operator_core.controller import FINALIZED
 from operator_core.kube import Kube
 from operator_core.reconciling import WAIT_FOR_CHANGE, Context
-from operator_core.steps import Outcome, Steps
+from operator_core.steps import Finalizing, Outcome, Steps
 
 __all__ = ["FINALIZER", "finalize_release", "reconcile_release"]
 
@@ -277,22 +276,28 @@ async def _uninstall(scope: ReleaseScope, delete_ordinary: Callable[[], Awaitabl
     )
 
 
-async def finalize_release(obj: dict[str, Any], context: Context) -> float:
-    """Wait while a Cluster uses the release's ClusterClass; then delete what the release applied."""
-    scope = ReleaseScope.of(obj, context)
-    release, name, kube = scope.release, scope.name, scope.kube
-    in_use = clusters_by_class(await clusters_using(kube, release.namespace), release.namespace)
+async def wait_while_in_use(scope: ReleaseScope) -> Outcome:
+    """A release whose ClusterClass a Cluster uses is not deleted: said, and looked at again."""
+    release, name = scope.release, scope.name
+    in_use = clusters_by_class(await clusters_using(scope.kube, release.namespace), release.namespace)
     users = sorted(in_use.get(name.cluster_class, set()) | in_use.get(name.tag, set()))
-    if users:
-        await scope.book.set(
-            ConditionType.READY,
-            "False",
-            Reason.IN_USE,
-            f"deletion waits: ClusterClass {name.cluster_class} is used by Cluster {', '.join(users)}",
-            warn=EventReason.DELETION_BLOCKED,
-        )
-        await scope.write_progress(CLUSTER_STACK_RELEASE, {"ready": False})
-        return IN_USE_RECHECK_SECONDS
+    if not users:
+        return Outcome.CONTINUE
+    await scope.book.set(
+        ConditionType.READY,
+        "False",
+        Reason.IN_USE,
+        f"deletion waits: ClusterClass {name.cluster_class} is used by Cluster {', '.join(users)}",
+        warn=EventReason.DELETION_BLOCKED,
+    )
+    await scope.write_progress(CLUSTER_STACK_RELEASE, {"ready": False})
+    return scope.retry_in(IN_USE_RECHECK_SECONDS)
+
+
+async def delete_what_it_applied(scope: ReleaseScope) -> Outcome:
+    """What the release applied deleted, with its class chart's delete hooks around it, its provider
+    object, and its download once no other release holds it."""
+    obj, release, name, kube = scope.obj, scope.release, scope.name, scope.kube
     deleted: list[str] = []
 
     async def delete_ordinary() -> bool:
@@ -301,7 +306,7 @@ async def finalize_release(obj: dict[str, Any], context: Context) -> float:
 
     waiting = await _uninstall(scope, delete_ordinary)
     if waiting is not None:
-        return waiting
+        return scope.retry_in(waiting)
     reference = release.spec.provider_ref
     if reference is not None:
         with contextlib.suppress(errors.NotFound):  # its kind is no longer served
@@ -310,7 +315,13 @@ async def finalize_release(obj: dict[str, Any], context: Context) -> float:
     if not await _held_elsewhere(kube, release.namespace, name.tag, key):
         scope.runtime.forget(name, key)
     if deleted:
-        await context.recorder.emit(
+        # Awaited, not in the background: the object goes once the finalizer does.
+        await scope.book.recorder.emit(
             obj, "Normal", EventReason.OBJECTS_DELETED, f"deleted {', '.join(deleted)}"
         )
-    return FINALIZED
+    return Outcome.CONTINUE
+
+
+FINALIZING = Finalizing(ReleaseScope.of, [wait_while_in_use, delete_what_it_applied])
+"""Wait while a Cluster uses the release's ClusterClass; then delete what the release applied."""
+finalize_release = FINALIZING.finalize

@@ -17,10 +17,9 @@ from typing import Any
 
 from operator_core import errors
 from operator_core.clock import utcnow, wire_time
-from operator_core.controller import FINALIZED
 from operator_core.reconciling import WAIT_FOR_CHANGE, Context
 from operator_core.secrets import register_secret
-from operator_core.steps import ConditionBook, Outcome, Scope, Steps
+from operator_core.steps import Finalizing, Outcome, Scope, Steps
 from typesense_operator.api import TYPESENSE_CLUSTER
 from typesense_operator.api.backups import TYPESENSE_BACKUP
 from typesense_operator.api.reasons import BackupReason, EventReason
@@ -251,15 +250,18 @@ def removes_data(obj: dict[str, Any]) -> bool:
     return ((obj.get("spec") or {}).get("deletionPolicy") or "Delete") == "Delete"
 
 
-async def finalize_backup(obj: dict[str, Any], context: Context) -> float:
-    """Remove the backup's data with a Job, then let it go. A removal that fails is said (the data's
-    location named) and the backup goes all the same: a deletion is never blocked for good."""
-    backup = Backup.from_object(obj)
-    kube, settings = context.kube, context.runtime_of(TypesenseRuntime).settings
-    status = obj.get("status") or {}
-    book = ConditionBook.of(obj, context.recorder)
-    if not status.get("location") or not settings.backup_image:
-        return FINALIZED  # nothing was ever written
+async def only_with_data(scope: BackupScope) -> Outcome:
+    """A backup that never wrote anything (or an operator without the backup image) goes at once."""
+    if not scope.current.get("location") or not scope.runtime.settings.backup_image:
+        return scope.let_go()
+    return Outcome.CONTINUE
+
+
+async def remove_the_data(scope: BackupScope) -> Outcome:
+    """The backup's data removed by a Job. A removal that fails is said (the data's location named) and
+    the backup goes all the same: a deletion is never blocked for good."""
+    backup, kube, book, status = scope.backup, scope.kube, scope.book, scope.current
+    settings = scope.runtime.settings
     name = remove_job_name(backup)
     job = await kube.get("batch/v1", "Job", name, backup.namespace)
     if job is None:
@@ -275,11 +277,11 @@ async def finalize_backup(obj: dict[str, Any], context: Context) -> float:
             # A namespace being deleted takes no new Job: the data stays, and the backup goes all the same.
             note = f"could not remove {status['location']}: no Job can be made ({error}); it is left there"
             await book.event("Warning", EventReason.BACKUP_DATA_LEFT, note)
-            return FINALIZED
-        return WAIT_FOR_CHANGE
+            return scope.let_go()
+        return scope.retry_in(WAIT_FOR_CHANGE)
     state = job_state(job)
     if state is None:
-        return WAIT_FOR_CHANGE
+        return scope.retry_in(WAIT_FOR_CHANGE)
     if state == "Complete":
         await book.event("Normal", EventReason.BACKUP_DATA_REMOVED, f"removed {status['location']}")
     else:
@@ -289,4 +291,9 @@ async def finalize_backup(obj: dict[str, Any], context: Context) -> float:
             EventReason.BACKUP_DATA_LEFT,
             f"could not remove {status['location']}: {said}; it is left there",
         )
-    return FINALIZED
+    return Outcome.CONTINUE
+
+
+FINALIZING = Finalizing(BackupScope.of, [only_with_data, remove_the_data])
+"""Remove the backup's data with a Job, then let it go."""
+finalize_backup = FINALIZING.finalize

@@ -19,10 +19,9 @@ from typing import Any, ClassVar
 
 from operator_core.children import Owner
 from operator_core.clock import parse_wire_time, utcnow, wire_time
-from operator_core.controller import FINALIZED
 from operator_core.reconciling import Context
 from operator_core.secrets import register_secret
-from operator_core.steps import Outcome, Steps
+from operator_core.steps import Finalizing, Outcome, Steps
 from typesense_operator.api.content import TYPESENSE_API_KEY, TypesenseApiKeySpec
 from typesense_operator.api.reasons import ContentReason, EventReason
 from typesense_operator.content.keys import (
@@ -267,17 +266,30 @@ async def reconcile_api_key(obj: dict[str, Any], context: Context) -> float:
     return await _STEPS.reconcile(obj, context)
 
 
-async def finalize_api_key(obj: dict[str, Any], context: Context) -> float:
-    """Delete the key (and a previous one still in its grace) from Typesense; a cluster that is gone
-    or not QuorumReady has nothing to delete from or is waited for, as for the other content kinds."""
-    spec = TypesenseApiKeySpec.model_validate(obj.get("spec") or {})
+def _key_ids(obj: dict[str, Any]) -> list[int]:
+    """The key and a previous one still in its grace, as Typesense numbers them."""
     status = obj.get("status") or {}
-    ids = [key for key in (status.get("keyId"), status.get("previousKeyId")) if key is not None]
-    if spec.deletion_policy == "Retain" or not ids:
-        return FINALIZED
+    return [key for key in (status.get("keyId"), status.get("previousKeyId")) if key is not None]
+
+
+def _keys_to_delete(obj: dict[str, Any]) -> bool:
+    spec = TypesenseApiKeySpec.model_validate(obj.get("spec") or {})
+    return spec.deletion_policy != "Retain" and bool(_key_ids(obj))
+
+
+async def delete_keys(scope: ContentScope) -> Outcome:
+    """The keys deleted from Typesense; a cluster that is gone or not QuorumReady has nothing to delete
+    from or is waited for, as for the other content kinds."""
+    ids = _key_ids(scope.obj)
     keys = f"key(s) {', '.join(map(str, ids))}"
-    api = await deletion_api(context, obj, spec.cluster.name, keys)
+    api = await deletion_api(scope.context, scope.obj, scope.spec.cluster.name, keys)
     if not isinstance(api, NodeApi):
-        return api
+        return scope.finalizing_answer(api)
     removals = [(f"key {key}", functools.partial(api.call, "DELETE", f"/keys/{key}")) for key in ids]
-    return await remove_from_typesense(context, obj, removals, f"{keys} deleted from Typesense")
+    removed = f"{keys} deleted from Typesense"
+    return scope.finalizing_answer(await remove_from_typesense(scope.context, scope.obj, removals, removed))
+
+
+FINALIZING = Finalizing(scope_for(API_KEY), [delete_keys], needed=_keys_to_delete)
+"""Delete the key (and a previous one still in its grace) from Typesense, then let it go."""
+finalize_api_key = FINALIZING.finalize

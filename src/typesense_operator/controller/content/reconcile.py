@@ -18,11 +18,11 @@ cluster that is gone (or going) has nothing left to remove from.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from operator_core.reconciling import Context
-from operator_core.steps import Outcome, Steps
+from operator_core.steps import Finalizing, Outcome, Steps
 from typesense_operator.api.content import (
     TYPESENSE_ALIAS,
     TYPESENSE_COLLECTION,
@@ -77,7 +77,7 @@ from typesense_operator.controller.content.scope import (
 )
 from typesense_operator.controller.runtime import TypesenseRuntime
 
-__all__ = ["CONTENT_KINDS", "finalize_content", "finalizer", "reconciler"]
+__all__ = ["CONTENT_KINDS", "finalizer", "reconciler", "remove_content"]
 
 
 def _named(spec: Any, object_name: str) -> str:
@@ -232,22 +232,19 @@ def reconciler(kind: ContentKind[Any]) -> Callable[[dict[str, Any], Context], An
     return Steps(kind.resource, scope_for(kind), (find_cluster, connect, sync), report).reconcile
 
 
-def finalizer(kind: ContentKind[Any]) -> Callable[[dict[str, Any], Context], Any]:
-    async def finalize(obj: dict[str, Any], context: Context) -> float:
-        return await finalize_content(kind, obj, context)
-
-    return finalize
+def finalizer(kind: ContentKind[Any]) -> Callable[[dict[str, Any], Context], Awaitable[float]]:
+    """Remove the object from Typesense (deletionPolicy Delete), then let it go."""
+    return Finalizing(scope_for(kind), [remove_content]).finalize
 
 
-async def finalize_content(kind: ContentKind[Any], obj: dict[str, Any], context: Context) -> float:
-    """Remove the object from Typesense (deletionPolicy Delete), then let it go. A cluster that is gone
-    or going has nothing to remove from; one that is not QuorumReady is waited for, and said."""
+async def remove_content(scope: ContentScope) -> Outcome:
+    """The object removed from Typesense. A cluster that is gone or going has nothing to remove from;
+    one that is not QuorumReady is waited for, and said."""
+    kind, spec, name, obj, context = scope.kind, scope.spec, scope.name, scope.obj, scope.context
     assert kind.path is not None
-    spec = kind.spec_model.model_validate(obj.get("spec") or {})
-    name = kind.name(spec, obj["metadata"]["name"])
     api = await deletion_api(context, obj, spec.cluster.name, f"{kind.noun} {name}")
     if not isinstance(api, NodeApi):
-        return api
+        return scope.finalizing_answer(api)
 
     async def remove() -> tuple[int, Any]:
         if kind is COLLECTION and spec.migration is not None:
@@ -255,4 +252,5 @@ async def finalize_content(kind: ContentKind[Any], obj: dict[str, Any], context:
         return await api.call("DELETE", await _served_at(context, api, kind, spec, name))
 
     what = f"{kind.noun} {name}"
-    return await remove_from_typesense(context, obj, [(what, remove)], f"{what} removed from Typesense")
+    removed = f"{what} removed from Typesense"
+    return scope.finalizing_answer(await remove_from_typesense(context, obj, [(what, remove)], removed))
