@@ -25,6 +25,7 @@ from operator_testkit.nodes.power import (
     NodePower,
     drain_answer,
     heartbeat,
+    held_by_storage_helpers_only,
     isolation_rules,
     power_cut_victims,
     ready_since,
@@ -214,6 +215,34 @@ def test_a_drain_that_began_is_an_answer_finished_or_not(
     answer = drain_answer("node-b", returncode, stdout, stderr)
     assert answer["drained"] is drained
     assert answer["output"].startswith(stdout.strip())
+
+
+HELPER = "local-path-storage/helper-pod-delete-pvc-b1042f0a-9d47-4d52-b27f-65fa415314a4"
+NO_CONTROLLER = "cannot delete Pods that declare no controller (use --force to override): "
+
+
+@pytest.mark.parametrize(
+    ("output", "waited_out"),
+    [
+        pytest.param(
+            'node/node-c cordoned\nerror: unable to drain node "node-c" due to error: '
+            f"cannot delete {NO_CONTROLLER}{HELPER}, continuing command...\n"
+            "There are pending nodes to be drained:\n node-c\n"
+            f"cannot delete {NO_CONTROLLER}{HELPER}",
+            True,
+            id="a storage helper pod (seen in a test run): run again",
+        ),
+        pytest.param(
+            f"node/node-c cordoned\nerror: {NO_CONTROLLER}default/bare, {HELPER}, continuing command...",
+            False,
+            id="a bare pod of someone's beside it: an answer",
+        ),
+        pytest.param(PDB_HELD, False, id="a disruption budget: an answer"),
+        pytest.param("node/node-c cordoned\nnode/node-c drained", False, id="drained"),
+    ],
+)
+def test_a_drain_refused_only_for_storage_helper_pods_is_run_again(output: str, waited_out: bool) -> None:
+    assert held_by_storage_helpers_only(output) is waited_out
 
 
 @pytest.mark.parametrize(

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import re
 import socket
 import subprocess
 import time
@@ -75,6 +76,8 @@ Start = Callable[[DaemonRecord], "subprocess.Popen[bytes]"]
 _SOCKET_TIMEOUT = 30.0
 _READY_TIMEOUT = 120.0
 _KUBECTL_TIMEOUT = 60.0
+_HELPER_WAIT_SECONDS = 2.0
+"""How long a drain refused for a storage helper pod waits before it runs again."""
 
 
 # ---------------------------------------------------------------- decisions (pure)
@@ -138,6 +141,21 @@ def drain_answer(node: str, returncode: int, stdout: str, stderr: str) -> Answer
     if "cordoned" in stdout:
         return {"node": node, "drained": False, "output": output}
     raise FaultError(f"kubectl drain {node} failed (exit {returncode}): {stderr.strip() or stdout.strip()}")
+
+
+_BARE_PODS = re.compile(r"declare no controller \(use --force to override\): ([^\n]+)")
+_POD = re.compile(r"[\w.-]+/[\w.-]+")
+"""namespace/name, as kubectl names a pod (what follows the list, ", continuing command...", is none)."""
+_STORAGE_HELPER = re.compile(r"local-path-storage/helper-pod-[\w.-]+")
+
+
+def held_by_storage_helpers_only(output: str) -> bool:
+    """Whether a drain that did not finish was refused only for local-path-provisioner's helper pods:
+    bare pods that make or remove one claim's directory and are gone within seconds (a claim deleted
+    elsewhere in the cluster just then). kubectl refuses any bare pod before it evicts anything, so the
+    drain is simply run again, as an administrator would, once they are gone."""
+    pods = [pod for line in _BARE_PODS.findall(output) for pod in _POD.findall(line)]
+    return bool(pods) and all(_STORAGE_HELPER.fullmatch(pod) for pod in pods)
 
 
 def _timestamp(value: str) -> datetime.datetime:
@@ -346,18 +364,23 @@ class NodePower:
         seconds at most; ``force`` also deletes pods no controller makes again."""
         self.node(name)
         started = time.monotonic()
-        arguments = [
-            "drain",
-            name,
-            "--ignore-daemonsets",
-            "--delete-emptydir-data",
-            f"--timeout={timeout:g}s",
-        ]
-        done = self._kubectl(
-            *arguments, *(["--force"] if force else []), check=False, timeout=timeout + _KUBECTL_TIMEOUT
-        )
-        answer = drain_answer(name, done.returncode, done.stdout, done.stderr)
-        return {**answer, "took": round(time.monotonic() - started, 3)}
+        while True:
+            left = max(1.0, timeout - (time.monotonic() - started))
+            arguments = [
+                "drain",
+                name,
+                "--ignore-daemonsets",
+                "--delete-emptydir-data",
+                f"--timeout={left:.0f}s",
+            ]
+            done = self._kubectl(
+                *arguments, *(["--force"] if force else []), check=False, timeout=left + _KUBECTL_TIMEOUT
+            )
+            answer = drain_answer(name, done.returncode, done.stdout, done.stderr)
+            waited_out = answer["drained"] or not held_by_storage_helpers_only(answer["output"])
+            if waited_out or time.monotonic() - started + _HELPER_WAIT_SECONDS >= timeout:
+                return {**answer, "took": round(time.monotonic() - started, 3)}
+            time.sleep(_HELPER_WAIT_SECONDS)
 
     def uncordon(self, name: str) -> Answer:
         self.node(name)
