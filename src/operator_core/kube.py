@@ -209,9 +209,9 @@ class Kube:
         outages: ApiOutages | None = None,
     ) -> None:
         self._connection = connection
+        """Every request goes here; None for a client that may make none (a test's)."""
         self.outages = outages if outages is not None else ApiOutages()
         """Shared with the other clients of the process that were given the same."""
-        """Every request goes here; None for a client that may make none (a test's)."""
         self.field_manager = field_manager
         self.write_calls = 0
         self._discovered: dict[str, _Discovery] = {}

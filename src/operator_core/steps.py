@@ -263,10 +263,6 @@ class Scope:
         self.next_look = seconds
         return Outcome.STOP
 
-    def finalizing_answer(self, answer: float) -> Outcome:
-        """A finalizing step's outcome from a helper's answer: :data:`FINALIZED` (let go) or seconds."""
-        return self.let_go() if answer == FINALIZED else self.retry_in(answer)
-
     async def record_now(self, resource: CustomResource, **fields: Any) -> None:
         """Status ``fields`` written at once as they are (a merge patch: nested fields not named are
         kept), before an action they record (a pod deleted, a claim grown): an operator that stops right

@@ -222,7 +222,7 @@ NO_CONTROLLER = "cannot delete Pods that declare no controller (use --force to o
 
 
 @pytest.mark.parametrize(
-    ("output", "waited_out"),
+    ("output", "run_again"),
     [
         pytest.param(
             'node/node-c cordoned\nerror: unable to drain node "node-c" due to error: '
@@ -241,8 +241,8 @@ NO_CONTROLLER = "cannot delete Pods that declare no controller (use --force to o
         pytest.param("node/node-c cordoned\nnode/node-c drained", False, id="drained"),
     ],
 )
-def test_a_drain_refused_only_for_storage_helper_pods_is_run_again(output: str, waited_out: bool) -> None:
-    assert held_by_storage_helpers_only(output) is waited_out
+def test_a_drain_refused_only_for_storage_helper_pods_is_run_again(output: str, run_again: bool) -> None:
+    assert held_by_storage_helpers_only(output) is run_again
 
 
 @pytest.mark.parametrize(

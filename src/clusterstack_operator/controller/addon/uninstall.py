@@ -39,7 +39,6 @@ from clusterstack_operator.controller.helm_hooks import retry_of, run_uninstall
 from clusterstack_operator.helm import HelmError
 from clusterstack_operator.releases.decide import is_paused
 from operator_core.clock import parse_wire_time, utcnow
-from operator_core.controller import FINALIZED
 from operator_core.steps import Finalizing, Outcome
 
 __all__ = ["FINALIZER", "UNREACHABLE_PATIENCE_SECONDS", "finalize_addon", "needs_uninstall"]
@@ -67,7 +66,7 @@ def _or_not_there(
     async def reached(scope: AddonScope) -> Outcome:
         if await step(scope) is Outcome.CONTINUE:
             return Outcome.CONTINUE
-        return scope.finalizing_answer(await _not_there(scope))
+        return await _not_there(scope)
 
     return reached
 
@@ -79,8 +78,7 @@ async def uninstall(scope: AddonScope) -> Outcome:
     try:
         chart = await rendered_chart(scope)
     except (HelmError, yaml.YAMLError) as error:
-        await _let_go(scope, f"its chart cannot be rendered again ({type(error).__name__})")
-        return scope.let_go()
+        return await _let_go(scope, f"its chart cannot be rendered again ({type(error).__name__})")
     deleted: list[str] = []
 
     async def delete_ordinary() -> bool:
@@ -112,7 +110,7 @@ FINALIZING = Finalizing(
 finalize_addon = FINALIZING.finalize
 
 
-async def _not_there(scope: AddonScope) -> float:
+async def _not_there(scope: AddonScope) -> Outcome:
     """A step before the uninstall stopped: let go at once when the Cluster is gone or paused, else
     wait (saying why) up to :data:`UNREACHABLE_PATIENCE_SECONDS` from the deletion."""
     book = scope.book
@@ -133,10 +131,10 @@ async def _not_there(scope: AddonScope) -> float:
     if waited >= UNREACHABLE_PATIENCE_SECONDS:
         return await _let_go(scope, f"{why} (waited {waited:.0f} s)")
     await scope.write_progress(CLUSTER_ADDON, {"ready": False})
-    return _LOOK_AGAIN_SECONDS
+    return scope.retry_in(_LOOK_AGAIN_SECONDS)
 
 
-async def _let_go(scope: AddonScope, why: str, *, warn: bool = True) -> float:
+async def _let_go(scope: AddonScope, why: str, *, warn: bool = True) -> Outcome:
     hooks = ", ".join((scope.obj.get("status") or {}).get("deleteHooks") or [])
     await scope.book.event(
         "Warning" if warn else "Normal",
@@ -144,4 +142,4 @@ async def _let_go(scope: AddonScope, why: str, *, warn: bool = True) -> float:
         f"the addons' delete hooks ({hooks}) are not run and nothing is deleted from the workload "
         f"cluster: {why}",
     )
-    return FINALIZED
+    return scope.let_go()

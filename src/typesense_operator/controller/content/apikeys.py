@@ -282,12 +282,11 @@ async def delete_keys(scope: ContentScope) -> Outcome:
     from or is waited for, as for the other content kinds."""
     ids = _key_ids(scope.obj)
     keys = f"key(s) {', '.join(map(str, ids))}"
-    api = await deletion_api(scope.context, scope.obj, scope.spec.cluster.name, keys)
+    api = await deletion_api(scope, keys)
     if not isinstance(api, NodeApi):
-        return scope.finalizing_answer(api)
+        return api
     removals = [(f"key {key}", functools.partial(api.call, "DELETE", f"/keys/{key}")) for key in ids]
-    removed = f"{keys} deleted from Typesense"
-    return scope.finalizing_answer(await remove_from_typesense(scope.context, scope.obj, removals, removed))
+    return await remove_from_typesense(scope, removals, f"{keys} deleted from Typesense")
 
 
 FINALIZING = Finalizing(scope_for(API_KEY), [delete_keys], needed=_keys_to_delete)

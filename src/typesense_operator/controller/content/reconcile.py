@@ -242,15 +242,14 @@ async def remove_content(scope: ContentScope) -> Outcome:
     one that is not QuorumReady is waited for, and said."""
     kind, spec, name, obj, context = scope.kind, scope.spec, scope.name, scope.obj, scope.context
     assert kind.path is not None
-    api = await deletion_api(context, obj, spec.cluster.name, f"{kind.noun} {name}")
+    what = f"{kind.noun} {name}"
+    api = await deletion_api(scope, what)
     if not isinstance(api, NodeApi):
-        return scope.finalizing_answer(api)
+        return api
 
     async def remove() -> tuple[int, Any]:
         if kind is COLLECTION and spec.migration is not None:
             return await delete_versioned(api, name, (obj.get("status") or {}).get("migration")), None
         return await api.call("DELETE", await _served_at(context, api, kind, spec, name))
 
-    what = f"{kind.noun} {name}"
-    removed = f"{what} removed from Typesense"
-    return scope.finalizing_answer(await remove_from_typesense(context, obj, [(what, remove)], removed))
+    return await remove_from_typesense(scope, [(what, remove)], f"{what} removed from Typesense")

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from operator_core.apimodel import ApiModel
-from operator_core.controller import FINALIZED
 from operator_core.crdgen import CustomResource
 from operator_core.reconciling import WAIT_FOR_CHANGE, Context
 from operator_core.secrets import register_secret
@@ -148,28 +147,29 @@ WAIT_FOR_CLUSTER_SECONDS = 15.0
 """How often a deletion looks again at a cluster that is not QuorumReady."""
 
 
-async def deletion_api(
-    context: Context, obj: Mapping[str, Any], cluster_name: str, what: str
-) -> NodeApi | float:
+async def deletion_api(scope: ContentScope, what: str) -> NodeApi | Outcome:
     """The cluster's API for removing ``what`` (the deleted object's content) from Typesense, or the
-    finalizer's answer without it: FINALIZED when the cluster is gone or going (nothing to remove
+    finalizing step's outcome without it: let go when the cluster is gone or going (nothing to remove
     from) or its admin key is missing (said), a wait while it is not QuorumReady (said)."""
-    namespace = obj["metadata"]["namespace"]
+    context, obj = scope.context, scope.obj
     found = await context.kube.get(
-        TYPESENSE_CLUSTER.api_version, TYPESENSE_CLUSTER.kind, cluster_name, namespace
+        TYPESENSE_CLUSTER.api_version,
+        TYPESENSE_CLUSTER.kind,
+        scope.spec.cluster.name,
+        obj["metadata"]["namespace"],
     )
     if found is None or found["metadata"].get("deletionTimestamp"):
-        return FINALIZED
+        return scope.let_go()
     if (found.get("status") or {}).get("phase") != "QuorumReady":
         note = f"{what} is removed once the cluster is QuorumReady"
         context.recorder.emit_soon(obj, "Warning", EventReason.CONTENT_WAITING, note)
-        return WAIT_FOR_CLUSTER_SECONDS
+        return scope.retry_in(WAIT_FOR_CLUSTER_SECONDS)
     api = await cluster_api(context, Cluster.from_object(found), found)
     if isinstance(api, str):
         context.recorder.emit_soon(
             obj, "Warning", EventReason.CONTENT_NOT_DELETED, f"{what} is left in Typesense: {api}"
         )
-        return FINALIZED
+        return scope.let_go()
     return api
 
 
@@ -178,23 +178,22 @@ Removal = tuple[str, Callable[[], Awaitable[tuple[int, Any]]]]
 it, answering Typesense's status and body."""
 
 
-async def remove_from_typesense(
-    context: Context, obj: Mapping[str, Any], removals: Sequence[Removal], removed: str
-) -> float:
+async def remove_from_typesense(scope: ContentScope, removals: Sequence[Removal], removed: str) -> Outcome:
     """Each removal in turn; a 200 or a 404 is gone. Then ``removed`` is said (a Normal Event) and the
     finalizer may go. A refusal is said as a Warning and tried again at the next content check; no node
     answering is tried again soon, and says nothing (a cluster that comes back answers it)."""
+    context, obj = scope.context, scope.obj
     try:
         for what, remove in removals:
             code, answer = await remove()
             if code not in (200, 404):
                 note = f"{what}: {answer_words(answer, code)}; retrying"
                 context.recorder.emit_soon(obj, "Warning", EventReason.CONTENT_NOT_DELETED, note)
-                return context.runtime_of(TypesenseRuntime).settings.content_check_seconds
+                return scope.retry_in(context.runtime_of(TypesenseRuntime).settings.content_check_seconds)
     except NoNodeAnswers:
-        return NO_ANSWER_RETRY_SECONDS
+        return scope.retry_in(NO_ANSWER_RETRY_SECONDS)
     context.recorder.emit_soon(obj, "Normal", EventReason.CONTENT_DELETED, removed)
-    return FINALIZED
+    return scope.let_go()
 
 
 async def refuse(scope: ContentScope, reason: str, note: str, look_again: float) -> Outcome:

@@ -377,8 +377,8 @@ class NodePower:
                 *arguments, *(["--force"] if force else []), check=False, timeout=left + _KUBECTL_TIMEOUT
             )
             answer = drain_answer(name, done.returncode, done.stdout, done.stderr)
-            waited_out = answer["drained"] or not held_by_storage_helpers_only(answer["output"])
-            if waited_out or time.monotonic() - started + _HELPER_WAIT_SECONDS >= timeout:
+            final = answer["drained"] or not held_by_storage_helpers_only(answer["output"])
+            if final or time.monotonic() - started + _HELPER_WAIT_SECONDS >= timeout:
                 return {**answer, "took": round(time.monotonic() - started, 3)}
             time.sleep(_HELPER_WAIT_SECONDS)
 
