@@ -37,16 +37,18 @@ def pytest_runtest_makereport(
     namespace, control_plane = funcargs.get("namespace"), funcargs.get("control_plane")
     if not (report.failed and call.when == "call" and isinstance(namespace, str)):
         return report
+    # The operators' logs first: a CI run's output is kept whole at its start and its end only, and what
+    # an operator did (or waited for) is what a failure's cause most often is.
+    for name, value in funcargs.items():
+        if isinstance(value, OperatorProcess):
+            lines = [line[:240] for line in value.log().splitlines() if namespace in line]
+            report.sections.append(
+                (f"{name} log about {namespace} (last 30 of {len(lines)} lines)", "\n".join(lines[-30:]))
+            )
     if isinstance(control_plane, ControlPlane):
         for what, arguments in _FAILURE_VIEWS.items():
             report.sections.append(
                 (f"{what} in {namespace}", _kubectl_view(control_plane, namespace, arguments))
-            )
-    for name, value in funcargs.items():
-        if isinstance(value, OperatorProcess):
-            lines = [line[:300] for line in value.log().splitlines() if namespace in line]
-            report.sections.append(
-                (f"{name} log about {namespace} (last 30 of {len(lines)} lines)", "\n".join(lines[-30:]))
             )
     return report
 

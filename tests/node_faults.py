@@ -15,7 +15,6 @@ from operator_testkit.drivers.typesense import TypesenseCluster
 from operator_testkit.fixtures import wait_until
 from operator_testkit.nodes.cluster import LocalCluster
 from operator_testkit.nodes.faults import NodeFaults
-from operator_testkit.nodes.storage import NAMESPACE as STORAGE_NAMESPACE
 
 LOST_NODE_STATES = ("Unreachable", "NotReady")
 DESTRUCTIVE = ("QuorumMemberFenced", "QuorumSurvivorRestarted", "ErroredNodeRestarted", "MemberReplaced")
@@ -44,7 +43,7 @@ async def pods_ready(cluster: TypesenseCluster) -> bool:
     )
 
 
-async def lead_from(cluster: TypesenseCluster, faults: NodeFaults, pod: str, tries: int = 8) -> None:
+async def lead_from(cluster: TypesenseCluster, faults: NodeFaults, pod: str, tries: int = 12) -> None:
     """Make ``pod``'s member the raft leader before a test's fault: the leader's container is killed
     (SIGKILL), and the other two elect one of themselves, until ``pod``'s wins; each time the killed
     member is back as a follower first. (typesense-server 0.24.1's ``POST /operations/vote`` to a
@@ -73,19 +72,6 @@ async def _follows_again(cluster: TypesenseCluster, killed: str) -> bool:
     states = await cluster.states()
     whole = sorted(states.values()) == ["FOLLOWER", "FOLLOWER", "LEADER"]
     return whole and states.get(killed) != "LEADER"
-
-
-async def leader_off_the_provisioner(cluster: TypesenseCluster, faults: NodeFaults) -> str:
-    """The leader, moved first onto a member whose node does not run the volume provisioner (one
-    replica, as local-path-provisioner ships): a member replaced while its node is gone needs a new
-    volume, which Kubernetes' 300 s eviction would otherwise hold up."""
-    provisioners = await cluster.kube.list("v1", "Pod", STORAGE_NAMESPACE)
-    busy = {(p.get("spec") or {}).get("nodeName") for p in provisioners}
-    pods = await member_pods(cluster)
-    quiet = sorted(name for name, pod in pods.items() if pod["spec"].get("nodeName") not in busy)
-    if quiet:
-        await lead_from(cluster, faults, quiet[0])
-    return await raft_leader(cluster)
 
 
 async def raft_leader(cluster: TypesenseCluster) -> str:

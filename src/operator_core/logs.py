@@ -80,6 +80,10 @@ class _TextFormatter(logging.Formatter):
         return scrub(super().format(record))
 
 
+_CHATTY_LIBRARIES = ("celpy",)
+"""Libraries whose debug records say how they work inside, not what the operator decided."""
+
+
 def configure_logging(level: LogLevel = "info", log_format: LogFormat = "text") -> None:
     """Send every record to stderr in ``log_format`` at ``level``, with Secret values scrubbed."""
     handler = logging.StreamHandler()
@@ -92,4 +96,8 @@ def configure_logging(level: LogLevel = "info", log_format: LogFormat = "text") 
         root.removeHandler(existing)
     root.addHandler(handler)
     root.setLevel(level.upper())
+    for chatty in _CHATTY_LIBRARIES:
+        # Their debug is their own internals (celpy writes some twenty lines per CEL evaluation), which
+        # would bury the operator's own debug lines: at most their information.
+        logging.getLogger(chatty).setLevel(max(root.level, logging.INFO))
     install_log_scrubbing(root)

@@ -31,6 +31,7 @@ import contextlib
 import contextvars
 import logging
 import math
+import time
 from collections.abc import Awaitable, Callable, Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
@@ -65,6 +66,9 @@ __all__ = [
 DEFAULT_RETRY_SECONDS = (2.0, 5.0, 10.0, 30.0)
 WAIT_FOR_CHANGE = math.inf
 """What a reconcile returns when only a change can help (a Secret only the user can create): no timer."""
+LONG_TURN_WAIT_SECONDS = 10.0
+"""A pass that waited longer than this for its turn (:func:`reconcile_gate`) says so: every turn was taken
+by reconciles that run long, and a change to this object waited for one of them to end."""
 
 
 T = TypeVar("T")
@@ -210,10 +214,14 @@ async def run_object_loop(
     NEEDED_KINDS.set(needs)  # this loop's own task: what its deletes require to be synced
 
     async def once() -> float | None:
+        began = time.monotonic()
         if kube.cache is not None:
             # Nothing is decided from a cache that has not listed yet (after a start, or a 410).
             await kube.cache.wait_settled(needs)
+        settled = time.monotonic()
         async with gate or contextlib.nullcontext():
+            started = time.monotonic()
+            _say_waits(logger, settled - began, started - settled)
             # The cache started this loop, and tells it of the object's deletion: what it holds is enough.
             obj = await kube.get(resource.api_version, resource.kind, name, namespace)
             if obj is None or obj["metadata"].get("deletionTimestamp"):
@@ -221,7 +229,14 @@ async def run_object_loop(
             with reconciling_as(wakeups, key):
                 if references is not None:
                     references.remember(namespace, name, references.named(obj))
-                return await reconcile(obj)
+                delay = await reconcile(obj)
+            logger.debug(
+                "reconciled version %s in %.2f s; next look %s",
+                obj["metadata"].get("resourceVersion"),
+                time.monotonic() - started,
+                "when woken" if delay == WAIT_FOR_CHANGE else f"in {delay:.0f} s",
+            )
+            return delay
 
     try:
         await run_loop(
@@ -238,6 +253,19 @@ async def run_object_loop(
         wakeups.forget(key)
         if references is not None:
             references.forget(namespace, name)
+
+
+def _say_waits(logger: logging.Logger, caches: float, turn: float) -> None:
+    """What a pass waited for before it began: the watch caches to list, then a turn. A long wait for a
+    turn is a warning (the operator's turns were all taken, and a change waited); the rest is debug."""
+    if turn > LONG_TURN_WAIT_SECONDS:
+        logger.warning(
+            "waited %.0f s for a turn to reconcile: every turn was taken by longer reconciles"
+            " (OPERATOR_SUITE_MAX_CONCURRENT_RECONCILES says how many run at once)",
+            turn,
+        )
+    elif caches + turn >= 0.5:
+        logger.debug("began after %.2f s for the watch caches and %.2f s for a turn", caches, turn)
 
 
 async def run_loop(

@@ -254,6 +254,47 @@ async def test_object_loops_take_turns_through_the_gate() -> None:
     assert most == 2
 
 
+async def test_a_pass_kept_waiting_for_a_turn_says_so_and_a_pass_says_what_it_took(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Every turn taken by a long reconcile: the object that waited for one warns how long (a change to it
+    waited that long); each pass says at debug what it took and when it looks next."""
+    monkeypatch.setattr(reconciling, "LONG_TURN_WAIT_SECONDS", 0.05)
+    gate = asyncio.Semaphore(1)
+    reconciled = asyncio.Event()
+
+    async def reconcile(obj: dict[str, Any]) -> float:
+        reconciled.set()
+        return reconciling.WAIT_FOR_CHANGE
+
+    resource = CustomResource(group="g", version="v1", kind="Thing", plural="things", spec_model=ApiModel)
+    caplog.set_level(logging.DEBUG, logger="test")
+    async with gate:  # a long reconcile holds the only turn
+        loop = asyncio.ensure_future(
+            reconciling.run_object_loop(
+                OneObjectKube(),  # type: ignore[arg-type]
+                resource,
+                "thing",
+                "ns",
+                reconcile,
+                Wakeups(),
+                NeverStopped(),
+                logger=logging.getLogger("test"),
+                gate=gate,
+            )
+        )
+        await asyncio.sleep(0.1)
+    try:
+        await asyncio.wait_for(reconciled.wait(), timeout=5)
+        await asyncio.sleep(0)
+    finally:
+        loop.cancel()
+        await asyncio.gather(loop, return_exceptions=True)
+    said = [(r.levelno, r.getMessage()) for r in caplog.records]
+    assert any(level == logging.WARNING and "for a turn" in text for level, text in said), said
+    assert any(level == logging.DEBUG and "next look when woken" in text for level, text in said), said
+
+
 async def test_an_object_loop_books_what_its_object_names_and_forgets_it_when_it_ends() -> None:
     book = References(lambda obj: [("Secret", f"{obj['metadata']['name']}-key")])
     reconciled = asyncio.Event()
