@@ -1,4 +1,8 @@
-"""The core's finalizing loop against the real API server, with an operator run in this process."""
+"""The core's finalizing loop against the real API server, with an operator run in this process.
+
+Its objects are of a kind of its own, which no other operator serves: the session's Monocle operator, run
+by earlier tests on the same control plane, once wrote to the Monocle this test made, and its writes met
+this operator's (a CI run waited 20 s for the finalizer in vain)."""
 
 from __future__ import annotations
 
@@ -8,16 +12,31 @@ from typing import Any
 
 import pytest
 
-from monocle_operator.api.v1alpha1 import MONOCLE
+from operator_core.apimodel import ApiModel
 from operator_core.controller import FINALIZED, Operator
+from operator_core.crdgen import CustomResource, crd_manifest
 from operator_core.kube import Kube
 from operator_core.reconciling import WAIT_FOR_CHANGE, Context
 from operator_testkit.controlplane import ControlPlane
-from operator_testkit.fixtures import wait_until
-
-pytestmark = pytest.mark.usefixtures("installed_crds")
+from operator_testkit.fixtures import install_crds, wait_until
 
 FINALIZER = "test.operator-suite.io/clean-up"
+HELD = CustomResource(
+    group="finalizing.test.operator-suite.io",
+    version="v1",
+    kind="Held",
+    plural="helds",
+    spec_model=ApiModel,
+    description="An object that is held until its clean-up ran: this test's own kind.",
+)
+
+
+@pytest.fixture
+def held_crd(control_plane: ControlPlane) -> None:
+    asyncio.run(install_crds(control_plane, [crd_manifest(HELD)]))
+
+
+pytestmark = pytest.mark.usefixtures("held_crd")
 
 
 async def test_a_clean_up_runs_once_when_the_finalizers_removal_meets_a_write_made_meanwhile(
@@ -36,33 +55,31 @@ async def test_a_clean_up_runs_once_when_the_finalizers_removal_meets_a_write_ma
     async def clean_up(obj: dict[str, Any], context: Context) -> float:
         clean_ups.append(obj["metadata"]["resourceVersion"])
         patch = {"metadata": {"annotations": {"test.operator-suite.io/cleaned-up": "yes"}}}
-        await context.kube.patch(MONOCLE.api_version, MONOCLE.kind, "held", namespace, patch)
+        await context.kube.patch(HELD.api_version, HELD.kind, "held", namespace, patch)
         return FINALIZED
 
     operator = Operator("finalizing-test", "test.operator-suite.io")
-    operator.controller(
-        MONOCLE, reconcile, managed_by="finalizing-test", finalizer=FINALIZER, finalize=clean_up
-    )
+    operator.controller(HELD, reconcile, managed_by="finalizing-test", finalizer=FINALIZER, finalize=clean_up)
     stopping = asyncio.Event()
     running = asyncio.create_task(operator.run(stopping, (namespace,)))
     try:
         manifest = {
-            "apiVersion": MONOCLE.api_version,
-            "kind": MONOCLE.kind,
+            "apiVersion": HELD.api_version,
+            "kind": HELD.kind,
             "metadata": {"name": "held", "namespace": namespace},
             "spec": {},
         }
         await kube.create(manifest)
 
         async def finalizer_added() -> bool:
-            found = await kube.get(MONOCLE.api_version, MONOCLE.kind, "held", namespace)
+            found = await kube.get(HELD.api_version, HELD.kind, "held", namespace)
             return FINALIZER in ((found or {}).get("metadata") or {}).get("finalizers", [])
 
         await wait_until(finalizer_added, timeout=20, what="the finalizer on the object")
-        await kube.delete(MONOCLE.api_version, MONOCLE.kind, "held", namespace)
+        await kube.delete(HELD.api_version, HELD.kind, "held", namespace)
 
         async def gone() -> bool:
-            return await kube.get(MONOCLE.api_version, MONOCLE.kind, "held", namespace) is None
+            return await kube.get(HELD.api_version, HELD.kind, "held", namespace) is None
 
         await wait_until(gone, timeout=30, what="the object to go")
         assert len(clean_ups) == 1, f"the clean-up ran {len(clean_ups)} times"
