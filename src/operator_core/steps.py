@@ -52,6 +52,9 @@ class Outcome(Enum):
 
     CONTINUE = "continue"
     STOP = "stop"
+    APPLY_AND_STOP = "apply-and-stop"
+    """Stop here, once the controller's apply step (:attr:`Steps.apply`) has applied what the steps so far
+    decided: a new TypesenseCluster's Certificate is made while the cluster waits for it to be issued."""
 
 
 FINALIZED = -1.0
@@ -65,16 +68,24 @@ async def run_steps(
     scope: ScopeT,
     *,
     finish: Callable[[ScopeT, bool], Awaitable[None]],
+    apply: Callable[[ScopeT], Awaitable[Outcome]] | None = None,
 ) -> None:
     """Run ``steps`` in order over ``scope`` until one returns STOP, then ``finish(scope, completed)``.
 
-    ``finish`` (which writes status) runs even when a step raises; ``completed`` says
+    A step that returns APPLY_AND_STOP stops them too, after ``apply`` (the apply step among ``steps``)
+    ran. ``finish`` (which writes status) runs even when a step raises; ``completed`` says
     whether every step ran, so that observedGeneration moves only on success.
     """
     completed = False
     try:
         for step in steps:
-            if await step(scope) is Outcome.STOP:
+            outcome = await step(scope)
+            if outcome is Outcome.APPLY_AND_STOP:
+                if apply is None:
+                    named = getattr(step, "__name__", step)
+                    raise RuntimeError(f"{named} asked for an apply, and the steps have none")
+                await apply(scope)
+            if outcome is not Outcome.CONTINUE:
                 break
         else:
             completed = True
@@ -288,6 +299,9 @@ class Steps(Generic[StepScope]):
     report: Callable[[StepScope, bool], Awaitable[None]] | None = None
     """Sets Ready and the status fields the controller owns (:attr:`Scope.status`) from what the steps
     left, told whether every step ran; it runs even when a step raised."""
+    apply: Callable[[StepScope], Awaitable[Outcome]] | None = None
+    """The step among :attr:`steps` that applies the desired state, which a step that stops with
+    APPLY_AND_STOP has run first."""
 
     async def reconcile(self, obj: dict[str, Any], context: Context) -> float:
         """One reconcile: the steps until one stops, the status once; the seconds until the next look."""
@@ -296,7 +310,7 @@ class Steps(Generic[StepScope]):
     async def run(self, scope: StepScope) -> float:
         """:meth:`reconcile` of a scope made already (a test's, with its own clock)."""
         async with scope.held:
-            await run_steps(self.steps, scope, finish=self._finish)
+            await run_steps(self.steps, scope, finish=self._finish, apply=self.apply)
             for then in scope.after_status:
                 await then()
         return scope.requeue_after

@@ -349,6 +349,35 @@ async def test_steps_run_in_order_until_one_stops_and_status_is_written_after_al
     assert finished == [True, False, False], "only a reconcile that ran every step completed"
 
 
+async def test_a_step_that_stops_with_an_apply_has_the_apply_step_run_first_and_nothing_after_it() -> None:
+    ran: list[str] = []
+    finished: list[bool] = []
+
+    def step(name: str, outcome: Outcome) -> Any:
+        async def run(scope: list[str]) -> Outcome:
+            scope.append(name)
+            return outcome
+
+        run.__name__ = name
+        return run
+
+    async def finish(scope: list[str], completed: bool) -> None:
+        finished.append(completed)
+
+    apply = step("apply", Outcome.CONTINUE)
+    steps = [
+        step("observe", Outcome.CONTINUE),
+        step("wait", Outcome.APPLY_AND_STOP),
+        apply,
+        step("roll", Outcome.CONTINUE),
+    ]
+    await run_steps(steps, ran, finish=finish, apply=apply)
+    assert ran == ["observe", "wait", "apply"]
+    assert finished == [False], "a reconcile that stopped early did not complete"
+    with pytest.raises(RuntimeError, match="wait asked for an apply"):
+        await run_steps(steps[:2], [], finish=finish)
+
+
 async def test_a_warning_only_when_a_condition_newly_turns_bad() -> None:
     book, recorder = a_book()
     assert await book.set("Config", "False", "Broken", "fix it", warn=Reason.BROKEN) is True
