@@ -8,6 +8,7 @@ tells the controller which existing children to delete for that reason.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 
 from operator_core import children
 from typesense_operator.resources.core import (
@@ -38,9 +39,17 @@ from typesense_operator.resources.routes import (
     build_backend_tls_policy,
     build_http_routes,
     build_reference_grants,
+    gateway_children,
 )
 from typesense_operator.resources.scrapers import build_scraper_cronjobs, invalid_scraper_configs
-from typesense_operator.resources.tls import CERTIFICATE_API_VERSION, NodesTls, build_ca_configmap
+from typesense_operator.resources.tls import (
+    CERTIFICATE_API_VERSION,
+    CertificateCopy,
+    NodesTls,
+    build_ca_configmap,
+    build_certificate,
+    build_served_secret,
+)
 
 __all__ = [
     "API_KEY_DATA_KEY",
@@ -53,13 +62,17 @@ __all__ = [
     "REFERENCEGRANT_API_VERSION",
     "SERVER_CONFIGURATION_HASH",
     "Cluster",
+    "DesiredState",
     "Manifest",
+    "Observed",
     "build_backend_tls_policy",
     "build_generated_key_secret",
     "build_http_routes",
     "build_pod_monitor",
     "build_reference_grants",
     "desired_children",
+    "desired_state",
+    "gateway_children",
     "invalid_scraper_configs",
     "nginx_config",
     "nodes_list",
@@ -134,3 +147,80 @@ def desired_children(
 def stale_children(desired: Iterable[Manifest], live: Iterable[Manifest]) -> list[Manifest]:
     """Live children of a :data:`PRUNABLE_KINDS` kind that no desired manifest names."""
     return children.stale_children(desired, live, PRUNABLE_KINDS)
+
+
+KindRef = tuple[str, str]
+"""(apiVersion, kind)"""
+
+
+@dataclass(frozen=True)
+class Observed:
+    """What one reconcile saw that the children depend on, besides the spec: the controller's steps fill
+    it, and :func:`desired_state` turns it and the spec into every child."""
+
+    members: Sequence[int] | None = None
+    """Pod ordinals in the nodes list (None: every desired node), see :func:`desired_children`."""
+    claim_size: str | None = None
+    configuration_hash: str | None = None
+    tls: NodesTls | None = None
+    """The nodes serve HTTPS, with this CA bundle (None: plain HTTP)."""
+    certificate_copy: CertificateCopy | None = None
+    """A certificate that passed the check this reconcile, for the nodes' Secret (None: the copy the
+    nodes have stays as it is, or there is none)."""
+    disruption_budget: bool = True
+    addresses: Mapping[int, str] | None = None
+    served: frozenset[KindRef] = frozenset()
+    """The optional kinds whose CRDs the API server serves (PodMonitor, the Gateway API's, Certificate)."""
+    generated_key: str | None = None
+    """An admin key generated this reconcile, for the Secret created once with the children."""
+    certificate_only: bool = False
+    """A new cluster waits for its certificate: only cert-manager's Certificate is made meanwhile."""
+
+
+@dataclass(frozen=True)
+class DesiredState:
+    """Every child of a cluster, and how to apply them."""
+
+    children: list[Manifest]
+    create_once: list[tuple[Manifest, str]] = field(default_factory=list)
+    """Created, never applied (a generated key's Secret is never replaced), each with what it is for."""
+    prunable: tuple[KindRef, ...] = PRUNABLE_KINDS
+    """The kinds whose children no longer named are deleted."""
+
+
+def desired_state(cluster: Cluster, observed: Observed) -> DesiredState:
+    """Every child of ``cluster`` from its spec and what its reconcile observed: :func:`desired_children`,
+    the PodMonitor and the Gateway API children where their CRDs are served, cert-manager's Certificate
+    (spec.tls.issuerRef) and the nodes' copy of a checked certificate, and a generated key's Secret."""
+    tls = cluster.spec.tls
+    issuer = tls.issuer_ref if tls is not None else None
+    certificate = (
+        build_certificate(cluster, issuer.name, issuer.kind, issuer.group)
+        if issuer is not None and (CERTIFICATE_API_VERSION, "Certificate") in observed.served
+        else None
+    )
+    if observed.certificate_only:
+        # Nothing else exists yet, and nothing is pruned: the cluster's first pod waits for the certificate.
+        return DesiredState([certificate] if certificate is not None else [], prunable=())
+    children = desired_children(
+        cluster,
+        observed.members,
+        observed.claim_size,
+        observed.configuration_hash,
+        tls=observed.tls,
+        disruption_budget=observed.disruption_budget,
+        addresses=observed.addresses,
+    )
+    monitor = build_pod_monitor(cluster)
+    if monitor is not None and (PODMONITOR_API_VERSION, "PodMonitor") in observed.served:
+        children.append(monitor)
+    children.extend(gateway_children(cluster, observed.tls, observed.served)[0])
+    if certificate is not None:
+        children.append(certificate)
+    if observed.certificate_copy is not None and observed.tls is not None:
+        copy = observed.certificate_copy
+        children.append(build_served_secret(cluster, copy.cert, copy.key, observed.tls.ca_bundle))
+    key = observed.generated_key
+    key_secret = build_generated_key_secret(cluster, key) if key is not None else None
+    create_once = [(key_secret, "a generated admin API key")] if key_secret is not None else []
+    return DesiredState(children, create_once)

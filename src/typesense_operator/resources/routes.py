@@ -13,6 +13,7 @@ the owner's namespace among them, and removed by the controller. With TLS on the
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 from operator_core.children import OWNER_NAMESPACE_LABEL
@@ -28,6 +29,7 @@ __all__ = [
     "build_backend_tls_policy",
     "build_http_routes",
     "build_reference_grants",
+    "gateway_children",
 ]
 
 GATEWAY_GROUP = "gateway.networking.k8s.io"
@@ -138,3 +140,27 @@ def build_backend_tls_policy(cluster: Cluster, tls: NodesTls | None) -> Manifest
             "validation": validation,
         },
     }
+
+
+def gateway_children(
+    cluster: Cluster, tls: NodesTls | None, served: Collection[tuple[str, str]]
+) -> tuple[list[Manifest], list[str]]:
+    """The Gateway API children to apply, of the kinds in ``served`` (whose CRDs the API server serves),
+    and the kinds the spec needs that are not served. A kind that is served is applied, not held back
+    for want of another, except routes to HTTPS nodes without their BackendTLSPolicy: a Gateway would
+    speak plain HTTP to them, so no route until it can verify them."""
+    routes, grants = build_http_routes(cluster), build_reference_grants(cluster)
+    policy = build_backend_tls_policy(cluster, tls)
+    applied: list[Manifest] = []
+    missing = []
+    for manifests in (routes, grants, [policy] if policy is not None else []):
+        if not manifests:
+            continue
+        api_version, kind = manifests[0]["apiVersion"], manifests[0]["kind"]
+        if (api_version, kind) in served:
+            applied.extend(manifests)
+        else:
+            missing.append(f"{kind} ({api_version})")
+    if policy is not None and policy not in applied:
+        applied = [m for m in applied if m["kind"] != "HTTPRoute"]
+    return applied, missing

@@ -14,7 +14,7 @@ import base64
 import hashlib
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from typesense_operator.resources.model import Cluster, Manifest
@@ -27,6 +27,7 @@ __all__ = [
     "SERVED_CERTIFICATE_ANNOTATION",
     "SYSTEM_CA_FILE",
     "TLS_DIR",
+    "CertificateCopy",
     "NodesTls",
     "build_ca_configmap",
     "build_certificate",
@@ -199,6 +200,16 @@ def ca_bundle(current: bytes, previous: bytes | None) -> bytes:
 
 def _data(values: Iterable[tuple[str, bytes]]) -> dict[str, str]:
     return {key: base64.b64encode(value).decode() for key, value in values}
+
+
+@dataclass(frozen=True)
+class CertificateCopy:
+    """A certificate and its key that passed the check (:mod:`typesense_operator.tls.check`): what the
+    nodes are given, in the Secret :func:`build_served_secret` makes, with the CA bundle of
+    :class:`NodesTls`."""
+
+    cert: bytes
+    key: bytes = field(repr=False)
 
 
 def build_served_secret(cluster: Cluster, cert: bytes, key: bytes, ca: bytes) -> Manifest:

@@ -19,26 +19,28 @@ from typesense_operator.controller.cluster.status import guards_disruptions
 from typesense_operator.resources import (
     PODMONITOR_API_VERSION,
     PRUNABLE_ELSEWHERE,
-    PRUNABLE_KINDS,
+    Observed,
     build_backend_tls_policy,
     build_http_routes,
     build_pod_monitor,
     build_reference_grants,
-    desired_children,
+    desired_state,
+    gateway_children,
     server_configuration_hash,
 )
 from typesense_operator.resources.core import NODE, WAIT_FOR_ADDRESSES_CONTAINER
-from typesense_operator.resources.tls import SERVED_CERTIFICATE_ANNOTATION, serves_https
+from typesense_operator.resources.tls import SERVED_CERTIFICATE_ANNOTATION, served_secret_name, serves_https
 
 __all__ = ["NODES_LIST_ANNOTATION", "apply_children", "plan_pod_monitor", "plan_routes", "pods_to_hurry"]
 
 
 async def plan_pod_monitor(scope: Scope) -> Outcome:
     """A PodMonitor only where Prometheus Operator's CRD exists; without it, a Warning, not a failure."""
-    monitor = build_pod_monitor(scope.cluster)
-    if monitor is None:
+    if build_pod_monitor(scope.cluster) is None:
         await scope.set_condition(ConditionType.METRICS_READY, "True", "NotRequested")
-    elif not await scope.kube.serves(PODMONITOR_API_VERSION, "PodMonitor"):
+    elif await scope.kube.serves(PODMONITOR_API_VERSION, "PodMonitor"):
+        scope.served.add((PODMONITOR_API_VERSION, "PodMonitor"))
+    else:
         scope.waiting_for_crd = True
         await scope.set_condition(
             ConditionType.METRICS_READY,
@@ -48,30 +50,20 @@ async def plan_pod_monitor(scope: Scope) -> Outcome:
             "the exporter sidecar runs, but nothing tells Prometheus to scrape it",
             warn=EventReason.POD_MONITOR_UNAVAILABLE,
         )
-    else:
-        scope.pod_monitor = monitor
     return Outcome.CONTINUE
 
 
 async def plan_routes(scope: Scope) -> Outcome:
     """Gateway API HTTPRoutes (and ReferenceGrants, and with TLS on the nodes a BackendTLSPolicy) only
-    where their CRDs exist; without them, a Warning and the rest of the cluster as usual. A kind that
-    is not served is neither applied nor pruned, and one that is served is applied (not pruned for want
-    of the other), except routes to HTTPS nodes without a BackendTLSPolicy, which would not work."""
-    routes, grants = build_http_routes(scope.cluster), build_reference_grants(scope.cluster)
-    policy = build_backend_tls_policy(scope.cluster, scope.nodes_tls)
-    missing = []
+    where their CRDs exist (:func:`~typesense_operator.resources.routes.gateway_children` decides which);
+    without them, a Warning and the rest of the cluster as usual."""
+    cluster = scope.cluster
+    routes, grants = build_http_routes(cluster), build_reference_grants(cluster)
+    policy = build_backend_tls_policy(cluster, scope.nodes_tls)
     for manifests in (routes, grants, [policy] if policy is not None else []):
-        if not manifests:
-            continue
-        api_version, kind = manifests[0]["apiVersion"], manifests[0]["kind"]
-        if await scope.kube.serves(api_version, kind):
-            scope.routes.extend(manifests)
-        else:
-            missing.append(f"{kind} ({api_version})")
-    if policy is not None and policy not in scope.routes:
-        # A Gateway would speak plain HTTP to nodes that serve HTTPS: no route until it can verify them.
-        scope.routes = [m for m in scope.routes if m["kind"] != "HTTPRoute"]
+        if manifests and await scope.kube.serves(manifests[0]["apiVersion"], manifests[0]["kind"]):
+            scope.served.add((manifests[0]["apiVersion"], manifests[0]["kind"]))
+    missing = gateway_children(cluster, scope.nodes_tls, scope.served)[1]
     if not routes:
         await scope.set_condition(ConditionType.ROUTES_READY, "True", "NotRequested")
     elif missing:
@@ -94,8 +86,14 @@ async def plan_routes(scope: Scope) -> Outcome:
 
 
 async def apply_children(scope: Scope) -> Outcome:
-    """Every child (and the PodMonitor, when wanted and served) applied; what the spec dropped, deleted."""
+    """Every child, as :func:`~typesense_operator.resources.desired_state` makes them from the spec and
+    what the steps before observed, applied at once; what the spec dropped, deleted."""
     cluster = scope.cluster
+    if scope.certificate_only:
+        # A new cluster that waits for its certificate (the TLS step stopped the reconcile there).
+        waiting = desired_state(cluster, Observed(served=frozenset(scope.served), certificate_only=True))
+        await apply_report_prune(scope.kube, scope.book, cluster, waiting.children, waiting.prunable)
+        return Outcome.STOP
     configuration = cluster.spec.additional_server_configuration
     configuration_hash = None
     if configuration is not None:
@@ -107,23 +105,24 @@ async def apply_children(scope: Scope) -> Outcome:
         "policy/v1", "PodDisruptionBudget", cluster.pdb_name, cluster.namespace, labelled_only=True
     )
     every_pod = await scope.kube.list("v1", "Pod", cluster.namespace, labels=cluster.labels(NODE))
-    desired = desired_children(
+    desired = desired_state(
         cluster,
-        scope.members,
-        scope.claim_size,
-        configuration_hash,
-        tls=scope.nodes_tls,
-        disruption_budget=guards_disruptions(
-            (scope.obj.get("status") or {}).get("phase"),
-            ready_nodes=sum(1 for target, _, _ in scope.nodes if target.kubelet_ready),
-            budget_exists=budget is not None,
+        Observed(
+            members=scope.members,
+            claim_size=scope.claim_size,
+            configuration_hash=configuration_hash,
+            tls=scope.nodes_tls,
+            certificate_copy=scope.certificate_copy,
+            disruption_budget=guards_disruptions(
+                (scope.obj.get("status") or {}).get("phase"),
+                ready_nodes=sum(1 for target, _, _ in scope.nodes if target.kubelet_ready),
+                budget_exists=budget is not None,
+            ),
+            addresses=pod_addresses(every_pod, cluster.statefulset_name),
+            served=frozenset(scope.served),
+            generated_key=scope.generated_key,
         ),
-        addresses=pod_addresses(every_pod, cluster.statefulset_name),
     )
-    if scope.pod_monitor is not None:
-        desired.append(scope.pod_monitor)
-    desired.extend(scope.routes)
-    desired.extend(scope.tls_children)
     # Every pod that runs: a node not in the nodes list yet (growing back, scaling up) reads it too.
     pods = [pod for pod in every_pod if not pod["metadata"].get("deletionTimestamp")]
     # Pods whose typesense-server waits for the list to name every member by address: always hurried,
@@ -140,19 +139,28 @@ async def apply_children(scope: Scope) -> Outcome:
         scope.kube,
         scope.book,
         scope.cluster,
-        desired,
-        PRUNABLE_KINDS,
+        desired.children,
+        desired.prunable,
         prunable_elsewhere=PRUNABLE_ELSEWHERE,
-        create_once=scope.create_once,
+        create_once=desired.create_once,
     )
     if nodes_list_before is not None:
-        await _hurry_the_nodes_list(scope, nodes_list_before, desired, hurried)
-    await _hurry_the_certificate(scope, pods)
-    if scope.pod_monitor is not None:
+        await _hurry_the_nodes_list(scope, nodes_list_before, desired.children, hurried)
+    await _hurry_the_certificate(scope, pods, desired.children)
+    await _drop_the_unserved_copy(scope, every_pod)
+    if any(m["kind"] == "PodMonitor" for m in desired.children):
         await scope.set_condition(ConditionType.METRICS_READY, "True", "PodMonitorApplied")
     if scope.routes_applied is not None:
         await scope.set_condition(ConditionType.ROUTES_READY, "True", "Applied", scope.routes_applied)
     return Outcome.CONTINUE
+
+
+async def _drop_the_unserved_copy(scope: Scope, pods: list[dict[str, Any]]) -> None:
+    """TLS turned off and rolled away: no copy of a private key is kept that nothing mounts. (Secrets are
+    not pruned: a generated key's must never go.)"""
+    cluster = scope.cluster
+    if cluster.spec.tls is None and scope.served_before is not None and not any(map(serves_https, pods)):
+        await scope.kube.delete("v1", "Secret", served_secret_name(cluster.name), cluster.namespace)
 
 
 NODES_LIST_ANNOTATION = "ts.opentelekomcloud.com/nodes-list-hash"
@@ -189,11 +197,14 @@ async def _hurry_the_nodes_list(
     await _nudge(scope, pods, NODES_LIST_ANNOTATION, _digest(nodes_list["data"]))
 
 
-async def _hurry_the_certificate(scope: Scope, pods: list[dict[str, Any]]) -> None:
+async def _hurry_the_certificate(
+    scope: Scope, pods: list[dict[str, Any]], desired: list[dict[str, Any]]
+) -> None:
     """When the nodes' copy of the certificate changed (spec.tls), the pods that serve HTTPS nudged, so
     that their kubelet writes the new files now and Typesense reads them within its refresh interval
     (a kubelet otherwise updates a mounted Secret at its next periodic sync, a minute or more)."""
-    copy = next((m for m in scope.tls_children if m["kind"] == "Secret"), None)
+    name = served_secret_name(scope.cluster.name)
+    copy = next((m for m in desired if m["kind"] == "Secret" and m["metadata"]["name"] == name), None)
     before = scope.served_before
     if copy is None or before is None or (before.get("data") or {}) == copy["data"]:
         return

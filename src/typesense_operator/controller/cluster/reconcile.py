@@ -102,7 +102,7 @@ async def ensure_admin_key(scope: Scope) -> Outcome:
         assert manifest is not None
         # Created with the first children, not before them: a new cluster's children wait for no
         # write of their own (and a Created Event for a key made again names it).
-        scope.create_once.append((manifest, "a generated admin API key"))
+        scope.generated_key = generated
         secret = manifest
     if secret is None:
         await scope.set_condition(
@@ -236,6 +236,7 @@ STEPS = Steps(
         observe_nodes,
     ),
     report,
+    apply=apply_children,
 )
 reconcile = STEPS.reconcile
 """Bring one cluster to its spec and write its status; returns seconds until the next look."""

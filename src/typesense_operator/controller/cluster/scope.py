@@ -18,7 +18,7 @@ from typesense_operator.quorum.hosts import Host
 from typesense_operator.quorum.model import Action, NodeProbe, Plan
 from typesense_operator.quorum.probe import NodeAddressing, NodeTarget
 from typesense_operator.resources import Cluster
-from typesense_operator.resources.tls import NodesTls
+from typesense_operator.resources.tls import CertificateCopy, NodesTls
 
 __all__ = ["CRD_RECHECK_SECONDS", "ROLL_LOOK_SECONDS", "Scope", "look_again_after"]
 
@@ -70,8 +70,9 @@ class Scope(BaseScope):
     """Some node answered this reconcile's probes."""
     nodes_addressable: bool = False
     """Some pod has an IP, so a probe could reach it: without one, only a pod's change can help."""
-    pod_monitor: dict[str, Any] | None = None
-    """The PodMonitor to apply with the children (None: not requested, or its CRD is not installed)."""
+    served: set[tuple[str, str]] = field(default_factory=set)
+    """The optional kinds the spec needs whose CRDs the API server serves (PodMonitor, the Gateway API's,
+    cert-manager's Certificate), as the steps found them: the desired state has their children."""
     quorum: dict[str, Any] = field(default_factory=dict)
     observed: dict[str, Any] = field(default_factory=dict)
     waiting_for_user: bool = False
@@ -81,21 +82,21 @@ class Scope(BaseScope):
 
     waiting_for_crd: bool = False
     """spec.metrics asks for a PodMonitor, or spec.httpRoutes for routes, whose CRD is not installed (yet)."""
-    routes: list[dict[str, Any]] = field(default_factory=list)
-    """The HTTPRoutes and ReferenceGrants to apply with the children: those whose kind is served."""
     routes_applied: str | None = None
     """RoutesReady's message once they are applied (None: none requested, or a Gateway API CRD missing)."""
 
     nodes_tls: NodesTls | None = None
     """The nodes serve their API over TLS (spec.tls, once a certificate passed the check), and the CA
     bundle the cluster's own clients trust them with; None: plain HTTP."""
-    tls_children: list[dict[str, Any]] = field(default_factory=list)
-    """The checked copy of the certificate, and cert-manager's Certificate, to apply with the children."""
+    certificate_copy: CertificateCopy | None = None
+    """The certificate that passed the check this reconcile, for the nodes' copy (None: it stays as is)."""
+    certificate_only: bool = False
+    """A new cluster waits for its certificate: the apply makes only cert-manager's Certificate."""
     served_before: dict[str, Any] | None = None
     """The checked copy as it was before this reconcile (None: there was none)."""
 
-    create_once: list[tuple[dict[str, Any], str]] = field(default_factory=list)
-    """Children to create, never apply, with the others, and what each is for (the generated key)."""
+    generated_key: str | None = None
+    """An admin key generated this reconcile: its Secret is created, never applied, with the children."""
     claim_size: str | None = None
     """The size the StatefulSet's claim template keeps (None: the spec's)."""
 

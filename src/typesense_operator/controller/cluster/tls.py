@@ -15,29 +15,27 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from operator_core.applying import apply_report_prune
 from operator_core.clock import utcnow, wire_time
 from operator_core.steps import Outcome
 from typesense_operator.api.reasons import CertificateReason, ConditionType, EventReason
 from typesense_operator.controller.cluster.scope import Scope
 from typesense_operator.controller.metrics import observe_certificate
-from typesense_operator.resources.core import NODE
 from typesense_operator.resources.model import secret_bytes
 from typesense_operator.resources.tls import (
     CERTIFICATE_API_VERSION,
+    CertificateCopy,
     NodesTls,
-    build_certificate,
-    build_served_secret,
     ca_bundle,
     issued_secret_name,
     required_names,
     served_secret_name,
-    serves_https,
 )
 from typesense_operator.tls.check import Served
 from typesense_operator.tls.secret import NotServed, judge_secret
 
 __all__ = ["prepare_tls"]
+
+CERTIFICATE = (CERTIFICATE_API_VERSION, "Certificate")
 
 
 async def _refuse(
@@ -66,16 +64,14 @@ async def _refuse(
     if served is None and await _is_new(scope):
         # A new cluster never starts in plain HTTP when spec.tls asks for HTTPS; only the Certificate
         # (spec.tls.issuerRef) is made meanwhile, for cert-manager to issue what the cluster waits for.
-        if scope.tls_children:
-            await apply_report_prune(scope.kube, scope.book, scope.cluster, scope.tls_children, ())
-        return Outcome.STOP
+        scope.certificate_only = True
+        return Outcome.APPLY_AND_STOP if _makes_a_certificate(scope) else Outcome.STOP
     return Outcome.CONTINUE
 
 
-async def _any_pod_serves_https(scope: Scope) -> bool:
-    cluster = scope.cluster
-    pods = await scope.kube.list("v1", "Pod", cluster.namespace, labels=cluster.labels(NODE))
-    return any(serves_https(pod) for pod in pods)
+def _makes_a_certificate(scope: Scope) -> bool:
+    tls = scope.cluster.spec.tls
+    return tls is not None and tls.issuer_ref is not None and CERTIFICATE in scope.served
 
 
 async def _is_new(scope: Scope) -> bool:
@@ -95,12 +91,8 @@ async def prepare_tls(scope: Scope) -> Outcome:
         scope.status["tls"] = None
         observe_certificate(cluster.namespace, cluster.name, None)
         await scope.set_condition(ConditionType.CERTIFICATE_READY, "True", CertificateReason.NOT_REQUESTED)
-        if served is not None and not await _any_pod_serves_https(scope):
-            # TLS turned off and rolled away: no copy of a private key is kept that nothing mounts.
-            await scope.kube.delete("v1", "Secret", served_secret_name(cluster.name), cluster.namespace)
         return Outcome.CONTINUE
     if tls.issuer_ref is not None:
-        issuer = tls.issuer_ref
         if not await scope.kube.serves(CERTIFICATE_API_VERSION, "Certificate"):
             return await _refuse(
                 scope,
@@ -110,7 +102,7 @@ async def prepare_tls(scope: Scope) -> Outcome:
                 served,
                 crd_missing=True,
             )
-        scope.tls_children.append(build_certificate(cluster, issuer.name, issuer.kind, issuer.group))
+        scope.served.add(CERTIFICATE)  # the desired state has the Certificate
         source = issued_secret_name(cluster.name)
     else:
         assert tls.certificate_secret is not None  # CEL: exactly one of the two
@@ -131,7 +123,7 @@ async def prepare_tls(scope: Scope) -> Outcome:
     # No ca.crt (a publicly trusted certificate): an empty bundle, and clients trust the system's CAs.
     bundle = ca_bundle(judged.ca, previous_ca) if judged.ca is not None else b""
     scope.nodes_tls = NodesTls(bundle)
-    scope.tls_children.append(build_served_secret(cluster, judged.cert, judged.key, bundle))
+    scope.certificate_copy = CertificateCopy(judged.cert, judged.key)
     await _report_served(scope, source, judged.served, now)
     return Outcome.CONTINUE
 
