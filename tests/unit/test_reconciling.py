@@ -210,6 +210,26 @@ class OneObjectKube:
         return {"metadata": {"name": name, "namespace": namespace}}
 
 
+THING = CustomResource(group="g", version="v1", kind="Thing", plural="things", spec_model=ApiModel)
+
+
+def object_loop(reconcile: Any, name: str = "thing", **options: Any) -> asyncio.Future[None]:
+    """The loop of one Thing in namespace ns, over a client that holds it."""
+    return asyncio.ensure_future(
+        reconciling.run_object_loop(
+            OneObjectKube(),  # type: ignore[arg-type]
+            THING,
+            name,
+            "ns",
+            reconcile,
+            Wakeups(),
+            NeverStopped(),
+            logger=logging.getLogger("test"),
+            **options,
+        )
+    )
+
+
 async def test_object_loops_take_turns_through_the_gate() -> None:
     """Many objects at once reconcile a few at a time: no API burst, no memory peak per object."""
     gate = asyncio.Semaphore(2)
@@ -228,23 +248,7 @@ async def test_object_loops_take_turns_through_the_gate() -> None:
             all_done.set()
         return 3600.0
 
-    resource = CustomResource(group="g", version="v1", kind="Thing", plural="things", spec_model=ApiModel)
-    loops = [
-        asyncio.ensure_future(
-            reconciling.run_object_loop(
-                OneObjectKube(),  # type: ignore[arg-type]
-                resource,
-                f"thing-{i}",
-                "ns",
-                reconcile,
-                Wakeups(),
-                NeverStopped(),
-                logger=logging.getLogger("test"),
-                gate=gate,
-            )
-        )
-        for i in range(10)
-    ]
+    loops = [object_loop(reconcile, f"thing-{i}", gate=gate) for i in range(10)]
     try:
         await asyncio.wait_for(all_done.wait(), timeout=5)
     finally:
@@ -267,22 +271,9 @@ async def test_a_pass_kept_waiting_for_a_turn_says_so_and_a_pass_says_what_it_to
         reconciled.set()
         return reconciling.WAIT_FOR_CHANGE
 
-    resource = CustomResource(group="g", version="v1", kind="Thing", plural="things", spec_model=ApiModel)
     caplog.set_level(logging.DEBUG, logger="test")
     async with gate:  # a long reconcile holds the only turn
-        loop = asyncio.ensure_future(
-            reconciling.run_object_loop(
-                OneObjectKube(),  # type: ignore[arg-type]
-                resource,
-                "thing",
-                "ns",
-                reconcile,
-                Wakeups(),
-                NeverStopped(),
-                logger=logging.getLogger("test"),
-                gate=gate,
-            )
-        )
+        loop = object_loop(reconcile, gate=gate)
         await asyncio.sleep(0.1)
     try:
         await asyncio.wait_for(reconciled.wait(), timeout=5)
@@ -304,20 +295,7 @@ async def test_an_object_loop_books_what_its_object_names_and_forgets_it_when_it
         reconciled.set()
         return 3600.0
 
-    resource = CustomResource(group="g", version="v1", kind="Thing", plural="things", spec_model=ApiModel)
-    loop = asyncio.ensure_future(
-        reconciling.run_object_loop(
-            OneObjectKube(),  # type: ignore[arg-type]
-            resource,
-            "thing",
-            "ns",
-            reconcile,
-            Wakeups(),
-            NeverStopped(),
-            logger=logging.getLogger("test"),
-            references=book,
-        )
-    )
+    loop = object_loop(reconcile, references=book)
     await asyncio.wait_for(reconciled.wait(), timeout=5)
     loop.cancel()
     await asyncio.gather(loop, return_exceptions=True)
