@@ -14,10 +14,12 @@ from pathlib import Path
 import httpx
 import pytest
 
+from operator_core.settings import from_env
 from operator_testkit.clusterstack_tools import ClusterStackTools
-from operator_testkit.image import Image, push_image, run_in_image
+from operator_testkit.image import Image, buildah_of, push_image, run_in_image
 from operator_testkit.registry import RunningRegistry
 from operator_testkit.s3 import RunningS3
+from operator_testkit.settings import ControlPlaneSettings
 
 pytestmark = pytest.mark.packaging
 
@@ -72,6 +74,13 @@ def test_the_image_carries_the_pinned_helm_for_the_cluster_stack_operator(
 ) -> None:
     said = run_in_image(image.name, "helm", "version", "--template", "{{ .Version }}")
     assert said == clusterstack_tools.pins.helm
+
+
+def test_building_the_image_leaves_no_working_container_mounted(image: Image) -> None:
+    """buildah 1.28 kept the helm stage's working container (and its overlay mount) after each build."""
+    buildah = buildah_of(from_env(ControlPlaneSettings))
+    names = buildah("containers", "--format", "{{.ContainerName}}", capture=True).split()
+    assert not [name for name in names if name.startswith("operator-suite-helm-working-container")], names
 
 
 def test_the_image_is_small_enough_and_its_base_is_pinned(image: Image) -> None:

@@ -224,8 +224,10 @@ def build_image(context: Path, tag: str = "dev", settings: ControlPlaneSettings 
     name = f"{IMAGE_NAME}:{tag}"
     say(f"building {name} from {context / 'Dockerfile'} (log: {buildah.log})", "image")
     secret = ["--secret", f"id=pipca,src={_CA_BUNDLE}"] if _CA_BUNDLE.exists() else []
+    # --force-rm: without it, buildah 1.28 keeps the working container of the helm stage (a FROM with no
+    # instruction) mounted after every build, one more overlay mount each time (seen: nine in the cache).
     buildah(
-        "bud", "--isolation", "chroot", "--layers=false", *secret,
+        "bud", "--isolation", "chroot", "--layers=false", "--force-rm", *secret,
         "--build-arg", f"BASE={base}", "--build-arg", f"HELM_IMAGE={helm}", "--tag", name, str(context),
     )  # fmt: skip
     return _described(buildah, name, base)
