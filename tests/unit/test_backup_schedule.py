@@ -75,6 +75,15 @@ WAITING = "the immediate backup waits for the cluster to be QuorumReady"
         ({"now": "10:00:50", "immediate": True, "last": "10:00:30"}, ("wait", None, "10:01", None)),
         # A time due before the immediate one was made: that time's backup stands for both.
         ({"now": "10:01:10", "immediate": True}, ("make", "10:01", "10:02", None)),
+        # ... and waits with it while the cluster is not QuorumReady (that backup would fail at once: seen
+        # when a sandbox's cluster was still electing at its schedule's first time).
+        ({"now": "10:01:10", "immediate": True, "cluster_ready": False}, ("wait", None, "10:02", WAITING)),
+        ({"expression": "0 * * * *", "now": "11:00:40", "immediate": True}, ("make", "11:00", "12:00", None)),
+        # Past STARTING_DEADLINE, that time is let go, and the immediate one is made.
+        (
+            {"expression": "0 * * * *", "now": "11:06:00", "immediate": True},
+            ("make", "10:00:30", "12:00", None),
+        ),
         # Restarted after missing many times: one backup, for the latest.
         ({"now": "10:03:20", "last": "09:50"}, ("make", "10:03", "10:04", None)),
         # A time is made at most STARTING_DEADLINE late; later, it is let go.

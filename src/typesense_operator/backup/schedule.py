@@ -13,7 +13,9 @@ The rules (docs/typesense-backup.md, "How a schedule works"):
 - A time at which an earlier backup of the schedule was still Pending or Running is skipped: backups
   of one schedule never overlap.
 - ``immediate``: before its first scheduled time, the schedule makes one backup named by its creation
-  time, once its cluster is QuorumReady (a backup of a cluster that is not would fail at once).
+  time, once its cluster is QuorumReady (a backup of a cluster that is not would fail at once). A time
+  that comes while that backup still waits for the cluster waits with it, and its backup stands for
+  both once the cluster is ready (within STARTING_DEADLINE; later, the immediate one is made).
 - While suspended, nothing is made and no time is due.
 """
 
@@ -163,11 +165,14 @@ def next_step(
     latest, upcoming = None, cron.next_after(max(since, now - STARTING_DEADLINE))
     while upcoming <= now:
         latest, upcoming = upcoming, cron.next_after(upcoming)
-    if latest is None and immediate and last is None and resumed is None:
-        if not cluster_ready:
-            return ScheduleStep(
-                "wait", upcoming, waiting="the immediate backup waits for the cluster to be QuorumReady"
-            )
+    first_is_immediate = immediate and last is None and resumed is None
+    if first_is_immediate and not cluster_ready:
+        # Its first backup would fail at once; a time that comes meanwhile waits with it, and stands for
+        # both once the cluster is ready (if it is no more than STARTING_DEADLINE old then).
+        return ScheduleStep(
+            "wait", upcoming, waiting="the immediate backup waits for the cluster to be QuorumReady"
+        )
+    if latest is None and first_is_immediate:
         latest = created
     if latest is None:
         return ScheduleStep("wait", upcoming)
