@@ -45,11 +45,11 @@ from typesense_operator.quorum.hosts import HOST_FIELDS
 from typesense_operator.resources import (
     BACKENDTLSPOLICY_API_VERSION,
     HTTPROUTE_API_VERSION,
-    PODMONITOR_API_VERSION,
+    POD_MONITOR_KIND,
     REFERENCEGRANT_API_VERSION,
 )
 from typesense_operator.resources.model import MANAGED_BY
-from typesense_operator.resources.tls import CERTIFICATE_API_VERSION, issued_secret_name, served_secret_name
+from typesense_operator.resources.tls import CERTIFICATE_KIND, issued_secret_name, served_secret_name
 
 # Children (found by the labels every child carries), held in the watch caches: a change to one wakes its
 # cluster's loop.
@@ -63,13 +63,13 @@ _CHILD_KINDS = (
     ("batch/v1", "CronJob"),
     # The restore Job of spec.bootstrap.fromBackup: its end moves the restore on.
     ("batch/v1", "Job"),
-    (PODMONITOR_API_VERSION, "PodMonitor"),
+    POD_MONITOR_KIND,
     (HTTPROUTE_API_VERSION, "HTTPRoute"),
     (BACKENDTLSPOLICY_API_VERSION, "BackendTLSPolicy"),
     # In the Gateways' namespaces: their owner-namespace label says which cluster they wake.
     (REFERENCEGRANT_API_VERSION, "ReferenceGrant"),
     # spec.tls.issuerRef: the operator's Certificate (where cert-manager is installed).
-    (CERTIFICATE_API_VERSION, "Certificate"),
+    CERTIFICATE_KIND,
 )
 
 

@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from operator_core import children
+from operator_core.cache import KindRef
 from typesense_operator.resources.core import (
     CLAIM_TEMPLATE_NAME,
     SERVER_CONFIGURATION_HASH,
@@ -30,7 +31,7 @@ from typesense_operator.resources.ingress import (
     build_proxy_service,
     nginx_config,
 )
-from typesense_operator.resources.metrics import PODMONITOR_API_VERSION, build_pod_monitor
+from typesense_operator.resources.metrics import POD_MONITOR_KIND, PODMONITOR_API_VERSION, build_pod_monitor
 from typesense_operator.resources.model import API_KEY_DATA_KEY, Cluster, Manifest
 from typesense_operator.resources.routes import (
     BACKENDTLSPOLICY_API_VERSION,
@@ -43,7 +44,7 @@ from typesense_operator.resources.routes import (
 )
 from typesense_operator.resources.scrapers import build_scraper_cronjobs, invalid_scraper_configs
 from typesense_operator.resources.tls import (
-    CERTIFICATE_API_VERSION,
+    CERTIFICATE_KIND,
     CertificateCopy,
     NodesTls,
     build_ca_configmap,
@@ -57,6 +58,7 @@ __all__ = [
     "CLAIM_TEMPLATE_NAME",
     "HTTPROUTE_API_VERSION",
     "PODMONITOR_API_VERSION",
+    "POD_MONITOR_KIND",
     "PRUNABLE_ELSEWHERE",
     "PRUNABLE_KINDS",
     "REFERENCEGRANT_API_VERSION",
@@ -89,12 +91,12 @@ PRUNABLE_KINDS: tuple[tuple[str, str], ...] = (
     ("apps/v1", "Deployment"),
     ("networking.k8s.io/v1", "Ingress"),
     ("batch/v1", "CronJob"),
-    (PODMONITOR_API_VERSION, "PodMonitor"),
+    POD_MONITOR_KIND,
     (HTTPROUTE_API_VERSION, "HTTPRoute"),
     # spec.tls or the last route removed.
     (BACKENDTLSPOLICY_API_VERSION, "BackendTLSPolicy"),
     # spec.tls.issuerRef removed, or replaced by a Secret of the user's.
-    (CERTIFICATE_API_VERSION, "Certificate"),
+    CERTIFICATE_KIND,
 )
 PRUNABLE_ELSEWHERE: tuple[tuple[str, str], ...] = ((REFERENCEGRANT_API_VERSION, "ReferenceGrant"),)
 """Prunable kinds whose objects live in other namespaces (a Gateway's), found by the owner-namespace label."""
@@ -149,10 +151,6 @@ def stale_children(desired: Iterable[Manifest], live: Iterable[Manifest]) -> lis
     return children.stale_children(desired, live, PRUNABLE_KINDS)
 
 
-KindRef = tuple[str, str]
-"""(apiVersion, kind)"""
-
-
 @dataclass(frozen=True)
 class Observed:
     """What one reconcile saw that the children depend on, besides the spec: the controller's steps fill
@@ -196,7 +194,7 @@ def desired_state(cluster: Cluster, observed: Observed) -> DesiredState:
     issuer = tls.issuer_ref if tls is not None else None
     certificate = (
         build_certificate(cluster, issuer.name, issuer.kind, issuer.group)
-        if issuer is not None and (CERTIFICATE_API_VERSION, "Certificate") in observed.served
+        if issuer is not None and CERTIFICATE_KIND in observed.served
         else None
     )
     if observed.certificate_only:
@@ -212,7 +210,7 @@ def desired_state(cluster: Cluster, observed: Observed) -> DesiredState:
         addresses=observed.addresses,
     )
     monitor = build_pod_monitor(cluster)
-    if monitor is not None and (PODMONITOR_API_VERSION, "PodMonitor") in observed.served:
+    if monitor is not None and POD_MONITOR_KIND in observed.served:
         children.append(monitor)
     children.extend(gateway_children(cluster, observed.tls, observed.served)[0])
     if certificate is not None:

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typesense_operator.resources.model import Cluster, Manifest
 
-__all__ = ["PODMONITOR_API_VERSION", "build_pod_monitor"]
+__all__ = ["PODMONITOR_API_VERSION", "POD_MONITOR_KIND", "build_pod_monitor"]
 
 PODMONITOR_API_VERSION = "monitoring.coreos.com/v1"
+POD_MONITOR_KIND = (PODMONITOR_API_VERSION, "PodMonitor")
 
 
 def build_pod_monitor(cluster: Cluster) -> Manifest | None:

@@ -23,6 +23,7 @@ __all__ = [
     "API_SCHEME_ANNOTATION",
     "CA_DIR",
     "CERTIFICATE_API_VERSION",
+    "CERTIFICATE_KIND",
     "NODES_CA_ANNOTATION",
     "SERVED_CERTIFICATE_ANNOTATION",
     "SYSTEM_CA_FILE",
@@ -48,6 +49,7 @@ __all__ = [
 ]
 
 CERTIFICATE_API_VERSION = "cert-manager.io/v1"
+CERTIFICATE_KIND = (CERTIFICATE_API_VERSION, "Certificate")
 API_SCHEME_ANNOTATION = "ts.opentelekomcloud.com/api-scheme"
 """Pod template annotation, ``https`` on the pods that serve their API over TLS: while TLS is turned on
 or off, some pods serve HTTPS and others HTTP, and each client of the operator's asks each pod its way."""

@@ -17,7 +17,7 @@ from typesense_operator.controller.cluster.nodes import pod_addresses
 from typesense_operator.controller.cluster.scope import Scope
 from typesense_operator.controller.cluster.status import guards_disruptions
 from typesense_operator.resources import (
-    PODMONITOR_API_VERSION,
+    POD_MONITOR_KIND,
     PRUNABLE_ELSEWHERE,
     Observed,
     build_backend_tls_policy,
@@ -38,8 +38,8 @@ async def plan_pod_monitor(scope: Scope) -> Outcome:
     """A PodMonitor only where Prometheus Operator's CRD exists; without it, a Warning, not a failure."""
     if build_pod_monitor(scope.cluster) is None:
         await scope.set_condition(ConditionType.METRICS_READY, "True", "NotRequested")
-    elif await scope.kube.serves(PODMONITOR_API_VERSION, "PodMonitor"):
-        scope.served.add((PODMONITOR_API_VERSION, "PodMonitor"))
+    elif await scope.kube.serves(*POD_MONITOR_KIND):
+        scope.served.add(POD_MONITOR_KIND)
     else:
         scope.waiting_for_crd = True
         await scope.set_condition(
@@ -90,9 +90,11 @@ async def apply_children(scope: Scope) -> Outcome:
     what the steps before observed, applied at once; what the spec dropped, deleted."""
     cluster = scope.cluster
     if scope.certificate_only:
-        # A new cluster that waits for its certificate (the TLS step stopped the reconcile there).
+        # A new cluster that waits for its certificate (the TLS step stopped the reconcile there): its
+        # Certificate, when cert-manager issues it; nothing, when the user's Secret is awaited.
         waiting = desired_state(cluster, Observed(served=frozenset(scope.served), certificate_only=True))
-        await apply_report_prune(scope.kube, scope.book, cluster, waiting.children, waiting.prunable)
+        if waiting.children:
+            await apply_report_prune(scope.kube, scope.book, cluster, waiting.children, waiting.prunable)
         return Outcome.STOP
     configuration = cluster.spec.additional_server_configuration
     configuration_hash = None

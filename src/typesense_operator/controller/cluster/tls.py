@@ -23,6 +23,7 @@ from typesense_operator.controller.metrics import observe_certificate
 from typesense_operator.resources.model import secret_bytes
 from typesense_operator.resources.tls import (
     CERTIFICATE_API_VERSION,
+    CERTIFICATE_KIND,
     CertificateCopy,
     NodesTls,
     ca_bundle,
@@ -34,8 +35,6 @@ from typesense_operator.tls.check import Served
 from typesense_operator.tls.secret import NotServed, judge_secret
 
 __all__ = ["prepare_tls"]
-
-CERTIFICATE = (CERTIFICATE_API_VERSION, "Certificate")
 
 
 async def _refuse(
@@ -65,13 +64,8 @@ async def _refuse(
         # A new cluster never starts in plain HTTP when spec.tls asks for HTTPS; only the Certificate
         # (spec.tls.issuerRef) is made meanwhile, for cert-manager to issue what the cluster waits for.
         scope.certificate_only = True
-        return Outcome.APPLY_AND_STOP if _makes_a_certificate(scope) else Outcome.STOP
+        return Outcome.APPLY_AND_STOP
     return Outcome.CONTINUE
-
-
-def _makes_a_certificate(scope: Scope) -> bool:
-    tls = scope.cluster.spec.tls
-    return tls is not None and tls.issuer_ref is not None and CERTIFICATE in scope.served
 
 
 async def _is_new(scope: Scope) -> bool:
@@ -93,7 +87,7 @@ async def prepare_tls(scope: Scope) -> Outcome:
         await scope.set_condition(ConditionType.CERTIFICATE_READY, "True", CertificateReason.NOT_REQUESTED)
         return Outcome.CONTINUE
     if tls.issuer_ref is not None:
-        if not await scope.kube.serves(CERTIFICATE_API_VERSION, "Certificate"):
+        if not await scope.kube.serves(*CERTIFICATE_KIND):
             return await _refuse(
                 scope,
                 CertificateReason.CERT_MANAGER_MISSING,
@@ -102,7 +96,7 @@ async def prepare_tls(scope: Scope) -> Outcome:
                 served,
                 crd_missing=True,
             )
-        scope.served.add(CERTIFICATE)  # the desired state has the Certificate
+        scope.served.add(CERTIFICATE_KIND)  # the desired state has the Certificate
         source = issued_secret_name(cluster.name)
     else:
         assert tls.certificate_secret is not None  # CEL: exactly one of the two
