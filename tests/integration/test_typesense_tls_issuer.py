@@ -22,7 +22,7 @@ from operator_testkit.cert_manager import running_cert_manager
 from operator_testkit.charts import render_chart
 from operator_testkit.controlplane import ControlPlane
 from operator_testkit.drivers.typesense import certificate_secret
-from operator_testkit.fixtures import Kubectl, wait_until, wait_until_established
+from operator_testkit.fixtures import Kubectl, crd_documents, wait_until, wait_until_established
 from operator_testkit.module_crds import ensure_cert_manager_crds
 from operator_testkit.operators import OperatorProcess
 from operator_testkit.pki import CertificateAuthority
@@ -45,7 +45,9 @@ def _cluster(namespace: str, tls: dict[str, Any]) -> dict[str, Any]:
 async def _serve_cert_manager_api(kube: Kube, kubectl: Kubectl) -> None:
     crds = ensure_cert_manager_crds()
     await asyncio.to_thread(kubectl, "apply", "--server-side", "-f", str(crds))
-    await wait_until_established(kube, ["certificates.cert-manager.io"])
+    # Every one of them, not the Certificate's alone: a ClusterIssuer applied before its CRD was
+    # Established was "not served" (seen with three workers starting their control planes at once).
+    await wait_until_established(kube, [str(d["metadata"]["name"]) for d in crd_documents(crds)])
 
 
 async def _certificate_ready(
