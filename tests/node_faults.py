@@ -43,29 +43,27 @@ async def pods_ready(cluster: TypesenseCluster) -> bool:
     )
 
 
-async def lead_from(cluster: TypesenseCluster, faults: NodeFaults, pod: str, tries: int = 12) -> None:
-    """Make ``pod``'s member the raft leader before a test's fault: the leader's container is killed
-    (SIGKILL), and the other two elect one of themselves, until ``pod``'s wins; each time the killed
-    member is back as a follower first. (typesense-server 0.24.1's ``POST /operations/vote`` to a
-    follower did not move the leadership here in 60 s.)
+async def elect_anew(cluster: TypesenseCluster, faults: NodeFaults) -> str:
+    """One raft election, and the member that won it: the leader's container is killed (SIGKILL), the
+    other two elect one of themselves, and the killed member is back as a follower with the cluster
+    whole before this returns. (typesense-server 0.24.1's ``POST /operations/vote`` to a follower did
+    not move the leadership here in 60 s, so which of the two wins is raft's choice.)
 
-    Each kill, and the return, waits for the cluster to be whole: a member back as a follower may still
-    be catching up, and a second kill of it soon after is a crash-loop back-off its kubelet holds it in
-    (seen on a loaded machine: the fault the test then made took a majority, and the operator rightly
-    downgraded the cluster)."""
-    for _ in range(tries):
-        await wait_until(lambda: whole(cluster), timeout=120, interval=1, what="the cluster whole")
-        leader = await raft_leader(cluster)
-        if leader == pod:
-            return
-        await faults.kill(cluster.namespace, leader, "typesense")
-        await wait_until(
-            lambda killed=leader: _follows_again(cluster, killed),
-            timeout=90,
-            interval=1,
-            what=f"a new leader, and {leader} back as a follower",
-        )
-    raise AssertionError(f"{pod} did not lead after {tries} elections")
+    Whole first, and whole again at the end: a member back as a follower may still be catching up, and
+    a second kill of it soon after is a crash-loop back-off its kubelet holds it in (seen on a loaded
+    machine: the fault a test then made took a majority, and the operator rightly downgraded the
+    cluster)."""
+    await wait_until(lambda: whole(cluster), timeout=120, interval=1, what="the cluster whole")
+    leader = await raft_leader(cluster)
+    await faults.kill(cluster.namespace, leader, "typesense")
+    await wait_until(
+        lambda: _follows_again(cluster, leader),
+        timeout=90,
+        interval=1,
+        what=f"a new leader, and {leader} back as a follower",
+    )
+    await wait_until(lambda: whole(cluster), timeout=120, interval=1, what="the cluster whole")
+    return await raft_leader(cluster)
 
 
 async def _follows_again(cluster: TypesenseCluster, killed: str) -> bool:
