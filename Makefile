@@ -42,8 +42,9 @@ tools: install node-tools
 	$(BIN)/operator-suite-dev binaries --clusterstack --nodes
 
 # What real nodes take from Debian: runc (with libseccomp), the CNI plugins, iptables and conntrack for
-# kube-proxy, busybox for the small test images, buildah and mmdebstrap to build every image.
-NODE_PACKAGES := runc containernetworking-plugins iptables conntrack busybox-static buildah mmdebstrap
+# kube-proxy, busybox for the small test images, buildah and mmdebstrap to build every image, and Maven
+# to resolve the jars of Monocle's search engine (OpenSearch, operator_testkit.nodes.opensearch).
+NODE_PACKAGES := runc containernetworking-plugins iptables conntrack busybox-static buildah mmdebstrap maven
 # apt's own output goes to a log that the step's line names, and is shown only when it fails (issue 67).
 # $(1): the packages; $(2): apt-get install's options besides.
 APT_LOG := $(HOME)/.cache/operator-suite/apt.log

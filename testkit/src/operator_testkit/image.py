@@ -162,11 +162,17 @@ def ensure_base(settings: ControlPlaneSettings, buildah: Buildah) -> str:
 
 
 def debian_image(
-    settings: ControlPlaneSettings, buildah: Buildah, name: str, packages: tuple[str, ...], label: str
+    settings: ControlPlaneSettings,
+    buildah: Buildah,
+    name: str,
+    packages: tuple[str, ...],
+    label: str,
+    hooks: tuple[str, ...] = (),
 ) -> str:
     """A Debian bookworm minbase image with ``packages`` (mmdebstrap), named ``name:bookworm-<hash of
-    its recipe>`` and returned pinned by digest; made once per recipe, under ``image-<label>-<hash>/``."""
-    options = _mmdebstrap(packages)
+    its recipe>`` and returned pinned by digest; made once per recipe, under ``image-<label>-<hash>/``.
+    ``hooks`` are mmdebstrap options that run a command in the root as it is made."""
+    options = [*hooks, *_mmdebstrap(packages)]
     recipe_parts = [options, _MIRROR, SOURCE_DATE_EPOCH, "without the host's PYTHON* variables"]
     recipe = hashlib.sha256(json.dumps(recipe_parts).encode()).hexdigest()[:12]
     root = settings.cache_dir / f"image-{label}-{recipe}"

@@ -8,9 +8,9 @@ operator finds the API server as in any cluster, through ``KUBERNETES_SERVICE_HO
 ``kubernetes`` Service, through kube-proxy) and the token file, with no kubeconfig, so it can do
 exactly what the chart's RBAC grants.
 
-The Monocle chart's operator watches every namespace and brings its sample up on the test kit's
-stand-ins for Elasticsearch and Monocle (:mod:`operator_testkit.nodes.standins`), which cannot be had
-here.
+The Monocle chart's operator watches every namespace and brings its sample up on a real OpenSearch
+(:mod:`operator_testkit.nodes.opensearch`) and the test kit's stand-in for Monocle
+(:mod:`operator_testkit.nodes.standins`), which cannot be had here.
 
 The Cluster Stack operator's chart runs here too, with Cluster API's CRDs (as wherever it is used):
 its releases come from an OCI registry on this machine, which the pod reaches as any registry, at the
@@ -69,7 +69,7 @@ from operator_testkit.image import Image
 from operator_testkit.nodes.cluster import LocalCluster
 from operator_testkit.nodes.faults import FaultError
 from operator_testkit.nodes.images import NodeImage, typesense_image
-from operator_testkit.nodes.standins import monocle_standins
+from operator_testkit.nodes.standins import monocle_images
 from operator_testkit.registry import RunningRegistry, running_registry
 from releases import capi_cluster, kubeconfig_secret, publish_release, push_release
 from stack_operator import hook_writes, ready_release, stages_of
@@ -88,7 +88,7 @@ def nodes(tmp_path_factory: pytest.TempPathFactory, suite_image: Image) -> Itera
         tmp_path_factory.mktemp("in-cluster"),
         extra_images=[
             typesense_image(),
-            *monocle_standins(),
+            *monocle_images(),
             NodeImage(suite_image.name, (suite_image.name,)),
         ],
     )

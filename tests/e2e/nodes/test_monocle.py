@@ -1,11 +1,13 @@
-"""The Monocle operator on real nodes: the seed sample's pods run, and a config change's Job completes.
+"""The Monocle operator on real nodes: the seed sample's pods run on a real search engine, and a config
+change's Job completes against it.
 
-Monocle and Elasticsearch cannot be had here, so their images are the test kit's stand-ins
-(:mod:`operator_testkit.nodes.standins`), loaded under the names the operator asks for: real containers
-run by a real kubelet, containerd and runc, as the operator's security contexts say, which serve their
-probes, reach each other through the operator's Services and read the config it mounts, and store
-nothing. What this proves is the operator's side: the pods it asks for are scheduled, started and
-probed, its update-idents Job runs to completion, so the real Job controller marks it Complete.
+The engine is real: OpenSearch 2.19.6 built from Maven Central's jars
+(:mod:`operator_testkit.nodes.opensearch`), loaded also under the Elasticsearch names the operator's
+defaults ask for, since it answers Elasticsearch 7's API. Monocle cannot be had here, so its image is the
+test kit's stand-in (:mod:`operator_testkit.nodes.standins`): real containers run by a real kubelet,
+containerd and runc, as the operator's security contexts say, which serve their probes, reach the engine
+through the operator's Services, read the config it mounts, and make real indices and documents there,
+which the tests read back from the engine.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 
 from monocle_operator.api.v1alpha1 import DEFAULT_ELASTIC_IMAGE, DEFAULT_IMAGE
@@ -22,13 +25,8 @@ from operator_testkit.assertions import condition, wait_for_condition
 from operator_testkit.fixtures import Kubectl, wait_until
 from operator_testkit.nodes.cluster import LocalCluster
 from operator_testkit.nodes.faults import NodeFaults
-from operator_testkit.nodes.standins import (
-    ELASTICSEARCH_NAMES,
-    ELASTICSEARCH_STANDIN,
-    MONOCLE_NAMES,
-    MONOCLE_STANDIN,
-    monocle_standins,
-)
+from operator_testkit.nodes.opensearch import ELASTICSEARCH_NAMES, OPENSEARCH_IMAGE, OPENSEARCH_VERSION
+from operator_testkit.nodes.standins import MONOCLE_NAMES, MONOCLE_STANDIN, monocle_images
 from operator_testkit.operators import OperatorProcess
 
 API = "monocle.monocle.change-metrics.io/v1alpha1"
@@ -36,12 +34,12 @@ SAMPLE = "monocle_v1alpha1_monocle"
 
 
 @pytest.fixture(scope="module")
-def monocle_images(real_cluster: LocalCluster) -> None:
-    """The stand-ins for Elasticsearch and Monocle, loaded into the session's nodes."""
-    real_cluster.load(monocle_standins())
+def monocle_loaded(real_cluster: LocalCluster) -> None:
+    """OpenSearch and the Monocle stand-in, loaded into the session's nodes."""
+    real_cluster.load(monocle_images())
 
 
-def test_the_stand_ins_are_loaded_under_the_operators_default_images() -> None:
+def test_the_engine_and_the_stand_in_are_loaded_under_the_operators_default_images() -> None:
     assert DEFAULT_IMAGE in MONOCLE_NAMES
     assert DEFAULT_ELASTIC_IMAGE in ELASTICSEARCH_NAMES
 
@@ -58,19 +56,37 @@ async def logs(kubectl: Kubectl, namespace: str, pod: str) -> str:
     return done.stdout
 
 
+async def engine_address(kube: Kube, namespace: str, pod: str) -> str:
+    """The engine's HTTP address: its pod's, which this machine routes to."""
+    found = await kube.get("v1", "Pod", pod, namespace)
+    assert found is not None
+    return f"http://{found['status']['podIP']}:9200"
+
+
+async def engine_json(address: str, path: str) -> Any:
+    async with aiohttp.ClientSession() as session, session.get(address + path) as response:
+        assert response.status == 200, f"{path}: {response.status} {await response.text()}"
+        return await response.json()
+
+
+async def indices(address: str) -> list[str]:
+    """The engine's indices by name, as ``_cat/indices`` lists them."""
+    return sorted(row["index"] for row in await engine_json(address, "/_cat/indices?format=json"))
+
+
 async def component_pod(kube: Kube, namespace: str, instance: str, component: str) -> str:
     labels = {"app.kubernetes.io/instance": instance, "app.kubernetes.io/component": component}
     (pod,) = await kube.list("v1", "Pod", namespace, labels=labels)
     return str(pod["metadata"]["name"])
 
 
-async def test_the_seed_sample_runs_on_the_stand_ins_and_a_config_change_runs_update_idents_to_completion(
+async def test_the_seed_sample_runs_on_a_real_engine_and_a_config_change_runs_update_idents_against_it(
     kube: Kube,
     namespace: str,
     kubectl: Kubectl,
     samples: dict[str, list[dict[str, Any]]],
     faults: NodeFaults,
-    monocle_images: None,
+    monocle_loaded: None,
     monocle_operator: OperatorProcess,
 ) -> None:
     (sample,) = samples[SAMPLE]
@@ -78,20 +94,28 @@ async def test_the_seed_sample_runs_on_the_stand_ins_and_a_config_change_runs_up
     await kube.apply({**sample, "metadata": {**sample["metadata"], "namespace": namespace}})
     await wait_for_condition(kube, API, "Monocle", name, namespace, "Ready", "True", timeout=180)
 
-    # Each component is its stand-in, saying so, as the uid the operator's pod asks for (runc sets it).
-    for component, stands_in_for, uid in (
-        ("elastic", "Elasticsearch", 1000),
-        ("api", "Monocle", 1001),
-        ("crawler", "Monocle", 1001),
-    ):
+    # The engine is a JVM running OpenSearch, as the uid the operator's pod asks for (runc sets it).
+    engine = await component_pod(kube, namespace, name, "elastic")
+    engine_pid = await faults.pid(namespace, engine)
+    assert uid_of(engine_pid) == 1000
+    command = await asyncio.to_thread(
+        kubectl, "-n", namespace, "exec", engine, "--", "cat", "/proc/1/cmdline"
+    )
+    assert command.stdout.split("\0")[0] == "java", command.stdout
+    assert "org.opensearch.bootstrap.OpenSearch" in command.stdout.split("\0"), command.stdout
+    first = (await logs(kubectl, namespace, engine)).splitlines()[0]
+    assert first.startswith(f"OpenSearch {OPENSEARCH_VERSION} from Maven Central's jars"), first
+    # Monocle's components are its stand-in, saying so.
+    for component in ("api", "crawler"):
         pod = await component_pod(kube, namespace, name, component)
         first = (await logs(kubectl, namespace, pod)).splitlines()[0]
-        assert first.startswith(f"STAND-IN for {stands_in_for}"), first
-        assert uid_of(await faults.pid(namespace, pod)) == uid, component
-    elastic_log = await logs(kubectl, namespace, await component_pod(kube, namespace, name, "elastic"))
-    assert "data in /usr/share/elasticsearch/data (new)" in elastic_log, "its claim is writable by 1000"
+        assert first.startswith("STAND-IN for Monocle"), first
+        assert uid_of(await faults.pid(namespace, pod)) == 1001, component
     crawler_log = await logs(kubectl, namespace, await component_pod(kube, namespace, name, "crawler"))
     assert f"reached the API at http://{name}-api:8080" in crawler_log, "through the API's Service"
+    # What the API wrote is in the engine: the sample's workspace index.
+    address = await engine_address(kube, namespace, engine)
+    assert "monocle.changes.1.demo" in await indices(address)
 
     await kube.apply(
         {
@@ -117,9 +141,14 @@ async def test_the_seed_sample_runs_on_the_stand_ins_and_a_config_change_runs_up
     (job_pod,) = await kube.list("v1", "Pod", namespace, labels={"job-name": job["metadata"]["name"]})
     job_log = await logs(kubectl, namespace, job_pod["metadata"]["name"])
     assert job_log.startswith("STAND-IN for Monocle"), job_log
-    # The Job read the changed config the operator mounted, and reached Elasticsearch by its Service.
+    # The Job read the changed config the operator mounted, and reached the engine by its Service,
+    # where its run is recorded, with the workspaces it read.
     assert "workspaces demo, openstack" in job_log, job_log
     assert f"reached Elasticsearch at http://{name}-elastic:9200" in job_log, job_log
+    runs = await engine_json(address, "/monocle.janitor/_search")
+    (run,) = [hit["_source"] for hit in runs["hits"]["hits"]]
+    assert run["command"] == "update-idents"
+    assert sorted(run["workspaces"]) == ["demo", "openstack"], run
 
     async def recorded() -> bool:
         instance = await kube.get(API, "Monocle", name, namespace)
@@ -139,10 +168,12 @@ READ_ONLY = {
 }
 
 
-async def test_the_stand_ins_run_with_a_read_only_root_as_any_non_root_uid(
-    kube: Kube, namespace: str, monocle_images: None
+async def test_the_stand_in_runs_with_a_read_only_root_as_any_non_root_uid_beside_the_engine(
+    kube: Kube, namespace: str, monocle_loaded: None
 ) -> None:
-    """Stricter than the operator asks: a uid neither image names, and nothing writable but the data."""
+    """Stricter than the operator asks of Monocle's pods: a uid the image does not name, and nothing
+    writable. The engine beside it runs as the operator runs it (uid 1000, its data on a volume), and
+    holds the index the stand-in made."""
     await kube.apply({
         "apiVersion": "v1",
         "kind": "ConfigMap",
@@ -162,11 +193,15 @@ async def test_the_stand_ins_run_with_a_read_only_root_as_any_non_root_uid(
             ],
             "containers": [
                 {
-                    "name": "elasticsearch",
-                    "image": ELASTICSEARCH_STANDIN,
+                    "name": "opensearch",
+                    "image": OPENSEARCH_IMAGE,
                     "imagePullPolicy": "Never",
-                    "securityContext": READ_ONLY,
-                    "volumeMounts": [{"name": "data", "mountPath": "/usr/share/elasticsearch/data"}],
+                    "env": [
+                        {"name": "discovery.type", "value": "single-node"},
+                        {"name": "OPENSEARCH_JAVA_OPTS", "value": "-Xms256m -Xmx256m"},
+                    ],
+                    "securityContext": {**READ_ONLY, "runAsUser": 1000, "readOnlyRootFilesystem": False},
+                    "volumeMounts": [{"name": "data", "mountPath": "/usr/share/opensearch/data"}],
                     "readinessProbe": {"httpGet": {"path": health, "port": 9200}, "periodSeconds": 1},
                 },
                 {
@@ -191,7 +226,8 @@ async def test_the_stand_ins_run_with_a_read_only_root_as_any_non_root_uid(
         found = condition(pod or {}, "Ready")
         return bool(found and found["status"] == "True")
 
-    await wait_until(ready, timeout=60, interval=0.5, what="the stand-ins' pod to be Ready")
+    await wait_until(ready, timeout=90, interval=0.5, what="the pod to be Ready")
     pod = await kube.get("v1", "Pod", "stand-ins", namespace)
     assert pod is not None
     assert all(status["restartCount"] == 0 for status in pod["status"]["containerStatuses"])
+    assert "monocle.changes.1.demo" in await indices(f"http://{pod['status']['podIP']}:9200")

@@ -1,36 +1,34 @@
-"""Stand-in images for what cannot be had here: Monocle's Elasticsearch, and Monocle itself (its API,
-its crawler and its janitor). No registry is reached, and neither program can be built here, so each
-is a small Python program on the suite's Debian base, loaded under the names the Monocle operator's
-defaults, its samples and its tests ask for, and saying on its first line that it is a stand-in.
+"""A stand-in image for what cannot be had here: Monocle itself (its API, its crawler and its janitor).
+No registry is reached and Monocle's Haskell program cannot be built here, so ``monocle`` is a small
+Python program on the suite's Debian base, loaded under the names the Monocle operator's defaults, its
+samples and its tests ask for, and saying on its first line that it is a stand-in. Monocle's search
+engine is real: OpenSearch (:mod:`operator_testkit.nodes.opensearch`), and what the stand-in does to it
+is real index operations, which a test reads back from the engine.
 
 ===========================================  ===================================================
 image (loaded as)                            stands in for, and what it does
 ===========================================  ===================================================
-localhost/operator-suite-elasticsearch-      Elasticsearch 7.17, one node (``discovery.type:
-standin:1 (docker.elastic.co/elasticsearch/  single-node``): serves HTTP on 9200, ``/`` and
-elasticsearch:7.17.5 and 7.17.10)            ``/_cluster/health`` (``wait_for_status``,
-                                             ``timeout`` and ``local`` honoured, an unknown
-                                             parameter refused with 400 as Elasticsearch does);
-                                             red for its first second, then green; keeps a node
-                                             file in its data volume and fails to start if it
-                                             cannot write there; runs as uid 1000, as upstream's
-localhost/operator-suite-monocle-standin:1   Monocle's one program, ``monocle``: ``api`` serves
-(quay.io/change-metrics/monocle:1.8.0 and    ``/health`` on 8080, 200 once it has reached
-1.9.0)                                       Elasticsearch; ``crawler`` serves ``/health`` on
-                                             9001, 200 once it has reached the API; ``janitor
-                                             update-idents --elastic URL --config PATH`` reads
-                                             the config, reaches Elasticsearch and exits 0 (1
-                                             when it cannot, in a minute); each reads its
-                                             config.yaml and fails without one; runs as uid 1001
+localhost/operator-suite-monocle-standin:1   Monocle's one program, ``monocle``: ``api`` creates
+(quay.io/change-metrics/monocle:1.8.0 and    each workspace's index (``monocle.changes.1.<name>``,
+1.9.0)                                       as Monocle's API does at its start) and serves
+                                             ``/health`` on 8080, 200 once they exist;
+                                             ``crawler`` serves ``/health`` on 9001, 200 once it
+                                             has reached the API; ``janitor update-idents
+                                             --elastic URL --config PATH`` reads the config,
+                                             counts each workspace's documents in the engine,
+                                             records its run there (``monocle.janitor``) and
+                                             exits 0 (1 when it cannot reach the engine in a
+                                             minute); each reads its config.yaml and fails
+                                             without one; runs as uid 1001
 ===========================================  ===================================================
 
-What they do not imitate: no index, no document, no search, no identity is ever stored or changed; no
-web UI; the crawler fetches nothing from anywhere. They prove the operator's side: the pods it asks
-for start under its security contexts (non-root, read-only root filesystem), its probes pass, its
-volumes and Services connect the components, and its update-idents Job runs to completion.
+What it does not imitate: no change, event or identity is fetched or rewritten; no web UI; the crawler
+fetches nothing from anywhere. It proves the operator's side: the pods it asks for start under its
+security contexts (non-root, read-only root filesystem), its probes pass, its volumes and Services
+connect the components to the engine, and its update-idents Job runs to completion against it.
 
-Both programs resolve a peer's name and connect to the address only if it lies in 127.0.0.0/8 or
-198.18.0.0/15 (the pods', Services' and nodes' ranges): nothing they send can leave the machine.
+The program resolves a peer's name and connects to the address only if it lies in 127.0.0.0/8 or
+198.18.0.0/15 (the pods', Services' and nodes' ranges): nothing it sends can leave the machine.
 """
 
 from __future__ import annotations
@@ -42,34 +40,25 @@ from operator_core.settings import from_env
 from operator_testkit.binaries import build_once, say
 from operator_testkit.image import buildah_of, ensure_base
 from operator_testkit.nodes.images import CONTAINER, NodeImage, _commit
+from operator_testkit.nodes.opensearch import opensearch_image
 from operator_testkit.settings import ControlPlaneSettings
 
 __all__ = [
-    "ELASTICSEARCH_NAMES",
-    "ELASTICSEARCH_STANDIN",
     "MONOCLE_NAMES",
     "MONOCLE_STANDIN",
-    "elasticsearch_standin",
+    "monocle_images",
     "monocle_standin",
-    "monocle_standins",
 ]
 
-ELASTICSEARCH_STANDIN = "localhost/operator-suite-elasticsearch-standin:1"
-ELASTICSEARCH_NAMES = tuple(
-    f"docker.elastic.co/elasticsearch/elasticsearch:{tag}" for tag in ("7.17.5", "7.17.10")
-)
-"""The Monocle operator's default (7.17.5) and the version its tests bump to."""
 MONOCLE_STANDIN = "localhost/operator-suite-monocle-standin:1"
 MONOCLE_NAMES = tuple(f"quay.io/change-metrics/monocle:{tag}" for tag in ("1.8.0", "1.9.0"))
 """The Monocle operator's default (1.8.0) and the version its tests bump to."""
 
-ELASTICSEARCH_UID = 1000
-"""Upstream's image runs as 1000 (group 0); the operator's pod asks for the same."""
 MONOCLE_UID = 1001
 """The uid the operator runs Monocle's pods as."""
 
-# What both programs share: saying things, stopping on SIGTERM, reaching a peer only inside the
-# machine's ranges, and answering HTTP with JSON. Python 3.11's standard library only (Debian's).
+# Saying things, stopping on SIGTERM, reaching a peer only inside the machine's ranges, and answering
+# HTTP with JSON. Python 3.11's standard library only (Debian's).
 _COMMON = r'''#!/usr/bin/python3
 """__WHAT__ (written by operator_testkit.nodes.standins; not the real program)."""
 
@@ -102,8 +91,9 @@ def stop_on_sigterm():
     signal.signal(signal.SIGTERM, stop)
 
 
-def http_get(url, timeout=5.0):
-    """(status, body) of GET url; the host's address must lie in 127.0.0.0/8 or 198.18.0.0/15."""
+def http_request(method, url, body=None, timeout=5.0):
+    """(status, body) of a request with an optional JSON body; the host's address must lie in
+    127.0.0.0/8 or 198.18.0.0/15."""
     parts = urllib.parse.urlsplit(url)
     if parts.scheme != "http" or not parts.hostname:
         raise ValueError(f"only http://host[:port] URLs are served here, not {url!r}")
@@ -120,11 +110,20 @@ def http_get(url, timeout=5.0):
         target = parts.path or "/"
         if parts.query:
             target += "?" + parts.query
-        connection.request("GET", target, headers={"Host": parts.netloc})
+        headers = {"Host": parts.netloc}
+        data = None
+        if body is not None:
+            data = json.dumps(body).encode()
+            headers["Content-Type"] = "application/json"
+        connection.request(method, target, body=data, headers=headers)
         response = connection.getresponse()
         return response.status, response.read()
     finally:
         connection.close()
+
+
+def http_get(url, timeout=5.0):
+    return http_request("GET", url, timeout=timeout)
 
 
 def wait_for(what, attempt, seconds):
@@ -195,99 +194,12 @@ def read_config(path):
 
 '''
 
-_ELASTICSEARCH = r"""
-STANDS_IN_FOR = "Elasticsearch 7.17 (one node)"
-PORT = 9200
-DATA = "/usr/share/elasticsearch/data"
-STARTING_SECONDS = 1.0
-STATUSES = ("red", "yellow", "green")
-PARAMETERS = {"wait_for_status", "timeout", "local", "master_timeout", "level", "pretty"}
-UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0}
-started = time.monotonic()
-
-
-def status():
-    # A single node with no index is green once it has started; red before, as a real one is.
-    return "green" if time.monotonic() - started >= STARTING_SECONDS else "red"
-
-
-def seconds(value):
-    for unit in sorted(UNITS, key=len, reverse=True):
-        if value.endswith(unit) and value[: -len(unit)].isdigit():
-            return int(value[: -len(unit)]) * UNITS[unit]
-    raise ValueError(value)
-
-
-def refused(reason):
-    return 400, {"error": {"type": "illegal_argument_exception", "reason": reason}, "status": 400}
-
-
-def cluster_health(query):
-    unknown = sorted(set(query) - PARAMETERS)
-    if unknown:
-        return refused(f"request [/_cluster/health] contains unrecognized parameters: {unknown}")
-    wanted = query.get("wait_for_status", [None])[0]
-    if wanted is not None and wanted not in STATUSES:
-        return refused(f"unknown wait_for_status [{wanted}]")
-    if query.get("local", ["false"])[0] not in ("", "true", "false"):
-        return refused("local must be true or false")
-    try:
-        timeout = seconds(query.get("timeout", ["30s"])[0])
-    except ValueError as error:
-        return refused(f"cannot parse timeout [{error}]")
-    deadline = time.monotonic() + timeout
-    while wanted is not None and STATUSES.index(status()) < STATUSES.index(wanted):
-        if time.monotonic() >= deadline:
-            break
-        time.sleep(0.05)
-    now = status()
-    timed_out = wanted is not None and STATUSES.index(now) < STATUSES.index(wanted)
-    body = {
-        "cluster_name": CLUSTER,
-        "status": now,
-        "timed_out": timed_out,
-        "number_of_nodes": 1,
-        "number_of_data_nodes": 1,
-        "active_primary_shards": 0,
-        "active_shards": 0,
-        "unassigned_shards": 0,
-        "stand_in_for": STANDS_IN_FOR,
-    }
-    # Elasticsearch answers a wait that timed out with 408 and the health it has.
-    return (408 if timed_out else 200), body
-
-
-def root(query):
-    return 200, {"name": NODE, "cluster_name": CLUSTER, "stand_in_for": STANDS_IN_FOR}
-
-
-def main():
-    stop_on_sigterm()
-    say(f"STAND-IN for {STANDS_IN_FOR}: serves only / and /_cluster/health on {PORT}, stores nothing; "
-        f"uid {os.getuid()}, discovery.type={os.environ.get('discovery.type', '(unset)')}, "
-        f"ES_JAVA_OPTS={os.environ.get('ES_JAVA_OPTS', '(unset)')}")
-    # Elasticsearch will not start on a data directory it cannot write; neither will this.
-    node_file = os.path.join(DATA, "standin-node")
-    try:
-        earlier = os.path.exists(node_file)
-        with open(node_file, "a") as file:
-            file.write(f"{time.time():.0f} started as {NODE}\n")
-    except OSError as error:
-        say(f"stand-in: cannot write the data directory {DATA}: {error}")
-        sys.exit(1)
-    say(f"stand-in: data in {DATA} ({'kept from an earlier start' if earlier else 'new'})")
-    serve(PORT, {"/": root, "/_cluster/health": cluster_health})
-
-
-NODE = socket.gethostname()
-CLUSTER = os.environ.get("cluster.name", "docker-cluster")
-main()
-"""
-
 _MONOCLE = r"""
 STANDS_IN_FOR = "Monocle (its API, crawler and janitor)"
 API_PORT = 8080
 CRAWLER_HEALTH_PORT = 9001
+INDEX_PREFIX = "monocle.changes.1."
+JANITOR_INDEX = "monocle.janitor"
 USAGE = "usage: monocle api | monocle crawler | monocle janitor update-idents --elastic URL --config PATH"
 
 
@@ -298,6 +210,20 @@ def announce(what):
 def elastic_ready(url):
     status, _ = http_get(url.rstrip("/") + "/_cluster/health?wait_for_status=yellow&timeout=2s")
     return status == 200
+
+
+def ensure_indices(url, workspaces):
+    # Each workspace's index, as Monocle's API makes it at its start (a 400 "already exists" is
+    # fine); true once all exist.
+    for workspace in workspaces:
+        index = INDEX_PREFIX + workspace
+        status, body = http_request("PUT", f"{url.rstrip('/')}/{index}", {"settings": {"index": {
+            "number_of_shards": 1, "number_of_replicas": 0, "max_regex_length": 50000}}})
+        if status == 200:
+            say(f"stand-in: created the index {index}")
+        elif not (status == 400 and b"resource_already_exists_exception" in body):
+            raise ValueError(f"creating {index}: HTTP {status} {body[:200]!r}")
+    return True
 
 
 def health_once(reached, what):
@@ -316,13 +242,17 @@ def in_background(what, attempt, reached):
 
 
 def api():
-    announce("the API: /health on 8080 once Elasticsearch answers; no data, no web UI")
-    read_config(os.environ.get("MONOCLE_CONFIG", "/etc/monocle/config.yaml"))
+    announce("the API: makes each workspace's index, then /health on 8080; no web UI")
+    workspaces = read_config(os.environ.get("MONOCLE_CONFIG", "/etc/monocle/config.yaml"))
     if not os.environ.get("CRAWLERS_API_KEY"):
         say("stand-in: CRAWLERS_API_KEY is not set: crawlers could not post")
     elastic = os.environ["MONOCLE_ELASTIC_URL"]
     reached = threading.Event()
-    in_background(f"Elasticsearch at {elastic}", lambda: elastic_ready(elastic), reached)
+    in_background(
+        f"Elasticsearch at {elastic}",
+        lambda: elastic_ready(elastic) and ensure_indices(elastic, workspaces),
+        reached,
+    )
     serve(API_PORT, {"/health": health_once(reached, "Elasticsearch")})
 
 
@@ -335,18 +265,29 @@ def crawler():
     serve(CRAWLER_HEALTH_PORT, {"/health": health_once(reached, "the API")})
 
 
+def count(url, index):
+    status, body = http_get(f"{url.rstrip('/')}/{index}/_count")
+    return json.loads(body)["count"] if status == 200 else 0
+
+
 def update_idents(arguments):
-    announce("janitor update-idents: reads the config, reaches Elasticsearch, changes nothing")
+    announce("janitor update-idents: counts each workspace's documents and records its run")
     options = dict(zip(arguments[::2], arguments[1::2]))
     if len(arguments) % 2 or set(options) != {"--elastic", "--config"}:
         say(USAGE)
         return 2
     workspaces = read_config(options["--config"])
-    elastic = options["--elastic"]
+    elastic = options["--elastic"].rstrip("/")
     if not wait_for(f"Elasticsearch at {elastic}", lambda: elastic_ready(elastic), 60):
         say(f"stand-in: Elasticsearch at {elastic} did not answer in a minute")
         return 1
-    say(f"stand-in: would re-apply the identities of {', '.join(workspaces) or 'no workspace'}; done")
+    counts = {workspace: count(elastic, INDEX_PREFIX + workspace) for workspace in workspaces}
+    record = {"command": "update-idents", "workspaces": counts, "at": int(time.time())}
+    status, body = http_request("POST", f"{elastic}/{JANITOR_INDEX}/_doc?refresh=true", record)
+    if status not in (200, 201):
+        say(f"stand-in: could not record the run in {JANITOR_INDEX}: HTTP {status} {body[:200]!r}")
+        return 1
+    say(f"stand-in: documents per workspace {counts}; recorded in {JANITOR_INDEX}; done")
     return 0
 
 
@@ -367,7 +308,6 @@ def main(arguments):
 main(sys.argv[1:])
 """
 
-ELASTICSEARCH_PROGRAM = _COMMON.replace("__WHAT__", "A stand-in for Elasticsearch 7.17") + _ELASTICSEARCH
 MONOCLE_PROGRAM = _COMMON.replace("__WHAT__", "A stand-in for Monocle's monocle program") + _MONOCLE
 
 
@@ -406,31 +346,6 @@ def _standin(
     return built
 
 
-def elasticsearch_standin(settings: ControlPlaneSettings | None = None) -> NodeImage:
-    """The Elasticsearch stand-in, under the names Monocle's Elasticsearch is asked for by."""
-    settings = settings or from_env(ControlPlaneSettings)
-    data = "/usr/share/elasticsearch/data"
-    built = _standin(
-        settings,
-        ELASTICSEARCH_STANDIN,
-        ELASTICSEARCH_PROGRAM,
-        "/usr/share/elasticsearch/bin/elasticsearch-standin",
-        ELASTICSEARCH_UID,
-        ("--entrypoint", '["/usr/share/elasticsearch/bin/elasticsearch-standin"]', "--cmd", "",
-         "--port", "9200"),
-        # The data directory as upstream's image has it: the uid's, group 0's, for any uid of group 0.
-        ("/usr/bin/install", "-d", "-o", str(ELASTICSEARCH_UID), "-g", "0", "-m", "0775", data),
-    )  # fmt: skip
-    return NodeImage(
-        built,
-        (ELASTICSEARCH_STANDIN, *ELASTICSEARCH_NAMES),
-        tuple(
-            f"{name} is a stand-in for Elasticsearch (one node serving /_cluster/health, storing nothing)"
-            for name in ELASTICSEARCH_NAMES
-        ),
-    )
-
-
 def monocle_standin(settings: ControlPlaneSettings | None = None) -> NodeImage:
     """The Monocle stand-in, under the names Monocle's image is asked for by."""
     settings = settings or from_env(ControlPlaneSettings)
@@ -446,13 +361,13 @@ def monocle_standin(settings: ControlPlaneSettings | None = None) -> NodeImage:
         built,
         (MONOCLE_STANDIN, *MONOCLE_NAMES),
         tuple(
-            f"{name} is a stand-in for Monocle (its API and crawler answer /health; "
-            "update-idents reaches Elasticsearch and changes nothing)"
+            f"{name} is a stand-in for Monocle (its API makes the workspaces' indices in the real "
+            "engine; update-idents counts their documents and records its run there)"
             for name in MONOCLE_NAMES
         ),
     )
 
 
-def monocle_standins(settings: ControlPlaneSettings | None = None) -> list[NodeImage]:
-    """Both stand-ins: what a cluster needs loaded to run a Monocle instance."""
-    return [elasticsearch_standin(settings), monocle_standin(settings)]
+def monocle_images(settings: ControlPlaneSettings | None = None) -> list[NodeImage]:
+    """What a cluster needs loaded to run a Monocle instance: the real engine and the Monocle stand-in."""
+    return [opensearch_image(settings), monocle_standin(settings)]
