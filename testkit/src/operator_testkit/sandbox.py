@@ -362,31 +362,31 @@ def _set_aside_last_run(directory: Path) -> None:
     say(f"the last run's state and logs are set aside in {previous}")
 
 
-def images_ahead(root: Path) -> list[NodeImage]:
-    """The nodes' images that need none of the Go programs: the suite's (built from this checkout),
-    Typesense's and nginx's. ``make run`` builds them while the Go programs compile (``sandbox images``):
-    Debian's packages come over the network while the compiler holds the cores; ``up`` finds them built.
-    The suite's comes last: its helm is built after the control plane (it shares its Go build), so it
-    waits for that build, and Typesense's and nginx's need not."""
-    typesense, nginx = typesense_image(), nginx_image()
+def images_ahead(root: Path, entries: Mapping[str, SandboxEntry]) -> list[NodeImage]:
+    """The nodes' images, none of which needs a Go program but the suite's: Typesense's, nginx's, the
+    entries' own (Monocle's engine and stand-in), then the suite's (built from this checkout). ``make
+    run`` builds them while the Go programs compile (``sandbox images``): Debian's packages and Maven's
+    jars come over the network while the compiler holds the cores; ``up`` finds them built. The suite's
+    comes last: its helm is built after the control plane (it shares its Go build), so it waits for that
+    build, and the others need not."""
+    images = [typesense_image(), nginx_image()]
+    for entry in entries.values():
+        images.extend(entry.images() if entry.images is not None else [])
     say("building the suite's image from this checkout (once per change of the sources)")
     suite = image_of_sources(root)
-    return [NodeImage(suite.name, (suite.name,)), typesense, nginx]
+    return [NodeImage(suite.name, (suite.name,)), *images]
 
 
 def sandbox_images() -> int:
     """``sandbox images``: :func:`images_ahead`, built or found."""
-    for image in images_ahead(find_hack_dir().parent):
+    for image in images_ahead(find_hack_dir().parent, _entries()):
         print(image.built, flush=True)
     return 0
 
 
 def _images(entries: Mapping[str, SandboxEntry], root: Path) -> list[NodeImage]:
-    """The images the nodes get: :func:`images_ahead` and the entries' own, less those
-    :data:`WITHOUT_IMAGES` names."""
-    images = images_ahead(root)
-    for entry in entries.values():
-        images.extend(entry.images() if entry.images is not None else [])
+    """The images the nodes get (:func:`images_ahead`), less those :data:`WITHOUT_IMAGES` names."""
+    images = images_ahead(root, entries)
     left_out = {name.strip() for name in os.environ.get(WITHOUT_IMAGES, "").split(",") if name.strip()}
     kept = [image for image in images if not left_out & set(image.names)]
     for image in images:
