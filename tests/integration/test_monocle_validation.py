@@ -44,11 +44,8 @@ async def test_invalid_spec_is_refused_with_a_readable_message(
 async def test_defaults_are_filled_by_the_api_server(kube: Kube, namespace: str) -> None:
     created = await kube.create(monocle(namespace))
     assert created["spec"]["monoclePublicURL"] == "http://localhost:8090"
-    assert created["spec"]["elastic"] == {
-        "image": "docker.elastic.co/elasticsearch/elasticsearch:7.17.5",
-        "storageSize": "1Gi",
-        "javaHeap": "512m",
-    }
+    # The engine's image is left unset: each engine has its own (ENGINE_IMAGES).
+    assert created["spec"]["elastic"] == {"engine": "Elasticsearch", "storageSize": "1Gi", "javaHeap": "512m"}
 
 
 async def test_name_too_long_for_the_job_is_refused(kube: Kube, namespace: str) -> None:
@@ -65,3 +62,29 @@ async def test_storage_may_grow_but_not_shrink_and_its_class_is_fixed(kube: Kube
         await kube.apply(monocle(namespace, elastic={"storageClassName": "slow", "storageSize": "3Gi"}))
     with pytest.raises(Invalid, match=r"elastic\.storageClassName is fixed"):
         await kube.apply(monocle(namespace, elastic={"storageSize": "3Gi"}))
+
+
+async def test_a_change_of_engine_is_refused_until_the_spec_says_how_the_data_moves(
+    kube: Kube, namespace: str
+) -> None:
+    elastic_image = "docker.elastic.co/elasticsearch/elasticsearch:7.17.5"
+    # As an instance made before the engine could be chosen: its image stored.
+    await kube.apply(monocle(namespace, elastic={"image": elastic_image}))
+    with pytest.raises(
+        Invalid, match=re.escape("elastic.engine cannot change without elastic.onEngineChange")
+    ):
+        await kube.apply(monocle(namespace, elastic={"engine": "OpenSearch", "image": elastic_image}))
+    with pytest.raises(Invalid, match=re.escape("elastic.image names the old engine's image")):
+        await kube.apply(
+            monocle(
+                namespace,
+                elastic={"engine": "OpenSearch", "onEngineChange": "Recrawl", "image": elastic_image},
+            )
+        )
+    with pytest.raises(Invalid, match="Unsupported value"):
+        await kube.apply(monocle(namespace, elastic={"engine": "Solr", "onEngineChange": "Recrawl"}))
+    changed = await kube.apply(
+        monocle(namespace, elastic={"engine": "OpenSearch", "onEngineChange": "Recrawl"})
+    )
+    assert changed.object["spec"]["elastic"]["engine"] == "OpenSearch"
+    assert "image" not in changed.object["spec"]["elastic"]

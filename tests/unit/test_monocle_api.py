@@ -73,14 +73,52 @@ def test_java_heap_rule(spec_schema: dict[str, Any], heap: str, allowed: bool) -
 def test_storage_class_is_fixed(
     spec_schema: dict[str, Any], old: dict[str, str], new: dict[str, str], allowed: bool
 ) -> None:
-    (rule,) = cel.rules(spec_schema["properties"]["elastic"])
-    assert cel.evaluate(rule, {"self": new, "oldSelf": old}) is allowed
+    (rule,) = [r for r in cel.rules(spec_schema["properties"]["elastic"]) if "storageClassName" in r]
+    engine = {"engine": "Elasticsearch"}
+    assert cel.evaluate(rule, {"self": {**engine, **new}, "oldSelf": {**engine, **old}}) is allowed
+
+
+ES, OS = "Elasticsearch", "OpenSearch"
+ES_IMAGE = "docker.elastic.co/elasticsearch/elasticsearch:7.17.5"
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "allowed"),
+    [
+        ({"engine": ES}, {"engine": ES}, True),
+        ({"engine": ES}, {"engine": OS}, False),  # how the data moves is not said
+        ({"engine": ES}, {"engine": OS, "onEngineChange": "Recrawl"}, True),
+        ({"engine": OS, "onEngineChange": "Recrawl"}, {"engine": ES, "onEngineChange": "Recrawl"}, True),
+        # An instance from before the choice has the Elasticsearch image stored: it must change too.
+        (
+            {"engine": ES, "image": ES_IMAGE},
+            {"engine": OS, "onEngineChange": "Recrawl", "image": ES_IMAGE},
+            False,
+        ),
+        ({"engine": ES, "image": ES_IMAGE}, {"engine": OS, "onEngineChange": "Recrawl"}, True),
+        ({"engine": ES, "image": ES_IMAGE}, {"engine": ES, "image": ES_IMAGE}, True),
+    ],
+)
+def test_a_change_of_engine_says_how_the_data_moves_and_leaves_the_old_image(
+    spec_schema: dict[str, Any], old: dict[str, str], new: dict[str, str], allowed: bool
+) -> None:
+    rules = [r for r in cel.rules(spec_schema["properties"]["elastic"]) if "engine" in r]
+    assert len(rules) == 2
+    verdict = all(cel.evaluate(rule, {"self": new, "oldSelf": old}) for rule in rules)
+    assert verdict is allowed
 
 
 def test_every_rule_has_a_message_that_names_the_field() -> None:
     crd = crd_manifest(MONOCLE)
     text = repr(crd)
-    for field in ("monoclePublicURL", "elastic.javaHeap", "elastic.storageSize", "elastic.storageClassName"):
+    for field in (
+        "monoclePublicURL",
+        "elastic.javaHeap",
+        "elastic.storageSize",
+        "elastic.storageClassName",
+        "elastic.engine",
+        "elastic.image",
+    ):
         assert f"'message': '{field}" in text or f"'message': \"{field}" in text, field
 
 

@@ -229,4 +229,50 @@ def test_ingress_only_when_asked_and_pruned_when_dropped() -> None:
     backend = ingress["spec"]["rules"][0]["http"]["paths"][0]["backend"]
     assert backend == {"service": {"name": "monocle-sample-api", "port": {"number": 8080}}}
     stale = stale_children(desired_children(instance("seed"), SECRET_HASH), list(full.values()))
-    assert [m["kind"] for m in stale] == ["Ingress"], "only the Ingress is ever pruned"
+    assert [m["kind"] for m in stale] == ["Ingress"], "the same engine: only the Ingress is pruned"
+
+
+def opensearch(spec: dict[str, Any]) -> Instance:
+    return Instance.from_object(
+        {"metadata": {"name": "monocle-sample", "namespace": "metrics", "uid": "uid-1"}, "spec": spec}
+    )
+
+
+def test_opensearch_runs_as_its_upstream_image_is_run_in_a_statefulset_of_its_own() -> None:
+    spec = {"elastic": {"engine": "OpenSearch", "javaHeap": "1g"}}
+    children = by_kind_and_name(desired_children(opensearch(spec), SECRET_HASH))
+    assert "StatefulSet/monocle-sample-elastic" not in children
+    engine = children["StatefulSet/monocle-sample-opensearch"]
+    (container,) = engine["spec"]["template"]["spec"]["containers"]
+    assert container["name"] == "opensearch"
+    assert container["image"] == "opensearchproject/opensearch:2.19.6"
+    env = {variable["name"]: variable["value"] for variable in container["env"]}
+    assert env == {
+        "discovery.type": "single-node",
+        "OPENSEARCH_JAVA_OPTS": "-Xms1g -Xmx1g",
+        "DISABLE_SECURITY_PLUGIN": "true",
+        "DISABLE_INSTALL_DEMO_CONFIG": "true",
+    }
+    assert container["volumeMounts"] == [{"name": "data", "mountPath": "/usr/share/opensearch/data"}]
+    assert opensearch(spec).elastic_claim_name == "data-monocle-sample-opensearch-0"
+    # The Service keeps its name and selects the engine's pods, whichever engine.
+    service = children["Service/monocle-sample-elastic"]
+    assert service["spec"]["selector"].items() <= engine["spec"]["template"]["metadata"]["labels"].items()
+    # Monocle's pods are restarted by a change of engine; an image of the user's is kept.
+    for name in ("monocle-sample-api", "monocle-sample-crawler"):
+        annotations = children[f"Deployment/{name}"]["spec"]["template"]["metadata"]["annotations"]
+        assert annotations["monocle.change-metrics.io/engine"] == "OpenSearch"
+    mine = {"elastic": {"engine": "OpenSearch", "image": "registry.example/opensearch:2.19.6"}}
+    (container,) = by_kind_and_name(desired_children(opensearch(mine), SECRET_HASH))[
+        "StatefulSet/monocle-sample-opensearch"
+    ]["spec"]["template"]["spec"]["containers"]
+    assert container["image"] == "registry.example/opensearch:2.19.6"
+
+
+def test_a_change_of_engine_prunes_the_old_engines_statefulset_and_nothing_else() -> None:
+    before = desired_children(instance("seed"), SECRET_HASH)
+    after = desired_children(
+        opensearch({"elastic": {"engine": "OpenSearch", "onEngineChange": "Recrawl"}}), SECRET_HASH
+    )
+    stale = stale_children(after, before)
+    assert [f"{m['kind']}/{m['metadata']['name']}" for m in stale] == ["StatefulSet/monocle-sample-elastic"]

@@ -4,7 +4,10 @@ from monocle_operator.api.v1alpha1 import (
     CUSTOM_RESOURCES,
     DEFAULT_ELASTIC_IMAGE,
     DEFAULT_IMAGE,
+    DEFAULT_OPENSEARCH_IMAGE,
+    ENGINE_IMAGES,
     MONOCLE,
+    Engine,
     MonocleSpec,
     MonocleStatus,
 )
@@ -13,7 +16,10 @@ __all__ = [
     "CUSTOM_RESOURCES",
     "DEFAULT_ELASTIC_IMAGE",
     "DEFAULT_IMAGE",
+    "DEFAULT_OPENSEARCH_IMAGE",
+    "ENGINE_IMAGES",
     "MONOCLE",
+    "Engine",
     "MonocleSpec",
     "MonocleStatus",
 ]

@@ -9,7 +9,7 @@ storage class changed after the volume exists, a volume that shrinks.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import ConfigDict, Field
 
@@ -21,7 +21,10 @@ __all__ = [
     "CUSTOM_RESOURCES",
     "DEFAULT_ELASTIC_IMAGE",
     "DEFAULT_IMAGE",
+    "DEFAULT_OPENSEARCH_IMAGE",
+    "ENGINE_IMAGES",
     "MONOCLE",
+    "Engine",
     "MonocleSpec",
     "MonocleStatus",
 ]
@@ -31,6 +34,15 @@ VERSION = "v1alpha1"
 DEFAULT_IMAGE = "quay.io/change-metrics/monocle:1.8.0"
 # The release Monocle's own docker-compose recipe runs; Monocle 1.8 speaks the 7.x API.
 DEFAULT_ELASTIC_IMAGE = "docker.elastic.co/elasticsearch/elasticsearch:7.17.5"
+# OpenSearch answers Elasticsearch 7's API, which Monocle speaks, and is Apache-2.0 (Monocle's
+# issues 318 and 1067 ask for it as Elasticsearch 7 reaches its end of life).
+DEFAULT_OPENSEARCH_IMAGE = "opensearchproject/opensearch:2.19.6"
+Engine = Literal["Elasticsearch", "OpenSearch"]
+ENGINE_IMAGES: dict[str, str] = {
+    "Elasticsearch": DEFAULT_ELASTIC_IMAGE,
+    "OpenSearch": DEFAULT_OPENSEARCH_IMAGE,
+}
+"""Each engine's image when spec.elastic.image is unset."""
 
 _RESOURCES_DOC = preserve_unknown()
 
@@ -50,10 +62,22 @@ class ConfigMapReference(ApiModel):
 
 
 class ElasticSpec(ApiModel):
-    """The single-node Elasticsearch that stores Monocle's indices."""
+    """The single-node search engine that stores Monocle's indices: Elasticsearch, or OpenSearch."""
 
-    image: str = Field(default=DEFAULT_ELASTIC_IMAGE, min_length=1)
-    """Elasticsearch container image."""
+    engine: Engine = "Elasticsearch"
+    """The engine the operator runs: Elasticsearch (what Monocle ships with), or OpenSearch (Apache-2.0,
+    which answers the Elasticsearch 7 API Monocle speaks). Each runs as a StatefulSet of its own
+    (NAME-elastic, NAME-opensearch) behind the Service NAME-elastic. A change is refused unless
+    onEngineChange says how the data moves."""
+    on_engine_change: Literal["Recrawl"] | None = None
+    """How Monocle's data moves when the engine changes. Recrawl: the new engine starts empty on a volume
+    of its own, Monocle's API makes its indices there again, and the crawlers fetch everything anew
+    from the providers (Monocle's indices hold nothing the providers do not); the old engine's
+    StatefulSet goes and its volume is kept, for its PersistentVolumeClaim to be deleted once the new
+    engine serves. Unset, a change of engine is refused."""
+    image: str | None = Field(default=None, min_length=1)
+    """The engine's container image; unset, docker.elastic.co/elasticsearch/elasticsearch:7.17.5 for
+    Elasticsearch and opensearchproject/opensearch:2.19.6 for OpenSearch."""
     storage_class_name: str | None = Field(default=None, min_length=1)
     """StorageClass of the data volume; the cluster's default class when unset. Fixed after creation."""
     storage_size: str = Field(
@@ -77,16 +101,29 @@ class ElasticSpec(ApiModel):
             )
         ),
     )
-    """Java heap of Elasticsearch (both -Xms and -Xmx)."""
+    """Java heap of the engine (both -Xms and -Xmx)."""
 
     model_config = ConfigDict(
         json_schema_extra=cel(
+            (
+                # has(): the API server checks the schema's default ({}) against these rules too.
+                "!has(self.engine) || !has(oldSelf.engine) || self.engine == oldSelf.engine "
+                "|| has(self.onEngineChange)",
+                "elastic.engine cannot change without elastic.onEngineChange, which says how the data "
+                "moves: Recrawl starts the new engine empty and crawls everything again",
+            ),
+            (
+                "!has(self.engine) || !has(oldSelf.engine) || self.engine == oldSelf.engine "
+                "|| !has(self.image) || !has(oldSelf.image) || self.image != oldSelf.image",
+                "elastic.image names the old engine's image: unset it (each engine has its default), "
+                "or set the new engine's, in the same change as elastic.engine",
+            ),
             (
                 "has(self.storageClassName) == has(oldSelf.storageClassName) && "
                 "(!has(self.storageClassName) || self.storageClassName == oldSelf.storageClassName)",
                 "elastic.storageClassName is fixed once the volume exists; "
                 "create a new instance to move to another storage class",
-            )
+            ),
         )
     )
 
@@ -115,7 +152,7 @@ class ResourcesSpec(ApiModel):
     """Compute resources per component (core/v1 ResourceRequirements); defaults fit a small instance."""
 
     elastic: dict[str, Any] | None = Field(default=None, json_schema_extra=_RESOURCES_DOC)
-    """Resources of the Elasticsearch container."""
+    """Resources of the search engine's container."""
     api: dict[str, Any] | None = Field(default=None, json_schema_extra=_RESOURCES_DOC)
     """Resources of the API container (also used by the update-idents Job)."""
     crawler: dict[str, Any] | None = Field(default=None, json_schema_extra=_RESOURCES_DOC)
@@ -142,7 +179,7 @@ class MonocleSpec(ApiModel):
     # A default of {} (not the model's dump) lets the API server fill each nested default,
     # and keeps an unset storageClassName unset instead of null.
     elastic: ElasticSpec = Field(default_factory=ElasticSpec, json_schema_extra={"default": {}})
-    """The Elasticsearch database."""
+    """The search engine: Elasticsearch or OpenSearch."""
     ingress: IngressSpec | None = None
     """Optional Ingress in front of the API Service."""
     secret_ref: SecretReference | None = None
@@ -189,7 +226,7 @@ MONOCLE = CustomResource(
     plural="monocles",
     spec_model=MonocleSpec,
     status_model=MonocleStatus,
-    description="A Monocle deployment (Elasticsearch, API and crawler) managed by the Monocle operator.",
+    description="A Monocle deployment (its search engine, API and crawler) managed by the Monocle operator.",
     categories=("monocle",),
     printer_columns=(
         PrinterColumn("URL", ".spec.monoclePublicURL", description="Public URL"),
@@ -200,6 +237,7 @@ MONOCLE = CustomResource(
             "Reason", '.status.conditions[?(@.type=="Ready")].reason', description="Why (not) ready"
         ),
         PrinterColumn("Image", ".spec.image", description="Monocle image", priority=1),
+        PrinterColumn("Engine", ".spec.elastic.engine", description="Search engine", priority=1),
         PrinterColumn("Config", ".status.configHash", description="Applied config hash", priority=1),
         PrinterColumn("Age", ".metadata.creationTimestamp", "date"),
     ),

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from monocle_operator.resources.config import ConfigCheck, check_config, config_hash, secret_data_hash
-from monocle_operator.resources.elastic import build_elastic_service, build_elastic_statefulset
+from monocle_operator.resources.elastic import ENGINES, build_elastic_service, build_elastic_statefulset
 from monocle_operator.resources.jobs import (
     UPDATE_IDENTS,
     UPDATE_IDENTS_TTL_SECONDS,
@@ -49,6 +49,7 @@ __all__ = [
     "CONFIG_KEY",
     "CRAWLERS_API_KEY",
     "DEFAULT_CONFIG",
+    "ENGINES",
     "MANAGED_BY",
     "PRUNABLE_KINDS",
     "SECRET_HASH_ANNOTATION",
@@ -71,8 +72,12 @@ __all__ = [
     "stale_children",
 ]
 
-# The only child that may stop being wanted (spec.ingress removed).
-PRUNABLE_KINDS: tuple[tuple[str, str], ...] = (("networking.k8s.io/v1", "Ingress"),)
+# The children that may stop being wanted: the Ingress (spec.ingress removed), and the old engine's
+# StatefulSet once spec.elastic.engine changed (its volume stays: a StatefulSet's claims outlive it).
+PRUNABLE_KINDS: tuple[tuple[str, str], ...] = (
+    ("networking.k8s.io/v1", "Ingress"),
+    ("apps/v1", "StatefulSet"),
+)
 
 
 def desired_children(instance: Instance, secret_hash: str, claim_size: str | None = None) -> list[Manifest]:

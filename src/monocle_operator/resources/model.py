@@ -34,6 +34,7 @@ CRAWLERS_API_KEY = "CRAWLERS_API_KEY"
 ANNOTATION_PREFIX = "monocle.change-metrics.io"
 SECRET_HASH_ANNOTATION = f"{ANNOTATION_PREFIX}/secret-hash"
 CONFIG_HASH_ANNOTATION = f"{ANNOTATION_PREFIX}/config-hash"
+ENGINE_ANNOTATION = f"{ANNOTATION_PREFIX}/engine"
 
 
 class Instance(Owner[MonocleSpec]):
@@ -47,7 +48,14 @@ class Instance(Owner[MonocleSpec]):
 
     @property
     def elastic_name(self) -> str:
+        """The engine's Service, whichever engine runs behind it (so its URL never changes)."""
         return f"{self.name}-elastic"
+
+    def engine_statefulset_name(self, engine: str | None = None) -> str:
+        """The StatefulSet of ``engine`` (the spec's when None): Elasticsearch's keeps the Go
+        operator's name, NAME-elastic; OpenSearch's is NAME-opensearch, with a volume of its own."""
+        engine = engine or self.spec.elastic.engine
+        return self.elastic_name if engine == "Elasticsearch" else f"{self.name}-{engine.lower()}"
 
     @property
     def api_name(self) -> str:
@@ -61,7 +69,7 @@ class Instance(Owner[MonocleSpec]):
     @property
     def elastic_claim_name(self) -> str:
         """The PVC the StatefulSet controller makes from the claim template ``data``."""
-        return f"data-{self.elastic_name}-0"
+        return f"data-{self.engine_statefulset_name()}-0"
 
     @property
     def config_map_name(self) -> str:

@@ -17,6 +17,7 @@ from monocle_operator.resources.model import (
     CONFIG_KEY,
     CRAWLER_HEALTH_PORT,
     CRAWLERS_API_KEY,
+    ENGINE_ANNOTATION,
     SECRET_HASH_ANNOTATION,
     Instance,
     Manifest,
@@ -98,6 +99,14 @@ def config_mount() -> dict[str, Any]:
     return {"name": CONFIG, "mountPath": CONFIG_DIR, "readOnly": True}
 
 
+def _engine_annotation(instance: Instance) -> dict[str, str]:
+    """The engine behind the Service, on the pod template: a change of engine restarts the API (which
+    makes the workspaces' indices at its start) and the crawler. Elasticsearch, the default, has none,
+    so that the pods of an instance from before the choice existed are not restarted by it."""
+    engine = instance.spec.elastic.engine
+    return {} if engine == "Elasticsearch" else {ENGINE_ANNOTATION: engine}
+
+
 def _deployment(
     instance: Instance, name: str, component: str, container: dict[str, Any], secret_hash: str
 ) -> Manifest:
@@ -111,7 +120,7 @@ def _deployment(
             "template": {
                 "metadata": {
                     "labels": instance.labels(component),
-                    "annotations": {SECRET_HASH_ANNOTATION: secret_hash},
+                    "annotations": {SECRET_HASH_ANNOTATION: secret_hash, **_engine_annotation(instance)},
                 },
                 "spec": {
                     "securityContext": restricted_pod(MONOCLE_UID),

@@ -33,6 +33,7 @@ from monocle_operator.controller.monocle.status import (
 from monocle_operator.resources import (
     CONFIG_KEY,
     CRAWLERS_API_KEY,
+    ENGINES,
     PRUNABLE_KINDS,
     UPDATE_IDENTS,
     ConfigCheck,
@@ -166,12 +167,36 @@ async def check_configuration(scope: Scope) -> Outcome:
 
 
 async def apply_children(scope: Scope) -> Outcome:
+    """Every child; the other engine's StatefulSet, after a change of engine, is pruned, and its
+    volume kept (spec.elastic.onEngineChange: Recrawl, which admission requires for the change)."""
     instance = scope.instance
     assert scope.secret_hash is not None
-    live_sts = await scope.kube.get("apps/v1", "StatefulSet", instance.elastic_name, instance.namespace)
+    engine = instance.spec.elastic.engine
+    live_sts = await scope.kube.get(
+        "apps/v1", "StatefulSet", instance.engine_statefulset_name(), instance.namespace
+    )
+    left = [
+        (other, instance.engine_statefulset_name(other))
+        for other in ENGINES
+        if other != engine and _standing(await scope.kube.get(
+            "apps/v1", "StatefulSet", instance.engine_statefulset_name(other), instance.namespace
+        ))
+    ]  # fmt: skip
     desired = desired_children(instance, scope.secret_hash, claim_template_size(live_sts))
     await apply_report_prune(scope.kube, scope.book, instance, desired, PRUNABLE_KINDS)
+    for other, name in left:
+        await scope.book.event(
+            "Normal",
+            EventReason.ENGINE_CHANGED,
+            f"the engine is {engine} now, not {other}: it starts empty on a volume of its own and the "
+            f"crawlers fetch everything again (onEngineChange: Recrawl); StatefulSet {name} goes, its "
+            f"volume data-{name}-0 is kept until you delete it",
+        )
     return Outcome.CONTINUE
+
+
+def _standing(obj: dict[str, Any] | None) -> bool:
+    return obj is not None and not obj["metadata"].get("deletionTimestamp")
 
 
 async def run_update_idents(scope: Scope) -> Outcome:
@@ -231,7 +256,7 @@ def _spec_changed(scope: Scope) -> bool:
 
 async def observe_components(scope: Scope) -> Outcome:
     instance, kube = scope.instance, scope.kube
-    sts = await kube.get("apps/v1", "StatefulSet", instance.elastic_name, instance.namespace)
+    sts = await kube.get("apps/v1", "StatefulSet", instance.engine_statefulset_name(), instance.namespace)
     await scope.book.set(ConditionType.ELASTIC_READY, *statefulset_condition(sts))
     api = await kube.get("apps/v1", "Deployment", instance.api_name, instance.namespace)
     await scope.book.set(ConditionType.API_READY, *deployment_condition(api, "API"))
