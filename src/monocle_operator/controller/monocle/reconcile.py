@@ -179,7 +179,8 @@ async def apply_children(scope: Scope) -> Outcome:
         (other, instance.engine_statefulset_name(other))
         for other in ENGINES
         if other != engine and _standing(await scope.kube.get(
-            "apps/v1", "StatefulSet", instance.engine_statefulset_name(other), instance.namespace
+            "apps/v1", "StatefulSet", instance.engine_statefulset_name(other), instance.namespace,
+            labelled_only=True,  # only one of ours is pruned: no request to learn of another
         ))
     ]  # fmt: skip
     desired = desired_children(instance, scope.secret_hash, claim_template_size(live_sts))
