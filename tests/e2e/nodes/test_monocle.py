@@ -231,3 +231,43 @@ async def test_the_stand_in_runs_with_a_read_only_root_as_any_non_root_uid_besid
     assert pod is not None
     assert all(status["restartCount"] == 0 for status in pod["status"]["containerStatuses"])
     assert "monocle.changes.1.demo" in await indices(f"http://{pod['status']['podIP']}:9200")
+
+
+async def test_a_change_of_engine_to_opensearch_recrawls_on_a_volume_of_its_own_and_keeps_the_old_one(
+    kube: Kube, namespace: str, kubectl: Kubectl, monocle_loaded: None, monocle_operator: OperatorProcess
+) -> None:
+    """spec.elastic.engine from Elasticsearch (the default) to OpenSearch with onEngineChange Recrawl:
+    the new engine runs upstream's image name in a StatefulSet of its own, the old one goes and its
+    volume stays, Monocle's API makes the workspace's index again in the new engine, and an Event says
+    what happened."""
+    name = "engines"
+    instance = {"apiVersion": API, "kind": "Monocle", "metadata": {"name": name, "namespace": namespace}}
+    await kube.apply({**instance, "spec": {}})
+    await wait_for_condition(kube, API, "Monocle", name, namespace, "Ready", "True", timeout=180)
+    await kube.apply({**instance, "spec": {"elastic": {"engine": "OpenSearch", "onEngineChange": "Recrawl"}}})
+
+    async def moved() -> bool:
+        old = await kube.get("apps/v1", "StatefulSet", f"{name}-elastic", namespace)
+        new = await kube.get("apps/v1", "StatefulSet", f"{name}-opensearch", namespace)
+        return old is None and (new or {}).get("status", {}).get("readyReplicas") == 1
+
+    await wait_until(
+        moved, timeout=120, interval=1, what="the OpenSearch StatefulSet ready, the old one gone"
+    )
+    await wait_for_condition(kube, API, "Monocle", name, namespace, "Ready", "True", timeout=120)
+    assert await kube.get("v1", "PersistentVolumeClaim", f"data-{name}-elastic-0", namespace) is not None
+    engine = await kube.get("v1", "Pod", f"{name}-opensearch-0", namespace)
+    assert engine is not None
+    (container,) = engine["spec"]["containers"]
+    assert (container["name"], container["image"]) == ("opensearch", "opensearchproject/opensearch:2.19.6")
+    log = await logs(kubectl, namespace, f"{name}-opensearch-0")
+    assert "-Xms512m, -Xmx512m" in log, "OPENSEARCH_JAVA_OPTS reached the JVM"
+    address = await engine_address(kube, namespace, f"{name}-opensearch-0")
+
+    async def index_made_again() -> bool:
+        return "monocle.changes.1.demo" in await indices(address)
+
+    await wait_until(index_made_again, timeout=60, interval=1, what="the API to make its index in OpenSearch")
+    events = [e for e in await kube.list("v1", "Event", namespace) if e.get("reason") == "EngineChanged"]
+    assert len(events) == 1, events
+    assert f"volume data-{name}-elastic-0 is kept" in events[0]["message"], events[0]["message"]
