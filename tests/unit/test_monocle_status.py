@@ -8,6 +8,7 @@ import pytest
 
 from monocle_operator.controller.monocle.status import (
     deployment_condition,
+    engine_health_condition,
     ready_condition,
     statefulset_condition,
     status_fields,
@@ -47,13 +48,59 @@ def test_deployment_condition(live: dict[str, Any] | None, expected: tuple[str, 
 
 
 def test_statefulset_condition() -> None:
-    assert statefulset_condition(None)[:2] == ("False", "NotFound")
+    assert statefulset_condition(None, "OpenSearch") == (
+        "False",
+        "NotFound",
+        "the OpenSearch StatefulSet does not exist yet",
+    )
     sts = {"metadata": {"name": "m-elastic"}, "status": {"replicas": 1}}
-    assert statefulset_condition(sts)[:2] == ("False", "NotReady")
-    assert statefulset_condition({**sts, "status": {"readyReplicas": 1}})[:2] == ("True", "Ready")
+    assert statefulset_condition(sts, "Elasticsearch")[:2] == ("False", "NotReady")
+    assert statefulset_condition({**sts, "status": {"readyReplicas": 1}}, "Elasticsearch")[:2] == (
+        "True",
+        "Ready",
+    )
 
 
-ALL_TRUE = {"ConfigValid": "True", "ChildrenApplied": "True", "ElasticReady": "True", "ApiReady": "True"}
+ADDRESS = "http://198.18.0.7:9200"
+RED = {
+    "status": "red",
+    "unassigned_shards": 3,
+    "indices": {"monocle.changes.1.demo": {"status": "red"}, "monocle.config": {"status": "green"}},
+}
+
+
+@pytest.mark.parametrize(
+    ("address", "health", "unreachable", "expected", "said"),
+    [
+        (None, None, None, ("Unknown", "NoAddress"), "m-elastic-0 has no address yet"),
+        (ADDRESS, None, "no answer within 4 s", ("Unknown", "Unreachable"), "no answer within 4 s"),
+        (ADDRESS, {"status": "green", "active_shards": 2}, None, ("True", "Green"), "2 active shards"),
+        # A single node never holds replica copies: yellow is its normal state.
+        (ADDRESS, {"status": "yellow", "unassigned_shards": 1}, None, ("True", "Yellow"), "1 replica shards"),
+        (ADDRESS, RED, None, ("False", "Red"), "(red: monocle.changes.1.demo)"),
+        (ADDRESS, {"status": "red"}, None, ("False", "Red"), "a primary shard is unassigned, and"),
+        (ADDRESS, {"status": "purple"}, None, ("Unknown", "UnexpectedAnswer"), "'purple'"),
+    ],
+)
+def test_engine_health_condition(
+    address: str | None,
+    health: dict[str, Any] | None,
+    unreachable: str | None,
+    expected: tuple[str, str],
+    said: str,
+) -> None:
+    status, reason, message = engine_health_condition("m-elastic-0", address, health, unreachable)
+    assert (status, reason) == expected
+    assert said in message, message
+
+
+ALL_TRUE = {
+    "ConfigValid": "True",
+    "ChildrenApplied": "True",
+    "ElasticReady": "True",
+    "EngineHealthy": "True",
+    "ApiReady": "True",
+}
 
 
 @pytest.mark.parametrize(
@@ -70,6 +117,7 @@ ALL_TRUE = {"ConfigValid": "True", "ChildrenApplied": "True", "ElasticReady": "T
             {"ConfigValid": "True", "ChildrenApplied": "True", "ElasticReady": "True"},
             ("Unknown", "NotObserved"),
         ),
+        ({**ALL_TRUE, "EngineHealthy": "False", "CrawlerReady": "True"}, ("False", "EngineHealthyReason")),
     ],
 )
 def test_ready_names_the_first_component_that_is_not(

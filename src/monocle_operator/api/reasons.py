@@ -14,6 +14,9 @@ class ConditionType(StrEnum):
     """Every other condition is True: Monocle is up and its configuration was taken."""
     ELASTIC_READY = "ElasticReady"
     """The search engine's pod (Elasticsearch or OpenSearch) is ready."""
+    ENGINE_HEALTHY = "EngineHealthy"
+    """The engine's cluster health is green or yellow (its reason says which; yellow is a single node's
+    normal state); False when red, naming the red indices."""
     API_READY = "ApiReady"
     """The API Deployment has an available, up-to-date pod."""
     CRAWLER_READY = "CrawlerReady"
@@ -35,5 +38,6 @@ class EventReason(StrEnum):
     STORAGE_EXPANDED = "StorageExpanded"
     STORAGE_NOT_EXPANDABLE = "StorageNotExpandable"
     ENGINE_CHANGED = "EngineChanged"
+    ENGINE_RED = "EngineRed"
     READY = "Ready"
     NOT_READY = "NotReady"

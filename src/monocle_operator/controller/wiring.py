@@ -17,8 +17,10 @@ from typing import Any
 
 from monocle_operator.api import MONOCLE
 from monocle_operator.controller.monocle.reconcile import reconcile
+from monocle_operator.engine import MonocleRuntime
 from monocle_operator.resources import MANAGED_BY
 from operator_core.controller import Operator
+from operator_core.reconciling import Context
 
 # Children (found by the labels every child carries), held in the watch caches: a change to one wakes its
 # instance's loop. Secrets and ConfigMaps are held whole (named kinds below).
@@ -39,12 +41,24 @@ def _user_objects(obj: dict[str, Any]) -> list[tuple[str, str]]:
     return [(kind, reference["name"]) for kind, reference in named if reference and reference.get("name")]
 
 
-OPERATOR = Operator("monocle-operator", MONOCLE.group)
+async def _start(context: Context) -> MonocleRuntime:
+    return MonocleRuntime()
+
+
+async def _stop(context: Context) -> None:
+    if isinstance(context.runtime, MonocleRuntime):  # not when the start hook failed
+        await context.runtime.close()
+
+
+OPERATOR = Operator("monocle-operator", MONOCLE.group, start=_start, stop=_stop)
 OPERATOR.controller(
     MONOCLE,
     reconcile,
     managed_by=MANAGED_BY,
     child_kinds=_CHILD_KINDS,
+    # The engine's pod, for its address (EngineHealthy asks the engine itself); only its labels and
+    # status are held. Pods becoming ready wake their instance.
+    observed_kinds=(("v1", "Pod"),),
     named=_user_objects,
     named_kinds=(("v1", "Secret"), ("v1", "ConfigMap")),
 )

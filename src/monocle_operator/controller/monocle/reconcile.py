@@ -26,13 +26,16 @@ from monocle_operator.api import MONOCLE
 from monocle_operator.api.reasons import ConditionType, EventReason
 from monocle_operator.controller.monocle.status import (
     deployment_condition,
+    engine_health_condition,
     ready_condition,
     statefulset_condition,
     status_fields,
 )
+from monocle_operator.engine import EngineUnreachable, MonocleRuntime
 from monocle_operator.resources import (
     CONFIG_KEY,
     CRAWLERS_API_KEY,
+    ELASTIC_PORT,
     ENGINES,
     PRUNABLE_KINDS,
     UPDATE_IDENTS,
@@ -60,6 +63,9 @@ from operator_core.storage import claim_template_size, expansion_allowed, reques
 
 __all__ = ["STEPS", "Outcome", "Scope", "reconcile"]
 
+ENGINE_RECHECK_SECONDS = 30.0
+"""How soon an engine that is not healthy, or whose health is unknown, is asked again."""
+
 UPDATE_IDENTS_JOBS = Counter(
     "monocle_update_idents_jobs_total",
     "update-idents Jobs started because an instance's config.yaml changed.",
@@ -74,6 +80,7 @@ class Scope(BaseScope):
     net."""
 
     instance: Instance
+    runtime: MonocleRuntime
     secret_hash: str | None = None
     config: ConfigCheck | None = None
     config_text: str | None = None
@@ -86,7 +93,11 @@ class Scope(BaseScope):
 
     @classmethod
     def of(cls, obj: dict[str, Any], context: Context) -> Scope:
-        return cls(**BaseScope.parts(obj, context), instance=Instance.from_object(obj))
+        return cls(
+            **BaseScope.parts(obj, context),
+            instance=Instance.from_object(obj),
+            runtime=context.runtime_of(MonocleRuntime),
+        )
 
     @property
     def requeue_after(self) -> float:
@@ -258,12 +269,52 @@ def _spec_changed(scope: Scope) -> bool:
 async def observe_components(scope: Scope) -> Outcome:
     instance, kube = scope.instance, scope.kube
     sts = await kube.get("apps/v1", "StatefulSet", instance.engine_statefulset_name(), instance.namespace)
-    await scope.book.set(ConditionType.ELASTIC_READY, *statefulset_condition(sts))
+    await scope.book.set(
+        ConditionType.ELASTIC_READY, *statefulset_condition(sts, instance.spec.elastic.engine)
+    )
     api = await kube.get("apps/v1", "Deployment", instance.api_name, instance.namespace)
     await scope.book.set(ConditionType.API_READY, *deployment_condition(api, "API"))
     crawler = await kube.get("apps/v1", "Deployment", instance.crawler_name, instance.namespace)
     await scope.book.set(ConditionType.CRAWLER_READY, *deployment_condition(crawler, "crawler"))
     return Outcome.CONTINUE
+
+
+async def observe_engine_health(scope: Scope) -> Outcome:
+    """EngineHealthy from the engine's own cluster health, asked of its pod at its address (the pods
+    are in the watch cache: no request to the API server). Not healthy, or not known, it is asked
+    again within :data:`ENGINE_RECHECK_SECONDS`: a health that changes moves no Kubernetes object."""
+    instance = scope.instance
+    pod_name = f"{instance.engine_statefulset_name()}-0"
+    pod = await scope.kube.get("v1", "Pod", pod_name, instance.namespace, labelled_only=True)
+    address = _engine_address(pod)
+    health: dict[str, Any] | None = None
+    unreachable: str | None = None
+    if address is not None:
+        try:
+            health = await scope.runtime.engine_health(address)
+        except EngineUnreachable as error:
+            unreachable = str(error)
+    status, reason, message = engine_health_condition(pod_name, address, health, unreachable)
+    await scope.book.set(
+        ConditionType.ENGINE_HEALTHY,
+        status,
+        reason,
+        message,
+        warn=EventReason.ENGINE_RED if reason == "Red" else None,
+    )
+    if status != "True":
+        scope.next_look = min(scope.next_look, ENGINE_RECHECK_SECONDS)
+    return Outcome.CONTINUE
+
+
+def _engine_address(pod: Mapping[str, Any] | None) -> str | None:
+    """``http://<pod IP>:9200`` of a running engine pod that is not going away."""
+    if pod is None or pod["metadata"].get("deletionTimestamp"):
+        return None
+    status = pod.get("status") or {}
+    if status.get("phase") != "Running" or not status.get("podIP"):
+        return None
+    return f"http://{status['podIP']}:{ELASTIC_PORT}"
 
 
 async def report(scope: Scope, completed: bool) -> None:
@@ -290,6 +341,7 @@ STEPS = Steps(
         run_update_idents,
         expand_storage,
         observe_components,
+        observe_engine_health,
     ),
     report,
 )
