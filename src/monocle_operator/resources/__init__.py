@@ -12,7 +12,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from monocle_operator.resources.config import ConfigCheck, check_config, config_hash, secret_data_hash
-from monocle_operator.resources.elastic import ENGINES, build_elastic_service, build_elastic_statefulset
+from monocle_operator.resources.elastic import (
+    ENGINES,
+    build_elastic_service,
+    build_elastic_statefulset,
+    engine_image,
+)
 from monocle_operator.resources.jobs import (
     UPDATE_IDENTS,
     UPDATE_IDENTS_TTL_SECONDS,
@@ -70,6 +75,7 @@ __all__ = [
     "config_hash",
     "decide_expansion",
     "desired_children",
+    "engine_image",
     "secret_data_hash",
     "stale_children",
 ]
@@ -82,19 +88,22 @@ PRUNABLE_KINDS: tuple[tuple[str, str], ...] = (
 )
 
 
-def desired_children(instance: Instance, secret_hash: str, claim_size: str | None = None) -> list[Manifest]:
+def desired_children(
+    instance: Instance, secret_hash: str, claim_size: str | None = None, monocle_image: str | None = None
+) -> list[Manifest]:
     """Every child applied on each reconcile, in apply order (the database before its clients).
 
     ``secret_hash`` is :func:`secret_data_hash` of the Secrets the pods read;
-    ``claim_size`` the size in the live StatefulSet's claim template, if it exists.
+    ``claim_size`` the size in the live StatefulSet's claim template, if it exists;
+    ``monocle_image`` the image the API and the crawler run now, when the spec's waits for the engine.
     """
     ingress = build_ingress(instance)
     return [
         build_elastic_service(instance),
         build_elastic_statefulset(instance, claim_size),
         build_api_service(instance),
-        build_api_deployment(instance, secret_hash),
-        build_crawler_deployment(instance, secret_hash),
+        build_api_deployment(instance, secret_hash, monocle_image),
+        build_crawler_deployment(instance, secret_hash, monocle_image),
         *([ingress] if ingress is not None else []),
     ]
 

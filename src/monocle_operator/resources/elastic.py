@@ -10,7 +10,14 @@ from monocle_operator.api import ENGINE_IMAGES
 from monocle_operator.resources.model import ELASTIC_PORT, Instance, Manifest
 from operator_core.podsecurity import restricted_container, restricted_pod
 
-__all__ = ["ELASTIC", "ENGINES", "EngineRuntime", "build_elastic_service", "build_elastic_statefulset"]
+__all__ = [
+    "ELASTIC",
+    "ENGINES",
+    "EngineRuntime",
+    "build_elastic_service",
+    "build_elastic_statefulset",
+    "engine_image",
+]
 
 ELASTIC = "elastic"
 """The component label of the engine's pods, whichever the engine (the Service selects by it)."""
@@ -47,6 +54,12 @@ DEFAULT_RESOURCES: dict[str, Any] = {
 }
 
 
+def engine_image(instance: Instance) -> str:
+    """The engine's image: the spec's, or the engine's own default."""
+    elastic = instance.spec.elastic
+    return elastic.image or ENGINE_IMAGES[elastic.engine]
+
+
 def build_elastic_statefulset(instance: Instance, claim_size: str | None = None) -> Manifest:
     """The single-node engine the spec names.
 
@@ -67,7 +80,7 @@ def build_elastic_statefulset(instance: Instance, claim_size: str | None = None)
     health = "/_cluster/health"
     container: dict[str, Any] = {
         "name": runtime.container,
-        "image": elastic.image or ENGINE_IMAGES[elastic.engine],
+        "image": engine_image(instance),
         "env": [
             {"name": "discovery.type", "value": "single-node"},
             {"name": runtime.java_options, "value": f"-Xms{heap} -Xmx{heap}"},

@@ -132,11 +132,12 @@ def _deployment(
     }
 
 
-def build_api_deployment(instance: Instance, secret_hash: str) -> Manifest:
+def build_api_deployment(instance: Instance, secret_hash: str, image: str | None = None) -> Manifest:
+    """``image``: the Monocle image to run now, when it is not yet the spec's (it waits for the engine)."""
     env, env_from = monocle_env(instance)
     container = {
         "name": API,
-        "image": instance.spec.image,
+        "image": image or instance.spec.image,
         "command": ["monocle", "api"],
         "env": env,
         "envFrom": env_from,
@@ -170,11 +171,12 @@ def build_api_service(instance: Instance) -> Manifest:
     }
 
 
-def build_crawler_deployment(instance: Instance, secret_hash: str) -> Manifest:
+def build_crawler_deployment(instance: Instance, secret_hash: str, image: str | None = None) -> Manifest:
+    """``image``: as :func:`build_api_deployment`'s."""
     _, env_from = monocle_env(instance)
     container = {
         "name": CRAWLER,
-        "image": instance.spec.image,
+        "image": image or instance.spec.image,
         "command": ["monocle", "crawler"],
         # The crawler posts what it fetched to the API, inside the namespace.
         "env": [

@@ -116,6 +116,10 @@ async def test_the_seed_sample_runs_on_a_real_engine_and_a_config_change_runs_up
     # What the API wrote is in the engine: the sample's workspace index.
     address = await engine_address(kube, namespace, engine)
     assert "monocle.changes.1.demo" in await indices(address)
+    # The engine's own health, as the operator asked it: a single node is green or yellow.
+    healthy = condition(await kube.get(API, "Monocle", name, namespace) or {}, "EngineHealthy")
+    assert healthy is not None
+    assert (healthy["status"], healthy["reason"] in ("Green", "Yellow")) == ("True", True), healthy
 
     await kube.apply(
         {
@@ -271,3 +275,35 @@ async def test_a_change_of_engine_to_opensearch_recrawls_on_a_volume_of_its_own_
     events = [e for e in await kube.list("v1", "Event", namespace) if e.get("reason") == "EngineChanged"]
     assert len(events) == 1, events
     assert f"volume data-{name}-elastic-0 is kept" in events[0]["message"], events[0]["message"]
+
+
+async def test_a_red_index_makes_the_engine_unhealthy_and_the_instance_not_ready_until_it_is_gone(
+    kube: Kube, namespace: str, monocle_loaded: None, monocle_operator: OperatorProcess
+) -> None:
+    """An index whose primary shard cannot be placed (it asks for a node that does not exist) turns the
+    engine red: EngineHealthy False naming the index, a Warning, Ready False; the index deleted, the
+    engine is healthy and the instance Ready again, with no Kubernetes object changed meanwhile."""
+    name = "red"
+    await kube.apply(
+        {"apiVersion": API, "kind": "Monocle", "metadata": {"name": name, "namespace": namespace}}
+    )
+    await wait_for_condition(kube, API, "Monocle", name, namespace, "Ready", "True", timeout=180)
+    address = await engine_address(kube, namespace, f"{name}-elastic-0")
+    placed_nowhere = {"settings": {"index.routing.allocation.require._name": "no-such-node"}}
+    async with aiohttp.ClientSession() as session:
+        async with session.put(f"{address}/stranded?wait_for_active_shards=0", json=placed_nowhere) as made:
+            assert made.status == 200, await made.text()
+        await wait_for_condition(kube, API, "Monocle", name, namespace, "EngineHealthy", "False", timeout=60)
+        instance = await kube.get(API, "Monocle", name, namespace)
+        unhealthy = condition(instance or {}, "EngineHealthy")
+        assert unhealthy is not None
+        assert unhealthy["reason"] == "Red", unhealthy
+        assert "(red: stranded)" in unhealthy["message"], unhealthy
+        ready = condition(instance or {}, "Ready")
+        assert ready is not None
+        assert (ready["status"], ready["reason"]) == ("False", "Red"), ready
+        warnings = [e for e in await kube.list("v1", "Event", namespace) if e.get("reason") == "EngineRed"]
+        assert [e["type"] for e in warnings] == ["Warning"], warnings
+        async with session.delete(f"{address}/stranded") as deleted:
+            assert deleted.status == 200, await deleted.text()
+    await wait_for_condition(kube, API, "Monocle", name, namespace, "Ready", "True", timeout=60)

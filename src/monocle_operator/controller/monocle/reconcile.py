@@ -24,6 +24,7 @@ from prometheus_client import Counter
 
 from monocle_operator.api import MONOCLE
 from monocle_operator.api.reasons import ConditionType, EventReason
+from monocle_operator.controller.monocle.rollout import MonocleImage, engine_settled, monocle_image_now
 from monocle_operator.controller.monocle.status import (
     deployment_condition,
     engine_health_condition,
@@ -50,10 +51,12 @@ from monocle_operator.resources import (
     config_hash,
     decide_expansion,
     desired_children,
+    engine_image,
     secret_data_hash,
 )
 from operator_core.applying import apply_report_prune
 from operator_core.children import StepEventReason
+from operator_core.conditions import find
 from operator_core.metrics import REGISTRY
 from operator_core.reconciling import WAIT_FOR_CHANGE, Context
 from operator_core.secrets import register_secret
@@ -87,6 +90,8 @@ class Scope(BaseScope):
     config_hash: str | None = None
     """The config hash to record in status: only ever one that update-idents ran for (or started with)."""
     update_idents_job: str | None = None
+    monocle_image: MonocleImage | None = None
+    """The image the API and the crawler are given now (the spec's, or theirs while it waits)."""
     waiting_for_user: bool = False
     """A Secret or ConfigMap only the user can create is missing: only its creation can help, and the
     objects the spec names wake the instance when they change."""
@@ -194,7 +199,18 @@ async def apply_children(scope: Scope) -> Outcome:
             labelled_only=True,  # only one of ours is pruned: no request to learn of another
         ))
     ]  # fmt: skip
-    desired = desired_children(instance, scope.secret_hash, claim_template_size(live_sts))
+    # A new Monocle image waits for the engine to run its own and be healthy (as last observed).
+    healthy = find(scope.book.conditions, ConditionType.ENGINE_HEALTHY)
+    settled = engine_settled(
+        live_sts, engine_image(instance), healthy is not None and healthy.status == "True"
+    )
+    api = await scope.kube.get("apps/v1", "Deployment", instance.api_name, instance.namespace)
+    scope.monocle_image = monocle_image_now(instance.spec.image, api, settled)
+    if scope.monocle_image.waiting is not None:
+        scope.next_look = min(scope.next_look, ENGINE_RECHECK_SECONDS)
+    desired = desired_children(
+        instance, scope.secret_hash, claim_template_size(live_sts), scope.monocle_image.now
+    )
     await apply_report_prune(scope.kube, scope.book, instance, desired, PRUNABLE_KINDS)
     for other, name in left:
         await scope.book.event(
@@ -273,8 +289,19 @@ async def observe_components(scope: Scope) -> Outcome:
         ConditionType.ELASTIC_READY, *statefulset_condition(sts, instance.spec.elastic.engine)
     )
     api = await kube.get("apps/v1", "Deployment", instance.api_name, instance.namespace)
-    await scope.book.set(ConditionType.API_READY, *deployment_condition(api, "API"))
     crawler = await kube.get("apps/v1", "Deployment", instance.crawler_name, instance.namespace)
+    image = scope.monocle_image
+    if image is not None and image.waiting is not None:
+        waiting = (
+            f"stays on {image.now} until the engine runs {engine_image(instance)}, rolled out and "
+            f"healthy; then it takes {image.waiting}"
+        )
+        await scope.book.set(ConditionType.API_READY, "False", "WaitingForEngine", f"the API {waiting}")
+        await scope.book.set(
+            ConditionType.CRAWLER_READY, "False", "WaitingForEngine", f"the crawler {waiting}"
+        )
+        return Outcome.CONTINUE
+    await scope.book.set(ConditionType.API_READY, *deployment_condition(api, "API"))
     await scope.book.set(ConditionType.CRAWLER_READY, *deployment_condition(crawler, "crawler"))
     return Outcome.CONTINUE
 
