@@ -307,3 +307,44 @@ async def test_a_red_index_makes_the_engine_unhealthy_and_the_instance_not_ready
         async with session.delete(f"{address}/stranded") as deleted:
             assert deleted.status == 200, await deleted.text()
     await wait_for_condition(kube, API, "Monocle", name, namespace, "Ready", "True", timeout=60)
+
+
+async def test_an_image_change_rolls_the_engine_first_then_the_api_and_the_crawler(
+    kube: Kube, namespace: str, monocle_loaded: None, monocle_operator: OperatorProcess
+) -> None:
+    """Both images changed in one edit: the engine's pod runs its new image and is ready before the API's
+    Deployment is given the new Monocle image; meanwhile ApiReady says WaitingForEngine."""
+    name = "order"
+    instance = {"apiVersion": API, "kind": "Monocle", "metadata": {"name": name, "namespace": namespace}}
+    await kube.apply({**instance, "spec": {}})
+    await wait_for_condition(kube, API, "Monocle", name, namespace, "Ready", "True", timeout=180)
+    new_engine, new_monocle = ELASTICSEARCH_NAMES[1], MONOCLE_NAMES[1]
+    await kube.apply({**instance, "spec": {"image": new_monocle, "elastic": {"image": new_engine}}})
+    seen: dict[str, float] = {}
+    reasons: set[str] = set()
+
+    async def rolled() -> bool:
+        now = asyncio.get_running_loop().time()
+        pod = await kube.get("v1", "Pod", f"{name}-elastic-0", namespace)
+        ready = condition(pod or {}, "Ready")
+        if (
+            pod
+            and pod["spec"]["containers"][0]["image"] == new_engine
+            and ready
+            and ready["status"] == "True"
+        ):
+            seen.setdefault("engine ready", now)
+        api = await kube.get("apps/v1", "Deployment", f"{name}-api", namespace)
+        if api and api["spec"]["template"]["spec"]["containers"][0]["image"] == new_monocle:
+            seen.setdefault("api given the new image", now)
+        api_ready = condition(await kube.get(API, "Monocle", name, namespace) or {}, "ApiReady")
+        reasons.add(str((api_ready or {}).get("reason")))
+        return len(seen) == 2
+
+    await wait_until(rolled, timeout=180, interval=0.5, what="the engine, then the API, on their new images")
+    assert seen["engine ready"] <= seen["api given the new image"], seen
+    assert "WaitingForEngine" in reasons, reasons
+    await wait_for_condition(kube, API, "Monocle", name, namespace, "Ready", "True", timeout=120)
+    crawler = await kube.get("apps/v1", "Deployment", f"{name}-crawler", namespace)
+    assert crawler is not None
+    assert crawler["spec"]["template"]["spec"]["containers"][0]["image"] == new_monocle
