@@ -39,5 +39,8 @@ class EventReason(StrEnum):
     STORAGE_NOT_EXPANDABLE = "StorageNotExpandable"
     ENGINE_CHANGED = "EngineChanged"
     ENGINE_RED = "EngineRed"
+    TASK_STARTED = "TaskStarted"
+    TASK_SUCCEEDED = "TaskSucceeded"
+    TASK_FAILED = "TaskFailed"
     READY = "Ready"
     NOT_READY = "NotReady"

@@ -18,12 +18,13 @@ from operator_core.conditions import Condition
 from operator_core.crdgen import CustomResource, PrinterColumn
 
 __all__ = [
-    "CUSTOM_RESOURCES",
     "DEFAULT_ELASTIC_IMAGE",
     "DEFAULT_IMAGE",
     "DEFAULT_OPENSEARCH_IMAGE",
     "ENGINE_IMAGES",
+    "GROUP",
     "MONOCLE",
+    "VERSION",
     "Engine",
     "MonocleSpec",
     "MonocleStatus",
@@ -245,5 +246,3 @@ MONOCLE = CustomResource(
     spec_required=False,
     validations=(_NAME_LENGTH_RULE,),
 )
-
-CUSTOM_RESOURCES = [MONOCLE]

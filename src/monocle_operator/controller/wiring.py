@@ -1,7 +1,7 @@
 """The Monocle operator, described to the shared core: its ``OPERATOR``, which the runner runs.
 
 Everything is wired by the shared controller step (:mod:`operator_core.controller`):
-each Monocle instance gets one loop that reads the instance, runs
+each Monocle instance, and each MonocleTask, gets one loop that reads the instance, runs
 :func:`~monocle_operator.controller.monocle.reconcile.reconcile`, and sleeps until
 something changes or the resync interval passes. Events on the children wake
 their instance's loop, so a child deleted or edited by hand is restored within
@@ -15,8 +15,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from monocle_operator.api import MONOCLE
+from monocle_operator.api import MONOCLE, MONOCLE_TASK
 from monocle_operator.controller.monocle.reconcile import reconcile
+from monocle_operator.controller.task.reconcile import reconcile_task
 from monocle_operator.engine import MonocleRuntime
 from monocle_operator.resources import MANAGED_BY
 from operator_core.controller import Operator
@@ -61,4 +62,21 @@ OPERATOR.controller(
     observed_kinds=(("v1", "Pod"),),
     named=_user_objects,
     named_kinds=(("v1", "Secret"), ("v1", "ConfigMap")),
+)
+
+
+def _task_instance(obj: dict[str, Any]) -> list[tuple[str, str]]:
+    """The Monocle instance a task names: its changes (made, engine ready) wake a pending task."""
+    name = (obj.get("spec") or {}).get("monocle")
+    return [("Monocle", name)] if name else []
+
+
+OPERATOR.controller(
+    MONOCLE_TASK,
+    reconcile_task,
+    managed_by=MANAGED_BY,
+    # The task's Job (its instance label is the task's name): its end wakes the task.
+    child_kinds=(("batch/v1", "Job"),),
+    named=_task_instance,
+    named_kinds=((MONOCLE.api_version, "Monocle"),),
 )

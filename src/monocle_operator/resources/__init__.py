@@ -11,7 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from monocle_operator.resources.config import ConfigCheck, check_config, config_hash, secret_data_hash
+from monocle_operator.resources.config import (
+    ConfigCheck,
+    check_config,
+    config_hash,
+    secret_data_hash,
+    task_target_problem,
+)
 from monocle_operator.resources.elastic import (
     ENGINES,
     build_elastic_service,
@@ -19,9 +25,13 @@ from monocle_operator.resources.elastic import (
     engine_image,
 )
 from monocle_operator.resources.jobs import (
+    JANITOR,
     UPDATE_IDENTS,
     UPDATE_IDENTS_TTL_SECONDS,
+    Task,
+    build_task_job,
     build_update_idents_job,
+    janitor_arguments,
 )
 from monocle_operator.resources.model import (
     CONFIG_HASH_ANNOTATION,
@@ -57,6 +67,7 @@ __all__ = [
     "DEFAULT_CONFIG",
     "ELASTIC_PORT",
     "ENGINES",
+    "JANITOR",
     "MANAGED_BY",
     "PRUNABLE_KINDS",
     "SECRET_HASH_ANNOTATION",
@@ -67,17 +78,21 @@ __all__ = [
     "ExpansionPlan",
     "Instance",
     "Manifest",
+    "Task",
     "build_claim_expansion",
     "build_config_map",
     "build_generated_secret",
+    "build_task_job",
     "build_update_idents_job",
     "check_config",
     "config_hash",
     "decide_expansion",
     "desired_children",
     "engine_image",
+    "janitor_arguments",
     "secret_data_hash",
     "stale_children",
+    "task_target_problem",
 ]
 
 # The children that may stop being wanted: the Ingress (spec.ingress removed), and the old engine's

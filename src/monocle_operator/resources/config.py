@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import yaml
 
-__all__ = ["ConfigCheck", "check_config", "config_hash", "secret_data_hash"]
+__all__ = ["ConfigCheck", "check_config", "config_hash", "secret_data_hash", "task_target_problem"]
 
 # Monocle stores each workspace in Elasticsearch indices named after it, so a workspace
 # name must be a valid index name. This is the safe subset of Elasticsearch's rules.
@@ -75,6 +75,35 @@ def check_config(text: str | None, source: str) -> ConfigCheck:
         seen.add(name)
     names = ", ".join(sorted(seen)) or "none"
     return ConfigCheck(True, "Valid", f"config.yaml in {source} is valid; workspaces: {names}")
+
+
+def task_target_problem(
+    text: str, source: str, workspace: str | None, crawler: str | None
+) -> tuple[str, str] | None:
+    """Why a MonocleTask's workspace or crawler is not in a valid config.yaml (a reason word and a
+    message), or None. Monocle's janitor says so in a log line and exits 0 having done nothing: the
+    operator says it instead, before any Job."""
+    workspaces = {item["name"]: item for item in yaml.safe_load(text)["workspaces"] if isinstance(item, dict)}
+    if workspace is None:
+        return None
+    if workspace not in workspaces:
+        known = ", ".join(sorted(workspaces)) or "none"
+        return (
+            "WorkspaceNotFound",
+            f"workspace {workspace} is not in config.yaml of {source} (workspaces: {known})",
+        )
+    if crawler is None:
+        return None
+    crawlers = workspaces[workspace].get("crawlers") or []
+    names = sorted(str(item.get("name")) for item in crawlers if isinstance(item, dict))
+    if crawler not in names:
+        known = ", ".join(names) or "none"
+        return (
+            "CrawlerNotFound",
+            f"crawler {crawler} is not in workspace {workspace} of config.yaml in {source} "
+            f"(crawlers: {known})",
+        )
+    return None
 
 
 def secret_data_hash(key: bytes, *data: Mapping[str, str] | None) -> str:

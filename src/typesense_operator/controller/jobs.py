@@ -7,9 +7,10 @@ import json
 from typing import Any
 
 from operator_core.clock import parse_wire_time, utcnow
+from operator_core.jobs import job_state, termination_message
 from operator_core.kube import Kube
 
-__all__ = ["delete_ended_job", "job_result", "job_state", "no_image_message"]
+__all__ = ["delete_ended_job", "job_result", "no_image_message"]
 
 _MESSAGE_GRACE_SECONDS = 15.0
 """How long after its Job's end a pod's termination message is waited for."""
@@ -30,26 +31,6 @@ async def delete_ended_job(kube: Kube, name: str, namespace: str) -> None:
         await kube.delete("batch/v1", "Job", name, namespace)
 
 
-def job_state(job: dict[str, Any] | None) -> str | None:
-    """ "Complete" or "Failed" once the Job ended, else None."""
-    for condition in ((job or {}).get("status") or {}).get("conditions") or []:
-        if condition.get("type") in ("Complete", "Failed") and condition.get("status") == "True":
-            return str(condition["type"])
-    return None
-
-
-async def _termination_message(kube: Kube, namespace: str, job_name: str) -> str:
-    """The last ended pod's termination message: the command's JSON result, or its reason."""
-    pods = await kube.list("v1", "Pod", namespace, labels={"job-name": job_name})
-    ended = []
-    for pod in pods:
-        for status in (pod.get("status") or {}).get("containerStatuses") or []:
-            terminated = (status.get("state") or {}).get("terminated")
-            if terminated:
-                ended.append((terminated.get("finishedAt") or "", terminated.get("message") or ""))
-    return max(ended)[1].strip() if ended else ""
-
-
 def _ended_recently(job: dict[str, Any]) -> bool:
     ended = (job.get("status") or {}).get("completionTime")
     if not ended:
@@ -63,7 +44,7 @@ async def job_result(kube: Kube, job: dict[str, Any]) -> dict[str, Any] | None:
     termination message may still be on its way (the Job's end can reach the watch before its pod's
     last status does)."""
     metadata = job["metadata"]
-    message = await _termination_message(kube, metadata["namespace"], metadata["name"])
+    message = await termination_message(kube, metadata["namespace"], metadata["name"])
     if not message and job_state(job) == "Complete" and _ended_recently(job):
         return None
     return _result(message)

@@ -17,6 +17,7 @@ from typing import Any
 
 from operator_core import errors
 from operator_core.clock import utcnow, wire_time
+from operator_core.jobs import job_state
 from operator_core.reconciling import WAIT_FOR_CHANGE, Context
 from operator_core.secrets import register_secret
 from operator_core.steps import Finalizing, Outcome, Scope, Steps
@@ -26,7 +27,7 @@ from typesense_operator.api.reasons import BackupReason, EventReason
 from typesense_operator.backup.decide import NotBackedUp, choose_node
 from typesense_operator.backup.node import SnapshotFailed, take_snapshot
 from typesense_operator.controller.cluster.nodes import decoded_key, node_targets, probe_cluster
-from typesense_operator.controller.jobs import delete_ended_job, job_result, job_state, no_image_message
+from typesense_operator.controller.jobs import delete_ended_job, job_result, no_image_message
 from typesense_operator.controller.runtime import FINAL_PHASES, TypesenseRuntime
 from typesense_operator.resources.backup import (
     Backup,

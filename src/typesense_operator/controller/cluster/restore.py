@@ -20,6 +20,7 @@ from typing import Any
 
 from operator_core import errors
 from operator_core.clock import utcnow, wire_time
+from operator_core.jobs import job_state
 from operator_core.steps import Outcome
 from typesense_operator.api.backups import TYPESENSE_BACKUP
 from typesense_operator.api.destinations import BackupDestination
@@ -27,7 +28,7 @@ from typesense_operator.api.reasons import ConditionType, EventReason, RestoreRe
 from typesense_operator.api.v1alpha1 import FromBackup
 from typesense_operator.backup.decide import collections_held, not_serving_the_restore
 from typesense_operator.controller.cluster.scope import Scope
-from typesense_operator.controller.jobs import delete_ended_job, job_result, job_state, no_image_message
+from typesense_operator.controller.jobs import delete_ended_job, job_result, no_image_message
 from typesense_operator.quorum.probe import API_KEY_HEADER, NodeTarget, Unreachable
 from typesense_operator.resources.backup import (
     Backup,

@@ -13,16 +13,22 @@ localhost/operator-suite-monocle-standin:1   Monocle's one program, ``monocle``:
 1.9.0)                                       as Monocle's API does at its start) and serves
                                              ``/health`` on 8080, 200 once they exist;
                                              ``crawler`` serves ``/health`` on 9001, 200 once it
-                                             has reached the API; ``janitor update-idents
-                                             --elastic URL --config PATH`` reads the config,
-                                             counts each workspace's documents in the engine,
-                                             records its run there (``monocle.janitor``) and
-                                             exits 0 (1 when it cannot reach the engine in a
+                                             has reached the API; ``janitor`` takes
+                                             Monocle's flags (``--elastic``, ``--config``,
+                                             ``--workspace``, ``--crawler-name``,
+                                             ``--commit-date``): ``update-idents`` counts each
+                                             workspace's documents, ``wipe-crawler-data``
+                                             deletes those whose ``crawler_name`` is the
+                                             crawler, ``set-crawler-commit-date`` writes the
+                                             document ``crawler-<name>`` with the date; each
+                                             records its run in ``monocle.janitor`` and exits
+                                             0 (1 when it cannot reach the engine in a
                                              minute); each reads its config.yaml and fails
                                              without one; runs as uid 1001
 ===========================================  ===================================================
 
-What it does not imitate: no change, event or identity is fetched or rewritten; no web UI; the crawler
+What it does not imitate: no change, event or identity is fetched or rewritten as Monocle would (its
+janitor's index operations are simple ones of its own, on the real engine); no web UI; the crawler
 fetches nothing from anywhere. It proves the operator's side: the pods it asks for start under its
 security contexts (non-root, read-only root filesystem), its probes pass, its volumes and Services
 connect the components to the engine, and its update-idents Job runs to completion against it.
@@ -200,7 +206,11 @@ API_PORT = 8080
 CRAWLER_HEALTH_PORT = 9001
 INDEX_PREFIX = "monocle.changes.1."
 JANITOR_INDEX = "monocle.janitor"
-USAGE = "usage: monocle api | monocle crawler | monocle janitor update-idents --elastic URL --config PATH"
+USAGE = (
+    "usage: monocle api | monocle crawler | monocle janitor update-idents|wipe-crawler-data|"
+    "set-crawler-commit-date --elastic URL --config PATH [--workspace W] [--crawler-name C] "
+    "[--commit-date D]"
+)
 
 
 def announce(what):
@@ -270,25 +280,98 @@ def count(url, index):
     return json.loads(body)["count"] if status == 200 else 0
 
 
+def janitor_options(arguments, required, optional=()):
+    # --flag value pairs, as Monocle's CLI takes them; None (and the usage said) when they do not fit.
+    options = dict(zip(arguments[::2], arguments[1::2]))
+    if len(arguments) % 2 or not set(required) <= set(options) or set(options) - set(required) - set(optional):
+        say(USAGE)
+        return None
+    return options
+
+
+def record(elastic, command, **facts):
+    body = {"command": command, **facts, "at": int(time.time())}
+    status, answer = http_request("POST", f"{elastic}/{JANITOR_INDEX}/_doc?refresh=true", body)
+    if status not in (200, 201):
+        say(f"stand-in: could not record the run in {JANITOR_INDEX}: HTTP {status} {answer[:200]!r}")
+        return False
+    return True
+
+
+def reach(elastic):
+    if wait_for(f"Elasticsearch at {elastic}", lambda: elastic_ready(elastic), 60):
+        return True
+    say(f"stand-in: Elasticsearch at {elastic} did not answer in a minute")
+    return False
+
+
 def update_idents(arguments):
     announce("janitor update-idents: counts each workspace's documents and records its run")
-    options = dict(zip(arguments[::2], arguments[1::2]))
-    if len(arguments) % 2 or set(options) != {"--elastic", "--config"}:
-        say(USAGE)
+    options = janitor_options(arguments, ("--elastic", "--config"), ("--workspace",))
+    if options is None:
         return 2
     workspaces = read_config(options["--config"])
+    if "--workspace" in options:
+        workspaces = [w for w in workspaces if w == options["--workspace"]]
     elastic = options["--elastic"].rstrip("/")
-    if not wait_for(f"Elasticsearch at {elastic}", lambda: elastic_ready(elastic), 60):
-        say(f"stand-in: Elasticsearch at {elastic} did not answer in a minute")
+    if not reach(elastic):
         return 1
     counts = {workspace: count(elastic, INDEX_PREFIX + workspace) for workspace in workspaces}
-    record = {"command": "update-idents", "workspaces": counts, "at": int(time.time())}
-    status, body = http_request("POST", f"{elastic}/{JANITOR_INDEX}/_doc?refresh=true", record)
-    if status not in (200, 201):
-        say(f"stand-in: could not record the run in {JANITOR_INDEX}: HTTP {status} {body[:200]!r}")
+    if not record(elastic, "update-idents", workspaces=counts):
         return 1
     say(f"stand-in: documents per workspace {counts}; recorded in {JANITOR_INDEX}; done")
     return 0
+
+
+def wipe_crawler_data(arguments):
+    announce("janitor wipe-crawler-data: deletes the documents of a crawler in a workspace")
+    options = janitor_options(arguments, ("--elastic", "--config", "--workspace", "--crawler-name"))
+    if options is None:
+        return 2
+    read_config(options["--config"])
+    elastic = options["--elastic"].rstrip("/")
+    if not reach(elastic):
+        return 1
+    index, crawler = INDEX_PREFIX + options["--workspace"], options["--crawler-name"]
+    query = {"query": {"term": {"crawler_name": crawler}}}
+    status, body = http_request("POST", f"{elastic}/{index}/_delete_by_query?refresh=true", query)
+    if status != 200:
+        say(f"stand-in: deleting {crawler}'s documents in {index}: HTTP {status} {body[:200]!r}")
+        return 1
+    deleted = json.loads(body).get("deleted", 0)
+    if not record(elastic, "wipe-crawler-data", workspace=options["--workspace"], crawler=crawler, deleted=deleted):
+        return 1
+    say(f"stand-in: deleted {deleted} documents of {crawler} in {index}; done")
+    return 0
+
+
+def set_crawler_commit_date(arguments):
+    announce("janitor set-crawler-commit-date: writes a crawler's commit date in its workspace")
+    required = ("--elastic", "--config", "--workspace", "--crawler-name", "--commit-date")
+    options = janitor_options(arguments, required)
+    if options is None:
+        return 2
+    read_config(options["--config"])
+    elastic = options["--elastic"].rstrip("/")
+    if not reach(elastic):
+        return 1
+    index, crawler = INDEX_PREFIX + options["--workspace"], options["--crawler-name"]
+    document = {"crawler_metadata": {"crawler": crawler, "last_commit_at": options["--commit-date"]}}
+    status, body = http_request("PUT", f"{elastic}/{index}/_doc/crawler-{crawler}?refresh=true", document)
+    if status not in (200, 201):
+        say(f"stand-in: writing {crawler}'s commit date in {index}: HTTP {status} {body[:200]!r}")
+        return 1
+    if not record(elastic, "set-crawler-commit-date", workspace=options["--workspace"], crawler=crawler):
+        return 1
+    say(f"stand-in: {crawler} in {index} fetches from {options['--commit-date']} again; done")
+    return 0
+
+
+JANITOR = {
+    "update-idents": update_idents,
+    "wipe-crawler-data": wipe_crawler_data,
+    "set-crawler-commit-date": set_crawler_commit_date,
+}
 
 
 def main(arguments):
@@ -297,8 +380,8 @@ def main(arguments):
         api()
     elif arguments == ["crawler"]:
         crawler()
-    elif arguments[:2] == ["janitor", "update-idents"]:
-        sys.exit(update_idents(arguments[2:]))
+    elif arguments[:1] == ["janitor"] and len(arguments) > 1 and arguments[1] in JANITOR:
+        sys.exit(JANITOR[arguments[1]](arguments[2:]))
     else:
         announce(f"unknown command {arguments}")
         say(USAGE)

@@ -1,0 +1,1 @@
+"""The MonocleTask controller: one janitor command, run once as a Job."""
