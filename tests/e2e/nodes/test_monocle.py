@@ -348,3 +348,77 @@ async def test_an_image_change_rolls_the_engine_first_then_the_api_and_the_crawl
     crawler = await kube.get("apps/v1", "Deployment", f"{name}-crawler", namespace)
     assert crawler is not None
     assert crawler["spec"]["template"]["spec"]["containers"][0]["image"] == new_monocle
+
+
+async def test_janitor_tasks_run_once_as_jobs_and_their_effect_is_read_back_from_the_engine(
+    kube: Kube, namespace: str, monocle_loaded: None, monocle_operator: OperatorProcess
+) -> None:
+    """MonocleTasks: WipeCrawlerData deletes one crawler's documents and no other; SetCrawlerCommitDate
+    writes the crawler's date; each runs once (its Job deleted after, none is made again); a crawler not
+    in config.yaml fails the task at once, with no Job."""
+    name = "janitor"
+    config = "workspaces:\n  - name: demo\n    crawlers:\n      - name: gerrit\n      - name: github\n"
+    await kube.apply({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "janitor-config", "namespace": namespace}, "data": {"config.yaml": config},
+    })  # fmt: skip
+    await kube.apply({
+        "apiVersion": API, "kind": "Monocle", "metadata": {"name": name, "namespace": namespace},
+        "spec": {"configMapRef": {"name": "janitor-config"}},
+    })  # fmt: skip
+    await wait_for_condition(kube, API, "Monocle", name, namespace, "Ready", "True", timeout=180)
+    address = await engine_address(kube, namespace, f"{name}-elastic-0")
+    index = f"{address}/monocle.changes.1.demo"
+    async with aiohttp.ClientSession() as session:
+        for number, crawler in enumerate(("gerrit", "gerrit", "github")):
+            document = {"crawler_name": crawler, "title": f"change {number}"}
+            async with session.put(f"{index}/_doc/change-{number}?refresh=true", json=document) as put:
+                assert put.status in (200, 201), await put.text()
+
+    def monocle_task(task_name: str, **spec: str) -> dict[str, Any]:
+        return {
+            "apiVersion": API, "kind": "MonocleTask", "metadata": {"name": task_name, "namespace": namespace},
+            "spec": {"monocle": name, "workspace": "demo", "crawler": "gerrit", **spec},
+        }  # fmt: skip
+
+    async def ended(task_name: str) -> dict[str, Any]:
+        async def final() -> dict[str, Any] | None:
+            found = await kube.get(API, "MonocleTask", task_name, namespace)
+            status = (found or {}).get("status") or {}
+            return status if status.get("phase") in ("Succeeded", "Failed") else None
+
+        status: dict[str, Any] = await wait_until(
+            final, timeout=120, interval=1, what=f"task {task_name} to end"
+        )
+        return status
+
+    await kube.apply(monocle_task("wipe-gerrit", command="WipeCrawlerData"))
+    wiped = await ended("wipe-gerrit")
+    assert wiped["phase"] == "Succeeded", wiped
+    assert wiped["job"] == "wipe-gerrit"
+    left = await engine_json(address, "/monocle.changes.1.demo/_search?size=10")
+    assert sorted(hit["_source"]["crawler_name"] for hit in left["hits"]["hits"]) == ["github"]
+
+    await kube.apply(monocle_task("replay-gerrit", command="SetCrawlerCommitDate", commitDate="2024-01-31"))
+    assert (await ended("replay-gerrit"))["phase"] == "Succeeded"
+    metadata = await engine_json(address, "/monocle.changes.1.demo/_doc/crawler-gerrit")
+    assert metadata["_source"]["crawler_metadata"] == {"crawler": "gerrit", "last_commit_at": "2024-01-31"}
+
+    # A crawler config.yaml does not name: said at once, and nothing runs.
+    await kube.apply(monocle_task("wipe-gitlab", command="WipeCrawlerData", crawler="gitlab"))
+    refused = await ended("wipe-gitlab")
+    assert refused["phase"] == "Failed", refused
+    assert "crawler gitlab is not in workspace demo" in refused["message"], refused
+    assert await kube.get("batch/v1", "Job", "wipe-gitlab", namespace) is None
+
+    # Once: the finished task's Job deleted, none is made again.
+    await kube.delete("batch/v1", "Job", "wipe-gerrit", namespace)
+    await asyncio.sleep(5)
+    assert await kube.get("batch/v1", "Job", "wipe-gerrit", namespace) is None
+    assert (await ended("wipe-gerrit"))["phase"] == "Succeeded"
+    runs = await engine_json(address, "/monocle.janitor/_search?size=10")
+    commands = sorted(hit["_source"]["command"] for hit in runs["hits"]["hits"])
+    assert commands == ["set-crawler-commit-date", "wipe-crawler-data"], commands
+    reasons = [e.get("reason") for e in await kube.list("v1", "Event", namespace)]
+    assert reasons.count("TaskSucceeded") == 2, reasons
+    assert reasons.count("TaskFailed") == 1, reasons
