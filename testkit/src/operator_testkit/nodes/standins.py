@@ -280,58 +280,55 @@ def count(url, index):
     return json.loads(body)["count"] if status == 200 else 0
 
 
-def janitor_options(arguments, required, optional=()):
-    # --flag value pairs, as Monocle's CLI takes them; None (and the usage said) when they do not fit.
+class Refused(Exception):
+    # A janitor command that cannot go on: the code it exits with (2: usage, 1: the engine).
+    def __init__(self, code):
+        super().__init__(code)
+        self.code = code
+
+
+def janitor_start(arguments, required, optional=()):
+    # The --flag value pairs, as Monocle's CLI takes them, the config's workspaces and the engine's
+    # URL, once the engine answers.
     options = dict(zip(arguments[::2], arguments[1::2]))
-    if len(arguments) % 2 or not set(required) <= set(options) or set(options) - set(required) - set(optional):
+    unknown = set(options) - set(required) - set(optional)
+    if len(arguments) % 2 or not set(required) <= set(options) or unknown:
         say(USAGE)
-        return None
-    return options
+        raise Refused(2)
+    workspaces = read_config(options["--config"])
+    elastic = options["--elastic"].rstrip("/")
+    if not wait_for(f"Elasticsearch at {elastic}", lambda: elastic_ready(elastic), 60):
+        say(f"stand-in: Elasticsearch at {elastic} did not answer in a minute")
+        raise Refused(1)
+    return options, workspaces, elastic
 
 
-def record(elastic, command, **facts):
+def done(elastic, command, said, **facts):
+    # The run recorded in the engine, then said: 0, or 1 when it could not be recorded.
     body = {"command": command, **facts, "at": int(time.time())}
     status, answer = http_request("POST", f"{elastic}/{JANITOR_INDEX}/_doc?refresh=true", body)
     if status not in (200, 201):
         say(f"stand-in: could not record the run in {JANITOR_INDEX}: HTTP {status} {answer[:200]!r}")
-        return False
-    return True
-
-
-def reach(elastic):
-    if wait_for(f"Elasticsearch at {elastic}", lambda: elastic_ready(elastic), 60):
-        return True
-    say(f"stand-in: Elasticsearch at {elastic} did not answer in a minute")
-    return False
+        return 1
+    say(f"stand-in: {said}; recorded in {JANITOR_INDEX}; done")
+    return 0
 
 
 def update_idents(arguments):
     announce("janitor update-idents: counts each workspace's documents and records its run")
-    options = janitor_options(arguments, ("--elastic", "--config"), ("--workspace",))
-    if options is None:
-        return 2
-    workspaces = read_config(options["--config"])
+    options, workspaces, elastic = janitor_start(arguments, ("--elastic", "--config"), ("--workspace",))
     if "--workspace" in options:
         workspaces = [w for w in workspaces if w == options["--workspace"]]
-    elastic = options["--elastic"].rstrip("/")
-    if not reach(elastic):
-        return 1
     counts = {workspace: count(elastic, INDEX_PREFIX + workspace) for workspace in workspaces}
-    if not record(elastic, "update-idents", workspaces=counts):
-        return 1
-    say(f"stand-in: documents per workspace {counts}; recorded in {JANITOR_INDEX}; done")
-    return 0
+    return done(elastic, "update-idents", f"documents per workspace {counts}", workspaces=counts)
+
+
+CRAWLER = ("--elastic", "--config", "--workspace", "--crawler-name")
 
 
 def wipe_crawler_data(arguments):
     announce("janitor wipe-crawler-data: deletes the documents of a crawler in a workspace")
-    options = janitor_options(arguments, ("--elastic", "--config", "--workspace", "--crawler-name"))
-    if options is None:
-        return 2
-    read_config(options["--config"])
-    elastic = options["--elastic"].rstrip("/")
-    if not reach(elastic):
-        return 1
+    options, _, elastic = janitor_start(arguments, CRAWLER)
     index, crawler = INDEX_PREFIX + options["--workspace"], options["--crawler-name"]
     query = {"query": {"term": {"crawler_name": crawler}}}
     status, body = http_request("POST", f"{elastic}/{index}/_delete_by_query?refresh=true", query)
@@ -339,32 +336,22 @@ def wipe_crawler_data(arguments):
         say(f"stand-in: deleting {crawler}'s documents in {index}: HTTP {status} {body[:200]!r}")
         return 1
     deleted = json.loads(body).get("deleted", 0)
-    if not record(elastic, "wipe-crawler-data", workspace=options["--workspace"], crawler=crawler, deleted=deleted):
-        return 1
-    say(f"stand-in: deleted {deleted} documents of {crawler} in {index}; done")
-    return 0
+    said = f"deleted {deleted} documents of {crawler} in {index}"
+    return done(elastic, "wipe-crawler-data", said, workspace=options["--workspace"], crawler=crawler)
 
 
 def set_crawler_commit_date(arguments):
     announce("janitor set-crawler-commit-date: writes a crawler's commit date in its workspace")
-    required = ("--elastic", "--config", "--workspace", "--crawler-name", "--commit-date")
-    options = janitor_options(arguments, required)
-    if options is None:
-        return 2
-    read_config(options["--config"])
-    elastic = options["--elastic"].rstrip("/")
-    if not reach(elastic):
-        return 1
+    options, _, elastic = janitor_start(arguments, (*CRAWLER, "--commit-date"))
     index, crawler = INDEX_PREFIX + options["--workspace"], options["--crawler-name"]
-    document = {"crawler_metadata": {"crawler": crawler, "last_commit_at": options["--commit-date"]}}
+    date = options["--commit-date"]
+    document = {"crawler_metadata": {"crawler": crawler, "last_commit_at": date}}
     status, body = http_request("PUT", f"{elastic}/{index}/_doc/crawler-{crawler}?refresh=true", document)
     if status not in (200, 201):
         say(f"stand-in: writing {crawler}'s commit date in {index}: HTTP {status} {body[:200]!r}")
         return 1
-    if not record(elastic, "set-crawler-commit-date", workspace=options["--workspace"], crawler=crawler):
-        return 1
-    say(f"stand-in: {crawler} in {index} fetches from {options['--commit-date']} again; done")
-    return 0
+    said = f"{crawler} in {index} fetches from {date} again"
+    return done(elastic, "set-crawler-commit-date", said, workspace=options["--workspace"], crawler=crawler)
 
 
 JANITOR = {
@@ -381,7 +368,10 @@ def main(arguments):
     elif arguments == ["crawler"]:
         crawler()
     elif arguments[:1] == ["janitor"] and len(arguments) > 1 and arguments[1] in JANITOR:
-        sys.exit(JANITOR[arguments[1]](arguments[2:]))
+        try:
+            sys.exit(JANITOR[arguments[1]](arguments[2:]))
+        except Refused as refused:
+            sys.exit(refused.code)
     else:
         announce(f"unknown command {arguments}")
         say(USAGE)
