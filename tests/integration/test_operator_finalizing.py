@@ -75,7 +75,9 @@ async def test_a_clean_up_runs_once_when_the_finalizers_removal_meets_a_write_ma
             found = await kube.get(HELD.api_version, HELD.kind, "held", namespace)
             return FINALIZER in ((found or {}).get("metadata") or {}).get("finalizers", [])
 
-        await wait_until(finalizer_added, timeout=20, what="the finalizer on the object")
+        # 60 s: the operator's caches start on a kind whose CRD was made a moment ago (a CI run under
+        # load, with three workers, waited more than 20 s without a warning logged).
+        await wait_until(finalizer_added, timeout=60, what="the finalizer on the object")
         await kube.delete(HELD.api_version, HELD.kind, "held", namespace)
 
         async def gone() -> bool:

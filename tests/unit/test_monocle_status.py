@@ -118,6 +118,8 @@ ALL_TRUE = {
             ("Unknown", "NotObserved"),
         ),
         ({**ALL_TRUE, "EngineHealthy": "False", "CrawlerReady": "True"}, ("False", "EngineHealthyReason")),
+        # Red: the pod is not ready either (its probe waits for yellow); the engine's reason comes first.
+        ({**ALL_TRUE, "ElasticReady": "False", "EngineHealthy": "False"}, ("False", "EngineHealthyReason")),
     ],
 )
 def test_ready_names_the_first_component_that_is_not(

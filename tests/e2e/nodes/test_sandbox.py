@@ -28,7 +28,9 @@ from operator_testkit.image import Image
 from operator_testkit.sandbox import WITHOUT_IMAGES, sandbox_down, sandbox_processes
 
 # A whole ``up`` may take UP_WITHIN on a machine busy with other workers' nodes, and ``down`` after it.
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(960)]
+"""Two whole ``up``s (UP_WITHIN each) and their ``down``s in the longest test: a CI run, with Monocle's
+engine a real OpenSearch, went over 600 s on a machine busy with other workers."""
 
 BIN = Path(sys.executable).parent
 CLI = str(BIN / "operator-suite-dev")

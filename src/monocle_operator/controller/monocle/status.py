@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from monocle_operator.api.reasons import ConditionType
-from operator_core.conditions import Condition, ConditionStatus, summarize_ready
+from operator_core.conditions import Condition, ConditionStatus, find, summarize_ready
 
 __all__ = [
     "REQUIRED",
@@ -101,6 +101,11 @@ def engine_health_condition(
 
 
 def ready_condition(conditions: Sequence[Condition]) -> Verdict:
+    """Ready from :data:`REQUIRED`; a red engine says so first: its pod is then not ready either (its
+    probe waits for yellow), and "Red: the red indices" tells more than "the pod is not ready"."""
+    health = find(conditions, ConditionType.ENGINE_HEALTHY)
+    if health is not None and health.status == "False":
+        return "False", health.reason, health.message
     return summarize_ready(
         conditions, REQUIRED, ready_reason="AllComponentsReady", ready_message="Monocle is up"
     )

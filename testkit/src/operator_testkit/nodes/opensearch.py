@@ -2,8 +2,8 @@
 on Debian bookworm's OpenJDK 17 (no distribution archive is downloaded, none is served here).
 
 The recipe is the one ``docs/research/opensearch-from-maven.md`` records: the server and its runtime
-dependencies in ``lib/``, three modules (HTTP and transport, the common analysers, painless) with the
-descriptors and security policies their jars do not carry, and ``java`` started as the distribution's
+dependencies in ``lib/``, four modules (HTTP and transport, the common analysers, painless, and reindex
+for ``_delete_by_query``) with the descriptors and security policies their jars do not carry, and ``java`` started as the distribution's
 launcher would start it. The image runs as upstream's does, as uid 1000 of group 0 from
 ``/usr/share/opensearch``, and its entrypoint takes what users configure upstream's image by:
 environment variables with a dot in their name as settings (``discovery.type=single-node``), and
@@ -73,6 +73,13 @@ _MODULES = {
         "",
     ),
     "lang-painless": ("lang-painless", "org.opensearch.painless.PainlessPlugin", "Painless scripting", ""),
+    # _delete_by_query, _update_by_query and _reindex (Monocle's janitor deletes a crawler's data so).
+    "reindex": (
+        "reindex-client",
+        "org.opensearch.index.reindex.ReindexPlugin",
+        "Reindex, update and delete by query",
+        "",
+    ),
     # analysis-common registers a painless extension, so it extends lang-painless.
     "analysis-common": (
         "analysis-common",
@@ -88,6 +95,11 @@ _POLICIES = {
     "lang-painless": """grant {
   permission java.lang.RuntimePermission "getClassLoader";
   permission java.lang.RuntimePermission "createClassLoader";
+};
+""",
+    # A reindex from a remote engine connects to it.
+    "reindex": """grant {
+  permission java.net.SocketPermission "*", "connect";
 };
 """,
     "transport-netty4": """grant {
