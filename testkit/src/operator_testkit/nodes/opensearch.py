@@ -3,8 +3,8 @@ on Debian bookworm's OpenJDK 17 (no distribution archive is downloaded, none is 
 
 The recipe is the one ``docs/research/opensearch-from-maven.md`` records: the server and its runtime
 dependencies in ``lib/``, four modules (HTTP and transport, the common analysers, painless, and reindex
-for ``_delete_by_query``) with the descriptors and security policies their jars do not carry, and ``java`` started as the distribution's
-launcher would start it. The image runs as upstream's does, as uid 1000 of group 0 from
+for ``_delete_by_query``) with the descriptors and security policies their jars do not carry, and
+``java`` started as the distribution's launcher would start it. The image runs as upstream's does, as uid 1000 of group 0 from
 ``/usr/share/opensearch``, and its entrypoint takes what users configure upstream's image by:
 environment variables with a dot in their name as settings (``discovery.type=single-node``), and
 ``OPENSEARCH_JAVA_OPTS`` for the JVM. It is also loaded under the Elasticsearch names the Monocle
