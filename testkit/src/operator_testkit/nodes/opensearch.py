@@ -2,14 +2,15 @@
 on Debian bookworm's OpenJDK 17 (no distribution archive is downloaded, none is served here).
 
 The recipe is the one ``docs/research/opensearch-from-maven.md`` records: the server and its runtime
-dependencies in ``lib/``, four modules (HTTP and transport, the common analysers, painless, and reindex
-for ``_delete_by_query``) with the descriptors and security policies their jars do not carry, and
-``java`` started as the distribution's launcher would start it. The image runs as upstream's does, as uid 1000 of group 0 from
-``/usr/share/opensearch``, and its entrypoint takes what users configure upstream's image by:
-environment variables with a dot in their name as settings (``discovery.type=single-node``), and
-``OPENSEARCH_JAVA_OPTS`` for the JVM. It is also loaded under the Elasticsearch names the Monocle
-operator's defaults ask for, since OpenSearch answers Elasticsearch 7's API (its ``/`` reports 7.10.2);
-under those names it reads ``ES_JAVA_OPTS`` too, and ``/usr/share/elasticsearch`` is the same directory.
+dependencies in ``lib/``, four modules (HTTP and transport, the common analysers, painless, and
+reindex for ``_delete_by_query``) with the descriptors and security policies their jars do not
+carry, and ``java`` started as the distribution's launcher would start it. The image runs as
+upstream's does, as uid 1000 of group 0 from ``/usr/share/opensearch``, and its entrypoint takes what
+users configure upstream's image by: environment variables with a dot in their name as settings
+(``discovery.type=single-node``), and ``OPENSEARCH_JAVA_OPTS`` for the JVM. It is also loaded under
+the Elasticsearch names the Monocle operator's defaults ask for, since OpenSearch answers
+Elasticsearch 7's API (its ``/`` reports 7.10.2); under those names it reads ``ES_JAVA_OPTS`` too,
+and ``/usr/share/elasticsearch`` is the same directory.
 What it lacks beside upstream's image: the security plugin and every other optional plugin.
 """
 
