@@ -144,7 +144,12 @@ async def test_a_listed_release_waits_for_its_provider_then_applies_its_cluster_
     async def waiting_for_provider() -> dict[str, Any] | None:
         found = await kube.get(API, "ClusterStackRelease", tag, namespace)
         waiting = condition(found, "ProviderClusterStackReleaseReady")
-        return found if waiting.get("reason") == "ProcessOngoing" else None
+        # Past "does not exist yet" (the first look, before the provider object is made): it exists,
+        # and waits to be ready (a CI run under load read the first look).
+        made = f"TestProviderClusterStackRelease {tag} is not ready yet" in condition(found, "Ready").get(
+            "message", ""
+        )
+        return found if waiting.get("reason") == "ProcessOngoing" and made else None
 
     release: Any = await wait_until(
         waiting_for_provider, timeout=60, what="the release to wait for its provider"
