@@ -302,7 +302,12 @@ async def test_a_red_index_makes_the_engine_unhealthy_and_the_instance_not_ready
         ready = condition(instance or {}, "Ready")
         assert ready is not None
         assert (ready["status"], ready["reason"]) == ("False", "Red"), ready
-        warnings = [e for e in await kube.list("v1", "Event", namespace) if e.get("reason") == "EngineRed"]
+
+        async def warned() -> list[dict[str, Any]]:
+            return [e for e in await kube.list("v1", "Event", namespace) if e.get("reason") == "EngineRed"]
+
+        # The Event is posted beside the status write, and may reach the API server just after it.
+        warnings: Any = await wait_until(warned, timeout=30, interval=0.5, what="the EngineRed Event")
         assert [e["type"] for e in warnings] == ["Warning"], warnings
         async with session.delete(f"{address}/stranded") as deleted:
             assert deleted.status == 200, await deleted.text()
