@@ -22,6 +22,7 @@ from monocle_operator.resources import (
     Task,
     build_task_job,
     check_config,
+    janitor_arguments,
     task_target_problem,
 )
 from operator_core import errors
@@ -105,7 +106,8 @@ async def start(scope: TaskScope) -> Outcome:
     job = build_task_job(task, instance)
     with contextlib.suppress(errors.Conflict):  # made by a reconcile that did not get to write the status
         await kube.create(job)
-    message = f"Job {task.name} runs monocle janitor {' '.join(job_arguments(job))}"
+    # The subcommand and its flags, as the Job runs them (the engine's URL left symbolic).
+    message = f"Job {task.name} runs monocle janitor {' '.join(janitor_arguments(task.spec)[2:])}"
     scope.status.update(phase="Running", job=task.name, startTime=wire_time(utcnow()), message=message)
     await scope.book.set(COMPLETE, "False", "Running", message)
     await scope.book.event("Normal", EventReason.TASK_STARTED, message)
@@ -128,12 +130,6 @@ async def follow(scope: TaskScope) -> Outcome:
         scope.next_look = WAIT_FOR_CHANGE
         return Outcome.STOP
     return await scope.end(verdict.phase, verdict.reason, verdict.message)
-
-
-def job_arguments(job: dict[str, Any]) -> list[str]:
-    """The janitor's subcommand and its flags, as the Job runs them (the engine's URL left symbolic)."""
-    command: list[str] = job["spec"]["template"]["spec"]["containers"][0]["command"]
-    return command[2:]
 
 
 async def report(scope: Scope, completed: bool) -> None:
